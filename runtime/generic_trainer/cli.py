@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from generic_trainer import output_checks
 from generic_trainer.cluster import STRATEGIES
 from generic_trainer.errors import TrainerError
 from generic_trainer.request import TUNE_STRATEGIES
@@ -260,11 +261,15 @@ def _train(args: argparse.Namespace) -> int:
         log.info("task request: task=%s experiment=%s mode=%s config_files=%s config=%s params_override=%s",
                  request.task, request.experiment, request.mode, list(request.config_files),
                  f"({len(request.config)} chars)" if request.config else None, request.params_override)
+    output_checks.check_outputs(request, args.executor_output_file)
     _choose_keras(request.keras)
-    result = train.run(request)
-    if result.is_chief and request.kfp is not None:
-        kfp_io.write_executor_output(request.kfp, train.kfp_metadata(request, result),
-                                     output_file=args.executor_output_file)
+
+    def write_executor_output(result: train.TrainResult) -> None:  # before the model is published
+        if request.kfp is not None:
+            kfp_io.write_executor_output(request.kfp, train.kfp_metadata(request, result),
+                                         output_file=args.executor_output_file)
+
+    result = train.run(request, before_publish=write_executor_output)
     if result.is_chief:
         print(json.dumps({"serving_model_dir": result.serving_model_dir, "metrics": result.metrics}, indent=2))
     return 0
@@ -281,11 +286,15 @@ def _tune(args: argparse.Namespace) -> int:
              request.examples, request.module_file, request.tuner_fn, request.best_hyperparameters_dir,
              request.checkpoint_dir, request.train_steps, request.eval_steps, request.max_trials or "tuner_fn's",
              request.worker_timeout, json.dumps(request.redacted_custom_config()))
+    output_checks.check_outputs(request, args.executor_output_file)
     _choose_keras("keras3")
-    result = tune.run(request)
-    if result.is_chief and request.kfp is not None:
-        kfp_io.write_executor_output(request.kfp, tune.kfp_metadata(request, result),
-                                     output_file=args.executor_output_file)
+
+    def write_executor_output(result: tune.TuneResult) -> None:  # before best_hyperparameters is published
+        if request.kfp is not None:
+            kfp_io.write_executor_output(request.kfp, tune.kfp_metadata(request, result),
+                                         output_file=args.executor_output_file)
+
+    result = tune.run(request, before_publish=write_executor_output)
     if result.is_chief:
         print(json.dumps(result.summary(), indent=2))
     return 0
@@ -300,6 +309,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     log.info("evaluate request: model=%s baseline_model=%s examples=%s splits=%s schema=%s blessing_dir=%s "
              "eval_config=%s", request.model, request.baseline_model, request.examples, ",".join(request.eval_splits),
              request.schema, request.blessing_dir, json.dumps(request.eval_config.to_json()))
+    output_checks.check_outputs(request, args.executor_output_file)
     result = evaluate.run(request)
     if request.kfp is not None:
         kfp_io.write_executor_output(request.kfp, evaluate.kfp_metadata(request, result),
@@ -318,6 +328,7 @@ def _infra_validate(args: argparse.Namespace) -> int:
              "requests=%d x %d examples timeout=%gs memory_limit=%s", request.model, request.examples,
              ",".join(request.eval_splits), request.model_blessing, request.blessing_dir, request.num_requests,
              request.batch_size, request.timeout, request.memory_limit or "none")
+    output_checks.check_outputs(request, args.executor_output_file)
     result = infra_validate.run(request)
     if request.kfp is not None:
         kfp_io.write_executor_output(request.kfp, infra_validate.kfp_metadata(request, result),

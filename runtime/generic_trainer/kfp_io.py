@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from generic_trainer import storage
-from generic_trainer.errors import UserInputError
+from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.request import KfpOutputs
 
 INPUT = "--executor-input"
@@ -126,7 +126,8 @@ def write_executor_output(
     """Write the executor output: every output artifact (with its metadata, even when empty).
 
     kfp's local runner drops the output artifacts of a task that wrote no executor output, so
-    each artifact is listed whether or not it has metadata.
+    each artifact is listed whether or not it has metadata. A write that fails is OutputError (exit 4);
+    the verbs call this before they publish their main output, so a failure publishes nothing.
     """
     artifacts = {
         name: {"artifacts": [{"name": art["name"], "uri": art["uri"], "metadata": dict(metadata.get(name, {}))}]}
@@ -135,4 +136,8 @@ def write_executor_output(
     body: dict[str, Any] = {"artifacts": artifacts}
     if parameter_values:
         body["parameterValues"] = dict(parameter_values)
-    storage.write_file_atomic(output_file or kfp.output_file, json.dumps(body, indent=2, default=str))
+    path = output_file or kfp.output_file
+    try:
+        storage.write_file_atomic(path, json.dumps(body, indent=2, default=str))
+    except OSError as e:
+        raise OutputError(f"could not write the executor output {path}: {e.strerror or e}") from e

@@ -1,20 +1,23 @@
 """Checks what the user's code left behind and publishes it whole.
 
-A serving model must exist, load, and have a `serving_default` signature before it is moved
-from its staging directory to `<model-dir>/Format-Serving`. Metrics go out as a flat JSON
-file and as TensorBoard scalars under the model run.
+A run holds its output directory exclusively (`exclusive`: a lock beside it, stale staging of
+dead runs removed). A serving model must exist, load, and have a `serving_default` signature
+before it is moved from the run's private staging directory (a sibling of the model dir, never
+inside it) to `<model-dir>/Format-Serving`. Metrics go out as a flat JSON file and as
+TensorBoard scalars under the model run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from generic_trainer import storage
-from generic_trainer.errors import OutputError
+from generic_trainer.errors import OutputError, UserInputError
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,29 @@ def validate_serving_model(path: str, what: str = "run_fn") -> dict[str, Any]:
     inputs = {k: f"{v.dtype.name}{v.shape}" for k, v in fn.structured_input_signature[1].items()}
     outputs = {k: f"{v.dtype.name}{v.shape}" for k, v in fn.structured_outputs.items()}
     return {"signatures": signatures, "serving_inputs": inputs, "serving_outputs": outputs}
+
+
+@contextlib.contextmanager
+def exclusive(directory: str, flag: str) -> Iterator[None]:
+    """Hold `directory` for this run: a second run on it fails at once (UserInputError naming `flag`
+    and the run holding it). Inside, staging left by runs that died is removed."""
+    lock = storage.OutputLock(directory)
+    try:
+        taken_over = lock.acquire()
+    except storage.LockHeld as e:
+        raise UserInputError(flag, (
+            f"{directory} is in use by another run: {storage.describe_owner(e.owner)}, last heartbeat "
+            f"{e.age_s:.0f} s ago (lock file {e.lock_path}). Wait for that run to end or give another {flag}. "
+            f"(A run that died releases it by itself: at once when it ran on this host, else "
+            f"{lock.stale_after_s:.0f} s after its last heartbeat.)")) from None
+    try:
+        for owner in taken_over:
+            log.warning("%s: took over the lock of a run that is gone (%s)", flag, owner)
+        for path in storage.remove_stale_staging(directory):
+            log.info("%s: removed %s, left by a run that did not finish", flag, path)
+        yield
+    finally:
+        lock.release()
 
 
 def publish(staging: str, final_dir: str) -> None:

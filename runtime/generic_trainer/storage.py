@@ -1,4 +1,4 @@
-"""Where things live: URIs to local paths, Cloud Storage downloads, whole-or-nothing publishing.
+"""Where things live: URIs to local paths, Cloud Storage downloads, whole-or-nothing publishing, locks.
 
 A leaf module: imports nothing of generic_trainer's, and google-cloud-storage only when a
 download is asked for. KFP hands the container URIs; on Vertex `gs://b/x` is mounted at
@@ -7,8 +7,12 @@ download is asked for. KFP hands the container URIs; on Vertex `gs://b/x` is mou
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import socket
+import threading
+import time
 import uuid
 
 DEFAULT_MOUNT_ROOTS = {"gs://": "/gcs", "s3://": "/s3", "minio://": "/minio", "oci://": "/oci"}
@@ -70,25 +74,210 @@ def download_gcs(uri: str, dest_dir: str, siblings_suffix: str | None = None) ->
 
 
 def staging_dir_for(final_dir: str) -> str:
-    """A fresh sibling of `final_dir` to write into before publishing it whole."""
-    parent, base = os.path.split(os.path.normpath(final_dir))
-    return os.path.join(parent, f".{base}.staging-{uuid.uuid4().hex[:8]}")
+    """A fresh, private sibling of `final_dir` to write into before publishing it whole.
+
+    It lies outside `final_dir` (so nothing written into it can reach the published tree through
+    `..`) and on the same file system (so publishing is a rename). `remove_stale_staging` finds
+    the ones a killed run left behind by their prefix.
+    """
+    parent, base = os.path.split(os.path.normpath(os.path.abspath(final_dir)))
+    return os.path.join(parent, f".{base}.staging-{uuid.uuid4().hex[:12]}")
+
+
+def remove_stale_staging(final_dir: str) -> list[str]:
+    """Remove the staging siblings of `final_dir` (and a `<final_dir>/.staging` of older versions).
+
+    Call it only while holding `final_dir`'s lock (`OutputLock`): then no other run is writing
+    one, so every one found was left by a run that died. Returns what was removed.
+    """
+    parent, base = os.path.split(os.path.normpath(os.path.abspath(final_dir)))
+    prefix = f".{base}.staging-"
+    found = [os.path.join(parent, n) for n in _listdir(parent) if n.startswith(prefix)]
+    legacy = os.path.join(final_dir, ".staging")
+    found += [legacy] if os.path.isdir(legacy) else []
+    for path in found:
+        shutil.rmtree(path, ignore_errors=True)
+    return found
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def exchange_dirs(a: str, b: str) -> bool:
+    """Swap two directories in one atomic step (Linux `renameat2(RENAME_EXCHANGE)`).
+
+    Returns False when the system or the file system cannot (not Linux, FUSE file systems such
+    as Cloud Storage FUSE, old kernels); then nothing was changed.
+    """
+    import ctypes
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if result == 0:
+        return True
+    errno = ctypes.get_errno()
+    if errno in (22, 38, 95, 18):  # EINVAL, ENOSYS, EOPNOTSUPP, EXDEV: not supported here
+        return False
+    raise OSError(errno, os.strerror(errno), a)
 
 
 def publish_dir(staging: str, final_dir: str) -> None:
     """Move a finished `staging` dir to `final_dir`, replacing an older one.
 
-    The rename is atomic on a local file system; readers never see a half-written directory.
+    A reader of `final_dir` sees the complete old or the complete new directory: a new one is
+    renamed into place, and an old one is swapped with the new in one atomic step where the file
+    system can (local disks on Linux); the old one is then deleted from where the new one was.
+    Where it cannot (Cloud Storage FUSE renames a directory object by object), the old one is
+    renamed away and the new one renamed in, and a reader can find no directory in between.
     """
     final_dir = os.path.normpath(final_dir)
-    if os.path.exists(final_dir):
-        trash = staging_dir_for(final_dir) + ".old"
-        os.rename(final_dir, trash)
-        os.rename(staging, final_dir)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
+    if not os.path.exists(final_dir):
         os.makedirs(os.path.dirname(final_dir) or ".", exist_ok=True)
         os.rename(staging, final_dir)
+        return
+    if exchange_dirs(staging, final_dir):
+        shutil.rmtree(staging, ignore_errors=True)  # the old directory, now at the staging path
+        return
+    trash = staging_dir_for(final_dir) + ".old"
+    os.rename(final_dir, trash)
+    os.rename(staging, final_dir)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+class LockHeld(Exception):
+    """Another live run holds the lock; `owner` is what it recorded (pid, host, started, ...)."""
+
+    def __init__(self, lock_path: str, owner: dict, age_s: float):
+        self.lock_path, self.owner, self.age_s = lock_path, owner, age_s
+        super().__init__(f"{lock_path} is held by {describe_owner(owner)}")
+
+
+def describe_owner(owner: dict) -> str:
+    """'pid 123 on host h (started 2026-01-01T00:00:00Z)' from a lock file's owner record."""
+    if not owner:
+        return "a run that has not yet recorded its pid and host"
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(owner.get("started", 0)))
+    return f"pid {owner.get('pid')} on host {owner.get('host')} (started {started})"
+
+
+class OutputLock:
+    """An exclusive lock on an output directory, held for a whole run: `<parent>/.<name>.lock`.
+
+    The lock is a file created with O_CREAT|O_EXCL holding its owner (pid, host, start time, run
+    id); the owner refreshes its modification time every `heartbeat_s` seconds. A lock is stale,
+    and is taken over, when its owner ran on this host and that pid is gone (SIGKILL, OOM), or when
+    its heartbeat is older than `stale_after_s` (an owner on another machine that died).
+    Works on local disks and NFS v3+. Cloud Storage FUSE (`/gcs`) has no flock and no hard
+    links; its O_EXCL is a lookup before the create, not a GCS precondition, so two replicas
+    on different machines starting within the same moment could both win there.
+    """
+
+    def __init__(self, directory: str, stale_after_s: float = 120.0, heartbeat_s: float = 30.0):
+        parent, base = os.path.split(os.path.normpath(os.path.abspath(directory)))
+        self.directory = directory
+        self.path = os.path.join(parent, f".{base}.lock")
+        self.stale_after_s = stale_after_s
+        self.heartbeat_s = heartbeat_s
+        self.owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
+                      "run_id": uuid.uuid4().hex}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def acquire(self) -> list[str]:
+        """Take the lock or raise LockHeld; returns the stale owners taken over (descriptions)."""
+        taken_over = []
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        for _ in range(5):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                owner, age = self._read()
+                if owner is None:  # removed meanwhile
+                    continue
+                if not self._is_stale(owner, age):
+                    raise LockHeld(self.path, owner, age) from None
+                taken_over.append(describe_owner(owner))
+                self._remove_if_same(owner)
+                continue
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(self.owner) + "\n")
+            self._thread = threading.Thread(target=self._heartbeat, name="output-lock-heartbeat", daemon=True)
+            self._thread.start()
+            return taken_over
+        owner, age = self._read()
+        raise LockHeld(self.path, owner or {}, age)
+
+    def release(self) -> None:
+        """Stop the heartbeat and remove the lock file (if it is still this run's)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+            self._remove_if_same(self.owner)
+
+    def __enter__(self) -> OutputLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def _read(self) -> tuple[dict | None, float]:
+        try:
+            age = time.time() - os.stat(self.path).st_mtime
+            with open(self.path, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return None, 0.0
+        try:
+            owner = json.loads(text)
+        except json.JSONDecodeError:
+            owner = {}  # being written right now, or cut short by a crash: judged by its age
+        return (owner if isinstance(owner, dict) else {}), age
+
+    def _is_stale(self, owner: dict, age: float) -> bool:
+        if age > self.stale_after_s:
+            return True
+        if owner.get("host") == socket.gethostname() and isinstance(owner.get("pid"), int):
+            return not _pid_alive(owner["pid"])
+        return False
+
+    def _remove_if_same(self, owner: dict) -> None:
+        """Remove the lock file if it still holds `owner` (not a lock another run just took)."""
+        current, _ = self._read()
+        if current is not None and current.get("run_id") == owner.get("run_id"):
+            try:
+                os.remove(self.path)
+            except FileNotFoundError:
+                pass
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            try:
+                os.utime(self.path)
+            except OSError:
+                pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_file_atomic(path: str, text: str) -> None:

@@ -10,16 +10,18 @@ with `fn_args.backup_and_restore`; a replica lost mid-training ends the others w
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import shutil
 import tempfile
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from generic_trainer import cluster as cluster_lib
-from generic_trainer import outputs, user_module
+from generic_trainer import outputs, storage, user_module
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
 from generic_trainer.fn_args import FnArgs
 from generic_trainer.preemption import WATCHER
@@ -123,22 +125,33 @@ def check_examples_and_schema(request: Any) -> tuple[list[str], list[str], str |
     return train_files, eval_files, schema_file
 
 
-def run(request: TrainRequest) -> TrainResult:
-    """Train as `request` says; raises a TrainerError subclass on anything the user must fix."""
-    if request.task:  # the Task API: the runtime's own loop (generic_trainer.task)
-        from generic_trainer.task import runner
+def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
+    """Train as `request` says; raises a TrainerError subclass on anything the user must fix.
 
-        return runner.run(request)
+    On the chief, `before_publish(result)` runs once the model is validated and the metrics and
+    report are written, right before the model is published (the CLI writes KFP's executor output
+    there): when it raises, nothing is published.
+    """
+    cluster = cluster_lib.resolve()
+    publishes = cluster.is_chief and (not request.task or request.mode in ("train", "train_and_eval"))
+    with outputs.exclusive(request.model_dir, "--model-dir") if publishes else contextlib.nullcontext():
+        if request.task:  # the Task API: the runtime's own loop (generic_trainer.task)
+            from generic_trainer.task import runner
+
+            return runner.run(request, before_publish)
+        return _run_module(request, cluster, before_publish)
+
+
+def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
     # Everything that can be checked without TensorFlow is checked first: bad input fails fast.
     train_files, eval_files, schema_file = check_examples_and_schema(request)
-    cluster = cluster_lib.resolve()
     scratch = tempfile.mkdtemp(prefix="generic-trainer-")
     WATCHER.install(where=f"the backup in {request.checkpoint_dir}")
     try:
         module_path = user_module.fetch(request.module_file, os.path.join(scratch, "module"))
         user_module.check_sha256(module_path, request.module_sha256)
         user_module.check_syntax(module_path)
-        return _run(request, cluster, module_path, train_files, eval_files, schema_file, scratch)
+        return _run(request, cluster, module_path, train_files, eval_files, schema_file, scratch, before_publish)
     finally:
         WATCHER.uninstall()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -171,7 +184,8 @@ def _multi_worker_keras(request: TrainRequest, strategy_name: str, cluster, num_
         log.warning("a Keras 3 model would not train here: %s", keras_multiworker.unsupported_message(str(e)))
 
 
-def _run(request, cluster, module_path, train_files, eval_files, schema_file, scratch) -> TrainResult:
+def _run(request, cluster, module_path, train_files, eval_files, schema_file, scratch,
+         before_publish=None) -> TrainResult:
     num_gpus = cluster_lib.count_gpus()
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster)
     strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
@@ -189,9 +203,8 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
     final_eval = os.path.join(request.model_dir, outputs.EVAL_DIR)
     private = os.path.join(scratch, f"{cluster.task_type}-{cluster.task_index}")
     if cluster.is_chief:
-        # Write into a staging dir beside the final one; publish only after validation.
-        staging_root = os.path.join(request.model_dir, ".staging")
-        shutil.rmtree(staging_root, ignore_errors=True)
+        # A private staging dir beside the model dir (never inside it); published only after validation.
+        staging_root = storage.staging_dir_for(request.model_dir)
         model_run_dir = working_dir = request.model_run_dir
         os.makedirs(request.checkpoint_dir, exist_ok=True)
     else:
@@ -247,6 +260,10 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
             log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
             return result
         result.model_info = outputs.validate_serving_model(serving_dir)
+        # Everything else first, the model last: a failure before it publishes nothing.
+        _write_run_outputs(request, result)
+        if before_publish is not None:
+            before_publish(result)
         outputs.publish(serving_dir, final_serving)
         if os.path.isdir(eval_dir) and os.listdir(eval_dir):
             outputs.publish(eval_dir, final_eval)
@@ -254,6 +271,12 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
         shutil.rmtree(staging_root, ignore_errors=True)
     checkpointing.clear(request.checkpoint_dir)  # published: the same command would now start afresh
     log.info("serving model: %s (signatures %s)", final_serving, ", ".join(result.model_info["signatures"]))
+    return result
+
+
+def _write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
+    """The chief's outputs besides the model: TensorBoard scalars, metrics file, report, log copy."""
+    metrics = result.metrics
     log.info("final metrics: %s", " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
     if metrics:
         outputs.write_tensorboard_scalars(request.model_run_dir, metrics, step=result.train_steps or 0)
@@ -266,7 +289,6 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
     if request.model_run_copy_dir:
         shutil.copytree(request.model_run_dir, request.model_run_copy_dir, dirs_exist_ok=True)
         log.info("TensorBoard logs copied from %s to %s", request.model_run_dir, request.model_run_copy_dir)
-    return result
 
 
 def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[str, Any]]:

@@ -13,6 +13,7 @@ published when no trial completed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import json
@@ -21,7 +22,7 @@ import os
 import shutil
 import tempfile
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer import cluster as cluster_lib
@@ -75,24 +76,32 @@ class TuneResult:
 # --------------------------------------------------------------------------------------------
 
 
-def run(request: TuneRequest) -> TuneResult:
-    """Search as `request` says; raises a TrainerError subclass on anything the user must fix."""
+def run(request: TuneRequest, before_publish: Callable[[TuneResult], None] | None = None) -> TuneResult:
+    """Search as `request` says; raises a TrainerError subclass on anything the user must fix.
+
+    Where the oracle lives, `before_publish(result)` runs after the results, metrics and report
+    are written, right before best_hyperparameters is published; when it raises, it is not.
+    """
+    from generic_trainer import outputs
     from generic_trainer.train import check_examples_and_schema
 
-    train_files, eval_files, schema_file = check_examples_and_schema(request)
     role = tuner_cluster.resolve_role(cluster_lib.resolve())
-    scratch = tempfile.mkdtemp(prefix="generic-trainer-tune-")
-    try:
-        module_path = user_module.fetch(request.module_file, os.path.join(scratch, "module"))
-        user_module.check_sha256(module_path, request.module_sha256)
-        user_module.check_syntax(module_path)
-        return _run(request, role, module_path, train_files, eval_files, schema_file)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    held = outputs.exclusive(request.best_hyperparameters_dir, "--best-hyperparameters-dir") \
+        if role.serves_oracle else contextlib.nullcontext()
+    with held:
+        train_files, eval_files, schema_file = check_examples_and_schema(request)
+        scratch = tempfile.mkdtemp(prefix="generic-trainer-tune-")
+        try:
+            module_path = user_module.fetch(request.module_file, os.path.join(scratch, "module"))
+            user_module.check_sha256(module_path, request.module_sha256)
+            user_module.check_syntax(module_path)
+            return _run(request, role, module_path, train_files, eval_files, schema_file, before_publish)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path, train_files, eval_files,
-         schema_file) -> TuneResult:
+         schema_file, before_publish=None) -> TuneResult:
     from generic_trainer import data
 
     num_gpus = cluster_lib.count_gpus()
@@ -155,7 +164,7 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path, train
         else:
             trial_log.TrialLog(tuner.project_dir).attach(oracle)
             _search(tuner, fit_kwargs)
-    return _publish(request, _result(role, oracle, tuner.project_dir))
+    return _publish(request, _result(role, oracle, tuner.project_dir), before_publish)
 
 
 def _make_resumable(working_dir: str, tuner_file_id: str) -> set[str]:
@@ -394,7 +403,7 @@ def flat_metrics(result: TuneResult) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if v is not None}
 
 
-def _publish(request: TuneRequest, result: TuneResult) -> TuneResult:
+def _publish(request: TuneRequest, result: TuneResult, before_publish=None) -> TuneResult:
     """Write the outputs; the best hyperparameters last, whole (a staging dir renamed into place)."""
     if request.tuner_results_file:
         storage.write_file_atomic(request.tuner_results_file, json.dumps(tuner_results(result), indent=2) + "\n")
@@ -402,12 +411,17 @@ def _publish(request: TuneRequest, result: TuneResult) -> TuneResult:
         storage.write_file_atomic(request.metrics_file, json.dumps(flat_metrics(result), indent=2, sort_keys=True))
     if request.report_file:
         storage.write_file_atomic(request.report_file, render_report(result))
+    result.best_hyperparameters_file = os.path.join(request.best_hyperparameters_dir, BEST_HYPERPARAMETERS_FILE)
+    if before_publish is not None:
+        before_publish(result)
     staging = storage.staging_dir_for(request.best_hyperparameters_dir)
     os.makedirs(staging)
-    with open(os.path.join(staging, BEST_HYPERPARAMETERS_FILE), "w", encoding="utf-8") as f:
-        f.write(json.dumps(result.best_config))
-    storage.publish_dir(staging, request.best_hyperparameters_dir)
-    result.best_hyperparameters_file = os.path.join(request.best_hyperparameters_dir, BEST_HYPERPARAMETERS_FILE)
+    try:
+        with open(os.path.join(staging, BEST_HYPERPARAMETERS_FILE), "w", encoding="utf-8") as f:
+            f.write(json.dumps(result.best_config))
+        storage.publish_dir(staging, request.best_hyperparameters_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     failed = len(result.trials) - len(result.completed)
     log.info("best trial %s: %s=%s %s; %d trial(s) completed, %d failed; wrote %s", result.best_trial_id,
              result.objective, result.best_score, result.best_values, len(result.completed), failed,

@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from generic_trainer import cluster as cluster_lib
@@ -125,8 +126,12 @@ def make_task(task_cls: type[base.Task], experiment: config.ExperimentConfig, lo
     return task
 
 
-def run(request: TrainRequest) -> Any:
-    """Run the Task the request names; returns a train.TrainResult."""
+def run(request: TrainRequest, before_publish: Callable[[Any], None] | None = None) -> Any:
+    """Run the Task the request names; returns a train.TrainResult.
+
+    `before_publish(result)` runs on the chief after the metrics and report are written, right
+    before the model is published; when it raises, nothing is published.
+    """
     cluster = cluster_lib.resolve()
     if request.mode == "continuous_eval" and cluster.is_multi_worker:
         raise UserInputError("--mode", "continuous_eval runs as one process beside the training job; "
@@ -135,12 +140,12 @@ def run(request: TrainRequest) -> Any:
     try:
         task_cls = load_task_class(request.task, os.path.join(scratch, "module"), request.module_sha256)
         experiment = resolve_experiment(task_cls, request)
-        return _run(request, cluster, task_cls, experiment, scratch)
+        return _run(request, cluster, task_cls, experiment, scratch, before_publish)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str) -> Any:
+def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, before_publish=None) -> Any:
     from generic_trainer.train import TrainResult
 
     num_gpus = cluster_lib.count_gpus()
@@ -165,42 +170,52 @@ def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str) -> 
                             summary_dir=request.model_run_dir if cluster.is_chief else None,
                             is_chief=cluster.is_chief, private_dir=private, mode=request.mode)
     final_serving = os.path.join(request.model_dir, outputs.SERVING_DIR)
-    staging = storage.staging_dir_for(final_serving) if cluster.is_chief else os.path.join(private, "serving")
-    model_info: dict[str, Any] = {}
+    staging = storage.staging_dir_for(request.model_dir) if cluster.is_chief else os.path.join(private, "model")
+    serving = os.path.join(staging, outputs.SERVING_DIR)
+    trains = request.mode in TRAIN_MODES
     try:
         result = controller.run()
-        if request.mode in TRAIN_MODES:
-            controller.export_serving(staging)
-            if cluster.is_chief:
-                model_info = outputs.validate_serving_model(staging, what=task_cls.__name__)
-                outputs.publish(staging, final_serving)
-                log.info("serving model: %s (signatures %s)", final_serving, ", ".join(model_info["signatures"]))
+        if trains:
+            controller.export_serving(serving)
+        train_result = TrainResult(
+            is_chief=cluster.is_chief, model_dir=request.model_dir, serving_model_dir=final_serving if trains else "",
+            metrics=outputs.scalar_metrics(result.metrics()), model_info={}, strategy=type(strategy).__name__,
+            num_replicas=strategy.num_replicas_in_sync, train_steps=result.global_step, devices=_devices(strategy))
+        if cluster.is_chief:
+            if trains:
+                train_result.model_info = outputs.validate_serving_model(serving, what=task_cls.__name__)
+            # Everything else first, the model last: a failure before it publishes nothing.
+            _write_run_outputs(request, train_result)
+            if before_publish is not None:
+                before_publish(train_result)
+            if trains:
+                outputs.publish(serving, final_serving)
+                log.info("serving model: %s (signatures %s)", final_serving,
+                         ", ".join(train_result.model_info["signatures"]))
         if cluster.is_multi_worker:
             controller.barrier()  # the chief has published; now every worker may exit
     finally:
         controller.close()
         WATCHER.uninstall()
         shutil.rmtree(staging, ignore_errors=True)
-    metrics = outputs.scalar_metrics(result.metrics())
-    train_result = TrainResult(
-        is_chief=cluster.is_chief, model_dir=request.model_dir,
-        serving_model_dir=final_serving if request.mode in TRAIN_MODES else "",
-        metrics=metrics, model_info=model_info, strategy=type(strategy).__name__,
-        num_replicas=strategy.num_replicas_in_sync, train_steps=result.global_step, devices=_devices(strategy))
     if not cluster.is_chief:
         log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
-        return train_result
-    log.info("final metrics (step %d): %s", result.global_step,
+    return train_result
+
+
+def _write_run_outputs(request: TrainRequest, result: Any) -> None:
+    """The chief's outputs besides the model: TensorBoard scalars, metrics file, report."""
+    metrics = result.metrics
+    log.info("final metrics (step %d): %s", result.train_steps,
              " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
     if metrics:
-        outputs.write_tensorboard_scalars(request.model_run_dir, metrics, step=result.global_step)
+        outputs.write_tensorboard_scalars(request.model_run_dir, metrics, step=result.train_steps)
     if request.metrics_file:
         outputs.write_metrics_file(request.metrics_file, metrics)
     if request.report_file:
         from generic_trainer import report
 
-        report.write_train_report(request, train_result)
-    return train_result
+        report.write_train_report(request, result)
 
 
 def _devices(strategy) -> tuple[str, ...]:
