@@ -7,6 +7,7 @@ were all restored and the finished steps were not trained again.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -147,20 +148,58 @@ def test_a_real_sigterm_during_fit_saves_and_outside_fit_raises_at_once(tmp_path
     assert signal.getsignal(signal.SIGTERM) == original
 
 
-def test_a_backup_from_another_model_or_an_unbuilt_model_is_refused(tmp_path):
+def test_a_backup_of_other_settings_or_another_model_is_not_resumed(tmp_path, caplog):
+    """Same settings resume; other train steps (or another model) start afresh, logged, the old backup kept aside."""
+    import logging
+
     import keras
 
+    settings = checkpointing.run_settings(3000, {"units": 8}, {"api_token": "s3cret"}, None)
     watcher = Watcher()
     model = _model(keras)
     with pytest.raises(Preempted):
         model.fit(_data(), epochs=1, steps_per_epoch=STEPS, verbose=0,
-                  callbacks=[_stop_after(keras, watcher, 2),
-                             checkpointing.BackupAndRestore(str(tmp_path), watcher=watcher)])
-    other = _model(keras, units=16)
-    with pytest.raises(UserCodeError, match="does not fit this model .*Delete .*backup or use another "
-                                            "--checkpoint-dir"):
-        other.fit(_data(), epochs=1, steps_per_epoch=STEPS, verbose=0,
-                  callbacks=[checkpointing.BackupAndRestore(str(tmp_path), watcher=Watcher())])
+                  callbacks=[_stop_after(keras, watcher, 3),
+                             checkpointing.BackupAndRestore(str(tmp_path), watcher=watcher, settings=settings)])
+    saved = checkpointing.read_state(str(tmp_path))
+    assert saved["global_step"] == 3 and saved["settings"] == settings
+
+    def fit(model, settings, epochs=1):
+        backup = checkpointing.BackupAndRestore(str(tmp_path), watcher=Watcher(), settings=settings)
+        model.fit(_data(), epochs=epochs, steps_per_epoch=STEPS, verbose=0, callbacks=[backup])
+        return backup
+
+    caplog.set_level(logging.INFO, "generic_trainer.checkpointing")
+    other_steps = dict(settings, train_steps=20)
+    fresh = fit(_model(keras), other_steps)
+    assert fresh.resumed_from is None and _steps(fresh.model) == STEPS  # not 3 + 2
+    assert "was made by a run with other settings (train_steps 3000 -> 20): training starts afresh" in caplog.text
+    assert "s3cret" not in caplog.text
+    superseded = json.loads((tmp_path / "backup.superseded" / checkpointing.STATE_FILE).read_text())
+    assert superseded["global_step"] == 3
+    assert checkpointing.read_state(str(tmp_path))["settings"]["train_steps"] == 20
+
+    # The same settings resume; another model (other variable shapes) starts afresh.
+    with pytest.raises(Preempted):
+        w = Watcher()
+        _model(keras).fit(_data(), epochs=2, steps_per_epoch=STEPS, verbose=0,
+                          callbacks=[_stop_after(keras, w, 2),
+                                     checkpointing.BackupAndRestore(str(tmp_path), watcher=w, settings=other_steps)])
+    resumed = fit(_model(keras), other_steps, epochs=2)
+    assert resumed.resumed_from == 2 and _steps(resumed.model) == 2 * STEPS
+    checkpointing.clear(str(tmp_path))  # what the runtime does once the outputs are published
+    caplog.clear()
+    with pytest.raises(Preempted):
+        w = Watcher()
+        _model(keras).fit(_data(), epochs=2, steps_per_epoch=STEPS, verbose=0,
+                          callbacks=[_stop_after(keras, w, 2),
+                                     checkpointing.BackupAndRestore(str(tmp_path), watcher=w, settings=other_steps)])
+    another = fit(_model(keras, units=16), other_steps, epochs=2)
+    assert another.resumed_from is None and "(variables changed)" in caplog.text
+
+
+def test_an_unbuilt_model_is_refused(tmp_path):
+    import keras
 
     class Subclassed(keras.Model):
         def __init__(self):
@@ -175,3 +214,46 @@ def test_a_backup_from_another_model_or_an_unbuilt_model_is_refused(tmp_path):
     with pytest.raises(UserCodeError, match="needs a built model before fit"):
         unbuilt.fit(_data(), epochs=1, steps_per_epoch=STEPS, verbose=0,
                     callbacks=[checkpointing.BackupAndRestore(str(tmp_path / "other"), watcher=Watcher())])
+
+
+@pytest.mark.slow
+def test_a_killed_run_is_not_resumed_by_a_run_with_other_train_steps(tmp_path):
+    """SIGKILL a 4000-step CLI run after a few backups, then run --train-steps 20: it starts afresh (logged)
+    and trains 20 steps, not on from the killed run's step."""
+    import subprocess
+    import sys
+    import time
+
+    from conftest import PENGUIN, cli_env, run_cli
+
+    checkpoints = tmp_path / "ckpt"
+
+    def args(steps: int) -> list[str]:
+        return ["train", "--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "schema.pbtxt"),
+                "--module-file", str(PENGUIN / "module.py"), "--model-dir", str(tmp_path / "model"),
+                "--checkpoint-dir", str(checkpoints), "--train-steps", str(steps), "--eval-steps", "2",
+                "--custom-config", json.dumps({"epochs": 200})]  # 20 steps per epoch: a backup each epoch
+
+    first = subprocess.Popen([sys.executable, "-m", "generic_trainer", *args(4000)], env=cli_env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while (checkpointing.read_state(str(checkpoints)) or {}).get("global_step", 0) < 40:
+            assert first.poll() is None, f"the first run ended (rc {first.returncode}) before its backups"
+            assert time.monotonic() < deadline, "no backup at step 40 within 600 s"
+            time.sleep(0.2)
+    finally:
+        first.kill()
+        first.wait(timeout=60)
+    killed_at = checkpointing.read_state(str(checkpoints))["global_step"]
+    assert killed_at >= 40
+
+    second = run_cli(args(20), timeout=600)
+    assert second.returncode == 0, second.stderr[-4000:]
+    assert "was made by a run with other settings (train_steps 4000 -> 20): training starts afresh" in second.stderr
+    assert "backup: fit done at global step 20 (20 steps in this run)" in second.stderr, second.stderr[-3000:]
+    assert "resuming from" not in second.stderr
+    assert (tmp_path / "model" / "Format-Serving" / "saved_model.pb").is_file()
+    assert not (checkpoints / "backup").exists()  # published: removed
+    superseded = json.loads((checkpoints / "backup.superseded" / checkpointing.STATE_FILE).read_text())
+    assert superseded["global_step"] >= killed_at

@@ -11,9 +11,16 @@ at the step where it was saved: completed epochs are skipped, and so are the com
 the epoch it was in (tf_keras skips them itself; on Keras 3 those steps run no computation).
 
 Layout: `ckpt-<global step>.index/.data-*` (a `tf.train.Checkpoint`) and `state.json`
-(`{"prefix", "global_step", "epoch", "step_in_epoch", "fit_index"}`), written last and atomically,
-so the latest state always names a complete checkpoint. The runtime deletes the backup once the
-run's outputs are published, so running the same command after a success trains afresh.
+(`{"prefix", "global_step", "epoch", "step_in_epoch", "fit_index", "settings", "fit"}`), written
+last and atomically, so the latest state always names a complete checkpoint. The runtime deletes
+the backup once the run's outputs are published, so running the same command after a success
+trains afresh.
+
+A backup is resumed only by a run with the same settings: the run's (`settings`: train steps,
+hyperparameters, custom config, the module file's hash, as the runtime passes them) and the fit's
+(`fit`: epochs, steps per epoch, which follow from the batch size on finite data, and the
+shapes and dtypes of the model's and optimizer's variables). When they differ the run starts
+afresh, logs what differed, and the old backup is kept as `<checkpoint_dir>/backup.superseded`.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from generic_trainer.preemption import WATCHER, Watcher
 log = logging.getLogger(__name__)
 
 BACKUP_SUBDIR = "backup"
+SUPERSEDED_SUBDIR = "backup.superseded"
 STATE_FILE = "state.json"
 KEEP = 2  # checkpoints kept: the latest and the one before it
 # On several workers the replicas agree (one small all-reduce) whether any got SIGTERM and whether a
@@ -56,6 +64,34 @@ def read_state(checkpoint_dir: str) -> dict[str, Any] | None:
         return None
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def run_settings(train_steps: int | None, hyperparameters: Any, custom_config: Any,
+                 module_file: str | None) -> dict[str, Any]:
+    """The settings of a run a backup must share to be resumed (values that may be secret are hashed)."""
+    module_hash = None
+    if module_file and os.path.isfile(module_file):
+        with open(module_file, "rb") as f:
+            module_hash = hashlib.sha256(f.read()).hexdigest()[:16]
+    return {"train_steps": train_steps, "hyperparameters": _digest(hyperparameters),
+            "custom_config": _digest(custom_config), "module": module_hash}
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _differences(saved: dict[str, Any] | None, current: dict[str, Any] | None) -> list[str]:
+    """What differs between two settings dicts, readable ('train_steps 3000 -> 20', 'module changed')."""
+    if not saved or not current:
+        return []  # a backup of an earlier version, or a caller that gives none: not compared
+    out = []
+    for key in sorted(set(saved) | set(current)):
+        old, new = saved.get(key), current.get(key)
+        if old != new:
+            shown = isinstance(old, (int, float, type(None))) and isinstance(new, (int, float, type(None)))
+            out.append(f"{key} {old} -> {new}" if shown else f"{key} changed")
+    return out
 
 
 def clear(checkpoint_dir: str) -> None:
@@ -123,8 +159,10 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     def __init__(self, checkpoint_dir: str, *, strategy=None, is_chief: bool = True, multi_worker: bool = False,
                  private_dir: str | None = None, save_interval_s: float | None = 600.0,
-                 save_every_steps: int | None = None, watcher: Watcher = WATCHER):
+                 save_every_steps: int | None = None, watcher: Watcher = WATCHER,
+                 settings: dict[str, Any] | None = None):
         super().__init__()
+        self.settings = settings  # the run's settings a backup must share (run_settings); None: not compared
         self.checkpoint_dir = checkpoint_dir
         self.restore_dir = backup_dir(checkpoint_dir)
         self.save_dir = self.restore_dir if is_chief else (private_dir or self.restore_dir + ".worker")
@@ -168,6 +206,12 @@ class BackupAndRestore(keras.callbacks.Callback):
         if state is None:
             return
         saved_fit = int(state.get("fit_index", 0))
+        differs = _differences(state.get("settings"), self.settings)
+        if not differs and saved_fit == self.fit_index:
+            differs = _differences(state.get("fit"), self._fit_signature())
+        if differs:
+            self._supersede(differs)
+            return
         if saved_fit > self.fit_index:
             log.info("backup: fit #%d finished before the restart; skipping it", self.fit_index + 1)
             self._start_at(int((self.params or {}).get("epochs") or 0), 0)
@@ -232,6 +276,26 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     # --- internals ---------------------------------------------------------------------------
 
+    def _fit_signature(self) -> dict[str, Any]:
+        """What this fit must share with a backup to resume it: epochs, steps per epoch, variable shapes."""
+        params = self.params or {}
+        variables = [f"{tuple(v.shape)}:{getattr(v.dtype, 'name', v.dtype)}" for v in self.model.weights]
+        optimizer = getattr(self.model, "optimizer", None)
+        return {"epochs": params.get("epochs"), "steps_per_epoch": params.get("steps"),
+                "variables": _digest([type(optimizer).__name__, variables])}
+
+    def _supersede(self, differs: list[str]) -> None:
+        """Start this fit afresh: the backup belongs to a run with other settings (kept aside, not resumed)."""
+        kept = os.path.join(self.checkpoint_dir, SUPERSEDED_SUBDIR)
+        log.warning("backup: %s was made by a run with other settings (%s): training starts afresh; the old "
+                    "backup is kept in %s", self.restore_dir, ", ".join(differs), kept)
+        if self.is_chief:
+            shutil.rmtree(kept, ignore_errors=True)
+            try:
+                os.rename(self.restore_dir, kept)
+            except OSError:  # another file system layout (e.g. FUSE without dir rename): drop it
+                shutil.rmtree(self.restore_dir, ignore_errors=True)
+
     def _global_step(self) -> int:
         optimizer = getattr(self.model, "optimizer", None)
         iterations = getattr(optimizer, "iterations", None)
@@ -290,7 +354,8 @@ class BackupAndRestore(keras.callbacks.Callback):
             shutil.rmtree(self.save_dir, ignore_errors=True)
             return
         state = {"prefix": os.path.basename(prefix), "global_step": step, "epoch": self.epoch,
-                 "step_in_epoch": self.step_in_epoch, "fit_index": self.fit_index, "time": time.time()}
+                 "step_in_epoch": self.step_in_epoch, "fit_index": self.fit_index, "time": time.time(),
+                 "settings": self.settings, "fit": self._fit_signature()}
         storage.write_file_atomic(os.path.join(self.save_dir, STATE_FILE), json.dumps(state) + "\n")
         self._remove_old(os.path.basename(prefix))
         log.info("backup: saved global step %d (%s) to %s in %.1f s", step, _position(self.epoch, self.step_in_epoch),

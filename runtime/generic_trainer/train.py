@@ -216,7 +216,9 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
     os.makedirs(model_run_dir, exist_ok=True)
     backup = checkpointing.BackupAndRestore(
         request.checkpoint_dir, strategy=strategy, is_chief=cluster.is_chief, multi_worker=cluster.is_multi_worker,
-        private_dir=os.path.join(private, "backup"))
+        private_dir=os.path.join(private, "backup"),
+        settings=checkpointing.run_settings(request.train_steps, request.hyperparameters, request.custom_config,
+                                            module_path))
 
     fn_args = FnArgs(
         working_dir=working_dir,
