@@ -108,7 +108,8 @@ def import_module(path: str | None, spec: str) -> ModuleType:
         module_spec.loader.exec_module(module)
     except Exception as e:
         sys.modules.pop(name, None)
-        raise UserCodeError(f"importing module {path} failed: {type(e).__name__}: {e}\n{_format_user_traceback(e)}") from e
+        raise UserCodeError(
+            f"importing module {path} failed: {type(e).__name__}: {e}\n{_format_user_traceback(e)}") from e
     return module
 
 
