@@ -5,8 +5,6 @@ Written in the idioms of TFX's `penguin_utils_base.py`: TFX's own import paths
 dataset options. The schema, features and label come from the caller.
 """
 
-from typing import List
-
 import tensorflow as tf
 from absl import logging
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -28,7 +26,7 @@ def load_schema(path: str) -> schema_pb2.Schema:
     return schema
 
 
-def input_fn(file_pattern: List[str], data_accessor: DataAccessor, schema: schema_pb2.Schema,
+def input_fn(file_pattern: list[str], data_accessor: DataAccessor, schema: schema_pb2.Schema,
              batch_size: int) -> tf.data.Dataset:
     """(features, label) batches, forever, with only the numeric features (as penguin_simple)."""
     dataset = data_accessor.tf_dataset_factory(

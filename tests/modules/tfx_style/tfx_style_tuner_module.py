@@ -6,8 +6,6 @@ Imports `TunerFnResult` from `tfx.components.tuner.component`, `DataAccessor` / 
 `tf.distribute.MirroredStrategy()` the module creates itself, and logs with absl.
 """
 
-from typing import List
-
 import absl
 import keras_tuner
 import tensorflow as tf
@@ -22,7 +20,7 @@ _FEATURE_KEYS = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_m
 _LABEL_KEY = "species"
 
 
-def _input_fn(file_pattern: List[str], data_accessor: DataAccessor, schema: schema_pb2.Schema,
+def _input_fn(file_pattern: list[str], data_accessor: DataAccessor, schema: schema_pb2.Schema,
               batch_size: int = 20) -> tf.data.Dataset:
     dataset = data_accessor.tf_dataset_factory(
         file_pattern, dataset_options.TensorFlowDatasetOptions(batch_size=batch_size, label_key=_LABEL_KEY), schema)
