@@ -19,7 +19,6 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
 
 import argparse  # noqa: E402
-import importlib.util  # noqa: E402
 import tempfile  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
@@ -27,6 +26,7 @@ from typing import Any  # noqa: E402
 import apache_beam as beam  # noqa: E402
 import tensorflow_transform.beam as tft_beam  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
+from generic_trainer import user_module  # noqa: E402
 from google.protobuf import text_format  # noqa: E402
 from tensorflow_metadata.proto.v0 import schema_pb2  # noqa: E402
 from tensorflow_transform.tf_metadata import dataset_metadata  # noqa: E402
@@ -36,11 +36,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def load_preprocessing_fn(module_file: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """The `preprocessing_fn` of a TFX module file."""
-    spec = importlib.util.spec_from_file_location("penguin_transform_module", module_file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.preprocessing_fn
+    """The `preprocessing_fn` of a TFX module file, loaded as train and tune load modules.
+
+    The runtime's loader puts the module's folder on sys.path (it may import files beside it)
+    and resolves its `tfx` imports when TFX is not installed.
+    """
+    with tempfile.TemporaryDirectory() as download_dir:
+        module = user_module.load(module_file, download_dir)
+    return user_module.get_function(module, "preprocessing_fn", "--module-file")
 
 
 def write_transform_graph(out_dir: str, data_dir: str, schema_file: str, module_file: str) -> None:

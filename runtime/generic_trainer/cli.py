@@ -217,9 +217,41 @@ def build_parser() -> argparse.ArgumentParser:
 def _setup_logging(level: str) -> None:
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-    for noisy in ("absl", "tensorflow", "h5py", "urllib3", "google"):
+    for noisy in ("tensorflow", "h5py", "urllib3", "google"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
-    logging.getLogger("absl").addFilter(_drop_tft_keras_warning)
+    absl = logging.getLogger("absl")  # the user module's absl.logging lines at `level`, libraries' from WARNING
+    absl.setLevel(level)
+    absl.addFilter(_drop_tft_keras_warning)
+    absl.addFilter(user_absl_records)
+
+
+_LIBRARY_DIRS = ("site-packages", "dist-packages")
+
+
+def user_absl_records(record: logging.LogRecord) -> bool:
+    """Keep absl records below WARNING only when user code (not an installed library) logged them.
+
+    TFX module files log with `absl.logging`; their lines are renamed `<module> (absl)` so the log
+    says which file wrote them. Libraries (Keras, TensorFlow) log chatter through absl too.
+    """
+    path = record.pathname = _absl_caller(record.pathname or "")
+    if any(f"{os.sep}{d}{os.sep}" in path for d in _LIBRARY_DIRS) or path.startswith(sys.base_prefix + os.sep):
+        return record.levelno >= logging.WARNING
+    record.name = f"{os.path.splitext(os.path.basename(path))[0] or record.name} (absl)"
+    return True
+
+
+def _absl_caller(path: str) -> str:
+    """The file that called absl.logging (the "absl" logger made before absl loads reports absl's own file)."""
+    if f"{os.sep}absl{os.sep}logging{os.sep}" not in path:
+        return path
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name != logging.__file__ and f"{os.sep}absl{os.sep}logging{os.sep}" not in name and name != __file__:
+            return name
+        frame = frame.f_back
+    return path
 
 
 def _drop_tft_keras_warning(record: logging.LogRecord) -> bool:

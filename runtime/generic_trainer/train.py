@@ -84,9 +84,10 @@ def speed_options(request: TrainRequest):
 def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None, multi_worker: bool = False):
     import tensorflow as tf
 
-    from generic_trainer import fit_hooks
+    from generic_trainer import fit_hooks, keras2_saving, module_strategy
 
-    with strategy.scope(), fit_hooks.recording_fit(keras_mode, speed=speed) as record:
+    with strategy.scope(), module_strategy.substitute(strategy), keras2_saving.bridge(keras_mode), \
+            fit_hooks.recording_fit(keras_mode, speed=speed) as record:
         try:
             returned = run_fn(fn_args)
         except TrainerError:
@@ -103,7 +104,7 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
                 f"{' '.join(e.message.split())[:600]}") from None
         except Exception as e:
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-            raise UserCodeError(f"run_fn raised {type(e).__name__}: {e}\n{tb}") from e
+            raise UserCodeError(f"run_fn raised {type(e).__name__}: {e}{keras2_saving.hint(e)}\n{tb}") from e
         finally:
             WATCHER.reset_deferral()  # a fit that raised never reached its train end
     WATCHER.raise_if_requested("SIGTERM received while run_fn ran")

@@ -144,7 +144,10 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path, train
     # The chief builds its tuner as the oracle's host (keras-tuner reloads the saved oracle then).
     first_id = tuner_cluster.ORACLE_TUNER_ID if role.distributed and role.serves_oracle else role.tuner_id
     saved = _make_resumable(request.working_dir, first_id) if role.serves_oracle else set()
-    with tuner_cluster.environment(role, first_id) as set_tuner_id, strategy.scope():
+    from generic_trainer import keras2_saving, module_strategy
+
+    with tuner_cluster.environment(role, first_id) as set_tuner_id, strategy.scope(), \
+            module_strategy.substitute(strategy), keras2_saving.bridge("keras3"):
         tuner, fit_kwargs = _call_tuner_fn(tuner_fn, fn_args, request.tuner_fn)
         _check_directory(tuner, request.working_dir, role.serves_oracle)
         if os.path.abspath(tuner.project_dir) in saved and not tuner.oracle.trials:
@@ -230,6 +233,9 @@ def _call_tuner_fn(tuner_fn, fn_args: FnArgs, name: str) -> tuple[Any, dict[str,
         hint = ""
         if f"{os.sep}keras_tuner{os.sep}" in innermost:
             hint = " (raised by keras-tuner while setting up the search space: check the hyperparameters it declares)"
+        from generic_trainer import keras2_saving
+
+        hint = hint or keras2_saving.hint(e, tf_keras_possible=False)
         raise UserCodeError(f"{name} raised {type(e).__name__}: {e}{hint}\n{tb}") from e
     if isinstance(result, tuple) and len(result) == 2 and not hasattr(result, "tuner"):
         tuner, fit_kwargs = result

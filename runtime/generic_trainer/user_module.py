@@ -2,7 +2,9 @@
 
 A `--module-sha256` pin is checked on the file's bytes before anything of it runs. The
 module's directory goes on `sys.path` so it can import files next to it (for gs:// modules the
-sibling `.py` files are downloaded beside it).
+sibling `.py` files are downloaded beside it). Before the module runs, its `tfx` imports are made
+to resolve to the runtime's equivalents when TFX is not installed (`tfx_imports`). Every verb and
+script that runs a user module goes through `load` / `import_module`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import traceback
 from collections.abc import Callable
 from types import ModuleType
 
-from generic_trainer import storage
+from generic_trainer import storage, tfx_imports
 from generic_trainer.errors import UserCodeError, UserInputError
 
 INPUT = "--module-file"
@@ -79,7 +81,12 @@ def check_syntax(path: str | None) -> None:
 
 
 def import_module(path: str | None, spec: str) -> ModuleType:
-    """Import the module at `path` (or the dotted name `spec` when `path` is None)."""
+    """Import the module at `path` (or the dotted name `spec` when `path` is None).
+
+    The module's folder goes first on `sys.path` (it may import files beside it), and its `tfx`
+    imports resolve to the runtime's equivalents when TFX itself is not installed.
+    """
+    tfx_imports.install()
     if path is None:
         try:
             return importlib.import_module(spec)
@@ -101,7 +108,8 @@ def import_module(path: str | None, spec: str) -> ModuleType:
         module_spec.loader.exec_module(module)
     except Exception as e:
         sys.modules.pop(name, None)
-        raise UserCodeError(f"importing module {path} failed:\n{_format_user_traceback(e)}") from e
+        raise UserCodeError(
+            f"importing module {path} failed: {type(e).__name__}: {e}\n{_format_user_traceback(e)}") from e
     return module
 
 

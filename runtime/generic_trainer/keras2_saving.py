@@ -1,0 +1,95 @@
+"""Keras 2 saving under Keras 3: `model.save(dir, save_format='tf', signatures=...)` writes a SavedModel.
+
+TFX module files export with Keras 2's `model.save(serving_model_dir, save_format='tf',
+signatures=...)` or `tf.keras.models.save_model(...)`; Keras 3 refuses both ("The `save_format`
+argument is deprecated in Keras 3"). While the user's function runs under Keras 3, `bridge()`
+answers a save to a SavedModel (save_format 'tf'/'tensorflow', `signatures` or `options` given,
+or a path that is neither `.keras` nor `.h5`) with `tf.saved_model.save(model, path, signatures,
+options)`, as Keras 2 did; `.keras` / `.h5` saves go to Keras 3 unchanged.
+`tf.saved_model.save(model, dir, signatures=...)` works on Keras 3 models as it is. Keras 2
+APIs that cannot be bridged (loading a SavedModel with `load_model`, `keras.optimizers.legacy`,
+...) still fail; `hint()` adds what to do to their error (`--keras tf_keras`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_KERAS3_REFUSALS = ("Keras 3", "Invalid filepath extension for saving", "File format not supported",
+                    "fit_generator", "evaluate_generator", "predict_generator", "keras.layers.experimental")
+_SAVED_MODEL_FORMATS = ("tf", "tensorflow", "saved_model", "savedmodel")
+
+
+def hint(exc: BaseException, tf_keras_possible: bool = True) -> str:
+    """What to do about an error Keras 3 raised for a Keras 2 API ('' for any other error)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if not any(marker in text for marker in _KERAS3_REFUSALS):
+        return ""
+    if tf_keras_possible:
+        return (" (a Keras 2 API that Keras 3 does not provide: run with --keras tf_keras to give the module "
+                "Keras 2 (tf_keras) as tf.keras, or port this call to Keras 3)")
+    return " (a Keras 2 API that Keras 3 does not provide; keras-tuner needs Keras 3, so port this call to Keras 3)"
+
+
+def _wants_saved_model(path: str, save_format: Any, signatures: Any, options: Any, zipped: Any) -> bool:
+    if save_format is not None and str(save_format).lower() in _SAVED_MODEL_FORMATS:
+        return True
+    if save_format is not None or zipped is not None or path.startswith("hf://"):
+        return False
+    return signatures is not None or options is not None or not path.endswith((".keras", ".h5", ".hdf5"))
+
+
+def _saved_model_saver(original):
+    def save_model(model, filepath, overwrite=True, zipped=None, **kwargs):
+        path = os.fspath(filepath)
+        save_format = kwargs.get("save_format")
+        signatures, options = kwargs.get("signatures"), kwargs.get("options")
+        if not _wants_saved_model(path, save_format, signatures, options, zipped):
+            return original(model, filepath, overwrite=overwrite, zipped=zipped, **kwargs)
+        unknown = set(kwargs) - {"save_format", "signatures", "options", "include_optimizer", "save_traces"}
+        if unknown:
+            raise ValueError(f"model.save() got argument(s) Keras 2 did not have either: {sorted(unknown)}")
+        import tensorflow as tf
+
+        if os.path.exists(path) and not overwrite:
+            raise FileExistsError(f"{path} exists and model.save(..., overwrite=False) was asked")
+        names = sorted(signatures) if isinstance(signatures, dict) else ["serving_default"]
+        log.info("Keras 2 save of a Keras 3 model (save_format=%s) to %s: writing a SavedModel with "
+                 "tf.saved_model.save, signatures %s", save_format, path, ", ".join(names))
+        tf.saved_model.save(model, path, signatures=signatures, options=options)
+
+    save_model.__wrapped__ = original
+    return save_model
+
+
+@contextlib.contextmanager
+def bridge(keras_mode: str) -> Iterator[None]:
+    """While the block runs under Keras 3, Keras 2 SavedModel saves write a SavedModel (restored after)."""
+    if keras_mode != "keras3":
+        yield
+        return
+    import tensorflow as tf
+    from keras.src.saving import saving_api
+
+    _ = tf.keras.models.save_model  # loads tf.keras now, so that its reference is patched and restored too
+    original = saving_api.save_model
+    replacement = _saved_model_saver(original)
+    # Model.save calls saving_api.save_model; keras.saving / keras.models / tf.keras.models hold their own references.
+    _replace_everywhere(original, replacement)
+    try:
+        yield
+    finally:
+        _replace_everywhere(replacement, original)
+
+
+def _replace_everywhere(old, new) -> None:
+    for name, module in list(sys.modules.items()):
+        if (name == "keras" or name.startswith("keras.")) and getattr(module, "save_model", None) is old:
+            module.save_model = new

@@ -1,0 +1,436 @@
+"""TFX module files run unedited: their tfx imports, their own strategies, Keras 2 saving, their logging.
+
+The import stand-ins and the strategy and saving substitutions are checked in this process
+against real TensorFlow and Keras 3; then modules written in TFX's idioms (tests/modules/tfx_style:
+`from tfx import v1 as tfx`, a sibling imported by name, `tf.distribute.MirroredStrategy()`,
+`model.save(dir, save_format='tf', signatures=...)`, absl logging) train and tune through the
+real CLI with default flags, on one process and on two CLUSTER_SPEC workers on 127.0.0.1, and the
+served model is judged by the evaluate verb.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import PENGUIN, REPO, free_port, run_cli
+from generic_trainer import tfx_imports, user_module
+from generic_trainer.errors import UserCodeError
+
+TFX_STYLE = REPO / "tests" / "modules" / "tfx_style"
+MODULE = TFX_STYLE / "tfx_style_module.py"
+TUNER_MODULE = TFX_STYLE / "tfx_style_tuner_module.py"
+
+
+@pytest.fixture
+def stand_ins():
+    """The tfx finder installed for one test and removed after (with every stand-in module)."""
+    assert tfx_imports.install(), "the real tfx package is installed here; these tests assume it is not"
+    yield
+    tfx_imports.uninstall()
+
+
+# --------------------------------------------------------------------------------------------
+# tfx imports
+# --------------------------------------------------------------------------------------------
+
+
+def test_tfx_import_paths_of_module_files_resolve_to_the_runtime(stand_ins, tmp_path):
+    from generic_trainer import data, fn_args
+    from generic_trainer import tfx as runtime_tfx
+    from tfx import v1 as tfx
+    from tfx.components.trainer.fn_args_utils import DataAccessor, FnArgs
+    from tfx.components.tuner.component import TunerFnResult
+    from tfx.dsl.io import fileio
+    from tfx.utils import io_utils
+
+    assert tfx.components.FnArgs is FnArgs is fn_args.FnArgs
+    assert tfx.components.TunerFnResult is TunerFnResult is fn_args.TunerFnResult
+    assert tfx.components.DataAccessor is DataAccessor is data.DataAccessor
+    assert tfx.utils.parse_pbtxt_file is io_utils.parse_pbtxt_file is runtime_tfx.parse_pbtxt_file
+    assert importlib.import_module("tfx.v1.components").FnArgs is FnArgs  # `import tfx.v1.components` works too
+
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    schema = schema_pb2.Schema(feature=[schema_pb2.Feature(name="x", type=schema_pb2.FLOAT)])
+    path = str(tmp_path / "sub" / "schema.pbtxt")
+    tfx.utils.write_pbtxt_file(path, schema)
+    assert io_utils.parse_pbtxt_file(path, schema_pb2.Schema()) == schema
+    assert io_utils.get_only_uri_in_dir(str(tmp_path / "sub")) == path
+    with fileio.open(str(tmp_path / "a.txt"), "w") as f:
+        f.write("hello")
+    assert fileio.exists(str(tmp_path / "a.txt")) and tfx.dsl.io.fileio.isdir(str(tmp_path))
+    assert sorted(fileio.listdir(str(tmp_path))) == ["a.txt", "sub"]
+    io_utils.copy_dir(str(tmp_path / "sub"), str(tmp_path / "copy"))
+    assert io_utils.read_string_file(str(tmp_path / "copy" / "schema.pbtxt")) == open(path).read()
+
+
+@pytest.mark.parametrize("statement,name", [
+    ("import tfx.orchestration.pipeline", "tfx.orchestration"),
+    ("from tfx.types import standard_artifacts", "tfx.types"),
+    ("from tfx.v1.components import Trainer", "tfx.v1.components.Trainer"),
+    ("from tfx.utils import doc_controls", "tfx.utils.doc_controls"),
+    ("from tfx.examples.penguin import penguin_utils_base", "tfx.examples"),
+])
+def test_other_tfx_imports_fail_naming_the_import_and_what_is_supported(stand_ins, statement, name):
+    with pytest.raises(ImportError) as raised:
+        exec(statement, {})
+    message = str(raised.value)
+    assert f"the module imports {name}, which generic-trainer does not provide" in message
+    assert "tfx.components.trainer.fn_args_utils (FnArgs, DataAccessor)" in message
+    assert "tfx.utils.io_utils (parse_pbtxt_file" in message and "`from tfx import v1 as tfx`" in message
+
+
+def test_a_module_and_its_sibling_load_with_their_tfx_imports(tmp_path):
+    """user_module.load installs the finder, puts the module's folder on sys.path, names a bad import."""
+    (tmp_path / "my_base.py").write_text("from tfx.components.trainer.fn_args_utils import FnArgs\n")
+    (tmp_path / "my_module.py").write_text(textwrap.dedent("""
+        from tfx import v1 as tfx
+        import my_base
+        def run_fn(fn_args: tfx.components.FnArgs):
+            return my_base.FnArgs
+    """))
+    (tmp_path / "bad_module.py").write_text("from tfx.orchestration import pipeline\n")
+    try:
+        module = user_module.load(str(tmp_path / "my_module.py"), str(tmp_path / "dl"))
+        from generic_trainer.fn_args import FnArgs
+
+        assert module.run_fn(None) is FnArgs
+        with pytest.raises(UserCodeError) as raised:
+            user_module.load(str(tmp_path / "bad_module.py"), str(tmp_path / "dl"))
+        assert "importing module" in str(raised.value).splitlines()[0]
+        assert "the module imports tfx.orchestration, which generic-trainer does not provide" in str(raised.value)
+    finally:
+        tfx_imports.uninstall()
+        for name in ("my_base", "my_module", "bad_module"):
+            sys.modules.pop(name, None)
+
+
+def test_an_installed_tfx_is_left_alone(tmp_path, monkeypatch):
+    """Where a real `tfx` package is importable, the finder is not installed and that package is used."""
+    package = tmp_path / "site" / "tfx"
+    (package / "components" / "trainer").mkdir(parents=True)
+    (package / "__init__.py").write_text("REAL = True\n")
+    (package / "v1.py").write_text("components = 'the real one'\n")
+    (package / "components" / "__init__.py").write_text("")
+    (package / "components" / "trainer" / "__init__.py").write_text("")
+    (package / "components" / "trainer" / "fn_args_utils.py").write_text("FnArgs = 'real FnArgs'\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    importlib.invalidate_caches()
+    try:
+        assert tfx_imports.install() is False
+        assert not any(isinstance(f, tfx_imports.TfxFinder) for f in sys.meta_path)
+        from tfx import v1
+        from tfx.components.trainer.fn_args_utils import FnArgs
+
+        assert v1.components == "the real one" and FnArgs == "real FnArgs"
+        with pytest.raises(ModuleNotFoundError) as raised:
+            importlib.import_module("tfx.orchestration")
+        assert "generic-trainer" not in str(raised.value)  # Python's own error: the real package answers
+    finally:
+        for name in [n for n in sys.modules if n == "tfx" or n.startswith("tfx.")]:
+            del sys.modules[name]
+
+
+def test_generic_trainer_tfx_keeps_working():
+    from generic_trainer import data, fn_args, tfx
+
+    assert tfx.components.FnArgs is fn_args.FnArgs and tfx.components.DataAccessor is data.DataAccessor
+    assert tfx.components.TunerFnResult is fn_args.TunerFnResult
+    assert callable(tfx.utils.parse_pbtxt_file) and callable(tfx.utils.write_pbtxt_file)
+    assert "exists" in dir(tfx.dsl.io.fileio)
+
+
+# --------------------------------------------------------------------------------------------
+# The module's own strategy (in this process: real strategies, no training)
+# --------------------------------------------------------------------------------------------
+
+
+def test_module_strategies_are_answered_with_the_runtimes_and_restored(caplog):
+    import tensorflow as tf
+    from generic_trainer import module_strategy
+
+    runtime = tf.distribute.MirroredStrategy(["/cpu:0"])
+    originals = (tf.distribute.MirroredStrategy, tf.distribute.experimental.MultiWorkerMirroredStrategy)
+    with caplog.at_level(logging.INFO, logger="generic_trainer.module_strategy"):
+        with runtime.scope(), module_strategy.substitute(runtime):
+            assert tf.distribute.MirroredStrategy() is runtime
+            assert tf.distribute.MirroredStrategy() is runtime
+            assert tf.distribute.MultiWorkerMirroredStrategy() is runtime
+            assert tf.distribute.experimental.MultiWorkerMirroredStrategy() is runtime
+            assert tf.distribute.OneDeviceStrategy("/cpu:0") is runtime
+            assert tf.distribute.MirroredStrategy(devices=["/cpu:0"]) is runtime
+            assert tf.distribute.get_strategy() is runtime
+            assert isinstance(runtime, tf.distribute.MirroredStrategy)
+            assert not isinstance(runtime, tf.distribute.OneDeviceStrategy)
+            with tf.distribute.MirroredStrategy().scope():  # what TFX modules do: build the model in its scope
+                variable = tf.Variable(1.0)
+            assert isinstance(variable, tf.distribute.DistributedValues)
+    asked = [r.getMessage() for r in caplog.records if r.getMessage().startswith("module asked for")]
+    assert asked == [
+        "module asked for MirroredStrategy; using MirroredStrategy over 1 device "
+        "(/job:localhost/replica:0/task:0/device:CPU:0)",
+        "module asked for MultiWorkerMirroredStrategy; using MirroredStrategy over 1 device "
+        "(/job:localhost/replica:0/task:0/device:CPU:0)",
+        "module asked for OneDeviceStrategy on /cpu:0; using MirroredStrategy over 1 device "
+        "(/job:localhost/replica:0/task:0/device:CPU:0)",
+    ]  # once per kind
+    assert (tf.distribute.MirroredStrategy, tf.distribute.experimental.MultiWorkerMirroredStrategy) == originals
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda tf: tf.distribute.TPUStrategy(), "the module asked for TPUStrategy, which generic-trainer cannot honour"),
+    (lambda tf: tf.distribute.experimental.ParameterServerStrategy(None),
+     "the module asked for ParameterServerStrategy, which generic-trainer cannot honour"),
+    (lambda tf: tf.distribute.MirroredStrategy(["/gpu:0", "/gpu:1"]),
+     "the module asked for MirroredStrategy on /gpu:0, /gpu:1, which this replica does not have (it has "
+     "/device:CPU:0)"),
+    (lambda tf: tf.distribute.OneDeviceStrategy("/cpu:3"), "OneDeviceStrategy on /cpu:3, which this replica"),
+])
+def test_strategies_that_cannot_be_honoured_are_user_code_errors(make, needle):
+    import tensorflow as tf
+    from generic_trainer import module_strategy
+
+    runtime = tf.distribute.get_strategy()
+    with module_strategy.substitute(runtime), pytest.raises(UserCodeError) as raised:
+        make(tf)
+    assert needle in str(raised.value) and raised.value.exit_code == 3
+    assert "_DefaultDistributionStrategy" in str(raised.value)
+
+
+# --------------------------------------------------------------------------------------------
+# Keras 2 saving under Keras 3 (in this process)
+# --------------------------------------------------------------------------------------------
+
+
+def _tiny_model():
+    import keras
+    import tensorflow as tf
+
+    inputs = {k: keras.Input(shape=(1,), name=k) for k in ("a", "b")}
+    model = keras.Model(inputs, keras.layers.Dense(2)(keras.layers.concatenate(list(inputs.values()))))
+    spec = {k: tf.io.FixedLenFeature([1], tf.float32) for k in ("a", "b")}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve(serialized):
+        return {"outputs": model(tf.io.parse_example(serialized, spec))}
+
+    return model, serve
+
+
+def _example(a: float, b: float) -> bytes:
+    import tensorflow as tf
+
+    feature = {k: tf.train.Feature(float_list=tf.train.FloatList(value=[v])) for k, v in (("a", a), ("b", b))}
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+@pytest.mark.parametrize("how", ["model_save", "save_model", "keras_save_model", "saved_model"])
+def test_keras2_saves_write_a_saved_model_with_their_signatures(tmp_path, how):
+    import keras
+    import numpy as np
+    import tensorflow as tf
+    from generic_trainer import keras2_saving
+
+    model, serve = _tiny_model()
+    path = str(tmp_path / "serving")
+    with keras2_saving.bridge("keras3"):
+        if how == "model_save":
+            model.save(path, save_format="tf", signatures={"serving_default": serve, "other": serve})
+        elif how == "save_model":
+            tf.keras.models.save_model(model, path, save_format="tf", signatures={"serving_default": serve})
+        elif how == "keras_save_model":
+            keras.saving.save_model(model, path, signatures=serve.get_concrete_function())
+        else:
+            tf.saved_model.save(model, path, signatures={"serving_default": serve})
+    loaded = tf.saved_model.load(path)
+    expected = {"serving_default", "other"} if how == "model_save" else {"serving_default"}
+    assert set(loaded.signatures) == expected
+    served = loaded.signatures["serving_default"](examples=tf.constant([_example(1.0, 2.0)]))["outputs"].numpy()
+    direct = model({"a": np.array([[1.0]]), "b": np.array([[2.0]])}).numpy()
+    np.testing.assert_allclose(served, direct, rtol=1e-5)
+
+
+def test_keras2_plain_save_to_a_dir_and_keras3_saves_outside_the_bridge(tmp_path):
+    import keras
+    import tensorflow as tf
+    from generic_trainer import keras2_saving
+
+    model, _ = _tiny_model()
+    with keras2_saving.bridge("keras3"):
+        model.save(str(tmp_path / "plain"))  # Keras 2: a path without extension is a SavedModel
+        model.save(str(tmp_path / "model.keras"))  # Keras 3's own format is untouched
+    assert "serving_default" in tf.saved_model.load(str(tmp_path / "plain")).signatures
+    assert isinstance(keras.saving.load_model(str(tmp_path / "model.keras")), keras.Model)
+    with pytest.raises(ValueError, match="save_format` argument is deprecated in Keras 3"):
+        model.save(str(tmp_path / "after"), save_format="tf")  # restored once the user call is over
+    with pytest.raises(ValueError, match="save_format` argument is deprecated in Keras 3"):
+        tf.keras.models.save_model(model, str(tmp_path / "after"), save_format="tf")
+
+
+def test_keras2_apis_that_cannot_be_bridged_get_a_hint_naming_tf_keras(tmp_path):
+    import keras
+    from generic_trainer import keras2_saving
+
+    model, _ = _tiny_model()
+    model.export(str(tmp_path / "sm"), verbose=False)
+    with pytest.raises(ValueError) as raised:
+        keras.models.load_model(str(tmp_path / "sm"))
+    assert "run with --keras tf_keras" in keras2_saving.hint(raised.value)
+    assert "keras-tuner needs Keras 3" in keras2_saving.hint(raised.value, tf_keras_possible=False)
+    assert keras2_saving.hint(ValueError("shapes (3,) and (4,) are incompatible")) == ""
+
+
+# --------------------------------------------------------------------------------------------
+# Through the CLI: train, evaluate, tune, two workers
+# --------------------------------------------------------------------------------------------
+
+
+def _train_args(out: Path, **config) -> list:
+    return ["train", "--examples", PENGUIN / "data", "--schema", PENGUIN / "schema.pbtxt", "--module-file", MODULE,
+            "--model-dir", out / "model", "--train-steps", "60", "--eval-steps", "5",
+            "--custom-config", json.dumps(config)]
+
+
+@pytest.mark.slow
+def test_tfx_tutorial_style_module_trains_with_default_flags_and_is_judged_by_evaluate(tmp_path):
+    proc = run_cli(_train_args(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    log = proc.stderr
+    assert ("module asked for MirroredStrategy; using _DefaultDistributionStrategy (TensorFlow's default "
+            "strategy, one device)") in log
+    assert "Keras 2 save of a Keras 3 model (save_format=tf)" in log
+    # the module's absl lines (its sibling's too) and Python logging, with who wrote them
+    assert "INFO tfx_style_base (absl): tfx-style base: schema with 8 features" in log
+    assert "INFO tfx_style_module (absl): tfx-style module: absl says training for 60 steps" in log
+    assert "INFO tfx_style_module: tfx-style module: python logging says hello" in log
+    assert "INFO tfx_style_module (absl): Total params" in log  # model.summary(print_fn=logging.info)
+    assert "(absl): Epoch" not in log and "keras (absl)" not in log  # libraries' absl chatter stays out
+
+    config = {"label_key": "species", "thresholds": {"accuracy": {"lower_bound": 0.7}}}
+    proc = run_cli(["evaluate", "--model", tmp_path / "model", "--examples", PENGUIN / "data",
+                    "--eval-config", json.dumps(config), "--blessing-dir", tmp_path / "blessing",
+                    "--metrics-file", tmp_path / "evaluation.json"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "blessing" / "BLESSED").is_file(), proc.stderr[-3000:]
+    overall = json.loads((tmp_path / "evaluation.json").read_text())["overall"]
+    assert overall["accuracy"] >= 0.7 and overall["example_count"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config,needle", [
+    ({"strategy": "tpu"}, "the module asked for TPUStrategy, which generic-trainer cannot honour"),
+    ({"strategy": "one_device:/gpu:5"}, "the module asked for OneDeviceStrategy on /gpu:5, which this replica "
+                                        "does not have"),
+])
+def test_strategies_that_cannot_be_honoured_exit_3_and_leave_no_model(tmp_path, config, needle):
+    proc = run_cli(_train_args(tmp_path, **config))
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert needle in proc.stderr
+    assert not (tmp_path / "model" / "Format-Serving").exists()
+    assert not (tmp_path / "model" / ".staging").exists()
+
+
+@pytest.mark.slow
+def test_unbridgeable_keras2_api_exits_3_naming_tf_keras_and_leaves_no_model(tmp_path):
+    module = tmp_path / "loads_saved_model.py"
+    module.write_text(textwrap.dedent("""
+        import tensorflow as tf
+        from tfx import v1 as tfx
+
+        def run_fn(fn_args: tfx.components.FnArgs):
+            model = tf.keras.models.load_model(fn_args.custom_config["warm_start"])  # Keras 2: a SavedModel dir
+            model.save(fn_args.serving_model_dir, save_format="tf")
+    """))
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "saved_model.pb").write_bytes(b"")
+    args = _train_args(tmp_path, warm_start=str(saved))
+    args[args.index(MODULE)] = module
+    proc = run_cli(args)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "File format not supported" in proc.stderr and "run with --keras tf_keras" in proc.stderr
+    assert not (tmp_path / "model" / "Format-Serving").exists()
+
+
+@pytest.mark.slow
+def test_tfx_style_tuner_module_tunes_with_its_own_strategy_and_imports(tmp_path):
+    proc = run_cli(["tune", "--examples", PENGUIN / "data", "--schema", PENGUIN / "schema.pbtxt",
+                    "--module-file", TUNER_MODULE, "--best-hyperparameters-dir", tmp_path / "best",
+                    "--train-steps", "10", "--eval-steps", "3", "--max-trials", "2"])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "module asked for MirroredStrategy; using _DefaultDistributionStrategy" in proc.stderr
+    assert "tfx_style_tuner_module (absl): tfx-style tuner module: trials run in" in proc.stderr
+    best = json.loads((tmp_path / "best" / "best_hyperparameters.txt").read_text())
+    assert set(best["values"]) == {"learning_rate", "num_layers"}
+
+
+@pytest.mark.slow
+def test_module_mirrored_strategy_on_two_cluster_spec_workers(tmp_path):
+    import subprocess
+
+    from conftest import cli_env
+
+    cluster = {"workerpool0": [f"127.0.0.1:{free_port()}"], "workerpool1": [f"127.0.0.1:{free_port()}"]}
+    procs = []
+    try:
+        for pool, name in (("workerpool0", "chief"), ("workerpool1", "worker")):
+            spec = {"cluster": cluster, "environment": "cloud", "task": {"type": pool, "index": 0, "trial": ""}}
+            log_path = tmp_path / f"{name}.log"
+            with open(log_path, "w") as log:
+                procs.append((subprocess.Popen(
+                    [sys.executable, "-m", "generic_trainer", *map(str, _train_args(tmp_path / name)),
+                     "--cluster-timeout", "180"],
+                    env=cli_env({"CLUSTER_SPEC": json.dumps(spec)}), stdout=log, stderr=subprocess.STDOUT), log_path))
+        for proc, _ in procs:
+            proc.wait(timeout=400)
+    finally:
+        for proc, _ in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    (chief, chief_log), (worker, worker_log) = procs
+    chief_out, worker_out = chief_log.read_text(), worker_log.read_text()
+    assert chief.returncode == 0, chief_out[-4000:]
+    assert worker.returncode == 0, worker_out[-4000:]
+    for out in (chief_out, worker_out):
+        assert "module asked for MirroredStrategy; using MultiWorkerMirroredStrategy over 2 workers" in out, out[-3000:]
+        assert "tfx-style module: strategy MultiWorkerMirroredStrategy with 2 replicas" in out
+    assert "serving model:" in chief_out and not (tmp_path / "worker" / "model" / "Format-Serving").exists()
+
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(str(tmp_path / "chief" / "model" / "Format-Serving")).signatures["serving_default"]
+    files = sorted(str(p) for p in (PENGUIN / "data" / "Split-eval").glob("*.gz"))
+    records = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+    labels = [tf.train.Example.FromString(r).features.feature["species"].int64_list.value[0] for r in records]
+    predicted = serve(examples=tf.constant(records))["outputs"].numpy().argmax(axis=1)
+    accuracy = sum(int(p == y) for p, y in zip(predicted, labels, strict=True)) / len(labels)
+    assert accuracy > 0.6, accuracy
+
+
+@pytest.mark.slow
+def test_make_transform_graph_loads_a_module_that_imports_a_sibling(tmp_path):
+    (tmp_path / "helpers.py").write_text("def scale(x):\n    return x * 2.0\n")
+    (tmp_path / "transform_module.py").write_text(textwrap.dedent("""
+        import helpers
+        from tfx import v1 as tfx
+
+        def preprocessing_fn(inputs):
+            return {"x_xf": helpers.scale(inputs["x"])}
+    """))
+    spec = importlib.util.spec_from_file_location("make_transform_graph", PENGUIN / "make_transform_graph.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    try:
+        preprocessing_fn = script.load_preprocessing_fn(str(tmp_path / "transform_module.py"))
+        assert preprocessing_fn({"x": 3.0}) == {"x_xf": 6.0}
+    finally:
+        tfx_imports.uninstall()
+        for name in ("helpers", "transform_module"):
+            sys.modules.pop(name, None)
