@@ -66,3 +66,76 @@ def test_module_choices_win_over_runtime_defaults():
         model = _model()
         model.compile("adam", "mse", jit_compile=False, steps_per_execution=2)
     assert model.jit_compile is False and model.steps_per_execution == 2
+
+
+def _event_contents(log_dir) -> dict[str, set[str]]:
+    """{run (subdirectory): tags of its summaries, plus 'graph_def' when a graph was written (Keras 3.15
+    writes none: its train function has no `function_spec`)}."""
+    import tensorflow as tf
+
+    runs: dict[str, set[str]] = {}
+    for path in sorted(log_dir.rglob("events.out.tfevents.*")):
+        tags = runs.setdefault(str(path.parent.relative_to(log_dir)), set())
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            if event.HasField("graph_def"):
+                tags.add("graph_def")
+            tags.update(value.tag for value in event.summary.value)
+    return runs
+
+
+def _fit_with_tensorboard(log_dir, update_freq="epoch"):
+    """Fit with a TFX-style TensorBoard callback; returns (tf.summary.scalar calls during fit, the
+    callback, whether Keras saw its batch hooks as the defaults at train begin)."""
+    import keras
+    import tensorflow as tf
+    from keras.src.utils import is_default
+
+    x, y = _data()
+    board = keras.callbacks.TensorBoard(log_dir=str(log_dir), update_freq=update_freq)
+    seen = {"default": None}
+
+    class Probe(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            seen["default"] = all(is_default(getattr(board, name)) for name in (
+                "on_train_batch_begin", "on_train_batch_end", "on_test_batch_begin", "on_test_batch_end"))
+
+    model = _model()
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    calls = []
+
+    class CountingSummary:  # tf.summary, counting scalar calls (the callback's lazily set summary module)
+        def __getattr__(self, name):
+            return getattr(tf.summary, name)
+
+        def scalar(self, name, *args, **kwargs):
+            calls.append(name)
+            return tf.summary.scalar(name, *args, **kwargs)
+
+    board._summary_module = CountingSummary()
+    model.fit(x, y, batch_size=8, epochs=2, validation_data=(x, y), callbacks=[board, Probe()], verbose=0)
+    return calls, board, seen["default"]
+
+
+def test_epoch_tensorboard_costs_nothing_per_step_and_writes_the_same_event_files(tmp_path):
+    from keras.src.utils import is_default
+
+    calls, board, default = _fit_with_tensorboard(tmp_path / "plain")
+    # Plain Keras: 16 steps x 2 metrics of batch_* scalar calls (no-ops without a default writer).
+    assert default is False and sum(name.startswith("batch_") for name in calls) == 32
+    with fit_hooks.recording_fit():
+        calls, board, default = _fit_with_tensorboard(tmp_path / "hooked")
+    assert default is True and not [name for name in calls if name.startswith("batch_")]
+    assert not is_default(board.on_train_batch_end) and "on_train_batch_end" not in vars(board)  # restored
+
+    plain, hooked = _event_contents(tmp_path / "plain"), _event_contents(tmp_path / "hooked")
+    assert set(plain) == {"train", "validation"}
+    assert {"keras", "epoch_loss", "epoch_accuracy"} <= plain["train"]  # model summary, epoch scalars
+    assert "evaluation_loss_vs_iterations" in plain["validation"]
+    assert hooked == plain
+
+
+def test_batch_tensorboard_is_left_alone(tmp_path):
+    with fit_hooks.recording_fit():
+        calls, board, default = _fit_with_tensorboard(tmp_path, update_freq=2)
+    assert default is False and "batch_loss" in calls
+    assert "batch_loss" in _event_contents(tmp_path)["train"]
