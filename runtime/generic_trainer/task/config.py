@@ -534,7 +534,8 @@ def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
     _check_recovery(t)
     from generic_trainer.task.optimization_config import check as check_optimization
 
-    check_optimization(t.optimizer_config, t.train_steps if mode in ("train", "train_and_eval") else 0)
+    check_optimization(t.optimizer_config, t.train_steps if mode in ("train", "train_and_eval") else 0,
+                       warn_unused=True)
     if mode in ("train", "train_and_eval") and t.train_steps <= 0:
         raise UserInputError("trainer.train_steps", "required to train: set it (or pass --train-steps N)")
     for name in ("steps_per_loop", "checkpoint_interval", "summary_interval", "validation_interval", "max_to_keep"):

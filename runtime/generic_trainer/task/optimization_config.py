@@ -442,8 +442,11 @@ def _need(value: Any, key: str, what: str = "a value") -> None:
         raise UserInputError(key, f"required by the chosen type: set {what}")
 
 
-def check(config: OptimizationConfig, train_steps: int = 0) -> None:
-    """Check the chosen optimizer, schedule, warm-up and EMA make sense (errors name the key)."""
+def check(config: OptimizationConfig, train_steps: int = 0, warn_unused: bool = False) -> None:
+    """Check the chosen optimizer, schedule, warm-up and EMA make sense (errors name the key).
+
+    With `warn_unused`, blocks set but not chosen by their one-of's type are logged.
+    """
     if not isinstance(config, OptimizationConfig):
         raise UserInputError(PREFIX, f"expected the one-of form (optimizer, learning_rate, warmup, ema), "
                                      f"got {type(config).__name__}")
@@ -493,5 +496,5 @@ def check(config: OptimizationConfig, train_steps: int = 0) -> None:
                                  f"expected 0 or more, got {w_block.warmup_steps}")
     if config.ema is not None and not 0.0 <= config.ema.average_decay < 1.0:
         raise UserInputError(f"{PREFIX}.ema.average_decay", f"expected 0 <= decay < 1, got {config.ema.average_decay}")
-    for key in unused_blocks(config):
+    for key in unused_blocks(config) if warn_unused else ():
         log.warning("%s is set but its one-of's type chooses another block: it is ignored", key)
