@@ -281,6 +281,13 @@ class OptimizationConfig:
         default_factory=lambda: LearningRateConfig(constant=ConstantLrConfig(learning_rate=0.001)))
     warmup: WarmupConfig = dataclasses.field(default_factory=WarmupConfig)
 
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> OptimizationConfig:
+        """A config from a nested mapping in the YAML form (unknown keys are an error naming the key)."""
+        from generic_trainer.task.config import override
+
+        return override(cls(), values, "OptimizationConfig.from_dict", prefix=f"{PREFIX}.")
+
     def upgrade_keys(self, values: Mapping[str, Any], source: str) -> Mapping[str, Any]:
         """`values` in the one-of form: the flat form of earlier releases is converted (with a warning)."""
         return upgrade_flat(values, source, self)
@@ -420,13 +427,7 @@ class OptimizerConfig:
     def upgrade(self) -> OptimizationConfig:
         """The same settings in the one-of form."""
         values = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
-        values = upgrade_flat(values, "OptimizerConfig(...)")
-        if self.learning_rate_schedule == "constant" and not self.warmup_steps:
-            values = {**values, "warmup": {"type": None}}
-        out = OptimizationConfig()
-        from generic_trainer.task.config import override
-
-        return override(out, values, "OptimizerConfig(...)", prefix=f"{PREFIX}.")
+        return OptimizationConfig.from_dict(upgrade_flat(values, "OptimizerConfig(...)"))
 
 
 # ---- checks (before TensorFlow starts) -----------------------------------------------------------
