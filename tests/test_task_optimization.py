@@ -259,3 +259,18 @@ def test_with_base_learning_rate_keeps_the_schedule():
     cos = OptimizationConfig.from_dict({"learning_rate": {"type": "cosine", "cosine": {"initial_learning_rate": 0.1}}})
     assert cos.with_base_learning_rate(0.3).learning_rate.cosine.initial_learning_rate == 0.3
     assert override(OptimizationConfig(), {"ema": {"average_decay": 0.9}}, "x").ema.average_decay == 0.9
+
+
+def test_ema_decay_follows_model_garden():
+    from generic_trainer.task.ema import decay_at
+    from generic_trainer.task.optimization_config import EMAConfig
+
+    dynamic = EMAConfig(average_decay=0.99)
+    # min(average_decay, (1 + t) / (10 + t)) with t = step - start_step
+    assert float(decay_at(dynamic, 1)) == pytest.approx(min(0.99, 2 / 11))
+    assert float(decay_at(dynamic, 50)) == pytest.approx(min(0.99, 51 / 60))
+    assert float(decay_at(dynamic, 1000)) == pytest.approx(0.99)
+    late = EMAConfig(average_decay=0.99, start_step=5)
+    assert float(decay_at(late, 3)) == 0.0  # before start_step the average follows the weights
+    assert float(decay_at(late, 5)) == pytest.approx(1 / 10)
+    assert float(decay_at(EMAConfig(average_decay=0.9, dynamic_decay=False), 1)) == pytest.approx(0.9)
