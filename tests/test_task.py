@@ -427,3 +427,126 @@ def test_kfp_executor_input_with_task_and_config_serves_tf_examples(penguin, tmp
     probabilities = serve(examples=tf.constant(serialized))["outputs"].numpy()
     assert probabilities.shape == (len(serialized), 3)
     assert float(np.mean(probabilities.argmax(-1) == labels)) == pytest.approx(metrics["accuracy"], abs=1e-6)
+
+
+# ---- Model Garden's trainer keys: loss blow-up recovery, EMA, the learning-rate summary --------------------
+
+
+def _scalars(directory: Path, tag: str) -> dict[int, float]:
+    import tensorflow as tf
+
+    out = {}
+    for path in glob.glob(str(directory / "events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                if value.tag == tag:
+                    out[event.step] = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") \
+                        else value.simple_value
+    return out
+
+
+def _exploding_task(module, always: bool = False):
+    """LinearTask whose reported loss blows up once at the 25th update (or at every update from then on)."""
+    import tensorflow as tf
+
+    class ExplodingTask(module.LinearTask):
+        def build_model(self):
+            self.blown = tf.Variable(False, trainable=False)
+            return super().build_model()
+
+        def train_step(self, inputs, model, optimizer, metrics=None):
+            logs = super().train_step(inputs, model, optimizer, metrics)
+            hit = tf.greater_equal(optimizer.iterations, 25) if always else tf.equal(optimizer.iterations, 25)
+            explode = tf.logical_and(hit, tf.logical_not(self.blown)) if not always else hit
+            self.blown.assign(tf.logical_or(self.blown, explode))
+            return {"loss": tf.where(explode, tf.constant(1e12), logs["loss"])}
+
+    return ExplodingTask
+
+
+@pytest.mark.slow
+def test_loss_blow_up_restores_the_last_checkpoint_and_retries(linear_module, linear_data, tmp_path, caplog):
+    import logging
+
+    caplog.set_level(logging.WARNING, "generic_trainer.task")
+    task_cls = _exploding_task(linear_module)
+    result, controller = _run(linear_module, linear_data, tmp_path, "train",
+                              "trainer.recovery_max_trials=2,trainer.checkpoint_interval=20", task_cls=task_cls)
+    # the loop of steps 21-30 reported 1e12 (> loss_upper_bound 1e6): back to ckpt-20, then on to the end
+    assert controller.recoveries == 1 and result.global_step == 60
+    assert re.search(r"training loss is .* at step 30 .*restored .*ckpt-20 \(step 20\) and training again "
+                     r"\(recovery 1 of trainer.recovery_max_trials=2\)", caplog.text)
+    assert _ckpt_steps(tmp_path / "ckpt")[-1] == 60
+    assert np.isfinite(result.train_logs["loss"]) and result.train_logs["loss"] < 1e6
+    # a loss that stays above the bound: recovered up to recovery_max_trials times, then the run stops
+    always = _exploding_task(linear_module, always=True)
+    with pytest.raises(UserCodeError, match=r"diverged \(above trainer.loss_upper_bound=1e\+06\) after 2 recoveries"):
+        _run(linear_module, linear_data, tmp_path / "always", "train", "trainer.recovery_max_trials=2", task_cls=always)
+    # before trainer.recovery_begin_steps a loss above the bound is not a blow-up
+    result, controller = _run(linear_module, linear_data, tmp_path / "late", "train",
+                              "trainer.recovery_begin_steps=40", task_cls=_exploding_task(linear_module))
+    assert controller.recoveries == 0 and result.global_step == 60
+
+
+@pytest.mark.slow
+def test_ema_weights_are_validated_and_exported_and_the_learning_rate_is_logged(linear_module, linear_data, tmp_path):
+    import tensorflow as tf
+    from generic_trainer import report
+
+    override = ("trainer.optimizer_config.optimizer.type=sgd,trainer.optimizer_config.learning_rate.type=stepwise,"
+                "trainer.optimizer_config.learning_rate.stepwise.boundaries=[30],"
+                "trainer.optimizer_config.learning_rate.stepwise.values=[0.05,0.005],"
+                "trainer.optimizer_config.warmup.type=linear,trainer.optimizer_config.warmup.linear.warmup_steps=20,"
+                "trainer.optimizer_config.warmup.linear.warmup_learning_rate=0.01,"
+                "trainer.optimizer_config.ema.average_decay=0.9,trainer.optimizer_config.ema.dynamic_decay=false")
+    result, controller = _run(linear_module, linear_data, tmp_path, "train_and_eval", override,
+                              export_dir=str(tmp_path / "serving"))
+    # learning_rate every summary interval (10): the schedule's value after that many updates
+    # (warm-up: 0.01 + step / 20 * (0.05 - 0.01); then 0.05 up to step 30, 0.005 after)
+    logged = _scalars(tmp_path / "logs" / "train", "learning_rate")
+    expected = {10: 0.01 + 10 / 20 * (0.05 - 0.01), 20: 0.05, 30: 0.05, 40: 0.005, 50: 0.005, 60: 0.005}
+    assert sorted(logged) == sorted(expected)
+    for step, value in expected.items():
+        assert logged[step] == pytest.approx(value, rel=1e-6), step
+    assert "learning_rate" in report.curves(str(tmp_path / "logs"))  # the HTML report charts it
+
+    kernel_ema, bias_ema = (a.numpy() for a in controller.ema.averages)
+    kernel, bias = controller.model.layers[-1].kernel.numpy(), controller.model.layers[-1].bias.numpy()
+    assert not np.allclose(kernel_ema, kernel)  # the model keeps training on its raw weights
+    features, labels = _eval_arrays(linear_data)
+    x = np.concatenate([features["x1"], features["x2"]], axis=1)
+    ema_predictions = (x @ kernel_ema + bias_ema).reshape(-1)
+    served = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
+    out = next(iter(served(**{k: tf.constant(v) for k, v in features.items()}).values())).numpy().reshape(-1)
+    np.testing.assert_allclose(out, ema_predictions, rtol=1e-5, atol=1e-6)  # the export holds the averages
+    assert not np.allclose(out, (x @ kernel + bias).reshape(-1), rtol=1e-4)
+    # validation used the averages too
+    assert result.eval_logs["mse"] == pytest.approx(float(np.mean((ema_predictions - labels) ** 2)), rel=1e-5)
+    # the averages are checkpointed: a resumed run restores them instead of starting over
+    reader = tf.train.load_checkpoint(str(tmp_path / "ckpt"))
+    assert any(name.startswith("ema/") for name in reader.get_variable_to_shape_map())
+
+
+@pytest.mark.slow
+def test_model_garden_experiment_file_with_the_penguin_task(penguin, tmp_path):
+    """An experiment file in Model Garden's shape, a second --config-file, --params-override; --strategy wins."""
+    steps = tmp_path / "steps.yaml"
+    steps.write_text("trainer:\n  train_steps: 30\n")
+    done = run_cli(["train", "--task", f"{penguin / 'task.py'}:PenguinTask", "--examples", penguin / "data",
+                    "--schema", penguin / "schema.pbtxt", "--model-dir", tmp_path / "model",
+                    "--config-file", Path(__file__).parent / "task_modules" / "model_garden_gpu.yaml",
+                    "--config-file", steps, "--params-override", "trainer.validation_interval=30",
+                    "--strategy", "one_device"], timeout=400, cwd=str(REPO))
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "--strategy one_device wins over runtime.distribution_strategy mirrored" in done.stderr
+    assert "all_reduce_alg='nccl'" in done.stderr  # read, logged as not acted on
+    run_dir = tmp_path / "model" / "logs"
+    params = yaml.safe_load(next(run_dir.rglob("params.yaml")).read_text())
+    assert params["trainer"]["train_steps"] == 30 and params["trainer"]["validation_interval"] == 30
+    assert params["runtime"]["distribution_strategy"] == "one_device" and params["runtime"]["loss_scale"] == "dynamic"
+    assert params["trainer"]["optimizer_config"]["optimizer"]["sgd"]["momentum"] == 0.9
+    logged = _scalars(run_dir / "train", "learning_rate")
+    # linear warm-up 0 -> schedule(20) = 0.4 over 20 steps; stepwise 0.4 up to 25, 0.04 up to 35
+    assert logged[10] == pytest.approx(10 / 20 * 0.4, rel=1e-6)
+    assert logged[20] == pytest.approx(0.4, rel=1e-6) and logged[30] == pytest.approx(0.04, rel=1e-6)

@@ -136,18 +136,19 @@ def test_unknown_keys_are_rejected_naming_the_key_and_source(tmp_path, source, e
 
 def test_type_coercion():
     cfg = build_experiment(defaults(), params_override=(
-        "trainer.train_steps=5.0,task.model.dropout=1,trainer.optimizer_config.learning_rate=1e-3,"
+        "trainer.train_steps=5.0,task.model.dropout=1,trainer.optimizer_config.learning_rate.constant.learning_rate=1e-3,"
         "task.model.use_bias=false,task.model.activation=123,task.model.embed=7,task.model.layers=[8,16,32],"
-        "task.train_data.seed=null,trainer.optimizer_config.momentum=0.9"))
+        "task.train_data.seed=null,trainer.optimizer_config.optimizer.sgd.momentum=0.9"))
     assert cfg.trainer.train_steps == 5 and isinstance(cfg.trainer.train_steps, int)
     assert cfg.task.model.dropout == 1.0 and isinstance(cfg.task.model.dropout, float)
-    assert cfg.trainer.optimizer_config.learning_rate == pytest.approx(1e-3)  # YAML 1.1 reads "1e-3" as a string
+    # YAML 1.1 reads "1e-3" as a string
+    assert cfg.trainer.optimizer_config.learning_rate.constant.learning_rate == pytest.approx(1e-3)
     assert cfg.task.model.use_bias is False
     assert cfg.task.model.activation == "123"
     assert cfg.task.model.embed == 7
     assert cfg.task.model.layers == [8, 16, 32]
     assert cfg.task.train_data.seed is None
-    assert cfg.trainer.optimizer_config.momentum == 0.9
+    assert cfg.trainer.optimizer_config.optimizer.sgd.momentum == 0.9
     # KFP hands ints back as floats; strings from YAML files coerce too
     cfg = build_experiment(defaults(), config_text=json.dumps({"trainer": {"max_to_keep": 3.0, "validation_steps": "4"},
                                                                "task": {"model": {"use_bias": "yes"}}}))
@@ -229,7 +230,8 @@ def test_validate_for_mode():
     cfg.runtime.distribution_strategy = "off"
     assert validate(cfg, "train_and_eval").runtime.distribution_strategy == "default"  # Model Garden's name
     for override, message in [
-        ("runtime.distribution_strategy=tpu", "runtime.distribution_strategy: expected one of"),
+        ("runtime.distribution_strategy=tpu", "runtime.distribution_strategy: TPUs are not supported"),
+        ("runtime.distribution_strategy=parameter_server", "runtime.distribution_strategy: expected one of"),
         ("trainer.best_checkpoint_export_subdir=best", "trainer.best_checkpoint_eval_metric: required"),
         ("trainer.best_checkpoint_metric_comp=bigger", "expected higher or lower"),
         ("trainer.steps_per_loop=0", "trainer.steps_per_loop: expected a positive integer"),

@@ -24,7 +24,7 @@ import numpy as np
 from generic_trainer.task import (
     DataConfig,
     ExperimentConfig,
-    OptimizerConfig,
+    OptimizationConfig,
     Task,
     TaskConfig,
     TrainerConfig,
@@ -106,7 +106,7 @@ class PenguinTask(Task):
         optimizer_config = optimizer_config or self.experiment.trainer.optimizer_config
         learning_rate = self._hparam("learning_rate", None)
         if learning_rate is not None:
-            optimizer_config = dataclasses.replace(optimizer_config, learning_rate=float(learning_rate))
+            optimizer_config = optimizer_config.with_base_learning_rate(float(learning_rate))
         return super().build_optimizer(optimizer_config, runtime_config)
 
     def build_losses(self, labels, model_outputs, aux_losses=None):
@@ -193,5 +193,7 @@ def penguin_experiment() -> ExperimentConfig:
         trainer=TrainerConfig(train_steps=500, steps_per_loop=50, validation_interval=250, checkpoint_interval=250,
                               summary_interval=50, best_checkpoint_export_subdir="best_ckpt",
                               best_checkpoint_eval_metric="accuracy", best_checkpoint_metric_comp="higher",
-                              optimizer_config=OptimizerConfig(type="adam", learning_rate=0.01)),
+                              optimizer_config=OptimizationConfig.from_dict({
+                                  "optimizer": {"type": "adam"},
+                                  "learning_rate": {"type": "constant", "constant": {"learning_rate": 0.01}}})),
     )

@@ -15,7 +15,6 @@ from generic_trainer.task.base import Task, check_task_class, get_task, register
 from generic_trainer.task.config import (
     DataConfig,
     ExperimentConfig,
-    OptimizerConfig,
     RunInputs,
     RuntimeConfig,
     TaskConfig,
@@ -30,6 +29,14 @@ from generic_trainer.task.config import (
     validate,
     write_params_yaml,
 )
+from generic_trainer.task.optimization_config import (
+    EMAConfig,
+    LearningRateConfig,
+    OptimizationConfig,
+    OptimizerConfig,
+    OptimizerTypeConfig,
+    WarmupConfig,
+)
 
 
 def run_experiment(*args: Any, **kwargs: Any):
@@ -40,7 +47,8 @@ def run_experiment(*args: Any, **kwargs: Any):
 
 
 __all__ = [
-    "DataConfig", "ExperimentConfig", "OptimizerConfig", "RunInputs", "RuntimeConfig", "Task", "TaskConfig",
+    "DataConfig", "EMAConfig", "ExperimentConfig", "LearningRateConfig", "OptimizationConfig", "OptimizerConfig",
+    "OptimizerTypeConfig", "WarmupConfig", "RunInputs", "RuntimeConfig", "Task", "TaskConfig",
     "TrainerConfig", "build_experiment", "check_task_class", "get_experiment", "get_task", "override",
     "parse_params_override", "register_experiment", "register_task", "registered_experiments", "run_experiment",
     "task_for_config", "to_yaml", "validate", "write_params_yaml",

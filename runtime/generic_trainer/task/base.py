@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.task.config import DataConfig, ExperimentConfig, OptimizerConfig, RuntimeConfig, TaskConfig
+from generic_trainer.task.config import DataConfig, ExperimentConfig, RuntimeConfig, TaskConfig
+from generic_trainer.task.optimization_config import OptimizationConfig, OptimizerConfig
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +77,12 @@ class Task:
         """Keras metrics updated by `process_metrics`; made inside the strategy scope, so global."""
         return []
 
-    def build_optimizer(self, optimizer_config: OptimizerConfig | None = None,
+    def build_optimizer(self, optimizer_config: OptimizationConfig | OptimizerConfig | None = None,
                         runtime_config: RuntimeConfig | None = None) -> Any:
-        """A Keras optimizer from `trainer.optimizer_config` (loss-scaled under float16)."""
+        """A Keras optimizer from `trainer.optimizer_config` (Model Garden's one-of form; loss-scaled under float16).
+
+        The EMA of `optimizer_config.ema` is kept by the runtime's loop, not by this optimizer.
+        """
         from generic_trainer.task import optimizers
 
         optimizer_config = optimizer_config or self.experiment.trainer.optimizer_config

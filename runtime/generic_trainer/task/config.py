@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import logging
 import os
 import types
 import typing
@@ -29,6 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserInputError
+from generic_trainer.task.optimization_config import OptimizationConfig, OptimizerConfig
+
+log = logging.getLogger("generic_trainer.task")
 
 STRATEGY_ALIASES = {"off": "default", "none": "default", "": "auto"}
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker_mirrored")
@@ -75,20 +79,6 @@ class TaskConfig:
 
 
 @dataclasses.dataclass
-class OptimizerConfig:
-    """What the default `Task.build_optimizer` builds (a Keras optimizer)."""
-
-    type: str = "adam"  # adam, adamw, sgd, rmsprop, adagrad
-    learning_rate: float = 0.001
-    learning_rate_schedule: str = "constant"  # constant, cosine (decays over trainer.train_steps)
-    warmup_steps: int = 0
-    momentum: float | None = None  # sgd, rmsprop
-    weight_decay: float | None = None
-    clipnorm: float | None = None
-    global_clipnorm: float | None = None
-
-
-@dataclasses.dataclass
 class TrainerConfig:
     """How long and how often (Model Garden's `TrainerConfig` names)."""
 
@@ -103,18 +93,38 @@ class TrainerConfig:
     best_checkpoint_eval_metric: str = ""
     best_checkpoint_metric_comp: str = "higher"  # higher or lower
     continuous_eval_timeout: int = 3600  # seconds continuous_eval waits for a new checkpoint
-    loss_upper_bound: float = 1e6  # a training loss above this (or NaN/inf) stops the run
-    optimizer_config: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+    loss_upper_bound: float = 1e6  # a training loss above this (or NaN/inf) restores the last checkpoint ...
+    recovery_max_trials: int = 0  # ... and retries, at most this many times (0: stop the run at once)
+    recovery_begin_steps: int = 0  # a loss above the bound before this step is not a blow-up (NaN/inf always is)
+    optimizer_config: OptimizationConfig = dataclasses.field(default_factory=OptimizationConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.optimizer_config, OptimizerConfig):  # the flat form of earlier releases
+            self.optimizer_config = self.optimizer_config.upgrade()
 
 
 @dataclasses.dataclass
 class RuntimeConfig:
     """Where it runs (Model Garden's `RuntimeConfig` names)."""
 
-    distribution_strategy: str = ""  # auto, default, one_device, mirrored, multi_worker_mirrored ("" = --strategy)
+    distribution_strategy: str = ""  # auto, off, one_device, mirrored, multi_worker_mirrored ("": --strategy)
     mixed_precision_dtype: str = ""  # float16 or bfloat16 for mixed precision; "" or float32 for none
+    loss_scale: str | float | None = None  # float16 only: "dynamic" (also the default) or the initial scale
+    num_gpus: int = 0  # 0: every visible GPU; N: the first N (an error when fewer are visible)
     run_eagerly: bool = False  # run steps eagerly (debugging; slow)
     seed: int | None = None  # tf.keras.utils.set_random_seed before the model is built
+    # Model Garden keys read but not acted on (tf.distribute and Keras choose these here); logged when set
+    all_reduce_alg: str | None = None
+    num_packs: int = 1
+    enable_xla: bool = False
+    gpu_thread_mode: str | None = None
+    per_gpu_thread_count: int = 0
+    dataset_num_private_threads: int | None = None
+    batchnorm_spatial_persistent: bool = False
+    # Model Garden keys refused (an error when set): TPUs, and cluster addresses (use TF_CONFIG / CLUSTER_SPEC)
+    tpu: str | None = None
+    worker_hosts: str | None = None
+    task_index: int = -1
 
 
 @dataclasses.dataclass
@@ -283,6 +293,9 @@ def override(config: Any, values: Mapping[str, Any], source: str, prefix: str = 
     if not isinstance(values, Mapping):
         raise UserInputError(source, f"expected a mapping of keys to values at {prefix or 'the top level'}, "
                                      f"got {type(values).__name__}")
+    upgrade = getattr(config, "upgrade_keys", None)
+    if upgrade is not None:
+        values = upgrade(values, source)
     fields = _field_types(config)
     for key, value in values.items():
         dotted = f"{prefix}{key}"
@@ -468,6 +481,18 @@ def fill_run_inputs(config: ExperimentConfig, inputs: RunInputs) -> ExperimentCo
     return config
 
 
+def apply_cli_strategy(config: ExperimentConfig, strategy: str) -> ExperimentConfig:
+    """An explicit --strategy (anything but auto) wins over runtime.distribution_strategy; logged when they differ."""
+    if not strategy or strategy == "auto":
+        return config
+    configured = config.runtime.distribution_strategy
+    normalized = STRATEGY_ALIASES.get(configured.lower(), configured.lower())
+    if configured and normalized != STRATEGY_ALIASES.get(strategy, strategy):
+        log.info("--strategy %s wins over runtime.distribution_strategy %s from the config", strategy, configured)
+    config.runtime.distribution_strategy = strategy
+    return config
+
+
 def build_experiment(
     defaults: ExperimentConfig,
     inputs: RunInputs | None = None,
@@ -483,6 +508,8 @@ def build_experiment(
         override(config, load_config_file(path), f"--config-file {path}")
     override(config, parse_config_text(config_text), "config")
     override(config, parse_params_override(params_override), "--params-override")
+    if inputs is not None:
+        apply_cli_strategy(config, inputs.strategy)
     return config
 
 
@@ -492,6 +519,10 @@ def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
         raise UserInputError("--mode", f"expected one of {', '.join(MODES)}, got {mode!r}")
     t, r = config.trainer, config.runtime
     strategy = STRATEGY_ALIASES.get(r.distribution_strategy.lower(), r.distribution_strategy.lower())
+    if strategy == "tpu" or r.tpu:
+        raise UserInputError("runtime.distribution_strategy" if strategy == "tpu" else "runtime.tpu",
+                             "TPUs are not supported by generic-trainer (it trains on CPUs and GPUs): use mirrored, "
+                             "multi_worker_mirrored, one_device or off, and drop runtime.tpu")
     if strategy not in STRATEGIES:
         raise UserInputError("runtime.distribution_strategy",
                              f"expected one of {', '.join(STRATEGIES)}, got {r.distribution_strategy!r}")
@@ -499,6 +530,12 @@ def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
     if r.mixed_precision_dtype not in MIXED_PRECISION:
         raise UserInputError("runtime.mixed_precision_dtype",
                              f"expected float16, bfloat16 or empty, got {r.mixed_precision_dtype!r}")
+    _check_runtime(r)
+    _check_recovery(t)
+    from generic_trainer.task.optimization_config import check as check_optimization
+
+    check_optimization(t.optimizer_config, t.train_steps if mode in ("train", "train_and_eval") else 0,
+                       warn_unused=True)
     if mode in ("train", "train_and_eval") and t.train_steps <= 0:
         raise UserInputError("trainer.train_steps", "required to train: set it (or pass --train-steps N)")
     for name in ("steps_per_loop", "checkpoint_interval", "summary_interval", "validation_interval", "max_to_keep"):
@@ -522,6 +559,40 @@ def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
             raise UserInputError(f"task.{data_name}.global_batch_size",
                                  f"expected a positive integer, got {data.global_batch_size}")
     return config
+
+
+_IGNORED_RUNTIME = ("all_reduce_alg", "num_packs", "enable_xla", "gpu_thread_mode", "per_gpu_thread_count",
+                    "dataset_num_private_threads", "batchnorm_spatial_persistent")
+
+
+def _check_runtime(r: RuntimeConfig) -> None:
+    if r.worker_hosts or r.task_index != -1:
+        raise UserInputError("runtime.worker_hosts" if r.worker_hosts else "runtime.task_index",
+                             "the cluster comes from TF_CONFIG or CLUSTER_SPEC (Vertex AI sets them), not the config: "
+                             "remove runtime.worker_hosts and runtime.task_index")
+    if r.num_gpus < 0:
+        raise UserInputError("runtime.num_gpus",
+                             f"expected 0 (every visible GPU) or a positive count, got {r.num_gpus}")
+    if r.loss_scale is not None and r.loss_scale != "dynamic":
+        try:
+            scale = float(r.loss_scale)
+        except (TypeError, ValueError):
+            scale = 0.0
+        if not scale > 0:
+            raise UserInputError("runtime.loss_scale", f"expected dynamic or a positive number, got {r.loss_scale!r}")
+        r.loss_scale = scale
+    defaults = RuntimeConfig()
+    ignored = [f"{k}={getattr(r, k)!r}" for k in _IGNORED_RUNTIME if getattr(r, k) != getattr(defaults, k)]
+    if ignored:
+        log.info("runtime keys read but not acted on (tf.distribute and Keras choose these here): %s",
+                 ", ".join(ignored))
+
+
+def _check_recovery(t: TrainerConfig) -> None:
+    if t.recovery_max_trials < 0:
+        raise UserInputError("trainer.recovery_max_trials", f"expected 0 or more, got {t.recovery_max_trials}")
+    if t.recovery_begin_steps < 0:
+        raise UserInputError("trainer.recovery_begin_steps", f"expected 0 or more, got {t.recovery_begin_steps}")
 
 
 def as_dict(config: Any, redact_secrets: bool = True) -> dict[str, Any]:

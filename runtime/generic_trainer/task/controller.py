@@ -26,7 +26,7 @@ from typing import Any
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
 from generic_trainer.fit_hooks import fmt_eta
 from generic_trainer.preemption import WATCHER
-from generic_trainer.task import checkpoints
+from generic_trainer.task import checkpoints, ema
 from generic_trainer.task.base import Task, overrides_aggregation
 from generic_trainer.task.config import ExperimentConfig, as_dict, write_params_yaml
 
@@ -120,9 +120,14 @@ class Controller:
             self.eval_loss = keras.metrics.Mean(name=task.loss_key)
             self.train_metrics = list(self._user("build_metrics", task.build_metrics, training=True) or [])
             self.eval_metrics = list(self._user("build_metrics", task.build_metrics, training=False) or [])
+            ema_config = getattr(self.trainer.optimizer_config, "ema", None)
+            self.ema = ema.WeightAverage(self.model, ema_config) if ema_config is not None else None
         objects = {"model": self.model, "global_step": self.global_step}
         if self.optimizer is not None:
             objects["optimizer"] = self.optimizer
+        if self.ema is not None:
+            objects["ema"] = self.ema.trackable
+        self.recoveries = 0  # loss blow-ups recovered from (trainer.recovery_max_trials)
         self.checkpoint = tf.train.Checkpoint(**objects)
         manager_dir = checkpoint_dir if is_chief else os.path.join(self.private_dir, "checkpoints")
         self.manager = tf.train.CheckpointManager(self.checkpoint, manager_dir, max_to_keep=self.trainer.max_to_keep,
@@ -266,12 +271,16 @@ class Controller:
             for _ in tf.range(num_steps):
                 self.strategy.run(self._replica_train_step, args=(next(iterator),))
                 self.global_step.assign_add(1)
+                if self.ema is not None:
+                    self.ema.update(self.global_step)
 
         if self.experiment.runtime.run_eagerly:
             def eager_loop(iterator, num_steps):
                 for _ in range(int(num_steps)):
                     self.strategy.run(self._replica_train_step, args=(next(iterator),))
                     self.global_step.assign_add(1)
+                    if self.ema is not None:
+                        self.ema.update(self.global_step)
             return eager_loop
         return tf.function(loop)
 
@@ -346,12 +355,25 @@ class Controller:
                 raise UserInputError("--checkpoint-dir", f"{latest} does not match this model and optimizer "
                                      f"(use a fresh checkpoint dir for a changed model): {str(e)[:400]}") from None
             log.info("restored checkpoint %s (step %d)", latest, int(self.global_step.numpy()))
+            self._start_ema()
             return latest
         if self.task.params.init_checkpoint:
             log.info("no checkpoint in %s: initializing from task.init_checkpoint %s", self.checkpoint_dir,
                      self.task.params.init_checkpoint)
         self._user("initialize", self.task.initialize, self.model)
+        self._start_ema()
         return None
+
+    def _start_ema(self) -> None:
+        if self.ema is not None and self.ema.start():
+            log.info("EMA of the weights (average_decay=%g, %s weights) starts from the current weights",
+                     self.ema.config.average_decay, "trainable" if self.ema.config.trainable_weights_only else "all")
+
+    def averaged_weights(self):
+        """A context in which the model holds the EMA weights (a no-op without trainer.optimizer_config.ema)."""
+        import contextlib
+
+        return self.ema.swapped() if self.ema is not None else contextlib.nullcontext()
 
     def _save(self) -> None:
         step = int(self.global_step.numpy())
@@ -373,6 +395,8 @@ class Controller:
             return {}
         progress_log.info("training from step %d to %d (%d steps per loop, %d replicas)", step, target_step,
                           t.steps_per_loop, self.strategy.num_replicas_in_sync)
+        if t.recovery_max_trials > 0 and self.manager.latest_checkpoint is None:
+            self._save()  # something to recover to from a loss blow-up before the first checkpoint
         last_ckpt = last_summary = step
         last_log = 0.0
         rate_start: tuple[int, float] | None = None
@@ -391,7 +415,9 @@ class Controller:
                 now = time.monotonic()
                 logs = self._host_logs(self._train_results_fn)
                 loss = logs.get(self.task.loss_key, float("nan"))
-                self._check_loss(loss, step, steps)
+                if self._check_loss(loss, step, steps):
+                    step = last_ckpt = last_summary = int(self.global_step.numpy())
+                    continue
                 # rate over loops after the first one (which includes tracing)
                 if rate_start is None:
                     rate = steps / max(now - loop_start, 1e-9)
@@ -442,19 +468,32 @@ class Controller:
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
             raise UserCodeError(f"training step failed at step {step}: {type(e).__name__}: {e}\n{tb}") from e
 
-    def _check_loss(self, loss: float, step: int, steps: int) -> None:
-        """Stop on a NaN/inf loss or one above trainer.loss_upper_bound, before anything is saved."""
-        import tensorflow as tf
+    def _check_loss(self, loss: float, step: int, steps: int) -> bool:
+        """Recover from a NaN/inf loss or one above trainer.loss_upper_bound (Model Garden's rule), or stop.
 
-        bound_value = self.trainer.loss_upper_bound
-        if math.isfinite(loss) and loss <= bound_value:
-            return
-        latest = tf.train.latest_checkpoint(self.checkpoint_dir)
+        Returns True when the last checkpoint was restored (the caller trains again from there);
+        raises when the run diverged more than trainer.recovery_max_trials times.
+        """
+        t = self.trainer
+        bound_value = t.loss_upper_bound
+        if math.isfinite(loss) and (loss <= bound_value or step < t.recovery_begin_steps):
+            return False
+        latest = self.manager.latest_checkpoint
         bound = f" (above trainer.loss_upper_bound={bound_value:g})" if math.isfinite(loss) else ""
+        if self.recoveries < t.recovery_max_trials and latest:
+            self.recoveries += 1
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            log.warning("training loss is %s at step %d%s: restored %s (step %d) and training again "
+                        "(recovery %d of trainer.recovery_max_trials=%d)", loss, step, bound, latest,
+                        int(self.global_step.numpy()), self.recoveries, t.recovery_max_trials)
+            return True
+        tried = f" after {self.recoveries} recoveries (trainer.recovery_max_trials={t.recovery_max_trials})" \
+            if t.recovery_max_trials else ""
         raise UserCodeError(
             f"training loss is {loss} at step {step} (mean of steps {step - steps + 1}-{step}): the run "
-            f"diverged{bound}. Lower trainer.optimizer_config.learning_rate, clip gradients "
-            "(trainer.optimizer_config.global_clipnorm), or check the inputs for NaN/inf. "
+            f"diverged{bound}{tried}. Lower the learning rate (trainer.optimizer_config.learning_rate), clip "
+            "gradients (trainer.optimizer_config.optimizer.<type>.global_clipnorm), allow recoveries "
+            "(trainer.recovery_max_trials), or check the inputs for NaN/inf. "
             f"Nothing was saved for these steps; the last checkpoint is {latest or 'none'}.")
 
     def _agree_preempted(self) -> bool:
@@ -479,8 +518,6 @@ class Controller:
 
     def evaluate(self) -> dict[str, float]:
         """One pass over the validation data (or trainer.validation_steps batches); global metrics."""
-        import tensorflow as tf
-
         if self._eval_dataset is None:
             self._eval_dataset = self._distribute(self.task.params.validation_data)
             self._eval_loop_fn = self._make_eval_loop()
@@ -491,6 +528,24 @@ class Controller:
         steps = self.trainer.validation_steps
         start = time.monotonic()
         iterator = iter(self._eval_dataset)
+        with self.averaged_weights():
+            n, state = self._evaluate_batches(iterator, steps)
+        logs = self._host_logs(self._eval_results_fn)
+        if self.aggregate:
+            extra = self._user("reduce_aggregated_logs", self.task.reduce_aggregated_logs, state,
+                               global_step=int(self.global_step.numpy()))
+            logs.update({k: float(v) for k, v in (extra or {}).items()})
+        examples = int(self.eval_loss.count.numpy()) if hasattr(self.eval_loss, "count") else -1
+        took = time.monotonic() - start
+        progress_log.info("validation at step %d: %d batches, %d examples, %.1f s: %s", int(self.global_step.numpy()),
+                          n, examples, took, _fmt_logs(logs))
+        if n == 0:
+            raise UserInputError("task.validation_data.input_path", "the validation data is empty")
+        return logs
+
+    def _evaluate_batches(self, iterator, steps: int) -> tuple[int, Any]:
+        import tensorflow as tf
+
         state = None
         try:
             if self.aggregate:
@@ -509,18 +564,7 @@ class Controller:
             raise
         except tf.errors.DataLossError as e:
             raise UserInputError("task.validation_data.input_path", f"corrupt TFRecord data: {e.message}") from e
-        logs = self._host_logs(self._eval_results_fn)
-        if self.aggregate:
-            extra = self._user("reduce_aggregated_logs", self.task.reduce_aggregated_logs, state,
-                               global_step=int(self.global_step.numpy()))
-            logs.update({k: float(v) for k, v in (extra or {}).items()})
-        examples = int(self.eval_loss.count.numpy()) if hasattr(self.eval_loss, "count") else -1
-        took = time.monotonic() - start
-        progress_log.info("validation at step %d: %d batches, %d examples, %.1f s: %s", int(self.global_step.numpy()),
-                          n, examples, took, _fmt_logs(logs))
-        if n == 0:
-            raise UserInputError("task.validation_data.input_path", "the validation data is empty")
-        return logs
+        return n, state
 
     def evaluate_and_report(self, result: ExperimentResult) -> dict[str, float]:
         """Evaluate, write validation summaries, offer the checkpoint to the best-checkpoint exporter."""
@@ -585,6 +629,10 @@ class Controller:
 
     def export_serving(self, export_dir: str) -> None:
         """Export the model for serving: the Task's signatures, else `model.export` (serving_default)."""
+        with self.averaged_weights():
+            self._export_serving(export_dir)
+
+    def _export_serving(self, export_dir: str) -> None:
         signatures = self._user("build_serving_signatures", self.task.build_serving_signatures, self.model)
         try:
             if signatures:

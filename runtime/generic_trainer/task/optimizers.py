@@ -1,54 +1,85 @@
-"""Keras optimizers from `trainer.optimizer_config` (what the default `Task.build_optimizer` returns)."""
+"""Keras optimizers from `trainer.optimizer_config` (what the default `Task.build_optimizer` returns).
+
+`optimizer.type` picks the optimizer and its block its arguments (Model Garden's names);
+`learning_rate` and `warmup` give the schedule (`schedules.py`). Under float16 mixed precision
+the optimizer is wrapped in a LossScaleOptimizer (`runtime.loss_scale`: dynamic, or the initial
+scale). The EMA (`optimizer_config.ema`) is kept by the Controller (`ema.py`), not here.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.task.config import OptimizerConfig, RuntimeConfig
+from generic_trainer.task import schedules
+from generic_trainer.task.config import RuntimeConfig
+from generic_trainer.task.optimization_config import PREFIX, OptimizationConfig, OptimizerConfig, check, one_of
 
-OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "adagrad")
-SCHEDULES = ("constant", "cosine")
+log = logging.getLogger("generic_trainer.task")
+
+_CLIPS = ("clipnorm", "clipvalue", "global_clipnorm")
 
 
-def _learning_rate(config: OptimizerConfig, train_steps: int) -> Any:
+def _kwargs(block: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    out = {k: getattr(block, k) for k in names}
+    out.update({k: getattr(block, k) for k in _CLIPS if getattr(block, k, None) is not None})
+    return out
+
+
+def build_optimizer(config: OptimizationConfig, learning_rate: Any) -> Any:
+    """The Keras optimizer of `config.optimizer` with `learning_rate` (a float or a schedule)."""
     import keras
 
-    if config.learning_rate_schedule not in SCHEDULES:
-        raise UserInputError("trainer.optimizer_config.learning_rate_schedule",
-                             f"expected one of {', '.join(SCHEDULES)}, got {config.learning_rate_schedule!r}")
-    warmup = max(int(config.warmup_steps), 0)
-    if config.learning_rate_schedule == "cosine":
-        decay_steps = max(int(train_steps) - warmup, 1)
-        if warmup:
-            return keras.optimizers.schedules.CosineDecay(
-                0.0, decay_steps, warmup_target=config.learning_rate, warmup_steps=warmup)
-        return keras.optimizers.schedules.CosineDecay(config.learning_rate, decay_steps)
-    if warmup:  # linear warmup, then constant (a cosine with alpha=1 does not decay)
-        return keras.optimizers.schedules.CosineDecay(
-            0.0, 1, alpha=1.0, warmup_target=config.learning_rate, warmup_steps=warmup)
-    return config.learning_rate
+    from generic_trainer.task import layerwise
+
+    kind = config.optimizer.type
+    block = one_of(config.optimizer, kind, f"{PREFIX}.optimizer")
+    lr = {"learning_rate": learning_rate}
+    if kind in ("sgd", "sgd_experimental"):
+        return keras.optimizers.SGD(**lr, **_kwargs(block, ("momentum", "nesterov")))
+    if kind in ("adam", "adam_experimental"):
+        return keras.optimizers.Adam(**lr, **_kwargs(block, ("beta_1", "beta_2", "epsilon", "amsgrad")))
+    if kind == "adamw":
+        kwargs = _kwargs(block, ("beta_1", "beta_2", "epsilon", "amsgrad"))
+        if block.gradient_clip_norm and block.gradient_clip_norm > 0:
+            kwargs["global_clipnorm"] = block.gradient_clip_norm
+        return layerwise.classes()["adamw"](
+            **lr, weight_decay=block.weight_decay_rate, include_in_weight_decay=block.include_in_weight_decay,
+            exclude_from_weight_decay=block.exclude_from_weight_decay, **kwargs)
+    if kind == "adamw_experimental":
+        return keras.optimizers.AdamW(**lr, weight_decay=block.weight_decay,
+                                      **_kwargs(block, ("beta_1", "beta_2", "epsilon", "amsgrad")))
+    if kind == "rmsprop":
+        return keras.optimizers.RMSprop(**lr, **_kwargs(block, ("rho", "momentum", "epsilon", "centered")))
+    if kind == "adagrad":
+        return keras.optimizers.Adagrad(**lr, **_kwargs(block, ("initial_accumulator_value", "epsilon")))
+    if kind == "lamb":
+        return layerwise.classes()["lamb"](**lr, **_kwargs(block, (
+            "beta_1", "beta_2", "epsilon", "weight_decay_rate", "exclude_from_weight_decay",
+            "exclude_from_layer_adaptation")))
+    if kind == "lars":
+        return layerwise.classes()["lars"](**lr, **_kwargs(block, (
+            "momentum", "eeta", "weight_decay_rate", "nesterov", "classic_momentum", "exclude_from_weight_decay",
+            "exclude_from_layer_adaptation")))
+    raise UserInputError(f"{PREFIX}.optimizer.type", f"unsupported optimizer {kind!r}")
 
 
-def build(config: OptimizerConfig, train_steps: int, runtime: RuntimeConfig | None = None) -> Any:
+def build(config: OptimizationConfig | OptimizerConfig, train_steps: int, runtime: RuntimeConfig | None = None) -> Any:
     """The Keras optimizer `config` describes; wrapped in a LossScaleOptimizer under float16."""
     import keras
 
-    kind = config.type.lower()
-    if kind not in OPTIMIZERS:
-        raise UserInputError("trainer.optimizer_config.type", f"expected one of {', '.join(OPTIMIZERS)}, "
-                                                              f"got {config.type!r}")
-    kwargs: dict[str, Any] = {"learning_rate": _learning_rate(config, train_steps)}
-    for name in ("clipnorm", "global_clipnorm", "weight_decay"):
-        if getattr(config, name) is not None:
-            kwargs[name] = getattr(config, name)
-    if config.momentum is not None:
-        if kind not in ("sgd", "rmsprop"):
-            raise UserInputError("trainer.optimizer_config.momentum", f"not an option of {kind} (sgd, rmsprop only)")
-        kwargs["momentum"] = config.momentum
-    cls = {"adam": keras.optimizers.Adam, "adamw": keras.optimizers.AdamW, "sgd": keras.optimizers.SGD,
-           "rmsprop": keras.optimizers.RMSprop, "adagrad": keras.optimizers.Adagrad}[kind]
-    optimizer = cls(**kwargs)
+    if isinstance(config, OptimizerConfig):  # the deprecated flat form
+        config = config.upgrade()
+    check(config, train_steps)
+    optimizer = build_optimizer(config, schedules.build_learning_rate(config, train_steps))
     if runtime is not None and runtime.mixed_precision_dtype in ("float16", "mixed_float16"):
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        scale = runtime.loss_scale
+        if scale not in (None, "dynamic"):
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer, initial_scale=float(scale))
+        else:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    elif runtime is not None and runtime.loss_scale is not None:
+        log.info("runtime.loss_scale=%s ignored: loss scaling is for float16 mixed precision only",
+                 runtime.loss_scale)
     return optimizer

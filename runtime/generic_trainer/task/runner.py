@@ -148,7 +148,7 @@ def run(request: TrainRequest, before_publish: Callable[[Any], None] | None = No
 def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, before_publish=None) -> Any:
     from generic_trainer.train import TrainResult
 
-    num_gpus = cluster_lib.count_gpus()
+    num_gpus = _use_gpus(experiment.runtime.num_gpus, cluster_lib.count_gpus())
     strategy_name = cluster_lib.choose_strategy(experiment.runtime.distribution_strategy, num_gpus, cluster)
     strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
     log.info("resolved %s gpus=%d", cluster_lib.describe(strategy, cluster), num_gpus)
@@ -216,6 +216,20 @@ def _write_run_outputs(request: TrainRequest, result: Any) -> None:
         from generic_trainer import report
 
         report.write_train_report(request, result)
+
+
+def _use_gpus(requested: int, visible: int) -> int:
+    """runtime.num_gpus: 0 uses every visible GPU; N uses the first N (before the strategy is made)."""
+    if not requested or requested == visible:
+        return visible
+    if requested > visible:
+        raise UserInputError("runtime.num_gpus", f"{requested} GPUs asked for, {visible} visible on this machine: "
+                                                 "lower runtime.num_gpus (0 uses every visible GPU)")
+    import tensorflow as tf
+
+    tf.config.set_visible_devices(tf.config.list_physical_devices("GPU")[:requested], "GPU")
+    log.info("runtime.num_gpus=%d: using %d of the %d visible GPUs", requested, requested, visible)
+    return requested
 
 
 def _devices(strategy) -> tuple[str, ...]:

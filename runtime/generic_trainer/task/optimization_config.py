@@ -1,0 +1,501 @@
+"""`trainer.optimizer_config` in TF Model Garden's one-of form (no TensorFlow here).
+
+    optimizer_config:
+      optimizer: {type: sgd, sgd: {momentum: 0.9}}
+      learning_rate: {type: stepwise, stepwise: {boundaries: [100, 200], values: [0.1, 0.01, 0.001]}}
+      warmup: {type: linear, linear: {warmup_steps: 50, warmup_learning_rate: 0.0}}
+      ema: {average_decay: 0.999}
+
+Each one-of (`optimizer`, `learning_rate`, `warmup`) has a `type` naming the block in use; the
+other blocks are kept (an experiment file may carry them) but ignored. Field names and
+defaults follow Model Garden's `official/modeling/optimization/configs`; `optimizers.py`,
+`schedules.py` and `ema.py` build what they describe.
+
+The flat form of earlier releases (`type`, `learning_rate: 0.01`, `learning_rate_schedule`,
+`warmup_steps`, `momentum`, `weight_decay`, `clipnorm`, `global_clipnorm`) is still read, with a
+deprecation warning naming the new keys (`upgrade_flat`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from generic_trainer.errors import UserInputError
+
+log = logging.getLogger("generic_trainer.task")
+
+PREFIX = "trainer.optimizer_config"
+
+# ---- optimizers ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class BaseOptimizerConfig:
+    """Gradient clipping every optimizer takes (at most one of them)."""
+
+    clipnorm: float | None = None
+    clipvalue: float | None = None
+    global_clipnorm: float | None = None
+
+
+@dataclasses.dataclass
+class SGDConfig(BaseOptimizerConfig):
+    name: str = "SGD"
+    decay: float = 0.0  # refused when non-zero (use a learning_rate schedule)
+    nesterov: bool = False
+    momentum: float = 0.0
+
+
+@dataclasses.dataclass
+class SGDExperimentalConfig(BaseOptimizerConfig):
+    name: str = "SGD"
+    nesterov: bool = False
+    momentum: float = 0.0
+    jit_compile: bool = False
+
+
+@dataclasses.dataclass
+class AdamConfig(BaseOptimizerConfig):
+    name: str = "Adam"
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-07
+    amsgrad: bool = False
+
+
+@dataclasses.dataclass
+class AdamExperimentalConfig(AdamConfig):
+    jit_compile: bool = False
+
+
+@dataclasses.dataclass
+class AdamWeightDecayConfig(BaseOptimizerConfig):
+    """Adam with decoupled weight decay (`var -= lr * weight_decay_rate * var`) on the variables chosen by regex."""
+
+    name: str = "AdamWeightDecay"
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-07
+    amsgrad: bool = False
+    weight_decay_rate: float = 0.0
+    include_in_weight_decay: list[str] | None = None  # regexes (re.search on the variable path)
+    exclude_from_weight_decay: list[str] | None = None
+    gradient_clip_norm: float = 1.0  # Model Garden's default: the global gradient norm is clipped to 1.0
+
+
+@dataclasses.dataclass
+class AdamWeightDecayExperimentalConfig(BaseOptimizerConfig):
+    name: str = "AdamWeightDecayExperimental"
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-07
+    amsgrad: bool = False
+    weight_decay: float = 0.0
+    global_clipnorm: float | None = 1.0
+    jit_compile: bool = False
+
+
+@dataclasses.dataclass
+class LAMBConfig(BaseOptimizerConfig):
+    name: str = "LAMB"
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-6
+    weight_decay_rate: float = 0.0
+    exclude_from_weight_decay: list[str] | None = None
+    exclude_from_layer_adaptation: list[str] | None = None
+
+
+@dataclasses.dataclass
+class RMSPropConfig(BaseOptimizerConfig):
+    name: str = "RMSprop"
+    rho: float = 0.9
+    momentum: float = 0.0
+    epsilon: float = 1e-7
+    centered: bool = False
+
+
+@dataclasses.dataclass
+class LARSConfig(BaseOptimizerConfig):
+    name: str = "LARS"
+    momentum: float = 0.9
+    eeta: float = 0.001
+    weight_decay_rate: float = 0.0
+    nesterov: bool = False
+    classic_momentum: bool = True
+    exclude_from_weight_decay: list[str] | None = None
+    exclude_from_layer_adaptation: list[str] | None = None  # None: the same as exclude_from_weight_decay
+
+
+@dataclasses.dataclass
+class AdagradConfig(BaseOptimizerConfig):
+    name: str = "Adagrad"
+    initial_accumulator_value: float = 0.1
+    epsilon: float = 1e-07
+
+
+@dataclasses.dataclass
+class OptimizerTypeConfig:
+    """`optimizer`: `type` names the block in use."""
+
+    type: str | None = "adam"
+    sgd: SGDConfig = dataclasses.field(default_factory=SGDConfig)
+    sgd_experimental: SGDExperimentalConfig = dataclasses.field(default_factory=SGDExperimentalConfig)
+    adam: AdamConfig = dataclasses.field(default_factory=AdamConfig)
+    adam_experimental: AdamExperimentalConfig = dataclasses.field(default_factory=AdamExperimentalConfig)
+    adamw: AdamWeightDecayConfig = dataclasses.field(default_factory=AdamWeightDecayConfig)
+    adamw_experimental: AdamWeightDecayExperimentalConfig = dataclasses.field(
+        default_factory=AdamWeightDecayExperimentalConfig)
+    lamb: LAMBConfig = dataclasses.field(default_factory=LAMBConfig)
+    rmsprop: RMSPropConfig = dataclasses.field(default_factory=RMSPropConfig)
+    lars: LARSConfig = dataclasses.field(default_factory=LARSConfig)
+    adagrad: AdagradConfig = dataclasses.field(default_factory=AdagradConfig)
+
+
+# ---- learning rate schedules -------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class ConstantLrConfig:
+    name: str = "Constant"
+    learning_rate: float = 0.1
+
+
+@dataclasses.dataclass
+class StepwiseLrConfig:
+    """values[0] up to and including step boundaries[0], values[1] up to boundaries[1], ..."""
+
+    name: str = "PiecewiseConstantDecay"
+    boundaries: list[int] | None = None
+    values: list[float] | None = None
+    offset: int = 0
+
+
+@dataclasses.dataclass
+class ExponentialLrConfig:
+    """initial_learning_rate * decay_rate ** ((step - offset) / decay_steps) (floored when staircase)."""
+
+    name: str = "ExponentialDecay"
+    initial_learning_rate: float | None = None
+    decay_steps: int | None = None
+    decay_rate: float | None = None
+    staircase: bool | None = None
+    offset: int = 0
+
+
+@dataclasses.dataclass
+class PolynomialLrConfig:
+    """(initial - end) * (1 - min(step - offset, decay_steps) / decay_steps) ** power + end."""
+
+    name: str = "PolynomialDecay"
+    initial_learning_rate: float | None = None
+    decay_steps: int | None = None  # None here: trainer.train_steps - offset
+    end_learning_rate: float = 0.0001
+    power: float = 1.0
+    cycle: bool = False
+    offset: int = 0
+
+
+@dataclasses.dataclass
+class CosineLrConfig:
+    """initial * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step - offset, decay_steps) / decay_steps)) + alpha)."""
+
+    name: str = "CosineDecay"
+    initial_learning_rate: float | None = None
+    decay_steps: int | None = None  # None here: trainer.train_steps - offset
+    alpha: float = 0.0
+    offset: int = 0
+
+
+@dataclasses.dataclass
+class DirectPowerLrConfig:
+    """initial_learning_rate * max(step, 1) ** power."""
+
+    name: str = "DirectPowerDecay"
+    initial_learning_rate: float | None = None
+    power: float = -0.5
+
+
+@dataclasses.dataclass
+class LearningRateConfig:
+    """`learning_rate`: `type` names the schedule in use."""
+
+    type: str | None = "constant"
+    constant: ConstantLrConfig = dataclasses.field(default_factory=ConstantLrConfig)
+    stepwise: StepwiseLrConfig = dataclasses.field(default_factory=StepwiseLrConfig)
+    exponential: ExponentialLrConfig = dataclasses.field(default_factory=ExponentialLrConfig)
+    polynomial: PolynomialLrConfig = dataclasses.field(default_factory=PolynomialLrConfig)
+    cosine: CosineLrConfig = dataclasses.field(default_factory=CosineLrConfig)
+    power: DirectPowerLrConfig = dataclasses.field(default_factory=DirectPowerLrConfig)
+
+
+@dataclasses.dataclass
+class LinearWarmupConfig:
+    """warmup_learning_rate + step / warmup_steps * (schedule(warmup_steps) - warmup_learning_rate)."""
+
+    name: str = "linear"
+    warmup_learning_rate: float = 0.0
+    warmup_steps: int | None = None
+
+
+@dataclasses.dataclass
+class PolynomialWarmupConfig:
+    """schedule(warmup_steps) * (max(step, 1) / warmup_steps) ** power."""
+
+    name: str = "polynomial"
+    power: float = 1.0
+    warmup_steps: int | None = None
+
+
+@dataclasses.dataclass
+class WarmupConfig:
+    """`warmup`: `type` names the warm-up in use (None: no warm-up)."""
+
+    type: str | None = None
+    linear: LinearWarmupConfig = dataclasses.field(default_factory=LinearWarmupConfig)
+    polynomial: PolynomialWarmupConfig = dataclasses.field(default_factory=PolynomialWarmupConfig)
+
+
+@dataclasses.dataclass
+class EMAConfig:
+    """Exponential moving average of the weights; the averages are what is validated and exported."""
+
+    name: str = "ExponentialMovingAverage"
+    trainable_weights_only: bool = True
+    average_decay: float = 0.99
+    start_step: int = 0
+    dynamic_decay: bool = True  # decay = min(average_decay, (1 + t) / (10 + t)), t = step - start_step
+
+
+@dataclasses.dataclass
+class OptimizationConfig:
+    """`trainer.optimizer_config`: optimizer, learning-rate schedule, warm-up, EMA (Model Garden's names)."""
+
+    optimizer: OptimizerTypeConfig = dataclasses.field(default_factory=OptimizerTypeConfig)
+    ema: EMAConfig | None = None
+    learning_rate: LearningRateConfig = dataclasses.field(
+        default_factory=lambda: LearningRateConfig(constant=ConstantLrConfig(learning_rate=0.001)))
+    warmup: WarmupConfig = dataclasses.field(default_factory=WarmupConfig)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> OptimizationConfig:
+        """A config from a nested mapping in the YAML form (unknown keys are an error naming the key)."""
+        from generic_trainer.task.config import override
+
+        return override(cls(), values, "OptimizationConfig.from_dict", prefix=f"{PREFIX}.")
+
+    def upgrade_keys(self, values: Mapping[str, Any], source: str) -> Mapping[str, Any]:
+        """`values` in the one-of form: the flat form of earlier releases is converted (with a warning)."""
+        return upgrade_flat(values, source, self)
+
+    def with_base_learning_rate(self, learning_rate: float) -> OptimizationConfig:
+        """A copy whose schedule starts from `learning_rate` (stepwise values are scaled alike)."""
+        out = copy.deepcopy(self)
+        kind = out.learning_rate.type
+        block = getattr(out.learning_rate, kind or "", None)
+        if block is None:
+            raise UserInputError(f"{PREFIX}.learning_rate.type", f"unknown schedule {kind!r}")
+        if kind == "constant":
+            block.learning_rate = float(learning_rate)
+        elif kind == "stepwise":
+            if block.values:
+                ratio = float(learning_rate) / block.values[0] if block.values[0] else 0.0
+                block.values = [v * ratio for v in block.values]
+        else:
+            block.initial_learning_rate = float(learning_rate)
+        return out
+
+
+def one_of(config: Any, kind: str | None, where: str) -> Any:
+    """The block `config.<kind>` of a one-of config, or an error listing the types there are."""
+    names = [f.name for f in dataclasses.fields(config) if f.name != "type"]
+    if kind in names:
+        return getattr(config, kind)
+    import difflib
+
+    close = difflib.get_close_matches(str(kind), names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise UserInputError(f"{where}.type", f"unknown type {kind!r}{hint}; expected one of {', '.join(names)}")
+
+
+def unused_blocks(config: OptimizationConfig) -> list[str]:
+    """Blocks set away from their defaults but not chosen by their one-of's `type` (worth a warning)."""
+    out = []
+    fresh = OptimizationConfig()
+    for part in ("optimizer", "learning_rate", "warmup"):
+        one, default = getattr(config, part), getattr(fresh, part)
+        for f in dataclasses.fields(one):
+            if f.name != "type" and f.name != one.type and getattr(one, f.name) != getattr(default, f.name):
+                out.append(f"{PREFIX}.{part}.{f.name}")
+    return out
+
+
+# ---- the flat form of earlier releases --------------------------------------------------------
+
+FLAT_KEYS = ("type", "learning_rate_schedule", "warmup_steps", "momentum", "weight_decay", "clipnorm",
+             "global_clipnorm")
+
+
+def is_flat(values: Mapping[str, Any]) -> bool:
+    """Whether `values` (a trainer.optimizer_config mapping) is in the flat form of earlier releases."""
+    lr = values.get("learning_rate")
+    return any(k in values for k in FLAT_KEYS) or (lr is not None and not isinstance(lr, Mapping))
+
+
+def upgrade_flat(values: Mapping[str, Any], source: str,
+                 current: OptimizationConfig | None = None) -> Mapping[str, Any]:
+    """Convert the flat form to the one-of form (same behaviour), warning with the new keys.
+
+    Keys the flat mapping leaves out keep their values in `current` (the config being overridden).
+    """
+    if not isinstance(values, Mapping) or not is_flat(values):
+        return values
+    current = current or OptimizationConfig()
+    flat = dict(values)
+    kind = str(flat.pop("type", None) or current.optimizer.type or "adam").lower()
+    new: dict[str, Any] = {}
+    block: dict[str, Any] = {}
+    momentum = flat.pop("momentum", None)
+    if momentum is not None:
+        if kind not in ("sgd", "rmsprop", "lars"):
+            raise UserInputError(source, f"{PREFIX}.momentum: not an option of {kind} (sgd, rmsprop only)")
+        block["momentum"] = momentum
+    weight_decay = flat.pop("weight_decay", None)
+    if weight_decay is not None:
+        if kind not in ("adamw", "lamb", "lars"):
+            raise UserInputError(source, f"{PREFIX}.weight_decay: {kind} takes no weight decay; use "
+                                         f"{PREFIX}.optimizer.type: adamw with adamw.weight_decay_rate")
+        block["weight_decay_rate"] = weight_decay
+    if kind == "adamw" and current.optimizer.type != "adamw":
+        block["gradient_clip_norm"] = 0.0  # the flat form did not clip by default
+    for name in ("clipnorm", "global_clipnorm"):
+        if flat.get(name) is not None:
+            block[name] = flat[name]
+        flat.pop(name, None)
+    new["optimizer"] = {"type": kind, kind: block}
+    schedule = flat.pop("learning_rate_schedule", None)
+    lr = flat.pop("learning_rate", None)
+    warmup = flat.pop("warmup_steps", None)
+    if schedule is not None:
+        schedule = str(schedule).lower()
+        base = float(lr) if lr is not None else 0.001
+        offset = int(warmup or 0)
+        if schedule == "constant":
+            new["learning_rate"] = {"type": "constant", "constant": {"learning_rate": base}}
+        elif schedule == "cosine":  # decays over trainer.train_steps - warmup, after the warm-up
+            new["learning_rate"] = {"type": "cosine", "cosine": {"initial_learning_rate": base, "offset": offset,
+                                                                 "decay_steps": None}}
+        else:
+            raise UserInputError(source, f"{PREFIX}.learning_rate_schedule: expected constant or cosine, "
+                                         f"got {schedule!r}")
+    elif lr is not None:
+        rescaled = current.with_base_learning_rate(float(lr)).learning_rate
+        kind_lr = rescaled.type
+        new["learning_rate"] = {"type": kind_lr, kind_lr: dataclasses.asdict(getattr(rescaled, kind_lr))}
+    if warmup is not None:
+        new["warmup"] = ({"type": "linear", "linear": {"warmup_steps": int(warmup), "warmup_learning_rate": 0.0}}
+                         if int(warmup) > 0 else {"type": None})
+    new.update(flat)  # one-of keys given beside the flat ones (checked by the caller)
+    log.warning("%s: the flat %s form (type, learning_rate: <number>, learning_rate_schedule, warmup_steps, "
+                "momentum, weight_decay, clipnorm, global_clipnorm) is deprecated and will be removed in the next "
+                "release; write it as %s.optimizer.type / .optimizer.<type>.*, .learning_rate.type / "
+                ".learning_rate.<type>.*, .warmup.type / .warmup.<type>.*: %s", source, PREFIX, PREFIX, new)
+    return new
+
+
+@dataclasses.dataclass
+class OptimizerConfig:
+    """Deprecated: the flat optimizer config of earlier releases. Use `OptimizationConfig`.
+
+    Still accepted as `TrainerConfig(optimizer_config=OptimizerConfig(...))` (converted, with a
+    deprecation warning) for one release.
+    """
+
+    type: str = "adam"
+    learning_rate: float = 0.001
+    learning_rate_schedule: str = "constant"
+    warmup_steps: int = 0
+    momentum: float | None = None
+    weight_decay: float | None = None
+    clipnorm: float | None = None
+    global_clipnorm: float | None = None
+
+    def upgrade(self) -> OptimizationConfig:
+        """The same settings in the one-of form."""
+        values = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        return OptimizationConfig.from_dict(upgrade_flat(values, "OptimizerConfig(...)"))
+
+
+# ---- checks (before TensorFlow starts) -----------------------------------------------------------
+
+OPTIMIZER_TYPES = ("sgd", "sgd_experimental", "adam", "adam_experimental", "adamw", "adamw_experimental", "lamb",
+                   "rmsprop", "lars", "adagrad")
+REFUSED_OPTIMIZERS = {"slide": "Model Garden's SLIDE optimizer is not provided",
+                      "adafactor": "Model Garden's Adafactor is not provided (keras.optimizers.Adafactor differs)"}
+
+
+def _need(value: Any, key: str, what: str = "a value") -> None:
+    if value is None:
+        raise UserInputError(key, f"required by the chosen type: set {what}")
+
+
+def check(config: OptimizationConfig, train_steps: int = 0, warn_unused: bool = False) -> None:
+    """Check the chosen optimizer, schedule, warm-up and EMA make sense (errors name the key).
+
+    With `warn_unused`, blocks set but not chosen by their one-of's type are logged.
+    """
+    if not isinstance(config, OptimizationConfig):
+        raise UserInputError(PREFIX, f"expected the one-of form (optimizer, learning_rate, warmup, ema), "
+                                     f"got {type(config).__name__}")
+    kind = config.optimizer.type
+    if kind in REFUSED_OPTIMIZERS:
+        raise UserInputError(f"{PREFIX}.optimizer.type", f"{REFUSED_OPTIMIZERS[kind]}; use one of "
+                                                         f"{', '.join(OPTIMIZER_TYPES)}")
+    block = one_of(config.optimizer, kind, f"{PREFIX}.optimizer")
+    where = f"{PREFIX}.optimizer.{kind}"
+    clips = [k for k in ("clipnorm", "clipvalue", "global_clipnorm") if getattr(block, k) is not None]
+    if len(clips) > 1:
+        raise UserInputError(where, f"set at most one of clipnorm, clipvalue, global_clipnorm (got {', '.join(clips)})")
+    if kind == "sgd" and block.decay:
+        raise UserInputError(f"{where}.decay", "Keras 3 optimizers have no `decay`: set it to 0 and use a "
+                                               f"{PREFIX}.learning_rate schedule")
+    if kind == "adamw" and block.gradient_clip_norm and clips:
+        raise UserInputError(f"{where}.gradient_clip_norm", f"set either gradient_clip_norm or {clips[0]}, not both")
+    lr = config.learning_rate
+    lr_block = one_of(lr, lr.type, f"{PREFIX}.learning_rate")
+    where = f"{PREFIX}.learning_rate.{lr.type}"
+    if lr.type == "stepwise":
+        _need(lr_block.boundaries, f"{where}.boundaries", "boundaries (steps) and values")
+        _need(lr_block.values, f"{where}.values", "boundaries (steps) and values")
+        if len(lr_block.values) != len(lr_block.boundaries) + 1:
+            raise UserInputError(f"{where}.values", f"expected one more value than boundaries, got "
+                                                    f"{len(lr_block.values)} values for {len(lr_block.boundaries)}")
+        if list(lr_block.boundaries) != sorted(set(lr_block.boundaries)):
+            raise UserInputError(f"{where}.boundaries",
+                                 f"expected strictly increasing steps, got {lr_block.boundaries}")
+    elif lr.type in ("exponential", "polynomial", "cosine", "power"):
+        _need(lr_block.initial_learning_rate, f"{where}.initial_learning_rate")
+        if lr.type == "exponential":
+            _need(lr_block.decay_steps, f"{where}.decay_steps")
+            _need(lr_block.decay_rate, f"{where}.decay_rate")
+        if lr.type in ("polynomial", "cosine") and lr_block.decay_steps is None:
+            if train_steps and train_steps - lr_block.offset <= 0:
+                raise UserInputError(f"{where}.decay_steps", "not set, and trainer.train_steps - offset is not "
+                                                             "positive: set decay_steps")
+        if getattr(lr_block, "decay_steps", None) is not None and lr_block.decay_steps <= 0:
+            raise UserInputError(f"{where}.decay_steps", f"expected a positive integer, got {lr_block.decay_steps}")
+    warmup = config.warmup
+    if warmup.type:
+        w_block = one_of(warmup, warmup.type, f"{PREFIX}.warmup")
+        _need(w_block.warmup_steps, f"{PREFIX}.warmup.{warmup.type}.warmup_steps")
+        if w_block.warmup_steps < 0:
+            raise UserInputError(f"{PREFIX}.warmup.{warmup.type}.warmup_steps",
+                                 f"expected 0 or more, got {w_block.warmup_steps}")
+    if config.ema is not None and not 0.0 <= config.ema.average_decay < 1.0:
+        raise UserInputError(f"{PREFIX}.ema.average_decay", f"expected 0 <= decay < 1, got {config.ema.average_decay}")
+    for key in unused_blocks(config) if warn_unused else ():
+        log.warning("%s is set but its one-of's type chooses another block: it is ignored", key)
