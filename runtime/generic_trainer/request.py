@@ -319,6 +319,11 @@ def _seconds(input_name: str, value: Any, default: float | None = None) -> float
                   default=default, unit="seconds")
 
 
+def check_gcs_timeout(environ: Mapping[str, str]) -> float | None:
+    """$GENERIC_TRAINER_GCS_TIMEOUT (seconds Cloud Storage downloads may retry), checked; None when unset."""
+    return _seconds(storage.GCS_TIMEOUT_ENV, environ.get(storage.GCS_TIMEOUT_ENV))
+
+
 def _module_sha256(values: Mapping[str, Any]) -> str | None:
     sha = values.get("module_sha256") or None
     if sha and not re.fullmatch(r"[0-9a-fA-F]{64}", sha):
@@ -366,6 +371,7 @@ def build_train_request(
     def out_dir(flag: str, value: str | None, env: str) -> str | None:
         return _out_dir(value, env, environ, gcs_root)
 
+    check_gcs_timeout(environ)
     task = values.get("task") or None
     examples_path = _examples(values, gcs_root) if not task or values.get("examples") else ""
     if not task:
@@ -469,6 +475,7 @@ def build_tune_request(
     """Validate raw values (keyed by flag name, dashes as underscores) into a TuneRequest."""
     environ = os.environ if environ is None else environ
     gcs_root = values.get("gcs_root") or environ.get(GCS_ROOT_ENV) or "/gcs"
+    check_gcs_timeout(environ)
     examples_path = _examples(values, gcs_root)
     module_file = _module_file(values)
     best_dir = values.get("best_hyperparameters_dir")
