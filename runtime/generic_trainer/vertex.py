@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import MAX_INT32, number
+from generic_trainer.request import number
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ class JobOptions:
 
 MAX_REPLICAS = 1000  # more replicas than a Vertex AI custom job takes is a typo
 MAX_BOOT_DISK_GB = 65536  # the largest persistent disk
+MAX_ACCELERATORS = 16  # the most accelerators a Vertex AI machine has
 
 
 def _count(flag: str, value: Any, minimum: int, maximum: int) -> int:
@@ -103,10 +104,9 @@ def options_from_args(ns: argparse.Namespace) -> JobOptions:
     if not ns.base_output_dir.startswith("gs://") or len(ns.base_output_dir) <= len("gs://"):
         raise UserInputError("--base-output-dir", f"expected a gs:// URI, got {ns.base_output_dir!r}")
     replicas = _count("--replica-count", ns.replica_count, 1, MAX_REPLICAS)
-    accelerator_count = 0
-    if ns.accelerator_type:
-        accelerator_count = _count("--accelerator-count", ns.accelerator_count or 1, 1, MAX_INT32)
-    elif ns.accelerator_count not in (None, "", "0", 0):
+    accelerator_count = _count("--accelerator-count", ns.accelerator_count, 1 if ns.accelerator_type else 0,
+                               MAX_ACCELERATORS)
+    if not ns.accelerator_type and accelerator_count:
         raise UserInputError("--accelerator-count", "given without --accelerator-type (e.g. NVIDIA_TESLA_T4)")
     if ns.tensorboard and not ns.service_account:
         raise UserInputError("--tensorboard", "Vertex AI TensorBoard needs --service-account (the job's identity "
