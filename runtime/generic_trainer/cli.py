@@ -40,7 +40,7 @@ def _add_common(p: argparse.ArgumentParser, strategies: tuple[str, ...] = STRATE
                        help="tf.distribute strategy; auto (default) matches GPUs" + (
                            " and TF_CONFIG/CLUSTER_SPEC" if "multi_worker_mirrored" in strategies else ""))
     if cluster_timeout and training:
-        r.add_argument("--cluster-timeout", type=float, metavar="SECONDS",
+        r.add_argument("--cluster-timeout", metavar="SECONDS",
                        help="multi-worker: fail (exit 5) when the replicas have not all connected within this "
                             "time (default 900)")
     r.add_argument("--gcs-root", metavar="DIR",
@@ -290,9 +290,14 @@ def _train(args: argparse.Namespace) -> int:
              request.checkpoint_dir, request.train_steps, request.eval_steps, request.strategy, request.keras,
              json.dumps(request.redacted_custom_config()))
     if request.task:
+        from generic_trainer.request import redact
+        from generic_trainer.task.config import parse_params_override
+
         log.info("task request: task=%s experiment=%s mode=%s config_files=%s config=%s params_override=%s",
                  request.task, request.experiment, request.mode, list(request.config_files),
-                 f"({len(request.config)} chars)" if request.config else None, request.params_override)
+                 f"({len(request.config)} chars)" if request.config else None,
+                 json.dumps(redact(parse_params_override(request.params_override))) if request.params_override
+                 else None)
     output_checks.check_outputs(request, args.executor_output_file)
     _choose_keras(request.keras)
 

@@ -19,9 +19,10 @@ import dataclasses
 import glob
 import gzip
 import os
+import re
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from generic_trainer.errors import UserInputError
@@ -527,3 +528,168 @@ def _compression_fn(patterns: list[str]) -> Any:
         return lambda path: kind
     gzipped_names = tf.constant(gzipped)
     return lambda path: tf.where(tf.reduce_any(tf.equal(gzipped_names, path)), "GZIP", "")
+
+
+# --------------------------------------------------------------------------------------------
+# Record checks: bad data is bad input (exit 2), named by split, file, record and feature
+# --------------------------------------------------------------------------------------------
+
+_FIRST_RECORDS = 16  # records decoded per split before run_fn runs (plus the first of each file)
+_MAX_FILES_CHECKED = 64  # files per split whose first record is decoded too
+_LOCATE_RECORDS = 200_000  # records scanned, at most, to locate a record the input pipeline could not decode
+_DECODE_PATTERNS = (
+    re.compile(r"Feature: (?P<feature>\S+) \(data type: (?P<dtype>\w+)\) is required but could not be found"),
+    re.compile(r"Key: (?P<feature>[^,\s]+), Index: \d+\.\s+(?P<detail>[^\[]*?)\s*(\[|$)"),
+    re.compile(r"(?P<detail>Could not parse example input)"),
+)
+
+
+def split_name(file_pattern: str) -> str:
+    """The split a file pattern of `split_file_patterns` reads (`<dir>/Split-train/*` -> `train`)."""
+    name = os.path.basename(os.path.dirname(file_pattern))
+    return name[len("Split-"):] if name.startswith("Split-") else name
+
+
+def read_records(path: str, limit: int | None = None) -> Iterator[bytes]:
+    """The records of a TFRecord file (gzipped or plain), without TensorFlow; stops after `limit`.
+
+    Stops quietly at a damaged record: `check_readable` and TensorFlow's reader report damage.
+    """
+    opener = gzip.open if _is_gzip(path) else open
+    count = 0
+    with opener(path, "rb") as f:
+        while limit is None or count < limit:
+            header = f.read(12)
+            if len(header) < 12:
+                return
+            (length,) = struct.unpack("<Q", header[:8])
+            data = f.read(length)
+            if len(data) < length or len(f.read(4)) < 4:
+                return
+            count += 1
+            yield data
+
+
+def _split_files(pattern: str) -> list[str]:
+    return sorted(f for f in glob.glob(pattern) if os.path.isfile(f))
+
+
+def check_splits_hold_records(file_patterns: Sequence[str], input_name: str = "--examples") -> None:
+    """Each split's files hold at least one record (a split of empty files is refused, without TensorFlow)."""
+    for pattern in file_patterns:
+        files = _split_files(pattern)
+        if not any(next(read_records(f, 1), None) is not None for f in files):
+            raise UserInputError(input_name, f"split {split_name(pattern)!r} holds no records: its "
+                                             f"{len(files)} file(s) in {os.path.dirname(pattern)} are empty")
+
+
+def _sample(pattern: str) -> Iterator[tuple[str, int, bytes]]:
+    """(file, record index, record): the split's first records, then the first record of each other file."""
+    files = _split_files(pattern)
+    taken = 0
+    for path in files:
+        for index, record in enumerate(read_records(path, _FIRST_RECORDS - taken)):
+            taken += 1
+            yield path, index, record
+        if taken >= _FIRST_RECORDS:
+            break
+    for path in files[:_MAX_FILES_CHECKED]:
+        for record in read_records(path, 1):
+            yield path, 0, record
+
+
+def _decode_problem(record: bytes, spec: dict[str, Any] | None) -> str | None:
+    """Why `record` does not decode (as a tf.Example, against the parse spec when given), or None."""
+    import tensorflow as tf
+    from google.protobuf.message import DecodeError
+
+    if spec is None:
+        try:
+            tf.train.Example.FromString(record)
+        except DecodeError:
+            return "it is not a serialized tf.Example"
+        return None
+    try:
+        tf.io.parse_example(tf.constant([record]), spec)
+    except tf.errors.InvalidArgumentError as e:
+        return _describe_decode_error(e.message) or " ".join(e.message.split())[:300]
+    return None
+
+
+def _describe_decode_error(message: str) -> str | None:
+    """`feature 'x': <what TensorFlow said>` for a tf.io.parse_example error message, or None for other errors."""
+    for pattern in _DECODE_PATTERNS:
+        match = pattern.search(message)
+        if match:
+            groups = match.groupdict()
+            if groups.get("dtype"):
+                return f"feature {groups['feature']!r} ({groups['dtype']}) is required by the schema but missing"
+            detail = " ".join((groups.get("detail") or "").split()).rstrip(".")
+            if detail.startswith("Could not parse"):
+                return "it is not a serialized tf.Example"
+            return f"feature {groups['feature']!r}: {detail}"
+    return None
+
+
+def _bad_record(file_patterns: Sequence[str], spec: dict[str, Any] | None, records: Any) -> str | None:
+    """The first record `records(pattern)` yields that does not decode, described, or None."""
+    for pattern in file_patterns:
+        for path, index, record in records(pattern):
+            problem = _decode_problem(record, spec)
+            if problem:
+                return f"split {split_name(pattern)!r}, {path}, record {index}: {problem}"
+    return None
+
+
+def _spec(schema_path: str | None) -> dict[str, Any] | None:
+    return feature_spec_from_schema(load_schema(schema_path)) if schema_path else None
+
+
+def check_first_records(file_patterns: Sequence[str], schema_path: str | None,
+                        input_name: str = "--examples") -> None:
+    """Decode the first records of each split (and the first of each file) before user code runs.
+
+    Each must be a tf.Example and, with a schema, parse with `tf.io.parse_example` against the
+    schema's feature spec (required features present, types and sizes as declared). Needs TensorFlow.
+    """
+    problem = _bad_record(file_patterns, _spec(schema_path), _sample)
+    if problem:
+        raise UserInputError(input_name, f"bad data in {problem}" + (
+            f" (schema {schema_path})" if schema_path else ""))
+
+
+def decode_error(error: BaseException, file_patterns: Sequence[str], schema_path: str | None,
+                 input_name: str = "--examples") -> UserInputError | None:
+    """A UserInputError for a decode error the input pipeline raised while user code ran, else None.
+
+    tf.io.parse_example's InvalidArgumentError (missing feature, wrong type or size, not a
+    tf.Example) and DataLossError (damaged TFRecord) are bad data, not the user's code: the files
+    are scanned (up to a bound) to name the split, file and record.
+    """
+    import tensorflow as tf
+
+    if isinstance(error, tf.errors.DataLossError):
+        what = "a damaged TFRecord"
+    elif isinstance(error, tf.errors.InvalidArgumentError) and _describe_decode_error(error.message):
+        what = _describe_decode_error(error.message)
+    else:
+        return None
+    located = None
+    if isinstance(error, tf.errors.InvalidArgumentError):
+        def every_record(pattern: str) -> Iterator[tuple[str, int, bytes]]:
+            budget = _LOCATE_RECORDS // max(1, len(file_patterns))
+            for path in _split_files(pattern):
+                for index, record in enumerate(read_records(path, budget)):
+                    budget -= 1
+                    yield path, index, record
+                if budget <= 0:
+                    return
+
+        try:
+            located = _bad_record(file_patterns, _spec(schema_path), every_record)
+        except (UserInputError, OSError, tf.errors.OpError):
+            located = None
+    splits = ", ".join(repr(split_name(p)) for p in file_patterns)
+    where = located or f"one of the splits {splits}: {what}"
+    return UserInputError(input_name, f"bad data in {where} (found while the input pipeline read it"
+                                      + (f"; schema {schema_path})" if schema_path else ")"))

@@ -55,14 +55,44 @@ def load(value: str) -> dict[str, Any]:
         parsed = json.loads(text)
     except json.JSONDecodeError as e:
         raise UserInputError(INPUT, f"not valid JSON ({e.msg} at position {e.pos})") from None
-    if not isinstance(parsed, dict) or "outputs" not in parsed:
-        raise UserInputError(INPUT, "expected KFP's executor input: an object with 'inputs' and 'outputs'")
+    if not isinstance(parsed, dict):
+        raise UserInputError(INPUT, "expected KFP's executor input: an object with 'inputs' and 'outputs', got "
+                                    f"{type(parsed).__name__}")
+    if "outputs" not in parsed:
+        raise UserInputError(INPUT, "outputs is missing: expected KFP's executor input, an object with 'inputs' "
+                                    "and 'outputs'")
     return parsed
 
 
-def _first_artifact(entry: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    artifacts = entry.get("artifacts") or []
-    return artifacts[0] if artifacts else None
+def _object(value: Any, where: str, required: bool = False) -> Mapping[str, Any]:
+    """`value` as an object of the executor input, or UserInputError naming its path `where`."""
+    if value is None and not required:
+        return {}
+    if not isinstance(value, Mapping):
+        got = "nothing" if value is None else type(value).__name__
+        raise UserInputError(INPUT, f"{where} must be an object ({{...}}), got {got}")
+    return value
+
+
+def _first_artifact(entry: Any, where: str, required: bool = False) -> Mapping[str, Any] | None:
+    """The first artifact of an executor-input artifact entry (`{"artifacts": [{"uri": ...}]}`), checked.
+
+    An input entry with no artifact is an input not given (as kfp's own executor takes it); an output
+    entry (`required`) must hold one.
+    """
+    artifacts = _object(entry, where).get("artifacts")
+    if artifacts is not None and not isinstance(artifacts, list):
+        raise UserInputError(INPUT, f"{where}.artifacts must be a list, got {type(artifacts).__name__}")
+    if not artifacts:
+        if required:
+            raise UserInputError(INPUT, f"{where}.artifacts must be a list holding the output artifact "
+                                        "(with its uri), got " + ("nothing" if artifacts is None else "an empty list"))
+        return None
+    artifact = _object(artifacts[0], f"{where}.artifacts[0]")
+    uri = artifact.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise UserInputError(INPUT, f"{where}.artifacts[0].uri must be a non-empty string, got {uri!r}")
+    return artifact
 
 
 def _flatten_args(prefix: str, args: Any) -> dict[str, Any]:
@@ -84,36 +114,36 @@ def _flatten_args(prefix: str, args: Any) -> dict[str, Any]:
 
 def parse(executor_input: Mapping[str, Any], gcs_root: str = "/gcs") -> tuple[dict[str, Any], KfpOutputs]:
     """Raw request values and the output locations from a KFP executor input."""
-    inputs = executor_input.get("inputs") or {}
+    inputs = _object(executor_input.get("inputs"), "inputs")
     values: dict[str, Any] = {}
-    for name, value in (inputs.get("parameterValues") or {}).items():
+    for name, value in _object(inputs.get("parameterValues"), "inputs.parameterValues").items():
         if name in ("train_args", "eval_args"):
             values.update(_flatten_args(name[: -len("_args")], value))
         else:
             values[name] = value
-    for name, entry in (inputs.get("artifacts") or {}).items():
-        artifact = _first_artifact(entry)
+    for name, entry in _object(inputs.get("artifacts"), "inputs.artifacts").items():
+        artifact = _first_artifact(entry, f"inputs.artifacts.{name}")
         if artifact is not None and name in INPUT_ARTIFACTS:
             values[INPUT_ARTIFACTS[name]] = artifact["uri"]
-    outputs = executor_input["outputs"]
+    outputs = _object(executor_input.get("outputs"), "outputs", required=True)
     artifacts: dict[str, dict[str, str]] = {}
-    for name, entry in (outputs.get("artifacts") or {}).items():
-        artifact = _first_artifact(entry)
-        if artifact is None:
-            continue
+    for name, entry in _object(outputs.get("artifacts"), "outputs.artifacts").items():
+        artifact = _first_artifact(entry, f"outputs.artifacts.{name}", required=True)
         path = storage.local_path(artifact["uri"], gcs_root)
         artifacts[name] = {
-            "name": artifact.get("name", ""),
+            "name": str(artifact.get("name") or ""),
             "uri": artifact["uri"],
             "path": path,
-            "schema_title": (artifact.get("type") or {}).get("schemaTitle", ""),
+            "schema_title": str(_object(artifact.get("type"), f"outputs.artifacts.{name}.artifacts[0].type")
+                                .get("schemaTitle") or ""),
         }
         key = OUTPUT_ARTIFACTS.get(name)
         if key:
             values[key] = path
     output_file = outputs.get("outputFile")
-    if not output_file:
-        raise UserInputError(INPUT, "outputs.outputFile is missing")
+    if not isinstance(output_file, str) or not output_file:
+        raise UserInputError(INPUT, "outputs.outputFile must be a non-empty string (the executor output path), "
+                                    f"got {output_file!r}")
     return values, KfpOutputs(output_file=output_file, artifacts=artifacts)
 
 

@@ -9,6 +9,7 @@ run trusts.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import json
 import os
 import re
@@ -82,18 +83,48 @@ class TrainRequest:
         return redact(self.custom_config)
 
 
+def secret_key_names(config: Mapping[str, Any]) -> set[str]:
+    """The key names `config["secret_keys"]` lists: one name, a comma-separated string, or a list of names."""
+    listed = config.get("secret_keys") if isinstance(config, Mapping) else None
+    if listed is None or listed == "":
+        return set()
+    if isinstance(listed, str):
+        return {k.strip() for k in listed.split(",") if k.strip()}
+    if isinstance(listed, (list, tuple)) and all(isinstance(k, str) for k in listed):
+        return set(listed)
+    raise UserInputError("--custom-config", f"secret_keys: expected a key name or a list of key names, got {listed!r}")
+
+
+def is_secret_key(key: Any, listed: set[str] = frozenset()) -> bool:
+    """Whether values under `key` are never logged: its name looks secret, or `secret_keys` lists it."""
+    return str(key) in listed or bool(SECRET_KEY_PATTERN.search(str(key)))
+
+
 def redact(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Replace values of secret keys (by name, or listed in `secret_keys`) with '***', recursively."""
-    listed = set(config.get("secret_keys") or ()) if isinstance(config.get("secret_keys"), list) else set()
-    out: dict[str, Any] = {}
-    for key, value in config.items():
-        if key != "secret_keys" and (key in listed or SECRET_KEY_PATTERN.search(str(key))):
-            out[key] = "***"
-        elif isinstance(value, Mapping):
-            out[key] = redact(value)
-        else:
-            out[key] = value
-    return out
+    """Replace values of secret keys with '***', at any depth: in nested objects and in lists.
+
+    A key is secret when its name looks secret (SECRET_KEY_PATTERN) or `secret_keys` lists it
+    (a name or a list of names, at the top or in any nested object; it applies below that level).
+    A malformed `secret_keys` masks every value rather than risk a leak.
+    """
+    try:
+        listed = secret_key_names(config)
+    except UserInputError:
+        return {k: "***" for k in config}
+    return _redact_value(config, listed)
+
+
+def _redact_value(value: Any, listed: set[str]) -> Any:
+    if isinstance(value, Mapping):
+        try:
+            listed = listed | secret_key_names(value)
+        except UserInputError:
+            return {k: "***" for k in value}
+        return {k: "***" if k != "secret_keys" and is_secret_key(k, listed) else _redact_value(v, listed)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact_value(v, listed) for v in value]
+    return value
 
 
 def ints_from_floats(value: Any) -> Any:
@@ -129,8 +160,14 @@ def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> di
         if len(files) != 1:
             raise UserInputError(input_name, f"expected exactly one file in {path}, found {files or 'none'}")
         path = os.path.join(path, files[0])
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise UserInputError(input_name, f"{path} is not UTF-8 text (byte {e.start}: {e.reason}); expected a "
+                                         "JSON object such as keras-tuner's best_hyperparameters.txt") from None
+    except OSError as e:
+        raise UserInputError(input_name, f"{path} cannot be read: {e.strerror or e}") from None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
@@ -140,25 +177,70 @@ def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> di
     return value
 
 
-def _steps(input_name: str, value: Any) -> int | None:
+MAX_INT64 = 2**63 - 1
+MAX_INT32 = 2**31 - 1
+MAX_SECONDS = 30 * 24 * 3600  # a timeout longer than 30 days is a typo (and overflows some clocks)
+
+
+def number(input_name: str, value: Any, *, integer: bool = True, minimum: float = 0, maximum: float = MAX_INT64,
+           above_minimum: bool = False, default: Any = None, unit: str = "") -> Any:
+    """The one check of a numeric flag or parameter: a finite number in range, else UserInputError (exit 2).
+
+    `value` is what a flag or KFP parameter gave (a string, int or float); None or "" gives `default`.
+    With `integer`, a whole number ("100", 100, 100.0, "1e3") is returned as an int; otherwise a float.
+    The range is [minimum, maximum], or (minimum, maximum] with `above_minimum`. Infinity, NaN, booleans
+    and numbers too large for the range (`1e400`) are refused with the range in the message.
+    """
     if value is None or value == "":
-        return None
+        return default
+    low = f"({minimum:g}" if above_minimum else f"[{minimum:g}"
+    high = f"{maximum}" if isinstance(maximum, int) else f"{maximum:g}"
+    expected = (f"expected a {'whole number' if integer else 'number'}{' of ' + unit if unit else ''} "
+                f"in {low}, {high}], got {value!r}")
+    if isinstance(value, bool):
+        raise UserInputError(input_name, expected)
     try:
-        steps = int(float(value)) if isinstance(value, (int, float, str)) else None
-    except ValueError:
-        steps = None
-    if steps is None or steps < 0 or float(value) != steps:
-        raise UserInputError(input_name, f"expected a whole number of steps >= 0, got {value!r}")
-    return steps or None  # TFX: num_steps 0 means "not set".
+        exact = decimal.Decimal(value.strip() if isinstance(value, str) else value)
+    except (decimal.InvalidOperation, TypeError, ValueError):
+        raise UserInputError(input_name, expected) from None
+    if not exact.is_finite() or (integer and exact != exact.to_integral_value()):
+        raise UserInputError(input_name, expected)
+    if exact > decimal.Decimal(maximum) or exact < decimal.Decimal(minimum) or (
+            above_minimum and exact == decimal.Decimal(minimum)):
+        raise UserInputError(input_name, expected)
+    return int(exact) if integer else float(exact)
+
+
+def _steps(input_name: str, value: Any) -> int | None:
+    return number(input_name, value, unit="steps") or None  # TFX: num_steps 0 means "not set".
+
+
+SPLIT_NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def _splits(input_name: str, value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
+    """Split names: each one path component (`[A-Za-z0-9_.-]+`, no `..`), none repeated.
+
+    TFX asks only for non-empty, unique names and joins them into `<examples>/Split-<name>`; a name
+    holding `/` or `..` would read outside the examples artifact, so only plain names are taken.
+    """
     if value is None or value == "" or value == []:
         return default
-    items = value.split(",") if isinstance(value, str) else list(value)
+    if isinstance(value, str):
+        items = value.split(",")
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise UserInputError(input_name, f"expected split names such as 'train,eval', got {value!r}")
     splits = tuple(str(s).strip() for s in items if str(s).strip())
     if not splits:
         raise UserInputError(input_name, f"expected split names such as 'train,eval', got {value!r}")
+    for split in splits:
+        if not SPLIT_NAME_PATTERN.fullmatch(split) or ".." in split or split == ".":
+            raise UserInputError(input_name, f"split name {split!r} is not allowed: expected letters, digits, "
+                                             "'_', '-' and '.' only (no '/', no '..'), e.g. train,eval")
+    if len(set(splits)) != len(splits):
+        raise UserInputError(input_name, f"split names repeat: {', '.join(splits)}")
     return splits
 
 
@@ -216,15 +298,8 @@ def _speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
         jit = {"true": True, "1": True, "false": False, "0": False, "": None}.get(jit.strip().lower(), jit)
     if jit is not None and not isinstance(jit, bool):
         raise UserInputError("--jit-compile", f"expected true or false, got {jit!r}")
-    steps = values.get("steps_per_execution")
-    if steps not in (None, ""):
-        try:
-            steps = _steps("--steps-per-execution", steps)
-        except UserInputError:
-            steps = None
-        if not steps:
-            raise UserInputError("--steps-per-execution", "expected a whole number of batches >= 1, "
-                                                          f"got {values.get('steps_per_execution')!r}")
+    steps = number("--steps-per-execution", values.get("steps_per_execution"), minimum=1, maximum=MAX_INT32,
+                   unit="batches")
     if values.get("task"):  # the Task API's own loop is configured by its experiment config
         instead = {"mixed_precision": ("--mixed-precision", "runtime.mixed_precision_dtype=float16|bfloat16"),
                    "steps_per_execution": ("--steps-per-execution", "trainer.steps_per_loop=N"),
@@ -238,17 +313,15 @@ def _speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     return {"mixed_precision": policy, "jit_compile": jit, "steps_per_execution": steps or None}
 
 
-def _seconds(input_name: str, value: Any) -> float | None:
-    """A positive number of seconds, or None when unset."""
-    if value is None or value == "":
-        return None
-    try:
-        seconds = float(value) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        seconds = None
-    if seconds is None or not seconds > 0 or seconds == float("inf"):
-        raise UserInputError(input_name, f"expected a number of seconds > 0, got {value!r}")
-    return seconds
+def _seconds(input_name: str, value: Any, default: float | None = None) -> float | None:
+    """A number of seconds > 0 (at most MAX_SECONDS), or `default` when unset."""
+    return number(input_name, value, integer=False, minimum=0, above_minimum=True, maximum=MAX_SECONDS,
+                  default=default, unit="seconds")
+
+
+def check_gcs_timeout(environ: Mapping[str, str]) -> float | None:
+    """$GENERIC_TRAINER_GCS_TIMEOUT (seconds Cloud Storage downloads may retry), checked; None when unset."""
+    return _seconds(storage.GCS_TIMEOUT_ENV, environ.get(storage.GCS_TIMEOUT_ENV))
 
 
 def _module_sha256(values: Mapping[str, Any]) -> str | None:
@@ -298,6 +371,7 @@ def build_train_request(
     def out_dir(flag: str, value: str | None, env: str) -> str | None:
         return _out_dir(value, env, environ, gcs_root)
 
+    check_gcs_timeout(environ)
     task = values.get("task") or None
     examples_path = _examples(values, gcs_root) if not task or values.get("examples") else ""
     if not task:
@@ -323,6 +397,7 @@ def build_train_request(
     hyperparameters = load_hyperparameters(hp_path) if hp_path else None
     timeout = values.get("cluster_timeout")
     custom_config = _json_object("--custom-config", values.get("custom_config"))
+    secret_key_names(custom_config)
     return TrainRequest(
         examples=examples_path,
         module_file=values.get("module_file") or "",
@@ -394,24 +469,13 @@ class TuneRequest:
         return redact(self.custom_config)
 
 
-def _positive_number(input_name: str, value: Any, default: float) -> float:
-    if value is None or value == "":
-        return default
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = float("nan")
-    if not number > 0 or number == float("inf"):
-        raise UserInputError(input_name, f"expected a number of seconds > 0, got {value!r}")
-    return number
-
-
 def build_tune_request(
     values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
 ) -> TuneRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into a TuneRequest."""
     environ = os.environ if environ is None else environ
     gcs_root = values.get("gcs_root") or environ.get(GCS_ROOT_ENV) or "/gcs"
+    check_gcs_timeout(environ)
     examples_path = _examples(values, gcs_root)
     module_file = _module_file(values)
     best_dir = values.get("best_hyperparameters_dir")
@@ -434,14 +498,12 @@ def build_tune_request(
     if strategy not in TUNE_STRATEGIES:
         raise UserInputError("--strategy", f"expected one of {', '.join(TUNE_STRATEGIES)} for tuning (each replica "
                                            f"runs its own trials; several replicas tune in parallel), got {strategy!r}")
-    try:
-        max_trials = _steps("--max-trials", values.get("max_trials"))
-    except UserInputError:
-        raise UserInputError("--max-trials", "expected a whole number of trials >= 0 (0: the tuner_fn's own), "
-                                             f"got {values.get('max_trials')!r}") from None
+    max_trials = number("--max-trials", values.get("max_trials"), maximum=MAX_INT32,
+                        unit="trials (0: the tuner_fn's own)") or None
     hp_path = _existing("--hyperparameters", values.get("hyperparameters"), gcs_root)
     hyperparameters = load_hyperparameters(hp_path) if hp_path else None
     custom_config = _json_object("--custom-config", values.get("custom_config"))
+    secret_key_names(custom_config)
     return TuneRequest(
         examples=examples_path,
         module_file=module_file,
@@ -463,7 +525,7 @@ def build_tune_request(
         module_sha256=_module_sha256(values),
         max_trials=max_trials,
         strategy=strategy,
-        worker_timeout=_positive_number("--worker-timeout", values.get("worker_timeout"), 600.0),
+        worker_timeout=_seconds("--worker-timeout", values.get("worker_timeout"), 600.0),
         gcs_root=gcs_root,
         kfp=kfp,
     )
@@ -489,15 +551,7 @@ def _required_out_dir(input_name: str, value: Any, gcs_root: str, what: str) -> 
 
 
 def _positive_int(input_name: str, value: Any, default: int) -> int:
-    if value is None or value == "":
-        return default
-    try:
-        number = int(float(value)) if not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        number = None
-    if number is None or number < 1 or float(value) != number:
-        raise UserInputError(input_name, f"expected a whole number >= 1, got {value!r}")
-    return number
+    return number(input_name, value, minimum=1, maximum=MAX_INT32, default=default)
 
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
@@ -512,7 +566,8 @@ def _memory_size(input_name: str, value: Any, default: int | None) -> int | None
     unit = match.group(2).lower() if match else None
     if not match or unit not in _SIZE_UNITS:
         raise UserInputError(input_name, f"expected a size like 8GiB, 512MiB or 0 (no limit), got {value!r}")
-    size = int(float(match.group(1)) * _SIZE_UNITS[unit])
+    amount = decimal.Decimal(match.group(1)) * _SIZE_UNITS[unit]
+    size = number(input_name, int(amount), unit="bytes (a size like 8GiB, 512MiB or 0: no limit)")
     return size or None
 
 
@@ -604,7 +659,7 @@ def build_infra_validate_request(
         eval_splits=_splits("--eval-splits", values.get("eval_splits"), ("eval",)),
         num_requests=_positive_int("--num-requests", values.get("num_requests"), 10),
         batch_size=_positive_int("--batch-size", values.get("batch_size"), 8),
-        timeout=_positive_number("--timeout", values.get("timeout"), 300.0),
+        timeout=_seconds("--timeout", values.get("timeout"), 300.0),
         memory_limit=_memory_size("--memory-limit", values.get("memory_limit"), DEFAULT_PROBE_MEMORY),
         metrics_file=storage.local_path(metrics_file, gcs_root) if metrics_file else None,
         gcs_root=gcs_root,

@@ -8,6 +8,7 @@ download is asked for. KFP hands the container URIs; on Vertex `gs://b/x` is mou
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import socket
@@ -37,6 +38,32 @@ def split_gcs_uri(uri: str) -> tuple[str, str]:
     return bucket, name
 
 
+GCS_TIMEOUT_ENV = "GENERIC_TRAINER_GCS_TIMEOUT"
+DEFAULT_GCS_TIMEOUT = 20.0  # seconds a Cloud Storage operation retries before it fails
+DEFAULT_GCS_ENDPOINT = "https://storage.googleapis.com"
+
+
+class GcsUnavailable(OSError):
+    """Cloud Storage did not answer within the retry deadline (refused, unreachable, or kept failing)."""
+
+
+def gcs_timeout() -> float:
+    """Seconds a Cloud Storage operation may take, retries included: $GENERIC_TRAINER_GCS_TIMEOUT or 20.
+
+    The request check (request.py) refuses a malformed value with exit 2; here it falls back to the default.
+    """
+    try:
+        seconds = float(os.environ.get(GCS_TIMEOUT_ENV) or DEFAULT_GCS_TIMEOUT)
+    except ValueError:
+        return DEFAULT_GCS_TIMEOUT
+    return seconds if math.isfinite(seconds) and seconds > 0 else DEFAULT_GCS_TIMEOUT
+
+
+def gcs_endpoint() -> str:
+    """The Cloud Storage endpoint the client talks to (the emulator's when STORAGE_EMULATOR_HOST is set)."""
+    return os.environ.get("STORAGE_EMULATOR_HOST") or DEFAULT_GCS_ENDPOINT
+
+
 def _gcs_client():  # pragma: no cover - trivial
     from google.cloud import storage
 
@@ -45,32 +72,63 @@ def _gcs_client():  # pragma: no cover - trivial
     return storage.Client()
 
 
+class _Deadline:
+    """One retry deadline shared by every request of an operation (google-cloud-storage's own is 120 s each)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def kwargs(self) -> dict:
+        from google.cloud.storage.retry import DEFAULT_RETRY
+
+        left = max(0.1, self.end - time.monotonic())
+        return {"retry": DEFAULT_RETRY.with_timeout(left), "timeout": left}
+
+
 def download_gcs(uri: str, dest_dir: str, siblings_suffix: str | None = None) -> str:
     """Download the object `uri` into `dest_dir` and return its local path.
 
     With `siblings_suffix` (e.g. ".py"), objects with that suffix in the same "folder" come too,
-    so a module that imports a file next to it works. Raises FileNotFoundError when `uri` is absent.
+    so a module that imports a file next to it works. Raises FileNotFoundError when `uri` is absent,
+    GcsUnavailable (naming the endpoint) when Cloud Storage does not answer within `gcs_timeout()`.
     """
     from google.api_core import exceptions
 
     bucket_name, name = split_gcs_uri(uri)
-    client = _gcs_client()
-    bucket = client.bucket(bucket_name)
+    deadline = _Deadline(gcs_timeout())
     os.makedirs(dest_dir, exist_ok=True)
     target = os.path.join(dest_dir, os.path.basename(name))
     try:
-        bucket.blob(name).download_to_filename(target)
-    except exceptions.NotFound as e:
-        if os.path.exists(target):
-            os.remove(target)
-        raise FileNotFoundError(f"{uri} does not exist") from e
-    if siblings_suffix:
-        prefix = name.rpartition("/")[0]
-        prefix = prefix + "/" if prefix else ""
-        for blob in client.list_blobs(bucket_name, prefix=prefix, delimiter="/"):
-            if blob.name != name and blob.name.endswith(siblings_suffix):
-                blob.download_to_filename(os.path.join(dest_dir, os.path.basename(blob.name)))
+        client = _gcs_client()
+        bucket = client.bucket(bucket_name)
+        try:
+            bucket.blob(name).download_to_filename(target, **deadline.kwargs())
+        except exceptions.NotFound as e:
+            if os.path.exists(target):
+                os.remove(target)
+            raise FileNotFoundError(f"{uri} does not exist") from e
+        if siblings_suffix:
+            prefix = name.rpartition("/")[0]
+            prefix = prefix + "/" if prefix else ""
+            for blob in client.list_blobs(bucket_name, prefix=prefix, delimiter="/", **deadline.kwargs()):
+                if blob.name != name and blob.name.endswith(siblings_suffix):
+                    blob.download_to_filename(os.path.join(dest_dir, os.path.basename(blob.name)),
+                                              **deadline.kwargs())
+    except (exceptions.RetryError, exceptions.ServiceUnavailable, ConnectionError, TimeoutError) as e:
+        raise GcsUnavailable(_unavailable_message(e, deadline.seconds)) from None
+    except Exception as e:
+        if type(e).__module__.startswith(("requests", "urllib3")):  # connection errors not retried
+            raise GcsUnavailable(_unavailable_message(e, deadline.seconds)) from None
+        raise
     return target
+
+
+def _unavailable_message(error: BaseException, seconds: float) -> str:
+    cause = error.cause if getattr(error, "cause", None) is not None else error
+    detail = " ".join(str(cause).split())[:300]
+    return (f"Cloud Storage at {gcs_endpoint()} did not answer within {seconds:g} s ({type(cause).__name__}: "
+            f"{detail}); check the endpoint and network, or set {GCS_TIMEOUT_ENV} to wait longer")
 
 
 def staging_dir_for(final_dir: str) -> str:

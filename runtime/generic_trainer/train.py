@@ -84,7 +84,7 @@ def speed_options(request: TrainRequest):
 def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None, multi_worker: bool = False):
     import tensorflow as tf
 
-    from generic_trainer import fit_hooks, keras2_saving, module_strategy
+    from generic_trainer import data, fit_hooks, keras2_saving, module_strategy
 
     with strategy.scope(), module_strategy.substitute(strategy), keras2_saving.bridge(keras_mode), \
             fit_hooks.recording_fit(keras_mode, speed=speed) as record:
@@ -103,6 +103,9 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
                 f"it resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
                 f"{' '.join(e.message.split())[:600]}") from None
         except Exception as e:
+            bad_data = data.decode_error(e, [*fn_args.train_files, *fn_args.eval_files], fn_args.schema_path)
+            if bad_data is not None:  # the input pipeline could not decode the examples: bad input, not code
+                raise bad_data from e
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
             raise UserCodeError(f"run_fn raised {type(e).__name__}: {e}{keras2_saving.hint(e)}\n{tb}") from e
         finally:
@@ -112,12 +115,17 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
 
 
 def check_examples_and_schema(request: Any) -> tuple[list[str], list[str], str | None]:
-    """Split file patterns and the schema file of a train or tune request, checked without TensorFlow."""
+    """Split file patterns and the schema file of a train or tune request, checked without TensorFlow.
+
+    The records themselves are decoded against the schema once TensorFlow is loaded anyway
+    (`data.check_first_records`, called as the strategy is made), before any user code runs.
+    """
     from generic_trainer import data
 
     train_files = data.split_file_patterns(request.examples, request.train_splits)
     eval_files = data.split_file_patterns(request.examples, request.eval_splits)
     n_files = data.check_readable(train_files + eval_files)
+    data.check_splits_hold_records(train_files + eval_files)
     schema_file = resolve_schema_file(request.schema)
     schema = data.load_schema(schema_file) if schema_file else None
     log.info("examples: %s (train splits %s, eval splits %s, %d files)%s", request.examples,
@@ -193,6 +201,9 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
     WATCHER.install()  # again: TensorFlow's coordination service replaces the SIGTERM handler
     log.info("resolved %s gpus=%d", cluster_lib.describe(strategy, cluster), num_gpus)
     _multi_worker_keras(request, strategy_name, cluster, num_gpus)
+    from generic_trainer import data
+
+    data.check_first_records(train_files + eval_files, schema_file)  # TensorFlow is loaded now
 
     from generic_trainer import checkpointing
 

@@ -108,6 +108,7 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path, train
     # Replicas tune in parallel, each on its own: the strategy is per replica (several GPUs -> mirrored).
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster_lib.SINGLE)
     strategy = cluster_lib.create_strategy(strategy_name, cluster_lib.SINGLE, num_gpus)
+    data.check_first_records(train_files + eval_files, schema_file)  # TensorFlow is loaded now
     if not role.distributed:
         who = "the only replica"
     elif role.serves_oracle:

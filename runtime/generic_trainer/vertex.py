@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserInputError
+from generic_trainer.request import number
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +60,13 @@ class JobOptions:
         return "gs://" + self.base_output_dir[len("gs://"):].split("/", 1)[0]
 
 
-def _positive_int(flag: str, value: Any, minimum: int) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise UserInputError(flag, f"expected a whole number >= {minimum}, got {value!r}") from None
-    if number < minimum or str(value).strip() not in (str(number), f"+{number}"):
-        raise UserInputError(flag, f"expected a whole number >= {minimum}, got {value!r}")
-    return number
+MAX_REPLICAS = 1000  # more replicas than a Vertex AI custom job takes is a typo
+MAX_BOOT_DISK_GB = 65536  # the largest persistent disk
+MAX_ACCELERATORS = 16  # the most accelerators a Vertex AI machine has
+
+
+def _count(flag: str, value: Any, minimum: int, maximum: int) -> int:
+    return number(flag, value, minimum=minimum, maximum=maximum, default=minimum)
 
 
 def _env(pairs: Sequence[str] | None) -> dict[str, str]:
@@ -103,11 +103,10 @@ def options_from_args(ns: argparse.Namespace) -> JobOptions:
             raise UserInputError(f"--{flag.replace('_', '-')}", "required")
     if not ns.base_output_dir.startswith("gs://") or len(ns.base_output_dir) <= len("gs://"):
         raise UserInputError("--base-output-dir", f"expected a gs:// URI, got {ns.base_output_dir!r}")
-    replicas = _positive_int("--replica-count", ns.replica_count, 1)
-    accelerator_count = 0
-    if ns.accelerator_type:
-        accelerator_count = _positive_int("--accelerator-count", ns.accelerator_count or 1, 1)
-    elif ns.accelerator_count not in (None, "", "0", 0):
+    replicas = _count("--replica-count", ns.replica_count, 1, MAX_REPLICAS)
+    accelerator_count = _count("--accelerator-count", ns.accelerator_count, 1 if ns.accelerator_type else 0,
+                               MAX_ACCELERATORS)
+    if not ns.accelerator_type and accelerator_count:
         raise UserInputError("--accelerator-count", "given without --accelerator-type (e.g. NVIDIA_TESLA_T4)")
     if ns.tensorboard and not ns.service_account:
         raise UserInputError("--tensorboard", "Vertex AI TensorBoard needs --service-account (the job's identity "
@@ -117,7 +116,7 @@ def options_from_args(ns: argparse.Namespace) -> JobOptions:
         project=ns.project, region=ns.region, image=ns.image, base_output_dir=ns.base_output_dir.rstrip("/"),
         container_args=args, replica_count=replicas, machine_type=ns.machine_type or DEFAULT_MACHINE_TYPE,
         accelerator_type=ns.accelerator_type or None, accelerator_count=accelerator_count,
-        boot_disk_size_gb=_positive_int("--boot-disk-size-gb", ns.boot_disk_size_gb, 10),
+        boot_disk_size_gb=_count("--boot-disk-size-gb", ns.boot_disk_size_gb, 10, MAX_BOOT_DISK_GB),
         service_account=ns.service_account or None, tensorboard=ns.tensorboard or None,
         display_name=ns.display_name or f"generic-trainer-{args[0]}", env=_env(ns.env),
         restart_job_on_worker_restart=bool(ns.restart_job_on_worker_restart),
