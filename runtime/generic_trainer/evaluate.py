@@ -124,7 +124,7 @@ class ServingModel:
         try:
             value = self.fn(**{self.input_key: serialized})[key].numpy()
         except Exception as e:
-            from generic_trainer.serving_probe import compact_error
+            from generic_trainer.sandbox import compact_error
 
             raise UserInputError(self.input_name, f"serving_default failed on a batch of {n} eval examples: "
                                                   f"{compact_error(e)}") from e
@@ -341,7 +341,8 @@ def _compute_in_sandbox(request: EvaluateRequest) -> EvaluateResult:
         return EvaluateResult(**child["value"])
     error = child.get("error")
     if error and sandbox.is_memory_error(error.get("message", "")):
-        return failed_result(request, sandbox.memory_reason(outcome.stage, limits, error["message"][:600]))
+        return failed_result(request, sandbox.memory_reason(outcome.stage, limits, error["message"][:600],
+                                                                 "the evaluation process"))
     if error:
         sandbox.raise_child_error(error)
     return failed_result(request, sandbox.failure(outcome, limits, what="the evaluation process")

@@ -40,6 +40,7 @@ PROGRESS_ENV = "GENERIC_TRAINER_SANDBOX_PROGRESS"
 LOG_LEVEL_ENV = "GENERIC_TRAINER_SANDBOX_LOG_LEVEL"
 MEMORY_SIGNS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory", "OOM when allocating",
                 "ResourceExhaustedError", "failed to allocate", "failed to map segment")
+_NOISE = ("Graph execution error", "Detected at node", "<stack traces unavailable>", "File \"")
 TAIL_LINES = 40
 POLL_S = 0.2
 AT_LIMIT = 0.95  # an address space this close to the limit counts as at the limit
@@ -85,6 +86,13 @@ def size_text(size: int | None) -> str:
         if size >= factor:
             return f"{round(size / factor, 2):g} {unit}"
     return f"{size} bytes"
+
+
+def compact_error(error: BaseException, limit: int = 600) -> str:
+    """`Type: message` on one line, without TensorFlow's graph-execution boilerplate."""
+    lines = [line.strip() for line in str(error).splitlines()]
+    text = " ".join(line for line in lines if line and not line.startswith(_NOISE))
+    return f"{type(error).__name__}: {text[:limit]}"
 
 
 def is_memory_error(text: str) -> bool:
@@ -218,10 +226,10 @@ def at_memory_limit(outcome: Outcome, limits: Limits) -> bool:
                 and outcome.peak_address_space >= AT_LIMIT * limits.memory_limit)
 
 
-def memory_reason(stage: str, limits: Limits, detail: str = "") -> str:
-    """The reason for a child that ran out of memory while `stage`, with the limit."""
-    return (f"the {'model' if stage else 'serving process'} ran out of memory{f' while {stage}' if stage else ''} "
-            f"(memory limit {size_text(limits.memory_limit)}; raise --memory-limit if the model needs more)"
+def memory_reason(stage: str, limits: Limits, detail: str = "", what: str = "the serving process") -> str:
+    """The reason for a child (`what`) that ran out of memory while `stage`, with the limit."""
+    return (f"{what} ran out of memory{f' while {stage}' if stage else ''} (memory limit "
+            f"{size_text(limits.memory_limit)}; raise --memory-limit if the model needs more)"
             + (f": {detail}" if detail else ""))
 
 
@@ -291,8 +299,6 @@ def _error_json(error: BaseException) -> dict[str, Any]:
         if input_name and message.startswith(f"{input_name}: "):
             message = message[len(input_name) + 2:]
         return {"class": type(error).__name__, "input_name": input_name, "message": message}
-    from generic_trainer.serving_probe import compact_error
-
     return {"class": type(error).__name__, "message": compact_error(error)}
 
 
