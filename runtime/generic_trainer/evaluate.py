@@ -12,6 +12,11 @@ grow with the data), then the config's thresholds are applied (eval_config.py). 
   overall metrics as flat scalars;
 - the HTML report: verdict, comparison with the baseline, slices, confusion matrix.
 
+The models are served in sandbox.py's sandbox, as infra-validate serves them: the pass runs in a child
+process (`compute`) with an address-space limit (`--memory-limit`, then on CPU) and a limit on the time
+without progress (`--timeout`: loading, then each batch); this process writes the outputs. A model that
+hangs or runs out of memory there is NOT_BLESSED with the reason; input errors found there are raised here.
+
 A model that is NOT_BLESSED is a result, not a failure: the verb exits 0 (the pipeline decides).
 """
 
