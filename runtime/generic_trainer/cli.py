@@ -353,6 +353,7 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     args = build_parser().parse_args(argv)
     _setup_logging(args.log_level)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    ending = argv is None if end_process is None else end_process
     try:
         code = VERBS[args.verb](args)
     except TrainerError as e:
@@ -361,7 +362,12 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     except KeyboardInterrupt:
         log.error("interrupted")
         code = 130
-    if argv is None if end_process is None else end_process:
+    except Exception:
+        if not ending:
+            raise
+        log.exception("%s failed with an unexpected error (a bug of generic-trainer: please report it)", args.verb)
+        code = 1
+    if ending:
         end_without_stray_threads(code)
     return code
 

@@ -2,8 +2,8 @@
 
 This process never loads the model (nor TensorFlow). It reads `num_requests` x `batch_size` serialized
 tf.Examples from the examples (plain Python, cycling when there are fewer), and starts
-`python -m generic_trainer.serving_probe` in a new session: the probe limits its own address space
-(RLIMIT_AS; it runs on CPU, since GPU drivers reserve more address space than any sensible limit),
+`python -m generic_trainer.serving_probe` in sandbox.py's sandbox (a new session): the probe limits its
+own address space (RLIMIT_AS; it runs on CPU, since GPU drivers reserve more than any sensible limit),
 loads the SavedModel and sends a warm-up request, then the timed requests, to `serving_default`. The
 probe is killed, with its whole process group, when it runs past the time limit.
 
