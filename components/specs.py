@@ -184,6 +184,8 @@ def evaluator_component(image: str | None = None) -> Any:
         schema: Optional[Input[Artifact]] = None,  # noqa: UP045
         eval_splits: Optional[list] = None,  # noqa: UP045
         batch_size: int = 256,
+        timeout: float = 300.0,
+        memory_limit: str = "8GiB",
     ):
         """Evaluates a model's serving_default on the eval split against thresholds and a baseline (TFX Evaluator).
 
@@ -202,6 +204,8 @@ def evaluator_component(image: str | None = None) -> Any:
             schema: tensorflow-metadata Schema; the label and slice features are checked against it.
             eval_splits: Splits to evaluate on (default ["eval"]).
             batch_size: Examples per serving_default call.
+            timeout: Seconds the sandboxed evaluation process has to load the models, then each batch.
+            memory_limit: Address-space limit of the evaluation process (e.g. 8GiB: on CPU; 0: none, GPUs used).
         """
         return _container(image, "evaluate")
 

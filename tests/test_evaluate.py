@@ -86,6 +86,26 @@ def test_evaluate_request_checks_inputs_without_tensorflow(tmp_path):
     assert request.model == str(tmp_path / "bucket" / "m")
     assert request.blessing_dir == str(tmp_path / "bucket" / "blessing")
     assert request.eval_splits == ("eval", "test") and request.batch_size == 256
+    assert request.timeout == 300.0 and request.memory_limit == 8 * 1024**3  # infra-validate's defaults
+    limited = build_evaluate_request({**base, "model": str(tmp_path), "blessing_dir": "b", "timeout": "30",
+                                      "memory_limit": "0"})
+    assert limited.timeout == 30.0 and limited.memory_limit is None
+    for key, value, needle in [("timeout", "-1", "--timeout"), ("memory_limit", "lots", "--memory-limit")]:
+        with pytest.raises(UserInputError, match=needle):
+            build_evaluate_request({**base, "model": str(tmp_path), "blessing_dir": "b", key: value})
+
+
+def test_eval_config_travels_to_the_sandbox_exactly():
+    from generic_trainer.evaluate import config_from_json
+
+    config = parse_eval_config({"label_key": "y", "prediction_key": "p", "problem": "multiclass", "from_logits": True,
+                                "label_vocabulary": ["a", "b", "c"], "metrics": ["accuracy", "f1"],
+                                "slices": [["x"], ["x", "z"]],
+                                "thresholds": {"accuracy": {"lower_bound": 0.5, "change": {"absolute": -0.1}},
+                                               "loss": {"upper_bound": 2.0}}})
+    assert config_from_json(json.loads(json.dumps(config.to_json()))) == config
+    plain = parse_eval_config({"label_key": "y"})
+    assert config_from_json(json.loads(json.dumps(plain.to_json()))) == plain
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,6 +253,23 @@ def test_baseline_comparison_by_hand_not_blessed(hand_set, tmp_path):
     assert size_s["metrics"]["accuracy"] == 1 / 4 and size_s["baseline_metrics"]["accuracy"] == 1.0
     html = (tmp_path / "report.html").read_text()
     assert "NOT_BLESSED" in html and "Comparison" in html and html.count("<svg") == 2
+
+
+def test_sandboxed_result_equals_the_in_process_computation(hand_set, tmp_path):
+    """`run` serves the models in the sandbox; its result is exactly what `compute` finds in this process."""
+    import dataclasses
+
+    from generic_trainer import evaluate
+
+    config = {"label_key": "label", "slices": [["color"], ["size"]], "metrics": ["accuracy", "loss", "auc", "f1"],
+              "thresholds": {"accuracy": {"lower_bound": 0.5, "change": {"absolute": -0.1}}}}
+    result = _evaluate(hand_set, tmp_path, config, baseline_model=hand_set["baseline"])
+    request = build_evaluate_request({"model": hand_set["model"], "baseline_model": hand_set["baseline"],
+                                      "examples": hand_set["data"], "eval_config": json.dumps(config),
+                                      "blessing_dir": str(tmp_path / "unused"), "batch_size": 3})
+    direct = evaluate.compute(request)
+    assert {**dataclasses.asdict(result), "seconds": 0} == {**dataclasses.asdict(direct), "seconds": 0}
+    assert not (tmp_path / "unused").exists()
 
 
 def test_model_errors_name_the_input(hand_set, tmp_path):

@@ -167,6 +167,13 @@ def _add_evaluate(sub) -> None:
     o.add_argument("--metrics-file", metavar="FILE", help="write the whole evaluation (overall, slices, baseline, "
                                                           "thresholds) here as JSON")
     o.add_argument("--report-file", metavar="FILE", help="write an HTML report here")
+    s = p.add_argument_group("sandbox", "the models are served in a separate process with these limits; a model "
+                                        "that passes them is NOT_BLESSED with the reason")
+    s.add_argument("--timeout", metavar="SECONDS", help="the evaluation process must load the models, and then "
+                                                        "answer each batch, within this time (default 300)")
+    s.add_argument("--memory-limit", metavar="SIZE", help="address-space limit of the evaluation process, e.g. 8GiB "
+                                                          "(default), 512MiB; it then runs on CPU. 0: none (GPUs "
+                                                          "are used)")
     _add_common(p, cluster_timeout=False, training=False)
 
 
@@ -344,8 +351,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     values, kfp = _raw_values(args)
     request = build_evaluate_request(values, kfp=kfp)
     log.info("evaluate request: model=%s baseline_model=%s examples=%s splits=%s schema=%s blessing_dir=%s "
-             "eval_config=%s", request.model, request.baseline_model, request.examples, ",".join(request.eval_splits),
-             request.schema, request.blessing_dir, json.dumps(request.eval_config.to_json()))
+             "eval_config=%s timeout=%gs memory_limit=%s", request.model, request.baseline_model, request.examples,
+             ",".join(request.eval_splits), request.schema, request.blessing_dir,
+             json.dumps(request.eval_config.to_json()), request.timeout, request.memory_limit or "none")
     output_checks.check_outputs(request, args.executor_output_file)
     result = evaluate.run(request)
     if request.kfp is not None:
@@ -384,18 +392,58 @@ VERBS = {"train": _train, "tune": _tune, "vertex-job": _vertex_job, "evaluate": 
          "infra-validate": _infra_validate}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> int:
+    """Run one verb; returns the exit code.
+
+    As the process's entry point (`end_process`, by default when `argv` is None: the console script and
+    `python -m generic_trainer`), threads left running once everything is written do not keep it alive.
+    """
     args = build_parser().parse_args(argv)
     _setup_logging(args.log_level)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    ending = argv is None if end_process is None else end_process
     try:
-        return VERBS[args.verb](args)
+        code = VERBS[args.verb](args)
     except TrainerError as e:
         log.error("%s failed: %s", args.verb, e)
-        return e.exit_code
+        code = e.exit_code
     except KeyboardInterrupt:
         log.error("interrupted")
-        return 130
+        code = 130
+    except Exception:
+        if not ending:
+            raise
+        log.exception("%s failed with an unexpected error (a bug of generic-trainer: please report it)", args.verb)
+        code = 1
+    if ending:
+        end_without_stray_threads(code)
+    return code
+
+
+def end_without_stray_threads(code: int) -> None:
+    """End the process now with `code` when non-daemon threads (the user's module's) are still running.
+
+    Python would wait for them at exit, forever for a thread that never ends, so the KFP task would never
+    finish. Everything is written by now (outputs, executor output): log their names, flush, and `os._exit`.
+    Without such threads this returns and the process ends normally.
+    """
+    import threading
+
+    stray = [t for t in threading.enumerate()
+             if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not stray:
+        return
+    log.warning("%d thread(s) still running after the run ended, not waited for: %s; ending the process with "
+                "exit code %d (threads a module starts should be daemon threads, or joined before run_fn returns)",
+                len(stray), ", ".join(repr(t.name) for t in stray), code)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@ grow with the data), then the config's thresholds are applied (eval_config.py). 
   overall metrics as flat scalars;
 - the HTML report: verdict, comparison with the baseline, slices, confusion matrix.
 
+The models are served in sandbox.py's sandbox, as infra-validate serves them: the pass runs in a child
+process (`compute`) with an address-space limit (`--memory-limit`, then on CPU) and a limit on the time
+without progress (`--timeout`: loading, then each batch); this process writes the outputs. A model that
+hangs or runs out of memory there is NOT_BLESSED with the reason; input errors found there are raised here.
+
 A model that is NOT_BLESSED is a result, not a failure: the verb exits 0 (the pipeline decides).
 """
 
@@ -124,7 +129,7 @@ class ServingModel:
         try:
             value = self.fn(**{self.input_key: serialized})[key].numpy()
         except Exception as e:
-            from generic_trainer.serving_probe import compact_error
+            from generic_trainer.sandbox import compact_error
 
             raise UserInputError(self.input_name, f"serving_default failed on a batch of {n} eval examples: "
                                                   f"{compact_error(e)}") from e
@@ -288,14 +293,111 @@ def _dataset(request: EvaluateRequest) -> Any:
 
 
 def run(request: EvaluateRequest) -> EvaluateResult:
-    """Evaluate the model (and baseline), apply the thresholds, write the blessing, metrics and report."""
+    """Evaluate the model (and baseline) in the sandbox, apply the thresholds, write the blessing, metrics and report.
+
+    The models are served in a sandboxed child process (sandbox.py: CPU, an address-space limit, a limit on
+    the time without progress): a model that hangs or runs out of memory is NOT_BLESSED with the reason.
+    Input errors found there (a wrong label key, a signature that does not take tf.Examples) are raised here.
+    """
     started = time.monotonic()
-    config = request.eval_config
     if request.schema:
         _check_schema(request)
+    result = _compute_in_sandbox(request)
+    result.seconds = time.monotonic() - started
+    for row in result.thresholds:
+        log.info("threshold %s: %s", {True: "passed", False: "FAILED", None: "skipped"}[row["passed"]], row["message"])
+    log.info("%s", "BLESSED" if result.blessed else "NOT_BLESSED: " + "; ".join(result.reasons))
+    write_outputs(request, result)
+    return result
+
+
+def sandbox_limits(request: EvaluateRequest) -> Any:
+    """The evaluation process's limits: --timeout without progress, --memory-limit (then on CPU only)."""
+    from generic_trainer import sandbox
+
+    return sandbox.Limits(timeout=request.timeout, memory_limit=request.memory_limit, idle=True,
+                          cpu_only=bool(request.memory_limit))
+
+
+def _compute_in_sandbox(request: EvaluateRequest) -> EvaluateResult:
+    import shutil
+    import tempfile
+
+    from generic_trainer import sandbox
+
+    limits = sandbox_limits(request)
+    work = tempfile.mkdtemp(prefix="evaluate-")
+    try:
+        spec_path, result_path = os.path.join(work, "spec.json"), os.path.join(work, "result.json")
+        spec = {"model": request.model, "baseline_model": request.baseline_model, "examples": request.examples,
+                "eval_splits": list(request.eval_splits), "batch_size": request.batch_size,
+                "eval_config": request.eval_config.to_json(), "gcs_root": request.gcs_root}
+        with open(spec_path, "w", encoding="utf-8") as f:
+            json.dump(spec, f)
+        outcome = sandbox.run("generic_trainer.sandbox", [f"{__name__}:compute_spec", spec_path, result_path],
+                              limits, work, "evaluation process", echo=True)
+        child: dict[str, Any] = {}
+        if os.path.isfile(result_path):
+            with open(result_path, encoding="utf-8") as f:
+                child = json.load(f)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if "value" in child and outcome.code == 0:
+        return EvaluateResult(**child["value"])
+    error = child.get("error")
+    if error and sandbox.is_memory_error(error.get("message", "")):
+        return failed_result(request, sandbox.memory_reason(outcome.stage, limits, error["message"][:600],
+                                                                 "the evaluation process"))
+    if error:
+        sandbox.raise_child_error(error)
+    return failed_result(request, sandbox.failure(outcome, limits, what="the evaluation process")
+                         or "the evaluation process ended without a result")
+
+
+def failed_result(request: EvaluateRequest, reason: str) -> EvaluateResult:
+    """NOT_BLESSED without metrics: the models could not be served to the end (time or memory limit)."""
+    config = request.eval_config
+    return EvaluateResult(blessed=False, reasons=[reason], problem=config.problem or "unknown", classes=[],
+                          prediction_key=config.prediction_key or "", metrics={}, baseline_metrics=None, details={},
+                          baseline_details=None, slices=[], thresholds=[])
+
+
+def config_from_json(value: dict[str, Any]) -> EvalConfig:
+    """The EvalConfig of `EvalConfig.to_json()` (exactly)."""
+    from generic_trainer.eval_config import Threshold
+
+    def tupled(v: Any) -> Any:
+        return tuple(v) if v is not None else None
+
+    return EvalConfig(**{**value, "label_vocabulary": tupled(value["label_vocabulary"]),
+                         "metrics": tupled(value["metrics"]), "slices": tuple(tuple(s) for s in value["slices"]),
+                         "thresholds": tuple(Threshold(**t) for t in value["thresholds"])})
+
+
+def compute_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """In the sandbox (`python -m generic_trainer.sandbox generic_trainer.evaluate:compute_spec ...`): the
+    evaluation of the spec `_compute_in_sandbox` wrote, as JSON."""
+    request = EvaluateRequest(model=spec["model"], examples=spec["examples"],
+                              eval_config=config_from_json(spec["eval_config"]), blessing_dir="",
+                              baseline_model=spec["baseline_model"], eval_splits=tuple(spec["eval_splits"]),
+                              batch_size=spec["batch_size"], gcs_root=spec["gcs_root"])
+    return dataclasses.asdict(compute(request))
+
+
+def compute(request: EvaluateRequest) -> EvaluateResult:
+    """Serve the eval split to the model (and baseline) and compute the metrics and verdict (no outputs written)."""
+    from generic_trainer import sandbox
+
+    started = time.monotonic()
+    config = request.eval_config
+    sandbox.progress("importing TensorFlow")
     dataset = _dataset(request)
+    sandbox.progress("loading the model")
     candidate = ServingModel(request.model, "--model")
-    baseline = ServingModel(request.baseline_model, "--baseline-model") if request.baseline_model else None
+    baseline = None
+    if request.baseline_model:
+        sandbox.progress("loading the baseline model")
+        baseline = ServingModel(request.baseline_model, "--baseline-model")
     log.info("model: %s (serving_default outputs %s)", candidate.path, ", ".join(candidate.output_keys))
     if baseline:
         log.info("baseline model: %s (serving_default outputs %s)", baseline.path, ", ".join(baseline.output_keys))
@@ -311,6 +413,7 @@ def run(request: EvaluateRequest) -> EvaluateResult:
     loop_started = last_log = time.monotonic()
     warned_range = set()
     for batch in dataset:
+        sandbox.progress(f"serving batch {seen // request.batch_size + 1} (after {seen} examples)")
         serialized = batch.numpy().tolist()
         labels, labels_float, features = read_batch(serialized, config, slice_features, seen)
         raw = {"model": candidate.predict(batch, key)}
@@ -346,10 +449,6 @@ def run(request: EvaluateRequest) -> EvaluateResult:
     log.info("evaluated %d examples in %.1f s (%.1f s with loading): %s", seen, time.monotonic() - loop_started,
              result.seconds,
              " ".join(f"{k}={v:.4g}" for k, v in result.metrics.items() if v is not None))
-    for row in result.thresholds:
-        log.info("threshold %s: %s", {True: "passed", False: "FAILED", None: "skipped"}[row["passed"]], row["message"])
-    log.info("%s", "BLESSED" if result.blessed else "NOT_BLESSED: " + "; ".join(result.reasons))
-    write_outputs(request, result)
     return result
 
 

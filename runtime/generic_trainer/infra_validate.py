@@ -2,8 +2,8 @@
 
 This process never loads the model (nor TensorFlow). It reads `num_requests` x `batch_size` serialized
 tf.Examples from the examples (plain Python, cycling when there are fewer), and starts
-`python -m generic_trainer.serving_probe` in a new session: the probe limits its own address space
-(RLIMIT_AS; it runs on CPU, since GPU drivers reserve more address space than any sensible limit),
+`python -m generic_trainer.serving_probe` in sandbox.py's sandbox (a new session): the probe limits its
+own address space (RLIMIT_AS; it runs on CPU, since GPU drivers reserve more than any sensible limit),
 loads the SavedModel and sends a warm-up request, then the timed requests, to `serving_default`. The
 probe is killed, with its whole process group, when it runs past the time limit.
 
@@ -26,16 +26,13 @@ import logging
 import math
 import os
 import shutil
-import signal
 import struct
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from generic_trainer import data, outputs, storage
+from generic_trainer import data, outputs, sandbox, storage
 from generic_trainer.errors import UserInputError
 from generic_trainer.evaluate import BLESSED_FILE, NOT_BLESSED_FILE, write_blessing
 from generic_trainer.request import InfraValidateRequest
@@ -79,15 +76,6 @@ class InfraValidateResult:
 
     def summary(self) -> dict[str, Any]:
         return {"blessed": self.blessed, "reasons": self.reasons, "metrics": self.metrics()}
-
-
-def _size_text(size: int | None) -> str:
-    if not size:
-        return "none"
-    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= factor:
-            return f"{size / factor:g} {unit}"
-    return f"{size} bytes"
 
 
 def read_records(examples: str, splits: Sequence[str], limit: int) -> list[bytes]:
@@ -147,47 +135,26 @@ def _evaluator_verdict(blessing_dir: str) -> tuple[bool, str]:
                                              "(expected the evaluator's blessing)")
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
+def probe_limits(request: InfraValidateRequest) -> sandbox.Limits:
+    """The serving process's limits: --timeout in total, --memory-limit, on CPU."""
+    return sandbox.Limits(timeout=request.timeout, memory_limit=request.memory_limit)
 
 
 def _run_probe(request: InfraValidateRequest, model_path: str, batches: list[list[str]],
-               ) -> tuple[dict[str, Any], int | None, bool, str]:
-    """Run the probe; returns (its result JSON, exit code or None, whether it timed out, its log tail)."""
+               ) -> tuple[dict[str, Any], sandbox.Outcome]:
+    """Run the probe in the sandbox; returns (its result JSON, how it ended)."""
     work = tempfile.mkdtemp(prefix="infra-validate-")
     try:
-        spec_path, result_path, log_path = (os.path.join(work, n) for n in ("spec.json", "result.json", "probe.log"))
+        spec_path, result_path = (os.path.join(work, n) for n in ("spec.json", "result.json"))
         with open(spec_path, "w", encoding="utf-8") as f:
-            json.dump({"model": model_path, "memory_limit": request.memory_limit, "warmup": WARMUP_REQUESTS,
-                       "requests": batches}, f)
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
-        for name in ("TF_CONFIG", "CLUSTER_SPEC"):
-            env.pop(name, None)
-        with open(log_path, "wb") as log_file:
-            proc = subprocess.Popen([sys.executable, "-m", "generic_trainer.serving_probe", spec_path, result_path],
-                                    stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True)
-            log.info("serving process %d started (time limit %g s, memory limit %s)", proc.pid, request.timeout,
-                     _size_text(request.memory_limit))
-            timed_out = False
-            try:
-                code = proc.wait(timeout=request.timeout)
-            except subprocess.TimeoutExpired:
-                timed_out, code = True, None
-            finally:
-                if proc.poll() is None:
-                    _kill_group(proc)
+            json.dump({"model": model_path, "warmup": WARMUP_REQUESTS, "requests": batches}, f)
+        outcome = sandbox.run("generic_trainer.serving_probe", [spec_path, result_path], probe_limits(request), work,
+                              "serving process")
         result: dict[str, Any] = {}
         if os.path.isfile(result_path):
             with open(result_path, encoding="utf-8") as f:
                 result = json.load(f)
-        with open(log_path, encoding="utf-8", errors="replace") as f:
-            tail = [line.rstrip() for line in f.read().splitlines()[-40:] if line.strip()]
-        return result, code, timed_out, "\n".join(tail)
+        return result, outcome
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -204,32 +171,20 @@ def _shape_problem(name: str, declared: dict[str, Any], got: dict[str, Any], siz
     return None
 
 
-def _judge(request: InfraValidateRequest, result: dict[str, Any], code: int | None, timed_out: bool,
-           tail: str) -> InfraValidateResult:
+def _judge(request: InfraValidateRequest, result: dict[str, Any], outcome: sandbox.Outcome) -> InfraValidateResult:
     verdict = InfraValidateResult(blessed=False, reasons=[], batch_size=request.batch_size,
                                   load_seconds=result.get("load_seconds"),
                                   signature={k: result[k] for k in ("inputs", "outputs") if k in result})
+    limits = probe_limits(request)
     stage = result.get("finished") or result.get("stage") or "starting"
-    last_line = tail.splitlines()[-1] if tail else ""
-    if timed_out:
-        verdict.reasons.append(f"the serving process did not finish within the time limit of {request.timeout:g} s "
-                               f"(it was {stage})")
-    elif code != 0 or result.get("stage") != "done":
-        signame = f" ({signal.Signals(-code).name})" if code is not None and code < 0 else ""
-        if any(sign in tail for sign in _MEMORY_SIGNS) or code == -signal.SIGKILL:
-            verdict.reasons.append(f"the serving process ran out of memory while {stage} (memory limit "
-                                   f"{_size_text(request.memory_limit)}; exit code {code}{signame})")
-        else:
-            likely = ""
-            if request.memory_limit and code is not None and -code in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS):
-                likely = (f", likely at its memory limit of {_size_text(request.memory_limit)} (native code cannot "
-                          "report that cleanly; raise --memory-limit to check)")
-            verdict.reasons.append(f"the serving process died while {stage}: exit code {code}{signame}{likely}"
-                                   + (f"; last output: {last_line[:300]}" if last_line else ""))
+    if outcome.code != 0 or outcome.timed_out or result.get("stage") != "done":
+        if outcome.code == 0 and not outcome.timed_out:  # exited without finishing its result
+            outcome = dataclasses.replace(outcome, code=None)
+        verdict.reasons.append(sandbox.failure(outcome, limits, stage) or f"the serving process stopped while {stage}")
     elif result.get("error"):
         error = result["error"]
-        if any(sign in error for sign in _MEMORY_SIGNS):
-            error = f"out of memory while {stage} (memory limit {_size_text(request.memory_limit)}): {error}"
+        if sandbox.is_memory_error(error):
+            error = sandbox.memory_reason(stage, limits, error)
         verdict.reasons.append(error)
     declared = result.get("outputs") or {}
     failures: dict[str, list[str]] = {}  # problem -> the requests that had it
@@ -244,7 +199,11 @@ def _judge(request: InfraValidateRequest, result: dict[str, Any], code: int | No
             label = f"request {verdict.requests_sent} ({size})"
         problems = []
         if not entry.get("ok"):
-            problems.append(f"failed: {entry.get('error')}")
+            error = entry.get("error") or ""
+            if sandbox.is_memory_error(error):
+                error = (f"out of memory (memory limit {sandbox.size_text(limits.memory_limit)}; raise --memory-limit "
+                         f"if the model needs more): {error}")
+            problems.append(f"failed: {error}")
         else:
             got = entry.get("outputs") or {}
             if sorted(got) != sorted(declared):
@@ -291,10 +250,10 @@ def run(request: InfraValidateRequest) -> InfraValidateResult:
     batches = _requests(request)
     log.info("sending %d warm-up + %d requests of %d serialized tf.Examples to %s", WARMUP_REQUESTS,
              request.num_requests, request.batch_size, model_path)
-    probe, code, timed_out, tail = _run_probe(request, model_path, batches)
-    if tail:
-        log.debug("serving process output:\n%s", tail)
-    return _finish(request, _judge(request, probe, code, timed_out, tail), started)
+    probe, outcome = _run_probe(request, model_path, batches)
+    if outcome.tail:
+        log.debug("serving process output:\n%s", outcome.tail)
+    return _finish(request, _judge(request, probe, outcome), started)
 
 
 def _finish(request: InfraValidateRequest, result: InfraValidateResult, started: float) -> InfraValidateResult:

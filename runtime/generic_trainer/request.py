@@ -587,6 +587,8 @@ class EvaluateRequest:
     report_file: str | None = None
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
+    timeout: float = 300.0  # the sandboxed evaluation process: seconds without progress
+    memory_limit: int | None = 8 * 1024**3  # its address space (DEFAULT_PROBE_MEMORY); None: no limit, GPUs
 
 
 def build_evaluate_request(
@@ -615,6 +617,8 @@ def build_evaluate_request(
         report_file=storage.local_path(report_file, gcs_root) if report_file else None,
         gcs_root=gcs_root,
         kfp=kfp,
+        timeout=_positive_number("--timeout", values.get("timeout"), 300.0),
+        memory_limit=_memory_size("--memory-limit", values.get("memory_limit"), DEFAULT_PROBE_MEMORY),
     )
 
 

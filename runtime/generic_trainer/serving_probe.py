@@ -1,9 +1,9 @@
 """The sandboxed serving process of `infra-validate`: `python -m generic_trainer.serving_probe SPEC RESULT`.
 
-SPEC (JSON, written by infra_validate.py): `{"model": SavedModel dir, "memory_limit": bytes or null,
-"warmup": N, "requests": [[base64 serialized tf.Example, ...], ...]}`; the first N requests are warm-ups.
+SPEC (JSON, written by infra_validate.py): `{"model": SavedModel dir, "warmup": N, "requests": [[base64
+serialized tf.Example, ...], ...]}`; the first N requests are warm-ups. It runs in sandbox.py's sandbox.
 
-The process limits its own address space first (RLIMIT_AS, before TensorFlow loads), then loads the
+The process limits its own address space first (`sandbox.enter()`, before TensorFlow loads), then loads the
 SavedModel, checks that `serving_default` takes serialized tf.Examples (one 1-D string tensor) and
 sends every request, timing each call. RESULT (JSON) is rewritten after every stage, so when the
 process dies (out of memory, killed at the time limit, a crash in native code) the parent still
@@ -20,14 +20,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-_NOISE = ("Graph execution error", "Detected at node", "<stack traces unavailable>", "File \"")
-
-
-def compact_error(error: BaseException, limit: int = 600) -> str:
-    """`Type: message` on one line, without TensorFlow's graph-execution boilerplate."""
-    lines = [line.strip() for line in str(error).splitlines()]
-    text = " ".join(line for line in lines if line and not line.startswith(_NOISE))
-    return f"{type(error).__name__}: {text[:limit]}"
+from generic_trainer import sandbox
+from generic_trainer.sandbox import compact_error
 
 
 def _write(path: str, result: dict[str, Any]) -> None:
@@ -46,6 +40,7 @@ def _serve(spec: dict[str, Any], result: dict[str, Any], result_path: str) -> No
     def stage(name: str) -> None:
         result["stage"] = name
         _write(result_path, result)
+        sandbox.progress(name)
 
     stage("importing TensorFlow")
     import tensorflow as tf
@@ -102,12 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     result: dict[str, Any] = {"stage": "starting", "pid": os.getpid()}
-    limit = spec.get("memory_limit")
+    limit = sandbox.enter()
     if limit:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
-        result["memory_limit"] = int(limit)
+        result["memory_limit"] = limit
     try:
         _serve(spec, result, result_path)
     except MemoryError as e:

@@ -92,6 +92,8 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
             returned = run_fn(fn_args)
         except TrainerError:
             raise
+        except SystemExit as e:
+            raise user_module.exit_error(e, "run_fn") from None
         except tf.errors.DataLossError as e:
             raise UserInputError("--examples", f"corrupt TFRecord data while training: {e.message}") from e
         except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
@@ -161,6 +163,8 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
         user_module.check_sha256(module_path, request.module_sha256)
         user_module.check_syntax(module_path)
         return _run(request, cluster, module_path, train_files, eval_files, schema_file, scratch, before_publish)
+    except SystemExit as e:  # at import, or anywhere else the module's code runs
+        raise user_module.exit_error(e, f"module {request.module_file}") from None
     finally:
         WATCHER.uninstall()
         shutil.rmtree(scratch, ignore_errors=True)

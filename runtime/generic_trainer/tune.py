@@ -96,6 +96,8 @@ def run(request: TuneRequest, before_publish: Callable[[TuneResult], None] | Non
             user_module.check_sha256(module_path, request.module_sha256)
             user_module.check_syntax(module_path)
             return _run(request, role, module_path, train_files, eval_files, schema_file, before_publish)
+        except SystemExit as e:  # at import, or in the search (the model-building function, callbacks)
+            raise user_module.exit_error(e, f"module {request.module_file}") from None
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -228,6 +230,8 @@ def _call_tuner_fn(tuner_fn, fn_args: FnArgs, name: str) -> tuple[Any, dict[str,
         result = tuner_fn(fn_args)
     except TrainerError:
         raise
+    except SystemExit as e:
+        raise user_module.exit_error(e, name) from None
     except Exception as e:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         innermost = traceback.extract_tb(e.__traceback__)[-1].filename if e.__traceback__ else ""

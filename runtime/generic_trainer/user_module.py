@@ -133,3 +133,17 @@ def load(spec: str, download_dir: str, sha256: str | None = None) -> ModuleType:
     check_sha256(path, sha256)
     check_syntax(path)
     return import_module(path, spec)
+
+
+def exit_error(exc: SystemExit, what: str) -> UserCodeError:
+    """User code that called `sys.exit()` / `exit()`, as a UserCodeError (exit 3) naming the code it asked for.
+
+    `what` names the code that ran (`run_fn`, `tuner_fn`, `module m.py`). The process must not end with the
+    code the module chose: 0 would claim a success without a model, any other code would be unexplained.
+    """
+    asked = "sys.exit()" if exc.code is None else f"sys.exit({exc.code!r})"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.endswith("_sitebuiltins.py")]
+    where = f" at {frames[-1].filename} line {frames[-1].lineno}" if frames else ""
+    return UserCodeError(f"{what} called {asked}{where} before the run finished (no model or outputs were "
+                         "published); user code must return or raise, not end the process, so the run ends with "
+                         "exit code 3 (user code)")

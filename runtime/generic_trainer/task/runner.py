@@ -141,6 +141,8 @@ def run(request: TrainRequest, before_publish: Callable[[Any], None] | None = No
         task_cls = load_task_class(request.task, os.path.join(scratch, "module"), request.module_sha256)
         experiment = resolve_experiment(task_cls, request)
         return _run(request, cluster, task_cls, experiment, scratch, before_publish)
+    except SystemExit as e:  # at import or in any of the Task's methods
+        raise user_module.exit_error(e, f"the Task {request.task}") from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
