@@ -28,9 +28,10 @@ from generic_trainer import storage
 from generic_trainer.errors import UserInputError
 
 BEAM_ARGS_INPUT = "--beam-pipeline-args"
-# in_memory ran the penguin-sized and the 100k-row benches faster than multi_processing here (bench/README.md):
-# the worker processes' start-up (each imports TensorFlow for tf.Transform) outweighs their parallelism.
-DEFAULT_RUNNING_MODE = "in_memory"
+# Below this much input the DirectRunner runs in this process (in_memory, one worker): starting worker processes
+# (each imports Beam, and TensorFlow for tf.Transform) costs more than their parallelism gains on small data;
+# above it, one worker process per core (multi_processing). bench/README.md has the measurements.
+SMALL_INPUT_BYTES = 64 << 20
 METRICS_NAMESPACE = "generic_trainer"
 _MARK = "[generic-trainer data error] "
 _MARK_RE = re.compile(re.escape(_MARK) + r"([^\n]*)")
@@ -89,22 +90,36 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def pipeline_args(args: Sequence[str]) -> list[str]:
-    """The arguments given, plus the DirectRunner defaults they do not set (workers = cores, running mode)."""
+def pipeline_args(args: Sequence[str], input_bytes: int | None = None) -> list[str]:
+    """The arguments given, plus the DirectRunner defaults they do not set.
+
+    Small (or unknown-size) input: `in_memory`, one worker. Input of SMALL_INPUT_BYTES or more:
+    `multi_processing` with one worker per core. Given values win.
+    """
     full = list(args)
-    if is_local_runner(args):
-        if not _given(args, "direct_num_workers"):
-            full.append(f"--direct_num_workers={cpu_count()}")
-        if not _given(args, "direct_running_mode"):
-            full.append(f"--direct_running_mode={DEFAULT_RUNNING_MODE}")
+    if not is_local_runner(args):
+        return full
+    mode = next((a.split("=", 1)[1] for a in args if a.startswith("--direct_running_mode=")), None)
+    if mode is None:
+        mode = "multi_processing" if (input_bytes or 0) >= SMALL_INPUT_BYTES and cpu_count() > 1 else "in_memory"
+        full.append(f"--direct_running_mode={mode}")
+    if not _given(args, "direct_num_workers"):
+        full.append(f"--direct_num_workers={1 if mode == 'in_memory' else cpu_count()}")
     return full
 
 
-def pipeline_options(args: Sequence[str]) -> Any:
+def pipeline_options(args: Sequence[str], input_bytes: int | None = None) -> Any:
     """Beam PipelineOptions from `args` (see pipeline_args); unknown options are Beam's to judge."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    return PipelineOptions(pipeline_args(args))
+    return PipelineOptions(pipeline_args(args, input_bytes))
+
+
+def total_bytes(paths: Sequence[str]) -> int | None:
+    """Summed size of local files (None when some are not local)."""
+    if any("://" in p for p in paths):
+        return None
+    return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
 
 
 def describe_options(options: Any) -> str:
@@ -115,7 +130,8 @@ def describe_options(options: Any) -> str:
     parts = [f"runner={runner}"]
     if runner_name([f"--runner={runner}"]).lower() in _LOCAL_RUNNERS:
         direct = options.view_as(DirectOptions)
-        parts += [f"direct_num_workers={direct.direct_num_workers}", f"direct_running_mode={direct.direct_running_mode}"]
+        parts += [f"direct_num_workers={direct.direct_num_workers}",
+                  f"direct_running_mode={direct.direct_running_mode}"]
     else:
         gcp = options.view_as(GoogleCloudOptions)
         parts += [f"project={gcp.project}", f"region={gcp.region}", f"temp_location={gcp.temp_location}"]

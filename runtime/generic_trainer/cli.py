@@ -236,7 +236,8 @@ def _add_transform(sub) -> None:
                     "transformed examples (Split-<name>/transformed_examples-*.gz), as TFX's Transform does.",
         epilog=EPILOG)
     g = p.add_argument_group("inputs")
-    g.add_argument("--examples", metavar="DIR", help="raw examples in TFX layout: DIR/Split-<name>/*.gz (gs:// allowed)")
+    g.add_argument("--examples", metavar="DIR",
+                   help="raw examples in TFX layout: DIR/Split-<name>/*.gz (gs:// allowed)")
     g.add_argument("--schema", metavar="FILE_OR_DIR", help="the raw examples' tensorflow-metadata Schema")
     g.add_argument("--module-file", metavar="PATH_OR_URI",
                    help="user module: a .py file, a gs:// URI, or a dotted module name")

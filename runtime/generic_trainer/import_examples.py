@@ -197,7 +197,8 @@ def run(request: ImportExamplesRequest) -> ImportResult:
     sources = _sources(request)
     columns = _check_columns(request, sources, schema)
     split_names = [name for _, names, _, _, _ in sources for name in names]
-    options = beam_run.pipeline_options(request.beam_args)
+    all_files = sorted({f for files, *_ in sources for f in files})
+    options = beam_run.pipeline_options(request.beam_args, beam_run.total_bytes(all_files))
     log.info("import-examples: %d %s file(s), %d columns, splits %s, schema %s; beam %s",
              sum(len(s[0]) for s in sources), request.format, len(columns),
              ", ".join(f"{n}:{b}" for n, b in request.splits) or ", ".join(split_names),
@@ -212,7 +213,6 @@ def run(request: ImportExamplesRequest) -> ImportResult:
         pipeline = beam.Pipeline(options=options)
         inferred = None
         if given_kinds is None:
-            all_files = sorted({f for files, *_ in sources for f in files})
             inferred = (pipeline
                         | "InferFiles" >> beam.Create(all_files)
                         | "InferReshuffle" >> beam.Reshuffle()

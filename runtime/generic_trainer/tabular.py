@@ -73,7 +73,8 @@ def parquet_kinds(path: str, opener: Opener) -> dict[str, str | None]:
             kinds[field.name] = INT
         elif pa.types.is_floating(t) or pa.types.is_decimal(t):
             kinds[field.name] = FLOAT
-        elif pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        elif any(check(t) for check in (pa.types.is_string, pa.types.is_binary, pa.types.is_large_string,
+                                        pa.types.is_large_binary)):
             kinds[field.name] = BYTES
         else:
             kinds[field.name] = None
