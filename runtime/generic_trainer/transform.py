@@ -130,11 +130,6 @@ def _user_error(guarded: _GuardedFn) -> UserCodeError:
 
 def run(request: TransformRequest) -> TransformResult:
     """Analyze, write the transform graph and (when asked) the transformed examples."""
-    import apache_beam as beam
-    import tensorflow_transform.beam as tft_beam
-    from tensorflow_transform.tf_metadata import dataset_metadata
-    from tfx_bsl.public import tfxio
-
     from generic_trainer.data import load_schema, split_file_patterns
 
     started = time.monotonic()
@@ -150,6 +145,11 @@ def run(request: TransformRequest) -> TransformResult:
                     for s, p in patterns.items()}
     with tempfile.TemporaryDirectory(prefix="transform-module-") as download_dir:
         guarded = _load_fn(request, download_dir)
+        import apache_beam as beam
+        import tensorflow_transform.beam as tft_beam
+        from tensorflow_transform.tf_metadata import dataset_metadata
+        from tfx_bsl.public import tfxio
+
         input_files = [e.path for s in wanted for e in os.scandir(os.path.dirname(patterns[s])) if e.is_file()]
         options = beam_run.pipeline_options(request.beam_args, beam_run.total_bytes(input_files))
         log.info("transform: analyze %s, transform %s, %d raw features; beam %s", ",".join(request.analyze_splits),
