@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN
-
 from generic_trainer import beam_run, cli
 from generic_trainer.request import build_import_examples_request
 
