@@ -24,6 +24,8 @@ COMPONENTS: dict[str, Callable[[str | None], Any]] = {
     "tuner": specs.tuner_component,
     "evaluator": specs.evaluator_component,
     "infra_validator": specs.infra_validator_component,
+    "import_examples": specs.import_examples_component,
+    "transform": specs.transform_component,
 }
 
 

@@ -252,3 +252,87 @@ def infra_validator_component(image: str | None = None) -> Any:
         return _container(image, "infra-validate")
 
     return generic_infra_validator
+
+
+def import_examples_component(image: str | None = None) -> Any:
+    """The import-examples component (`generic-trainer import-examples`) for `image` (see resolve_image)."""
+    from typing import Optional  # noqa: UP035 - kfp reads the annotations at runtime
+
+    from kfp import dsl
+    from kfp.dsl import Artifact, Dataset, Input, Output
+
+    image = resolve_image(image)
+
+    @dsl.container_component
+    def generic_import_examples(
+        examples: Output[Dataset],
+        output_schema: Output[Artifact],
+        input_pattern: str = "",
+        format: str = "csv",  # noqa: A002 - the flag's name
+        schema: Optional[Input[Artifact]] = None,  # noqa: UP045
+        splits: Optional[dict] = None,  # noqa: UP045
+        input_splits: Optional[dict] = None,  # noqa: UP045
+        beam_pipeline_args: Optional[list] = None,  # noqa: UP045
+    ):
+        """Imports CSV or Parquet files as TFX Examples on Apache Beam (TFX CsvExampleGen compatible layout).
+
+        Args:
+            examples: Examples in TFX layout: Split-<name>/data_tfrecord-*.gz (gzipped TFRecords of tf.Example)
+                and schema.pbtxt; metadata: split_names, num_examples per split, feature_count.
+            output_schema: Dir holding schema.pbtxt: the schema given, or the one inferred from the data.
+            input_pattern: Files to read, a glob (gs:// allowed). Give it or input_splits.
+            format: csv (with a header line) or parquet.
+            schema: tensorflow-metadata Schema giving each column's type; the columns must match its features.
+                Without it types are inferred (INT, FLOAT or BYTES per column).
+            splits: Hash buckets per split, e.g. {"train": 2, "eval": 1} (the default).
+            input_splits: One pattern per split instead of input_pattern, e.g. {"train": "gs://b/train/*.csv"}.
+            beam_pipeline_args: Beam options, e.g. ["--runner=DataflowRunner", "--project=P", "--region=R",
+                "--temp_location=gs://B/tmp"]; default: the DirectRunner in the container.
+        """
+        return _container(image, "import-examples")
+
+    return generic_import_examples
+
+
+def transform_component(image: str | None = None) -> Any:
+    """The transform component (`generic-trainer transform`) for `image` (see resolve_image)."""
+    from typing import Optional  # noqa: UP035 - kfp reads the annotations at runtime
+
+    from kfp import dsl
+    from kfp.dsl import Artifact, Dataset, Input, Output
+
+    image = resolve_image(image)
+
+    @dsl.container_component
+    def generic_transform(
+        examples: Input[Dataset],
+        schema: Input[Artifact],
+        module_file: str,
+        transform_graph: Output[Artifact],
+        transformed_examples: Output[Dataset],
+        preprocessing_fn: str = "preprocessing_fn",
+        analyze_splits: Optional[list] = None,  # noqa: UP045
+        transform_splits: Optional[list] = None,  # noqa: UP045
+        module_sha256: str = "",
+        beam_pipeline_args: Optional[list] = None,  # noqa: UP045
+    ):
+        """Runs a module's preprocessing_fn with tensorflow-transform on Apache Beam (TFX Transform compatible).
+
+        Args:
+            examples: Raw examples in TFX layout: Split-<name>/*.gz.
+            schema: The raw examples' tensorflow-metadata Schema (schema.pbtxt or a dir holding one).
+            module_file: The user module: a .py path, a gs:// URI, or a dotted module name in the image.
+            transform_graph: tf.Transform output (transform_fn/, transformed_metadata/, metadata/), the
+                trainer's transform_graph; metadata: analyze_splits, feature_count, raw_feature_count.
+            transformed_examples: The transformed examples in TFX layout (Split-<name>/transformed_examples-*.gz);
+                metadata: split_names, num_examples per split, feature_count.
+            preprocessing_fn: The function to call in the module.
+            analyze_splits: Splits the analyzers see (default ["train"]).
+            transform_splits: Splits to transform (default ["train", "eval"]).
+            module_sha256: Refuse to run a module file whose sha256 differs (empty: no check).
+            beam_pipeline_args: Beam options, e.g. ["--runner=DataflowRunner", "--project=P", "--region=R",
+                "--temp_location=gs://B/tmp"]; default: the DirectRunner in the container.
+        """
+        return _container(image, "transform")
+
+    return generic_transform

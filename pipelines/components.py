@@ -10,6 +10,8 @@ TRAINER_YAML = os.path.join(REPO, "components", "trainer", "component.yaml")
 TUNER_YAML = os.path.join(REPO, "components", "tuner", "component.yaml")
 EVALUATOR_YAML = os.path.join(REPO, "components", "evaluator", "component.yaml")
 INFRA_VALIDATOR_YAML = os.path.join(REPO, "components", "infra_validator", "component.yaml")
+IMPORT_EXAMPLES_YAML = os.path.join(REPO, "components", "import_examples", "component.yaml")
+TRANSFORM_YAML = os.path.join(REPO, "components", "transform", "component.yaml")
 
 
 def trainer(image: str | None = None) -> Any:
@@ -54,3 +56,25 @@ def infra_validator(image: str | None = None) -> Any:
     from kfp import components
 
     return components.load_component_from_file(INFRA_VALIDATOR_YAML)
+
+
+def import_examples(image: str | None = None) -> Any:
+    """The import-examples component: the checked-in YAML, or (with `image`) compiled for that image."""
+    if image:
+        from components import specs
+
+        return specs.import_examples_component(image)
+    from kfp import components
+
+    return components.load_component_from_file(IMPORT_EXAMPLES_YAML)
+
+
+def transform(image: str | None = None) -> Any:
+    """The transform component: the checked-in YAML, or (with `image`) compiled for that image."""
+    if image:
+        from components import specs
+
+        return specs.transform_component(image)
+    from kfp import components
+
+    return components.load_component_from_file(TRANSFORM_YAML)

@@ -1,4 +1,4 @@
-"""Write the Palmer penguins table as TFX Examples (train/eval splits) plus its schema.
+"""Write the Palmer penguins table as CSV, and as TFX Examples (train/eval splits) plus its schema.
 
 Output layout under --out (default: this script's directory), as TFX's ExampleGen and
 SchemaGen would leave it:
@@ -6,6 +6,8 @@ SchemaGen would leave it:
     data/Split-train/data_tfrecord-00000-of-00001.gz   gzipped TFRecords of tf.Example
     data/Split-eval/data_tfrecord-00000-of-00001.gz
     schema.pbtxt                                       tensorflow_metadata Schema, text format
+    penguins.csv                                       the same rows as CSV (the pipeline's input:
+                                                       `generic-trainer import-examples` turns it into Examples)
 
 Rows with a missing value are dropped. A row goes to eval when a stable hash of its index in
 the original table is 0 mod 3, else to train, so the split never changes between runs.
@@ -31,6 +33,7 @@ INT_FEATURES = ["year"]
 LABEL_KEY = "species"
 SPLITS = ("train", "eval")
 DATA_FILE = "data_tfrecord-00000-of-00001.gz"
+CSV_FILE = "penguins.csv"
 
 
 def split_of(row_index: int) -> str:
@@ -100,7 +103,16 @@ def write(out_dir: str) -> dict[str, int]:
             writer.close()
     with open(os.path.join(out_dir, "schema.pbtxt"), "w", encoding="utf-8") as f:
         f.write(text_format.MessageToString(build_schema(table)))
+    write_csv(table, species_names, os.path.join(out_dir, CSV_FILE))
     return counts
+
+
+def write_csv(table, species_names: list[str], path: str) -> None:
+    """The rows as CSV with a header; the label as its class index, like the examples."""
+    columns = [LABEL_KEY, *STRING_FEATURES, *FLOAT_FEATURES, *INT_FEATURES]
+    out = table[columns].copy()
+    out[LABEL_KEY] = [species_names.index(s) for s in out[LABEL_KEY]]
+    out.to_csv(path, index=False, float_format="%g")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -204,6 +204,62 @@ def _add_infra_validate(sub) -> None:
     _add_common(p, cluster_timeout=False, training=False)
 
 
+def _add_beam(p: argparse.ArgumentParser) -> None:
+    p.add_argument_group("beam").add_argument(
+        "--beam-pipeline-args", metavar="'ARGS'", action="append",
+        help="Beam pipeline options, passed through (give them after '=' in one quoted string, e.g. "
+             "--beam-pipeline-args='--runner=DataflowRunner --project=P --region=R --temp_location=gs://B/tmp'); "
+             "default: the DirectRunner here with one worker per CPU core")
+
+
+def _add_import_examples(sub) -> None:
+    p = sub.add_parser(
+        "import-examples", help="CSV or Parquet files to TFX Examples (ExampleGen's layout), on Apache Beam",
+        description="Read tables, encode each row as a tf.Example (empty cells left out), split the rows by a "
+                    "stable hash (or take one pattern per split), and write <output>/Split-<name>/*.gz plus "
+                    "<output>/schema.pbtxt (the schema given, or inferred: INT, FLOAT or BYTES per column).",
+        epilog=EPILOG)
+    g = p.add_argument_group("inputs")
+    g.add_argument("--input", metavar="PATTERN", help="files to read, a glob (gs:// allowed), e.g. 'data/*.csv'")
+    g.add_argument("--format", choices=("csv", "parquet"), help="file format (default csv; CSV needs a header line)")
+    g.add_argument("--schema", metavar="FILE_OR_DIR", help="tensorflow-metadata Schema giving each column's type; "
+                                                           "the columns must match its features")
+    g.add_argument("--splits", metavar="name:buckets,...",
+                   help="hash buckets per split (default train:2,eval:1, as TFX's CsvExampleGen)")
+    g.add_argument("--input-splits", metavar="name=PATTERN,...",
+                   help="one pattern per split instead of --input (no hashing)")
+    o = p.add_argument_group("outputs")
+    o.add_argument("--output", metavar="DIR", help="the Examples directory to create (must not exist, or be empty)")
+    o.add_argument("--schema-output", metavar="DIR", help="also write schema.pbtxt into this directory")
+    _add_beam(p)
+    _add_common(p, cluster_timeout=False, training=False)
+
+
+def _add_transform(sub) -> None:
+    p = sub.add_parser(
+        "transform", help="tf.Transform: analyze and transform examples with a module's preprocessing_fn (TFX "
+                          "Transform), on Apache Beam",
+        description="Run the module's preprocessing_fn with tensorflow-transform: analyze the analyze splits, write "
+                    "the transform graph (transform_fn/, transformed_metadata/, metadata/) and, when asked, the "
+                    "transformed examples (Split-<name>/transformed_examples-*.gz), as TFX's Transform does.",
+        epilog=EPILOG)
+    g = p.add_argument_group("inputs")
+    g.add_argument("--examples", metavar="DIR",
+                   help="raw examples in TFX layout: DIR/Split-<name>/*.gz (gs:// allowed)")
+    g.add_argument("--schema", metavar="FILE_OR_DIR", help="the raw examples' tensorflow-metadata Schema")
+    g.add_argument("--module-file", metavar="PATH_OR_URI",
+                   help="user module: a .py file, a gs:// URI, or a dotted module name")
+    g.add_argument("--preprocessing-fn", metavar="NAME", help="function to call (default preprocessing_fn)")
+    g.add_argument("--module-sha256", metavar="HEX", help="refuse to run a module file whose sha256 differs")
+    g.add_argument("--analyze-splits", metavar="a,b", help="splits the analyzers see (default train)")
+    g.add_argument("--transform-splits", metavar="a,b", help="splits to transform (default train,eval)")
+    o = p.add_argument_group("outputs")
+    o.add_argument("--transform-graph", metavar="DIR", help="the transform graph to create (TFTransformOutput dir)")
+    o.add_argument("--transformed-examples", metavar="DIR", help="also write the transformed examples here")
+    _add_beam(p)
+    _add_common(p, cluster_timeout=False, training=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="generic-trainer",
@@ -215,6 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tune(sub)
     _add_evaluate(sub)
     _add_infra_validate(sub)
+    _add_import_examples(sub)
+    _add_transform(sub)
     from generic_trainer import vertex  # light: google-cloud-aiplatform loads only when a job is built
 
     vertex.add_parser(sub)
@@ -224,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _setup_logging(level: str) -> None:
     logging.basicConfig(level=level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-    for noisy in ("tensorflow", "h5py", "urllib3", "google"):
+    for noisy in ("tensorflow", "h5py", "urllib3", "google", "apache_beam"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     absl = logging.getLogger("absl")  # the user module's absl.logging lines at `level`, libraries' from WARNING
     absl.setLevel(level)
@@ -382,6 +440,46 @@ def _infra_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_examples(args: argparse.Namespace) -> int:
+    from generic_trainer import import_examples, kfp_io
+    from generic_trainer.request import build_import_examples_request
+
+    values, kfp = _raw_values(args)
+    request = build_import_examples_request(values, kfp=kfp)
+    log.info("import-examples request: input=%s input_splits=%s format=%s schema=%s output=%s beam_args=%s",
+             request.input_pattern, dict(request.input_splits) or None, request.format, request.schema,
+             request.output, list(request.beam_args))
+    result = import_examples.run(request)
+    if request.kfp is not None:
+        kfp_io.write_executor_output(request.kfp, import_examples.kfp_metadata(request, result),
+                                     output_file=args.executor_output_file)
+    print(json.dumps(result.summary(), indent=2))
+    return 0
+
+
+def _transform(args: argparse.Namespace) -> int:
+    from generic_trainer import kfp_io
+    from generic_trainer.request import build_transform_request
+
+    values, kfp = _raw_values(args)
+    request = build_transform_request(values, kfp=kfp)
+    log.info("transform request: examples=%s schema=%s module=%s preprocessing_fn=%s analyze_splits=%s "
+             "transform_splits=%s transform_graph=%s transformed_examples=%s beam_args=%s", request.examples,
+             request.schema, request.module_file, request.preprocessing_fn, ",".join(request.analyze_splits),
+             ",".join(request.transform_splits), request.transform_graph, request.transformed_examples,
+             list(request.beam_args))
+    # tensorflow-transform sets TF_USE_LEGACY_KERAS=1 on import when it is unset; keep Keras 3 unless asked.
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
+    from generic_trainer import transform
+
+    result = transform.run(request)
+    if request.kfp is not None:
+        kfp_io.write_executor_output(request.kfp, transform.kfp_metadata(request, result),
+                                     output_file=args.executor_output_file)
+    print(json.dumps(result.summary(), indent=2))
+    return 0
+
+
 def _vertex_job(args: argparse.Namespace) -> int:
     from generic_trainer import vertex
 
@@ -389,7 +487,7 @@ def _vertex_job(args: argparse.Namespace) -> int:
 
 
 VERBS = {"train": _train, "tune": _tune, "vertex-job": _vertex_job, "evaluate": _evaluate,
-         "infra-validate": _infra_validate}
+         "infra-validate": _infra_validate, "import-examples": _import_examples, "transform": _transform}
 
 
 def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> int:

@@ -1,0 +1,336 @@
+"""Tables (CSV, Parquet) to tf.Example: headers, typed Arrow batches, type inference, encoding, split hashing.
+
+No Beam and no TensorFlow here: import-examples runs these functions inside its Beam workers.
+
+- CSV cells are read with pyarrow's CSV reader in blocks; only an empty cell is missing (`NA`, `null`
+  and `nan` are values). Parquet files are read in row batches.
+- Types are tensorflow-metadata's: INT (int64), FLOAT (float32), BYTES. Inference looks at every
+  value of a column: all integers -> INT, else all numbers -> FLOAT, else BYTES.
+- `encode_batch` writes each row as a serialized tf.Example byte-for-byte equal to TensorFlow's
+  `SerializeToString(deterministic=True)` (features sorted by name), leaving missing cells out.
+- `split_index` puts a record in a split the way TFX's ExampleGen does without a partition feature:
+  SHA-256 of the serialized record, modulo the total hash buckets, bisected over the cumulative buckets.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import hashlib
+import io
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, BinaryIO
+
+INT, FLOAT, BYTES = "INT", "FLOAT", "BYTES"
+TYPE_LEVELS = (INT, FLOAT, BYTES)  # inference only ever moves right
+FORMATS = ("csv", "parquet")
+CSV_BLOCK_BYTES = 1 << 20
+PARQUET_BATCH_ROWS = 16384
+
+Opener = Callable[[str], BinaryIO]
+
+
+def _arrow_type(kind: str) -> Any:
+    import pyarrow as pa
+
+    return {INT: pa.int64(), FLOAT: pa.float32(), BYTES: pa.binary()}[kind]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def read_columns(path: str, fmt: str, opener: Opener) -> list[str]:
+    """The column names of a CSV file (its first line) or a Parquet file."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with opener(path) as f:
+            return list(pq.ParquetFile(f).schema_arrow.names)
+    with opener(path) as f:
+        text = io.TextIOWrapper(f, encoding="utf-8", newline="")
+        try:
+            header = next(csv.reader(text), None)
+        except (UnicodeDecodeError, csv.Error) as e:
+            raise ValueError(f"cannot read its header line: {e}") from None
+    if not header:
+        raise ValueError("it is empty (expected a header line naming the columns)")
+    return list(header)
+
+
+def parquet_kinds(path: str, opener: Opener) -> dict[str, str | None]:
+    """Column -> INT/FLOAT/BYTES of a Parquet file's Arrow schema (None for a type tf.Example cannot hold)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with opener(path) as f:
+        schema = pq.ParquetFile(f).schema_arrow
+    kinds: dict[str, str | None] = {}
+    for field in schema:
+        t = field.type
+        if pa.types.is_integer(t) or pa.types.is_boolean(t):
+            kinds[field.name] = INT
+        elif pa.types.is_floating(t) or pa.types.is_decimal(t):
+            kinds[field.name] = FLOAT
+        elif any(check(t) for check in (pa.types.is_string, pa.types.is_binary, pa.types.is_large_string,
+                                        pa.types.is_large_binary)):
+            kinds[field.name] = BYTES
+        else:
+            kinds[field.name] = None
+    return kinds
+
+
+def iter_batches(path: str, fmt: str, columns: Sequence[str], kinds: Mapping[str, str] | None,
+                 opener: Opener) -> Iterator[Any]:
+    """Arrow record batches of a file; with `kinds` every column is converted to its type, else CSV cells
+    stay strings (for inference). Conversion errors are raised as pyarrow's ArrowInvalid."""
+    import pyarrow as pa
+
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with opener(path) as f:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=PARQUET_BATCH_ROWS):
+                if kinds is None:
+                    yield batch
+                    continue
+                arrays = []
+                for name, column in zip(batch.schema.names, batch.columns, strict=True):
+                    target = _arrow_type(kinds[name])
+                    if pa.types.is_boolean(column.type):
+                        column = column.cast(pa.int8())
+                    arrays.append(column.cast(target))
+                yield pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
+        return
+    import pyarrow.csv as pcsv
+
+    types = {c: (_arrow_type(kinds[c]) if kinds else pa.string()) for c in columns}
+    with opener(path) as f:
+        convert = pcsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=True,
+                                      quoted_strings_can_be_null=True)
+        reader = pcsv.open_csv(f, read_options=pcsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
+                               convert_options=convert)
+        yield from reader
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Type inference
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def infer_batch(batch: Any) -> dict[str, Any]:
+    """Per-batch facts for inference: {"rows": n, "columns": {name: [level or -1, non-null count]}}."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out: dict[str, Any] = {"rows": batch.num_rows, "columns": {}}
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        values = pc.drop_null(column)
+        if len(values) == 0:
+            level = -1
+        elif pa.types.is_integer(column.type) or pa.types.is_boolean(column.type):
+            level = 0
+        elif pa.types.is_floating(column.type) or pa.types.is_decimal(column.type):
+            level = 1
+        elif pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            level = 2
+            for candidate, target in ((0, pa.int64()), (1, pa.float64())):
+                try:
+                    pc.cast(values, target)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    continue
+                level = candidate
+                break
+        else:
+            level = 2
+        out["columns"][name] = [level, len(values)]
+    return out
+
+
+def merge_inference(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Combine infer_batch results (and earlier merges)."""
+    merged: dict[str, Any] = {"rows": 0, "columns": {}}
+    for part in parts:
+        merged["rows"] += part["rows"]
+        for name, (level, count) in part["columns"].items():
+            old = merged["columns"].get(name, [-1, 0])
+            merged["columns"][name] = [max(old[0], level), old[1] + count]
+    return merged
+
+
+def kinds_from_inference(inference: Mapping[str, Any], columns: Sequence[str]) -> dict[str, str]:
+    """Column -> INT/FLOAT/BYTES (a column with no value at all is BYTES)."""
+    return {c: TYPE_LEVELS[max(inference["columns"].get(c, [-1, 0])[0], 0)] for c in columns}
+
+
+def schema_from_inference(inference: Mapping[str, Any], columns: Sequence[str]) -> Any:
+    """A tensorflow-metadata Schema: always-present columns dense (shape [1]), others optional with one value."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    kinds = kinds_from_inference(inference, columns)
+    rows = inference["rows"]
+    schema = schema_pb2.Schema()
+    for name in columns:
+        present = inference["columns"].get(name, [-1, 0])[1]
+        feature = schema.feature.add(name=name, type=getattr(schema_pb2, kinds[name]))
+        feature.presence.min_count = 1 if present else 0
+        if rows and present == rows:
+            feature.presence.min_fraction = 1.0
+            feature.shape.dim.add(size=1)
+        else:
+            feature.presence.min_fraction = present / rows if rows else 0.0
+            feature.value_count.min = 1
+            feature.value_count.max = 1
+    return schema
+
+
+def kinds_from_schema(schema: Any) -> dict[str, str]:
+    """Feature -> INT/FLOAT/BYTES of a Schema (TYPE_UNKNOWN and STRUCT features are refused by the caller)."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    return {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Encoding and splitting
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _varint_slow(value: int) -> bytes:
+    if value < 0:
+        value += 1 << 64
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_SMALL_VARINTS = [_varint_slow(i) for i in range(1 << 14)]
+
+
+def varint(value: int) -> bytes:
+    """Protocol-buffer varint of an int64 (negative values take ten bytes, as int64 fields do)."""
+    return _SMALL_VARINTS[value] if 0 <= value < (1 << 14) else _varint_slow(value)
+
+
+def _entry(key: bytes, feature: bytes) -> bytes:
+    """One Features.feature map entry (field 1): key (1), Feature (2)."""
+    content = b"\x0a" + varint(len(key)) + key + b"\x12" + varint(len(feature)) + feature
+    return b"\x0a" + varint(len(content)) + content
+
+
+def _encode_column(name: str, kind: str, column: Any) -> list[bytes]:
+    """The serialized map entry of each row's value (b'' where the value is missing)."""
+    import numpy as np
+
+    key = name.encode("utf-8")
+    n = len(column)
+    if kind == FLOAT:
+        feature_head = b"\x12\x06\x0a\x04"  # Feature.float_list (2), FloatList.value packed (1), 4 bytes
+        probe = _entry(key, feature_head + b"\0\0\0\0")
+        prefix = probe[:-4]
+        raw = np.asarray(column.fill_null(0).to_numpy(zero_copy_only=False), dtype="<f4").tobytes()
+        entries = [prefix + raw[i:i + 4] for i in range(0, 4 * n, 4)]
+    elif kind == INT:
+        entries = []
+        for value in column.to_pylist():
+            if value is None:
+                entries.append(b"")
+                continue
+            packed = varint(value)
+            int_list = b"\x0a" + varint(len(packed)) + packed  # Int64List.value packed (1)
+            entries.append(_entry(key, b"\x1a" + varint(len(int_list)) + int_list))  # Feature.int64_list (3)
+        return entries
+    else:
+        entries = []
+        for value in column.to_pylist():
+            if value is None:
+                entries.append(b"")
+                continue
+            if isinstance(value, str):
+                value = value.encode("utf-8")
+            bytes_list = b"\x0a" + varint(len(value)) + value  # BytesList.value (1)
+            entries.append(_entry(key, b"\x0a" + varint(len(bytes_list)) + bytes_list))  # Feature.bytes_list (1)
+        return entries
+    if column.null_count:
+        for i, missing in enumerate(column.is_null().to_pylist()):
+            if missing:
+                entries[i] = b""
+    return entries
+
+
+def encode_batch(batch: Any, kinds: Mapping[str, str]) -> list[bytes]:
+    """Serialized tf.Examples of a typed record batch, features in name order, missing values left out."""
+    names = sorted(batch.schema.names, key=lambda s: s.encode("utf-8"))
+    index = {name: i for i, name in enumerate(batch.schema.names)}
+    columns = [_encode_column(name, kinds[name], batch.column(index[name])) for name in names]
+    out = []
+    for parts in zip(*columns, strict=True):
+        features = b"".join(parts)
+        out.append(b"\x0a" + varint(len(features)) + features)  # Example.features (1)
+    return out
+
+
+def cumulative_buckets(buckets: Sequence[int]) -> list[int]:
+    """[2, 1] -> [2, 3]: the upper bound of each split's hash buckets."""
+    total, out = 0, []
+    for b in buckets:
+        total += b
+        out.append(total)
+    return out
+
+
+def split_index(record: bytes, cumulative: Sequence[int]) -> int:
+    """The split of a serialized record: SHA-256 of it modulo the total buckets (TFX ExampleGen's rule)."""
+    bucket = int.from_bytes(hashlib.sha256(record).digest(), "big") % cumulative[-1]
+    return bisect.bisect(cumulative, bucket)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Finding a bad cell
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _parses(cell: str, kind: str) -> bool:
+    if kind == INT:
+        try:
+            int(cell)
+        except ValueError:
+            return False
+        return -(1 << 63) <= int(cell) < (1 << 63)
+    if kind == FLOAT:
+        try:
+            float(cell)
+        except ValueError:
+            return False
+    return True
+
+
+def locate_csv_problem(path: str, kinds: Mapping[str, str], opener: Opener, source: str = "schema") -> str | None:
+    """Where a CSV file breaks its types or shape: 'FILE line N column NAME: ...', or None when it does not.
+
+    Slow (Python's csv module): called only after the fast reader failed, to name the place.
+    """
+    with opener(path) as f:
+        reader = csv.reader(io.TextIOWrapper(f, encoding="utf-8", newline=""))
+        try:
+            header = next(reader)
+            for row in reader:
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    return (f"{path} line {reader.line_num}: {len(row)} cells, but the header has "
+                            f"{len(header)} columns")
+                for name, cell in zip(header, row, strict=True):
+                    kind = kinds.get(name)
+                    if cell != "" and kind and not _parses(cell, kind):
+                        return (f"{path} line {reader.line_num} column {name!r}: {cell[:60]!r} is not "
+                                f"{'an' if kind == INT else 'a'} {kind} (its type in the {source})")
+        except UnicodeDecodeError as e:
+            return f"{path} line {reader.line_num + 1}: not UTF-8 text ({e.reason})"
+        except csv.Error as e:
+            return f"{path} line {reader.line_num}: {e}"
+    return None

@@ -1,0 +1,207 @@
+"""import-examples: CSV and Parquet to TFX Examples on Beam's DirectRunner (run in this process through the CLI).
+
+Checks the layout, the split rule (TFX ExampleGen's: SHA-256 of the serialized record modulo the buckets),
+that records equal TensorFlow's deterministic serialization, empty cells left out, types from the schema or
+inferred, the Beam arguments reaching the pipeline options, and bad input (exit 2, one-line cause, nothing
+written).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from conftest import PENGUIN
+from generic_trainer import beam_run, cli
+from generic_trainer.request import build_import_examples_request
+
+
+def _records(split_dir: Path) -> list[bytes]:
+    """Records of the gzipped TFRecord files in a dir, read from the framing."""
+    out = []
+    for path in sorted(split_dir.glob("*.gz")):
+        data = gzip.decompress(path.read_bytes())
+        offset = 0
+        while offset < len(data):
+            (length,) = struct.unpack("<Q", data[offset:offset + 8])
+            out.append(data[offset + 12:offset + 12 + length])
+            offset += 12 + length + 4
+    return out
+
+
+def _example(record: bytes) -> dict:
+    from tensorflow.core.example import example_pb2
+
+    example = example_pb2.Example.FromString(record)
+    assert example.SerializeToString(deterministic=True) == record  # canonical bytes, as TFX hashes them
+    out = {}
+    for key, feature in example.features.feature.items():
+        kind = feature.WhichOneof("kind")
+        out[key] = list(getattr(feature, kind).value)
+    return out
+
+
+def _run(args: list[str]) -> int:
+    return cli.main(["import-examples", *args])
+
+
+def test_penguin_csv_with_schema_is_split_like_example_gen(tmp_path, capsys):
+    out = tmp_path / "examples"
+    assert _run(["--input", str(PENGUIN / "penguins.csv"), "--schema", str(PENGUIN / "schema.pbtxt"),
+                 "--output", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert sorted(p.name for p in out.iterdir()) == ["Split-eval", "Split-train", "schema.pbtxt"]
+    assert [p.name for p in (out / "Split-train").iterdir()] == ["data_tfrecord-00000-of-00001.gz"]
+    assert (out / "schema.pbtxt").read_text() != "" and "bill_length_mm" in (out / "schema.pbtxt").read_text()
+    train, evals = _records(out / "Split-train"), _records(out / "Split-eval")
+    assert summary["num_examples"] == {"train": len(train), "eval": len(evals)} and len(train) + len(evals) == 333
+    assert summary["feature_count"] == 8 and summary["schema"] == "given"
+    for records, expected in ((train, 0), (evals, 1)):  # buckets train:2, eval:1 -> cumulative [2, 3]
+        for record in records:
+            bucket = int(hashlib.sha256(record).hexdigest(), 16) % 3
+            assert (0 if bucket < 2 else 1) == expected
+    rows = list(csv.DictReader((PENGUIN / "penguins.csv").open()))
+    examples = [_example(r) for r in train + evals]
+    first = next(e for e in examples if e["body_mass_g"] == [float(rows[0]["body_mass_g"])]
+                 and e["bill_length_mm"][0] == pytest.approx(float(rows[0]["bill_length_mm"])))
+    assert first["species"] == [int(rows[0]["species"])] and first["island"] == [rows[0]["island"].encode()]
+    assert first["year"] == [int(rows[0]["year"])]  # INT from the schema
+    assert isinstance(first["flipper_length_mm"][0], float)  # "181" is a FLOAT: the schema says so
+
+    again = tmp_path / "again"  # stable: the same input gives the same files
+    assert _run(["--input", str(PENGUIN / "penguins.csv"), "--schema", str(PENGUIN / "schema.pbtxt"),
+                 "--output", str(again)]) == 0
+    assert _records(again / "Split-eval") == evals
+
+
+def test_types_inferred_and_empty_cells_left_out(tmp_path, capsys):
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.csv").write_text("id,score,name,note\n1,0.5,ann,x\n2,,bob,\n3,7,,NA\n")
+    (src / "b.csv").write_text("name,id,score,note\n\"c, d\",-4,1e3,\n")  # other column order, quoted comma
+    out = tmp_path / "out"
+    assert _run(["--input", str(src / "*.csv"), "--splits", "only:1", "--output", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["num_examples"] == {"only": 4} and summary["schema"] == "inferred"
+    from generic_trainer.data import load_schema
+
+    schema = {f.name: f for f in load_schema(str(out / "schema.pbtxt")).feature}
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    assert {n: schema_pb2.FeatureType.Name(f.type) for n, f in schema.items()} == {
+        "id": "INT", "score": "FLOAT", "name": "BYTES", "note": "BYTES"}
+    assert schema["id"].presence.min_fraction == 1.0 and [d.size for d in schema["id"].shape.dim] == [1]
+    assert schema["score"].presence.min_fraction == 0.75 and not schema["score"].shape.dim
+    examples = {e["id"][0]: e for e in map(_example, _records(out / "Split-only"))}
+    assert examples[2] == {"id": [2], "name": [b"bob"]}  # empty score and note: no feature at all
+    assert examples[3] == {"id": [3], "score": [7.0], "note": [b"NA"]}  # NA is a value, not a missing cell
+    assert examples[-4] == {"id": [-4], "score": [1000.0], "name": [b"c, d"]}
+
+
+def test_input_splits_and_parquet(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"x": [1, 2, 3], "y": ["a", None, "c"], "z": [0.5, 1.5, None]}), tmp_path / "t.parquet")
+    pq.write_table(pa.table({"x": [9], "y": ["e"], "z": [2.5]}), tmp_path / "e.parquet")
+    out = tmp_path / "out"
+    assert _run(["--format", "parquet", "--input-splits", f"train={tmp_path}/t.parquet,eval={tmp_path}/e.parquet",
+                 "--output", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["num_examples"] == {"train": 3, "eval": 1}
+    train = sorted((_example(r) for r in _records(out / "Split-train")), key=lambda e: e["x"])
+    assert train == [{"x": [1], "y": [b"a"], "z": [0.5]}, {"x": [2], "z": [1.5]}, {"x": [3], "y": [b"c"]}]
+    assert [_example(r) for r in _records(out / "Split-eval")] == [{"x": [9], "y": [b"e"], "z": [2.5]}]
+
+
+def test_beam_args_reach_the_pipeline_options(tmp_path, capsys):
+    from apache_beam.options.pipeline_options import DirectOptions, GoogleCloudOptions, StandardOptions
+
+    values = {"input": str(PENGUIN / "penguins.csv"), "output": str(tmp_path / "o"),
+              "beam_pipeline_args": ["--runner=DataflowRunner --project=my-proj", "--region=europe-west4",
+                                     "--temp_location=gs://bucket/tmp"]}
+    request = build_import_examples_request(values, environ={})
+    options = beam_run.pipeline_options(request.beam_args)
+    assert options.view_as(StandardOptions).runner == "DataflowRunner"
+    gcp = options.view_as(GoogleCloudOptions)
+    assert (gcp.project, gcp.region, gcp.temp_location) == ("my-proj", "europe-west4", "gs://bucket/tmp")
+    assert "direct_num_workers" not in " ".join(beam_run.pipeline_args(request.beam_args))  # not for Dataflow
+    # A gs:// input stays a URI for a remote runner (its workers read it), and is the /gcs path locally.
+    remote = build_import_examples_request({**values, "input": "gs://b/data/*.csv"}, environ={})
+    assert remote.input_pattern == "gs://b/data/*.csv"
+    local = build_import_examples_request({**values, "input": "gs://b/data/*.csv", "beam_pipeline_args": ""},
+                                          environ={}, kfp=None)
+    assert local.input_pattern == "/gcs/b/data/*.csv"
+    # DirectRunner defaults: in this process for small input, a worker per core for large; given values win.
+    small = beam_run.pipeline_options([], input_bytes=1000).view_as(DirectOptions)
+    assert (small.direct_running_mode, small.direct_num_workers) == ("in_memory", 1)
+    large = beam_run.pipeline_options([], input_bytes=1 << 30).view_as(DirectOptions)
+    assert large.direct_num_workers == beam_run.cpu_count()
+    given = beam_run.pipeline_options(["--direct_running_mode=multi_threading", "--direct_num_workers=3"],
+                                      input_bytes=1 << 30).view_as(DirectOptions)
+    assert (given.direct_running_mode, given.direct_num_workers) == ("multi_threading", 3)
+    # Through the CLI, into the pipeline that runs.
+    out = tmp_path / "run"
+    assert _run(["--input", str(PENGUIN / "penguins.csv"), "--output", str(out),
+                 "--beam-pipeline-args=--direct_running_mode=multi_threading --direct_num_workers=2"]) == 0
+    assert "runner=DirectRunner direct_num_workers=2 direct_running_mode=multi_threading" in capsys.readouterr().err
+    assert len(_records(out / "Split-train")) + len(_records(out / "Split-eval")) == 333
+
+
+def _error(capsys) -> str:
+    """The one error line the CLI logged (`<verb> failed: <message>`)."""
+    lines = [line for line in capsys.readouterr().err.splitlines() if " failed: " in line]
+    assert len(lines) == 1, lines
+    return lines[0].split(" failed: ", 1)[1]
+
+
+def _no_leftovers(tmp_path: Path, name: str) -> None:
+    assert not (tmp_path / name).exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(f".{name}.staging")]
+
+
+def test_columns_not_matching_the_schema(tmp_path, capsys):
+    (tmp_path / "p.csv").write_text("species,island,extra\n1,Dream,3\n")
+    assert _run(["--input", str(tmp_path / "p.csv"), "--schema", str(PENGUIN / "schema.pbtxt"),
+                 "--output", str(tmp_path / "out")]) == 2
+    message = _error(capsys)
+    assert "p.csv: the columns do not match the schema" in message
+    assert "missing bill_depth_mm, bill_length_mm" in message and "not in the schema: extra" in message
+    _no_leftovers(tmp_path, "out")
+
+
+def test_cell_not_of_its_type_names_file_line_and_column(tmp_path, capsys):
+    lines = ["species,island,sex,bill_length_mm,bill_depth_mm,flipper_length_mm,body_mass_g,year"]
+    lines += ["0,Dream,male,39.1,18.7,181,3750,2007"] * 5000 + ["0,Dream,male,39.1,18.7,181,heavy,2007"]
+    (tmp_path / "p.csv").write_text("\n".join(lines) + "\n")
+    assert _run(["--input", str(tmp_path / "p.csv"), "--schema", str(PENGUIN / "schema.pbtxt"),
+                 "--output", str(tmp_path / "out")]) == 2
+    message = _error(capsys)
+    assert f"{tmp_path / 'p.csv'} line 5002 column 'body_mass_g': 'heavy' is not a FLOAT" in message
+    assert "\n" not in message
+    _no_leftovers(tmp_path, "out")
+    # Inferred types cannot be broken, but a row with too few cells can.
+    (tmp_path / "q.csv").write_text("a,b\n1,2\n3\n")
+    assert _run(["--input", str(tmp_path / "q.csv"), "--output", str(tmp_path / "out")]) == 2
+    assert "q.csv line 3: 1 cells, but the header has 2 columns" in _error(capsys)
+    _no_leftovers(tmp_path, "out")
+
+
+def test_existing_output_and_missing_input_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("keep me")
+    assert _run(["--input", str(PENGUIN / "penguins.csv"), "--output", str(out)]) == 2
+    assert "already exists and is not empty" in _error(capsys)
+    assert [p.name for p in out.iterdir()] == ["old.txt"]
+    assert _run(["--input", str(tmp_path / "nothing*.csv"), "--output", str(tmp_path / "new")]) == 2
+    assert "--input: no files match" in _error(capsys)
+    assert _run(["--input", "x.csv", "--input-splits", "a=y.csv", "--output", str(tmp_path / "new")]) == 2
+    assert "give either --input PATTERN" in _error(capsys)
+    assert _run(["--input", "x.csv", "--splits", "train:0", "--output", str(tmp_path / "new")]) == 2
+    assert "--splits: expected name:buckets" in _error(capsys)
+    _no_leftovers(tmp_path, "new")
