@@ -169,7 +169,10 @@ def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str) -> 
     model_info: dict[str, Any] = {}
     try:
         result = controller.run()
-        if request.mode in TRAIN_MODES:
+        already = _already_finished(request, experiment, result, cluster, final_serving)
+        if already:
+            model_info = outputs.validate_serving_model(final_serving, what=task_cls.__name__)
+        elif request.mode in TRAIN_MODES:
             controller.export_serving(staging)
             if cluster.is_chief:
                 model_info = outputs.validate_serving_model(staging, what=task_cls.__name__)
@@ -201,6 +204,29 @@ def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str) -> 
 
         report.write_train_report(request, train_result)
     return train_result
+
+
+def _already_finished(request: TrainRequest, experiment, result, cluster, final_serving: str) -> bool:
+    """Whether the checkpoint was already at trainer.train_steps when the run started (nothing was trained).
+
+    Says so in the log either way. Returns True (skip the export) only when the serving model of that
+    finished checkpoint is already published in the model dir, e.g. a retry of a task that ended after
+    publishing; otherwise the finished checkpoint is exported, and the log says that too.
+    """
+    target = experiment.trainer.train_steps
+    if request.mode not in TRAIN_MODES or result.restored_from is None or result.initial_step < target:
+        return False
+    published = os.path.isfile(os.path.join(final_serving, "saved_model.pb"))
+    where = (f"{request.checkpoint_dir} already holds a finished run: checkpoint {result.restored_from} is at step "
+             f"{result.initial_step} >= trainer.train_steps={target}, so nothing was trained (an earlier attempt "
+             f"of this task, or an earlier run given the same checkpoint dir, finished it)")
+    if published and not cluster.is_multi_worker:  # several workers export collectively: they all export again
+        log.warning("%s; its serving model is already published at %s: exporting nothing. Give a new checkpoint "
+                    "dir (or a new run) to train again.", where, final_serving)
+        return True
+    log.warning("%s; exporting the serving model from that checkpoint to %s. Give a new checkpoint dir (or a new "
+                "run) to train again.", where, final_serving)
+    return False
 
 
 def _devices(strategy) -> tuple[str, ...]:
