@@ -29,18 +29,28 @@ def resolve_image(image: str | None = None) -> str:
     return image or os.environ.get(IMAGE_ENV) or DEFAULT_IMAGE
 
 
-def _container(image: str, verb: str) -> Any:
+def _container(image: str, verb: str, run_identity: bool = False) -> Any:
     from kfp import dsl
 
-    return dsl.ContainerSpec(
-        image=image,
-        command=[ENTRYPOINT],
-        args=[
-            verb,
-            "--executor-input", dsl.PIPELINE_TASK_EXECUTOR_INPUT_PLACEHOLDER,
-            "--executor-output-file", dsl.PIPELINE_TASK_EXECUTOR_OUTPUT_PATH_PLACEHOLDER,
-        ],
-    )
+    args = [
+        verb,
+        "--executor-input", dsl.PIPELINE_TASK_EXECUTOR_INPUT_PLACEHOLDER,
+        "--executor-output-file", dsl.PIPELINE_TASK_EXECUTOR_OUTPUT_PATH_PLACEHOLDER,
+    ]
+    if run_identity:
+        args += run_identity_args()
+    return dsl.ContainerSpec(image=image, command=[ENTRYPOINT], args=args)
+
+
+def run_identity_args() -> list[str]:
+    """`--run-id`/`--task-name` filled by KFP (and kfp.local): checkpoints go to <checkpoint dir>/<run>/<task>.
+
+    The pipeline run's uuid and the task's name are the same for every retry of a task and differ
+    between runs, so a retried pod resumes its own checkpoint and a new run never continues an old one.
+    """
+    from kfp import dsl
+
+    return ["--run-id", dsl.PIPELINE_JOB_ID_PLACEHOLDER, "--task-name", dsl.PIPELINE_TASK_NAME_PLACEHOLDER]
 
 
 def trainer_component(image: str | None = None) -> Any:
@@ -75,6 +85,13 @@ def trainer_component(image: str | None = None) -> Any:
         experiment: str = "",
         config: str = "",
         mode: str = "",
+        config_file: Optional[list] = None,  # noqa: UP045
+        params_override: str = "",
+        checkpoint_dir: str = "",
+        cluster_timeout: Optional[float] = None,  # noqa: UP045
+        mixed_precision: str = "",
+        jit_compile: Optional[bool] = None,  # noqa: UP045
+        steps_per_execution: Optional[int] = None,  # noqa: UP045
     ):
         """Trains a TensorFlow/Keras model with the run_fn of a TFX-style module file (TFX Trainer compatible).
 
@@ -102,8 +119,21 @@ def trainer_component(image: str | None = None) -> Any:
             experiment: A registered experiment name for the task (its default config).
             config: YAML or JSON overrides of the task's experiment config, e.g. "trainer: {train_steps: 500}".
             mode: The task loop's mode: train, eval, train_and_eval (default) or continuous_eval.
+            config_file: YAML/JSON files (paths or gs:// URIs) of experiment overrides for the task, applied in
+                order before config.
+            params_override: Last overrides of the task's experiment config, e.g.
+                "trainer.train_steps=500,task.train_data.global_batch_size=64".
+            checkpoint_dir: Base dir of the checkpoints (a gs:// URI on Vertex); the run's are under
+                <checkpoint_dir>/<pipeline run uuid>/<task name>, so a retried task resumes its own and two runs
+                never share one. Empty: $AIP_CHECKPOINT_DIR the same way, else inside the model_run artifact.
+            cluster_timeout: Multi-worker: seconds to wait for every replica to connect before failing (default 900).
+            mixed_precision: Keras global dtype policy while run_fn runs: mixed_float16 or mixed_bfloat16 (empty:
+                the module's own).
+            jit_compile: Compile train/eval steps with XLA (model.compile(jit_compile=...)); unset: Keras' default.
+            steps_per_execution: Batches per tf.function call (model.compile(steps_per_execution=N)); unset: the
+                module's own.
         """
-        return _container(image, "train")
+        return _container(image, "train", run_identity=True)
 
     return generic_trainer
 
@@ -136,6 +166,8 @@ def tuner_component(image: str | None = None) -> Any:
         max_trials: Optional[int] = None,  # noqa: UP045
         module_sha256: str = "",
         worker_timeout: float = 600.0,
+        strategy: str = "auto",
+        checkpoint_dir: str = "",
     ):
         """Searches hyperparameters with the tuner_fn of a TFX-style module file (TFX Tuner compatible).
 
@@ -157,8 +189,12 @@ def tuner_component(image: str | None = None) -> Any:
             max_trials: Override the tuner's max_trials.
             module_sha256: Refuse to run a module file whose sha256 differs (empty: no check).
             worker_timeout: Distributed tuning: seconds the chief waits for a silent worker before failing.
+            strategy: tf.distribute strategy of each trial: auto, default, one_device or mirrored.
+            checkpoint_dir: Base dir of the search state (keras-tuner's trials); the run's are under
+                <checkpoint_dir>/<pipeline run uuid>/<task name>, so a retried task resumes its own search and two
+                runs never share one. Empty: $AIP_CHECKPOINT_DIR the same way, else beside best_hyperparameters.
         """
-        return _container(image, "tune")
+        return _container(image, "tune", run_identity=True)
 
     return generic_tuner
 

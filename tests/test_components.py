@@ -17,6 +17,8 @@ from components import build, specs
 TRAINER_YAML = REPO / "components" / "trainer" / "component.yaml"
 TUNER_YAML = REPO / "components" / "tuner" / "component.yaml"
 EXPECTED_ARGS = ["--executor-input", "{{$}}", "--executor-output-file", "{{$.outputs.output_file}}"]
+# train and tune also get the run's identity from KFP, for their checkpoint dir (<base>/<run uuid>/<task name>).
+RUN_IDENTITY = ["--run-id", "{{$.pipeline_job_uuid}}", "--task-name", "{{$.pipeline_task_name}}"]
 
 
 def _container(path) -> dict:
@@ -47,10 +49,10 @@ def test_check_mode_fails_on_a_stale_yaml(tmp_path):
 def test_trainer_container_runs_the_train_verb_with_the_executor_input():
     container = _container(TRAINER_YAML)
     assert container["command"] == ["generic-trainer"]
-    assert container["args"] == ["train", *EXPECTED_ARGS]
+    assert container["args"] == ["train", *EXPECTED_ARGS, *RUN_IDENTITY]
     assert container["image"] == specs.DEFAULT_IMAGE
     tuner = _container(TUNER_YAML)
-    assert tuner["command"] == ["generic-trainer"] and tuner["args"] == ["tune", *EXPECTED_ARGS]
+    assert tuner["command"] == ["generic-trainer"] and tuner["args"] == ["tune", *EXPECTED_ARGS, *RUN_IDENTITY]
     assert tuner["image"] == specs.DEFAULT_IMAGE
 
 
@@ -72,7 +74,9 @@ def test_trainer_interface():
     assert {n: p["parameterType"] for n, p in params.items()} == {
         "module_file": "STRING", "run_fn": "STRING", "train_args": "STRUCT", "eval_args": "STRUCT",
         "custom_config": "STRUCT", "strategy": "STRING", "keras": "STRING", "module_sha256": "STRING",
-        "task": "STRING", "experiment": "STRING", "config": "STRING", "mode": "STRING"}
+        "task": "STRING", "experiment": "STRING", "config": "STRING", "mode": "STRING", "config_file": "LIST",
+        "params_override": "STRING", "checkpoint_dir": "STRING", "cluster_timeout": "NUMBER_DOUBLE",
+        "mixed_precision": "STRING", "jit_compile": "BOOLEAN", "steps_per_execution": "NUMBER_INTEGER"}
     # Either module_file (run_fn) or task (the Task API) is given: neither is required by itself.
     assert [n for n, p in params.items() if not p.get("isOptional")] == []
     assert params["run_fn"]["defaultValue"] == "run_fn" and params["strategy"]["defaultValue"] == "auto"
@@ -92,7 +96,7 @@ def test_tuner_interface():
     assert {n: p["parameterType"] for n, p in params.items()} == {
         "module_file": "STRING", "tuner_fn": "STRING", "train_args": "STRUCT", "eval_args": "STRUCT",
         "custom_config": "STRUCT", "max_trials": "NUMBER_INTEGER", "module_sha256": "STRING",
-        "worker_timeout": "NUMBER_DOUBLE"}
+        "worker_timeout": "NUMBER_DOUBLE", "strategy": "STRING", "checkpoint_dir": "STRING"}
     assert params["tuner_fn"]["defaultValue"] == "tuner_fn"
     outputs = {n: a["artifactType"]["schemaTitle"] for n, a in iface["outputDefinitions"]["artifacts"].items()}
     assert outputs == {"best_hyperparameters": "system.Artifact", "tuner_results": "system.Artifact",
@@ -120,6 +124,45 @@ def test_cli_accepts_every_component_parameter(verb, path):
     params = set(_interface(path)["inputDefinitions"]["parameters"]) - {"train_args", "eval_args"}
     assert params <= dests, params - dests
     assert {"executor_input", "executor_output_file"} <= dests
+
+
+# CLI flags a component deliberately does not offer as an input, and why.
+CLI_ONLY = {
+    "executor_input": "the KFP contract itself: the component passes {{$}}",
+    "executor_output_file": "the KFP contract itself: the component passes {{$.outputs.output_file}}",
+    "run_id": "filled by KFP's {{$.pipeline_job_uuid}} in the component's args, not by the user",
+    "task_name": "filled by KFP's {{$.pipeline_task_name}} in the component's args, not by the user",
+    "gcs_root": "where gs:// is mounted is the platform's (/gcs on Vertex); tests and local runs set it",
+    "log_level": "KFP and Vertex log viewers filter by level themselves; INFO is what a run should show",
+}
+CLI_ONLY_BY_VERB = {
+    "tune": {"keras": "keras-tuner searches Keras 3 models only: the flag has one valid value, keras3"},
+}
+# Component inputs that carry several flags, or outputs that give a flag its value.
+GROUPED = {"train_args": {"train_steps", "train_splits"}, "eval_args": {"eval_steps", "eval_splits"}}
+OUTPUT_FLAGS = {"model": "model_dir", "model_run": "model_run_dir", "report": "report_file",
+                "metrics": "metrics_file",  # the metrics artifact's metadata holds what --metrics-file would
+                "best_hyperparameters": "best_hyperparameters_dir", "tuner_results": "tuner_results_file"}
+
+
+@pytest.mark.parametrize("verb, path", [("train", TRAINER_YAML), ("tune", TUNER_YAML)])
+def test_component_inputs_match_the_cli_flags(verb, path):
+    """Every flag of the verb is a component input (or output), unless listed above with its reason."""
+    from generic_trainer import cli, kfp_io
+
+    sub = cli.build_parser()._subparsers._group_actions[0].choices[verb]
+    flags = {a.dest for a in sub._actions if a.dest != "help"}
+    iface = _interface(path)
+    covered = set()
+    for name in iface["inputDefinitions"]["parameters"]:
+        covered |= GROUPED.get(name, {name})
+    covered |= {kfp_io.INPUT_ARTIFACTS[name] for name in iface["inputDefinitions"]["artifacts"]}
+    covered |= {OUTPUT_FLAGS[name] for name in iface["outputDefinitions"]["artifacts"]}
+    allowed = set(CLI_ONLY) | set(CLI_ONLY_BY_VERB.get(verb, {}))
+    assert flags - covered - allowed == set(), "flags the component lacks"
+    assert covered - flags == set(), "component inputs the CLI lacks"
+    assert allowed <= flags, "allow-list names a flag that no longer exists"
+    assert not allowed & covered, "allow-listed flag is a component input after all"
 
 
 def test_image_override_by_flag_and_environment(tmp_path, monkeypatch):

@@ -72,7 +72,13 @@ def _add_inputs(p: argparse.ArgumentParser, fn_flag: str, fn_default: str) -> No
 def _add_run_outputs(o, checkpoint_default: str, metrics: str) -> None:
     """Output flags train and tune share."""
     o.add_argument("--checkpoint-dir", metavar="DIR",
-                   help=f"checkpoints, stable across restarts (default $AIP_CHECKPOINT_DIR, else {checkpoint_default})")
+                   help="checkpoints, stable across restarts (default $AIP_CHECKPOINT_DIR, else "
+                        f"{checkpoint_default}); with --run-id, under DIR/<run id>/<task name>")
+    o.add_argument("--run-id", metavar="ID",
+                   help="the pipeline run this is a task of (the components pass KFP's run uuid): the checkpoint dir "
+                        "(given or $AIP_CHECKPOINT_DIR) gets <run id>/<task name> appended, so retries of the task "
+                        "resume it and other runs never do")
+    o.add_argument("--task-name", metavar="NAME", help="the pipeline task's name (with --run-id; KFP fills it)")
     o.add_argument("--metrics-file", metavar="FILE", help=f"write {metrics} here as flat JSON")
     o.add_argument("--report-file", metavar="FILE", help="write an HTML report of the run here")
 

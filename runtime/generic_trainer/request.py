@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from generic_trainer.errors import UserInputError
 KERAS_CHOICES = ("keras3", "tf_keras")
 GCS_ROOT_ENV = "GENERIC_TRAINER_GCS_ROOT"
 # custom_config keys whose values are never logged; also any key listed in custom_config["secret_keys"].
+log = logging.getLogger(__name__)
 SECRET_KEY_PATTERN = re.compile(r"(secret|password|passwd|token|credential|api_?key|private_?key)", re.I)
 
 
@@ -259,6 +261,48 @@ def _out_dir(value: str | None, env: str, environ: Mapping[str, str], gcs_root: 
     return os.path.normpath(storage.local_path(value, gcs_root)) if value else None
 
 
+_RUN_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def _run_namespace(values: Mapping[str, Any]) -> str | None:
+    """`<run id>/<task name>` from --run-id / --task-name (KFP's placeholders), or None when not in a pipeline run.
+
+    A value still reading `{{$...}}` is a placeholder the runner did not fill: treated as absent.
+    """
+    parts = []
+    for key, flag in (("run_id", "--run-id"), ("task_name", "--task-name")):
+        value = str(values.get(key) or "").strip()
+        if not value or value.startswith("{{"):
+            if value:
+                log.warning("%s %s was not filled in by the pipeline runner; checkpoints are not namespaced by it",
+                            flag, value)
+            if key == "run_id":
+                return None
+            continue
+        if not _RUN_PART.fullmatch(value):
+            raise UserInputError(flag, f"expected a name of letters, digits, '.', '_' or '-', got {value!r}")
+        parts.append(value)
+    return "/".join(parts)
+
+
+def _checkpoint_dir(values: Mapping[str, Any], environ: Mapping[str, str], gcs_root: str, default: str) -> str:
+    """Where checkpoints go: --checkpoint-dir, else $AIP_CHECKPOINT_DIR, else `default` (inside this task's outputs).
+
+    In a pipeline run (--run-id) the first two are base dirs shared by every run, so the run's own dir is
+    `<base>/<run id>/<task name>`: a retried task finds its checkpoints again, a new run starts fresh.
+    """
+    base = values.get("checkpoint_dir") or environ.get("AIP_CHECKPOINT_DIR")
+    if not base:
+        return default
+    path = os.path.normpath(storage.local_path(base, gcs_root))
+    namespace = _run_namespace(values)
+    if namespace:
+        path = os.path.join(path, namespace)
+        log.info("checkpoint dir %s: run %s's own under %s", path, namespace,
+                 "--checkpoint-dir" if values.get("checkpoint_dir") else "AIP_CHECKPOINT_DIR")
+    return path
+
+
 def _examples(values: Mapping[str, Any], gcs_root: str) -> str:
     examples = values.get("examples")
     if not examples:
@@ -389,8 +433,8 @@ def build_train_request(
     model_run_copy_dir = None
     if tensorboard_dir and tensorboard_dir != model_run_dir:
         model_run_dir, model_run_copy_dir = tensorboard_dir, model_run_dir
-    checkpoint_dir = out_dir("--checkpoint-dir", values.get("checkpoint_dir"), "AIP_CHECKPOINT_DIR") or os.path.join(
-        model_run_copy_dir or model_run_dir, "checkpoints")
+    checkpoint_dir = _checkpoint_dir(values, environ, gcs_root, os.path.join(model_run_copy_dir or model_run_dir,
+                                                                               "checkpoints"))
     keras = _keras(values, environ)
     sha = _module_sha256(values)
     hp_path = _existing("--hyperparameters", values.get("hyperparameters"), gcs_root)
@@ -487,8 +531,7 @@ def build_tune_request(
     if not results_file and values.get("tuner_results_dir"):
         results_file = os.path.join(values["tuner_results_dir"], TUNER_RESULTS_FILE)
     # Stable across restarts of the same job (same outputs): a re-run finds the search state again.
-    checkpoint_dir = _out_dir(values.get("checkpoint_dir"), "AIP_CHECKPOINT_DIR", environ, gcs_root) or (
-        best_dir + ".checkpoints")
+    checkpoint_dir = _checkpoint_dir(values, environ, gcs_root, best_dir + ".checkpoints")
     keras = _keras(values, environ)
     if keras != "keras3":
         raise UserInputError("--keras" if values.get("keras") else "TF_USE_LEGACY_KERAS",

@@ -177,7 +177,9 @@ def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, bef
     trains = request.mode in TRAIN_MODES
     try:
         result = controller.run()
-        if trains:
+        already = _already_finished(request, experiment, result, cluster, final_serving)
+        exports = trains and not already
+        if exports:
             controller.export_serving(serving)
         train_result = TrainResult(
             is_chief=cluster.is_chief, model_dir=request.model_dir, serving_model_dir=final_serving if trains else "",
@@ -185,12 +187,13 @@ def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, bef
             num_replicas=strategy.num_replicas_in_sync, train_steps=result.global_step, devices=_devices(strategy))
         if cluster.is_chief:
             if trains:
-                train_result.model_info = outputs.validate_serving_model(serving, what=task_cls.__name__)
+                train_result.model_info = outputs.validate_serving_model(serving if exports else final_serving,
+                                                                         what=task_cls.__name__)
             # Everything else first, the model last: a failure before it publishes nothing.
             _write_run_outputs(request, train_result)
             if before_publish is not None:
                 before_publish(train_result)
-            if trains:
+            if exports:
                 outputs.publish(serving, final_serving)
                 log.info("serving model: %s (signatures %s)", final_serving,
                          ", ".join(train_result.model_info["signatures"]))
@@ -232,6 +235,29 @@ def _use_gpus(requested: int, visible: int) -> int:
     tf.config.set_visible_devices(tf.config.list_physical_devices("GPU")[:requested], "GPU")
     log.info("runtime.num_gpus=%d: using %d of the %d visible GPUs", requested, requested, visible)
     return requested
+
+
+def _already_finished(request: TrainRequest, experiment, result, cluster, final_serving: str) -> bool:
+    """Whether the checkpoint was already at trainer.train_steps when the run started (nothing was trained).
+
+    Says so in the log either way. Returns True (skip the export) only when the serving model of that
+    finished checkpoint is already published in the model dir, e.g. a retry of a task that ended after
+    publishing; otherwise the finished checkpoint is exported, and the log says that too.
+    """
+    target = experiment.trainer.train_steps
+    if request.mode not in TRAIN_MODES or result.restored_from is None or result.initial_step < target:
+        return False
+    published = os.path.isfile(os.path.join(final_serving, "saved_model.pb"))
+    where = (f"{request.checkpoint_dir} already holds a finished run: checkpoint {result.restored_from} is at step "
+             f"{result.initial_step} >= trainer.train_steps={target}, so nothing was trained (an earlier attempt "
+             f"of this task, or an earlier run given the same checkpoint dir, finished it)")
+    if published and not cluster.is_multi_worker:  # several workers export collectively: they all export again
+        log.warning("%s; its serving model is already published at %s: exporting nothing. Give a new checkpoint "
+                    "dir (or a new run) to train again.", where, final_serving)
+        return True
+    log.warning("%s; exporting the serving model from that checkpoint to %s. Give a new checkpoint dir (or a new "
+                "run) to train again.", where, final_serving)
+    return False
 
 
 def _devices(strategy) -> tuple[str, ...]:
