@@ -213,7 +213,7 @@ def test_the_example_tfjob_manifest_runs_the_same_valid_train_command_on_every_r
 
     args = containers[0]["args"]
     parsed = cli.build_parser().parse_args(args)  # the image's entrypoint is `generic-trainer`
-    assert parsed.verb == "train" and parsed.cluster_timeout > 0
+    assert parsed.verb == "train" and float(parsed.cluster_timeout) > 0  # validated when the request is built
     # every gs:// and /gcs path lies in the bucket each pod mounts at /gcs/<bucket>
     for pod in pods:
         volume = pod["spec"]["volumes"][0]
