@@ -552,3 +552,12 @@ def test_gcs_download_works_within_the_deadline(gcs_emulator, monkeypatch, tmp_p
     with pytest.raises(FileNotFoundError):
         storage.download_gcs(f"gs://{bucket}/mods/absent.py", str(tmp_path / "dl2"))
     assert os.listdir(tmp_path / "dl2") == []
+
+
+def test_task_params_override_secrets_are_not_logged(layout, capsys):
+    code, err = _main(["train", "--task", str(layout / "missing_task.py") + ":Missing", "--model-dir",
+                       str(layout / "out"), "--examples", str(PENGUIN / "data"), "--params-override",
+                       "task.custom_config.api_key=OVR-S3CRET,task.custom_config.creds=[{password: OVR-2}]"], capsys)
+    assert code == 2, err[-2000:]
+    assert "task request:" in err and "***" in err
+    assert "OVR-S3CRET" not in err and "OVR-2" not in err
