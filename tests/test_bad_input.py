@@ -561,3 +561,26 @@ def test_task_params_override_secrets_are_not_logged(layout, capsys):
     assert code == 2, err[-2000:]
     assert "task request:" in err and "***" in err
     assert "OVR-S3CRET" not in err and "OVR-2" not in err
+
+
+OWN_WRONG_SPEC = '''
+import tensorflow as tf
+
+def run_fn(fn_args):
+    spec = {"x1": tf.io.FixedLenFeature([1], tf.int64)}  # the data (and the schema) say float
+    files = tf.io.gfile.glob(fn_args.train_files[0])
+    for batch in tf.data.TFRecordDataset(files, "GZIP").batch(4).map(lambda s: tf.io.parse_example(s, spec)):
+        pass
+'''
+
+
+@pytest.mark.slow
+def test_module_parsing_good_data_wrongly_is_a_user_code_error(tmp_path):
+    """Good data parsed with the module's own wrong spec: exit 3 (its code), not bad data."""
+    root = _regression_data(tmp_path)
+    module = tmp_path / "own_spec.py"
+    module.write_text(OWN_WRONG_SPEC)
+    proc = run_cli(["train", "--examples", root / "examples", "--schema", root / "schema", "--module-file", module,
+                    "--train-splits", "training", "--eval-splits", "validation", "--model-dir", tmp_path / "model"])
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "run_fn raised InvalidArgumentError" in proc.stderr and "bad data" not in proc.stderr
