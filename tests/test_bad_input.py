@@ -584,3 +584,14 @@ def test_module_parsing_good_data_wrongly_is_a_user_code_error(tmp_path):
                     "--train-splits", "training", "--eval-splits", "validation", "--model-dir", tmp_path / "model"])
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "run_fn raised InvalidArgumentError" in proc.stderr and "bad data" not in proc.stderr
+
+
+def test_vertex_job_log_masks_custom_config_secrets():
+    from generic_trainer import vertex
+
+    args = ["train", "--custom-config", json.dumps({"creds": [{"api_key": "V-S3CRET"}], "n": 1}),
+            '--custom-config={"secret_keys": "k", "k": "V-2"}', "--custom-config", "{not json V-3",
+            "--train-steps", "5"]
+    logged = " ".join(vertex.loggable_args(args))
+    assert "V-S3CRET" not in logged and "V-2" not in logged and "V-3" not in logged
+    assert '"n": 1' in logged and "--train-steps 5" in logged
