@@ -597,3 +597,18 @@ def test_vertex_job_log_masks_custom_config_secrets():
     logged = " ".join(vertex.loggable_args(args))
     assert "V-S3CRET" not in logged and "V-2" not in logged and "V-3" not in logged
     assert '"n": 1' in logged and "--train-steps 5" in logged
+
+
+@pytest.mark.slow
+def test_tune_decodes_the_first_records_before_tuner_fn(tmp_path, capsys):
+    root = _regression_data(tmp_path)
+    (root / "examples" / "Split-training" / "data_tfrecord-00000-of-00001.gz").unlink()
+    _bad_data_case(root, "missing_feature")
+    module = tmp_path / "tuning.py"
+    module.write_text("def tuner_fn(fn_args):\n    raise RuntimeError('tuner_fn must not run on bad data')\n")
+    code, err = _main(["tune", "--examples", str(root / "examples"), "--schema", str(root / "schema"),
+                       "--module-file", str(module), "--train-splits", "training", "--eval-splits", "validation",
+                       "--best-hyperparameters-dir", str(tmp_path / "best")], capsys)
+    assert code == 2, err[-3000:]
+    assert "record 3: feature 'x2' (float) is required by the schema but missing" in err
+    assert "tuner_fn must not run" not in err and not (tmp_path / "best").exists()
