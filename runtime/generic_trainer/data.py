@@ -631,13 +631,43 @@ def _describe_decode_error(message: str) -> str | None:
     return None
 
 
-def _bad_record(file_patterns: Sequence[str], spec: dict[str, Any] | None, records: Any) -> str | None:
-    """The first record `records(pattern)` yields that does not decode, described, or None."""
-    for pattern in file_patterns:
-        for path, index, record in records(pattern):
+def _bad_record(file_patterns: Sequence[str], spec: dict[str, Any] | None, records: Any,
+                batch: int = 512) -> str | None:
+    """The first record `records(pattern)` yields that does not decode, described, or None.
+
+    Records are decoded a batch at a time; only a batch that fails is decoded record by record.
+    """
+    def first_problem(pattern: str, chunk: list[tuple[str, int, bytes]]) -> str | None:
+        if spec is not None and _decode_problem_batch([r for _, _, r in chunk], spec) is None:
+            return None
+        for path, index, record in chunk:
             problem = _decode_problem(record, spec)
             if problem:
                 return f"split {split_name(pattern)!r}, {path}, record {index}: {problem}"
+        return None
+
+    for pattern in file_patterns:
+        chunk: list[tuple[str, int, bytes]] = []
+        for item in records(pattern):
+            chunk.append(item)
+            if len(chunk) == batch:
+                problem = first_problem(pattern, chunk)
+                if problem:
+                    return problem
+                chunk = []
+        problem = first_problem(pattern, chunk) if chunk else None
+        if problem:
+            return problem
+    return None
+
+
+def _decode_problem_batch(records: list[bytes], spec: dict[str, Any]) -> str | None:
+    import tensorflow as tf
+
+    try:
+        tf.io.parse_example(tf.constant(records), spec)
+    except tf.errors.InvalidArgumentError as e:
+        return e.message
     return None
 
 
