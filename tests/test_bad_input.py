@@ -101,7 +101,7 @@ def test_every_numeric_flag_refuses_non_finite_and_out_of_range(verb, flag, layo
         assert flag in err, (flag, bad, err[-800:])
         assert "Traceback" not in err and "OverflowError" not in err
         # the accepted range (or form, for sizes) is stated
-        assert re.search(r"in [\[(]-?\d", err) or "size like" in err, (flag, bad, err[-800:])
+        assert re.search(r">=? -?\d+ and at most \d+", err) or "size like" in err, (flag, bad, err[-800:])
 
 
 @pytest.mark.parametrize("key, value, flag", [
@@ -113,7 +113,8 @@ def test_every_numeric_flag_refuses_non_finite_and_out_of_range(verb, flag, layo
 ])
 def test_executor_input_numbers_are_checked_too(tmp_path, key, value, flag):
     values = {"examples": str(PENGUIN / "data"), "module_file": "m.py", "model_dir": str(tmp_path / "m"), key: value}
-    with pytest.raises(UserInputError, match=re.escape(flag) + r": expected a (whole )?number .*in [\[(]"):
+    expected = re.escape(flag) + r": expected a (whole )?number .*>=? \d+ and at most \d+"
+    with pytest.raises(UserInputError, match=expected):
         build_train_request(values, environ={}, kfp=None)
 
 
@@ -128,7 +129,8 @@ def test_good_numbers_still_pass(tmp_path):
 @pytest.mark.parametrize("value", ["inf", "0", "-3", "nan", "soon"])
 def test_gcs_timeout_environment_variable_is_checked(tmp_path, value):
     values = {"examples": str(PENGUIN / "data"), "module_file": "m.py", "model_dir": str(tmp_path / "m")}
-    with pytest.raises(UserInputError, match=r"GENERIC_TRAINER_GCS_TIMEOUT: expected a number of seconds in \(0, "):
+    expected = r"GENERIC_TRAINER_GCS_TIMEOUT: expected a number of seconds > 0 and at most "
+    with pytest.raises(UserInputError, match=expected):
         build_train_request(values, environ={storage.GCS_TIMEOUT_ENV: value})
 
 
@@ -552,3 +554,61 @@ def test_gcs_download_works_within_the_deadline(gcs_emulator, monkeypatch, tmp_p
     with pytest.raises(FileNotFoundError):
         storage.download_gcs(f"gs://{bucket}/mods/absent.py", str(tmp_path / "dl2"))
     assert os.listdir(tmp_path / "dl2") == []
+
+
+def test_task_params_override_secrets_are_not_logged(layout, capsys):
+    code, err = _main(["train", "--task", str(layout / "missing_task.py") + ":Missing", "--model-dir",
+                       str(layout / "out"), "--examples", str(PENGUIN / "data"), "--params-override",
+                       "task.custom_config.api_key=OVR-S3CRET,task.custom_config.creds=[{password: OVR-2}]"], capsys)
+    assert code == 2, err[-2000:]
+    assert "task request:" in err and "***" in err
+    assert "OVR-S3CRET" not in err and "OVR-2" not in err
+
+
+OWN_WRONG_SPEC = '''
+import tensorflow as tf
+
+def run_fn(fn_args):
+    spec = {"x1": tf.io.FixedLenFeature([1], tf.int64)}  # the data (and the schema) say float
+    files = tf.io.gfile.glob(fn_args.train_files[0])
+    for batch in tf.data.TFRecordDataset(files, "GZIP").batch(4).map(lambda s: tf.io.parse_example(s, spec)):
+        pass
+'''
+
+
+@pytest.mark.slow
+def test_module_parsing_good_data_wrongly_is_a_user_code_error(tmp_path):
+    """Good data parsed with the module's own wrong spec: exit 3 (its code), not bad data."""
+    root = _regression_data(tmp_path)
+    module = tmp_path / "own_spec.py"
+    module.write_text(OWN_WRONG_SPEC)
+    proc = run_cli(["train", "--examples", root / "examples", "--schema", root / "schema", "--module-file", module,
+                    "--train-splits", "training", "--eval-splits", "validation", "--model-dir", tmp_path / "model"])
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "run_fn raised InvalidArgumentError" in proc.stderr and "bad data" not in proc.stderr
+
+
+def test_vertex_job_log_masks_custom_config_secrets():
+    from generic_trainer import vertex
+
+    args = ["train", "--custom-config", json.dumps({"creds": [{"api_key": "V-S3CRET"}], "n": 1}),
+            '--custom-config={"secret_keys": "k", "k": "V-2"}', "--custom-config", "{not json V-3",
+            "--train-steps", "5"]
+    logged = " ".join(vertex.loggable_args(args))
+    assert "V-S3CRET" not in logged and "V-2" not in logged and "V-3" not in logged
+    assert '"n": 1' in logged and "--train-steps 5" in logged
+
+
+@pytest.mark.slow
+def test_tune_decodes_the_first_records_before_tuner_fn(tmp_path, capsys):
+    root = _regression_data(tmp_path)
+    (root / "examples" / "Split-training" / "data_tfrecord-00000-of-00001.gz").unlink()
+    _bad_data_case(root, "missing_feature")
+    module = tmp_path / "tuning.py"
+    module.write_text("def tuner_fn(fn_args):\n    raise RuntimeError('tuner_fn must not run on bad data')\n")
+    code, err = _main(["tune", "--examples", str(root / "examples"), "--schema", str(root / "schema"),
+                       "--module-file", str(module), "--train-splits", "training", "--eval-splits", "validation",
+                       "--best-hyperparameters-dir", str(tmp_path / "best")], capsys)
+    assert code == 2, err[-3000:]
+    assert "record 3: feature 'x2' (float) is required by the schema but missing" in err
+    assert "tuner_fn must not run" not in err and not (tmp_path / "best").exists()

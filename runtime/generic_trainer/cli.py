@@ -40,12 +40,23 @@ def _add_common(p: argparse.ArgumentParser, strategies: tuple[str, ...] = STRATE
                        help="tf.distribute strategy; auto (default) matches GPUs" + (
                            " and TF_CONFIG/CLUSTER_SPEC" if "multi_worker_mirrored" in strategies else ""))
     if cluster_timeout and training:
-        r.add_argument("--cluster-timeout", metavar="SECONDS",
+        r.add_argument("--cluster-timeout", type=_seconds_flag, metavar="SECONDS",
                        help="multi-worker: fail (exit 5) when the replicas have not all connected within this "
                             "time (default 900)")
     r.add_argument("--gcs-root", metavar="DIR",
                    help="where gs:// is mounted (default /gcs, or $GENERIC_TRAINER_GCS_ROOT)")
     r.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+def _seconds_flag(text: str) -> float:
+    """argparse type of a flag in seconds: request.seconds' check, its message as argparse's error."""
+    from generic_trainer.errors import UserInputError
+    from generic_trainer.request import seconds
+
+    try:
+        return seconds("", text)
+    except UserInputError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(": ")) from None
 
 
 def _add_inputs(p: argparse.ArgumentParser, fn_flag: str, fn_default: str) -> None:

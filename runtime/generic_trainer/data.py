@@ -631,13 +631,43 @@ def _describe_decode_error(message: str) -> str | None:
     return None
 
 
-def _bad_record(file_patterns: Sequence[str], spec: dict[str, Any] | None, records: Any) -> str | None:
-    """The first record `records(pattern)` yields that does not decode, described, or None."""
-    for pattern in file_patterns:
-        for path, index, record in records(pattern):
+def _bad_record(file_patterns: Sequence[str], spec: dict[str, Any] | None, records: Any,
+                batch: int = 512) -> str | None:
+    """The first record `records(pattern)` yields that does not decode, described, or None.
+
+    Records are decoded a batch at a time; only a batch that fails is decoded record by record.
+    """
+    def first_problem(pattern: str, chunk: list[tuple[str, int, bytes]]) -> str | None:
+        if spec is not None and _decode_problem_batch([r for _, _, r in chunk], spec) is None:
+            return None
+        for path, index, record in chunk:
             problem = _decode_problem(record, spec)
             if problem:
                 return f"split {split_name(pattern)!r}, {path}, record {index}: {problem}"
+        return None
+
+    for pattern in file_patterns:
+        chunk: list[tuple[str, int, bytes]] = []
+        for item in records(pattern):
+            chunk.append(item)
+            if len(chunk) == batch:
+                problem = first_problem(pattern, chunk)
+                if problem:
+                    return problem
+                chunk = []
+        problem = first_problem(pattern, chunk) if chunk else None
+        if problem:
+            return problem
+    return None
+
+
+def _decode_problem_batch(records: list[bytes], spec: dict[str, Any]) -> str | None:
+    import tensorflow as tf
+
+    try:
+        tf.io.parse_example(tf.constant(records), spec)
+    except tf.errors.InvalidArgumentError as e:
+        return e.message
     return None
 
 
@@ -664,32 +694,35 @@ def decode_error(error: BaseException, file_patterns: Sequence[str], schema_path
 
     tf.io.parse_example's InvalidArgumentError (missing feature, wrong type or size, not a
     tf.Example) and DataLossError (damaged TFRecord) are bad data, not the user's code: the files
-    are scanned (up to a bound) to name the split, file and record.
+    are scanned (up to a bound) to name the split, file and record. When every record decodes
+    against the schema, the module's own parsing is at fault and None is returned (a user-code error).
     """
     import tensorflow as tf
 
-    if isinstance(error, tf.errors.DataLossError):
-        what = "a damaged TFRecord"
-    elif isinstance(error, tf.errors.InvalidArgumentError) and _describe_decode_error(error.message):
-        what = _describe_decode_error(error.message)
-    else:
-        return None
-    located = None
-    if isinstance(error, tf.errors.InvalidArgumentError):
-        def every_record(pattern: str) -> Iterator[tuple[str, int, bytes]]:
-            budget = _LOCATE_RECORDS // max(1, len(file_patterns))
-            for path in _split_files(pattern):
-                for index, record in enumerate(read_records(path, budget)):
-                    budget -= 1
-                    yield path, index, record
-                if budget <= 0:
-                    return
-
-        try:
-            located = _bad_record(file_patterns, _spec(schema_path), every_record)
-        except (UserInputError, OSError, tf.errors.OpError):
-            located = None
     splits = ", ".join(repr(split_name(p)) for p in file_patterns)
+    if isinstance(error, tf.errors.DataLossError):
+        return UserInputError(input_name, f"a damaged TFRecord in one of the splits {splits}: {error.message}")
+    what = _describe_decode_error(error.message) if isinstance(error, tf.errors.InvalidArgumentError) else None
+    if what is None:
+        return None
+    cut_short = []
+
+    def every_record(pattern: str) -> Iterator[tuple[str, int, bytes]]:
+        budget = _LOCATE_RECORDS // max(1, len(file_patterns))
+        for path in _split_files(pattern):
+            for index, record in enumerate(read_records(path, budget)):
+                budget -= 1
+                yield path, index, record
+            if budget <= 0:
+                cut_short.append(pattern)
+                return
+
+    try:
+        located = _bad_record(file_patterns, _spec(schema_path), every_record)
+    except (UserInputError, OSError, tf.errors.OpError):
+        located, cut_short = None, ["(scan failed)"]
+    if located is None and not cut_short:
+        return None  # every record decodes against the schema: the module's own parsing disagrees with it
     where = located or f"one of the splits {splits}: {what}"
     return UserInputError(input_name, f"bad data in {where} (found while the input pipeline read it"
                                       + (f"; schema {schema_path})" if schema_path else ")"))

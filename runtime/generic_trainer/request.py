@@ -190,15 +190,15 @@ def number(input_name: str, value: Any, *, integer: bool = True, minimum: float 
 
     `value` is what a flag or KFP parameter gave (a string, int or float); None or "" gives `default`.
     With `integer`, a whole number ("100", 100, 100.0, "1e3") is returned as an int; otherwise a float.
-    The range is [minimum, maximum], or (minimum, maximum] with `above_minimum`. Infinity, NaN, booleans
+    The range is minimum <= value <= maximum (minimum < value with `above_minimum`). Infinity, NaN, booleans
     and numbers too large for the range (`1e400`) are refused with the range in the message.
     """
     if value is None or value == "":
         return default
-    low = f"({minimum:g}" if above_minimum else f"[{minimum:g}"
+    low = f"{'>' if above_minimum else '>='} {minimum:g}"
     high = f"{maximum}" if isinstance(maximum, int) else f"{maximum:g}"
     expected = (f"expected a {'whole number' if integer else 'number'}{' of ' + unit if unit else ''} "
-                f"in {low}, {high}], got {value!r}")
+                f"{low} and at most {high}, got {value!r}")
     if isinstance(value, bool):
         raise UserInputError(input_name, expected)
     try:
@@ -357,7 +357,7 @@ def _speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     return {"mixed_precision": policy, "jit_compile": jit, "steps_per_execution": steps or None}
 
 
-def _seconds(input_name: str, value: Any, default: float | None = None) -> float | None:
+def seconds(input_name: str, value: Any, default: float | None = None) -> float | None:
     """A number of seconds > 0 (at most MAX_SECONDS), or `default` when unset."""
     return number(input_name, value, integer=False, minimum=0, above_minimum=True, maximum=MAX_SECONDS,
                   default=default, unit="seconds")
@@ -365,7 +365,7 @@ def _seconds(input_name: str, value: Any, default: float | None = None) -> float
 
 def check_gcs_timeout(environ: Mapping[str, str]) -> float | None:
     """$GENERIC_TRAINER_GCS_TIMEOUT (seconds Cloud Storage downloads may retry), checked; None when unset."""
-    return _seconds(storage.GCS_TIMEOUT_ENV, environ.get(storage.GCS_TIMEOUT_ENV))
+    return seconds(storage.GCS_TIMEOUT_ENV, environ.get(storage.GCS_TIMEOUT_ENV))
 
 
 def _module_sha256(values: Mapping[str, Any]) -> str | None:
@@ -464,7 +464,7 @@ def build_train_request(
         module_sha256=sha,
         strategy=values.get("strategy") or "auto",
         keras=keras,
-        cluster_timeout=_seconds("--cluster-timeout", timeout),
+        cluster_timeout=seconds("--cluster-timeout", timeout),
         **_speed_fields(values),
         gcs_root=gcs_root,
         kfp=kfp,
@@ -568,7 +568,7 @@ def build_tune_request(
         module_sha256=_module_sha256(values),
         max_trials=max_trials,
         strategy=strategy,
-        worker_timeout=_seconds("--worker-timeout", values.get("worker_timeout"), 600.0),
+        worker_timeout=seconds("--worker-timeout", values.get("worker_timeout"), 600.0),
         gcs_root=gcs_root,
         kfp=kfp,
     )
@@ -706,7 +706,7 @@ def build_infra_validate_request(
         eval_splits=_splits("--eval-splits", values.get("eval_splits"), ("eval",)),
         num_requests=_positive_int("--num-requests", values.get("num_requests"), 10),
         batch_size=_positive_int("--batch-size", values.get("batch_size"), 8),
-        timeout=_seconds("--timeout", values.get("timeout"), 300.0),
+        timeout=seconds("--timeout", values.get("timeout"), 300.0),
         memory_limit=_memory_size("--memory-limit", values.get("memory_limit"), DEFAULT_PROBE_MEMORY),
         metrics_file=storage.local_path(metrics_file, gcs_root) if metrics_file else None,
         gcs_root=gcs_root,

@@ -205,11 +205,10 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
     WATCHER.install()  # again: TensorFlow's coordination service replaces the SIGTERM handler
     log.info("resolved %s gpus=%d", cluster_lib.describe(strategy, cluster), num_gpus)
     _multi_worker_keras(request, strategy_name, cluster, num_gpus)
-    from generic_trainer import data
+
+    from generic_trainer import checkpointing, data
 
     data.check_first_records(train_files + eval_files, schema_file)  # TensorFlow is loaded now
-
-    from generic_trainer import checkpointing
 
     module = user_module.import_module(module_path, request.module_file)
     run_fn = user_module.get_function(module, request.run_fn, "--run-fn")

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import number
+from generic_trainer.request import number, redact
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,23 @@ def container_args(args: Sequence[str]) -> tuple[str, ...]:
     if any(a == "--executor-input" or a.startswith("--executor-input=") for a in args):
         raise UserInputError("--", "--executor-input is for KFP; a custom job passes the trainer's flags directly")
     return tuple(args)
+
+
+def loggable_args(args: Sequence[str]) -> list[str]:
+    """The container args with `--custom-config`'s secret values masked (request.redact), for the log."""
+    out, after_flag = [], False
+    for arg in args:
+        flag, eq, value = arg.partition("=")
+        if after_flag or (eq and flag == "--custom-config"):
+            text = arg if after_flag else value
+            try:
+                masked = json.dumps(redact(json.loads(text)))
+            except (ValueError, TypeError, AttributeError):
+                masked = "***"
+            arg = masked if after_flag else f"--custom-config={masked}"
+        out.append(arg)
+        after_flag = arg == "--custom-config"
+    return out
 
 
 def options_from_args(ns: argparse.Namespace) -> JobOptions:
@@ -222,7 +239,7 @@ def submit(options: JobOptions, wait: bool = False) -> Any:
     log.info("submitting %s: %d replica(s) of %s on %s%s, args %s", options.display_name, options.replica_count,
              options.image, options.machine_type,
              f" + {options.accelerator_count}x {options.accelerator_type}" if options.accelerator_type else "",
-             " ".join(options.container_args))
+             " ".join(loggable_args(options.container_args)))
     try:
         if wait:
             job.run(sync=True, **submit_kwargs(options))
