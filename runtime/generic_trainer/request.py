@@ -660,7 +660,7 @@ def build_evaluate_request(
         report_file=storage.local_path(report_file, gcs_root) if report_file else None,
         gcs_root=gcs_root,
         kfp=kfp,
-        timeout=_seconds("--timeout", values.get("timeout"), 300.0),
+        timeout=seconds("--timeout", values.get("timeout"), 300.0),
         memory_limit=_memory_size("--memory-limit", values.get("memory_limit"), DEFAULT_PROBE_MEMORY),
     )
 
