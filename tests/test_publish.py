@@ -352,10 +352,10 @@ def test_an_executor_output_that_cannot_be_written_publishes_nothing(versioned_m
     """The executor output is written before the model is published: when that fails (exit 4), no model."""
     out_dir = tmp_path / "kfp"
     out_dir.mkdir()
+    model = {"name": "model", "uri": str(tmp_path / "model"), "type": {"schemaTitle": "system.Model"}}
     executor_input = {"inputs": {"parameterValues": {"custom_config": {"version": 1,
                                                                        "replace_with_file": str(out_dir)}}},
-                      "outputs": {"artifacts": {"model": {"artifacts": [{"name": "model", "uri": str(tmp_path / "model"),
-                                                                        "type": {"schemaTitle": "system.Model"}}]}},
+                      "outputs": {"artifacts": {"model": {"artifacts": [model]}},
                                   "outputFile": str(out_dir / "executor_output.json")}}
     proc = run_cli(["train", "--executor-input", json.dumps(executor_input), "--examples", PENGUIN / "data",
                     "--module-file", versioned_module], timeout=300)
