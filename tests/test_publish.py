@@ -218,6 +218,13 @@ CASES = {
                                            "--metrics-file", "is not writable"),
     "tune: --tuner-results-file is a dir": (lambda t: _tune(t, tuner_results_file=str(t / "adir")),
                                             "--tuner-results-file", "is a directory"),
+    "evaluate: --blessing-dir is a file": (
+        lambda t: ["evaluate", "--model", str(t / "adir"), "--examples", str(PENGUIN / "data"), "--eval-config",
+                   '{"label_key": "species"}', "--blessing-dir", str(t / "afile")], "--blessing-dir", "is a file"),
+    "infra-validate: read-only --metrics-file dir": (
+        lambda t: ["infra-validate", "--model", str(t / "adir"), "--examples", str(PENGUIN / "data"),
+                   "--blessing-dir", str(t / "blessing"), "--metrics-file", str(t / "ro" / "m.json")],
+        "--metrics-file", "is not writable"),
 }
 
 
