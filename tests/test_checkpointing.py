@@ -148,6 +148,7 @@ def test_a_real_sigterm_during_fit_saves_and_outside_fit_raises_at_once(tmp_path
     assert signal.getsignal(signal.SIGTERM) == original
 
 
+@pytest.mark.slow
 def test_a_backup_of_other_settings_or_another_model_is_not_resumed(tmp_path, caplog):
     """Same settings resume; other train steps (or another model) start afresh, logged, the old backup kept aside."""
     import logging

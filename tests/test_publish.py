@@ -31,9 +31,12 @@ from generic_trainer.errors import UserInputError
 
 READER = r"""
 import json, os, sys
-final, stop = sys.argv[1], sys.argv[2]
+final, stop, ready = sys.argv[1], sys.argv[2], sys.argv[3]
 seen = bad = 0
 versions = set()
+while not os.path.exists(os.path.join(final, "VERSION")):
+    pass
+open(ready, "w").close()
 while not os.path.exists(stop):
     try:
         with open(os.path.join(final, "VERSION")) as f:
@@ -65,13 +68,14 @@ def test_a_reader_always_sees_a_whole_model_while_it_is_replaced(tmp_path):
     staging = _fake_model(final, 0)
     storage.publish_dir(os.path.join(staging, "Format-Serving"), final)
     shutil.rmtree(staging)
-    stop = tmp_path / "stop"
-    reader = subprocess.Popen([sys.executable, "-c", READER, final, str(stop)], stdout=subprocess.PIPE, text=True)
+    stop, ready = tmp_path / "stop", tmp_path / "ready"
+    reader = subprocess.Popen([sys.executable, "-c", READER, final, str(stop), str(ready)], stdout=subprocess.PIPE,
+                              text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "model" / "Format-Serving" / "VERSION").exists() and time.monotonic() < deadline:
+        deadline = time.monotonic() + 120
+        while not ready.exists():  # the reader has found the first model and polls from now on
+            assert reader.poll() is None and time.monotonic() < deadline, "the reader did not start"
             time.sleep(0.01)
-        time.sleep(0.2)  # the reader is polling
         for version in range(1, 301):
             staging = _fake_model(final, version)
             storage.publish_dir(os.path.join(staging, "Format-Serving"), final)
@@ -83,7 +87,7 @@ def test_a_reader_always_sees_a_whole_model_while_it_is_replaced(tmp_path):
     assert result["seen"] > 300 and result["versions"] > 1, result
     assert result["bad"] == 0, result
     assert Path(final, "VERSION").read_text() == "300"
-    assert sorted(os.listdir(tmp_path)) == ["model", "stop"]  # no staging or old copies left
+    assert sorted(os.listdir(tmp_path)) == ["model", "ready", "stop"]  # no staging or old copies left
 
 
 def test_staging_is_outside_the_published_dir():
@@ -218,6 +222,13 @@ CASES = {
                                            "--metrics-file", "is not writable"),
     "tune: --tuner-results-file is a dir": (lambda t: _tune(t, tuner_results_file=str(t / "adir")),
                                             "--tuner-results-file", "is a directory"),
+    "evaluate: --blessing-dir is a file": (
+        lambda t: ["evaluate", "--model", str(t / "adir"), "--examples", str(PENGUIN / "data"), "--eval-config",
+                   '{"label_key": "species"}', "--blessing-dir", str(t / "afile")], "--blessing-dir", "is a file"),
+    "infra-validate: read-only --metrics-file dir": (
+        lambda t: ["infra-validate", "--model", str(t / "adir"), "--examples", str(PENGUIN / "data"),
+                   "--blessing-dir", str(t / "blessing"), "--metrics-file", str(t / "ro" / "m.json")],
+        "--metrics-file", "is not writable"),
 }
 
 
@@ -250,6 +261,7 @@ MODULE = '''
 """A run_fn that exports a tiny SavedModel carrying its version, and misbehaves as custom_config says."""
 import os
 import shutil
+import time
 
 import tensorflow as tf
 
@@ -265,6 +277,9 @@ def run_fn(fn_args):
         shutil.rmtree(cfg["replace_with_file"])
         with open(cfg["replace_with_file"], "w") as f:
             f.write("not a directory")
+    if cfg.get("wait_for"):  # hold the run open until the test says so
+        while not os.path.exists(cfg["wait_for"]):
+            time.sleep(0.1)
     if cfg.get("no_model"):
         return None
     module = tf.Module()
@@ -302,12 +317,21 @@ def test_two_concurrent_runs_on_one_model_dir_one_wins_whole(versioned_module, t
     """Started together: one run holds the model dir and publishes its model and its metrics; the other fails
     at once (exit 2, before TensorFlow loads) naming --model-dir and the winner's pid and host."""
     model_dir = tmp_path / "model"
+    release = tmp_path / "release"
     procs = []
     for version in (1, 2):
         command = [sys.executable, "-m", "generic_trainer",
-                   *map(str, _args(versioned_module, model_dir, tmp_path / f"metrics{version}.json", version=version))]
+                   *map(str, _args(versioned_module, model_dir, tmp_path / f"metrics{version}.json", version=version,
+                                   wait_for=str(release)))]
         procs.append(subprocess.Popen(command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True))
+    try:
+        deadline = time.monotonic() + 300
+        while all(p.poll() is None for p in procs):  # the winner waits in run_fn for `release`
+            assert time.monotonic() < deadline, "neither run ended"
+            time.sleep(0.1)
+    finally:
+        release.write_text("")
     results = [(p, *p.communicate(timeout=300)) for p in procs]
     codes = sorted(p.returncode for p, _, _ in results)
     assert codes == [0, 2], [err[-2000:] for _, _, err in results]
@@ -319,7 +343,7 @@ def test_two_concurrent_runs_on_one_model_dir_one_wins_whole(versioned_module, t
     assert json.loads((tmp_path / f"metrics{won}.json").read_text())["version"] == won
     assert not (tmp_path / f"metrics{3 - won}.json").exists()
     assert _model_version(model_dir) == won
-    assert sorted(os.listdir(tmp_path)) == sorted(["model", f"metrics{won}.json", "versioned_module.py"])
+    assert sorted(os.listdir(tmp_path)) == sorted(["model", f"metrics{won}.json", "versioned_module.py", "release"])
 
 
 @pytest.mark.slow
@@ -352,10 +376,10 @@ def test_an_executor_output_that_cannot_be_written_publishes_nothing(versioned_m
     """The executor output is written before the model is published: when that fails (exit 4), no model."""
     out_dir = tmp_path / "kfp"
     out_dir.mkdir()
+    model = {"name": "model", "uri": str(tmp_path / "model"), "type": {"schemaTitle": "system.Model"}}
     executor_input = {"inputs": {"parameterValues": {"custom_config": {"version": 1,
                                                                        "replace_with_file": str(out_dir)}}},
-                      "outputs": {"artifacts": {"model": {"artifacts": [{"name": "model", "uri": str(tmp_path / "model"),
-                                                                        "type": {"schemaTitle": "system.Model"}}]}},
+                      "outputs": {"artifacts": {"model": {"artifacts": [model]}},
                                   "outputFile": str(out_dir / "executor_output.json")}}
     proc = run_cli(["train", "--executor-input", json.dumps(executor_input), "--examples", PENGUIN / "data",
                     "--module-file", versioned_module], timeout=300)

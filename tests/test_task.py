@@ -93,6 +93,18 @@ def _ckpt_steps(directory: Path) -> list[int]:
     return sorted(int(p.split("-")[-1].split(".")[0]) for p in glob.glob(str(directory / "ckpt-*.index")))
 
 
+def _latest_step(directory: Path) -> int | None:
+    """The step of the latest complete checkpoint, as the checkpoint state (the `checkpoint` index file,
+    written atomically after a checkpoint's files) names it; None before the first. File names alone
+    can show a checkpoint still being written when the process was killed."""
+    import tensorflow as tf
+
+    state = tf.train.get_checkpoint_state(str(directory))
+    if state is None or not state.model_checkpoint_path:
+        return None
+    return int(state.model_checkpoint_path.rsplit("-", 1)[-1])
+
+
 def test_train_and_eval_checkpoints_summaries_params_and_metrics_over_the_whole_eval_set(
         linear_module, linear_data, tmp_path):
     result, controller = _run(linear_module, linear_data, tmp_path, "train_and_eval",
@@ -332,14 +344,13 @@ def test_resume_after_sigkill_and_sigterm(linear_data, tmp_path):
     log1 = open(tmp_path / "first.log", "w")  # noqa: SIM115 - closed below
     first = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=log1)
     try:
-        _wait_for(lambda: _ckpt_steps(ckpt), first, "a first checkpoint")
-        time.sleep(0.5)  # somewhere between two checkpoints
+        _wait_for(lambda: _latest_step(ckpt) is not None, first, "a first checkpoint")
     finally:
-        first.send_signal(signal.SIGKILL)
+        first.send_signal(signal.SIGKILL)  # wherever it is: the restart resumes from the latest complete checkpoint
         first.wait(timeout=30)
         log1.close()
     assert first.returncode == -signal.SIGKILL
-    killed_at = max(_ckpt_steps(ckpt))
+    killed_at = _latest_step(ckpt)
     assert not (tmp_path / "model" / "Format-Serving").exists()
 
     second_log = tmp_path / "second.log"
@@ -347,7 +358,7 @@ def test_resume_after_sigkill_and_sigterm(linear_data, tmp_path):
         second = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=log2)
         try:
             _wait_for(lambda: f"training from step {killed_at} to" in second_log.read_text(), second, "the resume")
-            _wait_for(lambda: max(_ckpt_steps(ckpt)) > killed_at, second, "a checkpoint after the resume")
+            _wait_for(lambda: _latest_step(ckpt) > killed_at, second, "a checkpoint after the resume")
             second.send_signal(signal.SIGTERM)
             second.wait(timeout=120)
         finally:
@@ -361,7 +372,7 @@ def test_resume_after_sigkill_and_sigterm(linear_data, tmp_path):
                       r"latest checkpoint in ", stderr)
     assert saved, stderr[-3000:]
     preempted_at = int(saved.group(1))
-    assert preempted_at > killed_at and preempted_at % 10 == 0 and max(_ckpt_steps(ckpt)) == preempted_at
+    assert preempted_at > killed_at and preempted_at % 10 == 0 and _latest_step(ckpt) == preempted_at
 
     target = preempted_at + 30
     args[-1] = f"trainer.train_steps={target},trainer.steps_per_loop=10,trainer.checkpoint_interval=50"
@@ -369,7 +380,7 @@ def test_resume_after_sigkill_and_sigterm(linear_data, tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     assert f"restored checkpoint {ckpt}/ckpt-{preempted_at} (step {preempted_at})" in done.stderr
     assert f"training from step {preempted_at} to {target}" in done.stderr
-    assert max(_ckpt_steps(ckpt)) == target
+    assert _latest_step(ckpt) == target
     assert (tmp_path / "model" / "Format-Serving" / "saved_model.pb").is_file()
     assert "differs from this run's config in trainer.train_steps" in done.stderr  # params.yaml of the first run
 

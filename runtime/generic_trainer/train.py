@@ -1,11 +1,13 @@
 """The `train` verb: one run of a user's `run_fn`, from a TrainRequest to published outputs.
 
-Steps, in order: check the examples layout and the module (no TensorFlow yet), resolve the
-cluster and create the strategy (on several workers: wait for all of them, make Keras 3 `fit`
-work there), import the module, build FnArgs (with the backup callback), call `run_fn` inside
-`strategy.scope()`, then (chief only) validate and publish the model and its metrics and remove
-the backup. SIGTERM ends the run with `Preempted` (exit 143), after a backup when `fit` runs
-with `fn_args.backup_and_restore`; a replica lost mid-training ends the others with ClusterError.
+Steps, in order: resolve the cluster; on the chief, lock the model dir (outputs.exclusive); check
+the examples layout and the module (no TensorFlow yet), create the strategy (on several workers:
+wait for all of them, make Keras 3 `fit` work there), import the module, build FnArgs (with the
+backup callback, `serving_model_dir` in a private staging dir beside the model dir), call `run_fn`
+inside `strategy.scope()`, then (chief only) validate the model, write the metrics, report and
+(through `before_publish`) the executor output, publish the model last, and remove the backup.
+SIGTERM ends the run with `Preempted` (exit 143), after a backup when `fit` runs with
+`fn_args.backup_and_restore`; a replica lost mid-training ends the others with ClusterError.
 """
 
 from __future__ import annotations

@@ -197,8 +197,13 @@ def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, bef
                 outputs.publish(serving, final_serving)
                 log.info("serving model: %s (signatures %s)", final_serving,
                          ", ".join(train_result.model_info["signatures"]))
-        if cluster.is_multi_worker:
+        if cluster.is_multi_worker and not cluster.is_chief:
             controller.barrier()  # the chief has published; now every worker may exit
+        elif cluster.is_multi_worker:
+            try:
+                controller.barrier()
+            except Exception as e:  # the model is published: a worker lost now does not fail the run
+                log.warning("a worker did not reach the end of the run after the model was published: %s", e)
     finally:
         controller.close()
         WATCHER.uninstall()
