@@ -36,6 +36,22 @@ def _nothing_published(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def test_exit_error_names_the_code_and_the_line():
+    from generic_trainer import user_module
+    from generic_trainer.errors import EXIT_USER_CODE
+
+    def user_code(code):
+        sys.exit(code)
+
+    for code, asked in [(None, "sys.exit()"), (0, "sys.exit(0)"), (7, "sys.exit(7)"), ("bye", "sys.exit('bye')")]:
+        try:
+            user_code(code)
+        except SystemExit as e:
+            error = user_module.exit_error(e, "run_fn")
+        assert error.exit_code == EXIT_USER_CODE
+        assert str(error).startswith(f"run_fn called {asked} at {__file__} line ")
+
+
 @pytest.mark.slow
 def test_sys_exit_0_at_import_is_a_user_code_failure(tmp_path):
     proc = run_cli(_train("exit_at_import.py", tmp_path))
@@ -161,7 +177,7 @@ def _sandbox(tmp_path: Path, target: str, spec: dict, limits, monkeypatch):
 def test_sandbox_child_answers(tmp_path, monkeypatch):
     from generic_trainer import sandbox
 
-    outcome, result = _sandbox(tmp_path, "children:answer", {"x": 1}, sandbox.Limits(60, None), monkeypatch)
+    outcome, result = _sandbox(tmp_path, "hostile_children:answer", {"x": 1}, sandbox.Limits(60, None), monkeypatch)
     assert outcome.code == 0 and not outcome.timed_out and result == {"value": {"echo": {"x": 1}}}
     assert sandbox.failure(outcome, sandbox.Limits(60, None)) is None
 
@@ -170,7 +186,7 @@ def test_sandbox_memory_limit_is_reported_as_memory(tmp_path, monkeypatch):
     from generic_trainer import sandbox
 
     limits = sandbox.Limits(120, 256 * 1024**2)
-    outcome, result = _sandbox(tmp_path, "children:grow_memory", {}, limits, monkeypatch)
+    outcome, result = _sandbox(tmp_path, "hostile_children:grow_memory", {}, limits, monkeypatch)
     assert outcome.code == 0 and result["error"]["class"] == "MemoryError"
     assert outcome.stage.startswith("holding ") and outcome.stage.endswith(" MiB")
     reason = sandbox.memory_reason(outcome.stage, limits, result["error"]["message"])
@@ -182,7 +198,7 @@ def test_sandbox_idle_limit_counts_from_the_last_progress(tmp_path, monkeypatch)
 
     limits = sandbox.Limits(timeout=3, memory_limit=None, idle=True)
     started = time.monotonic()
-    outcome, result = _sandbox(tmp_path, "children:hang_after_progress", {"steps": 4, "every": 1.5}, limits,
+    outcome, result = _sandbox(tmp_path, "hostile_children:hang_after_progress", {"steps": 4, "every": 1.5}, limits,
                                monkeypatch)
     assert outcome.timed_out and result is None and outcome.stage == "step 4"
     assert time.monotonic() - started > 6  # the progress kept it alive past the 3 s limit
@@ -217,7 +233,7 @@ def test_time_limit_at_the_memory_limit_blames_memory():
 
 @pytest.fixture(scope="module")
 def hostile_models(tmp_path_factory) -> dict[str, str]:
-    import models
+    import hostile_models as models
 
     root = tmp_path_factory.mktemp("hostile_models")
     return {"hanging": models.hanging(str(root / "hanging")), "allocating": models.allocating(str(root / "allocating"))}

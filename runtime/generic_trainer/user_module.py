@@ -142,7 +142,7 @@ def exit_error(exc: SystemExit, what: str) -> UserCodeError:
     code the module chose: 0 would claim a success without a model, any other code would be unexplained.
     """
     asked = "sys.exit()" if exc.code is None else f"sys.exit({exc.code!r})"
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.endswith("_sitebuiltins.py")]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "_sitebuiltins" not in f.filename]
     where = f" at {frames[-1].filename} line {frames[-1].lineno}" if frames else ""
     return UserCodeError(f"{what} called {asked}{where} before the run finished (no model or outputs were "
                          "published); user code must return or raise, not end the process, so the run ends with "

@@ -1,5 +1,5 @@
 """Hostile sandbox children without TensorFlow (fast): run as
-`python -m generic_trainer.sandbox children:FUNCTION SPEC RESULT` with this directory on PYTHONPATH."""
+`python -m generic_trainer.sandbox hostile_children:FUNCTION SPEC RESULT` with this directory on PYTHONPATH."""
 
 from __future__ import annotations
 
