@@ -27,9 +27,19 @@ SUBSTITUTED = ("MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStra
 REFUSED = ("TPUStrategy", "ParameterServerStrategy")
 
 
+def public_name(strategy: Any) -> str:
+    """The tf.distribute name of `strategy`'s class (MultiWorkerMirroredStrategy, not CollectiveAllReduceStrategy)."""
+    import tensorflow as tf
+
+    for name in ("MultiWorkerMirroredStrategy", "MirroredStrategy", "OneDeviceStrategy", "TPUStrategy"):
+        if isinstance(strategy, getattr(tf.distribute, name)):
+            return name
+    return type(strategy).__name__
+
+
 def describe(strategy: Any) -> str:
     """`MultiWorkerMirroredStrategy over 2 workers`, `MirroredStrategy over 2 devices (...)`, ..."""
-    name = type(strategy).__name__
+    name = public_name(strategy)
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is not None:
         jobs = resolver.cluster_spec().as_dict()
