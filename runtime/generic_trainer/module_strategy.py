@@ -81,7 +81,7 @@ class _Answer:
     def substitute(self, kind: str, args: tuple, kwargs: dict) -> Any:
         import tensorflow as tf
 
-        devices = kwargs.get("devices", kwargs.get("device"))
+        devices = kwargs.get("devices") or kwargs.get("device") or kwargs.get("compute_devices")
         if devices is None and args and kind in ("MirroredStrategy", "OneDeviceStrategy", "CentralStorageStrategy"):
             devices = args[0]
         if isinstance(devices, str):
