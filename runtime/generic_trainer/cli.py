@@ -308,17 +308,21 @@ def _setup_logging(level: str) -> None:
 
 
 _LIBRARY_DIRS = ("site-packages", "dist-packages")
+# Library files that log through absl only what the user asked for: `model.summary(print_fn=absl.logging.info)`.
+_ASKED_FOR = (os.path.join("keras", "src", "utils", "summary_utils.py"),)
 
 
 def user_absl_records(record: logging.LogRecord) -> bool:
     """Keep absl records below WARNING only when user code (not an installed library) logged them.
 
     TFX module files log with `absl.logging`; their lines are renamed `<module> (absl)` so the log
-    says which file wrote them. Libraries (Keras, TensorFlow) log chatter through absl too.
+    says which file wrote them. Libraries (Keras, TensorFlow) log chatter through absl too; a model
+    summary the module asked for (`model.summary(print_fn=absl.logging.info)`) is kept.
     """
     path = record.pathname = _absl_caller(record.pathname or "")
-    if any(f"{os.sep}{d}{os.sep}" in path for d in _LIBRARY_DIRS) or path.startswith(sys.base_prefix + os.sep):
-        return record.levelno >= logging.WARNING
+    library = any(f"{os.sep}{d}{os.sep}" in path for d in _LIBRARY_DIRS) or path.startswith(sys.base_prefix + os.sep)
+    if library:
+        return record.levelno >= logging.WARNING or path.endswith(_ASKED_FOR)
     record.name = f"{os.path.splitext(os.path.basename(path))[0] or record.name} (absl)"
     return True
 

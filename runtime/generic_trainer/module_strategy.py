@@ -27,9 +27,19 @@ SUBSTITUTED = ("MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStra
 REFUSED = ("TPUStrategy", "ParameterServerStrategy")
 
 
+def public_name(strategy: Any) -> str:
+    """The tf.distribute name of `strategy`'s class (MultiWorkerMirroredStrategy, not CollectiveAllReduceStrategy)."""
+    import tensorflow as tf
+
+    for name in ("MultiWorkerMirroredStrategy", "MirroredStrategy", "OneDeviceStrategy", "TPUStrategy"):
+        if isinstance(strategy, getattr(tf.distribute, name)):
+            return name
+    return type(strategy).__name__
+
+
 def describe(strategy: Any) -> str:
     """`MultiWorkerMirroredStrategy over 2 workers`, `MirroredStrategy over 2 devices (...)`, ..."""
-    name = type(strategy).__name__
+    name = public_name(strategy)
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is not None:
         jobs = resolver.cluster_spec().as_dict()
@@ -71,7 +81,7 @@ class _Answer:
     def substitute(self, kind: str, args: tuple, kwargs: dict) -> Any:
         import tensorflow as tf
 
-        devices = kwargs.get("devices", kwargs.get("device"))
+        devices = kwargs.get("devices") or kwargs.get("device") or kwargs.get("compute_devices")
         if devices is None and args and kind in ("MirroredStrategy", "OneDeviceStrategy", "CentralStorageStrategy"):
             devices = args[0]
         if isinstance(devices, str):
