@@ -34,9 +34,9 @@ def _schema(**features: int) -> schema_pb2.Schema:
     return schema
 
 
-F, I, B = schema_pb2.FLOAT, schema_pb2.INT, schema_pb2.BYTES
-RAW_SCHEMA = _schema(body_mass_g=F, island=B, species=I)
-XF_SCHEMA = _schema(body_mass_g_xf=F, island_xf=I, species_xf=I)
+F, INT, B = schema_pb2.FLOAT, schema_pb2.INT, schema_pb2.BYTES
+RAW_SCHEMA = _schema(body_mass_g=F, island=B, species=INT)
+XF_SCHEMA = _schema(body_mass_g_xf=F, island_xf=INT, species_xf=INT)
 RAW_RECORD = {"body_mass_g": "float_list", "island": "bytes_list", "species": "int64_list"}
 XF_RECORD = {"body_mass_g_xf": "float_list", "island_xf": "int64_list", "species_xf": "int64_list"}
 
@@ -64,8 +64,8 @@ def test_a_transformed_label_alone_is_enough_to_transform():
 
 
 def test_same_names_and_other_types_as_the_bundled_graph():
-    raw = _schema(island=B, year=I, species=I)
-    transformed = _schema(island=I, year=F, species=I)
+    raw = _schema(island=B, year=INT, species=INT)
+    transformed = _schema(island=INT, year=F, species=INT)
     raw_record = {"island": "bytes_list", "year": "int64_list", "species": "int64_list"}
     assert transform_plan(transformed, "species", raw, transformed, raw_record, ["f"])[0] is True
     xf_record = {"island": "int64_list", "year": "float_list", "species": "int64_list"}
@@ -73,12 +73,13 @@ def test_same_names_and_other_types_as_the_bundled_graph():
 
 
 def test_same_names_and_types_use_extra_raw_features_then_transforms_file_names():
-    raw = _schema(body_mass_g=F, note=B, species=I)
-    transformed = _schema(body_mass_g=F, species=I)  # z-scores: names and types kept; `note` dropped
+    raw = _schema(body_mass_g=F, note=B, species=INT)
+    transformed = _schema(body_mass_g=F, species=INT)  # z-scores: names and types kept; `note` dropped
     with_note = {"body_mass_g": "float_list", "note": "bytes_list", "species": "int64_list"}
     assert transform_plan(transformed, "species", raw, transformed, with_note, ["a.gz"])[0] is True
     same = {"body_mass_g": "float_list", "species": "int64_list"}
-    assert transform_plan(transformed, "species", raw, transformed, same, ["d/transformed_examples-0-of-1.gz"])[0] is False
+    materialised = ["d/transformed_examples-0-of-1.gz"]
+    assert transform_plan(transformed, "species", raw, transformed, same, materialised)[0] is False
     apply, why = transform_plan(transformed, "species", raw, transformed, same, ["d/data_tfrecord-0-of-1.gz"])
     assert apply and "taken as raw" in why
 
