@@ -10,6 +10,12 @@ Beyond tfx_bsl: compression is recognised per file by content, `sloppy_ordering`
 `parser_num_threads` and `prefetch_buffer_size` are honoured, and inputs a user can fix raise
 `UserInputError`.
 
+With `--transform-graph`, a module asking for features only the transform produces (TFX modules
+ask for `transformed_metadata.schema` and a `*_xf` label, as TFX feeds them Transform's
+materialised examples) gets raw examples parsed with the raw schema and the transform graph
+applied in the same tf.data map (`transform_plan` decides; transformed examples are parsed as
+they are). `record_batch_factory` gives tfx_bsl's Arrow RecordBatches (tfx_bsl imported only then).
+
 TensorFlow is imported inside the functions that need it, so importing this module is cheap.
 """
 
@@ -463,11 +469,9 @@ class DataAccessor:
             raise UserInputError("schema", "tf_dataset_factory needs a schema (fn_args.schema_path)")
         patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
         if self.transform_graph and self._transform_on_the_fly(patterns, schema, options.label_key):
-            raw, _, transformed = self._transform_schemas()
-            keep = set(_parser_config(schema)[1].get(k, k) for k in _parser_config(schema)[0])
-            if options.label_key is not None:
-                keep.add(options.label_key)
-            return _dataset(patterns, options, raw, transform=self._layer(), keep=sorted(keep))
+            spec, renames = _parser_config(schema)
+            keep = {renames.get(key, key) for key in spec} | ({options.label_key} if options.label_key else set())
+            return _dataset(patterns, options, self._transform_schemas()[0], transform=self._layer(), keep=sorted(keep))
         return _dataset(patterns, options, schema)
 
     def record_batch_factory(
