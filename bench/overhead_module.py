@@ -7,6 +7,8 @@ Same model, data and fit call as the plain script. custom_config:
               shuffle buffer and batch the same; "accessor_gt": the same with
               generic_trainer.data.DatasetOptions (same fields), so tfx_bsl is never imported.
   batch_size: default 128.  epochs: default 1.  units: width of the hidden layers, default 32.
+  tensorboard: true adds the callback TFX modules add, `TensorBoard(log_dir=fn_args.model_run_dir,
+              update_freq="epoch")` (bench/tfx_module.py --mode tensorboard).
 --train-steps N stops each epoch after N batches, as the plain script's --train-steps.
 """
 
@@ -47,5 +49,10 @@ def run_fn(fn_args) -> None:
     if fn_args.train_steps:
         train = train.take(fn_args.train_steps)
     model = overhead_model.build_model(int(config.get("units", 32)))
-    model.fit(train, epochs=int(config.get("epochs", 1)), validation_data=evaluation)
+    callbacks = []
+    if config.get("tensorboard"):
+        import keras
+
+        callbacks.append(keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq="epoch"))
+    model.fit(train, epochs=int(config.get("epochs", 1)), validation_data=evaluation, callbacks=callbacks)
     overhead_model.export_serving(model, fn_args.serving_model_dir)

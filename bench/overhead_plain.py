@@ -36,6 +36,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--units", type=int, default=32, help="width of the two hidden layers")
     parser.add_argument("--train-steps", type=int, help="stop each epoch after this many batches")
+    parser.add_argument("--tensorboard", metavar="DIR", help="add TensorBoard(log_dir=DIR, update_freq='epoch')")
     args = parser.parse_args()
 
     import keras
@@ -70,7 +71,10 @@ def main() -> None:
     if args.train_steps:
         train = train.take(args.train_steps)
     model = overhead_model.build_model(args.units)
-    history = model.fit(train, epochs=args.epochs, validation_data=evaluation, callbacks=[Timing()], verbose=0)
+    callbacks = [Timing()]
+    if args.tensorboard:
+        callbacks.append(keras.callbacks.TensorBoard(log_dir=args.tensorboard, update_freq="epoch"))
+    history = model.fit(train, epochs=args.epochs, validation_data=evaluation, callbacks=callbacks, verbose=0)
     overhead_model.export_serving(model, os.path.join(args.model_dir, "Format-Serving"))
     print(json.dumps({k: float(v[-1]) for k, v in history.history.items()}))
 

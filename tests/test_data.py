@@ -360,3 +360,71 @@ def test_factory_errors(tmp_path, artifact):
     shaped_but_optional = 'feature { name: "x" type: FLOAT presence { min_fraction: 0.5 } shape { dim { size: 1 } } }'
     with raises_user_error("--schema", "'x'", "min_fraction"):
         data.feature_spec_from_schema(text_format.Parse(shaped_but_optional, schema_pb2.Schema()))
+
+
+# ---- record_batch_factory (TFX's sklearn-style modules) ------------------------------------------
+
+
+@pytest.mark.parametrize("with_schema", [True, False])
+def test_record_batches_are_tfx_bsls(artifact, with_schema):
+    schema = data.load_schema(f"{artifact}/schema.pbtxt") if with_schema else None
+    pattern = [f"{artifact}/Split-train/*"]
+    for options in (tfxio.RecordBatchesOptions(batch_size=50, num_epochs=1, shuffle=False),
+                    tfxio.RecordBatchesOptions(batch_size=64, num_epochs=2, shuffle=True, shuffle_seed=7,
+                                               drop_final_batch=True)):
+        ours = list(data.DataAccessor().record_batch_factory(pattern, options, schema))
+        theirs = list(tfxio.TFExampleRecord(file_pattern=pattern, telemetry_descriptors=[], schema=schema)
+                      .RecordBatches(options))
+        assert len(ours) == len(theirs) > 2
+        for a, b in zip(ours, theirs, strict=True):
+            assert a.equals(b)
+    assert sum(b.num_rows for b in ours) == (2 * ROWS["train"]) // 64 * 64
+    if with_schema:  # one list column per schema feature (as tfx_bsl: deprecated ones too); null where absent
+        assert set(ours[0].schema.names) == {f.name for f in schema.feature}
+        assert ours[0].column("v_float").null_count > 0
+
+
+def test_sklearn_style_module_reads_record_batches_and_fits_with_numpy(artifact, tmp_path):
+    """A run_fn in the idiom of TFX's sklearn penguin module: numpy arrays from record batches, a model
+    fitted without TensorFlow, pickled into serving_model_dir."""
+    import pickle
+
+    from generic_trainer.fn_args import FnArgs
+
+    def run_fn(fn_args):
+        schema = data.load_schema(fn_args.schema_file)
+
+        def input_fn(patterns):
+            features, labels = [], []
+            for batch in fn_args.data_accessor.record_batch_factory(
+                    patterns, tfxio.RecordBatchesOptions(batch_size=20, num_epochs=1), schema):
+                columns = {field.name: column.flatten() for column, field in zip(batch, batch.schema, strict=True)}
+                features.append(np.stack([columns["f_dense"], np.ones(batch.num_rows)], axis=-1))
+                labels.append(np.asarray(columns["f_scalar"]))
+            return np.concatenate(features), np.concatenate(labels)
+
+        x, y = input_fn(fn_args.train_files)
+        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+        x_eval, y_eval = input_fn(fn_args.eval_files)
+        os.makedirs(fn_args.serving_model_dir)
+        with open(os.path.join(fn_args.serving_model_dir, "model.pkl"), "wb") as f:
+            pickle.dump({"coef": coef, "rows": len(y), "eval_error": float(np.abs(x_eval @ coef - y_eval).max())}, f)
+
+    accessor = data.DataAccessor()
+    assert accessor.data_view_decode_fn is None  # TFX's value without a Data View
+    run_fn(FnArgs(working_dir=str(tmp_path), train_files=[f"{artifact}/Split-train/*"],
+                  eval_files=[f"{artifact}/Split-eval/*"], schema_path=f"{artifact}/schema.pbtxt",
+                  data_accessor=accessor, serving_model_dir=str(tmp_path / "serving")))
+    with open(tmp_path / "serving" / "model.pkl", "rb") as f:
+        model = pickle.load(f)
+    assert model["rows"] == ROWS["train"]  # every example once, in shuffled batches
+    np.testing.assert_allclose(model["coef"], [-2.0, 0.0], atol=1e-4)  # f_scalar = -2 * f_dense
+    assert model["eval_error"] < 1e-3
+
+
+def test_record_batch_factory_errors(tmp_path):
+    accessor = data.DataAccessor()
+    with raises_user_error("file_patterns", "no files match", str(tmp_path)):
+        accessor.record_batch_factory([f"{tmp_path}/none/*"], tfxio.RecordBatchesOptions(batch_size=4), None)
+    with raises_user_error("options", "batch_size must be a positive integer"):
+        accessor.record_batch_factory([f"{tmp_path}/*"], tfxio.RecordBatchesOptions(batch_size=0), None)

@@ -10,6 +10,12 @@ Beyond tfx_bsl: compression is recognised per file by content, `sloppy_ordering`
 `parser_num_threads` and `prefetch_buffer_size` are honoured, and inputs a user can fix raise
 `UserInputError`.
 
+With `--transform-graph`, a module asking for features only the transform produces (TFX modules
+ask for `transformed_metadata.schema` and a `*_xf` label, as TFX feeds them Transform's
+materialised examples) gets raw examples parsed with the raw schema and the transform graph
+applied in the same tf.data map (`transform_plan` decides; transformed examples are parsed as
+they are). `record_batch_factory` gives tfx_bsl's Arrow RecordBatches (tfx_bsl imported only then).
+
 TensorFlow is imported inside the functions that need it, so importing this module is cheap.
 """
 
@@ -18,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import gzip
+import logging
 import os
 import re
 import struct
@@ -28,8 +35,11 @@ from typing import TYPE_CHECKING, Any
 from generic_trainer.errors import UserInputError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import tensorflow as tf
     from tensorflow_metadata.proto.v0 import schema_pb2
+
+log = logging.getLogger(__name__)
 
 AUTOTUNE = -1  # the value of tf.data.AUTOTUNE, without importing TensorFlow
 _READ_BLOCK = 128  # records a file reader hands over at a time
@@ -42,11 +52,11 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # --------------------------------------------------------------------------------------------
 
 
-def load_schema(path: str) -> schema_pb2.Schema:
+def load_schema(path: str, input_name: str = "--schema") -> schema_pb2.Schema:
     """Reads a tensorflow-metadata Schema text proto.
 
     `path` is a `.pbtxt` file or a directory holding exactly one `*.pbtxt` (TFX SchemaGen writes
-    `schema.pbtxt` into its artifact directory).
+    `schema.pbtxt` into its artifact directory). Errors name `input_name`.
     """
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
@@ -56,18 +66,18 @@ def load_schema(path: str) -> schema_pb2.Schema:
         if len(found) != 1:
             what = "no *.pbtxt file" if not found else f"{len(found)} *.pbtxt files ({', '.join(found)})"
             raise UserInputError(
-                "--schema", f"directory {path} holds {what}; expected exactly one (SchemaGen's schema.pbtxt)"
+                input_name, f"directory {path} holds {what}; expected exactly one (SchemaGen's schema.pbtxt)"
             )
         path = found[0]
     elif not os.path.isfile(path):
-        raise UserInputError("--schema", f"{path} does not exist; expected a schema.pbtxt file or its directory")
+        raise UserInputError(input_name, f"{path} does not exist; expected a schema.pbtxt file or its directory")
     try:
         with open(path, encoding="utf-8") as f:
             schema = text_format.Parse(f.read(), schema_pb2.Schema())
     except (text_format.ParseError, UnicodeDecodeError) as e:
-        raise UserInputError("--schema", f"{path} is not a text-format tensorflow-metadata Schema: {e}") from e
+        raise UserInputError(input_name, f"{path} is not a text-format tensorflow-metadata Schema: {e}") from e
     if not schema.feature:
-        raise UserInputError("--schema", f"{path} parses as a Schema but declares no features")
+        raise UserInputError(input_name, f"{path} parses as a Schema but declares no features")
     return schema
 
 
@@ -422,9 +432,22 @@ def _as_options(options: Any) -> DatasetOptions:
 
 
 class DataAccessor:
-    """What `fn_args.data_accessor` is: TFX's DataAccessor for tf.Example files."""
+    """What `fn_args.data_accessor` is: TFX's DataAccessor for tf.Example files.
 
-    data_view_decode_fn = None
+    `transform_graph` (`--transform-graph`) and `raw_schema` (`--schema`) let
+    `tf_dataset_factory` give transformed features from raw examples: see `transform_plan`.
+    """
+
+    data_view_decode_fn = None  # TFX's is None unless the examples carry a Data View (none here)
+
+    def __init__(self, transform_graph: str | None = None, raw_schema: str | None = None,
+                 examples: str = "--examples"):
+        self.transform_graph = transform_graph
+        self.raw_schema = raw_schema
+        self.examples = examples  # how errors name the examples input
+        self._schemas: tuple[schema_pb2.Schema, str, schema_pb2.Schema] | None = None
+        self._transform_layer: Any = None
+        self._logged: set[str] = set()
 
     def tf_dataset_factory(
         self,
@@ -437,60 +460,238 @@ class DataAccessor:
         `options`: `DatasetOptions` or tfx_bsl's `TensorFlowDatasetOptions`. `schema`: a Schema
         proto or the path of one. Elements are dicts of tensors (dense `[batch, *shape]`,
         `tf.SparseTensor` for var-len features), or `(features, label)` with `label_key`.
+        With a transform graph, a schema asking for transformed features of raw examples gets
+        the raw examples parsed and transformed in the pipeline (`transform_plan`).
         """
-        import tensorflow as tf
-
         options = _as_options(options)
         if isinstance(schema, (str, os.PathLike)):
             schema = load_schema(os.fspath(schema))
         if schema is None:
             raise UserInputError("schema", "tf_dataset_factory needs a schema (fn_args.schema_path)")
-        spec, renames = _parser_config(schema)
-        tensor_names = {renames.get(key, key) for key in spec}
-        label_key = options.label_key
-        if label_key is not None and label_key not in tensor_names:
-            raise UserInputError(
-                "label_key", f"{label_key!r} is not a tensor of the schema; tensors: {', '.join(sorted(tensor_names))}"
-            )
-
         patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
-        compression_of = _compression_fn(patterns)
+        if self.transform_graph and self._transform_on_the_fly(patterns, schema, options.label_key):
+            spec, renames = _parser_config(schema)
+            keep = {renames.get(key, key) for key in spec} | ({options.label_key} if options.label_key else set())
+            return _dataset(patterns, options, self._transform_schemas()[0], transform=self._layer(), keep=sorted(keep))
+        return _dataset(patterns, options, schema)
 
-        threads = options.reader_num_threads
+    def record_batch_factory(
+        self,
+        file_patterns: str | Sequence[str],
+        options: Any,
+        schema: schema_pb2.Schema | str | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Arrow RecordBatches of the examples, as tfx_bsl's `TFExampleRecord(...).RecordBatches(options)`.
 
-        def read(path: tf.Tensor) -> tf.data.Dataset:
-            records = tf.data.TFRecordDataset(path, compression_of(path))
-            if threads == 1:
-                return records
-            # Each open file is read and decompressed in a background thread that hands records
-            # over in blocks: tfx_bsl's parallel interleave hands them over one by one, which costs
-            # more CPU than reading them. The order of records does not change.
-            return records.batch(_READ_BLOCK).prefetch(_READ_AHEAD).unbatch()
+        `options`: tfx_bsl's `RecordBatchesOptions` (batch_size, drop_final_batch, num_epochs,
+        shuffle, shuffle_buffer_size, shuffle_seed) or any object with those attributes. With a
+        schema, columns are its features (a `large_list` per feature, null where an example lacks
+        it); without one, every feature found, types inferred. For sklearn-style modules that
+        read numpy arrays.
+        """
+        from tfx_bsl.coders import example_coder
+        from tfx_bsl.tfxio import dataset_util
 
-        files = tf.data.Dataset.list_files(patterns, shuffle=options.shuffle, seed=options.shuffle_seed)
-        dataset = files.interleave(read, cycle_length=_cycle_length(threads))
-        if options.shuffle:
-            dataset = dataset.shuffle(options.shuffle_buffer_size, options.shuffle_seed)
-        if options.num_epochs != 1:
-            dataset = dataset.repeat(options.num_epochs)
-        drop = options.drop_final_batch or options.num_epochs is None
-        dataset = dataset.batch(options.batch_size, drop_remainder=drop)
+        if not hasattr(options, "batch_size"):
+            raise UserInputError("options", f"expected RecordBatchesOptions, got {type(options).__name__}")
+        if isinstance(options.batch_size, bool) or not isinstance(options.batch_size, int) or options.batch_size < 1:
+            raise UserInputError("options", f"batch_size must be a positive integer, got {options.batch_size!r}")
+        if isinstance(schema, (str, os.PathLike)):
+            schema = load_schema(os.fspath(schema))
+        patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
+        _compression_fn(patterns)  # no files: a UserInputError naming the patterns
+        dataset = dataset_util.make_tf_record_dataset(
+            patterns, options.batch_size, getattr(options, "drop_final_batch", False),
+            getattr(options, "num_epochs", None), getattr(options, "shuffle", True),
+            getattr(options, "shuffle_buffer_size", 10000), getattr(options, "shuffle_seed", None))
+        decoder = example_coder.ExamplesToRecordBatchDecoder(schema.SerializeToString() if schema else None)
+        return (decoder.DecodeBatch(batch) for batch in dataset.as_numpy_iterator())
 
-        def parse(serialized: tf.Tensor) -> Any:
-            parsed = tf.io.parse_example(serialized, spec)
-            for value in parsed.values():
-                if isinstance(value, tf.SparseTensor):  # keep the static batch size, as tfx_bsl does
-                    value.set_shape(serialized.shape.concatenate([None] * (value.shape.rank - 1)))
-            features = {renames.get(key, key): value for key, value in parsed.items()}
-            if label_key is None:
-                return features
-            return features, features.pop(label_key)
+    # -- transformed features from raw examples -------------------------------------------------
 
-        dataset = dataset.map(parse, num_parallel_calls=options.parser_num_threads)
-        dataset = dataset.prefetch(options.prefetch_buffer_size)
-        tf_options = tf.data.Options()
-        tf_options.deterministic = not options.sloppy_ordering
-        return dataset.with_options(tf_options)
+    def _transform_schemas(self) -> tuple[schema_pb2.Schema, str, schema_pb2.Schema]:
+        """(raw schema, where it came from, transformed schema) of the transform graph."""
+        if self._schemas is None:
+            graph = self.transform_graph
+            transformed_path = os.path.join(graph, "transformed_metadata", "schema.pbtxt")
+            if not os.path.isfile(transformed_path):
+                raise UserInputError("--transform-graph", f"{graph} has no transformed_metadata/schema.pbtxt; "
+                                     "expected a tensorflow-transform output directory (TFX's TransformGraph)")
+            transformed = load_schema(transformed_path, "--transform-graph")
+            raw_path = os.path.join(graph, "metadata", "schema.pbtxt")
+            if os.path.isfile(raw_path):
+                raw, source = load_schema(raw_path, "--transform-graph"), raw_path
+            elif self.raw_schema:
+                raw, source = load_schema(self.raw_schema), self.raw_schema
+            else:
+                raise UserInputError("--schema", f"the transform graph {graph} has no metadata/schema.pbtxt (the raw "
+                                     "schema), so raw examples cannot be parsed to apply it: pass the raw schema "
+                                     "(SchemaGen's) as --schema")
+            self._schemas = (raw, source, transformed)
+        return self._schemas
+
+    def _transform_on_the_fly(self, patterns: list[str], schema: schema_pb2.Schema, label_key: str | None) -> bool:
+        raw, raw_source, transformed = self._transform_schemas()
+        record, files = _first_record_kinds(patterns)
+        apply, reason = transform_plan(schema, label_key, raw, transformed, record, files,
+                                       where=(f"{', '.join(patterns)} ({self.examples})",
+                                              f"raw schema {raw_source}",
+                                              f"{self.transform_graph}/transformed_metadata"))
+        if apply:
+            missing = [f.name for f in raw.feature
+                       if f.HasField("shape") and f.presence.min_fraction == 1 and f.name not in record]
+            if missing:
+                raise UserInputError(self.examples, f"{files[0]} lacks raw features {', '.join(missing)} that the "
+                                     f"raw schema ({raw_source}) requires, so the transform graph cannot be applied")
+        key = f"{apply}|{','.join(patterns)}"
+        if key not in self._logged:
+            self._logged.add(key)
+            if apply:
+                log.info("%s: applying the transform graph %s in the input pipeline (%s)", ", ".join(patterns),
+                         self.transform_graph, reason)
+            else:
+                log.info("%s: parsing the examples as they are (%s)", ", ".join(patterns), reason)
+        return apply
+
+    def _layer(self) -> Any:
+        """The transform graph as a function of parsed raw features (TFT's transform_features_layer)."""
+        if self._transform_layer is None:
+            import tensorflow_transform as tft
+
+            self._transform_layer = tft.TFTransformOutput(self.transform_graph).transform_features_layer()
+        return self._transform_layer
+
+
+_KINDS = {1: "bytes_list", 2: "int64_list", 3: "float_list"}  # schema_pb2 BYTES, INT, FLOAT -> tf.train.Feature
+_MATERIALISED = "transformed_examples"  # how TFX's Transform names the files of its transformed examples
+
+
+def transform_plan(
+    requested: schema_pb2.Schema,
+    label_key: str | None,
+    raw: schema_pb2.Schema,
+    transformed: schema_pb2.Schema,
+    record: dict[str, str | None] | None,
+    files: Sequence[str],
+    where: tuple[str, str, str] = ("--examples", "the raw schema", "the transform graph's output"),
+) -> tuple[bool, str]:
+    """Whether a dataset asked for with `requested` (and `label_key`) needs the transform graph
+    applied to the examples, and why.
+
+    The module asks for transformed features when a feature it asks for (or its label) is a
+    transformed feature and not a raw one of that type, or when `requested` is the transformed
+    schema itself (and not the raw one). Then the examples are raw unless their first record
+    (`record`: feature name -> tf.train.Feature kind) holds those transformed features; when raw
+    and transformed features have the same names and types, files named like Transform's
+    materialised output (`transformed_examples-*`) are taken as transformed, others as raw.
+    `where` names (the examples, the raw schema, the transformed schema) in messages.
+    A feature in neither schema is a UserInputError naming it.
+    """
+    raw_types = {f.name: f.type for f in raw.feature}
+    xf_types = {f.name: f.type for f in transformed.feature}
+    asked = {f.name: f.type for f in requested.feature}
+    names = list(asked) + ([label_key] if label_key is not None and label_key not in asked else [])
+    unknown = [n for n in names if n not in raw_types and n not in xf_types]
+    if unknown:
+        what = "label_key " if unknown == [label_key] else "feature(s) "
+        raise UserInputError(where[0], f"the module asks for {what}{', '.join(map(repr, unknown))}, which is neither a "
+                             f"raw feature ({where[1]}: {', '.join(sorted(raw_types))}) nor a transformed one "
+                             f"({where[2]}: {', '.join(sorted(xf_types))})")
+    if requested == raw:
+        return False, "the module asks for the raw schema"
+
+    def transformed_only(name: str) -> bool:
+        if name not in xf_types:
+            return False
+        return name not in raw_types or (name in asked and asked[name] != raw_types[name])
+
+    only = [n for n in names if transformed_only(n)]
+    if not only and requested != transformed:
+        return False, "every feature the module asks for is a raw feature"
+    if record is None:
+        return False, "the examples hold no records"
+    if only:
+        if all(record.get(n) == _KINDS.get(xf_types[n]) for n in only):
+            return False, f"the examples hold the transformed features {', '.join(only)}"
+        return True, f"the module asks for transformed features ({', '.join(only)}) and the examples are raw"
+    extra = sorted(set(record) - set(xf_types))
+    if extra:
+        return True, f"the module asks for the transformed schema; the examples hold raw features ({', '.join(extra)})"
+    if files and all(os.path.basename(f).startswith(_MATERIALISED) for f in files):
+        return False, (f"the module asks for the transformed schema; files named {_MATERIALISED}-* are "
+                       "Transform's output")
+    return True, ("the module asks for the transformed schema, whose features have the names and types of the raw "
+                  "ones; the examples are taken as raw (Transform's materialised examples are named "
+                  f"{_MATERIALISED}-*)")
+
+
+def _first_record_kinds(patterns: list[str]) -> tuple[dict[str, str | None] | None, list[str]]:
+    """({feature name: tf.train.Feature kind} of the first record found, files matched)."""
+    import tensorflow as tf
+
+    compression_of = _compression_fn(patterns)
+    files = [f for p in patterns for f in sorted(tf.io.gfile.glob(p))]
+    for path in files:
+        for serialized in tf.data.TFRecordDataset(path, compression_of(path)).take(1):
+            example = tf.train.Example.FromString(serialized.numpy())
+            return {k: v.WhichOneof("kind") for k, v in example.features.feature.items()}, files
+    return None, files
+
+
+def _dataset(patterns: list[str], options: DatasetOptions, schema: schema_pb2.Schema, transform: Any = None,
+             keep: Sequence[str] | None = None) -> tf.data.Dataset:
+    """The batches of tfx_bsl's TensorFlowDataset; with `transform`, parsed batches go through it and
+    its outputs named in `keep` are the features."""
+    import tensorflow as tf
+
+    spec, renames = _parser_config(schema)
+    tensor_names = {renames.get(key, key) for key in spec} if transform is None else set(keep or ())
+    label_key = options.label_key
+    if label_key is not None and label_key not in tensor_names:
+        raise UserInputError(
+            "label_key", f"{label_key!r} is not a tensor of the schema; tensors: {', '.join(sorted(tensor_names))}"
+        )
+
+    compression_of = _compression_fn(patterns)
+
+    threads = options.reader_num_threads
+
+    def read(path: tf.Tensor) -> tf.data.Dataset:
+        records = tf.data.TFRecordDataset(path, compression_of(path))
+        if threads == 1:
+            return records
+        # Each open file is read and decompressed in a background thread that hands records
+        # over in blocks: tfx_bsl's parallel interleave hands them over one by one, which costs
+        # more CPU than reading them. The order of records does not change.
+        return records.batch(_READ_BLOCK).prefetch(_READ_AHEAD).unbatch()
+
+    files = tf.data.Dataset.list_files(patterns, shuffle=options.shuffle, seed=options.shuffle_seed)
+    dataset = files.interleave(read, cycle_length=_cycle_length(threads))
+    if options.shuffle:
+        dataset = dataset.shuffle(options.shuffle_buffer_size, options.shuffle_seed)
+    if options.num_epochs != 1:
+        dataset = dataset.repeat(options.num_epochs)
+    drop = options.drop_final_batch or options.num_epochs is None
+    dataset = dataset.batch(options.batch_size, drop_remainder=drop)
+
+    def parse(serialized: tf.Tensor) -> Any:
+        parsed = tf.io.parse_example(serialized, spec)
+        for value in parsed.values():
+            if isinstance(value, tf.SparseTensor):  # keep the static batch size, as tfx_bsl does
+                value.set_shape(serialized.shape.concatenate([None] * (value.shape.rank - 1)))
+        features = {renames.get(key, key): value for key, value in parsed.items()}
+        if transform is not None:
+            outputs = transform(features)
+            features = {key: outputs[key] for key in keep}
+        if label_key is None:
+            return features
+        return features, features.pop(label_key)
+
+    dataset = dataset.map(parse, num_parallel_calls=options.parser_num_threads)
+    dataset = dataset.prefetch(options.prefetch_buffer_size)
+    tf_options = tf.data.Options()
+    tf_options.deterministic = not options.sloppy_ordering
+    return dataset.with_options(tf_options)
 
 
 def _cycle_length(reader_num_threads: int) -> int:

@@ -172,11 +172,12 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _data_accessor(cluster):
-    """fn_args.data_accessor; on several workers, one whose datasets shard by example when files are few."""
+def _data_accessor(cluster, transform_graph=None, schema_file=None):
+    """fn_args.data_accessor (transformed features from raw examples with a transform graph); on several
+    workers, one whose datasets shard by example when files are few."""
     from generic_trainer import data, sharding
 
-    accessor = data.DataAccessor()
+    accessor = data.DataAccessor(transform_graph=transform_graph, raw_schema=schema_file)
     return sharding.ShardingDataAccessor(accessor, cluster.num_workers) if cluster.is_multi_worker else accessor
 
 
@@ -245,7 +246,7 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
         eval_steps=request.eval_steps,
         schema_path=schema_file,
         transform_graph_path=request.transform_graph,
-        data_accessor=_data_accessor(cluster),
+        data_accessor=_data_accessor(cluster, request.transform_graph, schema_file),
         serving_model_dir=serving_dir,
         eval_model_dir=eval_dir,
         model_run_dir=model_run_dir,

@@ -132,7 +132,7 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path, train
         eval_steps=request.eval_steps,
         schema_path=schema_file,
         transform_graph_path=request.transform_graph,
-        data_accessor=data.DataAccessor(),
+        data_accessor=data.DataAccessor(transform_graph=request.transform_graph, raw_schema=schema_file),
         base_model=_base_model_path(request.base_model),
         hyperparameters=dict(request.hyperparameters) if request.hyperparameters is not None else None,
         custom_config=dict(request.custom_config),

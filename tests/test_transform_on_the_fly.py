@@ -1,0 +1,229 @@
+"""Transformed features from raw examples: the data accessor applies `--transform-graph` in the input
+pipeline when a module asks for features only the transform produces (TFX modules ask for the
+transformed schema and a `*_xf` label, because TFX feeds them Transform's materialised examples)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PENGUIN, REPO, cli_env, free_port, run_cli
+from generic_trainer.data import transform_plan
+from generic_trainer.errors import UserInputError
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+XF_MODULE = REPO / "tests" / "modules" / "tfx_transform" / "penguin_xf_module.py"
+RAW = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"]
+
+
+# --------------------------------------------------------------------------------------------
+# The decision, on schema protos and a first record's feature kinds (no TensorFlow)
+# --------------------------------------------------------------------------------------------
+
+
+def _schema(**features: int) -> schema_pb2.Schema:
+    schema = schema_pb2.Schema()
+    for name, kind in features.items():
+        feature = schema.feature.add(name=name, type=kind)
+        feature.shape.dim.add(size=1)
+        feature.presence.min_fraction = 1
+    return schema
+
+
+F, INT, B = schema_pb2.FLOAT, schema_pb2.INT, schema_pb2.BYTES
+RAW_SCHEMA = _schema(body_mass_g=F, island=B, species=INT)
+XF_SCHEMA = _schema(body_mass_g_xf=F, island_xf=INT, species_xf=INT)
+RAW_RECORD = {"body_mass_g": "float_list", "island": "bytes_list", "species": "int64_list"}
+XF_RECORD = {"body_mass_g_xf": "float_list", "island_xf": "int64_list", "species_xf": "int64_list"}
+
+
+def test_transformed_schema_of_raw_examples_is_transformed_on_the_fly():
+    apply, why = transform_plan(XF_SCHEMA, "species_xf", RAW_SCHEMA, XF_SCHEMA, RAW_RECORD, ["data_tfrecord-0.gz"])
+    assert apply and "examples are raw" in why and "species_xf" in why
+
+
+def test_transformed_examples_are_parsed_as_they_are():
+    apply, why = transform_plan(XF_SCHEMA, "species_xf", RAW_SCHEMA, XF_SCHEMA, XF_RECORD, ["data_tfrecord-0.gz"])
+    assert not apply and "hold the transformed features" in why
+
+
+def test_raw_schema_or_raw_features_only_are_parsed_as_they_are():
+    assert transform_plan(RAW_SCHEMA, "species", RAW_SCHEMA, XF_SCHEMA, RAW_RECORD, ["f"]) == (
+        False, "the module asks for the raw schema")
+    apply, why = transform_plan(_schema(body_mass_g=F), "species", RAW_SCHEMA, XF_SCHEMA, RAW_RECORD, ["f"])
+    assert not apply and "raw feature" in why
+
+
+def test_a_transformed_label_alone_is_enough_to_transform():
+    apply, _ = transform_plan(_schema(body_mass_g_xf=F), "species_xf", RAW_SCHEMA, XF_SCHEMA, RAW_RECORD, ["f"])
+    assert apply
+
+
+def test_same_names_and_other_types_as_the_bundled_graph():
+    raw = _schema(island=B, year=INT, species=INT)
+    transformed = _schema(island=INT, year=F, species=INT)
+    raw_record = {"island": "bytes_list", "year": "int64_list", "species": "int64_list"}
+    assert transform_plan(transformed, "species", raw, transformed, raw_record, ["f"])[0] is True
+    xf_record = {"island": "int64_list", "year": "float_list", "species": "int64_list"}
+    assert transform_plan(transformed, "species", raw, transformed, xf_record, ["f"])[0] is False
+
+
+def test_same_names_and_types_use_extra_raw_features_then_transforms_file_names():
+    raw = _schema(body_mass_g=F, note=B, species=INT)
+    transformed = _schema(body_mass_g=F, species=INT)  # z-scores: names and types kept; `note` dropped
+    with_note = {"body_mass_g": "float_list", "note": "bytes_list", "species": "int64_list"}
+    assert transform_plan(transformed, "species", raw, transformed, with_note, ["a.gz"])[0] is True
+    same = {"body_mass_g": "float_list", "species": "int64_list"}
+    materialised = ["d/transformed_examples-0-of-1.gz"]
+    assert transform_plan(transformed, "species", raw, transformed, same, materialised)[0] is False
+    apply, why = transform_plan(transformed, "species", raw, transformed, same, ["d/data_tfrecord-0-of-1.gz"])
+    assert apply and "taken as raw" in why
+
+
+def test_a_feature_in_neither_schema_names_it_and_the_input():
+    with pytest.raises(UserInputError) as e:
+        transform_plan(XF_SCHEMA, "species_xff", RAW_SCHEMA, XF_SCHEMA, RAW_RECORD, ["f"],
+                       where=("/data/Split-train/* (--examples)", "raw schema /g/metadata/schema.pbtxt",
+                              "/g/transformed_metadata"))
+    message = str(e.value)
+    assert e.value.input_name == "/data/Split-train/* (--examples)"
+    assert "label_key 'species_xff'" in message and "raw schema /g/metadata/schema.pbtxt" in message
+    assert "species_xf" in message and "island" in message
+    with pytest.raises(UserInputError, match="feature\\(s\\) 'colour_xf'"):
+        transform_plan(_schema(colour_xf=F), None, RAW_SCHEMA, XF_SCHEMA, RAW_RECORD, ["f"])
+
+
+# --------------------------------------------------------------------------------------------
+# A real transform graph with *_xf outputs, made by the module's own preprocessing_fn
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def xf_graph(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("xf") / "transform_graph"
+    proc = subprocess.run([sys.executable, str(PENGUIN / "make_transform_graph.py"), "--out", str(out),
+                           "--module", str(XF_MODULE)], env=cli_env(), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return out
+
+
+EQUIVALENCE = r"""
+import os, sys, json
+os.environ["TF_USE_LEGACY_KERAS"] = "0"
+import logging
+logging.basicConfig(level=logging.INFO, stream=sys.stdout)
+import numpy as np
+import tensorflow as tf
+from generic_trainer import data
+GRAPH, RAW, OUT = sys.argv[1:4]
+accessor = data.DataAccessor(transform_graph=GRAPH)
+schema = data.load_schema(os.path.join(GRAPH, "transformed_metadata", "schema.pbtxt"))
+options = data.DatasetOptions(batch_size=1000, shuffle=False, num_epochs=1, label_key="species_xf")
+features, label = next(iter(accessor.tf_dataset_factory([RAW], options, schema)))
+# Materialise the transformed examples, named as TFX's Transform names them.
+os.makedirs(os.path.join(OUT, "Split-train"))
+with tf.io.TFRecordWriter(os.path.join(OUT, "Split-train", "transformed_examples-00000-of-00001.gz"), "GZIP") as w:
+    for i in range(int(label.shape[0])):
+        feature = {k: tf.train.Feature(float_list=tf.train.FloatList(value=v[i].numpy().ravel()))
+                   for k, v in features.items()}
+        feature["species_xf"] = tf.train.Feature(int64_list=tf.train.Int64List(value=label[i].numpy().ravel()))
+        w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+again, label2 = next(iter(accessor.tf_dataset_factory([os.path.join(OUT, "Split-train", "*")], options, schema)))
+print("RESULT " + json.dumps({
+    "keys": sorted(features), "n": int(label.shape[0]),
+    "same": bool(all(np.allclose(features[k].numpy(), again[k].numpy()) for k in features)
+                 and (label.numpy() == label2.numpy()).all()),
+    "mass_mean": float(np.mean(features["body_mass_g_xf"].numpy())),
+    "shapes": sorted({str(v.shape) for v in features.values()}),
+}))
+"""
+
+
+@pytest.mark.slow
+def test_on_the_fly_equals_materialised_transformed_examples(xf_graph, tmp_path):
+    raw = str(PENGUIN / "data" / "Split-train" / "*")
+    proc = subprocess.run([sys.executable, "-c", EQUIVALENCE, str(xf_graph), raw, str(tmp_path / "xf")],
+                          env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.split("RESULT ", 1)[1])
+    assert result["keys"] == sorted(f"{k}_xf" for k in RAW)
+    assert result["same"] and result["n"] > 100 and result["shapes"] == [f"({result['n']}, 1)"]
+    assert abs(result["mass_mean"]) < 0.2  # z-scores of the train split the graph was analysed on
+    assert "applying the transform graph" in proc.stdout and "parsing the examples as they are" in proc.stdout
+
+
+def _serving_accuracy(model_dir: Path) -> float:
+    import tensorflow as tf
+
+    files = sorted(str(p) for p in (PENGUIN / "data" / "Split-eval").glob("*"))
+    records = list(tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator())
+    labels = [tf.train.Example.FromString(r).features.feature["species"].int64_list.value[0] for r in records]
+    serve = tf.saved_model.load(str(model_dir / "Format-Serving")).signatures["serving_default"]
+    logits = serve(examples=tf.constant(records))["outputs"].numpy()
+    return float((logits.argmax(axis=1) == labels).mean())
+
+
+def _train_args(tmp_path: Path, graph: Path, *extra: str) -> list[str]:
+    return ["train", "--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "schema.pbtxt"),
+            "--transform-graph", str(graph), "--module-file", str(XF_MODULE), "--model-dir", str(tmp_path / "model"),
+            "--train-steps", "150", "--eval-steps", "5", *extra]
+
+
+@pytest.mark.slow
+def test_train_with_raw_examples_and_the_transform_graph(xf_graph, tmp_path):
+    proc = run_cli(_train_args(tmp_path, xf_graph), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "applying the transform graph" in proc.stderr and "species_xf" in proc.stderr
+    assert _serving_accuracy(tmp_path / "model") > 0.8
+
+
+@pytest.mark.slow
+def test_tune_with_raw_examples_and_the_transform_graph(xf_graph, tmp_path):
+    proc = run_cli(["tune", "--examples", str(PENGUIN / "data"), "--transform-graph", str(xf_graph),
+                    "--module-file", str(XF_MODULE), "--best-hyperparameters-dir", str(tmp_path / "best"),
+                    "--tuner-results-file", str(tmp_path / "results.json"), "--train-steps", "10",
+                    "--eval-steps", "3", "--max-trials", "2"], timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "applying the transform graph" in proc.stderr
+    assert len(json.loads((tmp_path / "results.json").read_text())) == 2
+    assert os.listdir(tmp_path / "best") == ["best_hyperparameters.txt"]
+
+
+@pytest.mark.slow
+def test_a_label_in_neither_schema_is_a_user_input_error_and_leaves_no_model(xf_graph, tmp_path):
+    proc = run_cli(_train_args(tmp_path, xf_graph, "--custom-config", '{"label_key": "species_xff"}'), timeout=600)
+    assert proc.returncode == 2, proc.stderr[-4000:]
+    assert "label_key 'species_xff'" in proc.stderr and "(--examples)" in proc.stderr
+    assert "transformed_metadata" in proc.stderr
+    assert not (tmp_path / "model" / "Format-Serving").exists()
+
+
+@pytest.mark.slow
+def test_two_workers_both_transform_on_the_fly(xf_graph, tmp_path):
+    cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
+    args = [sys.executable, "-m", "generic_trainer", *_train_args(tmp_path, xf_graph, "--cluster-timeout", "300")]
+    args[args.index("150")] = "40"
+    procs, logs = [], []
+    for i in range(2):
+        logs.append(tmp_path / f"worker{i}.log")
+        env = cli_env({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
+        with open(logs[-1], "w") as log:
+            procs.append(subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT))
+    try:
+        for proc in procs:
+            proc.wait(timeout=900)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    outputs = [path.read_text() for path in logs]
+    for proc, output in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, output[-4000:]
+        assert "applying the transform graph" in output
+    assert "replicas_in_sync=2" in outputs[0]
+    assert _serving_accuracy(tmp_path / "model") > 0.5
