@@ -49,7 +49,11 @@ def write_csv(path: str, rows: int, seed: int = 0) -> None:
 
 
 def timed(cmd: list[str]) -> dict:
-    """Wall seconds and peak RSS (MiB) of a fresh process (wait4: its own, or its largest reaped child's)."""
+    """Wall and CPU seconds and peak RSS (MiB) of a fresh process (wait4: its own, or its largest reaped child's).
+
+    CPU seconds (user + system, its reaped children included) barely depend on what else the machine runs;
+    wall seconds do.
+    """
     import tempfile
 
     env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
@@ -64,7 +68,8 @@ def timed(cmd: list[str]) -> dict:
         err.seek(0)
         if proc.returncode != 0:
             raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}):\n{err.read()[-3000:]}")
-        return {"wall_s": wall, "peak_rss_mib": usage.ru_maxrss / 1024, "stdout": out.read()}
+        return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024,
+                "stdout": out.read()}
 
 
 def load() -> str:

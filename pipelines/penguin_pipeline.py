@@ -64,8 +64,8 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
         csv_uri: str,
         schema_uri: str,
         module_file: str,
-        splits: dict = {"train": 2, "eval": 1},  # noqa: B006 - KFP pipeline parameter defaults
-        beam_pipeline_args: list = [],  # noqa: B006
+        splits: str = "train:2,eval:1",
+        beam_pipeline_args: list = [],  # noqa: B006 - KFP pipeline parameter defaults
         train_args: dict = {"num_steps": 500},  # noqa: B006
         eval_args: dict = {"num_steps": 20},  # noqa: B006
         custom_config: dict = {"epochs": 5, "batch_size": 32},  # noqa: B006

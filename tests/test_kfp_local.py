@@ -302,7 +302,7 @@ def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
     from pipelines import penguin_pipeline
 
     root = tmp_path / "root"
-    penguin_pipeline.run_local(str(root), train_steps=100, tune=True, max_trials=1, eval_steps=5, timeout_s=900)
+    penguin_pipeline.run_local(str(root), train_steps=300, tune=True, max_trials=1, eval_steps=5, timeout_s=1200)
 
     def one(pattern: str) -> Path:
         found = [p for p in root.glob(pattern) if "workspace-" not in str(p)]
@@ -311,7 +311,7 @@ def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
 
     examples = one("*/generic-import-examples/examples")
     counts = {s: _count_tfrecords(examples / f"Split-{s}") for s in ("train", "eval")}
-    assert counts["train"] + counts["eval"] == 333 and counts["eval"] > 80
+    assert counts == {"train": 224, "eval": 109}  # as `import-examples --splits train:2,eval:1` splits the CSV
     assert (one("*/generic-import-examples/output_schema") / "schema.pbtxt").read_text() == (
         PENGUIN / "schema.pbtxt").read_text()
     graph = one("*/generic-transform/transform_graph")
