@@ -306,7 +306,7 @@ def import_examples_component(image: str | None = None) -> Any:
         input_pattern: str = "",
         format: str = "csv",  # noqa: A002 - the flag's name
         schema: Optional[Input[Artifact]] = None,  # noqa: UP045
-        splits: Optional[dict] = None,  # noqa: UP045
+        splits: str = "train:2,eval:1",
         input_splits: Optional[dict] = None,  # noqa: UP045
         beam_pipeline_args: Optional[list] = None,  # noqa: UP045
     ):
@@ -320,7 +320,8 @@ def import_examples_component(image: str | None = None) -> Any:
             format: csv (with a header line) or parquet.
             schema: tensorflow-metadata Schema giving each column's type; the columns must match its features.
                 Without it types are inferred (INT, FLOAT or BYTES per column).
-            splits: Hash buckets per split, e.g. {"train": 2, "eval": 1} (the default).
+            splits: Hash buckets per split, in order: "train:2,eval:1" (the default; a record goes to the split
+                whose bucket range holds SHA-256(record) mod the total, as in TFX's ExampleGen).
             input_splits: One pattern per split instead of input_pattern, e.g. {"train": "gs://b/train/*.csv"}.
             beam_pipeline_args: Beam options, e.g. ["--runner=DataflowRunner", "--project=P", "--region=R",
                 "--temp_location=gs://B/tmp"]; default: the DirectRunner in the container.

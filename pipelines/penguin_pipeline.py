@@ -1,22 +1,27 @@
-"""The penguin example as a KFP v2 pipeline: tune, train with the best values, evaluate, infra-validate.
+"""The penguin example as a KFP v2 pipeline: from a CSV to a blessed model.
 
-    examples ─┬─> generic-tuner ── best_hyperparameters ─┐
-    schema ───┴───────────────────────────────────────────┴─> generic-trainer ─> model, model_run, metrics, report
-                                                                    │ model
+    csv_uri ──> generic-import-examples ─ examples, output_schema ─> generic-transform ─ transform_graph
+    schema_uri (column types) ──┘                                                          │
+        examples + schema + transform_graph ─> generic-tuner ─ best_hyperparameters ─> generic-trainer ─ model
     baseline_model_uri ─(if set)─> import-baseline-model ─> generic-evaluator ─> evaluation, blessing, report
                                                                     │ model + blessing
                                                           generic-infra-validator ─> blessing (INFRA_BLESSED), metrics
 
-The evaluator compares the new model with `baseline_model_uri` (e.g. the model now serving) when it is
-set, and judges it on the eval config's bounds alone when it is empty (the first model). The
-infra-validator does not load a model the evaluator did not bless.
+import-examples turns the CSV into TFX Examples (train/eval by a stable hash), transform runs the module's
+preprocessing_fn with tensorflow-transform on Beam, and the tuner and trainer read the raw examples
+with the transform graph (module_transform.py applies it in its input pipeline and in the serving
+model, so the evaluator and the infra-validator send raw tf.Examples). The evaluator compares the new
+model with `baseline_model_uri` (e.g. the model now serving) when it is set, and judges it on the eval
+config's bounds alone when it is empty (the first model). The infra-validator does not load a model
+the evaluator did not bless.
 
 Compile (for Kubeflow Pipelines or Vertex AI Pipelines):
     python -m pipelines.penguin_pipeline --output penguin_pipeline.yaml [--no-tune] [--image IMAGE]
 Run it on this machine with kfp.local, tasks as host processes (generic-trainer on PATH, no docker):
     python -m pipelines.penguin_pipeline --run-local --pipeline-root out/kfp-local --train-steps 200
 
-The pipeline's parameters name where the examples, schema and module file live (gs:// on a cluster).
+The pipeline's parameters name where the CSV, the schema and the module file live (gs:// on a cluster);
+`beam_pipeline_args` sends import-examples and transform to another Beam runner (e.g. Dataflow).
 """
 
 # No `from __future__ import annotations`: kfp reads the pipeline function's annotations as types.
@@ -43,20 +48,25 @@ EXAMPLE_DIR = os.path.join(components.REPO, "examples", "penguin")
 def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
     """The pipeline function (compile it, or call it under kfp.local); `tune=False` leaves the tuner out."""
     from kfp import dsl
-    from kfp.dsl import Artifact, Dataset, Model
+    from kfp.dsl import Artifact, Model
 
+    import_examples_op = components.import_examples(image)
+    transform_op = components.transform(image)
     trainer_op = components.trainer(image)
     tuner_op = components.tuner(image) if tune else None
     evaluator_op = components.evaluator(image)
     infra_validator_op = components.infra_validator(image)
 
-    @dsl.pipeline(name=PIPELINE_NAME, description="Palmer penguins: tune and train a Keras classifier with "
-                                                  "generic-trainer (TFX Tuner/Trainer compatible module).")
+    @dsl.pipeline(name=PIPELINE_NAME, description="Palmer penguins from CSV: import, tf.Transform, tune and train a "
+                                                  "Keras classifier, evaluate and infra-validate it with "
+                                                  "generic-trainer (TFX compatible module).")
     def penguin_pipeline(
-        examples_uri: str,
+        csv_uri: str,
         schema_uri: str,
         module_file: str,
-        train_args: dict = {"num_steps": 500},  # noqa: B006 - KFP pipeline parameter defaults
+        splits: str = "train:2,eval:1",
+        beam_pipeline_args: list = [],  # noqa: B006 - KFP pipeline parameter defaults
+        train_args: dict = {"num_steps": 500},  # noqa: B006
         eval_args: dict = {"num_steps": 20},  # noqa: B006
         custom_config: dict = {"epochs": 5, "batch_size": 32},  # noqa: B006
         tuner_train_args: dict = {"num_steps": 100},  # noqa: B006
@@ -64,24 +74,29 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
         eval_config: dict = EVAL_CONFIG,  # noqa: B006
         baseline_model_uri: str = "",
     ):
-        examples = dsl.importer(artifact_uri=examples_uri, artifact_class=Dataset, reimport=False)
-        examples.set_display_name("import-examples")
-        schema = dsl.importer(artifact_uri=schema_uri, artifact_class=Artifact, reimport=False)
-        schema.set_display_name("import-schema")
+        column_types = dsl.importer(artifact_uri=schema_uri, artifact_class=Artifact, reimport=False)
+        column_types.set_display_name("import-schema")
+        imported = import_examples_op(input_pattern=csv_uri, format="csv", schema=column_types.output, splits=splits,
+                                      beam_pipeline_args=beam_pipeline_args)
+        examples, schema = imported.outputs["examples"], imported.outputs["output_schema"]
+        transform = transform_op(examples=examples, schema=schema, module_file=module_file,
+                                 beam_pipeline_args=beam_pipeline_args)
+        transform_graph = transform.outputs["transform_graph"]
         tuned: dict[str, Any] = {}
         if tuner_op is not None:
-            tuner_task = tuner_op(examples=examples.output, schema=schema.output, module_file=module_file,
-                                  train_args=tuner_train_args, eval_args=eval_args, custom_config=custom_config,
-                                  max_trials=max_trials)
+            tuner_task = tuner_op(examples=examples, schema=schema, transform_graph=transform_graph,
+                                  module_file=module_file, train_args=tuner_train_args, eval_args=eval_args,
+                                  custom_config=custom_config, max_trials=max_trials)
             tuned["hyperparameters"] = tuner_task.outputs["best_hyperparameters"]
-        trainer = trainer_op(examples=examples.output, schema=schema.output, module_file=module_file,
-                             train_args=train_args, eval_args=eval_args, custom_config=custom_config, **tuned)
+        trainer = trainer_op(examples=examples, schema=schema, transform_graph=transform_graph,
+                             module_file=module_file, train_args=train_args, eval_args=eval_args,
+                             custom_config=custom_config, **tuned)
         model = trainer.outputs["model"]
 
         def evaluate_and_validate(**baseline: Any) -> None:
-            evaluator = evaluator_op(model=model, examples=examples.output, schema=schema.output,
-                                     eval_config=eval_config, **baseline)
-            infra_validator_op(model=model, examples=examples.output, model_blessing=evaluator.outputs["blessing"])
+            evaluator = evaluator_op(model=model, examples=examples, schema=schema, eval_config=eval_config,
+                                     **baseline)
+            infra_validator_op(model=model, examples=examples, model_blessing=evaluator.outputs["blessing"])
 
         # Both branches hold their own evaluator -> infra-validator (kfp.local cannot merge branch artifacts
         # with dsl.OneOf), so one compiled pipeline serves the first model and every later one.
@@ -103,17 +118,19 @@ def compile_pipeline(output: str, image: str | None = None, tune: bool = True) -
     return output
 
 
-def run_local(pipeline_root: str, train_steps: int, tune: bool, max_trials: int, baseline_model_uri: str = "") -> Any:
+def run_local(pipeline_root: str, train_steps: int, tune: bool, max_trials: int, baseline_model_uri: str = "",
+              eval_steps: int = 20, timeout_s: float | None = None) -> Any:
     """Run the pipeline with kfp.local on this host (generic-trainer on PATH, or beside this Python)."""
     from pipelines.host_runner import host_runner
 
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    with host_runner(pipeline_root, env={"PATH": path}):
+    with host_runner(pipeline_root, env={"PATH": path}, timeout_s=timeout_s):
         return build_pipeline(tune=tune)(
-            examples_uri=os.path.join(EXAMPLE_DIR, "data"),
+            csv_uri=os.path.join(EXAMPLE_DIR, "penguins.csv"),
             schema_uri=os.path.join(EXAMPLE_DIR, "schema.pbtxt"),
-            module_file=os.path.join(EXAMPLE_DIR, "module.py"),
+            module_file=os.path.join(EXAMPLE_DIR, "module_transform.py"),
             train_args={"num_steps": train_steps},
+            eval_args={"num_steps": eval_steps},
             tuner_train_args={"num_steps": max(train_steps // 4, 1)},
             max_trials=max_trials,
             baseline_model_uri=baseline_model_uri,

@@ -205,3 +205,26 @@ def test_existing_output_and_missing_input_refused(tmp_path, capsys):
     assert _run(["--input", "x.csv", "--splits", "train:0", "--output", str(tmp_path / "new")]) == 2
     assert "--splits: expected name:buckets" in _error(capsys)
     _no_leftovers(tmp_path, "new")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["import-examples", "--help"], None),
+    (["transform", "--help"], None),
+    (["import-examples", "--input", "x.csv", "--splits", "train:x", "--output", "o"], "--splits: expected"),
+    (["transform", "--examples", "missing", "--schema", "s", "--module-file", "m.py", "--transform-graph", "g"],
+     "--schema: s does not exist"),
+])
+def test_help_and_argument_errors_load_no_heavy_library(tmp_path, args, message):
+    import subprocess
+    import sys
+
+    code = ("import json, sys\nfrom generic_trainer.cli import main\ntry:\n    code = main(sys.argv[1:])\n"
+            "except SystemExit as e:\n    code = e.code\nheavy = ('tensorflow', 'apache_beam', 'pyarrow', "
+            "'tensorflow_transform', 'kfp')\nprint(json.dumps([code, [m for m in heavy if m in sys.modules]]))")
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    exit_code, heavy = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert heavy == []
+    assert exit_code == (0 if message is None else 2)
+    if message:
+        assert message in proc.stderr

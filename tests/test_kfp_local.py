@@ -293,3 +293,36 @@ def test_evaluator_and_infra_validator_bless_the_trained_model(kfp_run):
     infra_cmd = next(cmd for cmd, _ in ran if cmd[1] == "infra-validate")
     artifacts = json.loads(infra_cmd[3])["inputs"]["artifacts"]
     assert artifacts["model_blessing"]["artifacts"][0]["uri"] == blessing.uri  # the evaluator's blessing
+
+
+@pytest.mark.timeout(3600)  # six tasks, each a fresh process importing TensorFlow (and Beam) on a loaded machine
+def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
+    """pipelines/penguin_pipeline.py as it ships: CSV -> import-examples -> transform -> tuner -> trainer ->
+    evaluator -> infra-validator, every task the real CLI behind kfp.local (tiny training)."""
+    from pipelines import penguin_pipeline
+
+    root = tmp_path / "root"
+    penguin_pipeline.run_local(str(root), train_steps=300, tune=True, max_trials=1, eval_steps=5, timeout_s=1200)
+
+    def one(pattern: str) -> Path:
+        found = [p for p in root.glob(pattern) if "workspace-" not in str(p)]
+        assert len(found) == 1, (pattern, found)
+        return found[0]
+
+    examples = one("*/generic-import-examples/examples")
+    counts = {s: _count_tfrecords(examples / f"Split-{s}") for s in ("train", "eval")}
+    assert counts == {"train": 224, "eval": 109}  # as `import-examples --splits train:2,eval:1` splits the CSV
+    assert (one("*/generic-import-examples/output_schema") / "schema.pbtxt").read_text() == (
+        PENGUIN / "schema.pbtxt").read_text()
+    graph = one("*/generic-transform/transform_graph")
+    assert {p.name for p in graph.iterdir()} == {"transform_fn", "transformed_metadata", "metadata"}
+    transformed = one("*/generic-transform/transformed_examples")
+    assert {s: _count_tfrecords(transformed / f"Split-{s}") for s in ("train", "eval")} == counts
+    best = json.loads((one("*/generic-tuner/best_hyperparameters") / "best_hyperparameters.txt").read_text())
+    assert set(best["values"]) == {"learning_rate", "units", "num_layers"}
+    assert (one("*/generic-trainer/model") / "Format-Serving" / "saved_model.pb").is_file()
+    blessing = one("*/generic-evaluator*/blessing")
+    assert (blessing / "BLESSED").is_file(), list(blessing.iterdir())
+    evaluation = json.loads(one("*/generic-evaluator*/evaluation").read_text())
+    assert evaluation["metrics"]["example_count"] == counts["eval"] and evaluation["metrics"]["accuracy"] >= 0.8
+    assert (one("*/generic-infra-validator*/blessing") / "INFRA_BLESSED").is_file()

@@ -21,25 +21,39 @@ def _compile(module, tmp_path, **kwargs) -> dict:
     return yaml.safe_load(out.read_text())
 
 
-def test_penguin_pipeline_wires_importers_tuner_and_trainer(tmp_path):
+def test_penguin_pipeline_wires_import_transform_tuner_and_trainer(tmp_path):
     spec = _compile(penguin_pipeline, tmp_path)
     tasks = spec["root"]["dag"]["tasks"]
-    assert {"importer", "importer-2", "generic-tuner", "generic-trainer"} <= set(tasks)  # + later steps
+    assert {"importer", "generic-import-examples", "generic-transform", "generic-tuner", "generic-trainer"} <= set(
+        tasks)  # + evaluator and infra-validator under the branches
+    imported = tasks["generic-import-examples"]["inputs"]
+    assert imported["parameters"]["input_pattern"] == {"componentInputParameter": "csv_uri"}
+    assert imported["parameters"]["splits"] == {"componentInputParameter": "splits"}
+    assert imported["artifacts"]["schema"]["taskOutputArtifact"]["producerTask"] == "importer"
+    transform = tasks["generic-transform"]["inputs"]
+    assert transform["artifacts"]["examples"]["taskOutputArtifact"] == {
+        "outputArtifactKey": "examples", "producerTask": "generic-import-examples"}
+    assert transform["artifacts"]["schema"]["taskOutputArtifact"] == {
+        "outputArtifactKey": "output_schema", "producerTask": "generic-import-examples"}
+    assert transform["parameters"]["beam_pipeline_args"] == {"componentInputParameter": "beam_pipeline_args"}
     trainer = tasks["generic-trainer"]["inputs"]
     assert trainer["artifacts"]["hyperparameters"]["taskOutputArtifact"] == {
         "outputArtifactKey": "best_hyperparameters", "producerTask": "generic-tuner"}
-    assert trainer["artifacts"]["examples"]["taskOutputArtifact"]["producerTask"] == "importer"
-    assert trainer["artifacts"]["schema"]["taskOutputArtifact"]["producerTask"] == "importer-2"
+    for task in ("generic-trainer", "generic-tuner"):
+        artifacts = tasks[task]["inputs"]["artifacts"]
+        assert artifacts["examples"]["taskOutputArtifact"]["producerTask"] == "generic-import-examples"
+        assert artifacts["transform_graph"]["taskOutputArtifact"] == {
+            "outputArtifactKey": "transform_graph", "producerTask": "generic-transform"}
     tuner = tasks["generic-tuner"]["inputs"]
     assert tuner["parameters"]["max_trials"] == {"componentInputParameter": "max_trials"}
     assert tuner["parameters"]["train_args"] == {"componentInputParameter": "tuner_train_args"}
     params = spec["root"]["inputDefinitions"]["parameters"]
-    assert {"examples_uri", "schema_uri", "module_file"} <= {n for n, p in params.items() if not p.get("isOptional")}
+    assert {"csv_uri", "schema_uri", "module_file"} <= {n for n, p in params.items() if not p.get("isOptional")}
     assert params["train_args"]["defaultValue"] == {"num_steps": 500.0}
     executors = spec["deploymentSpec"]["executors"]
-    assert executors["exec-generic-trainer"]["container"] == _component_yaml_container("trainer")
-    assert executors["exec-generic-tuner"]["container"] == _component_yaml_container("tuner")
-    assert executors["exec-importer"]["importer"]["typeSchema"]["schemaTitle"] == "system.Dataset"
+    for name in ("trainer", "tuner", "import_examples", "transform"):
+        assert executors[f"exec-generic-{name.replace('_', '-')}"]["container"] == _component_yaml_container(name)
+    assert executors["exec-importer"]["importer"]["typeSchema"]["schemaTitle"] == "system.Artifact"
 
 
 def test_penguin_pipeline_without_tuner_and_for_another_image(tmp_path):

@@ -4,12 +4,13 @@ Written as a TFX user writes a module file; the only change for generic-trainer 
 line `from tfx import v1 as tfx` -> `from generic_trainer import tfx`. It defines:
 
   preprocessing_fn(inputs): the Transform step (z-score of numeric features, vocabularies of
-                            string features); make_transform_graph.py runs it with Beam.
+                            string features); `generic-trainer transform` runs it on Beam.
   run_fn(fn_args):          reads the RAW examples, applies the transform graph from
                             `fn_args.transform_output` in the input pipeline, trains a Keras 3
                             classifier, and exports a SavedModel whose `serving_default` takes
                             raw serialized tf.Example (`examples`), applies the transform graph
                             and returns class probabilities.
+  tuner_fn(fn_args):        a keras-tuner RandomSearch of the same model on the same inputs.
 
 Optional `custom_config` keys: `epochs` (default 5), `batch_size` (default 32).
 """
@@ -159,3 +160,33 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
 
     export_dir = fn_args.export_dir("serving") if hasattr(fn_args, "export_dir") else fn_args.serving_model_dir
     _export_serving_model(model, tf_transform_output, tft_layer, export_dir)
+
+
+def tuner_fn(fn_args: tfx.components.FnArgs) -> tfx.components.TunerFnResult:
+    """A RandomSearch over _get_hyperparameters() on the transformed features (TFX Tuner entry point)."""
+    custom_config = fn_args.custom_config or {}
+    batch_size = int(custom_config.get("batch_size", _DEFAULT_BATCH_SIZE))
+    train_steps = int(fn_args.train_steps or _DEFAULT_TRAIN_STEPS)
+    eval_steps = int(fn_args.eval_steps or _DEFAULT_EVAL_STEPS)
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    tft_layer = tf_transform_output.transform_features_layer()
+
+    tuner = keras_tuner.RandomSearch(
+        lambda hp: _build_keras_model(hp, tf_transform_output),
+        max_trials=int(custom_config.get("max_trials", 4)),
+        hyperparameters=_get_hyperparameters(),
+        allow_new_entries=False,
+        objective=keras_tuner.Objective("val_accuracy", "max"),
+        directory=fn_args.working_dir,
+        project_name="penguin_transform_tuning",
+    )
+    return tfx.components.TunerFnResult(
+        tuner=tuner,
+        fit_kwargs={
+            "x": _input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, tft_layer, batch_size),
+            "validation_data": _input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, tft_layer,
+                                         batch_size),
+            "steps_per_epoch": train_steps,
+            "validation_steps": eval_steps,
+        },
+    )

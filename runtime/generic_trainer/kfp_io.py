@@ -40,6 +40,11 @@ OUTPUT_ARTIFACTS = {
     "tuner_results": "tuner_results_dir",
     "blessing": "blessing_dir",
     "evaluation": "metrics_file",
+    # import-examples and transform
+    "examples": "output",
+    "output_schema": "schema_output",
+    "transform_graph": "transform_graph",
+    "transformed_examples": "transformed_examples",
 }
 
 

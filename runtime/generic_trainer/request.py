@@ -753,7 +753,10 @@ def _split_name(input_name: str, name: str) -> str:
 
 
 def _hash_splits(value: Any) -> tuple[tuple[str, int], ...]:
-    """`train:2,eval:1` (or a KFP dict {"train": 2, "eval": 1}) -> (("train", 2), ("eval", 1))."""
+    """`train:2,eval:1` -> (("train", 2), ("eval", 1)); the order decides which bucket range is whose.
+
+    A dict is taken in its order; KFP sorts a dict parameter's keys, so the component takes the string.
+    """
     if value is None or value == "" or value == {}:
         return DEFAULT_SPLITS
     items = list(value.items()) if isinstance(value, Mapping) else [
