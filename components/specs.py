@@ -91,7 +91,7 @@ def trainer_component(image: str | None = None) -> Any:
         cluster_timeout: Optional[float] = None,  # noqa: UP045
         mixed_precision: str = "",
         jit_compile: Optional[bool] = None,  # noqa: UP045
-        steps_per_execution: Optional[int] = None,  # noqa: UP045
+        steps_per_execution: int = 0,  # an int input must have a value: kfp.local fails on an unset one
     ):
         """Trains a TensorFlow/Keras model with the run_fn of a TFX-style module file (TFX Trainer compatible).
 
@@ -130,7 +130,7 @@ def trainer_component(image: str | None = None) -> Any:
             mixed_precision: Keras global dtype policy while run_fn runs: mixed_float16 or mixed_bfloat16 (empty:
                 the module's own).
             jit_compile: Compile train/eval steps with XLA (model.compile(jit_compile=...)); unset: Keras' default.
-            steps_per_execution: Batches per tf.function call (model.compile(steps_per_execution=N)); unset: the
+            steps_per_execution: Batches per tf.function call (model.compile(steps_per_execution=N)); 0: the
                 module's own.
         """
         return _container(image, "train", run_identity=True)
@@ -163,7 +163,7 @@ def tuner_component(image: str | None = None) -> Any:
         eval_args: Optional[dict] = None,  # noqa: UP045
         custom_config: Optional[dict] = None,  # noqa: UP045
         base_model: Optional[Input[Model]] = None,  # noqa: UP045
-        max_trials: Optional[int] = None,  # noqa: UP045
+        max_trials: int = 0,  # an int input must have a value: kfp.local fails on an unset one
         module_sha256: str = "",
         worker_timeout: float = 600.0,
         strategy: str = "auto",
@@ -186,7 +186,7 @@ def tuner_component(image: str | None = None) -> Any:
             eval_args: {"num_steps": N, "splits": ["eval"]}.
             custom_config: JSON object passed as fn_args.custom_config (integral numbers arrive as ints).
             base_model: A model to warm-start trials from, fn_args.base_model.
-            max_trials: Override the tuner's max_trials.
+            max_trials: Override the tuner's max_trials (0: the tuner_fn's own).
             module_sha256: Refuse to run a module file whose sha256 differs (empty: no check).
             worker_timeout: Distributed tuning: seconds the chief waits for a silent worker before failing.
             strategy: tf.distribute strategy of each trial: auto, default, one_device or mirrored.

@@ -357,3 +357,102 @@ def test_options_are_frozen_and_pools_match():
     assert pools[0]["container_spec"]["args"] == ["train", "--examples", "e"]
     with pytest.raises(UserInputError, match="--"):
         vertex.container_args(["--"])
+
+
+# --- production options: scheduling, network, encryption, pools -------------------------------------------
+
+KMS = "projects/my-proj/locations/us-central1/keyRings/ring/cryptoKeys/key"
+
+
+def test_dry_run_with_every_production_option(capsys):
+    spec = _dry_run(capsys, [
+        *BASE, "--replica-count", "3", "--machine-type", "a2-highgpu-1g", "--accelerator-type", "NVIDIA_TESLA_A100",
+        "--chief-machine-type", "a2-highgpu-2g", "--chief-accelerator-count", "2",
+        "--reduction-server-count", "2", "--reduction-server-machine-type", "n1-highcpu-32",
+        "--scheduling-strategy", "spot", "--timeout", "12h", "--max-wait-duration", "30m",
+        "--restart-job-on-worker-restart", "--network", "projects/123/global/networks/vpc",
+        "--reserved-ip-range", "range-a", "--reserved-ip-range", "range-b", "--label", "team=ml",
+        "--label", "run=penguin-7", "--encryption-spec-key-name", KMS, "--", *TRAIN_ARGS])
+    args = ["train", *TRAIN_ARGS]
+    worker = {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 1}
+    chief = {"machineType": "a2-highgpu-2g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 2}
+    reducers = {"containerSpec": {"imageUri": vertex.REDUCTION_SERVER_IMAGE},
+                "machineSpec": {"machineType": "n1-highcpu-32"}, "replicaCount": "2"}
+    assert spec == {
+        "parent": "projects/my-proj/locations/us-central1",
+        "customJob": {
+            "displayName": "generic-trainer-train",
+            "labels": {"team": "ml", "run": "penguin-7"},
+            "encryptionSpec": {"kmsKeyName": KMS},
+            "jobSpec": {
+                "workerPoolSpecs": [_pool(1, args, chief), _pool(2, args, worker), reducers],
+                "baseOutputDirectory": {"outputUriPrefix": "gs://my-bucket/runs/7"},
+                "network": "projects/123/global/networks/vpc",
+                "reservedIpRanges": ["range-a", "range-b"],
+                "scheduling": {"timeout": "43200s", "restartJobOnWorkerRestart": True, "strategy": "SPOT",
+                               "maxWaitDuration": "1800s"},
+            },
+        },
+    }
+
+
+def test_dry_run_flex_start_on_a_persistent_resource_cpu_chief(capsys):
+    spec = _dry_run(capsys, [*BASE, "--replica-count", "2", "--machine-type", "g2-standard-24",
+                             "--accelerator-type", "NVIDIA_L4", "--accelerator-count", "2",
+                             "--chief-machine-type", "n2-highmem-16", "--chief-accelerator-type", "none",
+                             "--persistent-resource-id", "my-pool", "--timeout", "3600", "--", *TRAIN_ARGS])
+    job = spec["customJob"]
+    assert job["jobSpec"]["persistentResourceId"] == "my-pool"
+    assert job["jobSpec"]["scheduling"] == {"timeout": "3600s"}
+    assert [p["machineSpec"] for p in job["jobSpec"]["workerPoolSpecs"]] == [
+        {"machineType": "n2-highmem-16"},
+        {"machineType": "g2-standard-24", "acceleratorType": "NVIDIA_L4", "acceleratorCount": 2}]
+    flex = _dry_run(capsys, [*BASE, "--scheduling-strategy", "FLEX_START", "--max-wait-duration", "0",
+                             "--", *TRAIN_ARGS])
+    assert flex["customJob"]["jobSpec"]["scheduling"] == {"strategy": "FLEX_START", "maxWaitDuration": "0s"}
+
+
+@pytest.mark.parametrize("extra, flag, message", [
+    (["--machine-type", "n2-standard-8", "--accelerator-type", "NVIDIA_TESLA_T4"], "--machine-type",
+     "n2-standard-8 with 1x NVIDIA_TESLA_T4: n2 machines take no accelerators"),
+    (["--machine-type", "n1-standard-8", "--accelerator-type", "NVIDIA_TESLA_A100"], "--machine-type",
+     "n1-standard-8 with 1x NVIDIA_TESLA_A100: n1 machines take NVIDIA_TESLA_T4"),
+    (["--machine-type", "n1-standard-8", "--accelerator-type", "NVIDIA_TESLA_T4", "--accelerator-count", "3"],
+     "--machine-type", "n1 machines take NVIDIA_TESLA_T4 in counts 1, 2, 4"),
+    (["--machine-type", "a2-highgpu-2g", "--accelerator-type", "NVIDIA_TESLA_A100"], "--machine-type",
+     "a2-highgpu-2g comes with 2x NVIDIA_TESLA_A100; give accelerator type NVIDIA_TESLA_A100 and count 2"),
+    (["--machine-type", "a3-highgpu-8g"], "--machine-type", "a3-highgpu-8g comes with 8x NVIDIA_H100_80GB"),
+    (["--machine-type", "g2-standard-48", "--accelerator-type", "NVIDIA_L4"], "--machine-type",
+     "g2-standard-48 comes with 4x NVIDIA_L4"),
+    (["--machine-type", "zz9-standard-4"], "--machine-type", "unknown machine type 'zz9-standard-4'; known: n1-"),
+    (["--accelerator-type", "NVIDIA_TESLA_T5"], "--accelerator-type", "unknown accelerator 'NVIDIA_TESLA_T5'"),
+    (["--accelerator-type", "TPU_V3"], "--accelerator-type", "TPUs are not supported"),
+    (["--chief-machine-type", "n2-standard-8", "--accelerator-type", "NVIDIA_TESLA_T4"], "--chief-machine-type",
+     "n2-standard-8 with 1x NVIDIA_TESLA_T4: n2 machines take no accelerators"),
+    (["--scheduling-strategy", "CHEAP"], "--scheduling-strategy", "expected one of STANDARD, SPOT, FLEX_START"),
+    (["--timeout", "soon"], "--timeout", "expected a duration such as 3600, 90m, 2h or 7d"),
+    (["--timeout", "0"], "--timeout", "expected a duration"),
+    (["--network", "vpc"], "--network", "expected projects/PROJECT_NUMBER/global/networks/NAME"),
+    (["--reserved-ip-range", "r"], "--reserved-ip-range", "needs --network"),
+    (["--label", "Team=ML"], "--label", "expected key=value in lowercase"),
+    (["--encryption-spec-key-name", "my-key"], "--encryption-spec-key-name", "expected projects/P/locations/L"),
+    (["--encryption-spec-key-name", KMS.replace("us-central1", "europe-west4")], "--encryption-spec-key-name",
+     "the key is in europe-west4, the job in us-central1"),
+    (["--persistent-resource-id", "projects/p/locations/l/persistentResources/x"], "--persistent-resource-id",
+     "expected the resource's id"),
+    (["--persistent-resource-id", "pool", "--scheduling-strategy", "SPOT"], "--persistent-resource-id",
+     "--scheduling-strategy SPOT does not apply"),
+    (["--reduction-server-count", "1"], "--reduction-server-count", "needs --replica-count >= 2 and --accelerator"),
+    (["--reduction-server-image", "x"], "--reduction-server-count", "required with"),
+])
+def test_bad_production_options_name_the_flag(capsys, extra, flag, message):
+    assert cli.main([*BASE, *extra, "--dry-run", "--", *TRAIN_ARGS]) == 2
+    captured = capsys.readouterr()
+    assert f"vertex-job failed: {flag}: " in captured.err and message in captured.err, captured.err
+    assert captured.out == ""
+
+
+def test_unknown_machine_family_passes_when_allowed(capsys):
+    spec = _dry_run(capsys, [*BASE, "--machine-type", "zz9-standard-4", "--allow-unknown-machine-type",
+                             "--", *TRAIN_ARGS])
+    assert spec["customJob"]["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "zz9-standard-4"}

@@ -261,7 +261,7 @@ def _speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     if jit is not None and not isinstance(jit, bool):
         raise UserInputError("--jit-compile", f"expected true or false, got {jit!r}")
     steps = values.get("steps_per_execution")
-    if steps not in (None, ""):
+    if steps not in (None, "", 0):  # 0: unset (the component's default; KFP needs a value for an int input)
         try:
             steps = _steps("--steps-per-execution", steps)
         except UserInputError:
