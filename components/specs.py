@@ -92,6 +92,11 @@ def trainer_component(image: str | None = None) -> Any:
         mixed_precision: str = "",
         jit_compile: Optional[bool] = None,  # noqa: UP045
         steps_per_execution: int = 0,  # an int input must have a value: kfp.local fails on an unset one
+        serving_image: str = "",
+        serving_accelerator: str = "cpu",
+        serving_image_region: str = "us",
+        serving_model_uri: dsl.OutputPath(str) = None,
+        serving_container_image: dsl.OutputPath(str) = None,
     ):
         """Trains a TensorFlow/Keras model with the run_fn of a TFX-style module file (TFX Trainer compatible).
 
@@ -132,6 +137,13 @@ def trainer_component(image: str | None = None) -> Any:
             jit_compile: Compile train/eval steps with XLA (model.compile(jit_compile=...)); unset: Keras' default.
             steps_per_execution: Batches per tf.function call (model.compile(steps_per_execution=N)); 0: the
                 module's own.
+            serving_image: The serving container the model artifact names for Vertex AI Model Registry (its
+                containerSpec metadata); empty: Vertex's prebuilt TF Serving image for the TensorFlow version.
+            serving_accelerator: cpu or gpu: which prebuilt image (tf2-cpu or tf2-gpu).
+            serving_image_region: us, europe or asia: the prebuilt image's multi-region.
+            serving_model_uri: The SavedModel's URI (<model>/Format-Serving), for a dsl.importer of
+                google.UnmanagedContainerModel in front of GCPC's ModelUploadOp.
+            serving_container_image: The serving container image (the model artifact's containerSpec.imageUri).
         """
         return _container(image, "train", run_identity=True)
 
@@ -265,6 +277,7 @@ def infra_validator_component(image: str | None = None) -> Any:
         batch_size: int = 8,
         timeout: float = 300.0,
         memory_limit: str = "8GiB",
+        blessed: dsl.OutputPath(bool) = None,
     ):
         """Tries a model in a sandboxed serving process before it ships (TFX InfraValidator).
 
@@ -280,6 +293,7 @@ def infra_validator_component(image: str | None = None) -> Any:
             batch_size: Serialized tf.Examples per request.
             timeout: Seconds the serving process has to load the model and answer every request.
             memory_limit: Address-space limit of the serving process (e.g. 8GiB; 0: none); it runs on CPU.
+            blessed: True when the model is INFRA_BLESSED (so also blessed by the evaluator), for dsl.If.
         """
         return _container(image, "infra-validate")
 

@@ -280,6 +280,8 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
                           "model_run": artifact("model_run", "system.Artifact", f"{task}/model_run"),
                           "metrics": artifact("metrics", "system.Metrics", f"{task}/metrics"),
                           "report": artifact("report", "system.HTML", f"{task}/report")},
+            "parameters": {name: {"outputFile": f"{task}/{name}"}
+                           for name in ("serving_model_uri", "serving_container_image")},
             "outputFile": str(output_file),
         },
     }
@@ -287,19 +289,21 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
 
     component = yaml.safe_load((REPO / "components" / "trainer" / "component.yaml").read_text())
     args = next(iter(component["deploymentSpec"]["executors"].values()))["container"]["args"]
-    args = [a.replace("{{$}}", json.dumps(executor_input)).replace("{{$.outputs.output_file}}", str(output_file))
-            for a in args]
+    resolved = {"{{$}}": json.dumps(executor_input), "{{$.outputs.output_file}}": str(output_file),
+                "{{$.pipeline_job_uuid}}": "4711", "{{$.pipeline_task_name}}": "generic-trainer"}
+    args = [resolved.get(a, a) for a in args]
     base = "gs://my-bucket/base"
     env = {"AIP_MODEL_DIR": f"{base}/model/", "AIP_CHECKPOINT_DIR": f"{base}/checkpoints/",
            "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs/", "CLUSTER_SPEC": _chief_cluster_spec()}
     proc = run_cli([*args, "--gcs-root", str(gcs)], env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     task_dir = gcs / "my-bucket" / "pipeline_root" / "run-1" / "generic-trainer"
-    # The artifacts KFP named win over AIP_MODEL_DIR / AIP_TENSORBOARD_LOG_DIR; the checkpoint dir comes from AIP.
+    # The artifacts KFP named win over AIP_MODEL_DIR / AIP_TENSORBOARD_LOG_DIR; the checkpoint dir comes from AIP,
+    # namespaced by the pipeline run and task.
     assert (task_dir / "model" / "Format-Serving" / "saved_model.pb").is_file()
     assert not (gcs / "my-bucket" / "base" / "model").exists()
     seen = json.loads((task_dir / "model_run" / "fn_args_seen.json").read_text())
-    assert seen["checkpoint_dir"] == str(gcs / "my-bucket" / "base" / "checkpoints")
+    assert seen["checkpoint_dir"] == str(gcs / "my-bucket" / "base" / "checkpoints" / "4711" / "generic-trainer")
     assert seen["custom_config"] == {"epochs": 2, "api_key": "zzz-secret"}
     report = (task_dir / "report").read_text()
     assert "<svg" in report and "zzz-secret" not in report and "zzz-secret" not in proc.stderr
@@ -308,6 +312,13 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
     model = written["artifacts"]["model"]["artifacts"][0]
     assert model["uri"] == f"{task}/model"  # URIs go back to KFP, not the local /gcs paths
     assert "serving_default" in model["metadata"]["signature_names"]  # model.export adds "serve" too
+    # What Vertex AI Model Registry needs: the serving container (TF 2.21 has no prebuilt image: the newest older
+    # one, said in the log), and for an importer of google.UnmanagedContainerModel the SavedModel's URI.
+    image = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+    assert model["metadata"]["containerSpec"] == {"imageUri": image}
+    assert "no prebuilt Vertex AI prediction image for TensorFlow 2.21" in proc.stderr
+    assert written["parameterValues"] == {"serving_model_uri": f"{task}/model/Format-Serving",
+                                          "serving_container_image": image}
     assert {"loss", "train_loss"} <= set(written["artifacts"]["metrics"]["artifacts"][0]["metadata"])
 
 

@@ -114,7 +114,8 @@ def parse(executor_input: Mapping[str, Any], gcs_root: str = "/gcs") -> tuple[di
     output_file = outputs.get("outputFile")
     if not output_file:
         raise UserInputError(INPUT, "outputs.outputFile is missing")
-    return values, KfpOutputs(output_file=output_file, artifacts=artifacts)
+    return values, KfpOutputs(output_file=output_file, artifacts=artifacts,
+                              parameters=tuple(outputs.get("parameters") or {}))
 
 
 def write_executor_output(

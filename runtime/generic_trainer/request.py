@@ -33,6 +33,7 @@ class KfpOutputs:
     output_file: str
     # output name -> {"name", "uri", "path", "schema_title"}; "path" is the local path of "uri".
     artifacts: Mapping[str, Mapping[str, str]]
+    parameters: tuple[str, ...] = ()  # the output parameters the component declares
 
     def path(self, name: str) -> str | None:
         art = self.artifacts.get(name)
@@ -78,6 +79,10 @@ class TrainRequest:
     mixed_precision: str | None = None
     jit_compile: bool | None = None
     steps_per_execution: int | None = None
+    # The serving container the model artifact names for Vertex AI Model Registry (serving_container).
+    serving_image: str | None = None
+    serving_accelerator: str = "cpu"
+    serving_image_region: str = "us"
 
     def redacted_custom_config(self) -> dict[str, Any]:
         """custom_config with secret values replaced, safe to log or write to metadata."""
@@ -367,7 +372,12 @@ def build_train_request(
     hyperparameters = load_hyperparameters(hp_path) if hp_path else None
     timeout = values.get("cluster_timeout")
     custom_config = _json_object("--custom-config", values.get("custom_config"))
+    from generic_trainer import serving_container
+
+    serving_image, serving_accelerator, serving_region = serving_container.check_options(
+        values.get("serving_image"), values.get("serving_accelerator"), values.get("serving_image_region"))
     return TrainRequest(
+        serving_image=serving_image, serving_accelerator=serving_accelerator, serving_image_region=serving_region,
         examples=examples_path,
         module_file=values.get("module_file") or "",
         run_fn=values.get("run_fn") or "run_fn",

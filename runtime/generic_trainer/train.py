@@ -19,7 +19,7 @@ import traceback
 from typing import Any
 
 from generic_trainer import cluster as cluster_lib
-from generic_trainer import outputs, user_module
+from generic_trainer import outputs, serving_container, user_module
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
 from generic_trainer.fn_args import FnArgs
 from generic_trainer.preemption import WATCHER
@@ -294,8 +294,25 @@ def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[s
         "strategy": result.strategy,
         "num_replicas": result.num_replicas,
     }
+    model.update(serving_container.model_registry_metadata(_serving_image(request, tf.__version__)))
     return {
         "model": {k: v for k, v in model.items() if v is not None},
         "metrics": dict(result.metrics),
         "model_run": {"tensorboard_log_dir": request.model_run_dir},
     }
+
+
+def _serving_image(request: TrainRequest, tf_version: str) -> str:
+    return request.serving_image or serving_container.choose_image(tf_version, request.serving_accelerator,
+                                                                   request.serving_image_region)
+
+
+def kfp_parameters(request: TrainRequest, result: TrainResult) -> dict[str, str]:
+    """The train component's output parameters the component declares: the SavedModel's URI and its image."""
+    import tensorflow as tf
+
+    model = request.kfp.artifacts.get("model") if request.kfp else None
+    if not model or not request.kfp.parameters:
+        return {}
+    return serving_container.kfp_parameters(model["uri"], outputs.SERVING_DIR, _serving_image(request, tf.__version__),
+                                            declared=request.kfp.parameters)
