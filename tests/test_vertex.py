@@ -271,7 +271,9 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
     output_file = gcs / "my-bucket" / "pipeline_root" / "run-1" / "generic-trainer" / "executor_output.json"
     executor_input = {
         "inputs": {
-            "parameterValues": {"module_file": str(module), "run_fn": "train_tiny", "strategy": "auto",
+            # GCPC's wrapper hands the container its own inputs too; its `strategy` is the job's scheduling one
+            "parameterValues": {"module_file": str(module), "run_fn": "train_tiny", "strategy": "SPOT",
+                                "worker_pool_specs": [{"replica_count": 1}], "timeout": "604800s",
                                 "module_sha256": "", "custom_config": {"epochs": 2.0, "api_key": "zzz-secret"}},
             "artifacts": {"examples": artifact("examples", "system.Dataset", "gs://my-bucket/data")},
         },

@@ -86,7 +86,10 @@ def parse(executor_input: Mapping[str, Any], gcs_root: str = "/gcs") -> tuple[di
     """Raw request values and the output locations from a KFP executor input."""
     inputs = executor_input.get("inputs") or {}
     values: dict[str, Any] = {}
-    for name, value in (inputs.get("parameterValues") or {}).items():
+    parameters = inputs.get("parameterValues") or {}
+    for name, value in parameters.items():
+        if name == "strategy" and "worker_pool_specs" in parameters:
+            continue  # GCPC's custom-job wrapper: its `strategy` is Vertex's scheduling strategy (SPOT, ...)
         if name in ("train_args", "eval_args"):
             values.update(_flatten_args(name[: -len("_args")], value))
         else:

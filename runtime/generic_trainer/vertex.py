@@ -348,7 +348,7 @@ def production_options(ns: argparse.Namespace, replica_count: int, accelerator_t
         if not match:
             raise UserInputError("--encryption-spec-key-name", "expected projects/P/locations/L/keyRings/R/"
                                                                f"cryptoKeys/K, got {key!r}")
-        if match.group(1) != ns.region:
+        if getattr(ns, "region", None) and match.group(1) != ns.region:
             raise UserInputError("--encryption-spec-key-name", f"the key is in {match.group(1)}, the job in "
                                                                f"{ns.region}: Vertex AI needs a key in its region")
         out["encryption_spec_key_name"] = key
