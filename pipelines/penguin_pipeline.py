@@ -107,8 +107,9 @@ def upload_if_blessed(blessed: Any, trainer: Any, display_name: Any, location: A
     from google_cloud_pipeline_components.v1.model import ModelUploadOp
     from kfp import dsl
 
-    with dsl.If(blessed == True, name="blessed"):  # noqa: E712 - a pipeline condition, not a Python comparison
-        with dsl.If(display_name != "", name="upload-requested"):
+    # The pipeline parameter first: kfp.local then skips the whole block without resolving the nested output.
+    with dsl.If(display_name != "", name="upload-requested"):
+        with dsl.If(blessed == True, name="blessed"):  # noqa: E712 - a pipeline condition, not Python's ==
             serving = dsl.importer(
                 artifact_uri=trainer.outputs["serving_model_uri"], artifact_class=UnmanagedContainerModel,
                 metadata={"containerSpec": {"imageUri": trainer.outputs["serving_container_image"]}})

@@ -121,14 +121,16 @@ def _dag(spec: dict, component: str) -> dict:
 
 
 def _upload_chain(spec: dict, blessed_task: str) -> tuple[dict, str]:
-    """The task of the `blessed` condition on `blessed_task`'s output, and its upload-requested component."""
+    """The `upload-requested` condition task whose inner condition is `blessed_task`'s blessed output, and the
+    component inside that."""
     for component in [spec["root"], *spec["components"].values()]:
         for task in component.get("dag", {}).get("tasks", {}).values():
-            condition = task.get("triggerPolicy", {}).get("condition", "")
-            if task["taskInfo"]["name"] == "blessed" and f"--{blessed_task}-blessed'] == true" in condition:
-                inner = _dag(spec, task["componentRef"]["name"])
-                requested = next(iter(inner.values()))
-                return requested, requested["componentRef"]["name"]
+            if task["taskInfo"]["name"] != "upload-requested":
+                continue
+            blessed = next(iter(_dag(spec, task["componentRef"]["name"]).values()))
+            if f"--{blessed_task}-blessed'] == true" in blessed.get("triggerPolicy", {}).get("condition", ""):
+                assert blessed["taskInfo"]["name"] == "blessed"
+                return task, blessed["componentRef"]["name"]
     raise AssertionError(f"no upload under dsl.If({blessed_task}.blessed)")
 
 
