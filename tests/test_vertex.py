@@ -469,3 +469,25 @@ def test_unknown_machine_family_passes_when_allowed(capsys):
     spec = _dry_run(capsys, [*BASE, "--machine-type", "zz9-standard-4", "--allow-unknown-machine-type",
                              "--", *TRAIN_ARGS])
     assert spec["customJob"]["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "zz9-standard-4"}
+
+
+# --- the serving container the model artifact names for Vertex AI Model Registry --------------------------
+
+def test_serving_image_from_the_tensorflow_version_and_accelerator(caplog):
+    from generic_trainer import serving_container
+
+    choose = serving_container.choose_image
+    assert choose("2.12.1") == "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-12:latest"
+    assert choose("2.15.0", "gpu", "europe") == "europe-docker.pkg.dev/vertex-ai/prediction/tf2-gpu.2-15:latest"
+    with caplog.at_level("WARNING"):
+        assert choose("2.19.0", "gpu", "asia") == "asia-docker.pkg.dev/vertex-ai/prediction/tf2-gpu.2-15:latest"
+    assert "no prebuilt Vertex AI prediction image for TensorFlow 2.19.0" in caplog.text
+    assert serving_container.model_registry_metadata("img:1") == {"containerSpec": {"imageUri": "img:1"}}
+    assert serving_container.kfp_parameters("gs://b/run/model/", "Format-Serving", "img:1",
+                                            declared=("serving_model_uri",)) == {
+        "serving_model_uri": "gs://b/run/model/Format-Serving"}
+    assert serving_container.check_options(None, None, None) == (None, "cpu", "us")
+    for args, flag in (((None, "tpu", None), "--serving-accelerator"), ((None, None, "mars"), "--serving-image-region"),
+                       (("not an image", None, None), "--serving-image")):
+        with pytest.raises(UserInputError, match=f"^{flag}: "):
+            serving_container.check_options(*args)

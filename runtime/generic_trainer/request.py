@@ -21,8 +21,8 @@ from generic_trainer.errors import UserInputError
 
 KERAS_CHOICES = ("keras3", "tf_keras")
 GCS_ROOT_ENV = "GENERIC_TRAINER_GCS_ROOT"
-# custom_config keys whose values are never logged; also any key listed in custom_config["secret_keys"].
 log = logging.getLogger(__name__)
+# custom_config keys whose values are never logged; also any key listed in custom_config["secret_keys"].
 SECRET_KEY_PATTERN = re.compile(r"(secret|password|passwd|token|credential|api_?key|private_?key)", re.I)
 
 

@@ -11,6 +11,7 @@ overrides the choice. The model artifact's metadata then carries `containerSpec`
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Mapping
@@ -42,6 +43,7 @@ def check_options(image: str | None, accelerator: str | None, region: str | None
     return image or None, accelerator, region
 
 
+@functools.cache  # one warning per run, however often it is asked
 def choose_image(tf_version: str, accelerator: str = "cpu", region: str = "us") -> str:
     """The prebuilt TF Serving image for a model trained with `tf_version` (e.g. "2.21.0")."""
     match = re.match(r"2\.(\d+)", tf_version)
