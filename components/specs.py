@@ -97,6 +97,8 @@ def trainer_component(image: str | None = None) -> Any:
         serving_image_region: str = "us",
         serving_model_uri: dsl.OutputPath(str) = None,
         serving_container_image: dsl.OutputPath(str) = None,
+        instance_schema_uri: dsl.OutputPath(str) = None,
+        prediction_schema_uri: dsl.OutputPath(str) = None,
     ):
         """Trains a TensorFlow/Keras model with the run_fn of a TFX-style module file (TFX Trainer compatible).
 
@@ -144,6 +146,9 @@ def trainer_component(image: str | None = None) -> Any:
             serving_model_uri: The SavedModel's URI (<model>/Format-Serving), for a dsl.importer of
                 google.UnmanagedContainerModel in front of GCPC's ModelUploadOp.
             serving_container_image: The serving container image (the model artifact's containerSpec.imageUri).
+            instance_schema_uri: OpenAPI schema of one serving_default instance (<model>/schemata/instance.yaml),
+                Vertex's predictSchemata.instanceSchemaUri; empty when the signature's shapes are unknown.
+            prediction_schema_uri: The same for one prediction (<model>/schemata/prediction.yaml).
         """
         return _container(image, "train", run_identity=True)
 

@@ -112,7 +112,9 @@ def upload_if_blessed(blessed: Any, trainer: Any, display_name: Any, location: A
         with dsl.If(blessed == True, name="blessed"):  # noqa: E712 - a pipeline condition, not Python's ==
             serving = dsl.importer(
                 artifact_uri=trainer.outputs["serving_model_uri"], artifact_class=UnmanagedContainerModel,
-                metadata={"containerSpec": {"imageUri": trainer.outputs["serving_container_image"]}})
+                metadata={"containerSpec": {"imageUri": trainer.outputs["serving_container_image"]},
+                          "predictSchemata": {"instanceSchemaUri": trainer.outputs["instance_schema_uri"],
+                                              "predictionSchemaUri": trainer.outputs["prediction_schema_uri"]}})
             serving.set_display_name("import-serving-model")
             ModelUploadOp(display_name=display_name, location=location, unmanaged_container_model=serving.output)
 

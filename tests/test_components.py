@@ -86,7 +86,8 @@ def test_trainer_interface():
                        "report": "system.HTML"}
     # for a dsl.importer of google.UnmanagedContainerModel (Vertex AI Model Registry)
     assert {n: p["parameterType"] for n, p in iface["outputDefinitions"]["parameters"].items()} == {
-        "serving_model_uri": "STRING", "serving_container_image": "STRING"}
+        "serving_model_uri": "STRING", "serving_container_image": "STRING", "instance_schema_uri": "STRING",
+        "prediction_schema_uri": "STRING"}
     assert all(a.get("description") for a in {**artifacts, **params}.values())
 
 

@@ -147,12 +147,17 @@ def _assert_upload_steps(spec: dict, blessed_task: str, trainer_task: str, locat
     importer = tasks["import-serving-model"]
     assert importer["inputs"]["parameters"]["uri"] == {
         "componentInputParameter": f"pipelinechannel--{trainer_task}-serving_model_uri"}
-    assert importer["inputs"]["parameters"]["metadata"] == {
-        "componentInputParameter": f"pipelinechannel--{trainer_task}-serving_container_image"}
+    assert importer["inputs"]["parameters"] == {
+        name: {"componentInputParameter": f"pipelinechannel--{trainer_task}-{output}"} for name, output in (
+            ("uri", "serving_model_uri"), ("metadata", "serving_container_image"),
+            ("metadata-2", "instance_schema_uri"), ("metadata-3", "prediction_schema_uri"))}
     executor = spec["deploymentSpec"]["executors"][spec["components"][importer["componentRef"]["name"]]
                                                    ["executorLabel"]]["importer"]
     assert executor == {"artifactUri": {"runtimeParameter": "uri"},
-                        "metadata": {"containerSpec": {"imageUri": "{{$.inputs.parameters['metadata']}}"}},
+                        "metadata": {"containerSpec": {"imageUri": "{{$.inputs.parameters['metadata']}}"},
+                                     "predictSchemata": {
+                                         "instanceSchemaUri": "{{$.inputs.parameters['metadata-2']}}",
+                                         "predictionSchemaUri": "{{$.inputs.parameters['metadata-3']}}"}},
                         "typeSchema": {"schemaTitle": "google.UnmanagedContainerModel", "schemaVersion": "0.0.1"}}
     upload = tasks["model-upload"]
     assert upload["inputs"]["artifacts"] == {"unmanaged_container_model": {"taskOutputArtifact": {

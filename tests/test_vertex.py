@@ -282,8 +282,8 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
                           "model_run": artifact("model_run", "system.Artifact", f"{task}/model_run"),
                           "metrics": artifact("metrics", "system.Metrics", f"{task}/metrics"),
                           "report": artifact("report", "system.HTML", f"{task}/report")},
-            "parameters": {name: {"outputFile": f"{task}/{name}"}
-                           for name in ("serving_model_uri", "serving_container_image")},
+            "parameters": {name: {"outputFile": f"{task}/{name}"} for name in (
+                "serving_model_uri", "serving_container_image", "instance_schema_uri", "prediction_schema_uri")},
             "outputFile": str(output_file),
         },
     }
@@ -319,8 +319,19 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
     image = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
     assert model["metadata"]["containerSpec"] == {"imageUri": image}
     assert "no prebuilt Vertex AI prediction image for TensorFlow 2.21" in proc.stderr
+    schemata = {"instanceSchemaUri": f"{task}/model/schemata/instance.yaml",
+                "predictionSchemaUri": f"{task}/model/schemata/prediction.yaml"}
+    assert model["metadata"]["predictSchemata"] == schemata
     assert written["parameterValues"] == {"serving_model_uri": f"{task}/model/Format-Serving",
-                                          "serving_container_image": image}
+                                          "serving_container_image": image,
+                                          "instance_schema_uri": schemata["instanceSchemaUri"],
+                                          "prediction_schema_uri": schemata["predictionSchemaUri"]}
+    # the tiny model: one float input of shape (None, 1) and one output of the same shape
+    one_float = {"type": "array", "items": {"type": "number", "format": "float"}, "minItems": 1, "maxItems": 1}
+    instance = yaml.safe_load((task_dir / "model" / "schemata" / "instance.yaml").read_text())
+    assert instance["title"] == "Instance" and list(instance["properties"].values()) == [one_float]
+    prediction = yaml.safe_load((task_dir / "model" / "schemata" / "prediction.yaml").read_text())
+    assert prediction["type"] == "object" and list(prediction["properties"].values()) == [one_float]
     assert {"loss", "train_loss"} <= set(written["artifacts"]["metrics"]["artifacts"][0]["metadata"])
 
 
@@ -484,8 +495,16 @@ def test_serving_image_from_the_tensorflow_version_and_accelerator(caplog):
     assert "no prebuilt Vertex AI prediction image for TensorFlow 2.19.0" in caplog.text
     assert serving_container.model_registry_metadata("img:1") == {"containerSpec": {"imageUri": "img:1"}}
     assert serving_container.kfp_parameters("gs://b/run/model/", "Format-Serving", "img:1",
-                                            declared=("serving_model_uri",)) == {
-        "serving_model_uri": "gs://b/run/model/Format-Serving"}
+                                            declared=("serving_model_uri", "instance_schema_uri")) == {
+        "serving_model_uri": "gs://b/run/model/Format-Serving", "instance_schema_uri": ""}
+    assert serving_container.model_registry_metadata("img:1", "gs://b/m", ["instance.yaml"]) == {
+        "containerSpec": {"imageUri": "img:1"}, "predictSchemata": {"instanceSchemaUri": "gs://b/m/schemata/instance.yaml"}}
+    assert serving_container.openapi_schema("Instance", {"examples": "string(None,)", "x": "float32(None, 3)"}) == {
+        "title": "Instance", "type": "object", "required": ["examples", "x"],
+        "properties": {"examples": {"type": "string"},
+                       "x": {"type": "array", "items": {"type": "number", "format": "float"}, "minItems": 3,
+                             "maxItems": 3}}}
+    assert serving_container.openapi_schema("Instance", {"x": "float32<unknown>"}) is None  # unknown rank
     assert serving_container.check_options(None, None, None) == (None, "cpu", "us")
     for args, flag in (((None, "tpu", None), "--serving-accelerator"), ((None, None, "mars"), "--serving-image-region"),
                        (("not an image", None, None), "--serving-image")):

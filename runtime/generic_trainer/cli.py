@@ -279,6 +279,10 @@ def _train(args: argparse.Namespace) -> int:
                  f"({len(request.config)} chars)" if request.config else None, request.params_override)
     _choose_keras(request.keras)
     result = train.run(request)
+    if result.is_chief and result.model_info:
+        from generic_trainer import serving_container
+
+        serving_container.write_schemata(request.model_dir, result.model_info)  # Vertex's predictSchemata
     if result.is_chief and request.kfp is not None:
         kfp_io.write_executor_output(request.kfp, train.kfp_metadata(request, result),
                                      parameter_values=train.kfp_parameters(request, result),

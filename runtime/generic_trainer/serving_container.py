@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserInputError
@@ -61,16 +62,71 @@ def choose_image(tf_version: str, accelerator: str = "cpu", region: str = "us") 
     return chosen
 
 
-def model_registry_metadata(image: str) -> dict[str, Any]:
-    """Model artifact metadata that `google.UnmanagedContainerModel` (GCPC's ModelUploadOp) reads."""
-    return {"containerSpec": {"imageUri": image}}
+SCHEMATA_DIR = "schemata"
+SCHEMA_FILES = {"instanceSchemaUri": "instance.yaml", "predictionSchemaUri": "prediction.yaml"}
+_OPENAPI_TYPES = {"string": {"type": "string"}, "bool": {"type": "boolean"},
+                  "float16": {"type": "number", "format": "float"}, "bfloat16": {"type": "number", "format": "float"},
+                  "float32": {"type": "number", "format": "float"}, "float64": {"type": "number", "format": "double"},
+                  **{f"{s}int{b}": {"type": "integer", "format": "int64" if b == 64 else "int32"}
+                     for s in ("", "u") for b in (8, 16, 32, 64)}}
 
 
-def kfp_parameters(model_uri: str, serving_path: str, image: str,
-                   declared: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """The trainer's output parameters for a model-registry import: the SavedModel's URI and the image.
+def openapi_schema(title: str, tensors: Mapping[str, str]) -> dict[str, Any] | None:
+    """An OpenAPI 3 schema object of one instance (or prediction) of a signature, from its tensors as
+    `outputs.validate_serving_model` describes them (`{"x": "float32(None, 3)"}`; the first dim is the batch).
+    None when a tensor's dtype or rank is unknown."""
+    properties: dict[str, Any] = {}
+    for name, spec in tensors.items():
+        match = re.fullmatch(r"(\w+)\((.*)\)", spec)
+        item = _OPENAPI_TYPES.get(match.group(1)) if match else None
+        if item is None:
+            return None
+        item = dict(item)
+        for dim in reversed([d.strip() for d in match.group(2).split(",") if d.strip()][1:]):
+            item = {"type": "array", "items": item}
+            if dim.isdigit():
+                item.update(minItems=int(dim), maxItems=int(dim))
+        properties[name] = item
+    return {"title": title, "type": "object", "required": sorted(properties), "properties": properties}
 
-    Only those the component declares (`declared`, output parameter names) are returned.
+
+def write_schemata(model_dir: str, model_info: Mapping[str, Any]) -> list[str]:
+    """Write `<model_dir>/schemata/instance.yaml` and `prediction.yaml` (Vertex's predictSchemata) for the serving
+    signature, when its inputs and outputs are known; returns the file names written."""
+    import yaml
+
+    from generic_trainer import storage
+
+    written = []
+    for key, title, tensors in (("instanceSchemaUri", "Instance", model_info.get("serving_inputs")),
+                                ("predictionSchemaUri", "Prediction", model_info.get("serving_outputs"))):
+        schema = openapi_schema(title, tensors or {}) if tensors else None
+        if schema is None:
+            continue
+        path = os.path.join(model_dir, SCHEMATA_DIR, SCHEMA_FILES[key])
+        storage.write_file_atomic(path, yaml.safe_dump(schema, sort_keys=False))
+        written.append(SCHEMA_FILES[key])
+    return written
+
+
+def model_registry_metadata(image: str, model_uri: str | None = None, schemata: Sequence[str] = ()) -> dict[str, Any]:
+    """Model artifact metadata that `google.UnmanagedContainerModel` (GCPC's ModelUploadOp) reads: containerSpec,
+    and predictSchemata for the schema files written under `<model_uri>/schemata`."""
+    metadata: dict[str, Any] = {"containerSpec": {"imageUri": image}}
+    uris = {key: f"{model_uri.rstrip('/')}/{SCHEMATA_DIR}/{name}" for key, name in SCHEMA_FILES.items()
+            if model_uri and name in schemata}
+    if uris:
+        metadata["predictSchemata"] = uris
+    return metadata
+
+
+def kfp_parameters(model_uri: str, serving_path: str, image: str, schemata: Sequence[str] = (),
+                   declared: Sequence[str] | None = None) -> dict[str, str]:
+    """The trainer's output parameters for a model-registry import: the SavedModel's URI, the image and the
+    schema files' URIs ("" for one not written). Only those the component declares (`declared`) are returned.
     """
-    values = {"serving_model_uri": model_uri.rstrip("/") + "/" + serving_path, "serving_container_image": image}
+    uris = model_registry_metadata(image, model_uri, schemata).get("predictSchemata", {})
+    values = {"serving_model_uri": model_uri.rstrip("/") + "/" + serving_path, "serving_container_image": image,
+              "instance_schema_uri": uris.get("instanceSchemaUri", ""),
+              "prediction_schema_uri": uris.get("predictionSchemaUri", "")}
     return {k: v for k, v in values.items() if declared is None or k in declared}

@@ -294,12 +294,20 @@ def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[s
         "strategy": result.strategy,
         "num_replicas": result.num_replicas,
     }
-    model.update(serving_container.model_registry_metadata(_serving_image(request, tf.__version__)))
+    model_uri = request.kfp.artifacts.get("model", {}).get("uri") if request.kfp else None
+    model.update(serving_container.model_registry_metadata(_serving_image(request, tf.__version__), model_uri,
+                                                           _schemata(request)))
     return {
         "model": {k: v for k, v in model.items() if v is not None},
         "metrics": dict(result.metrics),
         "model_run": {"tensorboard_log_dir": request.model_run_dir},
     }
+
+
+def _schemata(request: TrainRequest) -> list[str]:
+    """The predictSchemata files written under <model>/schemata (see serving_container.write_schemata)."""
+    return [name for name in serving_container.SCHEMA_FILES.values()
+            if os.path.isfile(os.path.join(request.model_dir, serving_container.SCHEMATA_DIR, name))]
 
 
 def _serving_image(request: TrainRequest, tf_version: str) -> str:
@@ -315,4 +323,4 @@ def kfp_parameters(request: TrainRequest, result: TrainResult) -> dict[str, str]
     if not model or not request.kfp.parameters:
         return {}
     return serving_container.kfp_parameters(model["uri"], outputs.SERVING_DIR, _serving_image(request, tf.__version__),
-                                            declared=request.kfp.parameters)
+                                            _schemata(request), declared=request.kfp.parameters)
