@@ -91,7 +91,14 @@ def trainer_component(image: str | None = None) -> Any:
         cluster_timeout: Optional[float] = None,  # noqa: UP045
         mixed_precision: str = "",
         jit_compile: Optional[bool] = None,  # noqa: UP045
-        steps_per_execution: Optional[int] = None,  # noqa: UP045
+        steps_per_execution: int = 0,  # an int input must have a value: kfp.local fails on an unset one
+        serving_image: str = "",
+        serving_accelerator: str = "cpu",
+        serving_image_region: str = "us",
+        serving_model_uri: dsl.OutputPath(str) = None,
+        serving_container_image: dsl.OutputPath(str) = None,
+        instance_schema_uri: dsl.OutputPath(str) = None,
+        prediction_schema_uri: dsl.OutputPath(str) = None,
     ):
         """Trains a TensorFlow/Keras model with the run_fn of a TFX-style module file (TFX Trainer compatible).
 
@@ -130,8 +137,18 @@ def trainer_component(image: str | None = None) -> Any:
             mixed_precision: Keras global dtype policy while run_fn runs: mixed_float16 or mixed_bfloat16 (empty:
                 the module's own).
             jit_compile: Compile train/eval steps with XLA (model.compile(jit_compile=...)); unset: Keras' default.
-            steps_per_execution: Batches per tf.function call (model.compile(steps_per_execution=N)); unset: the
+            steps_per_execution: Batches per tf.function call (model.compile(steps_per_execution=N)); 0: the
                 module's own.
+            serving_image: The serving container the model artifact names for Vertex AI Model Registry (its
+                containerSpec metadata); empty: Vertex's prebuilt TF Serving image for the TensorFlow version.
+            serving_accelerator: cpu or gpu: which prebuilt image (tf2-cpu or tf2-gpu).
+            serving_image_region: us, europe or asia: the prebuilt image's multi-region.
+            serving_model_uri: The SavedModel's URI (<model>/Format-Serving), for a dsl.importer of
+                google.UnmanagedContainerModel in front of GCPC's ModelUploadOp.
+            serving_container_image: The serving container image (the model artifact's containerSpec.imageUri).
+            instance_schema_uri: OpenAPI schema of one serving_default instance (<model>/schemata/instance.yaml),
+                Vertex's predictSchemata.instanceSchemaUri; empty when the signature's shapes are unknown.
+            prediction_schema_uri: The same for one prediction (<model>/schemata/prediction.yaml).
         """
         return _container(image, "train", run_identity=True)
 
@@ -163,7 +180,7 @@ def tuner_component(image: str | None = None) -> Any:
         eval_args: Optional[dict] = None,  # noqa: UP045
         custom_config: Optional[dict] = None,  # noqa: UP045
         base_model: Optional[Input[Model]] = None,  # noqa: UP045
-        max_trials: Optional[int] = None,  # noqa: UP045
+        max_trials: int = 0,  # an int input must have a value: kfp.local fails on an unset one
         module_sha256: str = "",
         worker_timeout: float = 600.0,
         strategy: str = "auto",
@@ -186,7 +203,7 @@ def tuner_component(image: str | None = None) -> Any:
             eval_args: {"num_steps": N, "splits": ["eval"]}.
             custom_config: JSON object passed as fn_args.custom_config (integral numbers arrive as ints).
             base_model: A model to warm-start trials from, fn_args.base_model.
-            max_trials: Override the tuner's max_trials.
+            max_trials: Override the tuner's max_trials (0: the tuner_fn's own).
             module_sha256: Refuse to run a module file whose sha256 differs (empty: no check).
             worker_timeout: Distributed tuning: seconds the chief waits for a silent worker before failing.
             strategy: tf.distribute strategy of each trial: auto, default, one_device or mirrored.
@@ -269,6 +286,7 @@ def infra_validator_component(image: str | None = None) -> Any:
         batch_size: int = 8,
         timeout: float = 300.0,
         memory_limit: str = "8GiB",
+        blessed: dsl.OutputPath(bool) = None,
     ):
         """Tries a model in a sandboxed serving process before it ships (TFX InfraValidator).
 
@@ -284,6 +302,7 @@ def infra_validator_component(image: str | None = None) -> Any:
             batch_size: Serialized tf.Examples per request.
             timeout: Seconds the serving process has to load the model and answer every request.
             memory_limit: Address-space limit of the serving process (e.g. 8GiB; 0: none); it runs on CPU.
+            blessed: True when the model is INFRA_BLESSED (so also blessed by the evaluator), for dsl.If.
         """
         return _container(image, "infra-validate")
 

@@ -73,6 +73,8 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
         max_trials: int = 4,
         eval_config: dict = EVAL_CONFIG,  # noqa: B006
         baseline_model_uri: str = "",
+        model_display_name: str = "",
+        model_location: str = "us-central1",
     ):
         column_types = dsl.importer(artifact_uri=schema_uri, artifact_class=Artifact, reimport=False)
         column_types.set_display_name("import-schema")
@@ -96,7 +98,9 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
         def evaluate_and_validate(**baseline: Any) -> None:
             evaluator = evaluator_op(model=model, examples=examples, schema=schema, eval_config=eval_config,
                                      **baseline)
-            infra_validator_op(model=model, examples=examples, model_blessing=evaluator.outputs["blessing"])
+            validated = infra_validator_op(model=model, examples=examples,
+                                           model_blessing=evaluator.outputs["blessing"])
+            upload_if_blessed(validated.outputs["blessed"], trainer, model_display_name, model_location)
 
         # Both branches hold their own evaluator -> infra-validator (kfp.local cannot merge branch artifacts
         # with dsl.OneOf), so one compiled pipeline serves the first model and every later one.
@@ -108,6 +112,26 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
             evaluate_and_validate()
 
     return penguin_pipeline
+
+
+def upload_if_blessed(blessed: Any, trainer: Any, display_name: Any, location: Any) -> None:
+    """Vertex AI Model Registry: when the model is blessed (evaluator and infra-validator) and a display name is
+    given, import the trainer's SavedModel as a google.UnmanagedContainerModel and upload it with GCPC's
+    ModelUploadOp. Pipeline steps; they run on Vertex AI Pipelines (GCPC calls the Vertex API)."""
+    from google_cloud_pipeline_components.types.artifact_types import UnmanagedContainerModel
+    from google_cloud_pipeline_components.v1.model import ModelUploadOp
+    from kfp import dsl
+
+    # The pipeline parameter first: kfp.local then skips the whole block without resolving the nested output.
+    with dsl.If(display_name != "", name="upload-requested"):
+        with dsl.If(blessed == True, name="blessed"):  # noqa: E712 - a pipeline condition, not Python's ==
+            serving = dsl.importer(
+                artifact_uri=trainer.outputs["serving_model_uri"], artifact_class=UnmanagedContainerModel,
+                metadata={"containerSpec": {"imageUri": trainer.outputs["serving_container_image"]},
+                          "predictSchemata": {"instanceSchemaUri": trainer.outputs["instance_schema_uri"],
+                                              "predictionSchemaUri": trainer.outputs["prediction_schema_uri"]}})
+            serving.set_display_name("import-serving-model")
+            ModelUploadOp(display_name=display_name, location=location, unmanaged_container_model=serving.output)
 
 
 def compile_pipeline(output: str, image: str | None = None, tune: bool = True) -> str:

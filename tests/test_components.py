@@ -76,13 +76,18 @@ def test_trainer_interface():
         "custom_config": "STRUCT", "strategy": "STRING", "keras": "STRING", "module_sha256": "STRING",
         "task": "STRING", "experiment": "STRING", "config": "STRING", "mode": "STRING", "config_file": "LIST",
         "params_override": "STRING", "checkpoint_dir": "STRING", "cluster_timeout": "NUMBER_DOUBLE",
-        "mixed_precision": "STRING", "jit_compile": "BOOLEAN", "steps_per_execution": "NUMBER_INTEGER"}
+        "mixed_precision": "STRING", "jit_compile": "BOOLEAN", "steps_per_execution": "NUMBER_INTEGER",
+        "serving_image": "STRING", "serving_accelerator": "STRING", "serving_image_region": "STRING"}
     # Either module_file (run_fn) or task (the Task API) is given: neither is required by itself.
     assert [n for n, p in params.items() if not p.get("isOptional")] == []
     assert params["run_fn"]["defaultValue"] == "run_fn" and params["strategy"]["defaultValue"] == "auto"
     outputs = {n: a["artifactType"]["schemaTitle"] for n, a in iface["outputDefinitions"]["artifacts"].items()}
     assert outputs == {"model": "system.Model", "model_run": "system.Artifact", "metrics": "system.Metrics",
                        "report": "system.HTML"}
+    # for a dsl.importer of google.UnmanagedContainerModel (Vertex AI Model Registry)
+    assert {n: p["parameterType"] for n, p in iface["outputDefinitions"]["parameters"].items()} == {
+        "serving_model_uri": "STRING", "serving_container_image": "STRING", "instance_schema_uri": "STRING",
+        "prediction_schema_uri": "STRING"}
     assert all(a.get("description") for a in {**artifacts, **params}.values())
 
 

@@ -271,7 +271,9 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
     output_file = gcs / "my-bucket" / "pipeline_root" / "run-1" / "generic-trainer" / "executor_output.json"
     executor_input = {
         "inputs": {
-            "parameterValues": {"module_file": str(module), "run_fn": "train_tiny", "strategy": "auto",
+            # GCPC's wrapper hands the container its own inputs too; its `strategy` is the job's scheduling one
+            "parameterValues": {"module_file": str(module), "run_fn": "train_tiny", "strategy": "SPOT",
+                                "worker_pool_specs": [{"replica_count": 1}], "timeout": "604800s",
                                 "module_sha256": "", "custom_config": {"epochs": 2.0, "api_key": "zzz-secret"}},
             "artifacts": {"examples": artifact("examples", "system.Dataset", "gs://my-bucket/data")},
         },
@@ -280,6 +282,8 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
                           "model_run": artifact("model_run", "system.Artifact", f"{task}/model_run"),
                           "metrics": artifact("metrics", "system.Metrics", f"{task}/metrics"),
                           "report": artifact("report", "system.HTML", f"{task}/report")},
+            "parameters": {name: {"outputFile": f"{task}/{name}"} for name in (
+                "serving_model_uri", "serving_container_image", "instance_schema_uri", "prediction_schema_uri")},
             "outputFile": str(output_file),
         },
     }
@@ -287,19 +291,21 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
 
     component = yaml.safe_load((REPO / "components" / "trainer" / "component.yaml").read_text())
     args = next(iter(component["deploymentSpec"]["executors"].values()))["container"]["args"]
-    args = [a.replace("{{$}}", json.dumps(executor_input)).replace("{{$.outputs.output_file}}", str(output_file))
-            for a in args]
+    resolved = {"{{$}}": json.dumps(executor_input), "{{$.outputs.output_file}}": str(output_file),
+                "{{$.pipeline_job_uuid}}": "4711", "{{$.pipeline_task_name}}": "generic-trainer"}
+    args = [resolved.get(a, a) for a in args]
     base = "gs://my-bucket/base"
     env = {"AIP_MODEL_DIR": f"{base}/model/", "AIP_CHECKPOINT_DIR": f"{base}/checkpoints/",
            "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs/", "CLUSTER_SPEC": _chief_cluster_spec()}
     proc = run_cli([*args, "--gcs-root", str(gcs)], env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     task_dir = gcs / "my-bucket" / "pipeline_root" / "run-1" / "generic-trainer"
-    # The artifacts KFP named win over AIP_MODEL_DIR / AIP_TENSORBOARD_LOG_DIR; the checkpoint dir comes from AIP.
+    # The artifacts KFP named win over AIP_MODEL_DIR / AIP_TENSORBOARD_LOG_DIR; the checkpoint dir comes from AIP,
+    # namespaced by the pipeline run and task.
     assert (task_dir / "model" / "Format-Serving" / "saved_model.pb").is_file()
     assert not (gcs / "my-bucket" / "base" / "model").exists()
     seen = json.loads((task_dir / "model_run" / "fn_args_seen.json").read_text())
-    assert seen["checkpoint_dir"] == str(gcs / "my-bucket" / "base" / "checkpoints")
+    assert seen["checkpoint_dir"] == str(gcs / "my-bucket" / "base" / "checkpoints" / "4711" / "generic-trainer")
     assert seen["custom_config"] == {"epochs": 2, "api_key": "zzz-secret"}
     report = (task_dir / "report").read_text()
     assert "<svg" in report and "zzz-secret" not in report and "zzz-secret" not in proc.stderr
@@ -308,6 +314,24 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
     model = written["artifacts"]["model"]["artifacts"][0]
     assert model["uri"] == f"{task}/model"  # URIs go back to KFP, not the local /gcs paths
     assert "serving_default" in model["metadata"]["signature_names"]  # model.export adds "serve" too
+    # What Vertex AI Model Registry needs: the serving container (TF 2.21 has no prebuilt image: the newest older
+    # one, said in the log), and for an importer of google.UnmanagedContainerModel the SavedModel's URI.
+    image = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+    assert model["metadata"]["containerSpec"] == {"imageUri": image}
+    assert "no prebuilt Vertex AI prediction image for TensorFlow 2.21" in proc.stderr
+    schemata = {"instanceSchemaUri": f"{task}/model/schemata/instance.yaml",
+                "predictionSchemaUri": f"{task}/model/schemata/prediction.yaml"}
+    assert model["metadata"]["predictSchemata"] == schemata
+    assert written["parameterValues"] == {"serving_model_uri": f"{task}/model/Format-Serving",
+                                          "serving_container_image": image,
+                                          "instance_schema_uri": schemata["instanceSchemaUri"],
+                                          "prediction_schema_uri": schemata["predictionSchemaUri"]}
+    # the tiny model: one float input of shape (None, 1) and one output of the same shape
+    one_float = {"type": "array", "items": {"type": "number", "format": "float"}, "minItems": 1, "maxItems": 1}
+    instance = yaml.safe_load((task_dir / "model" / "schemata" / "instance.yaml").read_text())
+    assert instance["title"] == "Instance" and list(instance["properties"].values()) == [one_float]
+    prediction = yaml.safe_load((task_dir / "model" / "schemata" / "prediction.yaml").read_text())
+    assert prediction["type"] == "object" and list(prediction["properties"].values()) == [one_float]
     assert {"loss", "train_loss"} <= set(written["artifacts"]["metrics"]["artifacts"][0]["metadata"])
 
 
@@ -357,3 +381,132 @@ def test_options_are_frozen_and_pools_match():
     assert pools[0]["container_spec"]["args"] == ["train", "--examples", "e"]
     with pytest.raises(UserInputError, match="--"):
         vertex.container_args(["--"])
+
+
+# --- production options: scheduling, network, encryption, pools -------------------------------------------
+
+KMS = "projects/my-proj/locations/us-central1/keyRings/ring/cryptoKeys/key"
+
+
+def test_dry_run_with_every_production_option(capsys):
+    spec = _dry_run(capsys, [
+        *BASE, "--replica-count", "3", "--machine-type", "a2-highgpu-1g", "--accelerator-type", "NVIDIA_TESLA_A100",
+        "--chief-machine-type", "a2-highgpu-2g", "--chief-accelerator-count", "2",
+        "--reduction-server-count", "2", "--reduction-server-machine-type", "n1-highcpu-32",
+        "--scheduling-strategy", "spot", "--timeout", "12h", "--max-wait-duration", "30m",
+        "--restart-job-on-worker-restart", "--network", "projects/123/global/networks/vpc",
+        "--reserved-ip-range", "range-a", "--reserved-ip-range", "range-b", "--label", "team=ml",
+        "--label", "run=penguin-7", "--encryption-spec-key-name", KMS, "--", *TRAIN_ARGS])
+    args = ["train", *TRAIN_ARGS]
+    worker = {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 1}
+    chief = {"machineType": "a2-highgpu-2g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 2}
+    reducers = {"containerSpec": {"imageUri": vertex.REDUCTION_SERVER_IMAGE},
+                "machineSpec": {"machineType": "n1-highcpu-32"}, "replicaCount": "2"}
+    assert spec == {
+        "parent": "projects/my-proj/locations/us-central1",
+        "customJob": {
+            "displayName": "generic-trainer-train",
+            "labels": {"team": "ml", "run": "penguin-7"},
+            "encryptionSpec": {"kmsKeyName": KMS},
+            "jobSpec": {
+                "workerPoolSpecs": [_pool(1, args, chief), _pool(2, args, worker), reducers],
+                "baseOutputDirectory": {"outputUriPrefix": "gs://my-bucket/runs/7"},
+                "network": "projects/123/global/networks/vpc",
+                "reservedIpRanges": ["range-a", "range-b"],
+                "scheduling": {"timeout": "43200s", "restartJobOnWorkerRestart": True, "strategy": "SPOT",
+                               "maxWaitDuration": "1800s"},
+            },
+        },
+    }
+
+
+def test_dry_run_flex_start_on_a_persistent_resource_cpu_chief(capsys):
+    spec = _dry_run(capsys, [*BASE, "--replica-count", "2", "--machine-type", "g2-standard-24",
+                             "--accelerator-type", "NVIDIA_L4", "--accelerator-count", "2",
+                             "--chief-machine-type", "n2-highmem-16", "--chief-accelerator-type", "none",
+                             "--persistent-resource-id", "my-pool", "--timeout", "3600", "--", *TRAIN_ARGS])
+    job = spec["customJob"]
+    assert job["jobSpec"]["persistentResourceId"] == "my-pool"
+    assert job["jobSpec"]["scheduling"] == {"timeout": "3600s"}
+    assert [p["machineSpec"] for p in job["jobSpec"]["workerPoolSpecs"]] == [
+        {"machineType": "n2-highmem-16"},
+        {"machineType": "g2-standard-24", "acceleratorType": "NVIDIA_L4", "acceleratorCount": 2}]
+    flex = _dry_run(capsys, [*BASE, "--scheduling-strategy", "FLEX_START", "--max-wait-duration", "0",
+                             "--", *TRAIN_ARGS])
+    assert flex["customJob"]["jobSpec"]["scheduling"] == {"strategy": "FLEX_START", "maxWaitDuration": "0s"}
+
+
+@pytest.mark.parametrize("extra, flag, message", [
+    (["--machine-type", "n2-standard-8", "--accelerator-type", "NVIDIA_TESLA_T4"], "--machine-type",
+     "n2-standard-8 with 1x NVIDIA_TESLA_T4: n2 machines take no accelerators"),
+    (["--machine-type", "n1-standard-8", "--accelerator-type", "NVIDIA_TESLA_A100"], "--machine-type",
+     "n1-standard-8 with 1x NVIDIA_TESLA_A100: n1 machines take NVIDIA_TESLA_T4"),
+    (["--machine-type", "n1-standard-8", "--accelerator-type", "NVIDIA_TESLA_T4", "--accelerator-count", "3"],
+     "--machine-type", "n1 machines take NVIDIA_TESLA_T4 in counts 1, 2, 4"),
+    (["--machine-type", "a2-highgpu-2g", "--accelerator-type", "NVIDIA_TESLA_A100"], "--machine-type",
+     "a2-highgpu-2g comes with 2x NVIDIA_TESLA_A100; give accelerator type NVIDIA_TESLA_A100 and count 2"),
+    (["--machine-type", "a3-highgpu-8g"], "--machine-type", "a3-highgpu-8g comes with 8x NVIDIA_H100_80GB"),
+    (["--machine-type", "g2-standard-48", "--accelerator-type", "NVIDIA_L4"], "--machine-type",
+     "g2-standard-48 comes with 4x NVIDIA_L4"),
+    (["--machine-type", "zz9-standard-4"], "--machine-type", "unknown machine type 'zz9-standard-4'; known: n1-"),
+    (["--accelerator-type", "NVIDIA_TESLA_T5"], "--accelerator-type", "unknown accelerator 'NVIDIA_TESLA_T5'"),
+    (["--accelerator-type", "TPU_V3"], "--accelerator-type", "TPUs are not supported"),
+    (["--chief-machine-type", "n2-standard-8", "--accelerator-type", "NVIDIA_TESLA_T4"], "--chief-machine-type",
+     "n2-standard-8 with 1x NVIDIA_TESLA_T4: n2 machines take no accelerators"),
+    (["--scheduling-strategy", "CHEAP"], "--scheduling-strategy", "expected one of STANDARD, SPOT, FLEX_START"),
+    (["--timeout", "soon"], "--timeout", "expected a duration such as 3600, 90m, 2h or 7d"),
+    (["--timeout", "0"], "--timeout", "expected a duration"),
+    (["--network", "vpc"], "--network", "expected projects/PROJECT_NUMBER/global/networks/NAME"),
+    (["--reserved-ip-range", "r"], "--reserved-ip-range", "needs --network"),
+    (["--label", "Team=ML"], "--label", "expected key=value in lowercase"),
+    (["--encryption-spec-key-name", "my-key"], "--encryption-spec-key-name", "expected projects/P/locations/L"),
+    (["--encryption-spec-key-name", KMS.replace("us-central1", "europe-west4")], "--encryption-spec-key-name",
+     "the key is in europe-west4, the job in us-central1"),
+    (["--persistent-resource-id", "projects/p/locations/l/persistentResources/x"], "--persistent-resource-id",
+     "expected the resource's id"),
+    (["--persistent-resource-id", "pool", "--scheduling-strategy", "SPOT"], "--persistent-resource-id",
+     "--scheduling-strategy SPOT does not apply"),
+    (["--reduction-server-count", "1"], "--reduction-server-count", "needs --replica-count >= 2 and --accelerator"),
+    (["--reduction-server-image", "x"], "--reduction-server-count", "required with"),
+])
+def test_bad_production_options_name_the_flag(capsys, extra, flag, message):
+    assert cli.main([*BASE, *extra, "--dry-run", "--", *TRAIN_ARGS]) == 2
+    captured = capsys.readouterr()
+    assert f"vertex-job failed: {flag}: " in captured.err and message in captured.err, captured.err
+    assert captured.out == ""
+
+
+def test_unknown_machine_family_passes_when_allowed(capsys):
+    spec = _dry_run(capsys, [*BASE, "--machine-type", "zz9-standard-4", "--allow-unknown-machine-type",
+                             "--", *TRAIN_ARGS])
+    assert spec["customJob"]["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "zz9-standard-4"}
+
+
+# --- the serving container the model artifact names for Vertex AI Model Registry --------------------------
+
+def test_serving_image_from_the_tensorflow_version_and_accelerator(caplog):
+    from generic_trainer import serving_container
+
+    choose = serving_container.choose_image
+    assert choose("2.12.1") == "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-12:latest"
+    assert choose("2.15.0", "gpu", "europe") == "europe-docker.pkg.dev/vertex-ai/prediction/tf2-gpu.2-15:latest"
+    with caplog.at_level("WARNING"):
+        assert choose("2.19.0", "gpu", "asia") == "asia-docker.pkg.dev/vertex-ai/prediction/tf2-gpu.2-15:latest"
+    assert "no prebuilt Vertex AI prediction image for TensorFlow 2.19.0" in caplog.text
+    assert serving_container.model_registry_metadata("img:1") == {"containerSpec": {"imageUri": "img:1"}}
+    assert serving_container.kfp_parameters("gs://b/run/model/", "Format-Serving", "img:1",
+                                            declared=("serving_model_uri", "instance_schema_uri")) == {
+        "serving_model_uri": "gs://b/run/model/Format-Serving", "instance_schema_uri": ""}
+    assert serving_container.model_registry_metadata("img:1", "gs://b/m", ["instance.yaml"]) == {
+        "containerSpec": {"imageUri": "img:1"}, "predictSchemata": {"instanceSchemaUri": "gs://b/m/schemata/instance.yaml"}}
+    assert serving_container.openapi_schema("Instance", {"examples": "string(None,)", "x": "float32(None, 3)"}) == {
+        "title": "Instance", "type": "object", "required": ["examples", "x"],
+        "properties": {"examples": {"type": "string"},
+                       "x": {"type": "array", "items": {"type": "number", "format": "float"}, "minItems": 3,
+                             "maxItems": 3}}}
+    assert serving_container.openapi_schema("Instance", {"x": "float32<unknown>"}) is None  # unknown rank
+    assert serving_container.check_options(None, None, None) == (None, "cpu", "us")
+    for args, flag in (((None, "tpu", None), "--serving-accelerator"), ((None, None, "mars"), "--serving-image-region"),
+                       (("not an image", None, None), "--serving-image")):
+        with pytest.raises(UserInputError, match=f"^{flag}: "):
+            serving_container.check_options(*args)

@@ -118,8 +118,19 @@ def _add_train(sub) -> None:
     o.add_argument("--model-run-dir", metavar="DIR", help="TensorBoard logs and run outputs "
                                                           "(default $AIP_TENSORBOARD_LOG_DIR, else DIR/logs)")
     _add_run_outputs(o, "<model-run-dir>/checkpoints", "the final eval metrics")
+    _add_serving(p)
     _add_speed(p)
     _add_common(p)
+
+
+def _add_serving(p: argparse.ArgumentParser) -> None:
+    """The serving container the model artifact names for Vertex AI Model Registry (see serving_container)."""
+    s = p.add_argument_group("serving", "the container Vertex AI Model Registry serves the model with (KFP metadata)")
+    s.add_argument("--serving-image", metavar="IMAGE",
+                   help="serving container image (default: Vertex's prebuilt TF Serving image for this TensorFlow)")
+    s.add_argument("--serving-accelerator", choices=("cpu", "gpu"), help="prebuilt image variant (default cpu)")
+    s.add_argument("--serving-image-region", choices=("us", "europe", "asia"),
+                   help="multi-region of the prebuilt image (default us)")
 
 
 def _add_speed(p: argparse.ArgumentParser) -> None:
@@ -388,8 +399,13 @@ def _train(args: argparse.Namespace) -> int:
     _choose_keras(request.keras)
 
     def write_executor_output(result: train.TrainResult) -> None:  # before the model is published
+        if result.model_info:
+            from generic_trainer import serving_container
+
+            serving_container.write_schemata(request.model_dir, result.model_info)  # Vertex's predictSchemata
         if request.kfp is not None:
             kfp_io.write_executor_output(request.kfp, train.kfp_metadata(request, result),
+                                         parameter_values=train.kfp_parameters(request, result),
                                          output_file=args.executor_output_file)
 
     result = train.run(request, before_publish=write_executor_output)
@@ -455,8 +471,9 @@ def _infra_validate(args: argparse.Namespace) -> int:
     output_checks.check_outputs(request, args.executor_output_file)
     result = infra_validate.run(request)
     if request.kfp is not None:
+        blessed = {"blessed": result.blessed} if "blessed" in request.kfp.parameters else None  # for dsl.If
         kfp_io.write_executor_output(request.kfp, infra_validate.kfp_metadata(request, result),
-                                     output_file=args.executor_output_file)
+                                     parameter_values=blessed, output_file=args.executor_output_file)
     print(json.dumps(result.summary(), indent=2))
     return 0
 

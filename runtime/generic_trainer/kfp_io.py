@@ -121,7 +121,10 @@ def parse(executor_input: Mapping[str, Any], gcs_root: str = "/gcs") -> tuple[di
     """Raw request values and the output locations from a KFP executor input."""
     inputs = _object(executor_input.get("inputs"), "inputs")
     values: dict[str, Any] = {}
-    for name, value in _object(inputs.get("parameterValues"), "inputs.parameterValues").items():
+    parameters = _object(inputs.get("parameterValues"), "inputs.parameterValues")
+    for name, value in parameters.items():
+        if name == "strategy" and "worker_pool_specs" in parameters:
+            continue  # GCPC's custom-job wrapper: its `strategy` is Vertex's scheduling strategy (SPOT, ...)
         if name in ("train_args", "eval_args"):
             values.update(_flatten_args(name[: -len("_args")], value))
         else:
@@ -149,7 +152,8 @@ def parse(executor_input: Mapping[str, Any], gcs_root: str = "/gcs") -> tuple[di
     if not isinstance(output_file, str) or not output_file:
         raise UserInputError(INPUT, "outputs.outputFile must be a non-empty string (the executor output path), "
                                     f"got {output_file!r}")
-    return values, KfpOutputs(output_file=output_file, artifacts=artifacts)
+    return values, KfpOutputs(output_file=output_file, artifacts=artifacts,
+                              parameters=tuple(_object(outputs.get("parameters"), "outputs.parameters")))
 
 
 def write_executor_output(

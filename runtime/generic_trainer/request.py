@@ -22,8 +22,8 @@ from generic_trainer.errors import UserInputError
 
 KERAS_CHOICES = ("keras3", "tf_keras")
 GCS_ROOT_ENV = "GENERIC_TRAINER_GCS_ROOT"
-# custom_config keys whose values are never logged; also any key listed in custom_config["secret_keys"].
 log = logging.getLogger(__name__)
+# custom_config keys whose values are never logged; also any key listed in custom_config["secret_keys"].
 SECRET_KEY_PATTERN = re.compile(r"(secret|password|passwd|token|credential|api_?key|private_?key)", re.I)
 
 
@@ -34,6 +34,7 @@ class KfpOutputs:
     output_file: str
     # output name -> {"name", "uri", "path", "schema_title"}; "path" is the local path of "uri".
     artifacts: Mapping[str, Mapping[str, str]]
+    parameters: tuple[str, ...] = ()  # the output parameters the component declares
 
     def path(self, name: str) -> str | None:
         art = self.artifacts.get(name)
@@ -79,6 +80,10 @@ class TrainRequest:
     mixed_precision: str | None = None
     jit_compile: bool | None = None
     steps_per_execution: int | None = None
+    # The serving container the model artifact names for Vertex AI Model Registry (serving_container).
+    serving_image: str | None = None
+    serving_accelerator: str = "cpu"
+    serving_image_region: str = "us"
 
     def redacted_custom_config(self) -> dict[str, Any]:
         """custom_config with secret values replaced, safe to log or write to metadata."""
@@ -342,8 +347,9 @@ def _speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
         jit = {"true": True, "1": True, "false": False, "0": False, "": None}.get(jit.strip().lower(), jit)
     if jit is not None and not isinstance(jit, bool):
         raise UserInputError("--jit-compile", f"expected true or false, got {jit!r}")
-    steps = number("--steps-per-execution", values.get("steps_per_execution"), minimum=1, maximum=MAX_INT32,
-                   unit="batches")
+    steps = values.get("steps_per_execution")  # 0: unset (the component's default; KFP needs a value for an int)
+    steps = None if steps in (0, "0") else number("--steps-per-execution", steps, minimum=1, maximum=MAX_INT32,
+                                                   unit="batches")
     if values.get("task"):  # the Task API's own loop is configured by its experiment config
         instead = {"mixed_precision": ("--mixed-precision", "runtime.mixed_precision_dtype=float16|bfloat16"),
                    "steps_per_execution": ("--steps-per-execution", "trainer.steps_per_loop=N"),
@@ -442,7 +448,12 @@ def build_train_request(
     timeout = values.get("cluster_timeout")
     custom_config = _json_object("--custom-config", values.get("custom_config"))
     secret_key_names(custom_config)
+    from generic_trainer import serving_container
+
+    serving_image, serving_accelerator, serving_region = serving_container.check_options(
+        values.get("serving_image"), values.get("serving_accelerator"), values.get("serving_image_region"))
     return TrainRequest(
+        serving_image=serving_image, serving_accelerator=serving_accelerator, serving_image_region=serving_region,
         examples=examples_path,
         module_file=values.get("module_file") or "",
         run_fn=values.get("run_fn") or "run_fn",

@@ -131,6 +131,59 @@ def _unavailable_message(error: BaseException, seconds: float) -> str:
             f"{detail}); check the endpoint and network, or set {GCS_TIMEOUT_ENV} to wait longer")
 
 
+# S3-compatible stores: s3:// (AWS S3, or any endpoint in $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL, which boto3
+# reads itself) and minio:// (KFP's on-cluster MinIO, at $GENERIC_TRAINER_MINIO_ENDPOINT or KFP's default service).
+S3_PREFIXES = ("s3://", "minio://")
+MINIO_ENDPOINT_ENV = "GENERIC_TRAINER_MINIO_ENDPOINT"
+DEFAULT_MINIO_ENDPOINT = "http://minio-service.kubeflow:9000"
+
+
+def is_s3_uri(uri: str) -> bool:
+    """An s3:// or minio:// URI."""
+    return uri.startswith(S3_PREFIXES)
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """`s3://bucket/a/b` (or minio://) -> ("bucket", "a/b")."""
+    bucket, _, key = uri.split("://", 1)[1].partition("/")
+    return bucket, key
+
+
+def download_s3(uri: str, dest_dir: str, siblings_suffix: str | None = None) -> str:
+    """Download the object `uri` (s3:// or minio://) into `dest_dir` with boto3; returns its local path.
+
+    With `siblings_suffix`, objects with that suffix in the same "folder" come too. Raises FileNotFoundError when
+    `uri` is absent, ImportError when boto3 is not installed (the image leaves it out; see the README).
+    """
+    import boto3
+    from botocore.exceptions import ClientError
+
+    endpoint = None
+    if uri.startswith("minio://"):
+        endpoint = os.environ.get(MINIO_ENDPOINT_ENV) or DEFAULT_MINIO_ENDPOINT
+    client = boto3.client("s3", endpoint_url=endpoint)
+    bucket, key = split_s3_uri(uri)
+    os.makedirs(dest_dir, exist_ok=True)
+    target = os.path.join(dest_dir, os.path.basename(key))
+    try:
+        client.download_file(bucket, key, target)
+    except ClientError as e:
+        if os.path.exists(target):
+            os.remove(target)
+        if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NoSuchBucket"):
+            raise FileNotFoundError(f"{uri} does not exist") from e
+        raise
+    if siblings_suffix:
+        prefix = key.rpartition("/")[0]
+        prefix = prefix + "/" if prefix else ""
+        listing = client.list_objects_v2(Bucket=bucket, Prefix=prefix, Delimiter="/")
+        for item in listing.get("Contents", []):
+            name = item["Key"]
+            if name != key and name.endswith(siblings_suffix):
+                client.download_file(bucket, name, os.path.join(dest_dir, os.path.basename(name)))
+    return target
+
+
 def staging_dir_for(final_dir: str) -> str:
     """A fresh, private sibling of `final_dir` to write into before publishing it whole.
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from generic_trainer import cluster as cluster_lib
-from generic_trainer import outputs, storage, user_module
+from generic_trainer import outputs, serving_container, storage, user_module
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
 from generic_trainer.fn_args import FnArgs
 from generic_trainer.preemption import WATCHER
@@ -336,8 +336,33 @@ def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[s
         "strategy": result.strategy,
         "num_replicas": result.num_replicas,
     }
+    model_uri = request.kfp.artifacts.get("model", {}).get("uri") if request.kfp else None
+    model.update(serving_container.model_registry_metadata(_serving_image(request, tf.__version__), model_uri,
+                                                           _schemata(request)))
     return {
         "model": {k: v for k, v in model.items() if v is not None},
         "metrics": dict(result.metrics),
         "model_run": {"tensorboard_log_dir": request.model_run_dir},
     }
+
+
+def _schemata(request: TrainRequest) -> list[str]:
+    """The predictSchemata files written under <model>/schemata (see serving_container.write_schemata)."""
+    return [name for name in serving_container.SCHEMA_FILES.values()
+            if os.path.isfile(os.path.join(request.model_dir, serving_container.SCHEMATA_DIR, name))]
+
+
+def _serving_image(request: TrainRequest, tf_version: str) -> str:
+    return request.serving_image or serving_container.choose_image(tf_version, request.serving_accelerator,
+                                                                   request.serving_image_region)
+
+
+def kfp_parameters(request: TrainRequest, result: TrainResult) -> dict[str, str]:
+    """The train component's output parameters the component declares: the SavedModel's URI and its image."""
+    import tensorflow as tf
+
+    model = request.kfp.artifacts.get("model") if request.kfp else None
+    if not model or not request.kfp.parameters:
+        return {}
+    return serving_container.kfp_parameters(model["uri"], outputs.SERVING_DIR, _serving_image(request, tf.__version__),
+                                            _schemata(request), declared=request.kfp.parameters)

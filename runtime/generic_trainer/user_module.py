@@ -1,8 +1,9 @@
-"""Loads the user's module (local file, gs:// URI or dotted name) and finds its functions.
+"""Loads the user's module (local file, gs://, s3:// or minio:// URI, or dotted name) and finds its functions.
 
 A `--module-sha256` pin is checked on the file's bytes before anything of it runs. The
-module's directory goes on `sys.path` so it can import files next to it (for gs:// modules the
-sibling `.py` files are downloaded beside it). Before the module runs, its `tfx` imports are made
+module's directory goes on `sys.path` so it can import files next to it (for gs://, s3:// and minio://
+modules the sibling `.py` files are downloaded beside it; s3:// and minio:// are read from KFP's
+/s3 and /minio mounts when the file is there). Before the module runs, its `tfx` imports are made
 to resolve to the runtime's equivalents when TFX is not installed (`tfx_imports`). Every verb and
 script that runs a user module goes through `load` / `import_module`.
 """
@@ -37,6 +38,8 @@ def fetch(spec: str, download_dir: str) -> str | None:
             raise UserInputError(INPUT, f"{spec} not found in Cloud Storage") from None
         except Exception as e:  # credentials, network: name the input, keep the cause short.
             raise UserInputError(INPUT, f"could not download {spec}: {type(e).__name__}: {e}") from None
+    if storage.is_s3_uri(spec):
+        return _fetch_s3(spec, download_dir)
     if not _looks_like_path(spec):
         return None
     if not os.path.exists(spec):
@@ -46,6 +49,24 @@ def fetch(spec: str, download_dir: str) -> str | None:
     if not os.access(spec, os.R_OK):
         raise UserInputError(INPUT, f"{spec} is not readable")
     return os.path.abspath(spec)
+
+
+def _fetch_s3(spec: str, download_dir: str) -> str:
+    """An s3:// or minio:// module: the file where KFP mounts it (/s3, /minio) if it is there, else downloaded."""
+    mounted = storage.local_path(spec)
+    if os.path.isfile(mounted):
+        return mounted
+    store = "MinIO" if spec.startswith("minio://") else "S3"
+    try:
+        return storage.download_s3(spec, download_dir, siblings_suffix=".py")
+    except ImportError:
+        raise UserInputError(INPUT, f"{spec} is not mounted at {mounted}, and boto3 (not in the image) is not "
+                                    "installed to download it: mount the bucket there, or install "
+                                    "'generic-trainer[s3]' (boto3)") from None
+    except FileNotFoundError:
+        raise UserInputError(INPUT, f"{spec} not found in {store}") from None
+    except Exception as e:  # credentials, endpoint, network: name the input, keep the cause short.
+        raise UserInputError(INPUT, f"could not download {spec} from {store}: {type(e).__name__}: {e}") from None
 
 
 def check_sha256(path: str | None, expected: str | None) -> None:

@@ -32,6 +32,10 @@ ENTRYPOINT = "generic-trainer"
 VERBS = ("train", "tune")
 DEFAULT_MACHINE_TYPE = "n1-standard-4"
 DRY_RUN_NAME = "DRY-RUN"
+SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START", "ON_DEMAND")
+# Vertex AI's Reduction Server (worker pool 2): all-reduce for NCCL GPU workers.
+REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+DEFAULT_REDUCTION_SERVER_MACHINE_TYPE = "n1-highcpu-16"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +57,21 @@ class JobOptions:
     display_name: str = "generic-trainer"
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     restart_job_on_worker_restart: bool = False
+    # Production options (see production_options): scheduling, networking, encryption, pools.
+    scheduling_strategy: str | None = None  # SPOT, FLEX_START, STANDARD, ON_DEMAND
+    max_wait_duration: int | None = None  # seconds to wait for resources (FLEX_START)
+    timeout: int | None = None  # seconds the job may run
+    network: str | None = None
+    reserved_ip_ranges: tuple[str, ...] = ()
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    encryption_spec_key_name: str | None = None
+    persistent_resource_id: str | None = None
+    chief_machine_type: str | None = None  # None: machine_type
+    chief_accelerator_type: str | None = None
+    chief_accelerator_count: int = 0
+    reduction_server_count: int = 0
+    reduction_server_machine_type: str = DEFAULT_REDUCTION_SERVER_MACHINE_TYPE
+    reduction_server_image: str = REDUCTION_SERVER_IMAGE
 
     @property
     def staging_bucket(self) -> str:
@@ -137,6 +156,7 @@ def options_from_args(ns: argparse.Namespace) -> JobOptions:
         service_account=ns.service_account or None, tensorboard=ns.tensorboard or None,
         display_name=ns.display_name or f"generic-trainer-{args[0]}", env=_env(ns.env),
         restart_job_on_worker_restart=bool(ns.restart_job_on_worker_restart),
+        **production_options(ns, replicas, ns.accelerator_type or None, accelerator_count),
     )
 
 
@@ -150,12 +170,27 @@ def worker_pool_specs(options: JobOptions) -> list[dict[str, Any]]:
                                  "args": list(options.container_args)}
     if options.env:
         container["env"] = [{"name": k, "value": v} for k, v in options.env.items()]
-    chief = {"machine_spec": machine, "replica_count": 1, "container_spec": container,
-             "disk_spec": {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": options.boot_disk_size_gb}}
-    pools = [chief]
+    disk = {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": options.boot_disk_size_gb}
+    worker = {"machine_spec": machine, "replica_count": 1, "container_spec": container, "disk_spec": disk}
+    pools = [json.loads(json.dumps(worker))]
+    if options.chief_machine_type:
+        pools[0]["machine_spec"] = _machine_spec(options.chief_machine_type, options.chief_accelerator_type,
+                                                 options.chief_accelerator_count)
     if options.replica_count > 1:
-        pools.append({**json.loads(json.dumps(chief)), "replica_count": options.replica_count - 1})
+        pools.append({**json.loads(json.dumps(worker)), "replica_count": options.replica_count - 1})
+    if options.reduction_server_count:
+        pools.append({"machine_spec": {"machine_type": options.reduction_server_machine_type},
+                      "replica_count": options.reduction_server_count,
+                      "container_spec": {"image_uri": options.reduction_server_image}})
     return pools
+
+
+def _machine_spec(machine_type: str, accelerator_type: str | None, accelerator_count: int) -> dict[str, Any]:
+    spec: dict[str, Any] = {"machine_type": machine_type}
+    if accelerator_type:
+        spec["accelerator_type"] = accelerator_type
+        spec["accelerator_count"] = accelerator_count
+    return spec
 
 
 def submit_kwargs(options: JobOptions) -> dict[str, Any]:
@@ -165,6 +200,16 @@ def submit_kwargs(options: JobOptions) -> dict[str, Any]:
         kwargs["service_account"] = options.service_account
     if options.tensorboard:
         kwargs["tensorboard"] = options.tensorboard
+    if options.network:
+        kwargs["network"] = options.network
+    if options.timeout:
+        kwargs["timeout"] = options.timeout
+    if options.max_wait_duration is not None:
+        kwargs["max_wait_duration"] = options.max_wait_duration
+    if options.scheduling_strategy:
+        from google.cloud.aiplatform.compat.types import custom_job
+
+        kwargs["scheduling_strategy"] = custom_job.Scheduling.Strategy[options.scheduling_strategy]
     return kwargs
 
 
@@ -185,15 +230,20 @@ def build_job(options: JobOptions, credentials: Any = None) -> Any:
     from google.auth import exceptions as auth_exceptions
 
     try:
-        return aiplatform.CustomJob(
+        job = aiplatform.CustomJob(
             display_name=options.display_name, worker_pool_specs=worker_pool_specs(options),
             base_output_dir=options.base_output_dir, staging_bucket=options.staging_bucket,
             project=options.project, location=options.region, credentials=credentials,
+            labels=dict(options.labels) or None, encryption_spec_key_name=options.encryption_spec_key_name,
+            persistent_resource_id=options.persistent_resource_id,
         )
     except auth_exceptions.DefaultCredentialsError as e:
         raise UserInputError("GOOGLE_APPLICATION_CREDENTIALS", f"no Google Cloud credentials: run `gcloud auth "
                                                                f"application-default login` or point it at a key "
                                                                f"file ({e})") from None
+    if options.reserved_ip_ranges:  # CustomJob.submit has no argument for them
+        job.job_spec.reserved_ip_ranges.extend(options.reserved_ip_ranges)
+    return job
 
 
 class _RecordingJobClient:
@@ -250,6 +300,145 @@ def submit(options: JobOptions, wait: bool = False) -> Any:
     return job
 
 
+_DURATION = re.compile(r"\s*([0-9]+)\s*([smhd]?)\s*")
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(flag: str, value: Any, allow_zero: bool = False) -> int | None:
+    """Whole seconds from `3600`, `90m`, `2h` or `7d`; None when unset."""
+    if value is None or value == "":
+        return None
+    match = _DURATION.fullmatch(str(value))
+    seconds = int(match.group(1)) * _DURATION_UNITS[match.group(2)] if match else -1
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        zero = " (0: no limit)" if allow_zero else ""
+        raise UserInputError(flag, f"expected a duration such as 3600, 90m, 2h or 7d{zero}, got {value!r}")
+    return seconds
+
+
+def _labels(pairs: Sequence[str] | None) -> dict[str, str]:
+    """--label KEY=VALUE pairs, checked against Google Cloud's label rules."""
+    labels = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", key) or not re.fullmatch(r"[a-z0-9_-]{0,63}", value):
+            raise UserInputError("--label", f"expected key=value in lowercase letters, digits, '_' or '-' (key "
+                                            f"starting with a letter, each at most 63 characters), got {pair!r}")
+        labels[key] = value
+    if len(labels) > 64:
+        raise UserInputError("--label", f"at most 64 labels, got {len(labels)}")
+    return labels
+
+
+def production_options(ns: argparse.Namespace, replica_count: int, accelerator_type: str | None,
+                       accelerator_count: int) -> dict[str, Any]:
+    """The JobOptions fields of the production flags (add_production_flags), validated; also checks the machines."""
+    from generic_trainer import vertex_machines
+
+    def opt(name: str) -> Any:
+        return getattr(ns, name, None) or None
+
+    allow_unknown = bool(opt("allow_unknown_machine_type"))
+    machine_type = ns.machine_type or DEFAULT_MACHINE_TYPE
+    vertex_machines.check_machine(machine_type, accelerator_type, accelerator_count, allow_unknown=allow_unknown)
+    out: dict[str, Any] = {}
+    strategy = opt("scheduling_strategy")
+    if strategy:
+        strategy = strategy.upper()
+        if strategy not in SCHEDULING_STRATEGIES:
+            raise UserInputError("--scheduling-strategy", f"expected one of {', '.join(SCHEDULING_STRATEGIES)}, "
+                                                          f"got {ns.scheduling_strategy!r}")
+        out["scheduling_strategy"] = strategy
+    out["max_wait_duration"] = duration_seconds("--max-wait-duration", opt("max_wait_duration"), allow_zero=True)
+    out["timeout"] = duration_seconds("--timeout", opt("timeout"))
+    network = opt("network")
+    if network and not re.fullmatch(r"projects/[^/]+/global/networks/[^/]+", network):
+        raise UserInputError("--network", f"expected projects/PROJECT_NUMBER/global/networks/NAME, got {network!r}")
+    ranges = tuple(opt("reserved_ip_range") or ())
+    if ranges and not network:
+        raise UserInputError("--reserved-ip-range", "needs --network (the ranges are reserved in that VPC network)")
+    out.update(network=network, reserved_ip_ranges=ranges, labels=_labels(opt("label")))
+    key = opt("encryption_spec_key_name")
+    if key:
+        match = re.fullmatch(r"projects/[^/]+/locations/([^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+", key)
+        if not match:
+            raise UserInputError("--encryption-spec-key-name", "expected projects/P/locations/L/keyRings/R/"
+                                                               f"cryptoKeys/K, got {key!r}")
+        if getattr(ns, "region", None) and match.group(1) != ns.region:
+            raise UserInputError("--encryption-spec-key-name", f"the key is in {match.group(1)}, the job in "
+                                                               f"{ns.region}: Vertex AI needs a key in its region")
+        out["encryption_spec_key_name"] = key
+    resource = opt("persistent_resource_id")
+    if resource:
+        if not re.fullmatch(r"[a-z][a-z0-9-]{0,62}", resource):
+            raise UserInputError("--persistent-resource-id", f"expected the resource's id (lowercase letters, digits, "
+                                                             f"'-'), not its full name, got {resource!r}")
+        if strategy in ("SPOT", "FLEX_START"):
+            raise UserInputError("--persistent-resource-id", f"the job runs on the persistent resource's machines: "
+                                                             f"--scheduling-strategy {strategy} does not apply")
+        out["persistent_resource_id"] = resource
+    chief_type = opt("chief_machine_type")
+    if chief_type or opt("chief_accelerator_type") or opt("chief_accelerator_count"):
+        chief_accelerator = opt("chief_accelerator_type") or accelerator_type
+        if chief_accelerator and chief_accelerator.lower() == "none":
+            chief_accelerator = None
+        chief_count = 0
+        if chief_accelerator:
+            chief_count = _count("--chief-accelerator-count",
+                                        opt("chief_accelerator_count") or accelerator_count or 1, 1, MAX_ACCELERATORS)
+        chief_type = chief_type or machine_type
+        vertex_machines.check_machine(chief_type, chief_accelerator, chief_count, flag="--chief-machine-type",
+                                      allow_unknown=allow_unknown)
+        out.update(chief_machine_type=chief_type, chief_accelerator_type=chief_accelerator,
+                   chief_accelerator_count=chief_count)
+    servers = opt("reduction_server_count")
+    if servers:
+        servers = _count("--reduction-server-count", servers, 1, MAX_REPLICAS)
+        if replica_count < 2 or not accelerator_type:
+            raise UserInputError("--reduction-server-count", "Reduction Server speeds up all-reduce between GPU "
+                                                             "workers (NCCL): it needs --replica-count >= 2 and "
+                                                             "--accelerator-type")
+        server_type = opt("reduction_server_machine_type") or DEFAULT_REDUCTION_SERVER_MACHINE_TYPE
+        vertex_machines.check_machine(server_type, None, 0, flag="--reduction-server-machine-type",
+                                      allow_unknown=allow_unknown)
+        out.update(reduction_server_count=servers, reduction_server_machine_type=server_type,
+                   reduction_server_image=opt("reduction_server_image") or REDUCTION_SERVER_IMAGE)
+    elif opt("reduction_server_machine_type") or opt("reduction_server_image"):
+        raise UserInputError("--reduction-server-count", "required with --reduction-server-machine-type/-image")
+    return out
+
+
+def add_production_flags(p: argparse.ArgumentParser) -> None:
+    """Scheduling, networking, encryption and pool flags of `vertex-job` (see production_options)."""
+    g = p.add_argument_group("scheduling, network, encryption and pools")
+    g.add_argument("--scheduling-strategy", metavar="STRATEGY",
+                   help=f"{', '.join(SCHEDULING_STRATEGIES)}: SPOT runs on Spot VMs (cheaper, preemptible: the "
+                        "trainer resumes from its backup); FLEX_START waits for scarce GPUs (see --max-wait-duration)")
+    g.add_argument("--max-wait-duration", metavar="DURATION",
+                   help="how long the job may wait for its machines, e.g. 2h (0: no limit; Vertex default 1 day)")
+    g.add_argument("--timeout", metavar="DURATION", help="the job's longest run, e.g. 3600, 90m, 12h, 7d "
+                                                         "(Vertex default 7 days)")
+    g.add_argument("--network", metavar="NAME", help="VPC network to peer with: projects/PROJECT_NUMBER/global/"
+                                                     "networks/NAME")
+    g.add_argument("--reserved-ip-range", action="append", metavar="NAME",
+                   help="reserved IP range of --network to deploy in (repeatable)")
+    g.add_argument("--label", action="append", metavar="KEY=VALUE", help="job label (repeatable)")
+    g.add_argument("--encryption-spec-key-name", metavar="KMS_KEY",
+                   help="CMEK: projects/P/locations/REGION/keyRings/R/cryptoKeys/K (in the job's region)")
+    g.add_argument("--persistent-resource-id", metavar="ID", help="run on this Vertex AI persistent resource")
+    g.add_argument("--chief-machine-type", metavar="TYPE", help="worker pool 0's machine (default --machine-type)")
+    g.add_argument("--chief-accelerator-type", metavar="TYPE",
+                   help="pool 0's accelerator (default the workers'; 'none' for a CPU chief)")
+    g.add_argument("--chief-accelerator-count", metavar="K", help="pool 0's accelerators (default the workers')")
+    g.add_argument("--reduction-server-count", metavar="N",
+                   help="Reduction Server replicas in worker pool 2 (GPU workers, --replica-count >= 2)")
+    g.add_argument("--reduction-server-machine-type", metavar="TYPE",
+                   help=f"their machine (default {DEFAULT_REDUCTION_SERVER_MACHINE_TYPE})")
+    g.add_argument("--reduction-server-image", metavar="IMAGE", help=f"default {REDUCTION_SERVER_IMAGE}")
+    g.add_argument("--allow-unknown-machine-type", action="store_true",
+                   help="skip the check of machine types and accelerators against the known families")
+
+
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """The `vertex-job` sub-command's parser."""
     p = sub.add_parser(
@@ -277,6 +466,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     g.add_argument("--env", action="append", metavar="NAME=VALUE", help="container environment (repeatable)")
     g.add_argument("--restart-job-on-worker-restart", action="store_true",
                    help="restart the whole job when a worker restarts (multi-worker jobs resume from checkpoints)")
+    add_production_flags(p)
     r = p.add_argument_group("run")
     r.add_argument("--dry-run", action="store_true", help="print the CustomJob request as JSON; submit nothing")
     r.add_argument("--wait", action="store_true", help="block until the job ends (default: return once created)")
