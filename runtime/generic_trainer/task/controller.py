@@ -3,7 +3,9 @@
 `Controller` owns the *how* of a Task: it builds the model, optimizer and metrics inside the
 strategy scope, runs `steps_per_loop` steps per `tf.function` call with `strategy.run` (never
 `model.fit`, so Keras 3 works under MultiWorkerMirroredStrategy), saves and restores checkpoints,
-writes summaries, evaluates, keeps the best checkpoint and exports the serving model.
+writes summaries, evaluates, keeps the best checkpoint and exports the serving model. It also
+keeps the EMA of the weights (`ema.py`; validation and export use it) and recovers from a loss
+blow-up by restoring the last checkpoint (`trainer.recovery_max_trials`).
 
 Multi-worker rules: every worker runs the same sequence of collective steps (loops, metric
 reads, checkpoint and export writes); only the chief writes summaries, params.yaml, info.json and
