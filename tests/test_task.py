@@ -561,3 +561,41 @@ def test_model_garden_experiment_file_with_the_penguin_task(penguin, tmp_path):
     # linear warm-up 0 -> schedule(20) = 0.4 over 20 steps; stepwise 0.4 up to 25, 0.04 up to 35
     assert logged[10] == pytest.approx(10 / 20 * 0.4, rel=1e-6)
     assert logged[20] == pytest.approx(0.4, rel=1e-6) and logged[30] == pytest.approx(0.04, rel=1e-6)
+
+
+_EMA_MIRRORED = """
+import sys
+import numpy as np
+import tensorflow as tf
+tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
+                                           [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+import test_task as t
+from generic_trainer import user_module
+from generic_trainer.task import run_experiment
+tmp = Path(sys.argv[1])
+data = t._make_data(tmp / "data")
+module = user_module.import_module(str(t.TASK_FILE), str(t.TASK_FILE))
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+experiment = t._experiment(module, data, "trainer.optimizer_config.ema.average_decay=0.9,trainer.train_steps=20,"
+                                         "trainer.validation_interval=20")
+task = module.LinearTask(experiment.task, experiment=experiment)
+result, controller = run_experiment(task, experiment, "train_and_eval", str(tmp / "ckpt"), strategy=strategy,
+                                    export_dir=str(tmp / "serving"))
+kernel, bias = (a.numpy() for a in controller.ema.averages)
+features, labels = t._eval_arrays(data)
+predictions = (np.concatenate([features["x1"], features["x2"]], axis=1) @ kernel + bias).reshape(-1)
+served = tf.saved_model.load(str(tmp / "serving")).signatures["serving_default"]
+out = next(iter(served(**{k: tf.constant(v) for k, v in features.items()}).values())).numpy().reshape(-1)
+np.testing.assert_allclose(out, predictions, rtol=1e-5, atol=1e-6)
+assert abs(result.eval_logs["mse"] - float(np.mean((predictions - labels) ** 2))) < 1e-4
+print("EMA OK replicas", strategy.num_replicas_in_sync)
+"""
+
+
+@pytest.mark.slow
+def test_ema_under_a_two_replica_mirrored_strategy(tmp_path):
+    done = subprocess.run([sys.executable, "-c", _EMA_MIRRORED, str(tmp_path), str(Path(__file__).parent)],
+                          env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "EMA OK replicas 2" in done.stdout, done.stderr[-4000:]

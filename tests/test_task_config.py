@@ -349,3 +349,31 @@ def test_importing_the_task_api_does_not_load_tensorflow():
 
 def test_data_config_file_patterns():
     assert DataConfig(input_path=" /a/*, /b/* ,").file_patterns() == ["/a/*", "/b/*"]
+
+
+def test_cli_strategy_wins_over_the_config_and_runtime_keys(caplog):
+    import logging
+
+    from generic_trainer.task.runner import _use_gpus
+
+    caplog.set_level(logging.INFO, "generic_trainer.task")
+    mirrored = 'runtime: {distribution_strategy: mirrored, all_reduce_alg: nccl, loss_scale: "128"}'
+    cfg = build_experiment(defaults(), RunInputs(strategy="one_device"), config_text=mirrored)
+    assert cfg.runtime.distribution_strategy == "one_device"
+    assert "--strategy one_device wins over runtime.distribution_strategy mirrored" in caplog.text
+    cfg = build_experiment(defaults(), RunInputs(strategy="auto"), config_text=mirrored)  # auto: the config's
+    assert cfg.runtime.distribution_strategy == "mirrored"
+    cfg.trainer.train_steps = 5
+    cfg.task.train_data.input_path = cfg.task.validation_data.input_path = "/x/*"
+    validate(cfg, "train")
+    assert cfg.runtime.loss_scale == 128.0 and "all_reduce_alg='nccl'" in caplog.text  # read, logged as not acted on
+    for override, message in [("runtime.worker_hosts=a:1", "runtime.worker_hosts: the cluster comes from TF_CONFIG"),
+                              ("runtime.loss_scale=big", "runtime.loss_scale: expected dynamic or a positive number"),
+                              ("runtime.tpu=local", "runtime.tpu: TPUs are not supported"),
+                              ("runtime.num_gpus=-1", "runtime.num_gpus: expected 0"),
+                              ("trainer.recovery_max_trials=-1", "trainer.recovery_max_trials: expected 0 or more")]:
+        with pytest.raises(UserInputError, match=message):
+            validate(build_experiment(cfg, params_override=override), "train")
+    with pytest.raises(UserInputError, match="runtime.num_gpus: 2 GPUs asked for, 0 visible"):
+        _use_gpus(2, 0)
+    assert _use_gpus(0, 3) == 3

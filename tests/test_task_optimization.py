@@ -13,14 +13,21 @@ import math
 import numpy as np
 import pytest
 from generic_trainer.errors import UserInputError
-from generic_trainer.task import ExperimentConfig, OptimizationConfig, OptimizerConfig, TrainerConfig, override
+from generic_trainer.task import (
+    ExperimentConfig,
+    OptimizationConfig,
+    OptimizerConfig,
+    TrainerConfig,
+    build_optimization_config,
+    override,
+)
 from generic_trainer.task.config import build_experiment
 
 
 def _lr(values: dict, train_steps: int = 100):
     from generic_trainer.task.schedules import build_learning_rate
 
-    return build_learning_rate(OptimizationConfig.from_dict(values), train_steps)
+    return build_learning_rate(build_optimization_config(values), train_steps)
 
 
 def _at(lr, step: int) -> float:
@@ -135,7 +142,8 @@ def test_unknown_keys_name_the_nearest_known_key(values, key, message):
 
 
 @pytest.mark.parametrize("values, message", [
-    ({"optimizer": {"type": "sgd_torch"}}, "optimizer.type: unknown type 'sgd_torch'; expected one of sgd, sgd_experimental, adam"),
+    ({"optimizer": {"type": "sgd_torch"}},
+     "optimizer.type: unknown type 'sgd_torch'; expected one of sgd, sgd_experimental, adam"),
     ({"optimizer": {"type": "adafactor"}}, "Adafactor is not provided"),
     ({"optimizer": {"type": "sgd", "sgd": {"decay": 0.1}}}, "sgd.decay: Keras 3 optimizers have no `decay`"),
     ({"optimizer": {"type": "adam", "adam": {"clipnorm": 1.0, "global_clipnorm": 1.0}}}, "set at most one of"),
@@ -164,7 +172,7 @@ def test_bad_optimizer_configs_name_the_key(values, message):
 def _build(values: dict, train_steps: int = 100):
     from generic_trainer.task import optimizers
 
-    return optimizers.build(OptimizationConfig.from_dict(values), train_steps)
+    return optimizers.build(build_optimization_config(values), train_steps)
 
 
 def test_each_optimizer_type_builds_with_its_block():
@@ -253,10 +261,10 @@ def test_adamw_weight_decay_regexes_follow_model_garden():
 
 
 def test_with_base_learning_rate_keeps_the_schedule():
-    cfg = OptimizationConfig.from_dict({"learning_rate": {"type": "stepwise", "stepwise": {
+    cfg = build_optimization_config({"learning_rate": {"type": "stepwise", "stepwise": {
         "boundaries": [10], "values": [0.5, 0.05]}}})
     assert cfg.with_base_learning_rate(1.0).learning_rate.stepwise.values == pytest.approx([1.0, 0.1])
-    cos = OptimizationConfig.from_dict({"learning_rate": {"type": "cosine", "cosine": {"initial_learning_rate": 0.1}}})
+    cos = build_optimization_config({"learning_rate": {"type": "cosine", "cosine": {"initial_learning_rate": 0.1}}})
     assert cos.with_base_learning_rate(0.3).learning_rate.cosine.initial_learning_rate == 0.3
     assert override(OptimizationConfig(), {"ema": {"average_decay": 0.9}}, "x").ema.average_decay == 0.9
 
@@ -274,3 +282,17 @@ def test_ema_decay_follows_model_garden():
     assert float(decay_at(late, 3)) == 0.0  # before start_step the average follows the weights
     assert float(decay_at(late, 5)) == pytest.approx(1 / 10)
     assert float(decay_at(EMAConfig(average_decay=0.9, dynamic_decay=False), 1)) == pytest.approx(0.9)
+
+
+def test_a_block_set_but_not_chosen_is_logged(caplog):
+    caplog.set_level(logging.WARNING, "generic_trainer.task")
+    defaults = ExperimentConfig(trainer=TrainerConfig(optimizer_config=build_optimization_config(
+        {"learning_rate": {"type": "constant", "constant": {"learning_rate": 0.01}}})))
+    # the file switches to stepwise: the defaults' constant block is not worth a warning
+    build_experiment(defaults, config_text={"trainer": {"optimizer_config": {"learning_rate": {
+        "type": "stepwise", "stepwise": {"boundaries": [5], "values": [0.1, 0.01]}}}}})
+    assert "is set but" not in caplog.text
+    # a warmup block without warmup.type (Model Garden experiment factories set it in Python) is ignored, and said so
+    build_experiment(defaults, config_text={"trainer": {"optimizer_config": {"warmup": {"linear": {
+        "warmup_steps": 10}}}}})
+    assert "trainer.optimizer_config.warmup.linear is set but its one-of's type chooses another block" in caplog.text

@@ -24,10 +24,10 @@ import numpy as np
 from generic_trainer.task import (
     DataConfig,
     ExperimentConfig,
-    OptimizationConfig,
     Task,
     TaskConfig,
     TrainerConfig,
+    build_optimization_config,
     register_experiment,
     register_task,
 )
@@ -193,7 +193,7 @@ def penguin_experiment() -> ExperimentConfig:
         trainer=TrainerConfig(train_steps=500, steps_per_loop=50, validation_interval=250, checkpoint_interval=250,
                               summary_interval=50, best_checkpoint_export_subdir="best_ckpt",
                               best_checkpoint_eval_metric="accuracy", best_checkpoint_metric_comp="higher",
-                              optimizer_config=OptimizationConfig.from_dict({
+                              optimizer_config=build_optimization_config({
                                   "optimizer": {"type": "adam"},
                                   "learning_rate": {"type": "constant", "constant": {"learning_rate": 0.01}}})),
     )

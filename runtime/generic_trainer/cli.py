@@ -38,7 +38,8 @@ def _add_common(p: argparse.ArgumentParser, strategies: tuple[str, ...] = STRATE
                             "(default tf_keras when TF_USE_LEGACY_KERAS=1 is set; decided before TensorFlow loads)")
         r.add_argument("--strategy", default=None, choices=strategies,
                        help="tf.distribute strategy; auto (default) matches GPUs" + (
-                           " and TF_CONFIG/CLUSTER_SPEC" if "multi_worker_mirrored" in strategies else ""))
+                           " and TF_CONFIG/CLUSTER_SPEC" if "multi_worker_mirrored" in strategies else "")
+                       + "; any other value wins over a Task config's runtime.distribution_strategy")
     if cluster_timeout and training:
         r.add_argument("--cluster-timeout", type=_seconds_flag, metavar="SECONDS",
                        help="multi-worker: fail (exit 5) when the replicas have not all connected within this "

@@ -20,6 +20,7 @@ from generic_trainer.task.config import (
     TaskConfig,
     TrainerConfig,
     build_experiment,
+    build_optimization_config,
     get_experiment,
     override,
     parse_params_override,
@@ -49,7 +50,8 @@ def run_experiment(*args: Any, **kwargs: Any):
 __all__ = [
     "DataConfig", "EMAConfig", "ExperimentConfig", "LearningRateConfig", "OptimizationConfig", "OptimizerConfig",
     "OptimizerTypeConfig", "WarmupConfig", "RunInputs", "RuntimeConfig", "Task", "TaskConfig",
-    "TrainerConfig", "build_experiment", "check_task_class", "get_experiment", "get_task", "override",
+    "TrainerConfig", "build_experiment", "build_optimization_config", "check_task_class", "get_experiment", "get_task",
+    "override",
     "parse_params_override", "register_experiment", "register_task", "registered_experiments", "run_experiment",
     "task_for_config", "to_yaml", "validate", "write_params_yaml",
 ]

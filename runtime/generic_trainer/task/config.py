@@ -30,7 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.task.optimization_config import OptimizationConfig, OptimizerConfig
+from generic_trainer.task.optimization_config import OptimizationConfig, OptimizerConfig, unused_blocks
+from generic_trainer.task.optimization_config import check as check_optimization
 
 log = logging.getLogger("generic_trainer.task")
 
@@ -100,7 +101,8 @@ class TrainerConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.optimizer_config, OptimizerConfig):  # the flat form of earlier releases
-            self.optimizer_config = self.optimizer_config.upgrade()
+            self.optimizer_config = build_optimization_config(self.optimizer_config.as_one_of(),
+                                                              "OptimizerConfig(...)")
 
 
 @dataclasses.dataclass
@@ -327,6 +329,12 @@ def override(config: Any, values: Mapping[str, Any], source: str, prefix: str = 
     return config
 
 
+def build_optimization_config(values: Mapping[str, Any],
+                              source: str = "optimizer_config") -> OptimizationConfig:
+    """A `trainer.optimizer_config` from a mapping in the YAML form (unknown keys: an error naming the key)."""
+    return override(OptimizationConfig(), values, source, prefix="trainer.optimizer_config.")
+
+
 def _dataclass_in(tp: Any) -> type | None:
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return tp
@@ -510,6 +518,8 @@ def build_experiment(
     override(config, parse_params_override(params_override), "--params-override")
     if inputs is not None:
         apply_cli_strategy(config, inputs.strategy)
+    for key in unused_blocks(config.trainer.optimizer_config, defaults.trainer.optimizer_config):
+        log.warning("%s is set but its one-of's type chooses another block: it is ignored", key)
     return config
 
 
@@ -532,10 +542,7 @@ def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
                              f"expected float16, bfloat16 or empty, got {r.mixed_precision_dtype!r}")
     _check_runtime(r)
     _check_recovery(t)
-    from generic_trainer.task.optimization_config import check as check_optimization
-
-    check_optimization(t.optimizer_config, t.train_steps if mode in ("train", "train_and_eval") else 0,
-                       warn_unused=True)
+    check_optimization(t.optimizer_config, t.train_steps if mode in ("train", "train_and_eval") else 0)
     if mode in ("train", "train_and_eval") and t.train_steps <= 0:
         raise UserInputError("trainer.train_steps", "required to train: set it (or pass --train-steps N)")
     for name in ("steps_per_loop", "checkpoint_interval", "summary_interval", "validation_interval", "max_to_keep"):

@@ -3,7 +3,9 @@
 `Controller` owns the *how* of a Task: it builds the model, optimizer and metrics inside the
 strategy scope, runs `steps_per_loop` steps per `tf.function` call with `strategy.run` (never
 `model.fit`, so Keras 3 works under MultiWorkerMirroredStrategy), saves and restores checkpoints,
-writes summaries, evaluates, keeps the best checkpoint and exports the serving model.
+writes summaries, evaluates, keeps the best checkpoint and exports the serving model. It also
+keeps the EMA of the weights (`ema.py`; validation and export use it) and recovers from a loss
+blow-up by restoring the last checkpoint (`trainer.recovery_max_trials`).
 
 Multi-worker rules: every worker runs the same sequence of collective steps (loops, metric
 reads, checkpoint and export writes); only the chief writes summaries, params.yaml, info.json and
@@ -395,7 +397,7 @@ class Controller:
             return {}
         progress_log.info("training from step %d to %d (%d steps per loop, %d replicas)", step, target_step,
                           t.steps_per_loop, self.strategy.num_replicas_in_sync)
-        if t.recovery_max_trials > 0 and self.manager.latest_checkpoint is None:
+        if t.recovery_max_trials > 0 and step == 0:  # the same decision on every worker (saving can be collective)
             self._save()  # something to recover to from a loss blow-up before the first checkpoint
         last_ckpt = last_summary = step
         last_log = 0.0
@@ -474,11 +476,13 @@ class Controller:
         Returns True when the last checkpoint was restored (the caller trains again from there);
         raises when the run diverged more than trainer.recovery_max_trials times.
         """
+        import tensorflow as tf
+
         t = self.trainer
         bound_value = t.loss_upper_bound
         if math.isfinite(loss) and (loss <= bound_value or step < t.recovery_begin_steps):
             return False
-        latest = self.manager.latest_checkpoint
+        latest = tf.train.latest_checkpoint(self.checkpoint_dir)  # the chief's, read by every worker alike
         bound = f" (above trainer.loss_upper_bound={bound_value:g})" if math.isfinite(loss) else ""
         if self.recoveries < t.recovery_max_trials and latest:
             self.recoveries += 1

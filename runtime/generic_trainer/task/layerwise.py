@@ -27,14 +27,20 @@ def matches(variable: Any, patterns: Sequence[str] | None) -> bool:
     return any(re.search(p, path) or re.search(p, f"{path}:0") for p in patterns or ())
 
 
-def _make_classes() -> dict[str, type]:
+def _trust_ratio(numerator, w_norm, other_norm):
+    """numerator / other_norm, or 1 when either norm is 0."""
     import keras
 
     ops = keras.ops
+    ratio = ops.where(ops.greater(other_norm, 0.0), numerator / other_norm, 1.0)
+    return ops.where(ops.greater(w_norm, 0.0), ratio, 1.0)
 
-    def trust_ratio(numerator, w_norm, other_norm):
-        return ops.where(ops.greater(w_norm, 0.0),
-                         ops.where(ops.greater(other_norm, 0.0), numerator / other_norm, 1.0), 1.0)
+
+def _make_lamb() -> type:
+    import keras
+
+    ops = keras.ops
+    trust_ratio = _trust_ratio
 
     class LAMB(keras.optimizers.Optimizer):
         """LAMB (Layer-wise Adaptive Moments for Batch training), tensorflow_addons' formula."""
@@ -82,6 +88,15 @@ def _make_classes() -> dict[str, type]:
                            "exclude_from_weight_decay": self.exclude_from_weight_decay_patterns,
                            "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation_patterns})
             return config
+
+    return LAMB
+
+
+def _make_lars() -> type:
+    import keras
+
+    ops = keras.ops
+    trust_ratio = _trust_ratio
 
     class LARS(keras.optimizers.Optimizer):
         """LARS (Layer-wise Adaptive Rate Scaling), Model Garden's formula."""
@@ -134,6 +149,12 @@ def _make_classes() -> dict[str, type]:
                            "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation_patterns})
             return config
 
+    return LARS
+
+
+def _make_adamw() -> type:
+    import keras
+
     class AdamWeightDecay(keras.optimizers.AdamW):
         """Keras AdamW whose decayed variables are chosen by Model Garden's include/exclude regexes."""
 
@@ -151,7 +172,7 @@ def _make_classes() -> dict[str, type]:
                     self.exclude_from_weight_decay(var_list=skipped)
             super().build(var_list)
 
-    return {"lamb": LAMB, "lars": LARS, "adamw": AdamWeightDecay}
+    return AdamWeightDecay
 
 
 def decays(variable: Any, include: Sequence[str] | None, exclude: Sequence[str] | None) -> bool:
@@ -167,5 +188,5 @@ _CLASSES: dict[str, type] = {}
 def classes() -> dict[str, type]:
     """`lamb`, `lars` and `adamw` (regex-aware AdamW) optimizer classes."""
     if not _CLASSES:
-        _CLASSES.update(_make_classes())
+        _CLASSES.update({"lamb": _make_lamb(), "lars": _make_lars(), "adamw": _make_adamw()})
     return _CLASSES

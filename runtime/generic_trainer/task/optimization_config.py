@@ -281,13 +281,6 @@ class OptimizationConfig:
         default_factory=lambda: LearningRateConfig(constant=ConstantLrConfig(learning_rate=0.001)))
     warmup: WarmupConfig = dataclasses.field(default_factory=WarmupConfig)
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> OptimizationConfig:
-        """A config from a nested mapping in the YAML form (unknown keys are an error naming the key)."""
-        from generic_trainer.task.config import override
-
-        return override(cls(), values, "OptimizationConfig.from_dict", prefix=f"{PREFIX}.")
-
     def upgrade_keys(self, values: Mapping[str, Any], source: str) -> Mapping[str, Any]:
         """`values` in the one-of form: the flat form of earlier releases is converted (with a warning)."""
         return upgrade_flat(values, source, self)
@@ -322,12 +315,12 @@ def one_of(config: Any, kind: str | None, where: str) -> Any:
     raise UserInputError(f"{where}.type", f"unknown type {kind!r}{hint}; expected one of {', '.join(names)}")
 
 
-def unused_blocks(config: OptimizationConfig) -> list[str]:
-    """Blocks set away from their defaults but not chosen by their one-of's `type` (worth a warning)."""
+def unused_blocks(config: OptimizationConfig, before: OptimizationConfig | None = None) -> list[str]:
+    """Blocks changed from `before` (the defaults) but not chosen by their one-of's `type` (worth a warning)."""
     out = []
-    fresh = OptimizationConfig()
+    before = before if isinstance(before, OptimizationConfig) else OptimizationConfig()
     for part in ("optimizer", "learning_rate", "warmup"):
-        one, default = getattr(config, part), getattr(fresh, part)
+        one, default = getattr(config, part), getattr(before, part)
         for f in dataclasses.fields(one):
             if f.name != "type" and f.name != one.type and getattr(one, f.name) != getattr(default, f.name):
                 out.append(f"{PREFIX}.{part}.{f.name}")
@@ -424,10 +417,10 @@ class OptimizerConfig:
     clipnorm: float | None = None
     global_clipnorm: float | None = None
 
-    def upgrade(self) -> OptimizationConfig:
-        """The same settings in the one-of form."""
+    def as_one_of(self) -> Mapping[str, Any]:
+        """The same settings as a mapping in the one-of form (for `config.override`)."""
         values = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
-        return OptimizationConfig.from_dict(upgrade_flat(values, "OptimizerConfig(...)"))
+        return upgrade_flat(values, "OptimizerConfig(...)")
 
 
 # ---- checks (before TensorFlow starts) -----------------------------------------------------------
@@ -443,11 +436,8 @@ def _need(value: Any, key: str, what: str = "a value") -> None:
         raise UserInputError(key, f"required by the chosen type: set {what}")
 
 
-def check(config: OptimizationConfig, train_steps: int = 0, warn_unused: bool = False) -> None:
-    """Check the chosen optimizer, schedule, warm-up and EMA make sense (errors name the key).
-
-    With `warn_unused`, blocks set but not chosen by their one-of's type are logged.
-    """
+def check(config: OptimizationConfig, train_steps: int = 0) -> None:
+    """Check the chosen optimizer, schedule, warm-up and EMA make sense (errors name the key)."""
     if not isinstance(config, OptimizationConfig):
         raise UserInputError(PREFIX, f"expected the one-of form (optimizer, learning_rate, warmup, ema), "
                                      f"got {type(config).__name__}")
@@ -497,5 +487,3 @@ def check(config: OptimizationConfig, train_steps: int = 0, warn_unused: bool = 
                                  f"expected 0 or more, got {w_block.warmup_steps}")
     if config.ema is not None and not 0.0 <= config.ema.average_decay < 1.0:
         raise UserInputError(f"{PREFIX}.ema.average_decay", f"expected 0 <= decay < 1, got {config.ema.average_decay}")
-    for key in unused_blocks(config) if warn_unused else ():
-        log.warning("%s is set but its one-of's type chooses another block: it is ignored", key)

@@ -70,7 +70,9 @@ def build(config: OptimizationConfig | OptimizerConfig, train_steps: int, runtim
     import keras
 
     if isinstance(config, OptimizerConfig):  # the deprecated flat form
-        config = config.upgrade()
+        from generic_trainer.task.config import build_optimization_config
+
+        config = build_optimization_config(config.as_one_of(), "OptimizerConfig(...)")
     check(config, train_steps)
     optimizer = build_optimizer(config, schedules.build_learning_rate(config, train_steps))
     if runtime is not None and runtime.mixed_precision_dtype in ("float16", "mixed_float16"):
