@@ -384,8 +384,8 @@ def production_options(ns: argparse.Namespace, replica_count: int, accelerator_t
             chief_accelerator = None
         chief_count = 0
         if chief_accelerator:
-            chief_count = _count("--chief-accelerator-count",
-                                        opt("chief_accelerator_count") or accelerator_count or 1, 1, MAX_ACCELERATORS)
+            chief_count = _count("--chief-accelerator-count", opt("chief_accelerator_count") or accelerator_count or 1,
+                                 1, MAX_ACCELERATORS)
         chief_type = chief_type or machine_type
         vertex_machines.check_machine(chief_type, chief_accelerator, chief_count, flag="--chief-machine-type",
                                       allow_unknown=allow_unknown)
