@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import number, redact
+from generic_trainer.request import MAX_SECONDS, number, redact
 
 log = logging.getLogger(__name__)
 
@@ -300,19 +300,21 @@ def submit(options: JobOptions, wait: bool = False) -> Any:
     return job
 
 
-_DURATION = re.compile(r"\s*([0-9]+)\s*([smhd]?)\s*")
-_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def duration_seconds(flag: str, value: Any, allow_zero: bool = False) -> int | None:
-    """Whole seconds from `3600`, `90m`, `2h` or `7d`; None when unset."""
+    """Whole seconds from `3600`, `90m`, `2h` or `7d` (at most 30 days); None when unset."""
     if value is None or value == "":
         return None
-    match = _DURATION.fullmatch(str(value))
-    seconds = int(match.group(1)) * _DURATION_UNITS[match.group(2)] if match else -1
-    if seconds < 0 or (seconds == 0 and not allow_zero):
-        zero = " (0: no limit)" if allow_zero else ""
-        raise UserInputError(flag, f"expected a duration such as 3600, 90m, 2h or 7d{zero}, got {value!r}")
+    text = str(value).strip().lower()
+    scale = _DURATION_UNITS.get(text[-1:], 1)
+    digits = text[:-1] if text[-1:] in _DURATION_UNITS else text
+    seconds = int(digits) * scale if digits.isdigit() else -1
+    if not (0 if allow_zero else 1) <= seconds <= MAX_SECONDS:
+        raise UserInputError(flag, f"expected a duration such as 3600, 90m, 2h or 7d, in seconds >= "
+                                   f"{0 if allow_zero else 1} and at most {MAX_SECONDS}"
+                                   f"{' (0: no limit)' if allow_zero else ''}, got {value!r}")
     return seconds
 
 
@@ -378,14 +380,12 @@ def production_options(ns: argparse.Namespace, replica_count: int, accelerator_t
                                                              f"--scheduling-strategy {strategy} does not apply")
         out["persistent_resource_id"] = resource
     chief_type = opt("chief_machine_type")
-    if chief_type or opt("chief_accelerator_type") or opt("chief_accelerator_count"):
+    chief_count_given = _count("--chief-accelerator-count", opt("chief_accelerator_count"), 0, MAX_ACCELERATORS)
+    if chief_type or opt("chief_accelerator_type") or chief_count_given:
         chief_accelerator = opt("chief_accelerator_type") or accelerator_type
         if chief_accelerator and chief_accelerator.lower() == "none":
             chief_accelerator = None
-        chief_count = 0
-        if chief_accelerator:
-            chief_count = _count("--chief-accelerator-count", opt("chief_accelerator_count") or accelerator_count or 1,
-                                 1, MAX_ACCELERATORS)
+        chief_count = (chief_count_given or accelerator_count or 1) if chief_accelerator else 0
         chief_type = chief_type or machine_type
         vertex_machines.check_machine(chief_type, chief_accelerator, chief_count, flag="--chief-machine-type",
                                       allow_unknown=allow_unknown)
