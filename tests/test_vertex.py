@@ -348,7 +348,8 @@ def test_non_chief_replica_never_writes_the_executor_output(tmp_path, monkeypatc
 
     ran = []
 
-    def worker_run(request):  # train.run as a worker ends it (no collective peers here to train with)
+    # train.run as a worker ends it (no collective peers here to train with; only the chief calls before_publish)
+    def worker_run(request, before_publish=None):
         ran.append(request)
         return train.TrainResult(is_chief=cluster.resolve().is_chief, model_dir=request.model_dir,
                                  serving_model_dir="", metrics={}, model_info={}, strategy="MultiWorkerMirrored",
