@@ -123,6 +123,8 @@ def test_an_installed_tfx_is_left_alone(tmp_path, monkeypatch):
     (package / "components" / "trainer" / "fn_args_utils.py").write_text("FnArgs = 'real FnArgs'\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     importlib.invalidate_caches()
+    was_installed = any(isinstance(f, tfx_imports.TfxFinder) for f in sys.meta_path)  # by an earlier module load
+    tfx_imports.uninstall()
     try:
         assert tfx_imports.install() is False
         assert not any(isinstance(f, tfx_imports.TfxFinder) for f in sys.meta_path)
@@ -136,6 +138,8 @@ def test_an_installed_tfx_is_left_alone(tmp_path, monkeypatch):
     finally:
         for name in [n for n in sys.modules if n == "tfx" or n.startswith("tfx.")]:
             del sys.modules[name]
+        if was_installed:
+            sys.meta_path.append(tfx_imports.TfxFinder())
 
 
 def test_generic_trainer_tfx_keeps_working():
