@@ -76,7 +76,7 @@ def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def bench_size(rows: int, repeats: int) -> dict:
+def bench_size(rows: int, repeats: int, plain_first: bool = False) -> dict:
     base = os.path.join(WORK, str(rows))
     shutil.rmtree(base, ignore_errors=True)
     os.makedirs(base)
@@ -90,7 +90,7 @@ def bench_size(rows: int, repeats: int) -> dict:
                    "--output", examples])
         summary = json.loads(r.pop("stdout"))
         run["import"] = {**r, "verb_s": summary["seconds"], "counts": summary["num_examples"]}
-        order = ["verb", "plain"] if rep % 2 == 0 else ["plain", "verb"]
+        order = ["verb", "plain"] if (rep + plain_first) % 2 == 0 else ["plain", "verb"]
         for which in order:
             out = os.path.join(base, f"{which}-{rep}")
             if which == "verb":
@@ -117,11 +117,12 @@ def bench_size(rows: int, repeats: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=1, help="runs per size; the transform order alternates")
+    parser.add_argument("--plain-first", action="store_true", help="start with the plain script (default: the verb)")
     parser.add_argument("--out", default=os.path.join(WORK, "results.json"))
     args = parser.parse_args()
     os.makedirs(WORK, exist_ok=True)
-    results = [bench_size(rows, args.repeats) for rows in args.rows]
+    results = [bench_size(rows, args.repeats, args.plain_first) for rows in args.rows]
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2)
     print(f"wrote {args.out}")
