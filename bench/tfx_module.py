@@ -9,7 +9,8 @@
   tensorboard  a TFX-style module with its `TensorBoard(log_dir=fn_args.model_run_dir,
                update_freq="epoch")` callback through `generic-trainer train` (trainer_tb), against
                the plain Keras script without the callback (plain) and with it (plain_tb, plain
-               Keras' cost of the callback). Same model and data as bench/overhead.py.
+               Keras' cost of the callback), and the runtime without the callback (trainer, the
+               runtime's own cost). Same model and data as bench/overhead.py.
 
 Repetitions run every variant once, in rotating order; medians, and medians of the per-repetition
 ratios to the first variant. Data lives in bench/_work/ (gitignored) and is reused.
@@ -132,16 +133,17 @@ def bench_transform(n: int, repeats: int, batch_size: int) -> dict:
 
 def bench_tensorboard(n: int, repeats: int, batch_size: int, epochs: int) -> dict:
     data = overhead.ensure_data(n)
-    variants = ["plain", "plain_tb", "trainer_tb"]
+    variants = ["plain", "plain_tb", "trainer", "trainer_tb"]
     runs: dict[str, list[dict]] = {v: [] for v in variants}
     out = os.path.join(WORK, "runs")
     os.makedirs(out, exist_ok=True)
     for rep in range(repeats):
-        for variant in variants[rep % 3:] + variants[:rep % 3]:
+        for variant in variants[rep % 4:] + variants[:rep % 4]:
             model_dir = os.path.join(out, f"r{rep}-{variant}")
             shutil.rmtree(model_dir, ignore_errors=True)
-            if variant == "trainer_tb":
-                config = {"input": "tf_data", "batch_size": batch_size, "epochs": epochs, "tensorboard": True}
+            if variant.startswith("trainer"):
+                config = {"input": "tf_data", "batch_size": batch_size, "epochs": epochs,
+                          "tensorboard": variant == "trainer_tb"}
                 cmd = [overhead.TRAINER, "train", "--examples", data, "--module-file",
                        os.path.join(HERE, "overhead_module.py"), "--schema", os.path.join(data, "schema.pbtxt"),
                        "--model-dir", model_dir, "--custom-config", json.dumps(config)]
