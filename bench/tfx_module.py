@@ -99,9 +99,9 @@ def ensure_transform(n: int) -> tuple[str, str, str]:
         shutil.rmtree(root, ignore_errors=True)
         analyse = overhead.ensure_data(20_000)  # analysed on a small sample: same generator, same statistics
         print(f"transform graph from {analyse} ...", flush=True)
-        subprocess.run([sys.executable, os.path.join(REPO, "examples", "penguin", "make_transform_graph.py"),
-                        "--out", graph, "--data", analyse, "--schema", os.path.join(analyse, "schema.pbtxt"),
-                        "--module", TRANSFORM_MODULE], check=True, env=overhead.child_env())
+        subprocess.run([sys.executable, "-m", "generic_trainer", "transform", "--transform-graph", graph,
+                        "--examples", analyse, "--schema", os.path.join(analyse, "schema.pbtxt"),
+                        "--module-file", TRANSFORM_MODULE], check=True, env=overhead.child_env())
         print(f"materialising {n:,} transformed examples ...", flush=True)
         subprocess.run([sys.executable, "-c", MATERIALISE, graph, os.path.join(raw, "Split-train", "*"), materialised,
                         "4"], check=True, env=overhead.child_env())

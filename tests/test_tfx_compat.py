@@ -420,22 +420,21 @@ def test_module_mirrored_strategy_on_two_cluster_spec_workers(tmp_path):
 
 
 @pytest.mark.slow
-def test_make_transform_graph_loads_a_module_that_imports_a_sibling(tmp_path):
-    (tmp_path / "helpers.py").write_text("def scale(x):\n    return x * 2.0\n")
-    (tmp_path / "transform_module.py").write_text(textwrap.dedent("""
+def test_transform_verb_loads_a_module_that_imports_a_sibling_and_tfx(tmp_path):
+    module_dir = tmp_path / "module"
+    module_dir.mkdir()
+    (module_dir / "helpers.py").write_text("def scale(x):\n    return x * 2.0\n")
+    (module_dir / "transform_module.py").write_text(textwrap.dedent("""
         import helpers
-        from tfx import v1 as tfx
+        from tfx import v1 as tfx  # resolved by the runtime: TFX is not installed
 
         def preprocessing_fn(inputs):
-            return {"x_xf": helpers.scale(inputs["x"])}
+            assert tfx.components.FnArgs is not None
+            return {"bill_length_xf": helpers.scale(inputs["bill_length_mm"])}
     """))
-    spec = importlib.util.spec_from_file_location("make_transform_graph", PENGUIN / "make_transform_graph.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    try:
-        preprocessing_fn = script.load_preprocessing_fn(str(tmp_path / "transform_module.py"))
-        assert preprocessing_fn({"x": 3.0}) == {"x_xf": 6.0}
-    finally:
-        tfx_imports.uninstall()
-        for name in ("helpers", "transform_module"):
-            sys.modules.pop(name, None)
+    proc = run_cli(["transform", "--examples", PENGUIN / "data", "--schema", PENGUIN / "schema.pbtxt",
+                    "--module-file", module_dir / "transform_module.py", "--transform-graph", tmp_path / "graph"],
+                   timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    transformed = (tmp_path / "graph" / "transformed_metadata" / "schema.pbtxt").read_text()
+    assert 'name: "bill_length_xf"' in transformed

@@ -105,8 +105,9 @@ def test_a_feature_in_neither_schema_names_it_and_the_input():
 @pytest.fixture(scope="module")
 def xf_graph(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("xf") / "transform_graph"
-    proc = subprocess.run([sys.executable, str(PENGUIN / "make_transform_graph.py"), "--out", str(out),
-                           "--module", str(XF_MODULE)], env=cli_env(), capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([sys.executable, "-m", "generic_trainer", "transform", "--examples", str(PENGUIN / "data"),
+                           "--schema", str(PENGUIN / "schema.pbtxt"), "--module-file", str(XF_MODULE),
+                           "--transform-graph", str(out)], env=cli_env(), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out
 

@@ -1,7 +1,7 @@
 """TFX Trainer module for the Palmer penguins example: a Keras 3 classifier on raw features.
 
-Written as a TFX user writes a module file; the only change for generic-trainer is the import
-line `from tfx import v1 as tfx` -> `from generic_trainer import tfx`. It defines:
+Written as a TFX user writes a module file. It imports `from generic_trainer import tfx`; TFX's own
+`from tfx import v1 as tfx` works as well (the runtime resolves it). It defines:
 
   run_fn(fn_args):   trains the classifier and exports a SavedModel whose `serving_default`
                      takes serialized tf.Example (`examples`) and returns class probabilities.

@@ -1,8 +1,9 @@
 """FnArgs: what a user's `run_fn` / `tuner_fn` receives.
 
 Field for field the object TFX's Trainer and Tuner pass (aliases included), so a TFX module
-runs unchanged but for its `tfx` import lines, plus what TFX lacks: the distribution strategy,
-the replica's role and a checkpoint directory that survives restarts.
+runs unchanged (its `tfx` imports resolve to the runtime's, see `tfx_imports`), plus what TFX
+lacks: the distribution strategy, the replica's role and a checkpoint directory that survives
+restarts.
 """
 
 from __future__ import annotations
