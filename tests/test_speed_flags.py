@@ -64,7 +64,7 @@ def test_bfloat16_and_no_jit(data, tmp_path):
 
 
 @pytest.mark.parametrize("flags, names", [
-    (["--steps-per-execution", "0"], "--steps-per-execution"),
+    (["--steps-per-execution", "-1"], "--steps-per-execution"),
     (["--steps-per-execution", "two"], "--steps-per-execution"),
     (["--mixed-precision", "float64"], "--mixed-precision"),
 ])

@@ -41,7 +41,7 @@ def _run(args: list[str], tmp_path) -> tuple[dict, str]:
     (["train", "--mixed-precision", "float64"], 2, "--mixed-precision: invalid choice"),
     (["train", "--examples", "missing-dir", "--module-file", "m.py", "--model-dir", "out"], 2,
      "--examples: missing-dir is not a directory"),
-    (["train", "--examples", ".", "--module-file", "m.py", "--model-dir", "out", "--steps-per-execution", "0"], 2,
+    (["train", "--examples", ".", "--module-file", "m.py", "--model-dir", "out", "--steps-per-execution", "-1"], 2,
      "--steps-per-execution"),
     (["train", "--examples", ".", "--module-file", "m.py"], 2, "--model-dir: required"),
 ])
