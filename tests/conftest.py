@@ -82,3 +82,19 @@ def gcs_upload(host: str, bucket: str, name: str, data: bytes) -> str:
     finally:
         del os.environ["STORAGE_EMULATOR_HOST"]
     return f"gs://{bucket}/{name}"
+
+
+# Files whose tests run for minutes (real pipelines, several worker processes): started first, so that under
+# pytest-xdist (`make test` runs `-n auto`) no worker is left alone with a long test at the end of the run.
+LONGEST_FIRST = ("test_kfp_local.py", "test_checkpoint_dirs.py", "test_multiworker.py", "test_tune_distributed.py",
+                 "test_task_multiworker.py", "test_hostile.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Order the tests: the longest files first, then the other slow tests, then the fast ones (stable within)."""
+    def rank(item) -> int:
+        if item.path.name in LONGEST_FIRST:
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=rank)
