@@ -20,7 +20,8 @@ import pytest
 from conftest import PENGUIN, gcs_upload, run_cli
 from generic_trainer import cli, data, kfp_io, storage
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import build_train_request, load_hyperparameters, redact
+from generic_trainer.redaction import redact
+from generic_trainer.request import build_train_request, load_hyperparameters
 
 REGRESSION = Path(__file__).parent / "modules" / "regression"
 
@@ -186,7 +187,7 @@ def test_task_config_dump_masks_secrets_in_lists():
 def test_report_masks_secrets_in_lists(tmp_path):
     from generic_trainer import report
     from generic_trainer.request import TrainRequest
-    from generic_trainer.train import TrainResult
+    from generic_trainer.results import TrainResult
 
     request = TrainRequest(examples="/e", module_file="m.py", model_dir=str(tmp_path / "m"),
                            model_run_dir=str(tmp_path / "run"), checkpoint_dir=str(tmp_path / "ck"),

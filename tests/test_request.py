@@ -10,7 +10,8 @@ import pytest
 from conftest import PENGUIN
 from generic_trainer import kfp_io, storage
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import build_train_request, ints_from_floats, redact
+from generic_trainer.redaction import redact
+from generic_trainer.request import build_train_request, ints_from_floats
 
 
 def _values(tmp_path: Path, **kw):
@@ -63,7 +64,7 @@ def test_hyperparameters_from_dir_or_file(tmp_path):
     (d / "best_hyperparameters.txt").write_text(json.dumps(hp))
     assert build_train_request(_values(tmp_path, hyperparameters=str(d)), environ={}).hyperparameters == hp
     (d / "second.txt").write_text("{}")
-    with pytest.raises(UserInputError, match="--hyperparameters: expected exactly one file"):
+    with pytest.raises(UserInputError, match=r"--hyperparameters: directory .* holds 2 files .*; expected exactly one"):
         build_train_request(_values(tmp_path, hyperparameters=str(d)), environ={})
 
 

@@ -19,12 +19,11 @@ from typing import Any
 
 from generic_trainer import storage
 from generic_trainer.errors import UserInputError
+from generic_trainer.redaction import redact, secret_key_names
 
 KERAS_CHOICES = ("keras3", "tf_keras")
 GCS_ROOT_ENV = "GENERIC_TRAINER_GCS_ROOT"
 log = logging.getLogger(__name__)
-# custom_config keys whose values are never logged; also any key listed in custom_config["secret_keys"].
-SECRET_KEY_PATTERN = re.compile(r"(secret|password|passwd|token|credential|api_?key|private_?key)", re.I)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,50 +89,6 @@ class TrainRequest:
         return redact(self.custom_config)
 
 
-def secret_key_names(config: Mapping[str, Any]) -> set[str]:
-    """The key names `config["secret_keys"]` lists: one name, a comma-separated string, or a list of names."""
-    listed = config.get("secret_keys") if isinstance(config, Mapping) else None
-    if listed is None or listed == "":
-        return set()
-    if isinstance(listed, str):
-        return {k.strip() for k in listed.split(",") if k.strip()}
-    if isinstance(listed, (list, tuple)) and all(isinstance(k, str) for k in listed):
-        return set(listed)
-    raise UserInputError("--custom-config", f"secret_keys: expected a key name or a list of key names, got {listed!r}")
-
-
-def is_secret_key(key: Any, listed: set[str] = frozenset()) -> bool:
-    """Whether values under `key` are never logged: its name looks secret, or `secret_keys` lists it."""
-    return str(key) in listed or bool(SECRET_KEY_PATTERN.search(str(key)))
-
-
-def redact(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Replace values of secret keys with '***', at any depth: in nested objects and in lists.
-
-    A key is secret when its name looks secret (SECRET_KEY_PATTERN) or `secret_keys` lists it
-    (a name or a list of names, at the top or in any nested object; it applies below that level).
-    A malformed `secret_keys` masks every value rather than risk a leak.
-    """
-    try:
-        listed = secret_key_names(config)
-    except UserInputError:
-        return {k: "***" for k in config}
-    return _redact_value(config, listed)
-
-
-def _redact_value(value: Any, listed: set[str]) -> Any:
-    if isinstance(value, Mapping):
-        try:
-            listed = listed | secret_key_names(value)
-        except UserInputError:
-            return {k: "***" for k in value}
-        return {k: "***" if k != "secret_keys" and is_secret_key(k, listed) else _redact_value(v, listed)
-                for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_redact_value(v, listed) for v in value]
-    return value
-
-
 def ints_from_floats(value: Any) -> Any:
     """Undo KFP's turning nested ints into floats (`[64.0, 2.0]` -> `[64, 2]`)."""
     if isinstance(value, float) and value.is_integer():
@@ -162,11 +117,9 @@ def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> di
     """Read a hyperparameters file, or the single file in a directory (TFX's best_hyperparameters.txt)."""
     if not os.path.exists(path):
         raise UserInputError(input_name, f"{path} does not exist")
-    if os.path.isdir(path):
-        files = sorted(f for f in os.listdir(path) if not f.startswith(".") and os.path.isfile(os.path.join(path, f)))
-        if len(files) != 1:
-            raise UserInputError(input_name, f"expected exactly one file in {path}, found {files or 'none'}")
-        path = os.path.join(path, files[0])
+    from generic_trainer import data
+
+    path = data.one_file(path, input_name, usual="keras-tuner's best_hyperparameters.txt")
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()

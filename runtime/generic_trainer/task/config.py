@@ -606,7 +606,7 @@ def as_dict(config: Any, redact_secrets: bool = True) -> dict[str, Any]:
     """The config as plain data (what params.yaml holds); secret custom_config values are masked."""
     data = dataclasses.asdict(config)
     if redact_secrets:
-        from generic_trainer.request import redact
+        from generic_trainer.redaction import redact
 
         task = data.get("task") if "task" in data else data
         if isinstance(task, dict) and isinstance(task.get("custom_config"), dict):
