@@ -17,7 +17,6 @@ import logging
 import os
 import shutil
 import tempfile
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -75,7 +74,7 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
             bad_data = data.decode_error(e, [*fn_args.train_files, *fn_args.eval_files], fn_args.schema_path)
             if bad_data is not None:  # the input pipeline could not decode the examples: bad input, not code
                 raise bad_data from e
-            tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+            tb = user_module.format_traceback(e)
             raise UserCodeError(f"run_fn raised {type(e).__name__}: {e}{keras2_saving.hint(e)}\n{tb}") from e
         finally:
             WATCHER.reset_deferral()  # a fit that raised never reached its train end
