@@ -64,6 +64,14 @@ def test_request_bad_values_name_the_input(tmp_path, key, value, needle):
     assert needle in str(e.value)
 
 
+
+def test_metrics_and_report_files_on_gcs_map_to_the_mount(tmp_path):
+    env = {"GENERIC_TRAINER_GCS_ROOT": str(tmp_path / "gcs")}
+    req = build_tune_request(_values(tmp_path, metrics_file="gs://b/t/metrics.json",
+                                     report_file="gs://b/t/report.html"), environ=env)
+    assert req.metrics_file == str(tmp_path / "gcs/b/t/metrics.json")
+    assert req.report_file == str(tmp_path / "gcs/b/t/report.html")
+
 def test_kfp_outputs_map_to_the_request(tmp_path):
     def artifact(name, title):
         return {"artifacts": [{"name": name, "type": {"schemaTitle": title}, "uri": f"gs://b/run/{name}",

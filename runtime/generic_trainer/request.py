@@ -222,6 +222,11 @@ def _out_dir(value: str | None, env: str, environ: Mapping[str, str], gcs_root: 
 _RUN_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
+def _local_file(value: str | None, gcs_root: str) -> str | None:
+    """An output file's local path (`gs://b/x` -> `<gcs_root>/b/x`); None when not given."""
+    return storage.local_path(value, gcs_root) if value else None
+
+
 def _run_namespace(values: Mapping[str, Any]) -> str | None:
     """`<run id>/<task name>` from --run-id / --task-name (KFP's placeholders), or None when not in a pipeline run.
 
@@ -371,7 +376,7 @@ def build_train_request(
     environ = os.environ if environ is None else environ
     gcs_root = values.get("gcs_root") or environ.get(GCS_ROOT_ENV) or "/gcs"
 
-    def out_dir(flag: str, value: str | None, env: str) -> str | None:
+    def out_dir(value: str | None, env: str) -> str | None:
         return _out_dir(value, env, environ, gcs_root)
 
     check_gcs_timeout(environ)
@@ -381,14 +386,14 @@ def build_train_request(
         _module_file(values)
     elif values.get("module_file"):
         raise UserInputError("--task", "give either --task module:Class or --module-file (run_fn), not both")
-    model_dir = out_dir("--model-dir", values.get("model_dir"), "AIP_MODEL_DIR")
+    model_dir = out_dir(values.get("model_dir"), "AIP_MODEL_DIR")
     if not model_dir:
         raise UserInputError("--model-dir", "required (or set AIP_MODEL_DIR): where the serving model goes")
-    model_run_dir = out_dir("--model-run-dir", values.get("model_run_dir"), "AIP_TENSORBOARD_LOG_DIR") or os.path.join(
+    model_run_dir = out_dir(values.get("model_run_dir"), "AIP_TENSORBOARD_LOG_DIR") or os.path.join(
         model_dir, "logs")
     # Vertex AI TensorBoard uploads AIP_TENSORBOARD_LOG_DIR while the job runs: the module logs there, and the
     # logs are copied to the model-run dir given (the KFP artifact) at the end.
-    tensorboard_dir = out_dir("", None, "AIP_TENSORBOARD_LOG_DIR")
+    tensorboard_dir = out_dir(None, "AIP_TENSORBOARD_LOG_DIR")
     model_run_copy_dir = None
     if tensorboard_dir and tensorboard_dir != model_run_dir:
         model_run_dir, model_run_copy_dir = tensorboard_dir, model_run_dir
@@ -414,8 +419,8 @@ def build_train_request(
         model_run_dir=model_run_dir,
         model_run_copy_dir=model_run_copy_dir,
         checkpoint_dir=checkpoint_dir,
-        metrics_file=values.get("metrics_file") or None,
-        report_file=values.get("report_file") or None,
+        metrics_file=_local_file(values.get("metrics_file"), gcs_root),
+        report_file=_local_file(values.get("report_file"), gcs_root),
         schema=_existing("--schema", values.get("schema"), gcs_root),
         transform_graph=_existing("--transform-graph", values.get("transform_graph"), gcs_root),
         hyperparameters=ints_from_floats(hyperparameters) if kfp and hyperparameters else hyperparameters,
@@ -518,8 +523,8 @@ def build_tune_request(
         best_hyperparameters_dir=best_dir,
         checkpoint_dir=checkpoint_dir,
         tuner_results_file=storage.local_path(results_file, gcs_root) if results_file else None,
-        metrics_file=values.get("metrics_file") or None,
-        report_file=values.get("report_file") or None,
+        metrics_file=_local_file(values.get("metrics_file"), gcs_root),
+        report_file=_local_file(values.get("report_file"), gcs_root),
         schema=_existing("--schema", values.get("schema"), gcs_root),
         transform_graph=_existing("--transform-graph", values.get("transform_graph"), gcs_root),
         hyperparameters=ints_from_floats(hyperparameters) if kfp and hyperparameters else hyperparameters,
