@@ -613,3 +613,16 @@ def test_tune_decodes_the_first_records_before_tuner_fn(tmp_path, capsys):
     assert code == 2, err[-3000:]
     assert "record 3: feature 'x2' (float) is required by the schema but missing" in err
     assert "tuner_fn must not run" not in err and not (tmp_path / "best").exists()
+
+
+@pytest.mark.parametrize("name, text", [("broken.json", '{"trainer": {"train_steps": 5}'),
+                                        ("broken.yaml", "trainer: [1, 2\n")])
+def test_broken_config_file_exits_2_naming_the_file_before_anything_is_written(tmp_path, capsys, name, text):
+    """--config-file is parsed while the request is built: exit 2, the file named, no model dir, no traceback."""
+    config = tmp_path / name
+    config.write_text(text)
+    code, err = _main(["train", "--task", "my_tasks:MyTask", "--config-file", str(config),
+                       "--model-dir", str(tmp_path / "model")], capsys)
+    assert code == 2, err[-800:]
+    assert f"--config-file {config}: not valid YAML/JSON at line" in err
+    assert "Traceback" not in err and not (tmp_path / "model").exists()

@@ -358,6 +358,7 @@ def _task_fields(values: Mapping[str, Any], gcs_root: str, keras: str) -> dict[s
         if not os.path.isfile(path):
             raise UserInputError("--config-file", f"{f} does not exist" + (f" (looked at {path})" if path != f else ""))
         config_files.append(path)
+        task_config.load_config_file(path, f"--config-file {f}")  # broken YAML/JSON fails now, before TensorFlow
     config = values.get("config")
     if isinstance(config, Mapping):
         config = json.dumps(ints_from_floats(dict(config)))
