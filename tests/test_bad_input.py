@@ -517,6 +517,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # closed when the socket is: connections are refused
 
 
+@pytest.mark.slow
 def test_gcs_module_on_a_refusing_endpoint_fails_within_the_deadline(layout):
     host = f"http://127.0.0.1:{_closed_port()}"
     for split in ("train", "eval"):

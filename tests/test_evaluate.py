@@ -368,6 +368,7 @@ def test_worse_model_not_blessed_against_the_trained_baseline(trained_penguin_mo
     assert "NOT_BLESSED" in html and "island=Biscoe" in html and html.count("<svg") == 2
 
 
+@pytest.mark.slow
 def test_bad_eval_config_fails_before_anything_is_written(tmp_path):
     proc = run_cli(["evaluate", "--model", tmp_path, "--examples", PENGUIN / "data", "--blessing-dir",
                     tmp_path / "blessing", "--eval-config", '{"label_key": "species", "thresholds": {"accuracy": 1}}'])

@@ -231,9 +231,7 @@ def _write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
         from generic_trainer import report
 
         report.write_train_report(request, result)
-    if request.model_run_copy_dir:
-        shutil.copytree(request.model_run_dir, request.model_run_copy_dir, dirs_exist_ok=True)
-        log.info("TensorBoard logs copied from %s to %s", request.model_run_dir, request.model_run_copy_dir)
+    outputs.copy_model_run(request.model_run_dir, request.model_run_copy_dir)
 
 
 def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[str, Any]]:

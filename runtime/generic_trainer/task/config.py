@@ -540,8 +540,9 @@ def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
                              "multi_worker_mirrored, one_device or off, and drop runtime.tpu")
     if strategy not in STRATEGIES:
         raise UserInputError("runtime.distribution_strategy",
-                             f"expected one of {', '.join(STRATEGIES)} (or {', '.join(a for a in STRATEGY_ALIASES if a)}"
-                             f" for default), got {r.distribution_strategy!r}")
+                             f"expected one of {', '.join(STRATEGIES)} "
+                             f"(or {', '.join(a for a in STRATEGY_ALIASES if a)} for default), "
+                             f"got {r.distribution_strategy!r}")
     r.distribution_strategy = strategy
     if r.mixed_precision_dtype not in MIXED_PRECISION:
         raise UserInputError("runtime.mixed_precision_dtype",

@@ -213,7 +213,7 @@ def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, bef
 
 
 def _write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
-    """The chief's outputs besides the model: TensorBoard scalars, metrics file, report."""
+    """The chief's outputs besides the model: TensorBoard scalars, metrics file, report, log copy."""
     metrics = result.metrics
     log.info("final metrics (step %d): %s", result.train_steps,
              " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
@@ -225,6 +225,7 @@ def _write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
         from generic_trainer import report
 
         report.write_train_report(request, result)
+    outputs.copy_model_run(request.model_run_dir, request.model_run_copy_dir)
 
 
 def _use_gpus(requested: int, visible: int) -> int:
