@@ -310,6 +310,7 @@ def _tune_in_process(capsys, data: Path, module: Path, out: Path, *extra: str) -
     return code, captured.out, captured.err
 
 
+@pytest.mark.slow
 def test_other_module_and_schema_tune_then_train(regression, tmp_path, capsys):
     code, stdout, stderr = _tune_in_process(capsys, regression, regression / "regression_tuning.py", tmp_path,
                                             "--max-trials", "2")
@@ -337,6 +338,7 @@ def test_other_module_and_schema_tune_then_train(regression, tmp_path, capsys):
     assert used["used_sgd"] == float(results[0]["optimizer"] == "sgd")
 
 
+@pytest.mark.slow
 def test_resume_survives_a_cut_oracle_file_and_a_missing_tuner_file(regression, tmp_path, capsys):
     module = regression / "regression_tuning.py"
     args = ("--tuner-fn", "random_tuner_fn")
