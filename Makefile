@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 OUT    ?= out/demo
 
-.PHONY: install demo test lint bench image-test clean
+.PHONY: install demo test test-fast lint bench image-test clean
 
 $(STAMP): pyproject.toml requirements/dev.lock
 	python3 -m venv $(VENV)
@@ -21,6 +21,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -ra -n auto $(PYTEST_ARGS)
+
+# Everything but the tests that train or start the CLI in TensorFlow (marked slow): a quick check while editing.
+test-fast: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -20,7 +20,8 @@ import pytest
 from conftest import PENGUIN, gcs_upload, run_cli
 from generic_trainer import cli, data, kfp_io, storage
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import build_train_request, load_hyperparameters, redact
+from generic_trainer.redaction import redact
+from generic_trainer.request import build_train_request, load_hyperparameters
 
 REGRESSION = Path(__file__).parent / "modules" / "regression"
 
@@ -186,7 +187,7 @@ def test_task_config_dump_masks_secrets_in_lists():
 def test_report_masks_secrets_in_lists(tmp_path):
     from generic_trainer import report
     from generic_trainer.request import TrainRequest
-    from generic_trainer.train import TrainResult
+    from generic_trainer.results import TrainResult
 
     request = TrainRequest(examples="/e", module_file="m.py", model_dir=str(tmp_path / "m"),
                            model_run_dir=str(tmp_path / "run"), checkpoint_dir=str(tmp_path / "ck"),
@@ -516,6 +517,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]  # closed when the socket is: connections are refused
 
 
+@pytest.mark.slow
 def test_gcs_module_on_a_refusing_endpoint_fails_within_the_deadline(layout):
     host = f"http://127.0.0.1:{_closed_port()}"
     for split in ("train", "eval"):
@@ -612,3 +614,16 @@ def test_tune_decodes_the_first_records_before_tuner_fn(tmp_path, capsys):
     assert code == 2, err[-3000:]
     assert "record 3: feature 'x2' (float) is required by the schema but missing" in err
     assert "tuner_fn must not run" not in err and not (tmp_path / "best").exists()
+
+
+@pytest.mark.parametrize("name, text", [("broken.json", '{"trainer": {"train_steps": 5}'),
+                                        ("broken.yaml", "trainer: [1, 2\n")])
+def test_broken_config_file_exits_2_naming_the_file_before_anything_is_written(tmp_path, capsys, name, text):
+    """--config-file is parsed while the request is built: exit 2, the file named, no model dir, no traceback."""
+    config = tmp_path / name
+    config.write_text(text)
+    code, err = _main(["train", "--task", "my_tasks:MyTask", "--config-file", str(config),
+                       "--model-dir", str(tmp_path / "model")], capsys)
+    assert code == 2, err[-800:]
+    assert f"--config-file {config}: not valid YAML/JSON at line" in err
+    assert "Traceback" not in err and not (tmp_path / "model").exists()

@@ -17,6 +17,8 @@ from generic_trainer import checkpointing
 from generic_trainer.errors import EXIT_PREEMPTED, Preempted, UserCodeError
 from generic_trainer.preemption import Watcher
 
+pytestmark = pytest.mark.slow  # every test here trains (or starts the CLI) in TensorFlow
+
 EPOCHS, STEPS = 3, 5
 
 
@@ -148,7 +150,6 @@ def test_a_real_sigterm_during_fit_saves_and_outside_fit_raises_at_once(tmp_path
     assert signal.getsignal(signal.SIGTERM) == original
 
 
-@pytest.mark.slow
 def test_a_backup_of_other_settings_or_another_model_is_not_resumed(tmp_path, caplog):
     """Same settings resume; other train steps (or another model) start afresh, logged, the old backup kept aside."""
     import logging
@@ -217,7 +218,6 @@ def test_an_unbuilt_model_is_refused(tmp_path):
                     callbacks=[checkpointing.BackupAndRestore(str(tmp_path / "other"), watcher=Watcher())])
 
 
-@pytest.mark.slow
 def test_a_killed_run_is_not_resumed_by_a_run_with_other_train_steps(tmp_path):
     """SIGKILL a 4000-step CLI run after a few backups, then run --train-steps 20: it starts afresh (logged)
     and trains 20 steps, not on from the killed run's step."""

@@ -12,7 +12,7 @@ import logging
 import pytest
 from conftest import PENGUIN
 from generic_trainer import cluster as cluster_lib
-from generic_trainer import keras_multiworker, train
+from generic_trainer import keras_multiworker
 from generic_trainer.errors import UserInputError
 from generic_trainer.fn_args import FnArgs
 from generic_trainer.request import build_train_request
@@ -162,16 +162,16 @@ def test_keras_3_that_cannot_be_fixed_fails_at_start_with_what_to_do(monkeypatch
 
     monkeypatch.setattr(keras_multiworker, "install", unsupported)
     with pytest.raises(UserInputError) as raised:
-        train._multi_worker_keras(request, "multi_worker_mirrored", TWO)
+        keras_multiworker.prepare(request, "multi_worker_mirrored", TWO)
     message = str(raised.value)
     assert message.startswith("--keras: Keras 3 Model.fit cannot run under MultiWorkerMirroredStrategy with this "
                               "Keras (its TensorFlow trainer lacks reduce_per_replica)")
     assert "--keras tf_keras" in message and "Task API (--task)" in message
-    train._multi_worker_keras(request, "default", cluster_lib.SINGLE)  # one worker: nothing to fix
+    keras_multiworker.prepare(request, "default", cluster_lib.SINGLE)  # one worker: nothing to fix
     legacy = build_train_request({"examples": str(PENGUIN / "data"), "module_file": "m.py", "model_dir": "/tmp/m",
                                   "keras": "tf_keras"}, environ={})
     with caplog.at_level(logging.WARNING):
-        train._multi_worker_keras(legacy, "multi_worker_mirrored", TWO)  # a tf_keras module does not need it
+        keras_multiworker.prepare(legacy, "multi_worker_mirrored", TWO)  # a tf_keras module does not need it
     assert "a Keras 3 model would not train here" in caplog.text
 
 
@@ -180,13 +180,13 @@ def test_speed_flags_keras_3_cannot_use_on_several_workers_fail_at_start():
               "steps_per_execution": "8"}
     with pytest.raises(UserInputError, match="--steps-per-execution: Keras 3 fit/evaluate with "
                                              "steps_per_execution=8 cannot run under MultiWorkerMirroredStrategy"):
-        train._multi_worker_keras(build_train_request(values, environ={}), "multi_worker_mirrored", TWO)
-    train._multi_worker_keras(build_train_request(values, environ={}), "default", cluster_lib.SINGLE)
+        keras_multiworker.prepare(build_train_request(values, environ={}), "multi_worker_mirrored", TWO)
+    keras_multiworker.prepare(build_train_request(values, environ={}), "default", cluster_lib.SINGLE)
     jit = {**values, "steps_per_execution": None, "jit_compile": "true"}
     with pytest.raises(UserInputError, match="--jit-compile: Keras 3 fit/evaluate with jit_compile=True cannot run "
                                              "on CPU workers"):
-        train._multi_worker_keras(build_train_request(jit, environ={}), "multi_worker_mirrored", TWO, num_gpus=0)
-    train._multi_worker_keras(build_train_request(jit, environ={}), "multi_worker_mirrored", TWO, num_gpus=1)
+        keras_multiworker.prepare(build_train_request(jit, environ={}), "multi_worker_mirrored", TWO, num_gpus=0)
+    keras_multiworker.prepare(build_train_request(jit, environ={}), "multi_worker_mirrored", TWO, num_gpus=1)
 
 
 def test_the_installed_keras_gets_the_multi_worker_fix():

@@ -214,6 +214,7 @@ def _evaluate(hand_set, out: Path, config: dict, **values):
     return evaluate.run(request)
 
 
+@pytest.mark.slow
 def test_slices_counts_and_metrics_on_a_hand_checked_set(hand_set, tmp_path):
     config = {"label_key": "label", "slices": [["color"], ["size"], ["color", "size"]],
               "metrics": ["accuracy", "loss", "precision", "recall"],
@@ -239,6 +240,7 @@ def test_slices_counts_and_metrics_on_a_hand_checked_set(hand_set, tmp_path):
     assert html.count("<svg") == 1  # the confusion matrix
 
 
+@pytest.mark.slow
 def test_baseline_comparison_by_hand_not_blessed(hand_set, tmp_path):
     config = {"label_key": "label", "slices": [["size"]],
               "thresholds": {"accuracy": {"lower_bound": 0.5, "change": {"absolute": -0.1}}}}
@@ -255,6 +257,7 @@ def test_baseline_comparison_by_hand_not_blessed(hand_set, tmp_path):
     assert "NOT_BLESSED" in html and "Comparison" in html and html.count("<svg") == 2
 
 
+@pytest.mark.slow
 def test_sandboxed_result_equals_the_in_process_computation(hand_set, tmp_path):
     """`run` serves the models in the sandbox; its result is exactly what `compute` finds in this process."""
     import dataclasses
@@ -272,6 +275,7 @@ def test_sandboxed_result_equals_the_in_process_computation(hand_set, tmp_path):
     assert not (tmp_path / "unused").exists()
 
 
+@pytest.mark.slow
 def test_model_errors_name_the_input(hand_set, tmp_path):
     with pytest.raises(UserInputError) as err:
         _evaluate(hand_set, tmp_path, {"label_key": "label"}, model=hand_set["two_outputs"])
@@ -368,6 +372,7 @@ def test_worse_model_not_blessed_against_the_trained_baseline(trained_penguin_mo
     assert "NOT_BLESSED" in html and "island=Biscoe" in html and html.count("<svg") == 2
 
 
+@pytest.mark.slow
 def test_bad_eval_config_fails_before_anything_is_written(tmp_path):
     proc = run_cli(["evaluate", "--model", tmp_path, "--examples", PENGUIN / "data", "--blessing-dir",
                     tmp_path / "blessing", "--eval-config", '{"label_key": "species", "thresholds": {"accuracy": 1}}'])

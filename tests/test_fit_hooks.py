@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import pytest
 from generic_trainer import fit_hooks
 
 
@@ -22,6 +23,7 @@ def _data(n=64):
     return x, (x[:, 0] > 0).astype("int64")
 
 
+@pytest.mark.slow
 def test_history_and_progress_logged_without_progress_bars(caplog, capsys):
     x, y = _data()
     with caplog.at_level(logging.INFO, logger="generic_trainer.progress"):
@@ -38,6 +40,7 @@ def test_history_and_progress_logged_without_progress_bars(caplog, capsys):
     assert "━" not in capsys.readouterr().out  # verbose defaulted to 0: no Keras progress bar
 
 
+@pytest.mark.slow
 def test_speed_options_reach_the_modules_compile_and_are_undone():
     import keras
 
@@ -116,6 +119,7 @@ def _fit_with_tensorboard(log_dir, update_freq="epoch"):
     return calls, board, seen["default"]
 
 
+@pytest.mark.slow
 def test_epoch_tensorboard_costs_nothing_per_step_and_writes_the_same_event_files(tmp_path):
     from keras.src.utils import is_default
 
@@ -134,6 +138,7 @@ def test_epoch_tensorboard_costs_nothing_per_step_and_writes_the_same_event_file
     assert hooked == plain
 
 
+@pytest.mark.slow
 def test_batch_tensorboard_is_left_alone(tmp_path):
     with fit_hooks.recording_fit():
         calls, board, default = _fit_with_tensorboard(tmp_path, update_freq=2)

@@ -127,6 +127,7 @@ def test_one_row_for_any_batch_not_blessed(broken_models, tmp_path):
     assert "and 3 more requests" in reason  # the second warm-up and the 3 timed requests, reported once
 
 
+@pytest.mark.slow
 def test_time_limit_kills_the_serving_process(broken_models, tmp_path):
     summary, log = _validate(broken_models["raising"], tmp_path, "--timeout", "1")
     assert "did not finish within the time limit of 1 s" in _not_blessed(tmp_path)
@@ -136,12 +137,14 @@ def test_time_limit_kills_the_serving_process(broken_models, tmp_path):
     assert summary["blessed"] is False
 
 
+@pytest.mark.slow
 def test_memory_limit_applies_to_the_serving_process(broken_models, tmp_path):
     _validate(broken_models["raising"], tmp_path, "--memory-limit", "300MiB")
     reason = _not_blessed(tmp_path)
     assert "out of memory" in reason and "300 MiB" in reason
 
 
+@pytest.mark.slow
 def test_model_the_evaluator_did_not_bless_is_not_loaded(tmp_path):
     blessing = tmp_path / "evaluator"
     blessing.mkdir()

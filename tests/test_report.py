@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from generic_trainer import report
 from generic_trainer.request import TrainRequest
-from generic_trainer.train import TrainResult
+from generic_trainer.results import TrainResult
 
 
 def _write_events(run_dir: Path, points: dict[str, list[tuple[int, float]]], tensor: bool = True,

@@ -10,7 +10,8 @@ import pytest
 from conftest import PENGUIN
 from generic_trainer import kfp_io, storage
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import build_train_request, ints_from_floats, redact
+from generic_trainer.redaction import redact
+from generic_trainer.request import build_train_request, ints_from_floats
 
 
 def _values(tmp_path: Path, **kw):
@@ -50,6 +51,17 @@ def test_vertex_environment_gives_output_dirs(tmp_path):
     assert req.model_dir == str(tmp_path / "model") and req.checkpoint_dir == str(tmp_path / "ck")
 
 
+
+def test_metrics_and_report_files_on_gcs_map_to_the_mount(tmp_path):
+    """--metrics-file / --report-file as gs:// URIs are written through the Cloud Storage mount, as evaluate's are."""
+    env = {"GENERIC_TRAINER_GCS_ROOT": str(tmp_path / "gcs")}
+    req = build_train_request(_values(tmp_path, metrics_file="gs://b/run/metrics.json",
+                                      report_file="gs://b/run/report.html"), environ=env)
+    assert req.metrics_file == str(tmp_path / "gcs/b/run/metrics.json")
+    assert req.report_file == str(tmp_path / "gcs/b/run/report.html")
+    local = build_train_request(_values(tmp_path, metrics_file=str(tmp_path / "m.json")), environ=env)
+    assert local.metrics_file == str(tmp_path / "m.json") and local.report_file is None
+
 def test_legacy_keras_from_environment(tmp_path):
     assert build_train_request(_values(tmp_path), environ={"TF_USE_LEGACY_KERAS": "1"}).keras == "tf_keras"
     explicit = build_train_request(_values(tmp_path, keras="keras3"), environ={"TF_USE_LEGACY_KERAS": "1"})
@@ -63,7 +75,7 @@ def test_hyperparameters_from_dir_or_file(tmp_path):
     (d / "best_hyperparameters.txt").write_text(json.dumps(hp))
     assert build_train_request(_values(tmp_path, hyperparameters=str(d)), environ={}).hyperparameters == hp
     (d / "second.txt").write_text("{}")
-    with pytest.raises(UserInputError, match="--hyperparameters: expected exactly one file"):
+    with pytest.raises(UserInputError, match=r"--hyperparameters: directory .* holds 2 files .*; expected exactly one"):
         build_train_request(_values(tmp_path, hyperparameters=str(d)), environ={})
 
 

@@ -37,6 +37,7 @@ def _train(data: Path, out: Path, *flags: str, env: dict[str, str] | None = None
     return json.loads((out / "model" / "logs" / "speed.json").read_text()), proc.stderr
 
 
+@pytest.mark.slow
 def test_float16_xla_and_steps_per_execution(data, tmp_path):
     record, stderr = _train(data, tmp_path, "--mixed-precision", "mixed_float16", "--jit-compile",
                             "--steps-per-execution", "4", env={"TF_CPP_MIN_LOG_LEVEL": "0"})
@@ -54,6 +55,7 @@ def test_float16_xla_and_steps_per_execution(data, tmp_path):
     assert explicit["batch_ends"] == STEPS and explicit["compute_dtype"] == "float16"
 
 
+@pytest.mark.slow
 def test_bfloat16_and_no_jit(data, tmp_path):
     record, stderr = _train(data, tmp_path, "--mixed-precision", "mixed_bfloat16", "--no-jit-compile")
     assert record["policy"] == "mixed_bfloat16"
@@ -68,6 +70,7 @@ def test_bfloat16_and_no_jit(data, tmp_path):
     (["--steps-per-execution", "two"], "--steps-per-execution"),
     (["--mixed-precision", "float64"], "--mixed-precision"),
 ])
+@pytest.mark.slow
 def test_bad_speed_flags(data, tmp_path, flags, names):
     proc = run_cli(["train", "--examples", data / "examples", "--module-file", MODULE,
                     "--model-dir", tmp_path / "model", *flags], timeout=120)

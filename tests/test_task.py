@@ -105,6 +105,7 @@ def _latest_step(directory: Path) -> int | None:
     return int(state.model_checkpoint_path.rsplit("-", 1)[-1])
 
 
+@pytest.mark.slow
 def test_train_and_eval_checkpoints_summaries_params_and_metrics_over_the_whole_eval_set(
         linear_module, linear_data, tmp_path):
     result, controller = _run(linear_module, linear_data, tmp_path, "train_and_eval",
@@ -143,6 +144,7 @@ class _CountingInit:
         return super().initialize(model)
 
 
+@pytest.mark.slow
 def test_eval_mode_and_init_checkpoint_is_restored_only_without_a_checkpoint(linear_module, linear_data, tmp_path):
     import tensorflow as tf
 
@@ -186,6 +188,7 @@ def test_eval_mode_and_init_checkpoint_is_restored_only_without_a_checkpoint(lin
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.slow
 def test_mixed_precision(linear_module, linear_data, tmp_path, dtype):
     import keras
 
@@ -200,6 +203,7 @@ def test_mixed_precision(linear_module, linear_data, tmp_path, dtype):
     assert (tmp_path / "serving" / "saved_model.pb").is_file()
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_the_run_with_a_clear_error(linear_module, tmp_path):
     data = _make_data(tmp_path / "data", nan_every=7)
     with pytest.raises(UserCodeError) as e:
@@ -214,6 +218,7 @@ def test_nan_loss_stops_the_run_with_a_clear_error(linear_module, tmp_path):
         _run(linear_module, clean, tmp_path / "bound", "train", "trainer.loss_upper_bound=0.001")
 
 
+@pytest.mark.slow
 def test_validation_data_that_repeats_forever_is_refused(linear_module, linear_data, tmp_path):
     class Repeating(linear_module.LinearTask):
         def build_inputs(self, params, input_context=None):
@@ -226,6 +231,7 @@ def test_validation_data_that_repeats_forever_is_refused(linear_module, linear_d
     assert [step for step, _ in result.eval_history] == [0]
 
 
+@pytest.mark.slow
 def test_best_checkpoint_export_with_info_json(linear_module, linear_data, tmp_path):
     result, _ = _run(linear_module, linear_data, tmp_path, "train_and_eval",
                      "trainer.train_steps=40,trainer.validation_interval=10,trainer.best_checkpoint_export_subdir=best,"
@@ -274,6 +280,7 @@ def _task_args(data: dict, tmp: Path, mode: str, override: str) -> list:
             "--params-override", override]
 
 
+@pytest.mark.slow
 def test_continuous_eval_follows_a_training_process(linear_module, linear_data, tmp_path):
     """The evaluator waits for checkpoints, evaluates each new one, and stops at trainer.train_steps.
 
@@ -320,6 +327,7 @@ def test_continuous_eval_follows_a_training_process(linear_module, linear_data, 
     assert "loss" in _summary_tags(tmp_path / "logs" / "validation")
 
 
+@pytest.mark.slow
 def test_continuous_eval_times_out_without_checkpoints(linear_module, linear_data, tmp_path):
     with pytest.raises(UserInputError, match="no checkpoint appeared in .* within trainer.continuous_eval_timeout=1 s"):
         _run(linear_module, linear_data, tmp_path, "continuous_eval", "trainer.continuous_eval_timeout=1",
@@ -334,6 +342,7 @@ def _wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = 240
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_and_sigterm(linear_data, tmp_path):
     """SIGKILL: the restart resumes from the last periodic checkpoint. SIGTERM (preemption): the run saves
     a checkpoint at the end of the current loop and exits 143; the restart resumes exactly there."""
@@ -385,6 +394,7 @@ def test_resume_after_sigkill_and_sigterm(linear_data, tmp_path):
     assert "differs from this run's config in trainer.train_steps" in done.stderr  # params.yaml of the first run
 
 
+@pytest.mark.slow
 def test_task_missing_methods_fails_before_training(linear_data, tmp_path):
     args = _task_args(linear_data, tmp_path, "train_and_eval", "trainer.train_steps=5")
     args[2] = f"{TASK_FILE}:IncompleteTask"
@@ -395,6 +405,22 @@ def test_task_missing_methods_fails_before_training(linear_data, tmp_path):
     assert not (tmp_path / "model").exists() and not (tmp_path / "ckpt").exists()
 
 
+
+@pytest.mark.slow
+def test_task_on_vertex_copies_the_live_tensorboard_logs_into_the_model_run_artifact(linear_data, tmp_path):
+    """AIP_TENSORBOARD_LOG_DIR (read live by Vertex AI TensorBoard) differs from --model-run-dir (the KFP
+    artifact): the loop writes its summaries to the former, the artifact gets a copy at the end."""
+    args = _task_args(linear_data, tmp_path, "train_and_eval",
+                      "trainer.train_steps=4,trainer.steps_per_loop=2,trainer.validation_steps=1")
+    done = run_cli([*args, "--model-run-dir", tmp_path / "run"], env={"AIP_TENSORBOARD_LOG_DIR": str(tmp_path / "tb")},
+                   timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    live = sorted(str(p.relative_to(tmp_path / "tb")) for p in (tmp_path / "tb").rglob("events.out.tfevents.*"))
+    assert live, "the loop wrote no summaries where Vertex AI TensorBoard reads"
+    copied = sorted(str(p.relative_to(tmp_path / "run")) for p in (tmp_path / "run").rglob("events.out.tfevents.*"))
+    assert copied == live
+
+@pytest.mark.slow
 def test_kfp_executor_input_with_task_and_config_serves_tf_examples(penguin, tmp_path):
     """The KFP component's `task`, `experiment` and `config` parameters; the served model takes tf.Example."""
     import tensorflow as tf

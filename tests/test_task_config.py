@@ -232,6 +232,10 @@ def test_validate_for_mode():
     for override, message in [
         ("runtime.distribution_strategy=tpu", "runtime.distribution_strategy: TPUs are not supported"),
         ("runtime.distribution_strategy=parameter_server", "runtime.distribution_strategy: expected one of"),
+        ("runtime.distribution_strategy=ps", r"multi_worker_mirrored \(or off, none for default\)"),
+        ("runtime.mixed_precision_dtype=half",
+         "runtime.mixed_precision_dtype: expected one of float32, float16, bfloat16, mixed_float16, mixed_bfloat16 "
+         "or empty"),
         ("trainer.best_checkpoint_export_subdir=best", "trainer.best_checkpoint_eval_metric: required"),
         ("trainer.best_checkpoint_metric_comp=bigger", "expected higher or lower"),
         ("trainer.steps_per_loop=0", "trainer.steps_per_loop: expected a positive integer"),
@@ -261,6 +265,13 @@ def test_bad_config_files(tmp_path):
     bad = write(tmp_path / "bad.yaml", "trainer: [1, 2\n")
     with pytest.raises(UserInputError, match=r"--config-file .*bad.yaml: not valid YAML/JSON at line"):
         build_experiment(defaults(), config_files=[bad])
+    broken_json = write(tmp_path / "broken.json", '{"trainer": {"train_steps": 5}')
+    with pytest.raises(UserInputError, match=r"--config-file .*broken.json: not valid YAML/JSON at line 1"):
+        build_experiment(defaults(), config_files=[broken_json])
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"trainer:\n  train_steps: \xff\xfe\n")
+    with pytest.raises(UserInputError, match=r"--config-file .*binary.yaml: .*binary.yaml is not UTF-8 text"):
+        build_experiment(defaults(), config_files=[str(binary)])
     listy = write(tmp_path / "list.yaml", "- 1\n- 2\n")
     with pytest.raises(UserInputError, match="expected a mapping"):
         build_experiment(defaults(), config_files=[listy])

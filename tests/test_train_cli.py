@@ -13,6 +13,8 @@ import pytest
 from conftest import PENGUIN, gcs_upload, run_cli
 from datagen import gzip_garbage, write_schema, write_split
 
+pytestmark = pytest.mark.slow  # every test here trains (or starts the CLI) in TensorFlow
+
 REGRESSION = Path(__file__).parent / "modules" / "regression"
 
 

@@ -64,6 +64,14 @@ def test_request_bad_values_name_the_input(tmp_path, key, value, needle):
     assert needle in str(e.value)
 
 
+
+def test_metrics_and_report_files_on_gcs_map_to_the_mount(tmp_path):
+    env = {"GENERIC_TRAINER_GCS_ROOT": str(tmp_path / "gcs")}
+    req = build_tune_request(_values(tmp_path, metrics_file="gs://b/t/metrics.json",
+                                     report_file="gs://b/t/report.html"), environ=env)
+    assert req.metrics_file == str(tmp_path / "gcs/b/t/metrics.json")
+    assert req.report_file == str(tmp_path / "gcs/b/t/report.html")
+
 def test_kfp_outputs_map_to_the_request(tmp_path):
     def artifact(name, title):
         return {"artifacts": [{"name": name, "type": {"schemaTitle": title}, "uri": f"gs://b/run/{name}",
@@ -302,6 +310,7 @@ def _tune_in_process(capsys, data: Path, module: Path, out: Path, *extra: str) -
     return code, captured.out, captured.err
 
 
+@pytest.mark.slow
 def test_other_module_and_schema_tune_then_train(regression, tmp_path, capsys):
     code, stdout, stderr = _tune_in_process(capsys, regression, regression / "regression_tuning.py", tmp_path,
                                             "--max-trials", "2")
@@ -329,6 +338,7 @@ def test_other_module_and_schema_tune_then_train(regression, tmp_path, capsys):
     assert used["used_sgd"] == float(results[0]["optimizer"] == "sgd")
 
 
+@pytest.mark.slow
 def test_resume_survives_a_cut_oracle_file_and_a_missing_tuner_file(regression, tmp_path, capsys):
     module = regression / "regression_tuning.py"
     args = ("--tuner-fn", "random_tuner_fn")

@@ -338,6 +338,7 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
 def test_non_chief_replica_never_writes_the_executor_output(tmp_path, monkeypatch):
     """A worker (CLUSTER_SPEC workerpool1) finishes without writing the executor output; the chief would."""
     from generic_trainer import cluster, train
+    from generic_trainer.results import TrainResult
 
     spec = {"cluster": {"workerpool0": ["10.0.0.2:2222"], "workerpool1": ["10.0.0.3:2222"]},
             "environment": "cloud", "task": {"type": "workerpool1", "index": 0, "trial": ""}}
@@ -351,9 +352,9 @@ def test_non_chief_replica_never_writes_the_executor_output(tmp_path, monkeypatc
     # train.run as a worker ends it (no collective peers here to train with; only the chief calls before_publish)
     def worker_run(request, before_publish=None):
         ran.append(request)
-        return train.TrainResult(is_chief=cluster.resolve().is_chief, model_dir=request.model_dir,
-                                 serving_model_dir="", metrics={}, model_info={}, strategy="MultiWorkerMirrored",
-                                 num_replicas=2, train_steps=1)
+        return TrainResult(is_chief=cluster.resolve().is_chief, model_dir=request.model_dir,
+                           serving_model_dir="", metrics={}, model_info={}, strategy="MultiWorkerMirrored",
+                           num_replicas=2, train_steps=1)
 
     monkeypatch.setattr(train, "run", worker_run)
     monkeypatch.setenv("CLUSTER_SPEC", json.dumps(spec))

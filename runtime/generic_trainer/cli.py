@@ -388,7 +388,7 @@ def _train(args: argparse.Namespace) -> int:
              request.checkpoint_dir, request.train_steps, request.eval_steps, request.strategy, request.keras,
              json.dumps(request.redacted_custom_config()))
     if request.task:
-        from generic_trainer.request import redact
+        from generic_trainer.redaction import redact
         from generic_trainer.task.config import parse_params_override
 
         log.info("task request: task=%s experiment=%s mode=%s config_files=%s config=%s params_override=%s",

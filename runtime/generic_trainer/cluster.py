@@ -263,14 +263,19 @@ def _watchdog(deadline_s: float, cluster: Cluster, timeout_s: float) -> Iterator
         done.set()
 
 
-def describe(strategy, cluster: Cluster) -> str:
-    """One log line: strategy class, replicas in sync, devices, and this replica's role."""
+def strategy_devices(strategy) -> tuple[str, ...]:
+    """The devices the strategy's replicas run on (the default strategy: TensorFlow's logical devices)."""
     try:
-        devices = strategy.extended.worker_devices
-    except RuntimeError:  # the default strategy: whatever device TensorFlow places ops on
+        return tuple(strategy.extended.worker_devices)
+    except (RuntimeError, AttributeError):  # the default strategy: whatever device TensorFlow places ops on
         import tensorflow as tf
 
-        devices = [d.name for d in tf.config.list_logical_devices()]
+        return tuple(d.name for d in tf.config.list_logical_devices())
+
+
+def describe(strategy, cluster: Cluster) -> str:
+    """One log line: strategy class, replicas in sync, devices, and this replica's role."""
+    devices = strategy_devices(strategy)
     role = f"{cluster.task_type}:{cluster.task_index}" + (" (chief)" if cluster.is_chief else "")
     return (
         f"strategy={type(strategy).__name__} replicas_in_sync={strategy.num_replicas_in_sync} "

@@ -52,6 +52,24 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # --------------------------------------------------------------------------------------------
 
 
+def one_file(path: str, input_name: str, pattern: str = "*", usual: str = "") -> str:
+    """`path` itself, or when it is a directory the one file in it matching `pattern` (hidden files aside).
+
+    TFX artifacts are directories holding one file (SchemaGen's schema.pbtxt, the Tuner's
+    best_hyperparameters.txt); anything but exactly one is a UserInputError naming `input_name`
+    (and `usual`, the file such a directory usually holds).
+    """
+    if not os.path.isdir(path):
+        return path
+    found = sorted(f for f in glob.glob(os.path.join(path, pattern)) if os.path.isfile(f))
+    if len(found) != 1:
+        kind = "file" if pattern == "*" else f"{pattern} file"
+        what = f"no {kind}" if not found else f"{len(found)} {kind}s ({', '.join(found)})"
+        raise UserInputError(input_name, f"directory {path} holds {what}; expected exactly one"
+                                         + (f" ({usual})" if usual else ""))
+    return found[0]
+
+
 def load_schema(path: str, input_name: str = "--schema") -> schema_pb2.Schema:
     """Reads a tensorflow-metadata Schema text proto.
 
@@ -61,15 +79,8 @@ def load_schema(path: str, input_name: str = "--schema") -> schema_pb2.Schema:
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    if os.path.isdir(path):
-        found = sorted(glob.glob(os.path.join(path, "*.pbtxt")))
-        if len(found) != 1:
-            what = "no *.pbtxt file" if not found else f"{len(found)} *.pbtxt files ({', '.join(found)})"
-            raise UserInputError(
-                input_name, f"directory {path} holds {what}; expected exactly one (SchemaGen's schema.pbtxt)"
-            )
-        path = found[0]
-    elif not os.path.isfile(path):
+    path = one_file(path, input_name, "*.pbtxt", "SchemaGen's schema.pbtxt")
+    if not os.path.isfile(path):
         raise UserInputError(input_name, f"{path} does not exist; expected a schema.pbtxt file or its directory")
     try:
         with open(path, encoding="utf-8") as f:
@@ -499,7 +510,7 @@ class DataAccessor:
         if isinstance(schema, (str, os.PathLike)):
             schema = load_schema(os.fspath(schema))
         patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
-        _compression_fn(patterns)  # no files: a UserInputError naming the patterns
+        compression_fn(patterns)  # no files: a UserInputError naming the patterns
         dataset = dataset_util.make_tf_record_dataset(
             patterns, options.batch_size, getattr(options, "drop_final_batch", False),
             getattr(options, "num_epochs", None), getattr(options, "shuffle", True),
@@ -629,7 +640,7 @@ def _first_record_kinds(patterns: list[str]) -> tuple[dict[str, str | None] | No
     """({feature name: tf.train.Feature kind} of the first record found, files matched)."""
     import tensorflow as tf
 
-    compression_of = _compression_fn(patterns)
+    compression_of = compression_fn(patterns)
     files = [f for p in patterns for f in sorted(tf.io.gfile.glob(p))]
     for path in files:
         for serialized in tf.data.TFRecordDataset(path, compression_of(path)).take(1):
@@ -652,7 +663,7 @@ def _dataset(patterns: list[str], options: DatasetOptions, schema: schema_pb2.Sc
             "label_key", f"{label_key!r} is not a tensor of the schema; tensors: {', '.join(sorted(tensor_names))}"
         )
 
-    compression_of = _compression_fn(patterns)
+    compression_of = compression_fn(patterns)
 
     threads = options.reader_num_threads
 
@@ -703,7 +714,7 @@ def _cycle_length(reader_num_threads: int) -> int:
     return max(1, min(reader_num_threads, cpus))
 
 
-def _compression_fn(patterns: list[str]) -> Any:
+def compression_fn(patterns: list[str]) -> Any:
     """A function path -> compression type ("GZIP" or "") for the files `patterns` match.
 
     Files of one directory whose names agree on a `.gz` suffix are taken to be compressed alike

@@ -32,14 +32,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from generic_trainer import data, eval_metrics, outputs, storage
+from generic_trainer.blessing import write_blessing
 from generic_trainer.errors import UserInputError
 from generic_trainer.eval_config import EvalConfig
 from generic_trainer.request import EvaluateRequest
 
 log = logging.getLogger(__name__)
 
-BLESSED_FILE = "BLESSED"
-NOT_BLESSED_FILE = "NOT_BLESSED"
 PROGRESS_EVERY_S = 10.0
 
 
@@ -286,7 +285,7 @@ def _dataset(request: EvaluateRequest) -> Any:
     patterns = data.split_file_patterns(request.examples, request.eval_splits)
     count = data.check_readable(patterns)
     log.info("evaluating on %s (%d file(s)), batches of %d", ", ".join(patterns), count, request.batch_size)
-    compression_of = data._compression_fn(patterns)
+    compression_of = data.compression_fn(patterns)
     files = tf.data.Dataset.list_files(patterns, shuffle=False)
     records = files.interleave(lambda path: tf.data.TFRecordDataset(path, compression_of(path)), cycle_length=1)
     return records.batch(request.batch_size).prefetch(2)
@@ -476,17 +475,6 @@ def _result(request: EvaluateRequest, problem: str, key: str,
         blessed=not reasons, reasons=reasons, problem=problem, classes=classes, prediction_key=key, metrics=metrics,
         baseline_metrics=baseline_metrics, details=model.overall.details(),
         baseline_details=baseline.overall.details() if baseline else None, slices=slices, thresholds=thresholds)
-
-
-def write_blessing(blessing_dir: str, blessed: bool, reasons: Sequence[str], blessed_file: str = BLESSED_FILE,
-                   not_blessed_file: str = NOT_BLESSED_FILE) -> None:
-    """A TFX-style blessing dir, published whole: one marker file (the reasons inside when not blessed)."""
-    staging = storage.staging_dir_for(blessing_dir)
-    os.makedirs(staging)
-    with open(os.path.join(staging, blessed_file if blessed else not_blessed_file), "w", encoding="utf-8") as f:
-        f.write("".join(f"{r}\n" for r in reasons))
-    storage.publish_dir(staging, blessing_dir)
-    log.info("blessing: %s/%s", blessing_dir, blessed_file if blessed else not_blessed_file)
 
 
 def write_outputs(request: EvaluateRequest, result: EvaluateResult) -> None:

@@ -21,13 +21,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import math
 import sys
 import threading
 import time
 import types
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+from generic_trainer.progress import fmt_eta
 
 log = logging.getLogger("generic_trainer.progress")
 
@@ -54,16 +55,6 @@ def _fmt_logs(logs: dict[str, Any] | None) -> str:
         except (TypeError, ValueError):
             continue
     return " ".join(parts)
-
-
-def fmt_eta(seconds: float) -> str:
-    """A remaining time as '3m05s' or '1h02m' ('?' when unknown); shared by every progress log."""
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(seconds)
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
 class ProgressLog:

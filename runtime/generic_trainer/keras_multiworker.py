@@ -23,8 +23,13 @@ workers (XLA has no collectives for CPU devices).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from generic_trainer.errors import UserCodeError
+from generic_trainer.errors import UserCodeError, UserInputError
+
+if TYPE_CHECKING:
+    from generic_trainer.cluster import Cluster
+    from generic_trainer.request import TrainRequest
 
 log = logging.getLogger(__name__)
 
@@ -129,3 +134,19 @@ def unsupported_message(reason: str) -> str:
         "Use a tf_keras module with --keras tf_keras (TF_USE_LEGACY_KERAS=1), or the Task API (--task), "
         "whose own training loop works with Keras 3 on several workers; or train on one worker."
     )
+
+
+def prepare(request: TrainRequest, strategy_name: str, cluster: Cluster, num_gpus: int = 0) -> None:
+    """Fix Keras 3 fit for several workers now, or fail before training when it cannot be fixed."""
+    if strategy_name != "multi_worker_mirrored" or not cluster.is_multi_worker:
+        return
+    if request.keras == "keras3" and (request.steps_per_execution or 1) > 1:
+        raise UserInputError("--steps-per-execution", steps_per_execution_message(request.steps_per_execution))
+    if request.keras == "keras3" and request.jit_compile and not num_gpus:
+        raise UserInputError("--jit-compile", JIT_ON_CPU_MESSAGE)
+    try:
+        install()
+    except Unsupported as e:
+        if request.keras == "keras3":
+            raise UserInputError("--keras", unsupported_message(str(e))) from None
+        log.warning("a Keras 3 model would not train here: %s", unsupported_message(str(e)))

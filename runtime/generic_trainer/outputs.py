@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -121,3 +122,15 @@ def write_tensorboard_scalars(log_dir: str, metrics: Mapping[str, float], step: 
         for key, value in metrics.items():
             tf.summary.scalar(key, value, step=step)
     writer.close()
+
+
+def copy_model_run(model_run_dir: str, copy_dir: str | None) -> None:
+    """Copy the TensorBoard logs written live (Vertex's AIP_TENSORBOARD_LOG_DIR) into the model-run artifact.
+
+    Both the run_fn path and the Task path call it last among the chief's outputs; nothing when
+    `copy_dir` is None (the logs were written to the model-run artifact itself).
+    """
+    if not copy_dir:
+        return
+    shutil.copytree(model_run_dir, copy_dir, dirs_exist_ok=True)
+    log.info("TensorBoard logs copied from %s to %s", model_run_dir, copy_dir)

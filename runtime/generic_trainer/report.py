@@ -18,7 +18,11 @@ import logging
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from generic_trainer.request import TrainRequest
+    from generic_trainer.results import TrainResult
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +243,7 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def train_report(request: Any, result: Any) -> str:
+def train_report(request: TrainRequest, result: TrainResult) -> str:
     """The report of a train run from its TrainRequest and TrainResult."""
     inputs = {
         "examples": request.examples,
@@ -278,7 +282,7 @@ def train_report(request: Any, result: Any) -> str:
     )
 
 
-def write_train_report(request: Any, result: Any) -> None:
+def write_train_report(request: TrainRequest, result: TrainResult) -> None:
     """Write the train report to `request.report_file` (if set); failures are logged, never raised."""
     if not request.report_file:
         return

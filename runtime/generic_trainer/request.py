@@ -19,12 +19,11 @@ from typing import Any
 
 from generic_trainer import storage
 from generic_trainer.errors import UserInputError
+from generic_trainer.redaction import redact, secret_key_names
 
 KERAS_CHOICES = ("keras3", "tf_keras")
 GCS_ROOT_ENV = "GENERIC_TRAINER_GCS_ROOT"
 log = logging.getLogger(__name__)
-# custom_config keys whose values are never logged; also any key listed in custom_config["secret_keys"].
-SECRET_KEY_PATTERN = re.compile(r"(secret|password|passwd|token|credential|api_?key|private_?key)", re.I)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,50 +89,6 @@ class TrainRequest:
         return redact(self.custom_config)
 
 
-def secret_key_names(config: Mapping[str, Any]) -> set[str]:
-    """The key names `config["secret_keys"]` lists: one name, a comma-separated string, or a list of names."""
-    listed = config.get("secret_keys") if isinstance(config, Mapping) else None
-    if listed is None or listed == "":
-        return set()
-    if isinstance(listed, str):
-        return {k.strip() for k in listed.split(",") if k.strip()}
-    if isinstance(listed, (list, tuple)) and all(isinstance(k, str) for k in listed):
-        return set(listed)
-    raise UserInputError("--custom-config", f"secret_keys: expected a key name or a list of key names, got {listed!r}")
-
-
-def is_secret_key(key: Any, listed: set[str] = frozenset()) -> bool:
-    """Whether values under `key` are never logged: its name looks secret, or `secret_keys` lists it."""
-    return str(key) in listed or bool(SECRET_KEY_PATTERN.search(str(key)))
-
-
-def redact(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Replace values of secret keys with '***', at any depth: in nested objects and in lists.
-
-    A key is secret when its name looks secret (SECRET_KEY_PATTERN) or `secret_keys` lists it
-    (a name or a list of names, at the top or in any nested object; it applies below that level).
-    A malformed `secret_keys` masks every value rather than risk a leak.
-    """
-    try:
-        listed = secret_key_names(config)
-    except UserInputError:
-        return {k: "***" for k in config}
-    return _redact_value(config, listed)
-
-
-def _redact_value(value: Any, listed: set[str]) -> Any:
-    if isinstance(value, Mapping):
-        try:
-            listed = listed | secret_key_names(value)
-        except UserInputError:
-            return {k: "***" for k in value}
-        return {k: "***" if k != "secret_keys" and is_secret_key(k, listed) else _redact_value(v, listed)
-                for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_redact_value(v, listed) for v in value]
-    return value
-
-
 def ints_from_floats(value: Any) -> Any:
     """Undo KFP's turning nested ints into floats (`[64.0, 2.0]` -> `[64, 2]`)."""
     if isinstance(value, float) and value.is_integer():
@@ -162,11 +117,9 @@ def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> di
     """Read a hyperparameters file, or the single file in a directory (TFX's best_hyperparameters.txt)."""
     if not os.path.exists(path):
         raise UserInputError(input_name, f"{path} does not exist")
-    if os.path.isdir(path):
-        files = sorted(f for f in os.listdir(path) if not f.startswith(".") and os.path.isfile(os.path.join(path, f)))
-        if len(files) != 1:
-            raise UserInputError(input_name, f"expected exactly one file in {path}, found {files or 'none'}")
-        path = os.path.join(path, files[0])
+    from generic_trainer import data
+
+    path = data.one_file(path, input_name, usual="keras-tuner's best_hyperparameters.txt")
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -267,6 +220,11 @@ def _out_dir(value: str | None, env: str, environ: Mapping[str, str], gcs_root: 
 
 
 _RUN_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def _local_file(value: str | None, gcs_root: str) -> str | None:
+    """An output file's local path (`gs://b/x` -> `<gcs_root>/b/x`); None when not given."""
+    return storage.local_path(value, gcs_root) if value else None
 
 
 def _run_namespace(values: Mapping[str, Any]) -> str | None:
@@ -400,6 +358,7 @@ def _task_fields(values: Mapping[str, Any], gcs_root: str, keras: str) -> dict[s
         if not os.path.isfile(path):
             raise UserInputError("--config-file", f"{f} does not exist" + (f" (looked at {path})" if path != f else ""))
         config_files.append(path)
+        task_config.load_config_file(path, f"--config-file {f}")  # broken YAML/JSON fails now, before TensorFlow
     config = values.get("config")
     if isinstance(config, Mapping):
         config = json.dumps(ints_from_floats(dict(config)))
@@ -418,7 +377,7 @@ def build_train_request(
     environ = os.environ if environ is None else environ
     gcs_root = values.get("gcs_root") or environ.get(GCS_ROOT_ENV) or "/gcs"
 
-    def out_dir(flag: str, value: str | None, env: str) -> str | None:
+    def out_dir(value: str | None, env: str) -> str | None:
         return _out_dir(value, env, environ, gcs_root)
 
     check_gcs_timeout(environ)
@@ -428,14 +387,14 @@ def build_train_request(
         _module_file(values)
     elif values.get("module_file"):
         raise UserInputError("--task", "give either --task module:Class or --module-file (run_fn), not both")
-    model_dir = out_dir("--model-dir", values.get("model_dir"), "AIP_MODEL_DIR")
+    model_dir = out_dir(values.get("model_dir"), "AIP_MODEL_DIR")
     if not model_dir:
         raise UserInputError("--model-dir", "required (or set AIP_MODEL_DIR): where the serving model goes")
-    model_run_dir = out_dir("--model-run-dir", values.get("model_run_dir"), "AIP_TENSORBOARD_LOG_DIR") or os.path.join(
+    model_run_dir = out_dir(values.get("model_run_dir"), "AIP_TENSORBOARD_LOG_DIR") or os.path.join(
         model_dir, "logs")
     # Vertex AI TensorBoard uploads AIP_TENSORBOARD_LOG_DIR while the job runs: the module logs there, and the
     # logs are copied to the model-run dir given (the KFP artifact) at the end.
-    tensorboard_dir = out_dir("", None, "AIP_TENSORBOARD_LOG_DIR")
+    tensorboard_dir = out_dir(None, "AIP_TENSORBOARD_LOG_DIR")
     model_run_copy_dir = None
     if tensorboard_dir and tensorboard_dir != model_run_dir:
         model_run_dir, model_run_copy_dir = tensorboard_dir, model_run_dir
@@ -461,8 +420,8 @@ def build_train_request(
         model_run_dir=model_run_dir,
         model_run_copy_dir=model_run_copy_dir,
         checkpoint_dir=checkpoint_dir,
-        metrics_file=values.get("metrics_file") or None,
-        report_file=values.get("report_file") or None,
+        metrics_file=_local_file(values.get("metrics_file"), gcs_root),
+        report_file=_local_file(values.get("report_file"), gcs_root),
         schema=_existing("--schema", values.get("schema"), gcs_root),
         transform_graph=_existing("--transform-graph", values.get("transform_graph"), gcs_root),
         hyperparameters=ints_from_floats(hyperparameters) if kfp and hyperparameters else hyperparameters,
@@ -565,8 +524,8 @@ def build_tune_request(
         best_hyperparameters_dir=best_dir,
         checkpoint_dir=checkpoint_dir,
         tuner_results_file=storage.local_path(results_file, gcs_root) if results_file else None,
-        metrics_file=values.get("metrics_file") or None,
-        report_file=values.get("report_file") or None,
+        metrics_file=_local_file(values.get("metrics_file"), gcs_root),
+        report_file=_local_file(values.get("report_file"), gcs_root),
         schema=_existing("--schema", values.get("schema"), gcs_root),
         transform_graph=_existing("--transform-graph", values.get("transform_graph"), gcs_root),
         hyperparameters=ints_from_floats(hyperparameters) if kfp and hyperparameters else hyperparameters,

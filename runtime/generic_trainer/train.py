@@ -13,58 +13,22 @@ SIGTERM ends the run with `Preempted` (exit 143), after a backup when `fit` runs
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import shutil
 import tempfile
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 from generic_trainer import cluster as cluster_lib
-from generic_trainer import outputs, serving_container, storage, user_module
+from generic_trainer import inputs, keras_multiworker, outputs, serving_container, storage, user_module
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
 from generic_trainer.fn_args import FnArgs
 from generic_trainer.preemption import WATCHER
 from generic_trainer.request import TrainRequest
+from generic_trainer.results import TrainResult
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class TrainResult:
-    """What a train run produced; `model_dir` and metrics are only published by the chief."""
-
-    is_chief: bool
-    model_dir: str
-    serving_model_dir: str
-    metrics: dict[str, float]
-    model_info: dict[str, Any]
-    strategy: str
-    num_replicas: int
-    train_steps: int | None
-    devices: tuple[str, ...] = ()
-
-
-def resolve_schema_file(path: str | None) -> str | None:
-    """A schema artifact is a dir holding one .pbtxt (TFX SchemaGen) or the file itself."""
-    if not path or not os.path.isdir(path):
-        return path
-    found = [f for f in sorted(os.listdir(path)) if f.endswith(".pbtxt")]
-    if len(found) != 1:
-        raise UserInputError("--schema", f"expected one .pbtxt file in {path}, found {found or 'none'}")
-    return os.path.join(path, found[0])
-
-
-def _devices(strategy) -> tuple[str, ...]:
-    """The devices the strategy's replicas run on (the default strategy: TensorFlow's logical devices)."""
-    try:
-        return tuple(strategy.extended.worker_devices)
-    except (RuntimeError, AttributeError):
-        import tensorflow as tf
-
-        return tuple(d.name for d in tf.config.list_logical_devices())
 
 
 def _base_model_path(path: str | None) -> str | None:
@@ -110,32 +74,12 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
             bad_data = data.decode_error(e, [*fn_args.train_files, *fn_args.eval_files], fn_args.schema_path)
             if bad_data is not None:  # the input pipeline could not decode the examples: bad input, not code
                 raise bad_data from e
-            tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+            tb = user_module.format_traceback(e)
             raise UserCodeError(f"run_fn raised {type(e).__name__}: {e}{keras2_saving.hint(e)}\n{tb}") from e
         finally:
             WATCHER.reset_deferral()  # a fit that raised never reached its train end
     WATCHER.raise_if_requested("SIGTERM received while run_fn ran")
     return returned, record
-
-
-def check_examples_and_schema(request: Any) -> tuple[list[str], list[str], str | None]:
-    """Split file patterns and the schema file of a train or tune request, checked without TensorFlow.
-
-    The records themselves are decoded against the schema once TensorFlow is loaded anyway
-    (`data.check_first_records`, called as the strategy is made), before any user code runs.
-    """
-    from generic_trainer import data
-
-    train_files = data.split_file_patterns(request.examples, request.train_splits)
-    eval_files = data.split_file_patterns(request.examples, request.eval_splits)
-    n_files = data.check_readable(train_files + eval_files)
-    data.check_splits_hold_records(train_files + eval_files)
-    schema_file = resolve_schema_file(request.schema)
-    schema = data.load_schema(schema_file) if schema_file else None
-    log.info("examples: %s (train splits %s, eval splits %s, %d files)%s", request.examples,
-             ",".join(request.train_splits), ",".join(request.eval_splits), n_files,
-             f"; schema {schema_file} ({len(schema.feature)} features)" if schema is not None else "")
-    return train_files, eval_files, schema_file
 
 
 def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
@@ -157,7 +101,7 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
 
 def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
     # Everything that can be checked without TensorFlow is checked first: bad input fails fast.
-    train_files, eval_files, schema_file = check_examples_and_schema(request)
+    train_files, eval_files, schema_file = inputs.check_examples_and_schema(request)
     scratch = tempfile.mkdtemp(prefix="generic-trainer-")
     WATCHER.install(where=f"the backup in {request.checkpoint_dir}")
     try:
@@ -181,25 +125,6 @@ def _data_accessor(cluster, transform_graph=None, schema_file=None):
     return sharding.ShardingDataAccessor(accessor, cluster.num_workers) if cluster.is_multi_worker else accessor
 
 
-def _multi_worker_keras(request: TrainRequest, strategy_name: str, cluster, num_gpus: int = 0) -> None:
-    """Fix Keras 3 fit for several workers now, or fail before training when it cannot be fixed."""
-    if strategy_name != "multi_worker_mirrored" or not cluster.is_multi_worker:
-        return
-    from generic_trainer import keras_multiworker
-
-    if request.keras == "keras3" and (request.steps_per_execution or 1) > 1:
-        raise UserInputError("--steps-per-execution", keras_multiworker.steps_per_execution_message(
-            request.steps_per_execution))
-    if request.keras == "keras3" and request.jit_compile and not num_gpus:
-        raise UserInputError("--jit-compile", keras_multiworker.JIT_ON_CPU_MESSAGE)
-    try:
-        keras_multiworker.install()
-    except keras_multiworker.Unsupported as e:
-        if request.keras == "keras3":
-            raise UserInputError("--keras", keras_multiworker.unsupported_message(str(e))) from None
-        log.warning("a Keras 3 model would not train here: %s", keras_multiworker.unsupported_message(str(e)))
-
-
 def _run(request, cluster, module_path, train_files, eval_files, schema_file, scratch,
          before_publish=None) -> TrainResult:
     num_gpus = cluster_lib.count_gpus()
@@ -207,7 +132,7 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
     strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
     WATCHER.install()  # again: TensorFlow's coordination service replaces the SIGTERM handler
     log.info("resolved %s gpus=%d", cluster_lib.describe(strategy, cluster), num_gpus)
-    _multi_worker_keras(request, strategy_name, cluster, num_gpus)
+    keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
 
     from generic_trainer import checkpointing, data
 
@@ -274,7 +199,7 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
             metrics=metrics, model_info={}, strategy=type(strategy).__name__,
             num_replicas=strategy.num_replicas_in_sync,
             train_steps=backup.global_step or record.train_steps or request.train_steps,
-            devices=_devices(strategy),
+            devices=cluster_lib.strategy_devices(strategy),
         )
         if not cluster.is_chief:
             log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
@@ -306,9 +231,7 @@ def _write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
         from generic_trainer import report
 
         report.write_train_report(request, result)
-    if request.model_run_copy_dir:
-        shutil.copytree(request.model_run_dir, request.model_run_copy_dir, dirs_exist_ok=True)
-        log.info("TensorBoard logs copied from %s to %s", request.model_run_dir, request.model_run_copy_dir)
+    outputs.copy_model_run(request.model_run_dir, request.model_run_copy_dir)
 
 
 def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[str, Any]]:

@@ -22,7 +22,6 @@ import logging
 import os
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -124,7 +123,7 @@ def _load_fn(request: TransformRequest, download_dir: str) -> _GuardedFn:
 
 def _user_error(guarded: _GuardedFn) -> UserCodeError:
     e = guarded.error
-    trace = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    trace = user_module.format_traceback(e)
     return UserCodeError(f"{guarded.name} raised {type(e).__name__}: {e}\n{trace}")
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from generic_trainer import storage
 from generic_trainer.errors import TrainerError, UserCodeError
-from generic_trainer.fit_hooks import fmt_eta  # one ETA format for all logs
+from generic_trainer.progress import fmt_eta  # one ETA format for all logs
 
 log = logging.getLogger("generic_trainer.tuner")
 

@@ -83,7 +83,7 @@ def run(request: TuneRequest, before_publish: Callable[[TuneResult], None] | Non
     are written, right before best_hyperparameters is published; when it raises, it is not.
     """
     from generic_trainer import outputs
-    from generic_trainer.train import check_examples_and_schema
+    from generic_trainer.inputs import check_examples_and_schema
 
     role = tuner_cluster.resolve_role(cluster_lib.resolve())
     held = outputs.exclusive(request.best_hyperparameters_dir, "--best-hyperparameters-dir") \
@@ -233,7 +233,7 @@ def _call_tuner_fn(tuner_fn, fn_args: FnArgs, name: str) -> tuple[Any, dict[str,
     except SystemExit as e:
         raise user_module.exit_error(e, name) from None
     except Exception as e:
-        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        tb = user_module.format_traceback(e)
         innermost = traceback.extract_tb(e.__traceback__)[-1].filename if e.__traceback__ else ""
         hint = ""
         if f"{os.sep}keras_tuner{os.sep}" in innermost:
@@ -294,7 +294,7 @@ def _search(tuner, fit_kwargs: dict[str, Any]) -> None:
             hint = "\nkeras-tuner searches Keras 3 models: build them with `import keras`, not tf_keras."
         raise UserCodeError(f"the search stopped: {type(e).__name__}: {e}{hint}") from e
     except Exception as e:
-        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        tb = user_module.format_traceback(e)
         raise UserCodeError(f"the search failed: {type(e).__name__}: {e}\n{tb}") from e
 
 

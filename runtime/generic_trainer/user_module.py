@@ -82,7 +82,8 @@ def check_sha256(path: str | None, expected: str | None) -> None:
         )
 
 
-def _format_user_traceback(exc: BaseException) -> str:
+def format_traceback(exc: BaseException) -> str:
+    """The full traceback of an exception user code raised, as printed (for UserCodeError messages)."""
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
@@ -115,9 +116,9 @@ def import_module(path: str | None, spec: str) -> ModuleType:
             if e.name and spec.startswith(e.name):
                 raise UserInputError(
                     INPUT, f"no module named {spec!r} (not a file path, gs:// URI or installed module)") from None
-            raise UserCodeError(f"importing module {spec} failed:\n{_format_user_traceback(e)}") from e
+            raise UserCodeError(f"importing module {spec} failed:\n{format_traceback(e)}") from e
         except Exception as e:
-            raise UserCodeError(f"importing module {spec} failed:\n{_format_user_traceback(e)}") from e
+            raise UserCodeError(f"importing module {spec} failed:\n{format_traceback(e)}") from e
     directory = os.path.dirname(path)
     if directory not in sys.path:
         sys.path.insert(0, directory)
@@ -130,7 +131,7 @@ def import_module(path: str | None, spec: str) -> ModuleType:
     except Exception as e:
         sys.modules.pop(name, None)
         raise UserCodeError(
-            f"importing module {path} failed: {type(e).__name__}: {e}\n{_format_user_traceback(e)}") from e
+            f"importing module {path} failed: {type(e).__name__}: {e}\n{format_traceback(e)}") from e
     return module
 
 

@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import MAX_SECONDS, number, redact
+from generic_trainer.redaction import redact
+from generic_trainer.request import MAX_SECONDS, number
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ def container_args(args: Sequence[str]) -> tuple[str, ...]:
 
 
 def loggable_args(args: Sequence[str]) -> list[str]:
-    """The container args with `--custom-config`'s secret values masked (request.redact), for the log."""
+    """The container args with `--custom-config`'s secret values masked (redaction.redact), for the log."""
     out, after_flag = [], False
     for arg in args:
         flag, eq, value = arg.partition("=")

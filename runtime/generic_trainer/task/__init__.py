@@ -41,7 +41,11 @@ from generic_trainer.task.optimization_config import (
 
 
 def run_experiment(*args: Any, **kwargs: Any):
-    """See `generic_trainer.task.controller.run_experiment` (imported lazily: it needs TensorFlow only when run)."""
+    """See `generic_trainer.task.controller.run_experiment`.
+
+    Imported on the first call so that the controller (which imports this package's modules) and this
+    package do not import each other; neither imports TensorFlow (it loads when the loop runs).
+    """
     from generic_trainer.task.controller import run_experiment as _run
 
     return _run(*args, **kwargs)

@@ -365,8 +365,13 @@ def load_config_file(path: str, source: str | None = None) -> dict[str, Any]:
     source = source or f"--config-file {path}"
     if not os.path.isfile(path):
         raise UserInputError(source, f"{path} does not exist" if not os.path.exists(path) else f"{path} is not a file")
-    with open(path, encoding="utf-8") as f:
-        parsed = _yaml_load(f.read(), source)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise UserInputError(source, f"{path} is not UTF-8 text (byte {e.start}: {e.reason}); expected YAML or JSON") \
+            from None
+    parsed = _yaml_load(text, source)
     if parsed is None:
         return {}
     if not isinstance(parsed, Mapping):
@@ -535,11 +540,14 @@ def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
                              "multi_worker_mirrored, one_device or off, and drop runtime.tpu")
     if strategy not in STRATEGIES:
         raise UserInputError("runtime.distribution_strategy",
-                             f"expected one of {', '.join(STRATEGIES)}, got {r.distribution_strategy!r}")
+                             f"expected one of {', '.join(STRATEGIES)} "
+                             f"(or {', '.join(a for a in STRATEGY_ALIASES if a)} for default), "
+                             f"got {r.distribution_strategy!r}")
     r.distribution_strategy = strategy
     if r.mixed_precision_dtype not in MIXED_PRECISION:
         raise UserInputError("runtime.mixed_precision_dtype",
-                             f"expected float16, bfloat16 or empty, got {r.mixed_precision_dtype!r}")
+                             f"expected one of {', '.join(v for v in MIXED_PRECISION if v)} or empty, "
+                             f"got {r.mixed_precision_dtype!r}")
     _check_runtime(r)
     _check_recovery(t)
     check_optimization(t.optimizer_config, t.train_steps if mode in ("train", "train_and_eval") else 0)
@@ -606,7 +614,7 @@ def as_dict(config: Any, redact_secrets: bool = True) -> dict[str, Any]:
     """The config as plain data (what params.yaml holds); secret custom_config values are masked."""
     data = dataclasses.asdict(config)
     if redact_secrets:
-        from generic_trainer.request import redact
+        from generic_trainer.redaction import redact
 
         task = data.get("task") if "task" in data else data
         if isinstance(task, dict) and isinstance(task.get("custom_config"), dict):

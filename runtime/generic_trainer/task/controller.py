@@ -25,9 +25,10 @@ import tempfile
 import time
 from typing import Any
 
+from generic_trainer import user_module
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
-from generic_trainer.fit_hooks import fmt_eta
 from generic_trainer.preemption import WATCHER
+from generic_trainer.progress import fmt_eta
 from generic_trainer.task import checkpoints, ema
 from generic_trainer.task.base import Task, overrides_aggregation
 from generic_trainer.task.config import ExperimentConfig, as_dict, write_params_yaml
@@ -159,9 +160,7 @@ class Controller:
         except TrainerError:
             raise
         except Exception as e:
-            import traceback
-
-            tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+            tb = user_module.format_traceback(e)
             raise UserCodeError(f"{type(self.task).__name__}.{name} raised {type(e).__name__}: {e}\n{tb}") from e
 
     def _build_model(self):
@@ -465,9 +464,7 @@ class Controller:
             raise ClusterError(f"lost the cluster at step {step} ({type(e).__name__}): a peer worker stopped or cannot "
                                f"be reached; restart the job to resume from the last checkpoint. {e}") from e
         except Exception as e:
-            import traceback
-
-            tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+            tb = user_module.format_traceback(e)
             raise UserCodeError(f"training step failed at step {step}: {type(e).__name__}: {e}\n{tb}") from e
 
     def _check_loss(self, loss: float, step: int, steps: int) -> bool:
@@ -657,9 +654,7 @@ class Controller:
         except TrainerError:
             raise
         except Exception as e:
-            import traceback
-
-            tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+            tb = user_module.format_traceback(e)
             raise UserCodeError(f"exporting the serving model failed: {type(e).__name__}: {e}\n{tb}") from e
 
     def barrier(self) -> None:

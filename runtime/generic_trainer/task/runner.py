@@ -16,13 +16,14 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from typing import Any
 
 from generic_trainer import cluster as cluster_lib
 from generic_trainer import outputs, storage, user_module
 from generic_trainer.errors import TrainerError, UserCodeError, UserInputError
+from generic_trainer.inputs import resolve_schema_file
 from generic_trainer.preemption import WATCHER
 from generic_trainer.request import TrainRequest
+from generic_trainer.results import TrainResult
 from generic_trainer.task import base, config
 from generic_trainer.task.controller import TRAIN_MODES, Controller
 
@@ -71,7 +72,6 @@ def _local(value: str, gcs_root: str) -> str:
 def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> config.ExperimentConfig:
     """The experiment config of this run, resolved in override order and checked for `request.mode`."""
     from generic_trainer import data
-    from generic_trainer.train import resolve_schema_file
 
     if request.experiment:
         defaults = config.get_experiment(request.experiment)
@@ -126,8 +126,8 @@ def make_task(task_cls: type[base.Task], experiment: config.ExperimentConfig, lo
     return task
 
 
-def run(request: TrainRequest, before_publish: Callable[[Any], None] | None = None) -> Any:
-    """Run the Task the request names; returns a train.TrainResult.
+def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
+    """Run the Task the request names.
 
     `before_publish(result)` runs on the chief after the metrics and report are written, right
     before the model is published; when it raises, nothing is published.
@@ -147,9 +147,7 @@ def run(request: TrainRequest, before_publish: Callable[[Any], None] | None = No
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, before_publish=None) -> Any:
-    from generic_trainer.train import TrainResult
-
+def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, before_publish=None) -> TrainResult:
     num_gpus = _use_gpus(experiment.runtime.num_gpus, cluster_lib.count_gpus())
     strategy_name = cluster_lib.choose_strategy(experiment.runtime.distribution_strategy, num_gpus, cluster)
     strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
@@ -184,7 +182,8 @@ def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, bef
         train_result = TrainResult(
             is_chief=cluster.is_chief, model_dir=request.model_dir, serving_model_dir=final_serving if trains else "",
             metrics=outputs.scalar_metrics(result.metrics()), model_info={}, strategy=type(strategy).__name__,
-            num_replicas=strategy.num_replicas_in_sync, train_steps=result.global_step, devices=_devices(strategy))
+            num_replicas=strategy.num_replicas_in_sync, train_steps=result.global_step,
+            devices=cluster_lib.strategy_devices(strategy))
         if cluster.is_chief:
             if trains:
                 train_result.model_info = outputs.validate_serving_model(serving if exports else final_serving,
@@ -213,8 +212,8 @@ def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, bef
     return train_result
 
 
-def _write_run_outputs(request: TrainRequest, result: Any) -> None:
-    """The chief's outputs besides the model: TensorBoard scalars, metrics file, report."""
+def _write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
+    """The chief's outputs besides the model: TensorBoard scalars, metrics file, report, log copy."""
     metrics = result.metrics
     log.info("final metrics (step %d): %s", result.train_steps,
              " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
@@ -226,6 +225,7 @@ def _write_run_outputs(request: TrainRequest, result: Any) -> None:
         from generic_trainer import report
 
         report.write_train_report(request, result)
+    outputs.copy_model_run(request.model_run_dir, request.model_run_copy_dir)
 
 
 def _use_gpus(requested: int, visible: int) -> int:
@@ -263,12 +263,3 @@ def _already_finished(request: TrainRequest, experiment, result, cluster, final_
     log.warning("%s; exporting the serving model from that checkpoint to %s. Give a new checkpoint dir (or a new "
                 "run) to train again.", where, final_serving)
     return False
-
-
-def _devices(strategy) -> tuple[str, ...]:
-    try:
-        return tuple(strategy.extended.worker_devices)
-    except (RuntimeError, AttributeError):  # the default strategy
-        import tensorflow as tf
-
-        return tuple(d.name for d in tf.config.list_logical_devices())

@@ -1,0 +1,60 @@
+"""Which custom_config values are secret, and masking them: what may be logged or written to metadata.
+
+A leaf module (only errors.py): the request parser checks `secret_keys` with it, the Task config
+masks its params.yaml with it, the CLI and the Vertex launcher mask what they log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from generic_trainer.errors import UserInputError
+
+# custom_config keys whose values are never logged; also any key listed in custom_config["secret_keys"].
+SECRET_KEY_PATTERN = re.compile(r"(secret|password|passwd|token|credential|api_?key|private_?key)", re.I)
+
+
+def secret_key_names(config: Mapping[str, Any]) -> set[str]:
+    """The key names `config["secret_keys"]` lists: one name, a comma-separated string, or a list of names."""
+    listed = config.get("secret_keys") if isinstance(config, Mapping) else None
+    if listed is None or listed == "":
+        return set()
+    if isinstance(listed, str):
+        return {k.strip() for k in listed.split(",") if k.strip()}
+    if isinstance(listed, (list, tuple)) and all(isinstance(k, str) for k in listed):
+        return set(listed)
+    raise UserInputError("--custom-config", f"secret_keys: expected a key name or a list of key names, got {listed!r}")
+
+
+def is_secret_key(key: Any, listed: set[str] = frozenset()) -> bool:
+    """Whether values under `key` are never logged: its name looks secret, or `secret_keys` lists it."""
+    return str(key) in listed or bool(SECRET_KEY_PATTERN.search(str(key)))
+
+
+def redact(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Replace values of secret keys with '***', at any depth: in nested objects and in lists.
+
+    A key is secret when its name looks secret (SECRET_KEY_PATTERN) or `secret_keys` lists it
+    (a name or a list of names, at the top or in any nested object; it applies below that level).
+    A malformed `secret_keys` masks every value rather than risk a leak.
+    """
+    try:
+        listed = secret_key_names(config)
+    except UserInputError:
+        return {k: "***" for k in config}
+    return _redact_value(config, listed)
+
+
+def _redact_value(value: Any, listed: set[str]) -> Any:
+    if isinstance(value, Mapping):
+        try:
+            listed = listed | secret_key_names(value)
+        except UserInputError:
+            return {k: "***" for k in value}
+        return {k: "***" if k != "secret_keys" and is_secret_key(k, listed) else _redact_value(v, listed)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact_value(v, listed) for v in value]
+    return value
