@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 OUT    ?= out/demo
 
-.PHONY: install demo test test-fast lint bench image-test clean
+.PHONY: install demo test test-fast test-e2e test-all lint bench image-test clean
 
 $(STAMP): pyproject.toml requirements/dev.lock
 	python3 -m venv $(VENV)
@@ -18,7 +18,16 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/penguin/demo.py --out $(OUT)
 
+# Every test on every core (pytest-xdist) but the longest end-to-end runs (marked e2e: whole pipelines,
+# kills and restarts, a minute or more each), so CI stays well under 30 minutes; `make test-all` runs those too.
 test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -ra -n auto -m "not e2e" $(PYTEST_ARGS)
+
+test-e2e: $(STAMP)
+	$(PY) -m pytest -q -ra -n auto -m e2e $(PYTEST_ARGS)
+
+test-all: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -ra -n auto $(PYTEST_ARGS)
 

@@ -121,6 +121,7 @@ RUN_PIPELINE = textwrap.dedent('''
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_two_concurrent_runs_on_one_base_dir_and_a_sigkilled_task_retried_by_kfp_local(tmp_path):
     module = tmp_path / "module.py"
     module.write_text(MODULE)
@@ -160,6 +161,7 @@ TASK_FILE = Path(__file__).parent / "task_modules" / "linear_task.py"
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_task_run_over_its_own_finished_checkpoint_trains_and_exports_nothing_and_says_so(tmp_path):
     from datagen import write_schema, write_split
 

@@ -156,7 +156,7 @@ def test_a_backup_of_other_settings_or_another_model_is_not_resumed(tmp_path, ca
 
     import keras
 
-    settings = checkpointing.run_settings(3000, {"units": 8}, {"api_token": "s3cret"}, None)
+    settings = checkpointing.run_settings(3000, {"units": 8, "api_token": "s3cret"}, None)
     watcher = Watcher()
     model = _model(keras)
     with pytest.raises(Preempted):

@@ -276,6 +276,7 @@ def test_sandboxed_result_equals_the_in_process_computation(hand_set, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_model_errors_name_the_input(hand_set, tmp_path):
     with pytest.raises(UserInputError) as err:
         _evaluate(hand_set, tmp_path, {"label_key": "label"}, model=hand_set["two_outputs"])

@@ -249,6 +249,7 @@ def _evaluate(model: str, out: Path, *extra) -> tuple[subprocess.CompletedProces
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_evaluate_a_hanging_model_is_not_blessed_at_the_time_limit(hostile_models, tmp_path):
     started = time.monotonic()
     proc, reason = _evaluate(hostile_models["hanging"], tmp_path, "--timeout", "90")

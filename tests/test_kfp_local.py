@@ -296,6 +296,7 @@ def test_evaluator_and_infra_validator_bless_the_trained_model(kfp_run):
 
 
 @pytest.mark.timeout(3600)  # six tasks, each a fresh process importing TensorFlow (and Beam) on a loaded machine
+@pytest.mark.e2e
 def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
     """pipelines/penguin_pipeline.py as it ships: CSV -> import-examples -> transform -> tuner -> trainer ->
     evaluator -> infra-validator, every task the real CLI behind kfp.local (tiny training)."""

@@ -232,6 +232,7 @@ def _result(result_dir: Path, name: str) -> dict:
     return json.loads((result_dir / f"{name}.json").read_text())
 
 
+@pytest.mark.e2e
 def test_sigkill_halfway_then_the_same_command_resumes(tmp_path, replicas, synthetic):
     """Two workers of a Keras 3 module; the chief is SIGKILLed after 2 of 4 epochs (a lost VM).
 
@@ -283,6 +284,7 @@ def test_sigkill_halfway_then_the_same_command_resumes(tmp_path, replicas, synth
     assert not (ckpt / "backup").exists()  # published: the backup is gone, the same command would start afresh
 
 
+@pytest.mark.e2e
 def test_sigterm_saves_exits_143_and_the_restart_resumes(tmp_path, replicas, synthetic):
     """tf_keras module, chief + worker from TF_CONFIG: SIGTERM to the worker stops both at one step.
 

@@ -343,6 +343,7 @@ def _wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = 240
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_resume_after_sigkill_and_sigterm(linear_data, tmp_path):
     """SIGKILL: the restart resumes from the last periodic checkpoint. SIGTERM (preemption): the run saves
     a checkpoint at the end of the current loop and exits 143; the restart resumes exactly there."""

@@ -79,7 +79,7 @@ def test_two_workers_train_the_penguin_task_with_global_metrics(tmp_path):
     n_examples = int(_validation_line(chief_out).split()[0])
 
     # only the chief published; the workers' private dirs are gone
-    assert sorted(os.listdir(model_dir)) == ["Format-Serving", "logs"]
+    assert sorted(os.listdir(model_dir)) == ["Format-Serving", "logs", "schemata"]  # schemata: Vertex predictSchemata
     assert (model_dir / "logs" / "checkpoints" / "params.yaml").is_file()
     assert (model_dir / "logs" / "checkpoints" / "best_ckpt" / "info.json").is_file()
     assert os.listdir(tmp_path / "tmp0") == [] and os.listdir(tmp_path / "tmp1") == []

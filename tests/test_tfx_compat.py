@@ -376,6 +376,7 @@ def test_tfx_style_tuner_module_tunes_with_its_own_strategy_and_imports(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_module_mirrored_strategy_on_two_cluster_spec_workers(tmp_path):
     import subprocess
 

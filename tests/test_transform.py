@@ -79,6 +79,7 @@ print("RESULT" + json.dumps({"fresh": fresh, "committed": summary(COMMITTED), "w
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_penguin_transform_outputs_read_as_tfx_reads_them(tmp_path):
     graph, transformed = tmp_path / "graph", tmp_path / "transformed"
     proc = _transform("--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "schema.pbtxt"),

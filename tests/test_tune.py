@@ -116,6 +116,7 @@ def _hidden_layers(serving_dir: Path) -> tuple[int, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_kfp_tune_then_train_on_the_bundled_example(tmp_path):
     import keras_tuner
 
@@ -189,6 +190,7 @@ def _trial_states(project: Path) -> dict[str, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_killed_search_resumes_without_redoing_completed_trials(tmp_path):
     args = ["tune", "--examples", PENGUIN / "data",
             "--module-file", PENGUIN / "module.py", "--schema", PENGUIN / "schema.pbtxt",

@@ -116,6 +116,7 @@ def test_heartbeats_keep_a_long_trial_alive_and_silence_past_the_deadline_fails(
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_trials_spread_over_the_chief_and_two_workers(tmp_path):
     import keras_tuner
 

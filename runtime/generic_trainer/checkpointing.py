@@ -66,15 +66,17 @@ def read_state(checkpoint_dir: str) -> dict[str, Any] | None:
         return json.load(f)
 
 
-def run_settings(train_steps: int | None, hyperparameters: Any, custom_config: Any,
-                 module_file: str | None) -> dict[str, Any]:
-    """The settings of a run a backup must share to be resumed (values that may be secret are hashed)."""
+def run_settings(train_steps: int | None, hyperparameters: Any, module_file: str | None) -> dict[str, Any]:
+    """The settings of a run a backup must share to be resumed (values that may be secret are hashed).
+
+    Custom config is not among them: it also carries run-specific values (output paths, ids) that a
+    restarted attempt may be given anew, and what the model is made of shows in the fit's signature.
+    """
     module_hash = None
     if module_file and os.path.isfile(module_file):
         with open(module_file, "rb") as f:
             module_hash = hashlib.sha256(f.read()).hexdigest()[:16]
-    return {"train_steps": train_steps, "hyperparameters": _digest(hyperparameters),
-            "custom_config": _digest(custom_config), "module": module_hash}
+    return {"train_steps": train_steps, "hyperparameters": _digest(hyperparameters), "module": module_hash}
 
 
 def _digest(value: Any) -> str:

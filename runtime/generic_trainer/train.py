@@ -160,8 +160,7 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
     backup = checkpointing.BackupAndRestore(
         request.checkpoint_dir, strategy=strategy, is_chief=cluster.is_chief, multi_worker=cluster.is_multi_worker,
         private_dir=os.path.join(private, "backup"),
-        settings=checkpointing.run_settings(request.train_steps, request.hyperparameters, request.custom_config,
-                                            module_path))
+        settings=checkpointing.run_settings(request.train_steps, request.hyperparameters, module_path))
 
     fn_args = FnArgs(
         working_dir=working_dir,
