@@ -21,6 +21,12 @@ from collections.abc import Sequence
 from typing import Any
 
 
+def exclusion_patterns(weight_decay: list[str] | None, layer_adaptation: list[str] | None,
+                       ) -> tuple[list[str], list[str]]:
+    """(weight-decay, layer-adaptation) exclusion regexes; layer adaptation defaults to the weight-decay ones."""
+    weight_decay = list(weight_decay or [])
+    return weight_decay, list(layer_adaptation) if layer_adaptation is not None else weight_decay
+
 def matches(variable: Any, patterns: Sequence[str] | None) -> bool:
     """Whether any regex in `patterns` is found in the variable's path (or `path:0`)."""
     path = getattr(variable, "path", None) or getattr(variable, "name", "")
@@ -50,10 +56,8 @@ def _make_lamb() -> type:
             super().__init__(learning_rate=learning_rate, name=name, **kwargs)
             self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
             self.weight_decay_rate = weight_decay_rate
-            self.exclude_from_weight_decay_patterns = list(exclude_from_weight_decay or [])
-            self.exclude_from_layer_adaptation_patterns = list(
-                exclude_from_layer_adaptation if exclude_from_layer_adaptation is not None
-                else exclude_from_weight_decay or [])
+            self.exclude_from_weight_decay_patterns, self.exclude_from_layer_adaptation_patterns = \
+                exclusion_patterns(exclude_from_weight_decay, exclude_from_layer_adaptation)
 
         def build(self, var_list):
             if self.built:
@@ -107,10 +111,8 @@ def _make_lars() -> type:
             super().__init__(learning_rate=learning_rate, name=name, **kwargs)
             self.momentum, self.eeta, self.weight_decay_rate = momentum, eeta, weight_decay_rate
             self.nesterov, self.classic_momentum = nesterov, classic_momentum
-            self.exclude_from_weight_decay_patterns = list(exclude_from_weight_decay or [])
-            self.exclude_from_layer_adaptation_patterns = list(
-                exclude_from_layer_adaptation if exclude_from_layer_adaptation is not None
-                else exclude_from_weight_decay or [])
+            self.exclude_from_weight_decay_patterns, self.exclude_from_layer_adaptation_patterns = \
+                exclusion_patterns(exclude_from_weight_decay, exclude_from_layer_adaptation)
 
         def build(self, var_list):
             if self.built:
