@@ -3,8 +3,9 @@
 Standard library only: it runs with the base image's python3 before the virtual environment exists, and
 with the venv's python after. Subcommands:
 
-  requirements ACCELERATOR RUNTIME_LOCK [CUDA_LOCK]   the pinned lines to install (stdout): the locks, minus
-                                                      LEAVE_OUT; for `cpu`, TensorFlow's CPU-only wheel
+  requirements ACCELERATOR RUNTIME_LOCK CUDA_LOCK     the pinned lines to install (stdout): both locks for
+                                                      `cuda`, the runtime lock with TensorFlow's CPU-only wheel
+                                                      for `cpu`; never what LEAVE_OUT names
   prune-dists                                         (venv python) uninstall what the runtime no longer needs
   check UV                                            (venv python) `uv pip check`, allowing only what LEAVE_OUT
                                                       and the CPU wheel explain
@@ -96,12 +97,13 @@ def lock_lines(path: str) -> list[tuple[str, str]]:
     return pins
 
 
-def requirements(accelerator: str, locks: list[str]) -> list[str]:
-    """The pins to install: every lock's, without LEAVE_OUT; TensorFlow's CPU wheel for `cpu`."""
+def requirements(accelerator: str, runtime_lock: str, cuda_lock: str) -> list[str]:
+    """The pins to install: both locks' for `cuda`; the runtime lock's, TensorFlow's CPU wheel, for `cpu`.
+    Never what LEAVE_OUT names."""
     if accelerator not in ("cpu", "cuda"):
         raise SystemExit(f"slim.py: ACCELERATOR must be cpu or cuda, not {accelerator!r}")
     out = []
-    for path in locks:
+    for path in [runtime_lock, cuda_lock] if accelerator == "cuda" else [runtime_lock]:
         for name, line in lock_lines(path):
             if name in LEAVE_OUT:
                 continue
@@ -228,7 +230,7 @@ def main(argv: list[str]) -> int:
         return 2
     cmd, args = argv[0], argv[1:]
     if cmd == "requirements":
-        print("\n".join(requirements(args[0], args[1:])))
+        print("\n".join(requirements(*args)))
     elif cmd == "prune-dists":
         prune_dists(args[0])
     elif cmd == "check":
