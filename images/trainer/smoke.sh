@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
-# Smoke test of the trainer image, without a docker engine or a registry:
+# Image test of the trainer image, with no registry (`make image-test`):
 #   1. builds a local Debian bookworm base image (debootstrap; python3 is 3.11), once: it is reused
 #      while `localhost/generic-trainer-base` exists in buildah's storage;
-#   2. builds images/trainer/Dockerfile on it with buildah (vfs storage, chroot isolation);
-#   3. trains the bundled penguin example inside the image through the image's own ENTRYPOINT and
-#      USER, checks the exported model (loaded and called inside the image) and the metrics;
-#   4. checks that no heavy optional library (tensorflow-transform, Beam, kfp, Google Cloud
+#   2. builds images/trainer/Dockerfile on it with buildah (vfs storage, chroot isolation, nice 10);
+#   3. uses the docker engine that answers `docker info`, or starts one (dockerd, vfs storage, its own
+#      data root and socket in a temporary directory), stopped and removed at the end; pushes the image
+#      into it;
+#   4. runs the image's ENTRYPOINT both ways: CLI arguments (`docker run IMAGE train ...`) and a whole
+#      command (`docker run IMAGE generic-trainer ...`, `python`, `sh`, as kfp.local's DockerRunner does);
+#   5. runs the README's `docker run` command on the bundled penguin example (mounted read-only, as the
+#      non-root user 1000:1000), checks the model (loaded and called inside the image), metrics and
+#      report; checks that no heavy optional library (tensorflow-transform, Beam, kfp, Google Cloud
 #      clients, keras-tuner) is imported before the user's code runs;
-#   5. prints the image size, the `generic-trainer --help` time and the cold start (seconds from
-#      container start to the first training step), and writes them to $WORK/summary.json.
+#   6. runs the penguin pipeline with kfp.local's DockerRunner (images/trainer/docker_pipeline.py):
+#      import-examples, transform, tuner, trainer, evaluator and infra-validator each in the image,
+#      each reading the artifacts of the one before from the pipeline root;
+#   7. prints the image size, the times and the cold start (seconds from `docker run` to the first
+#      training step), and writes them to $WORK/summary.json.
 #
-# Usage: bash images/trainer/smoke.sh        (or: make image-test). Needs root, buildah and
-# debootstrap (installed with apt-get when missing), the Debian mirror and PyPI.
-# Knobs (environment): ACCELERATOR=cpu|cuda (default cpu), IMAGE, BASE_IMAGE, WORK,
-# REBUILD_BASE=1, SKIP_BUILD=1 (reuse $IMAGE), BUILD_ONLY=1, STORAGE_DRIVER (default vfs),
-# UV_CACHE (host uv cache mounted into the build, default ~/.cache/uv), DEBIAN_MIRROR.
+# Usage: bash images/trainer/smoke.sh        (or: make image-test). Needs root, buildah, debootstrap
+# and docker.io (installed with apt-get when missing), the Debian mirror and PyPI, and the dev venv
+# (`make install`: kfp and the docker client library, for step 6).
+# Knobs (environment): ACCELERATOR=cpu|cuda (default cpu), IMAGE, DOCKER_IMAGE, BASE_IMAGE, WORK,
+# REBUILD_BASE=1, SKIP_BUILD=1 (reuse $IMAGE), BUILD_ONLY=1, SKIP_PIPELINE=1, TRAIN_STEPS,
+# PIPELINE_TRAIN_STEPS, STORAGE_DRIVER (default vfs), UV_CACHE (host uv cache mounted into the build,
+# default ~/.cache/uv), DEBIAN_MIRROR, PY (the dev venv's python).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -23,6 +33,9 @@ IMAGE=${IMAGE:-localhost/generic-trainer:smoke-${ACCELERATOR}}
 BASE_IMAGE=${BASE_IMAGE:-localhost/generic-trainer-base}
 WORK=${WORK:-$ROOT/out/image-smoke}
 UV_CACHE=${UV_CACHE:-$HOME/.cache/uv}
+PY=${PY:-$ROOT/.venv/bin/python}
+# The image's name in the docker engine (what the pipeline's components are compiled for).
+DOCKER_IMAGE=${DOCKER_IMAGE:-generic-trainer:smoke-${ACCELERATOR}}
 CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 export STORAGE_DRIVER=${STORAGE_DRIVER:-vfs}
 # The line of the training log that marks the first training step: the runtime's own
@@ -40,13 +53,14 @@ T_START=$(now)
 mkdir -p "$WORK"
 
 # --- 0. tools ----------------------------------------------------------------------------------
-if ! command -v buildah >/dev/null || ! command -v debootstrap >/dev/null; then
+if ! command -v buildah >/dev/null || ! command -v debootstrap >/dev/null \
+   || { [ "${BUILD_ONLY:-0}" != 1 ] && ! command -v dockerd >/dev/null; }; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    log "installing buildah and debootstrap"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah debootstrap >/dev/null \
-      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah debootstrap >/dev/null; }
+    log "installing buildah, debootstrap and docker.io"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah debootstrap docker.io >/dev/null \
+      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q buildah debootstrap docker.io >/dev/null; }
   else
-    die "needs buildah and debootstrap (apt-get install buildah debootstrap), run as root"
+    die "needs buildah, debootstrap and docker.io (apt-get install buildah debootstrap docker.io), run as root"
   fi
 fi
 [ "$(id -u)" = 0 ] || die "run as root (debootstrap, buildah chroot isolation)"
@@ -87,7 +101,7 @@ else
   # Reuse the host's uv cache (wheels the dev venv already downloaded).
   [ -d "$UV_CACHE" ] && vols+=(--volume "$UV_CACHE:/root/.cache/uv")
   t=$(now)
-  bh bud --isolation chroot --network host "${vols[@]}" \
+  nice -n 10 buildah --storage-driver "$STORAGE_DRIVER" bud --isolation chroot --network host "${vols[@]}" \
     --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg ACCELERATOR="$ACCELERATOR" \
     -f "$ROOT/images/trainer/Dockerfile" -t "$IMAGE" "$ROOT" 2>&1 | tee "$WORK/build.log" \
     | grep -E '^(STEP|COMMIT)|error|Error' || true
@@ -129,50 +143,99 @@ img_cfg() {  # img_cfg KEY: a field of the image's OCI config, as JSON
 }
 ENTRYPOINT_JSON=$(img_cfg Entrypoint)
 IMAGE_USER=$(img_cfg User | tr -d '"')
-[ "$ENTRYPOINT_JSON" = '["generic-trainer"]' ] || die "entrypoint is $ENTRYPOINT_JSON"
+[ "$ENTRYPOINT_JSON" = '["/usr/local/bin/generic-trainer-entrypoint"]' ] || die "entrypoint is $ENTRYPOINT_JSON"
 case "$IMAGE_USER" in ""|0|0:*|root|root:*) die "image runs as root ($IMAGE_USER)";; esac
-mapfile -t ENTRYPOINT < <(python3 -c 'import json, sys; print("\n".join(json.loads(sys.argv[1])))' "$ENTRYPOINT_JSON")
+[ -x "$PY" ] || die "no dev venv python at $PY (run make install)"
 
-# --- 4. run the example in the image -----------------------------------------------------------
-# `buildah run` runs a given command in a container made from the image (with its USER, ENV and
-# WORKDIR) but does not apply ENTRYPOINT: it is prepended here as `docker run` would.
+# --- 4. a docker engine, with the image in it -------------------------------------------------
+DOCKERD_PID=
+DOCKERD_DIR=
+cleanup() {
+  if [ -n "$DOCKERD_PID" ]; then
+    echo "stopping the docker engine this test started (pid $DOCKERD_PID)"
+    kill "$DOCKERD_PID" 2>/dev/null || true
+    for _ in $(seq 60); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 1; done
+    kill -9 "$DOCKERD_PID" 2>/dev/null || true
+  fi
+  if [ -n "$DOCKERD_DIR" ]; then
+    chmod -R u+w "$DOCKERD_DIR" 2>/dev/null || true
+    rm -rf "$DOCKERD_DIR"
+  fi
+}
+trap cleanup EXIT
+T_DOCKERD=
+if docker info >/dev/null 2>&1; then
+  log "docker engine: using the running one"
+else
+  log "docker engine: starting dockerd (vfs storage, no iptables, no bridge; its own data root and socket)"
+  DOCKERD_DIR=$(mktemp -d /tmp/gt-dockerd.XXXXXX)
+  export DOCKER_HOST="unix://$DOCKERD_DIR/docker.sock"
+  t=$(now)
+  dockerd --storage-driver=vfs --iptables=false --ip-masq=false --bridge=none \
+    --data-root "$DOCKERD_DIR/data" --exec-root "$DOCKERD_DIR/exec" --pidfile "$DOCKERD_DIR/docker.pid" \
+    --host "$DOCKER_HOST" >"$WORK/dockerd.log" 2>&1 &
+  DOCKERD_PID=$!
+  for _ in $(seq 120); do
+    docker info >/dev/null 2>&1 && break
+    kill -0 "$DOCKERD_PID" 2>/dev/null || { tail -20 "$WORK/dockerd.log"; die "dockerd exited"; }
+    sleep 1
+  done
+  docker info >/dev/null 2>&1 || { tail -20 "$WORK/dockerd.log"; die "dockerd did not answer in 120 s"; }
+  T_DOCKERD=$(secs "$t" "$(now)")
+  echo "dockerd ready in $T_DOCKERD s"
+fi
+log "pushing $IMAGE into the engine as $DOCKER_IMAGE"
+t=$(now)
+bh push --quiet "$IMAGE" "docker-daemon:$DOCKER_IMAGE" >/dev/null || die "buildah push to the docker engine failed"
+T_PUSH=$(secs "$t" "$(now)")
+echo "pushed in $T_PUSH s"
+
 RUN_DIR="$WORK/run"
 rm -rf "$RUN_DIR"
 mkdir -p "$RUN_DIR"
 chmod 0777 "$RUN_DIR"
-CTR=$(bh from --pull-never "$IMAGE")
-trap 'bh rm "$CTR" >/dev/null 2>&1 || true' EXIT
 EX="$ROOT/examples/penguin"
-crun() {  # crun ARGS... : run in the container, examples mounted read-only at /ex, output at /out
-  bh run --isolation chroot \
-    --volume "$EX:/ex:ro" --volume "$RUN_DIR:/out:rw" "$CTR" -- "$@"
+drun() {  # drun ARGS...: docker run the image as 1000:1000, the example read-only at /penguin, output at /out
+  docker run --rm --user 1000:1000 -v "$EX:/penguin:ro" -v "$RUN_DIR:/out" "$DOCKER_IMAGE" "$@"
 }
-# Prefix every output line with the seconds since $1 (the moment `buildah run` is started).
+# Prefix every output line with the seconds since $1 (the moment `docker run` is started).
 stamp() { python3 -u -c '
 import sys, time
 t0 = float(sys.argv[1])
 for line in sys.stdin:
     sys.stdout.write(f"{time.time() - t0:8.2f} {line}")' "$1"; }
 
-log "container start overhead (buildah run ... true) and generic-trainer --help"
-t=$(now); crun true; T_NOOP=$(secs "$t" "$(now)")
+# --- 5. the entrypoint, both ways --------------------------------------------------------------
+log "entrypoint: CLI arguments get generic-trainer, a command runs as given"
+t=$(now); drun true || die "docker run IMAGE true failed"; T_NOOP=$(secs "$t" "$(now)")
 T_HELP=()
 for _ in 1 2 3; do
-  t=$(now); crun "${ENTRYPOINT[@]}" --help >"$WORK/help.txt" 2>&1 || { cat "$WORK/help.txt"; die "--help failed"; }
+  t=$(now); drun --help >"$WORK/help.txt" 2>&1 || { cat "$WORK/help.txt"; die "docker run IMAGE --help failed"; }
   T_HELP+=("$(secs "$t" "$(now)")")
 done
-# The same, timed inside the container (no container set-up): bash's `time`, real seconds.
-T_HELP_IN=$(crun bash -c 'TIMEFORMAT=%R; { time "$@" --help >/dev/null 2>&1; } 2>&1' _ "${ENTRYPOINT[@]}")
-echo "buildah run true: $T_NOOP s; generic-trainer --help: ${T_HELP[*]} s (inside: $T_HELP_IN s)"
+grep -q "usage: generic-trainer" "$WORK/help.txt" || die "docker run IMAGE --help did not print generic-trainer's usage"
+drun generic-trainer train --help | grep -q "usage: generic-trainer train" || die "docker run IMAGE generic-trainer train --help"
+drun train --help | grep -q "usage: generic-trainer train" || die "docker run IMAGE train --help"
+[ "$(drun sh -c 'echo "$0:$(id -u)"')" = "sh:1000" ] || die "docker run IMAGE sh -c ... did not run sh as 1000"
+[ "$(drun python -c 'import sys; print(sys.prefix)')" = "/opt/venv" ] || die "docker run IMAGE python ... is not the venv's"
+set +e
+drun no-such-verb >"$WORK/bad-verb.txt" 2>&1
+rc=$?
+set -e
+{ [ "$rc" = 2 ] && grep -q "invalid choice: 'no-such-verb'" "$WORK/bad-verb.txt"; } \
+  || { cat "$WORK/bad-verb.txt"; die "an unknown verb must be generic-trainer's usage error (exit 2), got $rc"; }
+T_HELP_IN=$(drun python -c 'import subprocess, time; t = time.time(); subprocess.run(["generic-trainer", "--help"], capture_output=True, check=True); print(f"{time.time() - t:.2f}")')
+echo "docker run true: $T_NOOP s; docker run IMAGE --help: ${T_HELP[*]} s (inside: $T_HELP_IN s)"
 
-log "training the penguin example in the image: ${ENTRYPOINT[*]} train ..."
+# --- 6. the README's docker run command --------------------------------------------------------
+log "the README's docker run: IMAGE train ... on the penguin example, as 1000:1000"
 [ -f "$EX/module.py" ] || die "examples/penguin/module.py is missing"
-TRAIN_ARGS=(train --examples /ex/data --schema /ex/schema.pbtxt --module-file /ex/module.py
-            --model-dir /out/model --metrics-file /out/metrics.json
+TRAIN_ARGS=(train --examples /penguin/data --schema /penguin/schema.pbtxt --module-file /penguin/module.py
+            --model-dir /out/model --metrics-file /out/metrics.json --report-file /out/report.html
             --train-steps "${TRAIN_STEPS:-200}")
 t0=$(now)
 set +e
-crun "${ENTRYPOINT[@]}" "${TRAIN_ARGS[@]}" 2>&1 | stamp "$t0" | tee "$WORK/train.log"
+drun "${TRAIN_ARGS[@]}" 2>&1 | stamp "$t0" | tee "$WORK/train.log"
 rc=${PIPESTATUS[0]}
 set -e
 T_TRAIN=$(secs "$t0" "$(now)")
@@ -185,11 +248,14 @@ FIRST_STEP_LINE=$(cut -c10- <<<"$STEP_LINE")
 # The runtime also says how long after its own process start the step came.
 T_FIRST_STEP_PROC=$(sed -n 's/.*(\([0-9.]*\) s after process start).*/\1/p' <<<"$STEP_LINE")
 
-log "checking the model inside the image"
+log "checking the model, metrics and report"
 [ -f "$RUN_DIR/metrics.json" ] || die "no metrics file written"
+[ -s "$RUN_DIR/report.html" ] || die "no report written"
+[ -f "$RUN_DIR/model/Format-Serving/saved_model.pb" ] || die "no serving model written"
+[ "$(stat -c %u "$RUN_DIR/model/Format-Serving/saved_model.pb")" = 1000 ] || die "the model is not owned by uid 1000"
 # Load the published serving model in the image and classify eval examples with it.
-crun python -c '
-import glob, json, os, sys
+drun python -c '
+import glob, json
 import tensorflow as tf
 metrics = json.load(open("/out/metrics.json"))
 print("metrics:", metrics)
@@ -197,7 +263,7 @@ assert metrics.get("accuracy", 0) > 0.6, "eval accuracy too low: %r" % metrics
 path = "/out/model/Format-Serving"
 model = tf.saved_model.load(path)
 fn = model.signatures["serving_default"]
-files = sorted(glob.glob("/ex/data/Split-eval/*"))
+files = sorted(glob.glob("/penguin/data/Split-eval/*"))
 records = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
 labels = [tf.train.Example.FromString(r).features.feature["species"].int64_list.value[0] for r in records]
 inputs = fn.structured_input_signature[1]
@@ -213,11 +279,10 @@ assert accuracy > 0.8, "the served model does not classify the eval split"
   | tee "$WORK/check.log"
 [ "${PIPESTATUS[0]}" = 0 ] || die "model check failed"
 
-# --- 5. start-up path ---------------------------------------------------------------------------
 log "heavy imports before the user's code runs (a module that imports nothing itself)"
 # tensorflow-transform, Beam, kfp, the Google Cloud clients and keras-tuner must stay out of the
 # start-up path unless the run uses them; the module reports what is loaded when run_fn starts.
-cat >"$RUN_DIR/probe_module.py" <<'EOF'
+cat >"$RUN_DIR/probe_module.py" <<'PROBE'
 import json
 import sys
 
@@ -230,40 +295,62 @@ def run_fn(fn_args):
     import keras
     inputs = keras.Input(shape=(1,), name="x")
     keras.Model(inputs, keras.layers.Dense(1)(inputs)).export(fn_args.serving_model_dir)
-EOF
-HEAVY_LOADED=$(crun "${ENTRYPOINT[@]}" train --examples /ex/data --module-file /out/probe_module.py \
+PROBE
+HEAVY_LOADED=$(drun train --examples /penguin/data --module-file /out/probe_module.py \
                  --model-dir /out/probe-model 2>&1 | sed -n 's/^HEAVY_AT_RUN_FN //p')
 echo "loaded when run_fn starts: ${HEAVY_LOADED:-?}"
 [ "$HEAVY_LOADED" = "[]" ] || die "heavy modules in the start-up path: ${HEAVY_LOADED:-probe did not run}"
 
-# --- 6. summary --------------------------------------------------------------------------------
+# --- 7. the penguin pipeline under kfp.local's DockerRunner ------------------------------------
+T_PIPELINE=
+if [ "${SKIP_PIPELINE:-0}" != 1 ]; then
+  log "the penguin pipeline with kfp.local.DockerRunner: every component in $DOCKER_IMAGE"
+  KFP_ROOT="$WORK/kfp-docker"
+  rm -rf "$KFP_ROOT"
+  t=$(now)
+  set +e
+  (cd "$ROOT" && "$PY" images/trainer/docker_pipeline.py --image "$DOCKER_IMAGE" --pipeline-root "$KFP_ROOT" \
+     --train-steps "${PIPELINE_TRAIN_STEPS:-100}" --max-trials 2) 2>&1 | stamp "$t" | tee "$WORK/pipeline.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  T_PIPELINE=$(secs "$t" "$(now)")
+  [ "$rc" = 0 ] || die "the DockerRunner pipeline exited with $rc (log: $WORK/pipeline.log)"
+  echo "DockerRunner pipeline: $T_PIPELINE s"
+fi
+
+# --- 8. summary --------------------------------------------------------------------------------
 T_TOTAL=$(secs "$T_START" "$(now)")
-export IMAGE ACCELERATOR BASE_IMAGE IMAGE_BYTES BASE_BYTES T_BUILD T_NOOP T_HELP_IN T_FIRST_STEP T_FIRST_STEP_PROC FIRST_STEP_LINE T_TRAIN T_TOTAL
-T_HELP_ALL="${T_HELP[*]}" python3 - "$WORK/summary.json" <<'EOF'
+export IMAGE ACCELERATOR BASE_IMAGE IMAGE_BYTES BASE_BYTES T_BUILD T_NOOP T_HELP_IN T_FIRST_STEP T_FIRST_STEP_PROC \
+       FIRST_STEP_LINE T_TRAIN T_TOTAL T_DOCKERD T_PUSH T_PIPELINE
+T_HELP_ALL="${T_HELP[*]}" python3 - "$WORK/summary.json" <<'SUMMARY'
 import json, os, sys
 e = os.environ
 num = lambda k: float(e[k]) if e.get(k) else None
 summary = {
     "image": e["IMAGE"], "accelerator": e["ACCELERATOR"], "base_image": e["BASE_IMAGE"],
     "image_bytes": int(e["IMAGE_BYTES"]), "base_bytes": int(e["BASE_BYTES"]),
-    "build_seconds": num("T_BUILD"), "buildah_run_true_seconds": num("T_NOOP"),
+    "build_seconds": num("T_BUILD"), "dockerd_start_seconds": num("T_DOCKERD"),
+    "push_to_engine_seconds": num("T_PUSH"), "docker_run_true_seconds": num("T_NOOP"),
     "help_seconds": [float(x) for x in e["T_HELP_ALL"].split()],
     "help_in_container_seconds": num("T_HELP_IN"),
     "first_training_step_seconds": num("T_FIRST_STEP"),
     "first_training_step_after_process_start_seconds": num("T_FIRST_STEP_PROC"),
     "first_training_step_line": e.get("FIRST_STEP_LINE", ""),
-    "train_run_seconds": num("T_TRAIN"), "smoke_seconds": num("T_TOTAL"),
+    "train_run_seconds": num("T_TRAIN"), "docker_runner_pipeline_seconds": num("T_PIPELINE"),
+    "smoke_seconds": num("T_TOTAL"),
 }
 with open(sys.argv[1], "w") as f:
     json.dump(summary, f, indent=2)
-EOF
+SUMMARY
 log "summary ($WORK/summary.json)"
-echo "image:                    $IMAGE (ACCELERATOR=$ACCELERATOR, base $BASE_IMAGE)"
-echo "image size, uncompressed: $IMAGE_MB MB (base $BASE_MB MB, added $(( (IMAGE_BYTES - BASE_BYTES) / 1000000 )) MB)"
-echo "build:                    ${T_BUILD:-skipped} s"
-echo "buildah run true:         $T_NOOP s"
-echo "generic-trainer --help:   ${T_HELP[*]} s (inside the container: $T_HELP_IN s)"
-echo "start -> first step:      ${T_FIRST_STEP:-?} s  (the runtime: ${T_FIRST_STEP_PROC:-?} s after its process start)"
-echo "whole training run:       $T_TRAIN s"
-echo "smoke total:              $T_TOTAL s"
+echo "image:                     $IMAGE (ACCELERATOR=$ACCELERATOR, base $BASE_IMAGE), in docker as $DOCKER_IMAGE"
+echo "image size, uncompressed:  $IMAGE_MB MB (base $BASE_MB MB, added $(( (IMAGE_BYTES - BASE_BYTES) / 1000000 )) MB)"
+echo "build:                     ${T_BUILD:-skipped} s"
+echo "dockerd start:             ${T_DOCKERD:-already running} s; push into it: $T_PUSH s"
+echo "docker run true:           $T_NOOP s"
+echo "docker run IMAGE --help:   ${T_HELP[*]} s (inside the container: $T_HELP_IN s)"
+echo "start -> first step:       ${T_FIRST_STEP:-?} s  (the runtime: ${T_FIRST_STEP_PROC:-?} s after its process start)"
+echo "README docker run (train): $T_TRAIN s"
+echo "DockerRunner pipeline:     ${T_PIPELINE:-skipped} s"
+echo "image test total:          $T_TOTAL s"
 echo "smoke: OK"
