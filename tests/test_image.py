@@ -24,7 +24,10 @@ CUDA_LOCK = REPO / "images" / "trainer" / "cuda.lock"
 RUNTIME_LOCK = REPO / "requirements" / "runtime.lock"
 DOCKERIGNORE = REPO / ".dockerignore"
 COMPONENT_YAMLS = sorted((REPO / "components").glob("*/component.yaml"))
-ENTRYPOINT = ["generic-trainer"]
+# The components' container command (what Kubernetes runs in place of the ENTRYPOINT) and the image's
+# ENTRYPOINT, a script that runs it when given as a command (tests/test_image_entrypoint.py).
+COMMAND = ["generic-trainer"]
+ENTRYPOINT = ["/usr/local/bin/generic-trainer-entrypoint"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -144,9 +147,14 @@ def test_dependencies_come_from_the_lock_files():
     runs = " ".join(rest for keyword, rest in builder if keyword == "RUN")
     assert "requirements/runtime.lock" in copies and RUNTIME_LOCK.is_file()
     assert "images/trainer/cuda.lock" in copies and CUDA_LOCK.is_file()
-    for lock in ("runtime.lock", "cuda.lock"):
-        m = re.search(rf"pip install [^&;]*--no-deps -r {re.escape(lock)}", runs)
-        assert m, f"{lock} must be installed with --no-deps (nothing resolved at build time)"
+    # slim.py turns both lock files into the pins to install (minus what it leaves out), installed with
+    # --no-deps: nothing is resolved at build time.
+    pins = r"python3 slim\.py requirements \"\$\{ACCELERATOR\}\" runtime\.lock cuda\.lock > requirements\.txt"
+    assert re.search(pins, runs), "the pins must come from slim.py requirements over both lock files"
+    assert re.search(r"pip install [^&;]*--no-deps -r requirements\.txt", runs), "install the pins with --no-deps"
+    assert "images/trainer/slim.py" in copies
+    for step in ("prune-dists", "check", "prune-files"):
+        assert f"slim.py {step}" in runs, f"the builder must run slim.py {step}"
     assert re.search(r"pip install [^&;]*--no-deps \.", runs), "the package itself is installed from the context"
     # Every COPY source from the build context exists.
     for keyword, rest in builder:
@@ -159,7 +167,7 @@ def test_final_stage_runtime_contract():
     _, blocks = stages()
     final = blocks[-1]
     keywords = [k for k, _ in final]
-    # Exec-form ENTRYPOINT matching the components' command.
+    # Exec-form ENTRYPOINT: the script that runs the components' command (tests/test_image_entrypoint.py).
     entry = [rest for k, rest in final if k == "ENTRYPOINT"]
     assert entry and json.loads(entry[-1]) == ENTRYPOINT
     # Non-root, numeric (Kubernetes' runAsNonRoot can only verify a numeric user).
@@ -242,6 +250,7 @@ def test_dockerignore_excludes(path):
 
 
 @pytest.mark.parametrize("path", ["pyproject.toml", "requirements/runtime.lock", "images/trainer/cuda.lock",
+                                  "images/trainer/slim.py", "images/trainer/entrypoint.sh",
                                   "runtime/generic_trainer/cli.py", "runtime/generic_trainer/__init__.py"])
 def test_dockerignore_keeps_what_the_build_reads(path):
     assert not dockerignored(path), f"{path} is needed by the build but ignored"
@@ -259,7 +268,7 @@ def cli_verbs() -> set[str]:
 
 
 def test_components_run_the_image_entrypoint():
-    """Every component's container command is the image's ENTRYPOINT, followed by a verb of its CLI."""
+    """Every component's container command is `generic-trainer`, followed by a verb of its CLI."""
     assert COMPONENT_YAMLS, "components/*/component.yaml are missing"
     assert any(p.parent.name == "trainer" for p in COMPONENT_YAMLS)
     verbs = cli_verbs()
@@ -270,7 +279,7 @@ def test_components_run_the_image_entrypoint():
         assert executors, path
         for name, executor in executors.items():
             container = executor["container"]
-            assert container["command"] == ENTRYPOINT, f"{path}: {name} command {container['command']}"
+            assert container["command"] == COMMAND, f"{path}: {name} command {container['command']}"
             assert container["args"][0] in verbs, f"{path}: {name} runs `{container['args'][0]}`, not a CLI verb"
             images.add(container["image"])
     assert len(images) == 1, f"the components name different images: {images}"

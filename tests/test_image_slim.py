@@ -1,0 +1,172 @@
+"""What the trainer image installs and leaves out (images/trainer/slim.py), checked without building it.
+
+The distributions' metadata comes from the dev venv, which carries the runtime lock's versions: the
+runtime's own imports must all come from distributions the image keeps, and what slim.py prunes must
+never be a file TensorFlow loads.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+from importlib.metadata import packages_distributions, version
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SLIM_PATH = REPO / "images" / "trainer" / "slim.py"
+RUNTIME_LOCK = REPO / "requirements" / "runtime.lock"
+CUDA_LOCK = REPO / "images" / "trainer" / "cuda.lock"
+RUNTIME = REPO / "runtime" / "generic_trainer"
+# Not in the image on purpose (the README says so): the runtime imports them lazily, with a clear error.
+NOT_IN_IMAGE = {
+    "google.cloud.aiplatform": "vertex-job runs where jobs are launched (generic-trainer[pipelines])",
+    "boto3": "s3:// module files without the /s3 mount (generic-trainer[s3])",
+    "botocore": "as boto3",
+}
+
+
+@pytest.fixture(scope="module")
+def slim():
+    spec = importlib.util.spec_from_file_location("trainer_image_slim", SLIM_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pins(lines):
+    return dict(line.split("==", 1) for line in lines)
+
+
+def test_cpu_requirements(slim):
+    lock = dict((name, line.split("==")[1]) for name, line in slim.lock_lines(str(RUNTIME_LOCK)))
+    got = pins(slim.requirements("cpu", str(RUNTIME_LOCK), str(CUDA_LOCK)))
+    assert got["tensorflow-cpu"] == lock["tensorflow"], "the CPU wheel must be the locked TensorFlow version"
+    assert "tensorflow" not in got
+    assert not [n for n in got if n.startswith("nvidia-")]
+    names = {slim.canonical(n) for n in got}
+    assert not names & set(slim.LEAVE_OUT)
+    assert names == (set(lock) - set(slim.LEAVE_OUT) - {"tensorflow"}) | {"tensorflow-cpu"}
+
+
+def test_cuda_requirements(slim):
+    got = {slim.canonical(n): v for n, v in pins(slim.requirements("cuda", str(RUNTIME_LOCK), str(CUDA_LOCK))).items()}
+    want = {name: line.split("==")[1] for path in (RUNTIME_LOCK, CUDA_LOCK) for name, line in slim.lock_lines(str(path))
+            if name not in slim.LEAVE_OUT}
+    assert got == want
+    assert "tensorflow" in got and "nvidia-cudnn-cu12" in got and "nvidia-curand-cu12" not in got
+
+
+def test_bad_accelerator_is_refused(slim):
+    with pytest.raises(SystemExit, match="ACCELERATOR must be cpu or cuda, not 'gpu'"):
+        slim.requirements("gpu", str(RUNTIME_LOCK), str(CUDA_LOCK))
+
+
+def test_every_left_out_distribution_is_locked(slim):
+    locked = {name for path in (RUNTIME_LOCK, CUDA_LOCK) for name, _ in slim.lock_lines(str(path))}
+    assert set(slim.LEAVE_OUT) <= locked, f"stale LEAVE_OUT entries: {set(slim.LEAVE_OUT) - locked}"
+
+
+def runtime_imports() -> set[str]:
+    """Top-level modules (google.X, google.cloud.X in the namespace packages) the runtime imports."""
+    found = set()
+    for path in RUNTIME.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                depth = 3 if parts[:2] == ["google", "cloud"] else 2 if parts[0] == "google" else 1
+                found.add(".".join(parts[:depth]))
+    return found
+
+
+def test_the_runtimes_imports_come_from_kept_distributions(slim):
+    """Every third-party module the runtime imports is provided by a distribution the image keeps."""
+    dists = slim.installed()
+    kept = slim.kept(dists)
+    assert {"tensorflow", "apache-beam", "pyarrow", "tensorflow-transform", "keras-tuner"} <= kept
+    assert not kept & set(slim.LEAVE_OUT)
+    providers = packages_distributions()
+    stdlib = set(sys.stdlib_module_names)
+    checked = []
+    for module in sorted(runtime_imports()):
+        top = module.split(".")[0]
+        if top in stdlib or top in ("generic_trainer", "__future__") or module in NOT_IN_IMAGE:
+            continue
+        if top == "google":
+            prefix = module.replace(".", "/")
+            owners = {slim.canonical(d) for d in providers.get("google", [])
+                      if any(str(f).startswith((prefix + "/", prefix + ".")) for f in _files(d))}
+        else:
+            owners = {slim.canonical(d) for d in providers.get(top, [])}
+        assert owners, f"no distribution provides {module}"
+        assert owners & kept, f"{module} ({owners}) is imported by the runtime but left out of the image"
+        checked.append(module)
+    assert len(checked) >= 10, checked
+
+
+def _files(dist_name: str):
+    from importlib.metadata import files
+
+    return files(dist_name) or []
+
+
+def test_only_left_out_requirements_are_allowed_to_be_missing(slim):
+    class Dist:
+        def __init__(self, v):
+            self.version = v
+
+    tf_version = version("tensorflow")
+    cpu = {"tensorflow-cpu": Dist(tf_version)}
+    line = "The package `{}` requires `{}`, but it's not installed"
+    assert slim.allowed_complaint(line.format("tensorflow", "libclang>=13.0.0"), cpu)
+    assert slim.allowed_complaint(line.format("tf-keras", "tensorflow>=2.21,<2.22"), cpu)
+    assert not slim.allowed_complaint(line.format("tf-keras", "tensorflow>=2.21,<2.22"), {})
+    assert not slim.allowed_complaint(line.format("tf-keras", "tensorflow>=2.22"), cpu)
+    assert not slim.allowed_complaint(line.format("keras", "numpy"), cpu)
+    assert not slim.allowed_complaint("The package `a` has version 1 but requires `b==2`", cpu)
+
+
+def test_pruning_keeps_what_tensorflow_loads(slim, tmp_path):
+    removed = ["tensorflow/include/tensorflow/core/x.h", "pandas/tests/frame/test_x.py",
+               "apache_beam/io/filesystem_test.py", "apache_beam/examples/wordcount.py",
+               "pyarrow/include/arrow/api.h", "pyarrow/libarrow_flight.so.2500", "pyarrow/_flight.cpython-311.so",
+               "nvidia/cudnn/include/cudnn.h", "nvidia/cusolver/lib/libcusolverMg.so.11",
+               "nvidia/cuda_nvrtc/lib/libnvrtc.alt.so.12", "nvidia/cuda_nvrtc/lib/libnvrtc-builtins.alt.so.12.9",
+               "nvidia/cuda_nvcc/nvvm/lib64/libnvvm.so", "nvidia/nccl/lib/libnccl_device.ltoir",
+               "nvidia/cublas/lib/libnvblas.so.12", "nvidia/cufft/lib/libcufftw.so.11", "somepkg/lib/libx.a"]
+    kept = ["tensorflow/libtensorflow_cc.so.2", "tensorflow/python/framework/test_util.py",
+            "apache_beam/io/filesystem.py", "apache_beam/testing/util.py", "pyarrow/libarrow.so.2500",
+            "pyarrow/libparquet.so.2500", "numpy/testing/__init__.py",
+            "nvidia/cusolver/lib/libcusolver.so.11", "nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
+            "nvidia/cuda_nvrtc/lib/libnvrtc-builtins.so.12.9", "nvidia/cuda_nvcc/bin/ptxas",
+            "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc", "nvidia/nccl/lib/libnccl.so.2",
+            "nvidia/cublas/lib/libcublasLt.so.12", "nvidia/cufft/lib/libcufft.so.11",
+            "nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9", "nvidia/nvjitlink/lib/libnvJitLink.so.12"]
+    for rel in removed + kept:
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * 10)
+    assert slim.prune_files(str(tmp_path)) == 10 * len(removed)
+    assert [rel for rel in removed if (tmp_path / rel).exists()] == []
+    assert [rel for rel in kept if not (tmp_path / rel).exists()] == []
+
+
+def test_sizes_count_files_and_their_bytecode(slim, tmp_path):
+    dist = tmp_path / "demo-1.0.dist-info"
+    dist.mkdir()
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "__init__.py").write_bytes(b"x" * 100)
+    (tmp_path / "demo" / "__pycache__").mkdir()
+    (tmp_path / "demo" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"x" * 50)
+    (dist / "RECORD").write_text("demo/__init__.py,,100\ndemo/gone.py,,7\ndemo-1.0.dist-info/RECORD,,\n")
+    [(name, ver, size)] = slim.sizes(str(tmp_path))
+    assert (name, ver) == ("demo", "1.0")
+    assert size == 150 + (dist / "RECORD").stat().st_size
