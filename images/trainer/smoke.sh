@@ -3,9 +3,9 @@
 #   1. builds a local Debian bookworm base image (debootstrap; python3 is 3.11), once: it is reused
 #      while `localhost/generic-trainer-base` exists in buildah's storage;
 #   2. builds images/trainer/Dockerfile on it with buildah (vfs storage, chroot isolation, nice 10);
-#   3. uses the docker engine that answers `docker info`, or starts one (dockerd, vfs storage, its own
-#      data root and socket in a temporary directory), stopped and removed at the end; pushes the image
-#      into it;
+#   3. uses the docker engine that answers `docker info`, or starts one (dockerd, overlay2 storage where
+#      the kernel allows, else vfs; its own data root and socket in a temporary directory), stopped and
+#      removed at the end; loads the image into it;
 #   4. runs the image's ENTRYPOINT both ways: CLI arguments (`docker run IMAGE train ...`) and a whole
 #      command (`docker run IMAGE generic-trainer ...`, `python`, `sh`, as kfp.local's DockerRunner does);
 #   5. runs the README's `docker run` command on the bundled penguin example (mounted read-only, as the
@@ -23,8 +23,9 @@
 # (`make install`: kfp and the docker client library, for step 6).
 # Knobs (environment): ACCELERATOR=cpu|cuda (default cpu), IMAGE, DOCKER_IMAGE, BASE_IMAGE, WORK,
 # REBUILD_BASE=1, SKIP_BUILD=1 (reuse $IMAGE), BUILD_ONLY=1, SKIP_PIPELINE=1, TRAIN_STEPS,
-# PIPELINE_TRAIN_STEPS, STORAGE_DRIVER (default vfs), UV_CACHE (host uv cache mounted into the build,
-# default ~/.cache/uv), DEBIAN_MIRROR, PY (the dev venv's python).
+# PIPELINE_TRAIN_STEPS, STORAGE_DRIVER (buildah's, default vfs), DOCKERD_STORAGE (overlay2 or vfs),
+# UV_CACHE (host uv cache mounted into the build, default ~/.cache/uv), DEBIAN_MIRROR,
+# PY (the dev venv's python).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -167,11 +168,25 @@ T_DOCKERD=
 if docker info >/dev/null 2>&1; then
   log "docker engine: using the running one"
 else
-  log "docker engine: starting dockerd (vfs storage, no iptables, no bridge; its own data root and socket)"
   DOCKERD_DIR=$(mktemp -d /tmp/gt-dockerd.XXXXXX)
+  # overlay2 when this kernel mounts overlays here (a container costs no copy of the image); vfs else
+  # (every `docker run` copies the whole image: a minute or more each for this one).
+  DOCKERD_STORAGE=${DOCKERD_STORAGE:-}
+  if [ -z "$DOCKERD_STORAGE" ]; then
+    mkdir -p "$DOCKERD_DIR"/ovl/{lower,upper,work,merged}
+    if mount -t overlay overlay -o "lowerdir=$DOCKERD_DIR/ovl/lower,upperdir=$DOCKERD_DIR/ovl/upper,workdir=$DOCKERD_DIR/ovl/work" \
+         "$DOCKERD_DIR/ovl/merged" 2>/dev/null; then
+      umount "$DOCKERD_DIR/ovl/merged"
+      DOCKERD_STORAGE=overlay2
+    else
+      DOCKERD_STORAGE=vfs
+    fi
+    rm -rf "$DOCKERD_DIR/ovl"
+  fi
+  log "docker engine: starting dockerd ($DOCKERD_STORAGE storage, no iptables, no bridge; its own data root and socket)"
   export DOCKER_HOST="unix://$DOCKERD_DIR/docker.sock"
   t=$(now)
-  dockerd --storage-driver=vfs --iptables=false --ip-masq=false --bridge=none \
+  dockerd --storage-driver="$DOCKERD_STORAGE" --iptables=false --ip-masq=false --bridge=none \
     --data-root "$DOCKERD_DIR/data" --exec-root "$DOCKERD_DIR/exec" --pidfile "$DOCKERD_DIR/docker.pid" \
     --host "$DOCKER_HOST" >"$WORK/dockerd.log" 2>&1 &
   DOCKERD_PID=$!
@@ -186,7 +201,12 @@ else
 fi
 log "pushing $IMAGE into the engine as $DOCKER_IMAGE"
 t=$(now)
-bh push --quiet "$IMAGE" "docker-daemon:$DOCKER_IMAGE" >/dev/null || die "buildah push to the docker engine failed"
+# Through a docker-archive file and `docker load`: buildah's docker-daemon: transport ignores DOCKER_HOST.
+ARCHIVE=$(mktemp "$WORK/image.XXXXXX.tar")
+rm -f "$ARCHIVE"
+bh push --quiet "$IMAGE" "docker-archive:$ARCHIVE:$DOCKER_IMAGE" >/dev/null || die "buildah push to a docker archive failed"
+docker load -i "$ARCHIVE" || { rm -f "$ARCHIVE"; die "docker load failed"; }
+rm -f "$ARCHIVE"
 T_PUSH=$(secs "$t" "$(now)")
 echo "pushed in $T_PUSH s"
 
@@ -300,6 +320,12 @@ HEAVY_LOADED=$(drun train --examples /penguin/data --module-file /out/probe_modu
                  --model-dir /out/probe-model 2>&1 | sed -n 's/^HEAVY_AT_RUN_FN //p')
 echo "loaded when run_fn starts: ${HEAVY_LOADED:-?}"
 [ "$HEAVY_LOADED" = "[]" ] || die "heavy modules in the start-up path: ${HEAVY_LOADED:-probe did not run}"
+
+log "what each installed distribution costs in the image (MB, its files and their .pyc): $WORK/dist-sizes.txt"
+docker run --rm -v "$ROOT/images/trainer/slim.py:/tmp/slim.py:ro" "$DOCKER_IMAGE" \
+  python /tmp/slim.py sizes "$(drun python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+  >"$WORK/dist-sizes.txt" || die "slim.py sizes failed in the image"
+head -15 "$WORK/dist-sizes.txt"; tail -1 "$WORK/dist-sizes.txt"
 
 # --- 7. the penguin pipeline under kfp.local's DockerRunner ------------------------------------
 T_PIPELINE=
