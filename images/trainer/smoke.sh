@@ -244,6 +244,14 @@ rc=$?
 set -e
 { [ "$rc" = 2 ] && grep -q "invalid choice: 'no-such-verb'" "$WORK/bad-verb.txt"; } \
   || { cat "$WORK/bad-verb.txt"; die "an unknown verb must be generic-trainer's usage error (exit 2), got $rc"; }
+# vertex-job runs where jobs are launched: the image leaves google-cloud-aiplatform out and says so.
+set +e
+drun vertex-job --project p --region us-central1 --image img --base-output-dir gs://b/run --dry-run \
+  -- --examples gs://b/data --module-file gs://b/module.py --model-dir gs://b/model >"$WORK/vertex-job.txt" 2>&1
+rc=$?
+set -e
+{ [ "$rc" = 2 ] && grep -q "needs google-cloud-aiplatform, which the runtime image leaves out" "$WORK/vertex-job.txt"; } \
+  || { cat "$WORK/vertex-job.txt"; die "vertex-job in the image must name the missing google-cloud-aiplatform (exit 2), got $rc"; }
 T_HELP_IN=$(drun python -c 'import subprocess, time; t = time.time(); subprocess.run(["generic-trainer", "--help"], capture_output=True, check=True); print(f"{time.time() - t:.2f}")')
 echo "docker run true: $T_NOOP s; docker run IMAGE --help: ${T_HELP[*]} s (inside: $T_HELP_IN s)"
 
