@@ -57,10 +57,13 @@ def test_trainer_container_runs_the_train_verb_with_the_executor_input():
 
 
 def test_command_is_the_images_entrypoint():
+    """Kubernetes runs the command in place of the ENTRYPOINT; the ENTRYPOINT script runs it when docker
+    (kfp.local's DockerRunner) appends it (tests/test_image_entrypoint.py)."""
     dockerfile = (REPO / "images" / "trainer" / "Dockerfile").read_text()
     entrypoints = re.findall(r"^ENTRYPOINT\s+(\[.*\])\s*$", dockerfile, re.M)
     assert entrypoints, "images/trainer/Dockerfile has no exec-form ENTRYPOINT"
-    assert json.loads(entrypoints[-1]) == _container(TRAINER_YAML)["command"]
+    assert json.loads(entrypoints[-1]) == ["/usr/local/bin/generic-trainer-entrypoint"]
+    assert _container(TRAINER_YAML)["command"] == ["generic-trainer"]
 
 
 def test_trainer_interface():
