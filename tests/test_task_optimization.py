@@ -21,7 +21,7 @@ from generic_trainer.task import (
     build_optimization_config,
     override,
 )
-from generic_trainer.task.config import build_experiment
+from generic_trainer.task.resolve import build_experiment
 
 
 def _lr(values: dict, train_steps: int = 100):
@@ -160,7 +160,7 @@ def test_unknown_keys_name_the_nearest_known_key(values, key, message):
     ({"ema": {"average_decay": 1.5}}, "ema.average_decay: expected 0 <= decay < 1"),
 ])
 def test_bad_optimizer_configs_name_the_key(values, message):
-    from generic_trainer.task.config import validate
+    from generic_trainer.task.resolve import validate
 
     cfg = build_experiment(ExperimentConfig(trainer=TrainerConfig(train_steps=10)), config_text={
         "trainer": {"optimizer_config": values},
