@@ -136,6 +136,34 @@ def test_train_and_eval_checkpoints_summaries_params_and_metrics_over_the_whole_
     np.testing.assert_allclose(next(iter(out.values())).numpy().reshape(-1), predictions, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
+def test_default_export_serves_the_tasks_inference_step_and_export_when_can_skip_it(
+        linear_module, linear_data, tmp_path):
+    import tensorflow as tf
+
+    class ServingTask(linear_module.LinearTask):
+        def inference_step(self, inputs, model):
+            out = model(inputs, training=False)
+            return {"prediction": out, "doubled": 2.0 * out}
+
+    serving = tmp_path / "serving"
+    result, controller = _run(linear_module, linear_data, tmp_path, "train", "trainer.train_steps=10",
+                              task_cls=ServingTask, export_dir=str(serving))
+    assert result.serving_model_dir == str(serving)
+    features, _ = _eval_arrays(linear_data)
+    predictions = controller.state.model.predict(features, verbose=0).reshape(-1)
+    out = tf.saved_model.load(str(serving)).signatures["serving_default"](
+        **{k: tf.constant(v) for k, v in features.items()})
+    assert set(out) == {"prediction", "doubled"}
+    np.testing.assert_allclose(out["prediction"].numpy().reshape(-1), predictions, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["doubled"].numpy().reshape(-1), 2 * predictions, rtol=1e-5, atol=1e-6)
+    # export_when sees the result first: the checkpoint was already finished, so it says no
+    seen = []
+    again, _ = _run(linear_module, linear_data, tmp_path, "train", "trainer.train_steps=10", task_cls=ServingTask,
+                    export_dir=str(tmp_path / "again"), export_when=lambda r: seen.append(r.initial_step) or False)
+    assert seen == [10] and again.serving_model_dir is None and not (tmp_path / "again").exists()
+
+
 class _CountingInit:
     calls = 0
 
