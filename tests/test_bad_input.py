@@ -176,7 +176,8 @@ def test_malformed_secret_keys_is_bad_input_and_never_leaks(tmp_path):
 
 
 def test_task_config_dump_masks_secrets_in_lists():
-    from generic_trainer.task.config import ExperimentConfig, build_experiment, to_yaml
+    from generic_trainer.task.config import ExperimentConfig, to_yaml
+    from generic_trainer.task.resolve import build_experiment
 
     cfg = build_experiment(ExperimentConfig(), params_override=(
         'task.custom_config={creds: [{api_key: list-s3cret}], secret_keys: k, k: str-s3cret, rows: 5}'))

@@ -122,7 +122,7 @@ def test_train_and_eval_checkpoints_summaries_params_and_metrics_over_the_whole_
 
     # the reported metrics are over every eval example, partial last batch included
     features, labels = _eval_arrays(linear_data)
-    predictions = controller.model.predict(features, verbose=0).reshape(-1)
+    predictions = controller.state.model.predict(features, verbose=0).reshape(-1)
     assert result.eval_logs["mse"] == pytest.approx(float(np.mean((predictions - labels) ** 2)), rel=1e-5)
     assert result.eval_logs["mae"] == pytest.approx(float(np.mean(np.abs(predictions - labels))), rel=1e-5)
     assert result.eval_logs["loss"] == pytest.approx(result.eval_logs["mse"], rel=1e-5)
@@ -134,6 +134,34 @@ def test_train_and_eval_checkpoints_summaries_params_and_metrics_over_the_whole_
     served = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
     out = served(**{k: tf.constant(v) for k, v in features.items()})
     np.testing.assert_allclose(next(iter(out.values())).numpy().reshape(-1), predictions, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_default_export_serves_the_tasks_inference_step_and_export_when_can_skip_it(
+        linear_module, linear_data, tmp_path):
+    import tensorflow as tf
+
+    class ServingTask(linear_module.LinearTask):
+        def inference_step(self, inputs, model):
+            out = model(inputs, training=False)
+            return {"prediction": out, "doubled": 2.0 * out}
+
+    serving = tmp_path / "serving"
+    result, controller = _run(linear_module, linear_data, tmp_path, "train", "trainer.train_steps=10",
+                              task_cls=ServingTask, export_dir=str(serving))
+    assert result.serving_model_dir == str(serving)
+    features, _ = _eval_arrays(linear_data)
+    predictions = controller.state.model.predict(features, verbose=0).reshape(-1)
+    out = tf.saved_model.load(str(serving)).signatures["serving_default"](
+        **{k: tf.constant(v) for k, v in features.items()})
+    assert set(out) == {"prediction", "doubled"}
+    np.testing.assert_allclose(out["prediction"].numpy().reshape(-1), predictions, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["doubled"].numpy().reshape(-1), 2 * predictions, rtol=1e-5, atol=1e-6)
+    # export_when sees the result first: the checkpoint was already finished, so it says no
+    seen = []
+    again, _ = _run(linear_module, linear_data, tmp_path, "train", "trainer.train_steps=10", task_cls=ServingTask,
+                    export_dir=str(tmp_path / "again"), export_when=lambda r: seen.append(r.initial_step) or False)
+    assert seen == [10] and again.serving_model_dir is None and not (tmp_path / "again").exists()
 
 
 class _CountingInit:
@@ -150,7 +178,7 @@ def test_eval_mode_and_init_checkpoint_is_restored_only_without_a_checkpoint(lin
 
     counting = type("CountingLinearTask", (_CountingInit, linear_module.LinearTask), {})
     trained, trained_controller = _run(linear_module, linear_data, tmp_path / "a", "train", "trainer.train_steps=30")
-    trained_controller.model.save_weights(str(tmp_path / "a.weights.h5"))
+    trained_controller.state.model.save_weights(str(tmp_path / "a.weights.h5"))
     evaluated, _ = _run(linear_module, linear_data, tmp_path / "a", "eval")
     assert evaluated.restored_from.endswith("ckpt-30") and evaluated.global_step == 30
     # an untrained model's checkpoint, to tell the two apart
@@ -195,9 +223,9 @@ def test_mixed_precision(linear_module, linear_data, tmp_path, dtype):
     result, controller = _run(linear_module, linear_data, tmp_path, "train_and_eval",
                               f"runtime.mixed_precision_dtype={dtype},trainer.train_steps=20,"
                               "trainer.validation_interval=20", export_dir=str(tmp_path / "serving"))
-    dense = controller.model.layers[-1]
+    dense = controller.state.model.layers[-1]
     assert (dense.compute_dtype, dense.variable_dtype) == (dtype, "float32")
-    assert isinstance(controller.optimizer, keras.optimizers.LossScaleOptimizer) == (dtype == "float16")
+    assert isinstance(controller.state.optimizer, keras.optimizers.LossScaleOptimizer) == (dtype == "float16")
     assert result.global_step == 20 and np.isfinite(result.eval_logs["loss"])
     assert keras.mixed_precision.global_policy().name == "float32"  # the policy does not leak out of the run
     assert (tmp_path / "serving" / "saved_model.pb").is_file()
@@ -549,8 +577,8 @@ def test_ema_weights_are_validated_and_exported_and_the_learning_rate_is_logged(
         assert logged[step] == pytest.approx(value, rel=1e-6), step
     assert "learning_rate" in report.curves(str(tmp_path / "logs"))  # the HTML report charts it
 
-    kernel_ema, bias_ema = (a.numpy() for a in controller.ema.averages)
-    kernel, bias = controller.model.layers[-1].kernel.numpy(), controller.model.layers[-1].bias.numpy()
+    kernel_ema, bias_ema = (a.numpy() for a in controller.state.ema.averages)
+    kernel, bias = controller.state.model.layers[-1].kernel.numpy(), controller.state.model.layers[-1].bias.numpy()
     assert not np.allclose(kernel_ema, kernel)  # the model keeps training on its raw weights
     features, labels = _eval_arrays(linear_data)
     x = np.concatenate([features["x1"], features["x2"]], axis=1)
@@ -610,7 +638,7 @@ experiment = t._experiment(module, data, "trainer.optimizer_config.ema.average_d
 task = module.LinearTask(experiment.task, experiment=experiment)
 result, controller = run_experiment(task, experiment, "train_and_eval", str(tmp / "ckpt"), strategy=strategy,
                                     export_dir=str(tmp / "serving"))
-kernel, bias = (a.numpy() for a in controller.ema.averages)
+kernel, bias = (a.numpy() for a in controller.state.ema.averages)
 features, labels = t._eval_arrays(data)
 predictions = (np.concatenate([features["x1"], features["x2"]], axis=1) @ kernel + bias).reshape(-1)
 served = tf.saved_model.load(str(tmp / "serving")).signatures["serving_default"]

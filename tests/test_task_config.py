@@ -352,7 +352,8 @@ def test_request_accepts_task_inputs_from_flags_and_kfp(tmp_path, penguin):
 
 
 def test_importing_the_task_api_does_not_load_tensorflow():
-    code = ("import sys, generic_trainer.task, generic_trainer.task.runner, generic_trainer.task.controller; "
+    code = ("import sys, generic_trainer.task, generic_trainer.task.runner, generic_trainer.task.controller, "
+            "generic_trainer.task.experiment, generic_trainer.task.export; "
             "print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr

@@ -21,7 +21,7 @@ from generic_trainer.task import (
     build_optimization_config,
     override,
 )
-from generic_trainer.task.config import build_experiment
+from generic_trainer.task.resolve import build_experiment
 
 
 def _lr(values: dict, train_steps: int = 100):
@@ -123,6 +123,8 @@ def test_flat_form_converts_with_a_deprecation_warning_and_keeps_its_behaviour(c
     assert isinstance(legacy.optimizer_config, OptimizationConfig)
     assert legacy.optimizer_config.optimizer.type == "sgd" and legacy.optimizer_config.optimizer.sgd.momentum == 0.9
     assert legacy.optimizer_config.learning_rate.constant.learning_rate == 0.05
+    with pytest.raises(UserInputError, match=r"momentum: not an option of adam \(sgd, rmsprop, lars only\)"):
+        build_experiment(ExperimentConfig(), config_text={"trainer": {"optimizer_config": {"momentum": 0.9}}})
     with pytest.raises(UserInputError, match="adam takes no weight decay; use .*adamw.weight_decay_rate"):
         build_experiment(ExperimentConfig(), config_text={"trainer": {"optimizer_config": {"weight_decay": 0.1}}})
 
@@ -157,10 +159,17 @@ def test_unknown_keys_name_the_nearest_known_key(values, key, message):
      "exponential.decay_steps: required"),
     ({"learning_rate": {"type": "step_cosine_with_offset"}}, "learning_rate.type: unknown type"),
     ({"warmup": {"type": "linear"}}, "warmup.linear.warmup_steps: required"),
+    ({"warmup": {"type": "polynomial", "polynomial": {"warmup_steps": -1}}},
+     "warmup.polynomial.warmup_steps: expected 0 or more, got -1"),
+    ({"learning_rate": {"type": "polynomial", "polynomial": {"initial_learning_rate": 0.1, "decay_steps": 0}}},
+     "polynomial.decay_steps: expected a positive integer, got 0"),
+    ({"learning_rate": {"type": "stepwise", "stepwise": {"values": [1.0]}}},
+     "stepwise.boundaries: required by the chosen type: set boundaries"),
+    ({"learning_rate": {"type": "power"}}, "power.initial_learning_rate: required"),
     ({"ema": {"average_decay": 1.5}}, "ema.average_decay: expected 0 <= decay < 1"),
 ])
 def test_bad_optimizer_configs_name_the_key(values, message):
-    from generic_trainer.task.config import validate
+    from generic_trainer.task.resolve import validate
 
     cfg = build_experiment(ExperimentConfig(trainer=TrainerConfig(train_steps=10)), config_text={
         "trainer": {"optimizer_config": values},

@@ -1,4 +1,10 @@
-"""Backup and restore for `model.fit` that knows the chief: `fn_args.backup_and_restore`.
+"""Backup and restore for `model.fit` that knows the chief: `fn_args.backup_and_restore` (run_fn path).
+
+What this module owns: the checkpoints of a user's own `fit` (the run_fn path), kept in
+`<checkpoint_dir>/backup` only to resume an interrupted run and deleted once its outputs are
+published. The Task path's checkpoints are not here: the Task controller saves the run's own
+checkpoints (`task/controller.py`) and `task/checkpoints.py` owns warm starts and the
+best-checkpoint export. Listing and removing checkpoint files is shared (`checkpoint_files.py`).
 
 Put the callback in `model.fit(callbacks=[...])` (Keras 3 or tf_keras). It saves the training
 state (the model's weights, trainable or not, and the optimizer's variables, with the global step)
@@ -25,7 +31,6 @@ afresh, logs what differed, and the old backup is kept as `<checkpoint_dir>/back
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import logging
@@ -37,6 +42,7 @@ from typing import Any
 import keras
 
 from generic_trainer import storage
+from generic_trainer.checkpoint_files import checkpoint_steps, read_json, remove_checkpoints
 from generic_trainer.errors import UserCodeError
 from generic_trainer.preemption import WATCHER, Watcher
 
@@ -59,11 +65,7 @@ def backup_dir(checkpoint_dir: str) -> str:
 
 def read_state(checkpoint_dir: str) -> dict[str, Any] | None:
     """The latest saved state in `checkpoint_dir`, or None."""
-    path = os.path.join(backup_dir(checkpoint_dir), STATE_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return read_json(os.path.join(backup_dir(checkpoint_dir), STATE_FILE))
 
 
 def run_settings(train_steps: int | None, hyperparameters: Any, module_file: str | None) -> dict[str, Any]:
@@ -364,17 +366,8 @@ class BackupAndRestore(keras.callbacks.Callback):
                  prefix, time.monotonic() - started)
 
     def _remove_old(self, latest: str) -> None:
-        prefixes = {p.rsplit(".", 1)[0] for p in glob.glob(os.path.join(self.save_dir, "ckpt-*.index"))}
-        steps = sorted(int(os.path.basename(p)[len("ckpt-"):]) for p in prefixes
-                       if os.path.basename(p)[len("ckpt-"):].isdigit())
-        for old in steps[:-KEEP]:
-            if f"ckpt-{old}" == latest:
-                continue
-            for f in glob.glob(os.path.join(self.save_dir, f"ckpt-{old}.*")):
-                try:
-                    os.remove(f)
-                except OSError:
-                    pass
+        keep = [f"ckpt-{step}" for step in checkpoint_steps(self.save_dir, "ckpt")[-KEEP:]] + [latest]
+        remove_checkpoints(self.save_dir, "ckpt", keep)
 
     def _restore(self, state: dict[str, Any]) -> None:
         prefix = os.path.join(self.restore_dir, state["prefix"])

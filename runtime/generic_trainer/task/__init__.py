@@ -2,34 +2,44 @@
 
     from generic_trainer.task import Task, TaskConfig, ExperimentConfig, register_task, register_experiment
 
-Usable without the CLI: `run_experiment(task, experiment, mode, checkpoint_dir, ...)`. The CLI
-path (`generic-trainer train --task module:Class ...`) is `generic_trainer.task.runner`.
+Usable without the CLI: `run_experiment(task, experiment, mode, checkpoint_dir, ...)`, the same
+entry the CLI path (`generic-trainer train --task module:Class ...`, `task/runner.py`) runs.
+
+The package, one job per module:
+  base.py                the Task class (what to train) and its registry
+  config.py              the experiment config dataclasses, registry and their text forms
+  overrides.py           applying override mappings onto configs (unknown keys refused, values coerced)
+  resolve.py             one run's config: override order, then checks for the mode
+  optimization_config.py trainer.optimizer_config (Model Garden's one-of form) and its checks
+  optimizers.py, schedules.py, layerwise.py, ema.py   what that config builds
+  experiment.py          run_experiment: builds the parts below, runs a mode, exports
+  state.py               the model, optimizer, metrics, EMA, global step and their checkpoint
+  train_loop.py          the inner training loop (N steps per tf.function call)
+  eval_loop.py           the inner evaluation loop (one pass over the validation data)
+  controller.py          the outer loop: when to train, evaluate, checkpoint, recover and stop
+  checkpoints.py         warm starts (init_checkpoint) and the best-checkpoint exporter
+  export.py              the serving SavedModel (serving_default runs Task.inference_step)
+  runner.py              the CLI path: a TrainRequest in, published outputs out
 Importing this package does not import TensorFlow.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from generic_trainer.task.base import Task, check_task_class, get_task, register_task, task_for_config
 from generic_trainer.task.config import (
     DataConfig,
     ExperimentConfig,
-    RunInputs,
     RuntimeConfig,
     TaskConfig,
     TrainerConfig,
-    build_experiment,
-    build_optimization_config,
     get_experiment,
-    override,
     parse_params_override,
     register_experiment,
     registered_experiments,
     to_yaml,
-    validate,
     write_params_yaml,
 )
+from generic_trainer.task.experiment import run_experiment
 from generic_trainer.task.optimization_config import (
     EMAConfig,
     LearningRateConfig,
@@ -38,18 +48,8 @@ from generic_trainer.task.optimization_config import (
     OptimizerTypeConfig,
     WarmupConfig,
 )
-
-
-def run_experiment(*args: Any, **kwargs: Any):
-    """See `generic_trainer.task.controller.run_experiment`.
-
-    Imported on the first call so that the controller (which imports this package's modules) and this
-    package do not import each other; neither imports TensorFlow (it loads when the loop runs).
-    """
-    from generic_trainer.task.controller import run_experiment as _run
-
-    return _run(*args, **kwargs)
-
+from generic_trainer.task.overrides import build_optimization_config, override
+from generic_trainer.task.resolve import RunInputs, build_experiment, validate
 
 __all__ = [
     "DataConfig", "EMAConfig", "ExperimentConfig", "LearningRateConfig", "OptimizationConfig", "OptimizerConfig",

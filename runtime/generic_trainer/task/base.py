@@ -1,8 +1,8 @@
 """The `Task` base class: *what* to train, in one class; the runtime owns *how*.
 
 A Task builds the model, its inputs, losses, metrics and optimizer, and says what one training
-and one validation step do; the runtime's loop (`generic_trainer.task.controller`) handles the
-strategy, the loop, checkpoints, summaries and export. The shape follows TF Model Garden's
+and one validation step do; the runtime (`generic_trainer.task.experiment.run_experiment`)
+handles the strategy, the loop, checkpoints, summaries and export. The shape follows TF Model Garden's
 `base_task.Task`. Shared state lives on the instance (`self.params`, `self.experiment`, and
 anything a subclass sets in `__init__`), never in globals.
 
@@ -139,6 +139,12 @@ class Task:
         return {self.loss_key: loss}
 
     def inference_step(self, inputs: Any, model: Any) -> Any:
+        """The serving forward pass: what the default export's `serving_default` returns for `inputs`.
+
+        `inputs` has the structure of the model's inputs (e.g. a dict of tensors for a functional
+        model with named inputs). Override to post-process (probabilities, class ids, several
+        named outputs). Not used when `build_serving_signatures` returns endpoints.
+        """
         return model(inputs, training=False)
 
     def aggregate_logs(self, state: Any = None, step_outputs: Mapping[str, Any] | None = None) -> Any:

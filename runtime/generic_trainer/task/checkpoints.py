@@ -1,4 +1,11 @@
-"""Checkpoint helpers: finding a checkpoint, warm-starting a model, and the best-checkpoint exporter.
+"""The Task path's checkpoint helpers: finding a checkpoint, warm starts, and the best-checkpoint exporter.
+
+What this module owns: reading a checkpoint into a model from outside the run
+(`task.init_checkpoint`: a prefix, a checkpoint dir, a best-checkpoint export or a `.weights.h5`)
+and keeping the best checkpoint by a validation metric (an eval action of the controller). The
+run's own checkpoints are saved and restored by the controller (`controller.py`); the run_fn
+path's backup of `model.fit` is `checkpointing.py`; listing and removing checkpoint files is
+shared (`checkpoint_files.py`).
 
 The runtime's checkpoints are `tf.train.Checkpoint(model=..., optimizer=..., global_step=...)`
 written by a CheckpointManager (`ckpt-<step>`). The best-checkpoint exporter keeps the checkpoint
@@ -17,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from generic_trainer import storage
+from generic_trainer.checkpoint_files import read_json, remove_checkpoints
 from generic_trainer.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -29,12 +37,9 @@ def resolve_checkpoint(path: str, input_name: str = "task.init_checkpoint") -> s
     import tensorflow as tf
 
     if os.path.isdir(path):
-        info = os.path.join(path, INFO_FILE)
-        if os.path.isfile(info):
-            with open(info, encoding="utf-8") as f:
-                ckpt = json.load(f).get("best_ckpt_path")
-            if ckpt:
-                return os.path.join(path, os.path.basename(ckpt))
+        ckpt = (read_json(os.path.join(path, INFO_FILE)) or {}).get("best_ckpt_path")
+        if ckpt:
+            return os.path.join(path, os.path.basename(ckpt))
         latest = tf.train.latest_checkpoint(path)
         if latest:
             return latest
@@ -93,11 +98,8 @@ class BestCheckpointExporter:
 
     @staticmethod
     def read_info(export_dir: str) -> dict[str, Any] | None:
-        path = os.path.join(export_dir, INFO_FILE)
-        if not os.path.isfile(path):
-            return None
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        """The info.json of the best checkpoint in `export_dir`, or None."""
+        return read_json(os.path.join(export_dir, INFO_FILE))
 
     def maybe_export(self, checkpoint: Any, eval_logs: Mapping[str, float], global_step: int) -> bool:
         """Write `checkpoint` as the best one when `eval_logs[metric_name]` beats the best so far."""
@@ -108,7 +110,6 @@ class BestCheckpointExporter:
         value = float(eval_logs[self.metric_name])
         if not math.isfinite(value) or not _is_better(value, self.best, self.metric_comp):
             return False
-        old = sorted(glob.glob(os.path.join(self.export_dir, "best_ckpt-*")))
         prefix = checkpoint.write(os.path.join(self.export_dir, f"best_ckpt-{global_step}"))
         self.best = value
         if self.is_chief:
@@ -117,11 +118,5 @@ class BestCheckpointExporter:
                          "best_ckpt_metric": self.metric_name, "best_ckpt_metric_comp": self.metric_comp})
             storage.write_file_atomic(os.path.join(self.export_dir, INFO_FILE), json.dumps(info, indent=2) + "\n")
             log.info("new best checkpoint: %s=%.4g at step %d -> %s", self.metric_name, value, global_step, prefix)
-        keep = os.path.basename(prefix)
-        for f in old:
-            if not os.path.basename(f).startswith(keep + "."):
-                try:
-                    os.remove(f)
-                except OSError:
-                    pass
+        remove_checkpoints(self.export_dir, "best_ckpt", keep=[prefix])
         return True

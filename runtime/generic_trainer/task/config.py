@@ -1,37 +1,25 @@
-"""Experiment configs: nested dataclasses, override layers, type coercion and a registry.
+"""Experiment configs: the nested dataclasses, the experiment registry, and their text forms.
 
 An `ExperimentConfig` has three parts with TF Model Garden's field names: `task` (what to
 train: data, model, init checkpoint), `trainer` (how long and how often: steps, intervals,
 checkpoints, optimizer) and `runtime` (strategy, mixed precision). A Task names its own
-`TaskConfig` subclass; `build_experiment` resolves the config in this order:
-
-  defaults (the Task's config class, or a registered experiment)
-  -> run inputs: --examples/--schema/... fill fields the defaults leave unset; --train-steps and
-     --eval-steps set trainer.train_steps / validation_steps
-  -> each --config-file (YAML or JSON), in order
-  -> the inline `config` (YAML/JSON text, the KFP parameter)
-  -> --params-override a.b=c,...
-
-Unknown keys are rejected naming the key; values are coerced to the field's type
-(`"3"` -> 3 for an int, `5` -> 5.0 for a float, `"true"` -> True ...). Fields typed `dict`
-are free-form and merged. No TensorFlow here.
+`TaskConfig` subclass. This module also reads the text an override comes in (config files,
+the inline `config`, `--params-override a.b=c,...`) into mappings, and writes a resolved config
+as params.yaml. Applying mappings onto a config is `overrides.py`; resolving and checking the
+experiment of a run is `resolve.py`. No TensorFlow here.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import difflib
 import logging
 import os
-import types
-import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.task.optimization_config import OptimizationConfig, OptimizerConfig, unused_blocks
-from generic_trainer.task.optimization_config import check as check_optimization
+from generic_trainer.task.optimization_config import OptimizationConfig, OptimizerConfig
+from generic_trainer.task.overrides import build_optimization_config
 
 log = logging.getLogger("generic_trainer.task")
 
@@ -39,6 +27,7 @@ STRATEGY_ALIASES = {"off": "default", "none": "default", "": "auto"}
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker_mirrored")
 MIXED_PRECISION = ("", "float32", "float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
 MODES = ("train", "eval", "train_and_eval", "continuous_eval")
+TRAIN_MODES = ("train", "train_and_eval")  # the modes that train (and export)
 
 
 # --------------------------------------------------------------------------------------------
@@ -175,174 +164,6 @@ def get_experiment(name: str, input_name: str = "--experiment") -> ExperimentCon
     return config
 
 
-# --------------------------------------------------------------------------------------------
-# Coercion and overrides
-# --------------------------------------------------------------------------------------------
-
-
-class _CoercionError(ValueError):
-    pass
-
-
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0")
-
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
-def _coerce(value: Any, tp: Any) -> Any:
-    """`value` as type `tp`, or _CoercionError saying what was expected."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if tp is Any:
-        return value
-    if origin is typing.Union or (hasattr(types, "UnionType") and isinstance(tp, types.UnionType)):
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            if type(None) in args:
-                return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg)
-            except _CoercionError as e:
-                errors.append(str(e))
-        raise _CoercionError(" or ".join(errors) or f"expected {_type_name(tp)}")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
-            return value.strip().lower() in _TRUE
-        raise _CoercionError(f"expected true or false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool):
-            raise _CoercionError(f"expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                try:
-                    as_float = float(value)
-                except ValueError:
-                    as_float = None
-                if as_float is not None and as_float.is_integer():
-                    return int(as_float)
-        raise _CoercionError(f"expected an integer, got {value!r}")
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise _CoercionError(f"expected a number, got {value!r}")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise _CoercionError(f"expected a string, got {value!r}")
-    if tp in (list, tuple) or origin in (list, tuple, Sequence):
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",")] if value.strip() else []
-        if not isinstance(value, (list, tuple)):
-            raise _CoercionError(f"expected a list, got {value!r}")
-        item = args[0] if args else Any
-        items = [_coerce(v, item) for v in value]
-        return tuple(items) if (tp is tuple or origin is tuple) else items
-    if tp is dict or origin in (dict, Mapping):
-        if not isinstance(value, Mapping):
-            raise _CoercionError(f"expected a mapping, got {value!r}")
-        return dict(value)
-    if isinstance(tp, type):
-        if isinstance(value, tp):
-            return value
-        raise _CoercionError(f"expected {tp.__name__}, got {value!r}")
-    return value
-
-
-def _deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in update.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def _field_types(obj: Any) -> dict[str, Any]:
-    hints = typing.get_type_hints(type(obj))
-    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(obj)}
-
-
-def override(config: Any, values: Mapping[str, Any], source: str, prefix: str = "") -> Any:
-    """Apply `values` (a nested mapping) onto the dataclass `config` in place; returns it.
-
-    `source` names where the values came from (`--config-file a.yaml`, `--params-override`);
-    errors name it and the full dotted key.
-    """
-    if not isinstance(values, Mapping):
-        raise UserInputError(source, f"expected a mapping of keys to values at {prefix or 'the top level'}, "
-                                     f"got {type(values).__name__}")
-    upgrade = getattr(config, "upgrade_keys", None)
-    if upgrade is not None:
-        values = upgrade(values, source)
-    fields = _field_types(config)
-    for key, value in values.items():
-        dotted = f"{prefix}{key}"
-        if key not in fields:
-            close = difflib.get_close_matches(str(key), list(fields), n=1)
-            hint = f" (did you mean {prefix + close[0]!r}?)" if close else ""
-            section = prefix.rstrip(".") or "the experiment"
-            raise UserInputError(source, f"unknown key {dotted!r}{hint}; {section} has: {', '.join(fields)}")
-        current = getattr(config, key)
-        tp = fields[key]
-        if dataclasses.is_dataclass(current) and not isinstance(current, type):
-            if value is None:
-                continue
-            override(current, value, source, prefix=f"{dotted}.")
-            continue
-        nested = _dataclass_in(tp)
-        if nested is not None and isinstance(value, Mapping):  # an Optional[Dataclass] that is None now
-            fresh = nested()
-            override(fresh, value, source, prefix=f"{dotted}.")
-            setattr(config, key, fresh)
-            continue
-        try:
-            coerced = _coerce(value, tp)
-        except _CoercionError as e:
-            raise UserInputError(source, f"{dotted}: {e}") from None
-        if isinstance(coerced, dict) and isinstance(current, Mapping):
-            coerced = _deep_merge(current, coerced)
-        setattr(config, key, coerced)
-    return config
-
-
-def build_optimization_config(values: Mapping[str, Any],
-                              source: str = "optimizer_config") -> OptimizationConfig:
-    """A `trainer.optimizer_config` from a mapping in the YAML form (unknown keys: an error naming the key)."""
-    return override(OptimizationConfig(), values, source, prefix="trainer.optimizer_config.")
-
-
-def _dataclass_in(tp: Any) -> type | None:
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return tp
-    for arg in typing.get_args(tp):
-        if dataclasses.is_dataclass(arg) and isinstance(arg, type):
-            return arg
-    return None
-
 
 # --------------------------------------------------------------------------------------------
 # Parsing override sources
@@ -447,167 +268,6 @@ def parse_params_override(text: str | None, source: str = "--params-override") -
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# Resolution
-# --------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class RunInputs:
-    """What the run's flags (TFX inputs) offer to fields the defaults leave unset."""
-
-    train_input_path: str = ""
-    eval_input_path: str = ""
-    schema_path: str = ""
-    transform_graph_path: str = ""
-    hyperparameters: Mapping[str, Any] | None = None
-    custom_config: Mapping[str, Any] | None = None
-    train_steps: int | None = None
-    eval_steps: int | None = None
-    strategy: str = ""
-
-
-def fill_run_inputs(config: ExperimentConfig, inputs: RunInputs) -> ExperimentConfig:
-    """Fill unset fields (empty paths, strategy, hyperparameters ...) from the run's inputs.
-
-    Step counts given as run inputs (--train-steps / --eval-steps) replace the defaults' values.
-    """
-    task = config.task
-    if inputs.train_input_path and not task.train_data.input_path:
-        task.train_data.input_path = inputs.train_input_path
-    if inputs.eval_input_path and not task.validation_data.input_path:
-        task.validation_data.input_path = inputs.eval_input_path
-    if inputs.schema_path and not task.schema_path:
-        task.schema_path = inputs.schema_path
-    if inputs.transform_graph_path and not task.transform_graph_path:
-        task.transform_graph_path = inputs.transform_graph_path
-    if inputs.hyperparameters and not task.hyperparameters:
-        task.hyperparameters = dict(inputs.hyperparameters)
-    if inputs.custom_config and not task.custom_config:
-        task.custom_config = dict(inputs.custom_config)
-    if inputs.train_steps:  # explicit step counts (--train-steps, train_args) replace the defaults'
-        config.trainer.train_steps = int(inputs.train_steps)
-    if inputs.eval_steps:
-        config.trainer.validation_steps = int(inputs.eval_steps)
-    if inputs.strategy and not config.runtime.distribution_strategy:
-        config.runtime.distribution_strategy = inputs.strategy
-    return config
-
-
-def apply_cli_strategy(config: ExperimentConfig, strategy: str) -> ExperimentConfig:
-    """An explicit --strategy (anything but auto) wins over runtime.distribution_strategy; logged when they differ."""
-    if not strategy or strategy == "auto":
-        return config
-    configured = config.runtime.distribution_strategy
-    normalized = STRATEGY_ALIASES.get(configured.lower(), configured.lower())
-    if configured and normalized != STRATEGY_ALIASES.get(strategy, strategy):
-        log.info("--strategy %s wins over runtime.distribution_strategy %s from the config", strategy, configured)
-    config.runtime.distribution_strategy = strategy
-    return config
-
-
-def build_experiment(
-    defaults: ExperimentConfig,
-    inputs: RunInputs | None = None,
-    config_files: Sequence[str] = (),
-    config_text: str | Mapping[str, Any] | None = None,
-    params_override: str | None = None,
-) -> ExperimentConfig:
-    """Resolve an experiment config: defaults -> run inputs -> config files -> config text -> overrides."""
-    config = copy.deepcopy(defaults)
-    if inputs is not None:
-        fill_run_inputs(config, inputs)
-    for path in config_files:
-        override(config, load_config_file(path), f"--config-file {path}")
-    override(config, parse_config_text(config_text), "config")
-    override(config, parse_params_override(params_override), "--params-override")
-    if inputs is not None:
-        apply_cli_strategy(config, inputs.strategy)
-    for key in unused_blocks(config.trainer.optimizer_config, defaults.trainer.optimizer_config):
-        log.warning("%s is set but its one-of's type chooses another block: it is ignored", key)
-    return config
-
-
-def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
-    """Check the resolved config makes sense for `mode`; normalizes the strategy name."""
-    if mode not in MODES:
-        raise UserInputError("--mode", f"expected one of {', '.join(MODES)}, got {mode!r}")
-    t, r = config.trainer, config.runtime
-    strategy = STRATEGY_ALIASES.get(r.distribution_strategy.lower(), r.distribution_strategy.lower())
-    if strategy == "tpu" or r.tpu:
-        raise UserInputError("runtime.distribution_strategy" if strategy == "tpu" else "runtime.tpu",
-                             "TPUs are not supported by generic-trainer (it trains on CPUs and GPUs): use mirrored, "
-                             "multi_worker_mirrored, one_device or off, and drop runtime.tpu")
-    if strategy not in STRATEGIES:
-        raise UserInputError("runtime.distribution_strategy",
-                             f"expected one of {', '.join(STRATEGIES)} "
-                             f"(or {', '.join(a for a in STRATEGY_ALIASES if a)} for default), "
-                             f"got {r.distribution_strategy!r}")
-    r.distribution_strategy = strategy
-    if r.mixed_precision_dtype not in MIXED_PRECISION:
-        raise UserInputError("runtime.mixed_precision_dtype",
-                             f"expected one of {', '.join(v for v in MIXED_PRECISION if v)} or empty, "
-                             f"got {r.mixed_precision_dtype!r}")
-    _check_runtime(r)
-    _check_recovery(t)
-    check_optimization(t.optimizer_config, t.train_steps if mode in ("train", "train_and_eval") else 0)
-    if mode in ("train", "train_and_eval") and t.train_steps <= 0:
-        raise UserInputError("trainer.train_steps", "required to train: set it (or pass --train-steps N)")
-    for name in ("steps_per_loop", "checkpoint_interval", "summary_interval", "validation_interval", "max_to_keep"):
-        if getattr(t, name) <= 0:
-            raise UserInputError(f"trainer.{name}", f"expected a positive integer, got {getattr(t, name)}")
-    if t.validation_steps == 0 or t.validation_steps < -1:
-        raise UserInputError("trainer.validation_steps", f"expected -1 (whole set) or > 0, got {t.validation_steps}")
-    if t.best_checkpoint_metric_comp not in ("higher", "lower"):
-        raise UserInputError("trainer.best_checkpoint_metric_comp",
-                             f"expected higher or lower, got {t.best_checkpoint_metric_comp!r}")
-    if t.best_checkpoint_export_subdir and not t.best_checkpoint_eval_metric:
-        raise UserInputError("trainer.best_checkpoint_eval_metric",
-                             "required when trainer.best_checkpoint_export_subdir is set")
-    if mode in ("train", "train_and_eval") and not config.task.train_data.input_path:
-        raise UserInputError("task.train_data.input_path", "not set: pass --examples or set it in the config")
-    if mode != "train" and not config.task.validation_data.input_path:
-        raise UserInputError("task.validation_data.input_path", "not set: pass --examples or set it in the config")
-    for data_name in ("train_data", "validation_data"):
-        data = getattr(config.task, data_name)
-        if data.global_batch_size <= 0:
-            raise UserInputError(f"task.{data_name}.global_batch_size",
-                                 f"expected a positive integer, got {data.global_batch_size}")
-    return config
-
-
-_IGNORED_RUNTIME = ("all_reduce_alg", "num_packs", "enable_xla", "gpu_thread_mode", "per_gpu_thread_count",
-                    "dataset_num_private_threads", "batchnorm_spatial_persistent")
-
-
-def _check_runtime(r: RuntimeConfig) -> None:
-    if r.worker_hosts or r.task_index != -1:
-        raise UserInputError("runtime.worker_hosts" if r.worker_hosts else "runtime.task_index",
-                             "the cluster comes from TF_CONFIG or CLUSTER_SPEC (Vertex AI sets them), not the config: "
-                             "remove runtime.worker_hosts and runtime.task_index")
-    if r.num_gpus < 0:
-        raise UserInputError("runtime.num_gpus",
-                             f"expected 0 (every visible GPU) or a positive count, got {r.num_gpus}")
-    if r.loss_scale is not None and r.loss_scale != "dynamic":
-        try:
-            scale = float(r.loss_scale)
-        except (TypeError, ValueError):
-            scale = 0.0
-        if not scale > 0:
-            raise UserInputError("runtime.loss_scale", f"expected dynamic or a positive number, got {r.loss_scale!r}")
-        r.loss_scale = scale
-    defaults = RuntimeConfig()
-    ignored = [f"{k}={getattr(r, k)!r}" for k in _IGNORED_RUNTIME if getattr(r, k) != getattr(defaults, k)]
-    if ignored:
-        log.info("runtime keys read but not acted on (tf.distribute and Keras choose these here): %s",
-                 ", ".join(ignored))
-
-
-def _check_recovery(t: TrainerConfig) -> None:
-    if t.recovery_max_trials < 0:
-        raise UserInputError("trainer.recovery_max_trials", f"expected 0 or more, got {t.recovery_max_trials}")
-    if t.recovery_begin_steps < 0:
-        raise UserInputError("trainer.recovery_begin_steps", f"expected 0 or more, got {t.recovery_begin_steps}")
 
 
 def as_dict(config: Any, redact_secrets: bool = True) -> dict[str, Any]:

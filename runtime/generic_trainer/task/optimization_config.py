@@ -30,6 +30,16 @@ log = logging.getLogger("generic_trainer.task")
 
 PREFIX = "trainer.optimizer_config"
 
+
+def _rule(default: Any = None, *, required: str | None = None, minimum: int | None = None) -> Any:
+    """A field whose value `check` reads a rule from: `required` (what to set) when the block is chosen,
+    `minimum` (1: a positive integer, 0: 0 or more) when it is set."""
+    metadata = {k: v for k, v in (("required", required), ("minimum", minimum)) if v is not None}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+_NEED = "a value"
+
 # ---- optimizers ------------------------------------------------------------------------------
 
 
@@ -170,8 +180,8 @@ class StepwiseLrConfig:
     """values[0] up to and including step boundaries[0], values[1] up to boundaries[1], ..."""
 
     name: str = "PiecewiseConstantDecay"
-    boundaries: list[int] | None = None
-    values: list[float] | None = None
+    boundaries: list[int] | None = _rule(required="boundaries (steps) and values")
+    values: list[float] | None = _rule(required="boundaries (steps) and values")
     offset: int = 0
 
 
@@ -180,9 +190,9 @@ class ExponentialLrConfig:
     """initial_learning_rate * decay_rate ** ((step - offset) / decay_steps) (floored when staircase)."""
 
     name: str = "ExponentialDecay"
-    initial_learning_rate: float | None = None
-    decay_steps: int | None = None
-    decay_rate: float | None = None
+    initial_learning_rate: float | None = _rule(required=_NEED)
+    decay_steps: int | None = _rule(required=_NEED, minimum=1)
+    decay_rate: float | None = _rule(required=_NEED)
     staircase: bool | None = None
     offset: int = 0
 
@@ -192,8 +202,8 @@ class PolynomialLrConfig:
     """(initial - end) * (1 - min(step - offset, decay_steps) / decay_steps) ** power + end."""
 
     name: str = "PolynomialDecay"
-    initial_learning_rate: float | None = None
-    decay_steps: int | None = None  # None here: trainer.train_steps - offset
+    initial_learning_rate: float | None = _rule(required=_NEED)
+    decay_steps: int | None = _rule(minimum=1)  # None here: trainer.train_steps - offset
     end_learning_rate: float = 0.0001
     power: float = 1.0
     cycle: bool = False
@@ -205,8 +215,8 @@ class CosineLrConfig:
     """initial * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step - offset, decay_steps) / decay_steps)) + alpha)."""
 
     name: str = "CosineDecay"
-    initial_learning_rate: float | None = None
-    decay_steps: int | None = None  # None here: trainer.train_steps - offset
+    initial_learning_rate: float | None = _rule(required=_NEED)
+    decay_steps: int | None = _rule(minimum=1)  # None here: trainer.train_steps - offset
     alpha: float = 0.0
     offset: int = 0
 
@@ -216,7 +226,7 @@ class DirectPowerLrConfig:
     """initial_learning_rate * max(step, 1) ** power."""
 
     name: str = "DirectPowerDecay"
-    initial_learning_rate: float | None = None
+    initial_learning_rate: float | None = _rule(required=_NEED)
     power: float = -0.5
 
 
@@ -239,7 +249,7 @@ class LinearWarmupConfig:
 
     name: str = "linear"
     warmup_learning_rate: float = 0.0
-    warmup_steps: int | None = None
+    warmup_steps: int | None = _rule(required=_NEED, minimum=0)
 
 
 @dataclasses.dataclass
@@ -248,7 +258,7 @@ class PolynomialWarmupConfig:
 
     name: str = "polynomial"
     power: float = 1.0
-    warmup_steps: int | None = None
+    warmup_steps: int | None = _rule(required=_NEED, minimum=0)
 
 
 @dataclasses.dataclass
@@ -329,6 +339,8 @@ def unused_blocks(config: OptimizationConfig, before: OptimizationConfig | None 
 
 # ---- the flat form of earlier releases --------------------------------------------------------
 
+FLAT_MOMENTUM_TYPES = ("sgd", "rmsprop", "lars")  # the types the flat `momentum` applies to
+FLAT_WEIGHT_DECAY_TYPES = ("adamw", "lamb", "lars")  # ... and the flat `weight_decay` (as weight_decay_rate)
 FLAT_KEYS = ("type", "learning_rate_schedule", "warmup_steps", "momentum", "weight_decay", "clipnorm",
              "global_clipnorm")
 
@@ -354,12 +366,13 @@ def upgrade_flat(values: Mapping[str, Any], source: str,
     block: dict[str, Any] = {}
     momentum = flat.pop("momentum", None)
     if momentum is not None:
-        if kind not in ("sgd", "rmsprop", "lars"):
-            raise UserInputError(source, f"{PREFIX}.momentum: not an option of {kind} (sgd, rmsprop only)")
+        if kind not in FLAT_MOMENTUM_TYPES:
+            raise UserInputError(source, f"{PREFIX}.momentum: not an option of {kind} "
+                                         f"({', '.join(FLAT_MOMENTUM_TYPES)} only)")
         block["momentum"] = momentum
     weight_decay = flat.pop("weight_decay", None)
     if weight_decay is not None:
-        if kind not in ("adamw", "lamb", "lars"):
+        if kind not in FLAT_WEIGHT_DECAY_TYPES:
             raise UserInputError(source, f"{PREFIX}.weight_decay: {kind} takes no weight decay; use "
                                          f"{PREFIX}.optimizer.type: adamw with adamw.weight_decay_rate")
         block["weight_decay_rate"] = weight_decay
@@ -431,9 +444,16 @@ REFUSED_OPTIMIZERS = {"slide": "Model Garden's SLIDE optimizer is not provided",
                       "adafactor": "Model Garden's Adafactor is not provided (keras.optimizers.Adafactor differs)"}
 
 
-def _need(value: Any, key: str, what: str = "a value") -> None:
-    if value is None:
-        raise UserInputError(key, f"required by the chosen type: set {what}")
+def check_block(block: Any, where: str) -> None:
+    """Check the chosen block of a one-of by the rules its fields declare (`_rule`): one reading for every block."""
+    for f in dataclasses.fields(block):
+        value, key = getattr(block, f.name), f"{where}.{f.name}"
+        if value is None and "required" in f.metadata:
+            raise UserInputError(key, f"required by the chosen type: set {f.metadata['required']}")
+        minimum = f.metadata.get("minimum")
+        if value is not None and minimum is not None and value < minimum:
+            expected = "a positive integer" if minimum == 1 else f"{minimum} or more"
+            raise UserInputError(key, f"expected {expected}, got {value}")
 
 
 def check(config: OptimizationConfig, train_steps: int = 0) -> None:
@@ -458,32 +478,20 @@ def check(config: OptimizationConfig, train_steps: int = 0) -> None:
     lr = config.learning_rate
     lr_block = one_of(lr, lr.type, f"{PREFIX}.learning_rate")
     where = f"{PREFIX}.learning_rate.{lr.type}"
+    check_block(lr_block, where)
     if lr.type == "stepwise":
-        _need(lr_block.boundaries, f"{where}.boundaries", "boundaries (steps) and values")
-        _need(lr_block.values, f"{where}.values", "boundaries (steps) and values")
         if len(lr_block.values) != len(lr_block.boundaries) + 1:
             raise UserInputError(f"{where}.values", f"expected one more value than boundaries, got "
                                                     f"{len(lr_block.values)} values for {len(lr_block.boundaries)}")
         if list(lr_block.boundaries) != sorted(set(lr_block.boundaries)):
             raise UserInputError(f"{where}.boundaries",
                                  f"expected strictly increasing steps, got {lr_block.boundaries}")
-    elif lr.type in ("exponential", "polynomial", "cosine", "power"):
-        _need(lr_block.initial_learning_rate, f"{where}.initial_learning_rate")
-        if lr.type == "exponential":
-            _need(lr_block.decay_steps, f"{where}.decay_steps")
-            _need(lr_block.decay_rate, f"{where}.decay_rate")
-        if lr.type in ("polynomial", "cosine") and lr_block.decay_steps is None:
-            if train_steps and train_steps - lr_block.offset <= 0:
-                raise UserInputError(f"{where}.decay_steps", "not set, and trainer.train_steps - offset is not "
-                                                             "positive: set decay_steps")
-        if getattr(lr_block, "decay_steps", None) is not None and lr_block.decay_steps <= 0:
-            raise UserInputError(f"{where}.decay_steps", f"expected a positive integer, got {lr_block.decay_steps}")
-    warmup = config.warmup
-    if warmup.type:
-        w_block = one_of(warmup, warmup.type, f"{PREFIX}.warmup")
-        _need(w_block.warmup_steps, f"{PREFIX}.warmup.{warmup.type}.warmup_steps")
-        if w_block.warmup_steps < 0:
-            raise UserInputError(f"{PREFIX}.warmup.{warmup.type}.warmup_steps",
-                                 f"expected 0 or more, got {w_block.warmup_steps}")
+    if lr.type in ("polynomial", "cosine") and lr_block.decay_steps is None:
+        if train_steps and train_steps - lr_block.offset <= 0:
+            raise UserInputError(f"{where}.decay_steps", "not set, and trainer.train_steps - offset is not "
+                                                         "positive: set decay_steps")
+    if config.warmup.type:
+        check_block(one_of(config.warmup, config.warmup.type, f"{PREFIX}.warmup"),
+                    f"{PREFIX}.warmup.{config.warmup.type}")
     if config.ema is not None and not 0.0 <= config.ema.average_decay < 1.0:
         raise UserInputError(f"{PREFIX}.ema.average_decay", f"expected 0 <= decay < 1, got {config.ema.average_decay}")

@@ -70,7 +70,7 @@ def build(config: OptimizationConfig | OptimizerConfig, train_steps: int, runtim
     import keras
 
     if isinstance(config, OptimizerConfig):  # the deprecated flat form
-        from generic_trainer.task.config import build_optimization_config
+        from generic_trainer.task.overrides import build_optimization_config
 
         config = build_optimization_config(config.as_one_of(), "OptimizerConfig(...)")
     check(config, train_steps)

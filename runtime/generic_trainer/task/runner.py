@@ -3,9 +3,9 @@
 Steps: load the Task class (a .py path, gs:// URI or dotted module, then `:Class`) and check it
 defines what it must; resolve the experiment config (defaults -> run inputs -> config files ->
 inline config -> --params-override) and check it; create the strategy (before any other TF op:
-Task modules must not run TensorFlow ops at import time); run the Controller in the requested
-mode; export, validate and publish the serving model (chief only; workers export into private
-dirs removed afterwards); write the metrics.
+Task modules must not run TensorFlow ops at import time); run the requested mode through
+`run_experiment` (the entry the tests use too), which exports the serving model (workers export
+into private dirs removed afterwards); validate and publish it (chief only); write the metrics.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from generic_trainer.inputs import resolve_schema_file
 from generic_trainer.preemption import WATCHER
 from generic_trainer.request import TrainRequest
 from generic_trainer.results import TrainResult
-from generic_trainer.task import base, config
-from generic_trainer.task.controller import TRAIN_MODES, Controller
+from generic_trainer.task import base, config, resolve
+from generic_trainer.task.config import TRAIN_MODES
+from generic_trainer.task.controller import ExperimentResult
+from generic_trainer.task.experiment import barrier, run_experiment
 
 log = logging.getLogger("generic_trainer.task")
 
@@ -87,14 +89,14 @@ def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> conf
             train_path = ",".join(data.split_file_patterns(request.examples, request.train_splits))
         if request.mode != "train":
             eval_path = ",".join(data.split_file_patterns(request.examples, request.eval_splits))
-    inputs = config.RunInputs(
+    inputs = resolve.RunInputs(
         train_input_path=train_path, eval_input_path=eval_path,
         schema_path=resolve_schema_file(request.schema) or "", transform_graph_path=request.transform_graph or "",
         hyperparameters=request.hyperparameters, custom_config=request.custom_config,
         train_steps=request.train_steps, eval_steps=request.eval_steps, strategy=request.strategy)
-    experiment = config.build_experiment(defaults, inputs, request.config_files, request.config,
+    experiment = resolve.build_experiment(defaults, inputs, request.config_files, request.config,
                                          request.params_override)
-    config.validate(experiment, request.mode)
+    resolve.validate(experiment, request.mode)
     task = experiment.task
     for data_config in (task.train_data, task.validation_data):
         data_config.input_path = _local(data_config.input_path, request.gcs_root)
@@ -147,7 +149,9 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, before_publish=None) -> TrainResult:
+def _run(request: TrainRequest, cluster: cluster_lib.Cluster, task_cls: type[base.Task],
+         experiment: config.ExperimentConfig, scratch: str,
+         before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
     num_gpus = _use_gpus(experiment.runtime.num_gpus, cluster_lib.count_gpus())
     strategy_name = cluster_lib.choose_strategy(experiment.runtime.distribution_strategy, num_gpus, cluster)
     strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
@@ -166,19 +170,17 @@ def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, bef
     task = make_task(task_cls, experiment, request.model_run_dir)
     if cluster.is_chief:
         os.makedirs(request.model_run_dir, exist_ok=True)
-    controller = Controller(task, experiment, strategy, request.checkpoint_dir,
-                            summary_dir=request.model_run_dir if cluster.is_chief else None,
-                            is_chief=cluster.is_chief, private_dir=private, mode=request.mode)
     final_serving = os.path.join(request.model_dir, outputs.SERVING_DIR)
     staging = storage.staging_dir_for(request.model_dir) if cluster.is_chief else os.path.join(private, "model")
     serving = os.path.join(staging, outputs.SERVING_DIR)
     trains = request.mode in TRAIN_MODES
     try:
-        result = controller.run()
-        already = _already_finished(request, experiment, result, cluster, final_serving)
-        exports = trains and not already
-        if exports:
-            controller.export_serving(serving)
+        result, _ = run_experiment(
+            task, experiment, request.mode, request.checkpoint_dir,
+            summary_dir=request.model_run_dir if cluster.is_chief else None, strategy=strategy, export_dir=serving,
+            is_chief=cluster.is_chief, private_dir=private,
+            export_when=lambda r: not _already_finished(request, experiment, r, cluster, final_serving))
+        exported = result.serving_model_dir is not None
         train_result = TrainResult(
             is_chief=cluster.is_chief, model_dir=request.model_dir, serving_model_dir=final_serving if trains else "",
             metrics=outputs.scalar_metrics(result.metrics()), model_info={}, strategy=type(strategy).__name__,
@@ -186,25 +188,24 @@ def _run(request: TrainRequest, cluster, task_cls, experiment, scratch: str, bef
             devices=cluster_lib.strategy_devices(strategy))
         if cluster.is_chief:
             if trains:
-                train_result.model_info = outputs.validate_serving_model(serving if exports else final_serving,
+                train_result.model_info = outputs.validate_serving_model(serving if exported else final_serving,
                                                                          what=task_cls.__name__)
             # Everything else first, the model last: a failure before it publishes nothing.
             _write_run_outputs(request, train_result)
             if before_publish is not None:
                 before_publish(train_result)
-            if exports:
+            if exported:
                 outputs.publish(serving, final_serving)
                 log.info("serving model: %s (signatures %s)", final_serving,
                          ", ".join(train_result.model_info["signatures"]))
         if cluster.is_multi_worker and not cluster.is_chief:
-            controller.barrier()  # the chief has published; now every worker may exit
+            barrier(strategy)  # the chief has published; now every worker may exit
         elif cluster.is_multi_worker:
             try:
-                controller.barrier()
+                barrier(strategy)
             except Exception as e:  # the model is published: a worker lost now does not fail the run
                 log.warning("a worker did not reach the end of the run after the model was published: %s", e)
     finally:
-        controller.close()
         WATCHER.uninstall()
         shutil.rmtree(staging, ignore_errors=True)
     if not cluster.is_chief:
@@ -242,7 +243,8 @@ def _use_gpus(requested: int, visible: int) -> int:
     return requested
 
 
-def _already_finished(request: TrainRequest, experiment, result, cluster, final_serving: str) -> bool:
+def _already_finished(request: TrainRequest, experiment: config.ExperimentConfig, result: ExperimentResult,
+                      cluster: cluster_lib.Cluster, final_serving: str) -> bool:
     """Whether the checkpoint was already at trainer.train_steps when the run started (nothing was trained).
 
     Says so in the log either way. Returns True (skip the export) only when the serving model of that

@@ -1,0 +1,157 @@
+"""`run_experiment`: the one entry that runs a Task (Model Garden's `train_lib.run_experiment`).
+
+The CLI path (`task/runner.py`) and the tests both run a Task through it, so the tests cover
+what production runs. It checks the config for the mode, writes params.yaml (chief, train
+modes), builds the `TaskState`, the inner loops the mode needs (`TrainLoop`, `EvalLoop`), the
+eval actions (the best-checkpoint exporter when `trainer.best_checkpoint_export_subdir` is set)
+and the `Controller`; runs the mode; then exports the serving model (train modes, when asked).
+Usable without the CLI:
+
+    result, controller = run_experiment(task, experiment, "train_and_eval", "/tmp/ckpt",
+                                        summary_dir="/tmp/logs", export_dir="/tmp/serving")
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from generic_trainer.task import checkpoints
+from generic_trainer.task.base import Task
+from generic_trainer.task.config import TRAIN_MODES, ExperimentConfig, as_dict, write_params_yaml
+from generic_trainer.task.controller import Controller, ControllerSettings, EvalAction, ExperimentResult
+from generic_trainer.task.eval_loop import EvalLoop
+from generic_trainer.task.export import export_serving
+from generic_trainer.task.resolve import validate
+from generic_trainer.task.state import TaskState
+from generic_trainer.task.train_loop import TrainLoop
+
+log = logging.getLogger("generic_trainer.task")
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict):
+        out = {}
+        for k, v in data.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    return {prefix.rstrip("."): data}
+
+
+def write_params(experiment: ExperimentConfig, checkpoint_dir: str) -> None:
+    """Write params.yaml into the checkpoint dir, logging which keys differ from the one already there."""
+    import yaml
+
+    path = os.path.join(checkpoint_dir, "params.yaml")
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                old = _flat(yaml.safe_load(f) or {})
+            new = _flat(as_dict(experiment))
+            changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+            if changed:
+                log.warning("params.yaml in %s differs from this run's config in %s; resuming with the new one",
+                            checkpoint_dir, ", ".join(changed[:20]))
+        except Exception:  # an unreadable old file is replaced
+            pass
+    log.info("resolved config written to %s", write_params_yaml(experiment, checkpoint_dir))
+
+
+def best_checkpoint_action(exporter: checkpoints.BestCheckpointExporter, state: TaskState) -> EvalAction:
+    """An eval action offering each evaluated checkpoint of `state` to `exporter`."""
+
+    def export_if_best(logs: dict[str, float], step: int) -> None:
+        exporter.maybe_export(state.checkpoint, logs, step)
+
+    return export_if_best
+
+
+def barrier(strategy: Any) -> None:
+    """Wait until every worker gets here (a collective sum), so no worker exits while others still work."""
+    import tensorflow as tf
+
+    @tf.function
+    def wait():
+        one = strategy.run(lambda: tf.constant(1.0))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, one, axis=None)
+
+    wait()
+
+
+def run_experiment(
+    task: Task,
+    experiment: ExperimentConfig,
+    mode: str,
+    checkpoint_dir: str,
+    summary_dir: str | None = None,
+    strategy: Any = None,
+    export_dir: str | None = None,
+    is_chief: bool = True,
+    private_dir: str | None = None,
+    *,
+    log_interval_s: float = 10.0,
+    eval_poll_s: float = 5.0,
+    export_when: Callable[[ExperimentResult], bool] | None = None,
+) -> tuple[ExperimentResult, Controller]:
+    """Run `task` in `mode` (train, eval, train_and_eval, continuous_eval) with `experiment`.
+
+    Args:
+      task: the Task instance (its `experiment` is usually `experiment`).
+      experiment: the resolved config; checked for `mode` here.
+      mode: what to run.
+      checkpoint_dir: the run's checkpoints (restored from, saved to) and params.yaml.
+      summary_dir: TensorBoard summaries (train/, validation/); None writes none.
+      strategy: the tf.distribute strategy; default the current one.
+      export_dir: after a train mode, the serving model is written here (`export.py`).
+      is_chief: whether this worker writes the real checkpoints, summaries and exports.
+      private_dir: where a non-chief worker writes what it must (saving can be collective);
+        default a temporary dir, removed at the end.
+      log_interval_s: at most this many seconds between progress lines while training.
+      eval_poll_s: continuous_eval: seconds between looks for a new checkpoint.
+      export_when: called with the result before exporting; False skips the export (e.g. the
+        serving model of a finished checkpoint is already published).
+
+    Returns the result (`result.serving_model_dir` says whether it exported) and the controller
+    (`controller.state.model` is the trained model).
+    """
+    import tensorflow as tf
+
+    validate(experiment, mode)
+    strategy = strategy or tf.distribute.get_strategy()
+    own_private = private_dir is None and not is_chief
+    private_dir = private_dir or (tempfile.mkdtemp(prefix="generic-trainer-worker-") if not is_chief else "")
+    training, t = mode in TRAIN_MODES, experiment.trainer
+    if training and is_chief:
+        os.makedirs(checkpoint_dir, exist_ok=True)
+        write_params(experiment, checkpoint_dir)
+    try:
+        state = TaskState(task, experiment, strategy, training=training)
+        actions, exporter = [], None
+        if t.best_checkpoint_export_subdir and mode != "train":
+            real = os.path.join(checkpoint_dir, t.best_checkpoint_export_subdir)
+            exporter = checkpoints.BestCheckpointExporter(
+                real if is_chief else os.path.join(private_dir, "best"), t.best_checkpoint_eval_metric,
+                t.best_checkpoint_metric_comp, is_chief=is_chief)
+            actions.append(best_checkpoint_action(exporter, state))
+        settings = ControllerSettings(checkpoint_dir=checkpoint_dir, summary_dir=summary_dir, is_chief=is_chief,
+                                      private_dir=private_dir, log_interval_s=log_interval_s, eval_poll_s=eval_poll_s)
+        controller = Controller(state, settings, trainer=TrainLoop(state) if training else None,
+                                evaluator=EvalLoop(state) if mode != "train" else None, eval_actions=actions)
+        try:
+            result = controller.run(mode)
+            if exporter is not None and is_chief and result.eval_history:
+                result.best_checkpoint_dir = exporter.export_dir
+            if export_dir and training and (export_when is None or export_when(result)):
+                with state.averaged_weights():
+                    export_serving(task, state.model, export_dir)
+                result.serving_model_dir = export_dir
+        finally:
+            controller.close()
+    finally:
+        if own_private:
+            shutil.rmtree(private_dir, ignore_errors=True)
+    return result, controller
