@@ -8,15 +8,25 @@ one clear message and an exit code. `--help` and argument errors never import Te
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from generic_trainer import data_options, fit_options, judge_options, options, output_checks
 from generic_trainer.common_options import EPILOG
 from generic_trainer.errors import TrainerError
+from generic_trainer.request import (
+    build_evaluate_request,
+    build_import_examples_request,
+    build_infra_validate_request,
+    build_train_request,
+    build_transform_request,
+    build_tune_request,
+)
 
 log = logging.getLogger("generic_trainer")
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
@@ -107,147 +117,194 @@ def _raw_values(args: argparse.Namespace) -> tuple[dict, object]:
     return values, kfp
 
 
-def _train(args: argparse.Namespace) -> int:
-    from generic_trainer import kfp_io, train
-    from generic_trainer.request import build_train_request
+@dataclasses.dataclass(frozen=True)
+class VerbRun:
+    """How the CLI runs one verb; `run_verb` does the steps every verb shares, in the same order.
+
+    build(values, kfp=) -> request; describe(request) -> the log lines saying what will run;
+    run(request, on_result) -> result, calling on_result(result) once the result is known and before
+    the verb publishes its main output (the executor output is written there); kfp_outputs(request,
+    result) -> (artifact metadata, output parameter values), under KFP only; summary(result) -> what is
+    printed (None: nothing, e.g. on a worker replica); outputs: the request's outputs checked writable.
+    """
+
+    build: Callable[..., Any]
+    describe: Callable[[Any], list[str]]
+    run: Callable[[Any, Callable[[Any], None]], Any]
+    kfp_outputs: Callable[[Any, Any], tuple[dict[str, Any], dict[str, Any] | None]]
+    summary: Callable[[Any], dict[str, Any] | None] = lambda result: result.summary()
+    outputs: tuple[tuple[str, str, str], ...] = output_checks.OUTPUT_FIELDS  # (attribute, flag, dir|file)
+
+
+def run_verb(args: argparse.Namespace, verb: VerbRun) -> int:
+    """request -> log -> check the outputs are writable (before TensorFlow) -> run -> executor output -> print."""
+    from generic_trainer import kfp_io
 
     values, kfp = _raw_values(args)
-    request = build_train_request(values, kfp=kfp)
-    log.info("train request: examples=%s module=%s run_fn=%s model_dir=%s model_run_dir=%s checkpoint_dir=%s "
-             "train_steps=%s eval_steps=%s strategy=%s keras=%s custom_config=%s",
-             request.examples, request.module_file, request.run_fn, request.model_dir, request.model_run_dir,
-             request.checkpoint_dir, request.train_steps, request.eval_steps, request.strategy, request.keras,
-             json.dumps(request.redacted_custom_config()))
-    if request.task:
+    request = verb.build(values, kfp=kfp)
+    for line in verb.describe(request):
+        log.info("%s", line)
+    output_checks.check_outputs(request, args.executor_output_file, verb.outputs)
+
+    def on_result(result: Any) -> None:
+        if request.kfp is not None:
+            metadata, parameter_values = verb.kfp_outputs(request, result)
+            kfp_io.write_executor_output(request.kfp, metadata, parameter_values=parameter_values,
+                                         output_file=args.executor_output_file)
+
+    summary = verb.summary(verb.run(request, on_result))
+    if summary is not None:
+        print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _describe_train(r: Any) -> list[str]:
+    lines = [f"train request: examples={r.examples} module={r.module_file} run_fn={r.run_fn} model_dir={r.model_dir} "
+             f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} train_steps={r.train_steps} "
+             f"eval_steps={r.eval_steps} strategy={r.strategy} keras={r.keras} "
+             f"custom_config={json.dumps(r.redacted_custom_config())}"]
+    if r.task:
         from generic_trainer.redaction import redact
         from generic_trainer.task.config import parse_params_override
 
-        log.info("task request: task=%s experiment=%s mode=%s config_files=%s config=%s params_override=%s",
-                 request.task, request.experiment, request.mode, list(request.config_files),
-                 f"({len(request.config)} chars)" if request.config else None,
-                 json.dumps(redact(parse_params_override(request.params_override))) if request.params_override
-                 else None)
-    output_checks.check_outputs(request, args.executor_output_file)
-    _choose_keras(request.keras)
+        config = f"({len(r.config)} chars)" if r.config else None
+        override = json.dumps(redact(parse_params_override(r.params_override))) if r.params_override else None
+        lines.append(f"task request: task={r.task} experiment={r.experiment} mode={r.mode} "
+                     f"config_files={list(r.config_files)} config={config} params_override={override}")
+    return lines
 
-    def write_executor_output(result: train.TrainResult) -> None:  # before the model is published
+
+def _run_train(request: Any, on_result: Callable[[Any], None]) -> Any:
+    _choose_keras(request.keras)
+    from generic_trainer import train
+
+    def before_publish(result: Any) -> None:  # the schemata and executor output, before the model is published
         if result.model_info:
             from generic_trainer import serving_container
 
             serving_container.write_schemata(request.model_dir, result.model_info)  # Vertex's predictSchemata
-        if request.kfp is not None:
-            kfp_io.write_executor_output(request.kfp, train.kfp_metadata(request, result),
-                                         parameter_values=train.kfp_parameters(request, result),
-                                         output_file=args.executor_output_file)
+        on_result(result)
 
-    result = train.run(request, before_publish=write_executor_output)
-    if result.is_chief:
-        print(json.dumps({"serving_model_dir": result.serving_model_dir, "metrics": result.metrics}, indent=2))
-    return 0
+    return train.run(request, before_publish=before_publish)
 
 
-def _tune(args: argparse.Namespace) -> int:
-    from generic_trainer import kfp_io, tune
-    from generic_trainer.request import build_tune_request
+def _train_outputs(request: Any, result: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    from generic_trainer import train
 
-    values, kfp = _raw_values(args)
-    request = build_tune_request(values, kfp=kfp)
-    log.info("tune request: examples=%s module=%s tuner_fn=%s best_hyperparameters_dir=%s checkpoint_dir=%s "
-             "train_steps=%s eval_steps=%s max_trials=%s worker_timeout=%gs custom_config=%s",
-             request.examples, request.module_file, request.tuner_fn, request.best_hyperparameters_dir,
-             request.checkpoint_dir, request.train_steps, request.eval_steps, request.max_trials or "tuner_fn's",
-             request.worker_timeout, json.dumps(request.redacted_custom_config()))
-    output_checks.check_outputs(request, args.executor_output_file)
+    return train.kfp_metadata(request, result), train.kfp_parameters(request, result)
+
+
+def _train_summary(result: Any) -> dict[str, Any] | None:
+    return {"serving_model_dir": result.serving_model_dir, "metrics": result.metrics} if result.is_chief else None
+
+
+_OWN_MAX_TRIALS = "tuner_fn's"
+
+
+def _describe_tune(r: Any) -> list[str]:
+    return [f"tune request: examples={r.examples} module={r.module_file} tuner_fn={r.tuner_fn} "
+            f"best_hyperparameters_dir={r.best_hyperparameters_dir} checkpoint_dir={r.checkpoint_dir} "
+            f"train_steps={r.train_steps} eval_steps={r.eval_steps} "
+            f"max_trials={r.max_trials or _OWN_MAX_TRIALS} "
+            f"worker_timeout={r.worker_timeout:g}s custom_config={json.dumps(r.redacted_custom_config())}"]
+
+
+def _run_tune(request: Any, on_result: Callable[[Any], None]) -> Any:
     _choose_keras("keras3")
+    from generic_trainer import tune
 
-    def write_executor_output(result: tune.TuneResult) -> None:  # before best_hyperparameters is published
-        if request.kfp is not None:
-            kfp_io.write_executor_output(request.kfp, tune.kfp_metadata(request, result),
-                                         output_file=args.executor_output_file)
-
-    result = tune.run(request, before_publish=write_executor_output)
-    if result.is_chief:
-        print(json.dumps(result.summary(), indent=2))
-    return 0
+    return tune.run(request, before_publish=on_result)  # the executor output before best_hyperparameters
 
 
-def _evaluate(args: argparse.Namespace) -> int:
-    from generic_trainer import evaluate, kfp_io
-    from generic_trainer.request import build_evaluate_request
+def _tune_outputs(request: Any, result: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    from generic_trainer import tune
 
-    values, kfp = _raw_values(args)
-    request = build_evaluate_request(values, kfp=kfp)
-    log.info("evaluate request: model=%s baseline_model=%s examples=%s splits=%s schema=%s blessing_dir=%s "
-             "eval_config=%s timeout=%gs memory_limit=%s", request.model, request.baseline_model, request.examples,
-             ",".join(request.eval_splits), request.schema, request.blessing_dir,
-             json.dumps(request.eval_config.to_json()), request.timeout, request.memory_limit or "none")
-    output_checks.check_outputs(request, args.executor_output_file)
+    return tune.kfp_metadata(request, result), None
+
+
+def _describe_evaluate(r: Any) -> list[str]:
+    return [f"evaluate request: model={r.model} baseline_model={r.baseline_model} examples={r.examples} "
+            f"splits={','.join(r.eval_splits)} schema={r.schema} blessing_dir={r.blessing_dir} "
+            f"eval_config={json.dumps(r.eval_config.to_json())} timeout={r.timeout:g}s "
+            f"memory_limit={r.memory_limit or 'none'}"]
+
+
+def _run_evaluate(request: Any, on_result: Callable[[Any], None]) -> Any:
+    from generic_trainer import evaluate
+
     result = evaluate.run(request)
-    if request.kfp is not None:
-        kfp_io.write_executor_output(request.kfp, evaluate.kfp_metadata(request, result),
-                                     output_file=args.executor_output_file)
-    print(json.dumps(result.summary(), indent=2))
-    return 0
+    on_result(result)
+    return result
 
 
-def _infra_validate(args: argparse.Namespace) -> int:
-    from generic_trainer import infra_validate, kfp_io
-    from generic_trainer.request import build_infra_validate_request
+def _evaluate_outputs(request: Any, result: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    from generic_trainer import evaluate
 
-    values, kfp = _raw_values(args)
-    request = build_infra_validate_request(values, kfp=kfp)
-    log.info("infra-validate request: model=%s examples=%s splits=%s model_blessing=%s blessing_dir=%s "
-             "requests=%d x %d examples timeout=%gs memory_limit=%s", request.model, request.examples,
-             ",".join(request.eval_splits), request.model_blessing, request.blessing_dir, request.num_requests,
-             request.batch_size, request.timeout, request.memory_limit or "none")
-    output_checks.check_outputs(request, args.executor_output_file)
+    return evaluate.kfp_metadata(request, result), None
+
+
+def _describe_infra_validate(r: Any) -> list[str]:
+    return [f"infra-validate request: model={r.model} examples={r.examples} splits={','.join(r.eval_splits)} "
+            f"model_blessing={r.model_blessing} blessing_dir={r.blessing_dir} "
+            f"requests={r.num_requests:d} x {r.batch_size:d} examples timeout={r.timeout:g}s "
+            f"memory_limit={r.memory_limit or 'none'}"]
+
+
+def _run_infra_validate(request: Any, on_result: Callable[[Any], None]) -> Any:
+    from generic_trainer import infra_validate
+
     result = infra_validate.run(request)
-    if request.kfp is not None:
-        blessed = {"blessed": result.blessed} if "blessed" in request.kfp.parameters else None  # for dsl.If
-        kfp_io.write_executor_output(request.kfp, infra_validate.kfp_metadata(request, result),
-                                     parameter_values=blessed, output_file=args.executor_output_file)
-    print(json.dumps(result.summary(), indent=2))
-    return 0
+    on_result(result)
+    return result
 
 
-def _import_examples(args: argparse.Namespace) -> int:
-    from generic_trainer import import_examples, kfp_io
-    from generic_trainer.request import build_import_examples_request
+def _infra_validate_outputs(request: Any, result: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    from generic_trainer import infra_validate
 
-    values, kfp = _raw_values(args)
-    request = build_import_examples_request(values, kfp=kfp)
-    log.info("import-examples request: input=%s input_splits=%s format=%s schema=%s output=%s beam_args=%s",
-             request.input_pattern, dict(request.input_splits) or None, request.format, request.schema,
-             request.output, list(request.beam_args))
+    blessed = {"blessed": result.blessed} if "blessed" in request.kfp.parameters else None  # for dsl.If
+    return infra_validate.kfp_metadata(request, result), blessed
+
+
+def _describe_import_examples(r: Any) -> list[str]:
+    return [f"import-examples request: input={r.input_pattern} input_splits={dict(r.input_splits) or None} "
+            f"format={r.format} schema={r.schema} output={r.output} beam_args={list(r.beam_args)}"]
+
+
+def _run_import_examples(request: Any, on_result: Callable[[Any], None]) -> Any:
+    from generic_trainer import import_examples
+
     result = import_examples.run(request)
-    if request.kfp is not None:
-        kfp_io.write_executor_output(request.kfp, import_examples.kfp_metadata(request, result),
-                                     output_file=args.executor_output_file)
-    print(json.dumps(result.summary(), indent=2))
-    return 0
+    on_result(result)
+    return result
 
 
-def _transform(args: argparse.Namespace) -> int:
-    from generic_trainer import kfp_io
-    from generic_trainer.request import build_transform_request
+def _import_examples_outputs(request: Any, result: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    from generic_trainer import import_examples
 
-    values, kfp = _raw_values(args)
-    request = build_transform_request(values, kfp=kfp)
-    log.info("transform request: examples=%s schema=%s module=%s preprocessing_fn=%s analyze_splits=%s "
-             "transform_splits=%s transform_graph=%s transformed_examples=%s beam_args=%s", request.examples,
-             request.schema, request.module_file, request.preprocessing_fn, ",".join(request.analyze_splits),
-             ",".join(request.transform_splits), request.transform_graph, request.transformed_examples,
-             list(request.beam_args))
+    return import_examples.kfp_metadata(request, result), None
+
+
+def _describe_transform(r: Any) -> list[str]:
+    return [f"transform request: examples={r.examples} schema={r.schema} module={r.module_file} "
+            f"preprocessing_fn={r.preprocessing_fn} analyze_splits={','.join(r.analyze_splits)} "
+            f"transform_splits={','.join(r.transform_splits)} transform_graph={r.transform_graph} "
+            f"transformed_examples={r.transformed_examples} beam_args={list(r.beam_args)}"]
+
+
+def _run_transform(request: Any, on_result: Callable[[Any], None]) -> Any:
     # tensorflow-transform sets TF_USE_LEGACY_KERAS=1 on import when it is unset; keep Keras 3 unless asked.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
     from generic_trainer import transform
 
     result = transform.run(request)
-    if request.kfp is not None:
-        kfp_io.write_executor_output(request.kfp, transform.kfp_metadata(request, result),
-                                     output_file=args.executor_output_file)
-    print(json.dumps(result.summary(), indent=2))
-    return 0
+    on_result(result)
+    return result
+
+
+def _transform_outputs(request: Any, result: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    from generic_trainer import transform
+
+    return transform.kfp_metadata(request, result), None
 
 
 def _vertex_job(args: argparse.Namespace) -> int:
@@ -256,8 +313,20 @@ def _vertex_job(args: argparse.Namespace) -> int:
     return vertex.main(args)
 
 
-VERBS = {"train": _train, "tune": _tune, "vertex-job": _vertex_job, "evaluate": _evaluate,
-         "infra-validate": _infra_validate, "import-examples": _import_examples, "transform": _transform}
+RUNS = {
+    "train": VerbRun(build_train_request, _describe_train, _run_train, _train_outputs, _train_summary),
+    "tune": VerbRun(build_tune_request, _describe_tune, _run_tune, _tune_outputs,
+                    lambda result: result.summary() if result.is_chief else None),
+    "evaluate": VerbRun(build_evaluate_request, _describe_evaluate, _run_evaluate, _evaluate_outputs),
+    "infra-validate": VerbRun(build_infra_validate_request, _describe_infra_validate, _run_infra_validate,
+                              _infra_validate_outputs),
+    "import-examples": VerbRun(build_import_examples_request, _describe_import_examples, _run_import_examples,
+                               _import_examples_outputs, outputs=output_checks.IMPORT_EXAMPLES_OUTPUTS),
+    "transform": VerbRun(build_transform_request, _describe_transform, _run_transform, _transform_outputs,
+                         outputs=output_checks.TRANSFORM_OUTPUTS),
+}
+
+
 
 
 def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> int:
@@ -271,7 +340,7 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     ending = argv is None if end_process is None else end_process
     try:
-        code = VERBS[args.verb](args)
+        code = _vertex_job(args) if args.verb == "vertex-job" else run_verb(args, RUNS[args.verb])
     except TrainerError as e:
         log.error("%s failed: %s", args.verb, e)
         code = e.exit_code
