@@ -18,15 +18,10 @@ from typing import Any
 
 from generic_trainer import data_options, fit_options, judge_options, options, output_checks
 from generic_trainer.common_options import EPILOG
+from generic_trainer.data_request import build_import_examples_request, build_transform_request
 from generic_trainer.errors import TrainerError
-from generic_trainer.request import (
-    build_evaluate_request,
-    build_import_examples_request,
-    build_infra_validate_request,
-    build_train_request,
-    build_transform_request,
-    build_tune_request,
-)
+from generic_trainer.fit_request import build_train_request, build_tune_request
+from generic_trainer.judge_request import build_evaluate_request, build_infra_validate_request
 
 log = logging.getLogger("generic_trainer")
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
@@ -159,18 +154,20 @@ def run_verb(args: argparse.Namespace, verb: VerbRun) -> int:
 
 
 def _describe_train(r: Any) -> list[str]:
-    lines = [f"train request: examples={r.examples} module={r.module_file} run_fn={r.run_fn} model_dir={r.model_dir} "
+    t = r.task
+    module, run_fn = (r.program.module_file, r.program.run_fn) if not t else ("", "run_fn")
+    lines = [f"train request: examples={r.examples} module={module} run_fn={run_fn} model_dir={r.model_dir} "
              f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} train_steps={r.train_steps} "
              f"eval_steps={r.eval_steps} strategy={r.strategy} keras={r.keras} "
              f"custom_config={json.dumps(r.redacted_custom_config())}"]
-    if r.task:
+    if t:
         from generic_trainer.redaction import redact
         from generic_trainer.task.config import parse_params_override
 
-        config = f"({len(r.config)} chars)" if r.config else None
-        override = json.dumps(redact(parse_params_override(r.params_override))) if r.params_override else None
-        lines.append(f"task request: task={r.task} experiment={r.experiment} mode={r.mode} "
-                     f"config_files={list(r.config_files)} config={config} params_override={override}")
+        config = f"({len(t.config)} chars)" if t.config else None
+        override = json.dumps(redact(parse_params_override(t.params_override))) if t.params_override else None
+        lines.append(f"task request: task={t.task} experiment={t.experiment} mode={t.mode} "
+                     f"config_files={list(t.config_files)} config={config} params_override={override}")
     return lines
 
 

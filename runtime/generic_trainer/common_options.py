@@ -13,11 +13,10 @@ from collections.abc import Mapping
 
 from generic_trainer.cluster import STRATEGIES
 from generic_trainer.errors import UserInputError
-from generic_trainer.options import Group, Option, Param
-from generic_trainer.request import seconds
+from generic_trainer.options import Check, Group, Option, Param
+from generic_trainer.request import KERAS_CHOICES, seconds
 
 EPILOG = "Exit codes: 0 ok, 2 bad input, 3 user code failed, 4 bad outputs, 5 cluster failure, 143 preempted."
-KERAS_CHOICES = ("keras3", "tf_keras")
 
 
 def seconds_flag(text: str) -> float:
@@ -29,12 +28,14 @@ def seconds_flag(text: str) -> float:
 
 
 def common_groups(strategies: tuple[str, ...] = STRATEGIES, cluster_timeout: bool = True, training: bool = True,
-                  params: Mapping[str, Param] | None = None) -> tuple[Group, Group]:
-    """The KFP and runtime groups of a verb; `params` (option name -> Param) makes options component inputs.
+                  params: Mapping[str, Param] | None = None,
+                  checks: Mapping[str, Check] | None = None) -> tuple[Group, Group]:
+    """The KFP and runtime groups of a verb; `params` (option name -> Param) makes options component inputs of
+    the verb, `checks` (option name -> Check) request fields it fills.
 
     evaluate, infra-validate and the data verbs run no user training code: no --keras, --strategy.
     """
-    params = params or {}
+    params, checks = params or {}, checks or {}
     runtime = []
     if training:
         runtime += [
@@ -54,7 +55,7 @@ def common_groups(strategies: tuple[str, ...] = STRATEGIES, cluster_timeout: boo
         Option("gcs_root", metavar="DIR", help="where gs:// is mounted (default /gcs, or $GENERIC_TRAINER_GCS_ROOT)"),
         Option("log_level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
     ]
-    unknown = set(params) - {o.name for o in runtime}
+    unknown = (set(params) | set(checks)) - {o.name for o in runtime}
     if unknown:
         raise ValueError(f"no such runtime options: {sorted(unknown)}")
     kfp = Group("KFP", (
@@ -63,5 +64,5 @@ def common_groups(strategies: tuple[str, ...] = STRATEGIES, cluster_timeout: boo
         Option("executor_output_file", metavar="FILE",
                help="where to write the executor output (default: outputs.outputFile of the executor input)"),
     ))
-    return kfp, Group("runtime", tuple(dataclasses.replace(o, param=params[o.name]) if o.name in params else o
+    return kfp, Group("runtime", tuple(dataclasses.replace(o, param=params.get(o.name), check=checks.get(o.name))
                                        for o in runtime))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from generic_trainer.common_options import common_groups
 from generic_trainer.options import Component, Group, Option, Verb, artifact, output, value
+from generic_trainer.request import existing, sha256, splits, text
 
 BEAM = Group("beam", (
     Option("beam_pipeline_args",
@@ -26,7 +27,8 @@ IMPORT_EXAMPLES_INPUTS = Group("inputs", (
                        name="input_pattern")),
     Option("format", help="file format (default csv; CSV needs a header line)", choices=("csv", "parquet"),
            param=value(str, "csv (with a header line) or parquet.", "csv")),
-    Option("schema", help="tensorflow-metadata Schema giving each column's type; the columns must match its features",
+    Option("schema", check=existing,
+           help="tensorflow-metadata Schema giving each column's type; the columns must match its features",
            metavar="FILE_OR_DIR",
            param=artifact("Artifact",
                           ("tensorflow-metadata Schema giving each column's type; the columns must match its "
@@ -75,13 +77,15 @@ TRANSFORM_INPUTS = Group("inputs", (
                           "The raw examples' tensorflow-metadata Schema (schema.pbtxt or a dir holding one).")),
     Option("module_file", help="user module: a .py file, a gs:// URI, or a dotted module name", metavar="PATH_OR_URI",
            param=value(str, "The user module: a .py path, a gs:// URI, or a dotted module name in the image.")),
-    Option("preprocessing_fn", help="function to call (default preprocessing_fn)", metavar="NAME",
+    Option("preprocessing_fn", check=text("preprocessing_fn"),
+           help="function to call (default preprocessing_fn)", metavar="NAME",
            param=value(str, "The function to call in the module.", "preprocessing_fn")),
-    Option("module_sha256", help="refuse to run a module file whose sha256 differs", metavar="HEX",
+    Option("module_sha256", check=sha256, help="refuse to run a module file whose sha256 differs", metavar="HEX",
            param=value(str, "Refuse to run a module file whose sha256 differs (empty: no check).", "")),
-    Option("analyze_splits", help="splits the analyzers see (default train)", metavar="a,b",
+    Option("analyze_splits", check=splits(("train",)), help="splits the analyzers see (default train)", metavar="a,b",
            param=value(list, 'Splits the analyzers see (default ["train"]).', None)),
-    Option("transform_splits", help="splits to transform (default train,eval)", metavar="a,b",
+    Option("transform_splits", check=splits(("train", "eval")),
+           help="splits to transform (default train,eval)", metavar="a,b",
            param=value(list, 'Splits to transform (default ["train", "eval"]).', None)),
 ))
 

@@ -11,7 +11,7 @@ import argparse
 from generic_trainer import options
 from generic_trainer.common_options import common_groups
 from generic_trainer.options import Component, Group, Option, Verb, artifact, output, output_value, value
-from generic_trainer.request import TUNE_STRATEGIES
+from generic_trainer.request import TUNE_STRATEGIES, duration, existing, output_file, sha256, splits, step_count, text
 
 
 def _training_inputs(function: Option) -> tuple[Option, ...]:
@@ -24,25 +24,28 @@ def _training_inputs(function: Option) -> tuple[Option, ...]:
                metavar="PATH_OR_URI",
                param=value(str, "The user module: a .py path, a gs:// URI, or a dotted module name in the image.", "")),
         function,
-        Option("module_sha256", help="refuse to run a module file whose sha256 differs", metavar="HEX",
+        Option("module_sha256", check=sha256, help="refuse to run a module file whose sha256 differs", metavar="HEX",
                param=value(str, "Refuse to run a module file whose sha256 differs (empty: no check).", "")),
-        Option("schema", help="tensorflow-metadata Schema (schema.pbtxt or its dir)", metavar="FILE_OR_DIR",
+        Option("schema", check=existing,
+               help="tensorflow-metadata Schema (schema.pbtxt or its dir)", metavar="FILE_OR_DIR",
                param=artifact("Artifact",
                               "tensorflow-metadata Schema (schema.pbtxt or a dir holding one), fn_args.schema_path.",
                               None)),
-        Option("transform_graph", help="tensorflow-transform output dir (fn_args.transform_output)", metavar="DIR",
+        Option("transform_graph", check=existing,
+               help="tensorflow-transform output dir (fn_args.transform_output)", metavar="DIR",
                param=artifact("Artifact", "tensorflow-transform output dir, fn_args.transform_output.", None)),
         Option("hyperparameters", help="JSON hyperparameters (keras-tuner best_hyperparameters.txt or its dir)",
                metavar="FILE_OR_DIR",
                param=artifact("Artifact",
                               "Tuner output (best_hyperparameters.txt or its dir), fn_args.hyperparameters.",
                               None)),
-        Option("base_model", help="model to warm-start from (fn_args.base_model)", metavar="DIR",
+        Option("base_model", check=existing, help="model to warm-start from (fn_args.base_model)", metavar="DIR",
                param=artifact("Model", "A model to warm-start from, fn_args.base_model.", None)),
-        Option("train_steps", help="training steps (fn_args.train_steps); 0 or unset: None", metavar="N"),
-        Option("eval_steps", help="evaluation steps (fn_args.eval_steps)", metavar="N"),
-        Option("train_splits", help="splits to train on (default train)", metavar="a,b"),
-        Option("eval_splits", help="splits to evaluate on (default eval)", metavar="a,b"),
+        Option("train_steps", check=step_count,
+               help="training steps (fn_args.train_steps); 0 or unset: None", metavar="N"),
+        Option("eval_steps", check=step_count, help="evaluation steps (fn_args.eval_steps)", metavar="N"),
+        Option("train_splits", check=splits(("train",)), help="splits to train on (default train)", metavar="a,b"),
+        Option("eval_splits", check=splits(("eval",)), help="splits to evaluate on (default eval)", metavar="a,b"),
         Option("custom_config", help="JSON object passed as fn_args.custom_config", metavar="JSON",
                param=value(dict, "JSON object passed as fn_args.custom_config (integral numbers arrive as ints).",
                            None)),
@@ -117,9 +120,9 @@ TRAIN_OUTPUTS = Group("outputs", (
                         "never share one. Empty: $AIP_CHECKPOINT_DIR the same way, else inside the model_run "
                         "artifact."), "")),
     *_run_identity(),
-    Option("metrics_file", help="write the final eval metrics here as flat JSON", metavar="FILE",
+    Option("metrics_file", check=output_file, help="write the final eval metrics here as flat JSON", metavar="FILE",
            param=output("Metrics", "The final evaluation and training metrics.", name="metrics")),
-    Option("report_file", help="write an HTML report of the run here", metavar="FILE",
+    Option("report_file", check=output_file, help="write an HTML report of the run here", metavar="FILE",
            param=output("HTML", "HTML report of the run: loss and metric curves, resolved inputs, strategy, metrics.",
                         name="report")),
     # Output parameters: what a dsl.importer of google.UnmanagedContainerModel needs (Vertex AI Model Registry).
@@ -184,13 +187,14 @@ TRAIN = Verb(
                                            "file (TFX Trainer compatible).", run_identity=True),
     groups=(
         Group("inputs", _training_inputs(
-            Option("run_fn", help="function to call in the module (default run_fn)", metavar="NAME",
+            Option("run_fn", check=text("run_fn"),
+                   help="function to call in the module (default run_fn)", metavar="NAME",
                    param=value(str, "The function to call in the module.", "run_fn")))),
         TRAIN_TASK,
         TRAIN_OUTPUTS,
         TRAIN_SERVING,
         TRAIN_SPEED,
-        *common_groups(params={
+        *common_groups(checks={"strategy": text("auto"), "cluster_timeout": duration()}, params={
             "keras": value(str, "What tf.keras means for the module: keras3 or tf_keras (unset: keras3, unless the "
                                 "image\nsets TF_USE_LEGACY_KERAS=1).", None),
             "strategy": value(str, "tf.distribute strategy: auto, default, one_device, mirrored or "
@@ -222,9 +226,10 @@ TUNE_OUTPUTS = Group("outputs", (
                         "runs never share one. Empty: $AIP_CHECKPOINT_DIR the same way, else beside "
                         "best_hyperparameters."), "")),
     *_run_identity(),
-    Option("metrics_file", help="write the best score and trial counts here as flat JSON", metavar="FILE",
+    Option("metrics_file", check=output_file,
+           help="write the best score and trial counts here as flat JSON", metavar="FILE",
            param=output("Metrics", "The best trial's score.", name="metrics")),
-    Option("report_file", help="write an HTML report of the run here", metavar="FILE",
+    Option("report_file", check=output_file, help="write an HTML report of the run here", metavar="FILE",
            param=output("HTML", "HTML report of the search: trials table and score per trial.", name="report")),
 ))
 
@@ -237,7 +242,8 @@ TUNE = Verb(
                                          "(TFX Tuner compatible).", run_identity=True),
     groups=(
         Group("inputs", options.replace(_training_inputs(
-            Option("tuner_fn", help="function to call in the module (default tuner_fn)", metavar="NAME",
+            Option("tuner_fn", check=text("tuner_fn"),
+                   help="function to call in the module (default tuner_fn)", metavar="NAME",
                    param=value(str, "The function to call in the module; returns TunerFnResult(tuner, fit_kwargs).",
                                "tuner_fn"))),
             # the tuner's own wording; module_file is required (there is no Task API to give instead)
@@ -257,7 +263,7 @@ TUNE = Verb(
                               "auto"),
         }),
         Group("cluster", (
-        Option("worker_timeout",
+        Option("worker_timeout", check=duration(600.0),
                help=("the chief gives up when a worker running a trial is silent this long, and workers when the "
                      "chief is unreachable this long (default 600)"), metavar="SECONDS",
                param=value(float, "Distributed tuning: seconds the chief waits for a silent worker before failing.",
