@@ -3,6 +3,10 @@
 Parses flags (or KFP's executor input) into one request, sets what must be decided before
 TensorFlow is imported (which Keras `tf.keras` means), runs the verb, and turns errors into
 one clear message and an exit code. `--help` and argument errors never import TensorFlow.
+
+The flags are not written here: each verb's are generated from its declaration (DECLARATIONS; see
+options.py for how to add one). Every verb runs through `run_verb` (request -> log -> outputs
+checked writable -> run -> executor output -> print); `RUNS` says what differs per verb.
 """
 
 from __future__ import annotations
@@ -18,15 +22,26 @@ from typing import Any
 
 from generic_trainer import data_options, fit_options, judge_options, options, output_checks
 from generic_trainer.common_options import EPILOG
-from generic_trainer.data_request import build_import_examples_request, build_transform_request
+from generic_trainer.data_request import (
+    ImportExamplesRequest,
+    TransformRequest,
+    build_import_examples_request,
+    build_transform_request,
+)
 from generic_trainer.errors import TrainerError
-from generic_trainer.fit_request import build_train_request, build_tune_request
-from generic_trainer.judge_request import build_evaluate_request, build_infra_validate_request
+from generic_trainer.fit_request import TrainRequest, TuneRequest, build_train_request, build_tune_request
+from generic_trainer.judge_request import (
+    EvaluateRequest,
+    InfraValidateRequest,
+    build_evaluate_request,
+    build_infra_validate_request,
+)
 
 log = logging.getLogger("generic_trainer")
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
 DECLARATIONS = (fit_options.TRAIN, fit_options.TUNE, judge_options.EVALUATE, judge_options.INFRA_VALIDATE,
                 data_options.IMPORT_EXAMPLES, data_options.TRANSFORM)
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The `generic-trainer` parser: one sub-parser per verb, its flags from the verb's declaration."""
@@ -112,6 +127,10 @@ def _raw_values(args: argparse.Namespace) -> tuple[dict, object]:
     return values, kfp
 
 
+# (metadata of each output artifact, output parameter values or None), for kfp_io.write_executor_output
+KfpOutputValues = tuple[dict[str, Any], dict[str, Any] | None]
+
+
 @dataclasses.dataclass(frozen=True)
 class VerbRun:
     """How the CLI runs one verb; `run_verb` does the steps every verb shares, in the same order.
@@ -126,7 +145,7 @@ class VerbRun:
     build: Callable[..., Any]
     describe: Callable[[Any], list[str]]
     run: Callable[[Any, Callable[[Any], None]], Any]
-    kfp_outputs: Callable[[Any, Any], tuple[dict[str, Any], dict[str, Any] | None]]
+    kfp_outputs: Callable[[Any, Any], KfpOutputValues]
     summary: Callable[[Any], dict[str, Any] | None] = lambda result: result.summary()
     outputs: tuple[tuple[str, str, str], ...] = output_checks.OUTPUT_FIELDS  # (attribute, flag, dir|file)
 
@@ -153,7 +172,7 @@ def run_verb(args: argparse.Namespace, verb: VerbRun) -> int:
     return 0
 
 
-def _describe_train(r: Any) -> list[str]:
+def _describe_train(r: TrainRequest) -> list[str]:
     t = r.task
     module, run_fn = (r.program.module_file, r.program.run_fn) if not t else ("", "run_fn")
     lines = [f"train request: examples={r.examples} module={module} run_fn={run_fn} model_dir={r.model_dir} "
@@ -171,7 +190,7 @@ def _describe_train(r: Any) -> list[str]:
     return lines
 
 
-def _run_train(request: Any, on_result: Callable[[Any], None]) -> Any:
+def _run_train(request: TrainRequest, on_result: Callable[[Any], None]) -> Any:
     _choose_keras(request.keras)
     from generic_trainer import train
 
@@ -185,7 +204,7 @@ def _run_train(request: Any, on_result: Callable[[Any], None]) -> Any:
     return train.run(request, before_publish=before_publish)
 
 
-def _train_outputs(request: Any, result: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _train_outputs(request: TrainRequest, result: Any) -> KfpOutputValues:
     from generic_trainer import train
 
     return train.kfp_metadata(request, result), train.kfp_parameters(request, result)
@@ -198,7 +217,7 @@ def _train_summary(result: Any) -> dict[str, Any] | None:
 _OWN_MAX_TRIALS = "tuner_fn's"
 
 
-def _describe_tune(r: Any) -> list[str]:
+def _describe_tune(r: TuneRequest) -> list[str]:
     return [f"tune request: examples={r.examples} module={r.module_file} tuner_fn={r.tuner_fn} "
             f"best_hyperparameters_dir={r.best_hyperparameters_dir} checkpoint_dir={r.checkpoint_dir} "
             f"train_steps={r.train_steps} eval_steps={r.eval_steps} "
@@ -206,27 +225,27 @@ def _describe_tune(r: Any) -> list[str]:
             f"worker_timeout={r.worker_timeout:g}s custom_config={json.dumps(r.redacted_custom_config())}"]
 
 
-def _run_tune(request: Any, on_result: Callable[[Any], None]) -> Any:
+def _run_tune(request: TuneRequest, on_result: Callable[[Any], None]) -> Any:
     _choose_keras("keras3")
     from generic_trainer import tune
 
     return tune.run(request, before_publish=on_result)  # the executor output before best_hyperparameters
 
 
-def _tune_outputs(request: Any, result: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _tune_outputs(request: TuneRequest, result: Any) -> KfpOutputValues:
     from generic_trainer import tune
 
     return tune.kfp_metadata(request, result), None
 
 
-def _describe_evaluate(r: Any) -> list[str]:
+def _describe_evaluate(r: EvaluateRequest) -> list[str]:
     return [f"evaluate request: model={r.model} baseline_model={r.baseline_model} examples={r.examples} "
             f"splits={','.join(r.eval_splits)} schema={r.schema} blessing_dir={r.blessing_dir} "
             f"eval_config={json.dumps(r.eval_config.to_json())} timeout={r.timeout:g}s "
             f"memory_limit={r.memory_limit or 'none'}"]
 
 
-def _run_evaluate(request: Any, on_result: Callable[[Any], None]) -> Any:
+def _run_evaluate(request: EvaluateRequest, on_result: Callable[[Any], None]) -> Any:
     from generic_trainer import evaluate
 
     result = evaluate.run(request)
@@ -234,20 +253,20 @@ def _run_evaluate(request: Any, on_result: Callable[[Any], None]) -> Any:
     return result
 
 
-def _evaluate_outputs(request: Any, result: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _evaluate_outputs(request: EvaluateRequest, result: Any) -> KfpOutputValues:
     from generic_trainer import evaluate
 
     return evaluate.kfp_metadata(request, result), None
 
 
-def _describe_infra_validate(r: Any) -> list[str]:
+def _describe_infra_validate(r: InfraValidateRequest) -> list[str]:
     return [f"infra-validate request: model={r.model} examples={r.examples} splits={','.join(r.eval_splits)} "
             f"model_blessing={r.model_blessing} blessing_dir={r.blessing_dir} "
             f"requests={r.num_requests:d} x {r.batch_size:d} examples timeout={r.timeout:g}s "
             f"memory_limit={r.memory_limit or 'none'}"]
 
 
-def _run_infra_validate(request: Any, on_result: Callable[[Any], None]) -> Any:
+def _run_infra_validate(request: InfraValidateRequest, on_result: Callable[[Any], None]) -> Any:
     from generic_trainer import infra_validate
 
     result = infra_validate.run(request)
@@ -255,19 +274,19 @@ def _run_infra_validate(request: Any, on_result: Callable[[Any], None]) -> Any:
     return result
 
 
-def _infra_validate_outputs(request: Any, result: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _infra_validate_outputs(request: InfraValidateRequest, result: Any) -> KfpOutputValues:
     from generic_trainer import infra_validate
 
     blessed = {"blessed": result.blessed} if "blessed" in request.kfp.parameters else None  # for dsl.If
     return infra_validate.kfp_metadata(request, result), blessed
 
 
-def _describe_import_examples(r: Any) -> list[str]:
+def _describe_import_examples(r: ImportExamplesRequest) -> list[str]:
     return [f"import-examples request: input={r.input_pattern} input_splits={dict(r.input_splits) or None} "
             f"format={r.format} schema={r.schema} output={r.output} beam_args={list(r.beam_args)}"]
 
 
-def _run_import_examples(request: Any, on_result: Callable[[Any], None]) -> Any:
+def _run_import_examples(request: ImportExamplesRequest, on_result: Callable[[Any], None]) -> Any:
     from generic_trainer import import_examples
 
     result = import_examples.run(request)
@@ -275,20 +294,20 @@ def _run_import_examples(request: Any, on_result: Callable[[Any], None]) -> Any:
     return result
 
 
-def _import_examples_outputs(request: Any, result: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _import_examples_outputs(request: ImportExamplesRequest, result: Any) -> KfpOutputValues:
     from generic_trainer import import_examples
 
     return import_examples.kfp_metadata(request, result), None
 
 
-def _describe_transform(r: Any) -> list[str]:
+def _describe_transform(r: TransformRequest) -> list[str]:
     return [f"transform request: examples={r.examples} schema={r.schema} module={r.module_file} "
             f"preprocessing_fn={r.preprocessing_fn} analyze_splits={','.join(r.analyze_splits)} "
             f"transform_splits={','.join(r.transform_splits)} transform_graph={r.transform_graph} "
             f"transformed_examples={r.transformed_examples} beam_args={list(r.beam_args)}"]
 
 
-def _run_transform(request: Any, on_result: Callable[[Any], None]) -> Any:
+def _run_transform(request: TransformRequest, on_result: Callable[[Any], None]) -> Any:
     # tensorflow-transform sets TF_USE_LEGACY_KERAS=1 on import when it is unset; keep Keras 3 unless asked.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
     from generic_trainer import transform
@@ -298,7 +317,7 @@ def _run_transform(request: Any, on_result: Callable[[Any], None]) -> Any:
     return result
 
 
-def _transform_outputs(request: Any, result: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _transform_outputs(request: TransformRequest, result: Any) -> KfpOutputValues:
     from generic_trainer import transform
 
     return transform.kfp_metadata(request, result), None

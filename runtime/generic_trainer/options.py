@@ -1,25 +1,29 @@
 """One declaration per input: each verb's flags, KFP component signature and simple request fields.
 
 A verb's inputs are a `Verb`: `Group`s of `Option`s, in the order `--help` shows them. From it
-- `add_parser(sub, verb)` makes the verb's argparse sub-parser (cli.py),
+- `add_parser(sub, verb, epilog)` makes the verb's argparse sub-parser (cli.build_parser),
 - `component_function(verb, container)` makes the function kfp's `@dsl.container_component` compiles
   (components/specs.py): one parameter per option with a `Param`, its docstring from the params' docs,
-- `checked_fields(verb, raw)` gives the request field of every option with a `check` (the request modules).
+- `checked_fields(verb, raw)` gives the request field of every option with a `check` (the *_request
+  modules' builders; the fields that depend on each other are resolved there by hand).
 
-The tables live beside the request they fill: fit_options.py (train, tune), judge_options.py (evaluate,
-infra-validate), data_options.py (import-examples, transform); common_options.py has the KFP and
-runtime groups every verb ends with.
+The tables: fit_options.py (train, tune), judge_options.py (evaluate, infra-validate), data_options.py
+(import-examples, transform); common_options.py has the KFP and runtime groups every verb ends with.
 
-Adding an input is one entry in its verb's table, e.g.
+To add an input, add one `Option` to its verb's table, e.g. in fit_options.py's tune "search" group:
 
-    Option("max_trials", "override the tuner's max_trials (0 or unset: the tuner_fn's own)", metavar="N",
-           param=value(int, "Override the tuner's max_trials (0: the tuner_fn's own).", 0),
-           check=whole_number(...)),
+    Option("patience", check=whole_number(3), metavar="N",
+           help="epochs without improvement before stopping",              # the flag --patience
+           param=value(int, "Epochs without improvement before stopping.", 3)),  # the component input
 
-plus its field on the request dataclass when `check` fills one (a test checks that every checked
-option names a field). `Option(..., cli=False)` is a component input only (train_args, whose keys
-kfp_io spreads over train_steps and train_splits); an option without `param` is a flag only.
-`python -m components.build` regenerates the component YAML; tests/test_cli_flags.py pins the flags.
+then give the request dataclass its field (`patience: int = 3` on TuneRequest; a test checks every
+checked option names one) and run `python -m components.build` (the YAML) and
+`python tests/test_cli_flags.py --update` (the pinned flags). `check` is one of request.py's checks
+(text, existing, output_file, step_count, splits, sha256, whole_number, duration, size) or any
+`(raw, flag, value) -> field value` raising UserInputError; leave it out when the builder resolves the
+field itself. `cli=False` makes a component input only (train_args, which kfp_io spreads over
+train_steps and train_splits); no `param`, a flag only (--gcs-root). A `Param`'s name is the
+component's when it differs from the option's (the `model` output artifact fills --model-dir).
 """
 
 from __future__ import annotations
