@@ -36,6 +36,7 @@ from generic_trainer.judge_request import (
     build_evaluate_request,
     build_infra_validate_request,
 )
+from generic_trainer.request import gcs_root
 
 log = logging.getLogger("generic_trainer")
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
@@ -121,8 +122,7 @@ def _raw_values(args: argparse.Namespace) -> tuple[dict, object]:
     values = {k: v for k, v in vars(args).items() if v is not None}
     if not args.executor_input:
         return values, None
-    gcs_root = args.gcs_root or os.environ.get("GENERIC_TRAINER_GCS_ROOT") or "/gcs"
-    kfp_values, kfp = kfp_io.parse(kfp_io.load(args.executor_input), gcs_root)
+    kfp_values, kfp = kfp_io.parse(kfp_io.load(args.executor_input), gcs_root(values))
     values.update({k: v for k, v in kfp_values.items() if v is not None})
     return values, kfp
 

@@ -39,11 +39,17 @@ class RawInputs:
     kfp: KfpOutputs | None = None
 
 
+def gcs_root(values: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:
+    """Where gs:// is mounted: --gcs-root, else $GENERIC_TRAINER_GCS_ROOT, else /gcs."""
+    environ = os.environ if environ is None else environ
+    return values.get("gcs_root") or environ.get(GCS_ROOT_ENV) or "/gcs"
+
+
 def raw_inputs(values: Mapping[str, Any], environ: Mapping[str, str] | None = None,
                kfp: KfpOutputs | None = None) -> RawInputs:
     """The one preamble of every request builder: the environment (os.environ by default) and the gcs root."""
     environ = os.environ if environ is None else environ
-    return RawInputs(values, environ, values.get("gcs_root") or environ.get(GCS_ROOT_ENV) or "/gcs", kfp)
+    return RawInputs(values, environ, gcs_root(values, environ), kfp)
 
 
 # `Option.check`s (options.py): (raw inputs, flag, raw value) -> the request field's value.
