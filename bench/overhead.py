@@ -227,10 +227,10 @@ def step(name, fn, runtime=True):
     out.append({"step": name, "wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "runtime": runtime})
     return value
 def parse():
-    from generic_trainer import cli, request
+    from generic_trainer import cli, fit_request
     args = cli.build_parser().parse_args(["train", "--examples", data_dir, "--module-file", "m.py", "--schema",
                                           os.path.join(data_dir, "schema.pbtxt"), "--model-dir", work])
-    return request.build_train_request({k: v for k, v in vars(args).items() if v is not None}, environ={})
+    return fit_request.build_train_request({k: v for k, v in vars(args).items() if v is not None}, environ={})
 request = step("parse flags, build the request (cli, request)", parse)
 def check():
     from generic_trainer import data

@@ -20,8 +20,8 @@ import pytest
 from conftest import PENGUIN, gcs_upload, run_cli
 from generic_trainer import cli, data, kfp_io, storage
 from generic_trainer.errors import UserInputError
+from generic_trainer.fit_request import build_train_request, load_hyperparameters
 from generic_trainer.redaction import redact
-from generic_trainer.request import build_train_request, load_hyperparameters
 
 REGRESSION = Path(__file__).parent / "modules" / "regression"
 
@@ -123,7 +123,7 @@ def test_good_numbers_still_pass(tmp_path):
     values = {"examples": str(PENGUIN / "data"), "module_file": "m.py", "model_dir": str(tmp_path / "m"),
               "train_steps": "1e3", "eval_steps": 7.0, "cluster_timeout": "2.5", "steps_per_execution": "4"}
     req = build_train_request(values, environ={})
-    assert (req.train_steps, req.eval_steps, req.cluster_timeout, req.steps_per_execution) == (1000, 7, 2.5, 4)
+    assert (req.train_steps, req.eval_steps, req.cluster_timeout, req.program.steps_per_execution) == (1000, 7, 2.5, 4)
     assert isinstance(req.train_steps, int)
 
 
@@ -187,10 +187,10 @@ def test_task_config_dump_masks_secrets_in_lists():
 
 def test_report_masks_secrets_in_lists(tmp_path):
     from generic_trainer import report
-    from generic_trainer.request import TrainRequest
+    from generic_trainer.fit_request import RunFnProgram, TrainRequest
     from generic_trainer.results import TrainResult
 
-    request = TrainRequest(examples="/e", module_file="m.py", model_dir=str(tmp_path / "m"),
+    request = TrainRequest(program=RunFnProgram("m.py"), examples="/e", model_dir=str(tmp_path / "m"),
                            model_run_dir=str(tmp_path / "run"), checkpoint_dir=str(tmp_path / "ck"),
                            custom_config={"creds": [{"api_key": "list-s3cret"}], "secret_keys": "k",
                                           "k": "str-s3cret"})

@@ -15,7 +15,7 @@ from datagen import write_schema, write_split
 from generic_trainer import eval_metrics
 from generic_trainer.errors import UserInputError
 from generic_trainer.eval_config import parse_eval_config
-from generic_trainer.request import build_evaluate_request
+from generic_trainer.judge_request import build_evaluate_request
 
 # --------------------------------------------------------------------------------------------
 # Eval config

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import PENGUIN
 from generic_trainer import beam_run, cli
-from generic_trainer.request import build_import_examples_request
+from generic_trainer.data_request import build_import_examples_request
 
 
 def _records(split_dir: Path) -> list[bytes]:

@@ -229,6 +229,21 @@ CASES = {
         lambda t: ["infra-validate", "--model", str(t / "adir"), "--examples", str(PENGUIN / "data"),
                    "--blessing-dir", str(t / "blessing"), "--metrics-file", str(t / "ro" / "m.json")],
         "--metrics-file", "is not writable"),
+    # The data verbs run through the same runner: their outputs are checked before Beam or TensorFlow load.
+    "import-examples: --output under a file": (
+        lambda t: ["import-examples", "--input", str(t / "x.csv"), "--output", str(t / "afile" / "out")],
+        "--output", "is a file, not a directory"),
+    "import-examples: read-only --schema-output dir": (
+        lambda t: ["import-examples", "--input", str(t / "x.csv"), "--output", str(t / "out"),
+                   "--schema-output", str(t / "ro" / "schema")], "--schema-output", "is not writable"),
+    "transform: --transformed-examples under a file": (
+        lambda t: ["transform", "--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "data"),
+                   "--module-file", "m.py", "--transform-graph", str(t / "graph"),
+                   "--transformed-examples", str(t / "afile" / "x")], "--transformed-examples", "is a file"),
+    "transform: --executor-output-file is a dir": (
+        lambda t: ["transform", "--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "data"),
+                   "--module-file", "m.py", "--transform-graph", str(t / "graph"),
+                   "--executor-output-file", str(t / "adir")], "--executor-output-file", "is a directory"),
 }
 
 

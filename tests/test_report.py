@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from generic_trainer import report
-from generic_trainer.request import TrainRequest
+from generic_trainer.fit_request import RunFnProgram, TrainRequest
 from generic_trainer.results import TrainResult
 
 
@@ -112,7 +112,7 @@ def test_train_report_has_inputs_strategy_metrics_and_no_secrets(tmp_path):
     run_dir = tmp_path / "run"
     _write_events(run_dir / "train", {"epoch_loss": [(0, 0.9), (1, 0.4)]})
     request = TrainRequest(
-        examples="/data/<examples>", module_file="gs://b/mod\"ule.py", model_dir=str(tmp_path / "m"),
+        program=RunFnProgram('gs://b/mod"ule.py'), examples="/data/<examples>", model_dir=str(tmp_path / "m"),
         model_run_dir=str(run_dir), checkpoint_dir=str(tmp_path / "ck"), report_file=str(tmp_path / "r.html"),
         custom_config={"epochs": 3, "db_password": "pw-123", "nested": {"api_key": "k-456"},
                        "secret_keys": ["plain"], "plain": "listed-789"},
@@ -137,7 +137,8 @@ def test_train_report_has_inputs_strategy_metrics_and_no_secrets(tmp_path):
 def test_report_write_failure_does_not_fail_the_run(tmp_path, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    request = TrainRequest(examples="e", module_file="m.py", model_dir="m", model_run_dir=str(tmp_path / "none"),
+    request = TrainRequest(program=RunFnProgram("m.py"), examples="e", model_dir="m",
+                           model_run_dir=str(tmp_path / "none"),
                            checkpoint_dir="c", report_file=str(blocker / "sub" / "report.html"))
     result = TrainResult(is_chief=True, model_dir="m", serving_model_dir="s", metrics={}, model_info={},
                          strategy="_DefaultDistributionStrategy", num_replicas=1, train_steps=None)

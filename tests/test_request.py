@@ -10,8 +10,9 @@ import pytest
 from conftest import PENGUIN
 from generic_trainer import kfp_io, storage
 from generic_trainer.errors import UserInputError
+from generic_trainer.fit_request import RunFnProgram, build_train_request
 from generic_trainer.redaction import redact
-from generic_trainer.request import build_train_request, ints_from_floats
+from generic_trainer.request import ints_from_floats
 
 
 def _values(tmp_path: Path, **kw):
@@ -23,7 +24,8 @@ def _values(tmp_path: Path, **kw):
 
 def test_defaults_follow_tfx(tmp_path):
     req = build_train_request(_values(tmp_path), environ={})
-    assert req.run_fn == "run_fn" and req.train_splits == ("train",) and req.eval_splits == ("eval",)
+    assert req.program == RunFnProgram(module_file=req.program.module_file, run_fn="run_fn")
+    assert req.task is None and req.train_splits == ("train",) and req.eval_splits == ("eval",)
     assert req.train_steps is None and req.eval_steps is None and req.custom_config == {}
     assert req.model_run_dir == str(tmp_path / "model" / "logs")
     assert req.checkpoint_dir == str(tmp_path / "model" / "logs" / "checkpoints")

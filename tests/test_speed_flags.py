@@ -13,7 +13,7 @@ import pytest
 from conftest import run_cli
 from datagen import write_schema, write_split
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import build_train_request
+from generic_trainer.fit_request import build_train_request
 
 MODULE = Path(__file__).parent / "modules" / "speed" / "speed_module.py"
 STEPS = 16
@@ -84,11 +84,14 @@ def test_kfp_style_values(tmp_path):
     base = {"examples": str(tmp_path), "module_file": "m.py", "model_dir": str(tmp_path / "m")}
     request = build_train_request({**base, "jit_compile": "false", "steps_per_execution": "8",
                                    "mixed_precision": "mixed_bfloat16"}, environ={})
-    assert (request.jit_compile, request.steps_per_execution, request.mixed_precision) == (False, 8, "mixed_bfloat16")
+    program = request.program
+    assert (program.jit_compile, program.steps_per_execution, program.mixed_precision) == (False, 8, "mixed_bfloat16")
     request = build_train_request({**base, "jit_compile": True, "steps_per_execution": 2.0}, environ={})
-    assert (request.jit_compile, request.steps_per_execution, request.mixed_precision) == (True, 2, None)
+    program = request.program
+    assert (program.jit_compile, program.steps_per_execution, program.mixed_precision) == (True, 2, None)
     request = build_train_request(base, environ={})
-    assert (request.jit_compile, request.steps_per_execution, request.mixed_precision) == (None, None, None)
+    program = request.program
+    assert (program.jit_compile, program.steps_per_execution, program.mixed_precision) == (None, None, None)
     for key, value in (("jit_compile", "maybe"), ("steps_per_execution", -1), ("mixed_precision", "float16")):
         with pytest.raises(UserInputError) as e:
             build_train_request({**base, key: value}, environ={})

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from generic_trainer import kfp_io
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import build_train_request
+from generic_trainer.fit_request import TaskProgram, TrainRequest, build_train_request
 from generic_trainer.task import (
     DataConfig,
     ExperimentConfig,
@@ -206,18 +206,10 @@ def test_registry_and_experiment_class_check(tmp_path):
     def plain() -> ExperimentConfig:
         return ExperimentConfig()
 
-    class Req:  # the request fields resolve_experiment reads
-        experiment = "plain_task_experiment"
-        examples = ""
-        mode = "train"
-        schema = transform_graph = hyperparameters = custom_config = train_steps = eval_steps = None
-        strategy = "auto"
-        config_files = ()
-        config = params_override = None
-        gcs_root = str(tmp_path)
-
+    request = TrainRequest(program=TaskProgram(task="t:TinyTask", experiment="plain_task_experiment", mode="train"),
+                           examples="", model_dir="m", model_run_dir="r", checkpoint_dir="c", gcs_root=str(tmp_path))
     with pytest.raises(UserInputError, match="configures a TaskConfig, but TinyTask expects a TinyTaskConfig"):
-        runner.resolve_experiment(TinyTask, Req)
+        runner.resolve_experiment(TinyTask, request)
 
 
 def test_validate_for_mode():
@@ -316,8 +308,10 @@ def test_request_accepts_task_inputs_from_flags_and_kfp(tmp_path, penguin):
     base = {"examples": str(penguin / "data"), "model_dir": str(tmp_path / "m")}
     request = build_train_request({**base, "task": "pkg.tasks:MyTask", "params_override": "trainer.train_steps=3",
                                    "mode": "train"}, environ={})
-    assert (request.task, request.module_file, request.mode, request.params_override) == (
-        "pkg.tasks:MyTask", "", "train", "trainer.train_steps=3")
+    # the program is the Task (no run_fn module): its fields are the Task API's alone
+    assert request.program == TaskProgram(task="pkg.tasks:MyTask", mode="train",
+                                          params_override="trainer.train_steps=3")
+    assert request.task is request.program
     # --examples is optional with a task (the config may name the files)
     assert build_train_request({"model_dir": str(tmp_path / "m"), "task": "t:T"}, environ={}).examples == ""
     with pytest.raises(UserInputError, match="--task: give either --task module:Class or --module-file"):
@@ -345,10 +339,11 @@ def test_request_accepts_task_inputs_from_flags_and_kfp(tmp_path, penguin):
     }
     values, kfp = kfp_io.parse(executor_input)
     request = build_train_request(values, environ={}, kfp=kfp)
-    assert (request.task, request.experiment, request.mode, request.config_files) == (
+    task = request.program
+    assert (task.task, task.experiment, task.mode, task.config_files) == (
         "pkg.tasks:MyTask", "penguin", "train", (cfg,))
-    assert json.loads(request.config) == {"trainer": {"train_steps": 20}}  # KFP's floats back to ints
-    assert config_lib.parse_config_text(request.config) == {"trainer": {"train_steps": 20}}
+    assert json.loads(task.config) == {"trainer": {"train_steps": 20}}  # KFP's floats back to ints
+    assert config_lib.parse_config_text(task.config) == {"trainer": {"train_steps": 20}}
 
 
 def test_importing_the_task_api_does_not_load_tensorflow():

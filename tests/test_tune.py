@@ -21,7 +21,7 @@ from conftest import PENGUIN, cli_env, run_cli
 from datagen import write_schema, write_split
 from generic_trainer import cli, kfp_io
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import build_tune_request
+from generic_trainer.fit_request import build_tune_request
 
 # --------------------------------------------------------------------------------------------
 # The request (no TensorFlow)

@@ -3,305 +3,57 @@
 Parses flags (or KFP's executor input) into one request, sets what must be decided before
 TensorFlow is imported (which Keras `tf.keras` means), runs the verb, and turns errors into
 one clear message and an exit code. `--help` and argument errors never import TensorFlow.
+
+The flags are not written here: each verb's are generated from its declaration (DECLARATIONS; see
+options.py for how to add one). Every verb runs through `run_verb` (request -> log -> outputs
+checked writable -> run -> executor output -> print); `RUNS` says what differs per verb.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from generic_trainer import output_checks
-from generic_trainer.cluster import STRATEGIES
+from generic_trainer import data_options, fit_options, judge_options, options, output_checks
+from generic_trainer.common_options import EPILOG
+from generic_trainer.data_request import (
+    ImportExamplesRequest,
+    TransformRequest,
+    build_import_examples_request,
+    build_transform_request,
+)
 from generic_trainer.errors import TrainerError
-from generic_trainer.request import TUNE_STRATEGIES
+from generic_trainer.fit_request import TrainRequest, TuneRequest, build_train_request, build_tune_request
+from generic_trainer.judge_request import (
+    EvaluateRequest,
+    InfraValidateRequest,
+    build_evaluate_request,
+    build_infra_validate_request,
+)
+from generic_trainer.request import gcs_root
 
 log = logging.getLogger("generic_trainer")
-
-EPILOG = "Exit codes: 0 ok, 2 bad input, 3 user code failed, 4 bad outputs, 5 cluster failure, 143 preempted."
-
-
-def _add_common(p: argparse.ArgumentParser, strategies: tuple[str, ...] = STRATEGIES,
-                cluster_timeout: bool = True, training: bool = True) -> None:
-    g = p.add_argument_group("KFP")
-    g.add_argument("--executor-input", metavar="JSON",
-                   help="KFP executor input ('{{$}}'): every input and output is read from it")
-    g.add_argument("--executor-output-file", metavar="FILE",
-                   help="where to write the executor output (default: outputs.outputFile of the executor input)")
-    r = p.add_argument_group("runtime")
-    if training:  # evaluate and infra-validate run no user code and no strategy
-        r.add_argument("--keras", choices=("keras3", "tf_keras"), default=None,
-                       help="what tf.keras means for the user's module: Keras 3 (default) or legacy tf_keras "
-                            "(default tf_keras when TF_USE_LEGACY_KERAS=1 is set; decided before TensorFlow loads)")
-        r.add_argument("--strategy", default=None, choices=strategies,
-                       help="tf.distribute strategy; auto (default) matches GPUs" + (
-                           " and TF_CONFIG/CLUSTER_SPEC" if "multi_worker_mirrored" in strategies else "")
-                       + "; any other value wins over a Task config's runtime.distribution_strategy")
-    if cluster_timeout and training:
-        r.add_argument("--cluster-timeout", type=_seconds_flag, metavar="SECONDS",
-                       help="multi-worker: fail (exit 5) when the replicas have not all connected within this "
-                            "time (default 900)")
-    r.add_argument("--gcs-root", metavar="DIR",
-                   help="where gs:// is mounted (default /gcs, or $GENERIC_TRAINER_GCS_ROOT)")
-    r.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-
-
-def _seconds_flag(text: str) -> float:
-    """argparse type of a flag in seconds: request.seconds' check, its message as argparse's error."""
-    from generic_trainer.errors import UserInputError
-    from generic_trainer.request import seconds
-
-    try:
-        return seconds("", text)
-    except UserInputError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix(": ")) from None
-
-
-def _add_inputs(p: argparse.ArgumentParser, fn_flag: str, fn_default: str) -> None:
-    """The inputs train and tune share (those of TFX's Trainer and Tuner), with the verb's function flag."""
-    g = p.add_argument_group("inputs")
-    g.add_argument("--examples", metavar="DIR", help="examples in TFX layout: DIR/Split-<name>/*.gz (gs:// allowed)")
-    g.add_argument("--module-file", metavar="PATH_OR_URI",
-                   help="user module: a .py file, a gs:// URI, or a dotted module name")
-    g.add_argument(fn_flag, metavar="NAME", help=f"function to call in the module (default {fn_default})")
-    g.add_argument("--module-sha256", metavar="HEX", help="refuse to run a module file whose sha256 differs")
-    g.add_argument("--schema", metavar="FILE_OR_DIR", help="tensorflow-metadata Schema (schema.pbtxt or its dir)")
-    g.add_argument("--transform-graph", metavar="DIR",
-                   help="tensorflow-transform output dir (fn_args.transform_output)")
-    g.add_argument("--hyperparameters", metavar="FILE_OR_DIR",
-                   help="JSON hyperparameters (keras-tuner best_hyperparameters.txt or its dir)")
-    g.add_argument("--base-model", metavar="DIR", help="model to warm-start from (fn_args.base_model)")
-    g.add_argument("--train-steps", metavar="N", help="training steps (fn_args.train_steps); 0 or unset: None")
-    g.add_argument("--eval-steps", metavar="N", help="evaluation steps (fn_args.eval_steps)")
-    g.add_argument("--train-splits", metavar="a,b", help="splits to train on (default train)")
-    g.add_argument("--eval-splits", metavar="a,b", help="splits to evaluate on (default eval)")
-    g.add_argument("--custom-config", metavar="JSON", help="JSON object passed as fn_args.custom_config")
-
-
-def _add_run_outputs(o, checkpoint_default: str, metrics: str) -> None:
-    """Output flags train and tune share."""
-    o.add_argument("--checkpoint-dir", metavar="DIR",
-                   help="checkpoints, stable across restarts (default $AIP_CHECKPOINT_DIR, else "
-                        f"{checkpoint_default}); with --run-id, under DIR/<run id>/<task name>")
-    o.add_argument("--run-id", metavar="ID",
-                   help="the pipeline run this is a task of (the components pass KFP's run uuid): the checkpoint dir "
-                        "(given or $AIP_CHECKPOINT_DIR) gets <run id>/<task name> appended, so retries of the task "
-                        "resume it and other runs never do")
-    o.add_argument("--task-name", metavar="NAME", help="the pipeline task's name (with --run-id; KFP fills it)")
-    o.add_argument("--metrics-file", metavar="FILE", help=f"write {metrics} here as flat JSON")
-    o.add_argument("--report-file", metavar="FILE", help="write an HTML report of the run here")
-
-
-def _add_train(sub) -> None:
-    p = sub.add_parser(
-        "train", help="train a model with a user's run_fn (TFX Trainer compatible)",
-        description="Run the user's run_fn(fn_args) under a tf.distribute strategy and publish the "
-                    "serving model to <model-dir>/Format-Serving.", epilog=EPILOG)
-    _add_inputs(p, "--run-fn", "run_fn")
-    t = p.add_argument_group("Task API", "train a generic_trainer.Task with the runtime's own loop instead of a run_fn")
-    t.add_argument("--task", metavar="MODULE:CLASS",
-                   help="the Task class: a .py file, gs:// URI or dotted module, then :Class (replaces --module-file)")
-    t.add_argument("--experiment", metavar="NAME", help="a registered experiment config (default: the Task's defaults)")
-    t.add_argument("--config-file", metavar="FILE", action="append",
-                   help="YAML/JSON experiment overrides, applied in order (repeatable)")
-    t.add_argument("--config", metavar="YAML",
-                   help="inline YAML/JSON overrides (the KFP 'config' parameter), after --config-file")
-    t.add_argument("--params-override", metavar="a.b=c,...",
-                   help="last overrides, e.g. trainer.train_steps=500,task.train_data.global_batch_size=64")
-    t.add_argument("--mode", choices=("train", "eval", "train_and_eval", "continuous_eval"),
-                   help="what the loop does (default train_and_eval)")
-    o = p.add_argument_group("outputs")
-    o.add_argument("--model-dir", metavar="DIR", help="model output; serving model at DIR/Format-Serving "
-                                                       "(default $AIP_MODEL_DIR)")
-    o.add_argument("--model-run-dir", metavar="DIR", help="TensorBoard logs and run outputs "
-                                                          "(default $AIP_TENSORBOARD_LOG_DIR, else DIR/logs)")
-    _add_run_outputs(o, "<model-run-dir>/checkpoints", "the final eval metrics")
-    _add_serving(p)
-    _add_speed(p)
-    _add_common(p)
-
-
-def _add_serving(p: argparse.ArgumentParser) -> None:
-    """The serving container the model artifact names for Vertex AI Model Registry (see serving_container)."""
-    s = p.add_argument_group("serving", "the container Vertex AI Model Registry serves the model with (KFP metadata)")
-    s.add_argument("--serving-image", metavar="IMAGE",
-                   help="serving container image (default: Vertex's prebuilt TF Serving image for this TensorFlow)")
-    s.add_argument("--serving-accelerator", choices=("cpu", "gpu"), help="prebuilt image variant (default cpu)")
-    s.add_argument("--serving-image-region", choices=("us", "europe", "asia"),
-                   help="multi-region of the prebuilt image (default us)")
-
-
-def _add_speed(p: argparse.ArgumentParser) -> None:
-    """Speed options applied to the module's own model.compile (its explicit arguments win)."""
-    s = p.add_argument_group("speed", "applied to every model.compile in the module that does not set them itself")
-    s.add_argument("--mixed-precision", choices=("mixed_float16", "mixed_bfloat16"),
-                   help="Keras global dtype policy while run_fn runs: compute in 16 bits, variables in float32")
-    s.add_argument("--jit-compile", action=argparse.BooleanOptionalAction, default=None,
-                   help="compile train/eval steps with XLA, or not (model.compile(jit_compile=...)); default: "
-                        "Keras' auto (off on CPU and under a tf.distribute strategy)")
-    s.add_argument("--steps-per-execution", metavar="N",
-                   help="batches run per tf.function call (model.compile(steps_per_execution=N)); "
-                        "callbacks then see every N-th batch")
-
-
-def _add_tune(sub) -> None:
-    p = sub.add_parser(
-        "tune", help="search hyperparameters with a user's tuner_fn (TFX Tuner compatible)",
-        description="Run the keras-tuner search the user's tuner_fn(fn_args) returns (TunerFnResult), resumably "
-                    "(a re-run continues it) and in parallel over the replicas of TF_CONFIG/CLUSTER_SPEC, and "
-                    "write <best-hyperparameters-dir>/best_hyperparameters.txt for `train --hyperparameters`.",
-        epilog=EPILOG)
-    _add_inputs(p, "--tuner-fn", "tuner_fn")
-    p.add_argument_group("search").add_argument(
-        "--max-trials", metavar="N", help="override the tuner's max_trials (0 or unset: the tuner_fn's own)")
-    o = p.add_argument_group("outputs")
-    o.add_argument("--best-hyperparameters-dir", metavar="DIR",
-                   help="where best_hyperparameters.txt goes (keras-tuner HyperParameters config as JSON)")
-    o.add_argument("--tuner-results-file", metavar="FILE",
-                   help="write every completed trial here, best first (TFX's tuner_results.json)")
-    _add_run_outputs(o, "<best-hyperparameters-dir>.checkpoints", "the best score and trial counts")
-    _add_common(p, strategies=TUNE_STRATEGIES, cluster_timeout=False)
-    p.add_argument_group("cluster").add_argument(
-        "--worker-timeout", metavar="SECONDS",
-        help="the chief gives up when a worker running a trial is silent this long, and workers when the "
-             "chief is unreachable this long (default 600)")
-
-
-def _add_evaluate(sub) -> None:
-    p = sub.add_parser(
-        "evaluate", help="evaluate a model against thresholds and a baseline, and bless it (TFX Evaluator)",
-        description="Compute metrics of the model's serving_default on the eval split (overall and per slice), "
-                    "compare them with the eval config's thresholds and with a baseline model, and write a "
-                    "TFX-style blessing (BLESSED or NOT_BLESSED), the metrics and an HTML report. "
-                    "NOT_BLESSED is a result, not a failure: the exit code is 0.", epilog=EPILOG)
-    g = p.add_argument_group("inputs")
-    g.add_argument("--model", metavar="DIR", help="the model to judge: a train model dir (DIR/Format-Serving) or a "
-                                                  "SavedModel dir")
-    g.add_argument("--baseline-model", metavar="DIR", help="the model to compare with (e.g. the last blessed one); "
-                                                           "without it change thresholds are skipped")
-    g.add_argument("--examples", metavar="DIR", help="examples in TFX layout: DIR/Split-<name>/*.gz (gs:// allowed)")
-    g.add_argument("--schema", metavar="FILE_OR_DIR", help="tensorflow-metadata Schema: label and slice features "
-                                                           "are checked against it")
-    g.add_argument("--eval-config", metavar="FILE_OR_JSON",
-                   help='JSON (or a file of it): {"label_key": ..., "prediction_key", "problem", "metrics", '
-                        '"slices": [["feature"]], "thresholds": {"accuracy": {"lower_bound": 0.8, "change": '
-                        '{"direction": "higher_is_better", "absolute": -0.01}}}}; see the README')
-    g.add_argument("--eval-splits", metavar="a,b", help="splits to evaluate on (default eval)")
-    g.add_argument("--batch-size", metavar="N", help="examples per serving_default call (default 256)")
-    o = p.add_argument_group("outputs")
-    o.add_argument("--blessing-dir", metavar="DIR", help="where BLESSED or NOT_BLESSED goes (the reasons inside)")
-    o.add_argument("--metrics-file", metavar="FILE", help="write the whole evaluation (overall, slices, baseline, "
-                                                          "thresholds) here as JSON")
-    o.add_argument("--report-file", metavar="FILE", help="write an HTML report here")
-    s = p.add_argument_group("sandbox", "the models are served in a separate process with these limits; a model "
-                                        "that passes them is NOT_BLESSED with the reason")
-    s.add_argument("--timeout", metavar="SECONDS", help="the evaluation process must load the models, and then "
-                                                        "answer each batch, within this time (default 300)")
-    s.add_argument("--memory-limit", metavar="SIZE", help="address-space limit of the evaluation process, e.g. 8GiB "
-                                                          "(default), 512MiB; it then runs on CPU. 0: none (GPUs "
-                                                          "are used)")
-    _add_common(p, cluster_timeout=False, training=False)
-
-
-def _add_infra_validate(sub) -> None:
-    p = sub.add_parser(
-        "infra-validate", help="try the model in a sandboxed serving process before it ships (TFX InfraValidator)",
-        description="Load the model in a separate process with a time and memory limit, send batches of "
-                    "serialized tf.Examples to serving_default, check every request succeeds with the signature's "
-                    "output keys and shapes, record p50/p99 latency, and write INFRA_BLESSED or INFRA_NOT_BLESSED "
-                    "(with the reason). A broken model is a result, not a failure: the exit code is 0.",
-        epilog=EPILOG)
-    g = p.add_argument_group("inputs")
-    g.add_argument("--model", metavar="DIR", help="a train model dir (DIR/Format-Serving) or a SavedModel dir")
-    g.add_argument("--examples", metavar="DIR", help="examples in TFX layout: DIR/Split-<name>/*.gz (gs:// allowed)")
-    g.add_argument("--eval-splits", metavar="a,b", help="splits the requests are taken from (default eval)")
-    g.add_argument("--model-blessing", metavar="DIR",
-                   help="the evaluator's blessing: a NOT_BLESSED model is not loaded and is INFRA_NOT_BLESSED")
-    s = p.add_argument_group("sandbox")
-    s.add_argument("--num-requests", metavar="N", help="timed requests (default 10; after two untimed warm-ups)")
-    s.add_argument("--batch-size", metavar="N", help="examples per request (default 8)")
-    s.add_argument("--timeout", metavar="SECONDS", help="the serving process must load and answer everything "
-                                                        "within this time (default 300)")
-    s.add_argument("--memory-limit", metavar="SIZE", help="address-space limit of the serving process, e.g. 8GiB "
-                                                          "(default), 512MiB; 0: none. It runs on CPU")
-    o = p.add_argument_group("outputs")
-    o.add_argument("--blessing-dir", metavar="DIR", help="where INFRA_BLESSED or INFRA_NOT_BLESSED goes")
-    o.add_argument("--metrics-file", metavar="FILE", help="write load time and p50/p99 latency here as JSON")
-    _add_common(p, cluster_timeout=False, training=False)
-
-
-def _add_beam(p: argparse.ArgumentParser) -> None:
-    p.add_argument_group("beam").add_argument(
-        "--beam-pipeline-args", metavar="'ARGS'", action="append",
-        help="Beam pipeline options, passed through (give them after '=' in one quoted string, e.g. "
-             "--beam-pipeline-args='--runner=DataflowRunner --project=P --region=R --temp_location=gs://B/tmp'); "
-             "default: the DirectRunner here with one worker per CPU core")
-
-
-def _add_import_examples(sub) -> None:
-    p = sub.add_parser(
-        "import-examples", help="CSV or Parquet files to TFX Examples (ExampleGen's layout), on Apache Beam",
-        description="Read tables, encode each row as a tf.Example (empty cells left out), split the rows by a "
-                    "stable hash (or take one pattern per split), and write <output>/Split-<name>/*.gz plus "
-                    "<output>/schema.pbtxt (the schema given, or inferred: INT, FLOAT or BYTES per column).",
-        epilog=EPILOG)
-    g = p.add_argument_group("inputs")
-    g.add_argument("--input", metavar="PATTERN", help="files to read, a glob (gs:// allowed), e.g. 'data/*.csv'")
-    g.add_argument("--format", choices=("csv", "parquet"), help="file format (default csv; CSV needs a header line)")
-    g.add_argument("--schema", metavar="FILE_OR_DIR", help="tensorflow-metadata Schema giving each column's type; "
-                                                           "the columns must match its features")
-    g.add_argument("--splits", metavar="name:buckets,...",
-                   help="hash buckets per split (default train:2,eval:1, as TFX's CsvExampleGen)")
-    g.add_argument("--input-splits", metavar="name=PATTERN,...",
-                   help="one pattern per split instead of --input (no hashing)")
-    o = p.add_argument_group("outputs")
-    o.add_argument("--output", metavar="DIR", help="the Examples directory to create (must not exist, or be empty)")
-    o.add_argument("--schema-output", metavar="DIR", help="also write schema.pbtxt into this directory")
-    _add_beam(p)
-    _add_common(p, cluster_timeout=False, training=False)
-
-
-def _add_transform(sub) -> None:
-    p = sub.add_parser(
-        "transform", help="tf.Transform: analyze and transform examples with a module's preprocessing_fn (TFX "
-                          "Transform), on Apache Beam",
-        description="Run the module's preprocessing_fn with tensorflow-transform: analyze the analyze splits, write "
-                    "the transform graph (transform_fn/, transformed_metadata/, metadata/) and, when asked, the "
-                    "transformed examples (Split-<name>/transformed_examples-*.gz), as TFX's Transform does.",
-        epilog=EPILOG)
-    g = p.add_argument_group("inputs")
-    g.add_argument("--examples", metavar="DIR",
-                   help="raw examples in TFX layout: DIR/Split-<name>/*.gz (gs:// allowed)")
-    g.add_argument("--schema", metavar="FILE_OR_DIR", help="the raw examples' tensorflow-metadata Schema")
-    g.add_argument("--module-file", metavar="PATH_OR_URI",
-                   help="user module: a .py file, a gs:// URI, or a dotted module name")
-    g.add_argument("--preprocessing-fn", metavar="NAME", help="function to call (default preprocessing_fn)")
-    g.add_argument("--module-sha256", metavar="HEX", help="refuse to run a module file whose sha256 differs")
-    g.add_argument("--analyze-splits", metavar="a,b", help="splits the analyzers see (default train)")
-    g.add_argument("--transform-splits", metavar="a,b", help="splits to transform (default train,eval)")
-    o = p.add_argument_group("outputs")
-    o.add_argument("--transform-graph", metavar="DIR", help="the transform graph to create (TFTransformOutput dir)")
-    o.add_argument("--transformed-examples", metavar="DIR", help="also write the transformed examples here")
-    _add_beam(p)
-    _add_common(p, cluster_timeout=False, training=False)
+# Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
+DECLARATIONS = (fit_options.TRAIN, fit_options.TUNE, judge_options.EVALUATE, judge_options.INFRA_VALIDATE,
+                data_options.IMPORT_EXAMPLES, data_options.TRANSFORM)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `generic-trainer` parser: one sub-parser per verb, its flags from the verb's declaration."""
     parser = argparse.ArgumentParser(
         prog="generic-trainer",
         description="Train TensorFlow/Keras models from a user's module, as a KFP component, a container, "
                     "or a Vertex AI custom job.", epilog=EPILOG)
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
-    _add_train(sub)
-    _add_tune(sub)
-    _add_evaluate(sub)
-    _add_infra_validate(sub)
-    _add_import_examples(sub)
-    _add_transform(sub)
+    for verb in DECLARATIONS:
+        options.add_parser(sub, verb, EPILOG)
     from generic_trainer import vertex  # light: google-cloud-aiplatform loads only when a job is built
 
     vertex.add_parser(sub)
@@ -370,153 +122,205 @@ def _raw_values(args: argparse.Namespace) -> tuple[dict, object]:
     values = {k: v for k, v in vars(args).items() if v is not None}
     if not args.executor_input:
         return values, None
-    gcs_root = args.gcs_root or os.environ.get("GENERIC_TRAINER_GCS_ROOT") or "/gcs"
-    kfp_values, kfp = kfp_io.parse(kfp_io.load(args.executor_input), gcs_root)
+    kfp_values, kfp = kfp_io.parse(kfp_io.load(args.executor_input), gcs_root(values))
     values.update({k: v for k, v in kfp_values.items() if v is not None})
     return values, kfp
 
 
-def _train(args: argparse.Namespace) -> int:
-    from generic_trainer import kfp_io, train
-    from generic_trainer.request import build_train_request
+# (metadata of each output artifact, output parameter values or None), for kfp_io.write_executor_output
+KfpOutputValues = tuple[dict[str, Any], dict[str, Any] | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class VerbRun:
+    """How the CLI runs one verb; `run_verb` does the steps every verb shares, in the same order.
+
+    build(values, kfp=) -> request; describe(request) -> the log lines saying what will run;
+    run(request, on_result) -> result, calling on_result(result) once the result is known and before
+    the verb publishes its main output (the executor output is written there); kfp_outputs(request,
+    result) -> (artifact metadata, output parameter values), under KFP only; summary(result) -> what is
+    printed (None: nothing, e.g. on a worker replica); outputs: the request's outputs checked writable.
+    """
+
+    build: Callable[..., Any]
+    describe: Callable[[Any], list[str]]
+    run: Callable[[Any, Callable[[Any], None]], Any]
+    kfp_outputs: Callable[[Any, Any], KfpOutputValues]
+    summary: Callable[[Any], dict[str, Any] | None] = lambda result: result.summary()
+    outputs: tuple[tuple[str, str, str], ...] = output_checks.OUTPUT_FIELDS  # (attribute, flag, dir|file)
+
+
+def run_verb(args: argparse.Namespace, verb: VerbRun) -> int:
+    """request -> log -> check the outputs are writable (before TensorFlow) -> run -> executor output -> print."""
+    from generic_trainer import kfp_io
 
     values, kfp = _raw_values(args)
-    request = build_train_request(values, kfp=kfp)
-    log.info("train request: examples=%s module=%s run_fn=%s model_dir=%s model_run_dir=%s checkpoint_dir=%s "
-             "train_steps=%s eval_steps=%s strategy=%s keras=%s custom_config=%s",
-             request.examples, request.module_file, request.run_fn, request.model_dir, request.model_run_dir,
-             request.checkpoint_dir, request.train_steps, request.eval_steps, request.strategy, request.keras,
-             json.dumps(request.redacted_custom_config()))
-    if request.task:
+    request = verb.build(values, kfp=kfp)
+    for line in verb.describe(request):
+        log.info("%s", line)
+    output_checks.check_outputs(request, args.executor_output_file, verb.outputs)
+
+    def on_result(result: Any) -> None:
+        if request.kfp is not None:
+            metadata, parameter_values = verb.kfp_outputs(request, result)
+            kfp_io.write_executor_output(request.kfp, metadata, parameter_values=parameter_values,
+                                         output_file=args.executor_output_file)
+
+    summary = verb.summary(verb.run(request, on_result))
+    if summary is not None:
+        print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _describe_train(r: TrainRequest) -> list[str]:
+    t = r.task
+    module, run_fn = (r.program.module_file, r.program.run_fn) if not t else ("", "run_fn")
+    lines = [f"train request: examples={r.examples} module={module} run_fn={run_fn} model_dir={r.model_dir} "
+             f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} train_steps={r.train_steps} "
+             f"eval_steps={r.eval_steps} strategy={r.strategy} keras={r.keras} "
+             f"custom_config={json.dumps(r.redacted_custom_config())}"]
+    if t:
         from generic_trainer.redaction import redact
         from generic_trainer.task.config import parse_params_override
 
-        log.info("task request: task=%s experiment=%s mode=%s config_files=%s config=%s params_override=%s",
-                 request.task, request.experiment, request.mode, list(request.config_files),
-                 f"({len(request.config)} chars)" if request.config else None,
-                 json.dumps(redact(parse_params_override(request.params_override))) if request.params_override
-                 else None)
-    output_checks.check_outputs(request, args.executor_output_file)
-    _choose_keras(request.keras)
+        config = f"({len(t.config)} chars)" if t.config else None
+        override = json.dumps(redact(parse_params_override(t.params_override))) if t.params_override else None
+        lines.append(f"task request: task={t.task} experiment={t.experiment} mode={t.mode} "
+                     f"config_files={list(t.config_files)} config={config} params_override={override}")
+    return lines
 
-    def write_executor_output(result: train.TrainResult) -> None:  # before the model is published
+
+def _run_train(request: TrainRequest, on_result: Callable[[Any], None]) -> Any:
+    _choose_keras(request.keras)
+    from generic_trainer import train
+
+    def before_publish(result: Any) -> None:  # the schemata and executor output, before the model is published
         if result.model_info:
             from generic_trainer import serving_container
 
             serving_container.write_schemata(request.model_dir, result.model_info)  # Vertex's predictSchemata
-        if request.kfp is not None:
-            kfp_io.write_executor_output(request.kfp, train.kfp_metadata(request, result),
-                                         parameter_values=train.kfp_parameters(request, result),
-                                         output_file=args.executor_output_file)
+        on_result(result)
 
-    result = train.run(request, before_publish=write_executor_output)
-    if result.is_chief:
-        print(json.dumps({"serving_model_dir": result.serving_model_dir, "metrics": result.metrics}, indent=2))
-    return 0
+    return train.run(request, before_publish=before_publish)
 
 
-def _tune(args: argparse.Namespace) -> int:
-    from generic_trainer import kfp_io, tune
-    from generic_trainer.request import build_tune_request
+def _train_outputs(request: TrainRequest, result: Any) -> KfpOutputValues:
+    from generic_trainer import train
 
-    values, kfp = _raw_values(args)
-    request = build_tune_request(values, kfp=kfp)
-    log.info("tune request: examples=%s module=%s tuner_fn=%s best_hyperparameters_dir=%s checkpoint_dir=%s "
-             "train_steps=%s eval_steps=%s max_trials=%s worker_timeout=%gs custom_config=%s",
-             request.examples, request.module_file, request.tuner_fn, request.best_hyperparameters_dir,
-             request.checkpoint_dir, request.train_steps, request.eval_steps, request.max_trials or "tuner_fn's",
-             request.worker_timeout, json.dumps(request.redacted_custom_config()))
-    output_checks.check_outputs(request, args.executor_output_file)
+    return train.kfp_metadata(request, result), train.kfp_parameters(request, result)
+
+
+def _train_summary(result: Any) -> dict[str, Any] | None:
+    return {"serving_model_dir": result.serving_model_dir, "metrics": result.metrics} if result.is_chief else None
+
+
+_OWN_MAX_TRIALS = "tuner_fn's"
+
+
+def _describe_tune(r: TuneRequest) -> list[str]:
+    return [f"tune request: examples={r.examples} module={r.module_file} tuner_fn={r.tuner_fn} "
+            f"best_hyperparameters_dir={r.best_hyperparameters_dir} checkpoint_dir={r.checkpoint_dir} "
+            f"train_steps={r.train_steps} eval_steps={r.eval_steps} "
+            f"max_trials={r.max_trials or _OWN_MAX_TRIALS} "
+            f"worker_timeout={r.worker_timeout:g}s custom_config={json.dumps(r.redacted_custom_config())}"]
+
+
+def _run_tune(request: TuneRequest, on_result: Callable[[Any], None]) -> Any:
     _choose_keras("keras3")
+    from generic_trainer import tune
 
-    def write_executor_output(result: tune.TuneResult) -> None:  # before best_hyperparameters is published
-        if request.kfp is not None:
-            kfp_io.write_executor_output(request.kfp, tune.kfp_metadata(request, result),
-                                         output_file=args.executor_output_file)
-
-    result = tune.run(request, before_publish=write_executor_output)
-    if result.is_chief:
-        print(json.dumps(result.summary(), indent=2))
-    return 0
+    return tune.run(request, before_publish=on_result)  # the executor output before best_hyperparameters
 
 
-def _evaluate(args: argparse.Namespace) -> int:
-    from generic_trainer import evaluate, kfp_io
-    from generic_trainer.request import build_evaluate_request
+def _tune_outputs(request: TuneRequest, result: Any) -> KfpOutputValues:
+    from generic_trainer import tune
 
-    values, kfp = _raw_values(args)
-    request = build_evaluate_request(values, kfp=kfp)
-    log.info("evaluate request: model=%s baseline_model=%s examples=%s splits=%s schema=%s blessing_dir=%s "
-             "eval_config=%s timeout=%gs memory_limit=%s", request.model, request.baseline_model, request.examples,
-             ",".join(request.eval_splits), request.schema, request.blessing_dir,
-             json.dumps(request.eval_config.to_json()), request.timeout, request.memory_limit or "none")
-    output_checks.check_outputs(request, args.executor_output_file)
+    return tune.kfp_metadata(request, result), None
+
+
+def _describe_evaluate(r: EvaluateRequest) -> list[str]:
+    return [f"evaluate request: model={r.model} baseline_model={r.baseline_model} examples={r.examples} "
+            f"splits={','.join(r.eval_splits)} schema={r.schema} blessing_dir={r.blessing_dir} "
+            f"eval_config={json.dumps(r.eval_config.to_json())} timeout={r.timeout:g}s "
+            f"memory_limit={r.memory_limit or 'none'}"]
+
+
+def _run_evaluate(request: EvaluateRequest, on_result: Callable[[Any], None]) -> Any:
+    from generic_trainer import evaluate
+
     result = evaluate.run(request)
-    if request.kfp is not None:
-        kfp_io.write_executor_output(request.kfp, evaluate.kfp_metadata(request, result),
-                                     output_file=args.executor_output_file)
-    print(json.dumps(result.summary(), indent=2))
-    return 0
+    on_result(result)
+    return result
 
 
-def _infra_validate(args: argparse.Namespace) -> int:
-    from generic_trainer import infra_validate, kfp_io
-    from generic_trainer.request import build_infra_validate_request
+def _evaluate_outputs(request: EvaluateRequest, result: Any) -> KfpOutputValues:
+    from generic_trainer import evaluate
 
-    values, kfp = _raw_values(args)
-    request = build_infra_validate_request(values, kfp=kfp)
-    log.info("infra-validate request: model=%s examples=%s splits=%s model_blessing=%s blessing_dir=%s "
-             "requests=%d x %d examples timeout=%gs memory_limit=%s", request.model, request.examples,
-             ",".join(request.eval_splits), request.model_blessing, request.blessing_dir, request.num_requests,
-             request.batch_size, request.timeout, request.memory_limit or "none")
-    output_checks.check_outputs(request, args.executor_output_file)
+    return evaluate.kfp_metadata(request, result), None
+
+
+def _describe_infra_validate(r: InfraValidateRequest) -> list[str]:
+    return [f"infra-validate request: model={r.model} examples={r.examples} splits={','.join(r.eval_splits)} "
+            f"model_blessing={r.model_blessing} blessing_dir={r.blessing_dir} "
+            f"requests={r.num_requests:d} x {r.batch_size:d} examples timeout={r.timeout:g}s "
+            f"memory_limit={r.memory_limit or 'none'}"]
+
+
+def _run_infra_validate(request: InfraValidateRequest, on_result: Callable[[Any], None]) -> Any:
+    from generic_trainer import infra_validate
+
     result = infra_validate.run(request)
-    if request.kfp is not None:
-        blessed = {"blessed": result.blessed} if "blessed" in request.kfp.parameters else None  # for dsl.If
-        kfp_io.write_executor_output(request.kfp, infra_validate.kfp_metadata(request, result),
-                                     parameter_values=blessed, output_file=args.executor_output_file)
-    print(json.dumps(result.summary(), indent=2))
-    return 0
+    on_result(result)
+    return result
 
 
-def _import_examples(args: argparse.Namespace) -> int:
-    from generic_trainer import import_examples, kfp_io
-    from generic_trainer.request import build_import_examples_request
+def _infra_validate_outputs(request: InfraValidateRequest, result: Any) -> KfpOutputValues:
+    from generic_trainer import infra_validate
 
-    values, kfp = _raw_values(args)
-    request = build_import_examples_request(values, kfp=kfp)
-    log.info("import-examples request: input=%s input_splits=%s format=%s schema=%s output=%s beam_args=%s",
-             request.input_pattern, dict(request.input_splits) or None, request.format, request.schema,
-             request.output, list(request.beam_args))
+    blessed = {"blessed": result.blessed} if "blessed" in request.kfp.parameters else None  # for dsl.If
+    return infra_validate.kfp_metadata(request, result), blessed
+
+
+def _describe_import_examples(r: ImportExamplesRequest) -> list[str]:
+    return [f"import-examples request: input={r.input_pattern} input_splits={dict(r.input_splits) or None} "
+            f"format={r.format} schema={r.schema} output={r.output} beam_args={list(r.beam_args)}"]
+
+
+def _run_import_examples(request: ImportExamplesRequest, on_result: Callable[[Any], None]) -> Any:
+    from generic_trainer import import_examples
+
     result = import_examples.run(request)
-    if request.kfp is not None:
-        kfp_io.write_executor_output(request.kfp, import_examples.kfp_metadata(request, result),
-                                     output_file=args.executor_output_file)
-    print(json.dumps(result.summary(), indent=2))
-    return 0
+    on_result(result)
+    return result
 
 
-def _transform(args: argparse.Namespace) -> int:
-    from generic_trainer import kfp_io
-    from generic_trainer.request import build_transform_request
+def _import_examples_outputs(request: ImportExamplesRequest, result: Any) -> KfpOutputValues:
+    from generic_trainer import import_examples
 
-    values, kfp = _raw_values(args)
-    request = build_transform_request(values, kfp=kfp)
-    log.info("transform request: examples=%s schema=%s module=%s preprocessing_fn=%s analyze_splits=%s "
-             "transform_splits=%s transform_graph=%s transformed_examples=%s beam_args=%s", request.examples,
-             request.schema, request.module_file, request.preprocessing_fn, ",".join(request.analyze_splits),
-             ",".join(request.transform_splits), request.transform_graph, request.transformed_examples,
-             list(request.beam_args))
+    return import_examples.kfp_metadata(request, result), None
+
+
+def _describe_transform(r: TransformRequest) -> list[str]:
+    return [f"transform request: examples={r.examples} schema={r.schema} module={r.module_file} "
+            f"preprocessing_fn={r.preprocessing_fn} analyze_splits={','.join(r.analyze_splits)} "
+            f"transform_splits={','.join(r.transform_splits)} transform_graph={r.transform_graph} "
+            f"transformed_examples={r.transformed_examples} beam_args={list(r.beam_args)}"]
+
+
+def _run_transform(request: TransformRequest, on_result: Callable[[Any], None]) -> Any:
     # tensorflow-transform sets TF_USE_LEGACY_KERAS=1 on import when it is unset; keep Keras 3 unless asked.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
     from generic_trainer import transform
 
     result = transform.run(request)
-    if request.kfp is not None:
-        kfp_io.write_executor_output(request.kfp, transform.kfp_metadata(request, result),
-                                     output_file=args.executor_output_file)
-    print(json.dumps(result.summary(), indent=2))
-    return 0
+    on_result(result)
+    return result
+
+
+def _transform_outputs(request: TransformRequest, result: Any) -> KfpOutputValues:
+    from generic_trainer import transform
+
+    return transform.kfp_metadata(request, result), None
 
 
 def _vertex_job(args: argparse.Namespace) -> int:
@@ -525,8 +329,20 @@ def _vertex_job(args: argparse.Namespace) -> int:
     return vertex.main(args)
 
 
-VERBS = {"train": _train, "tune": _tune, "vertex-job": _vertex_job, "evaluate": _evaluate,
-         "infra-validate": _infra_validate, "import-examples": _import_examples, "transform": _transform}
+RUNS = {
+    "train": VerbRun(build_train_request, _describe_train, _run_train, _train_outputs, _train_summary),
+    "tune": VerbRun(build_tune_request, _describe_tune, _run_tune, _tune_outputs,
+                    lambda result: result.summary() if result.is_chief else None),
+    "evaluate": VerbRun(build_evaluate_request, _describe_evaluate, _run_evaluate, _evaluate_outputs),
+    "infra-validate": VerbRun(build_infra_validate_request, _describe_infra_validate, _run_infra_validate,
+                              _infra_validate_outputs),
+    "import-examples": VerbRun(build_import_examples_request, _describe_import_examples, _run_import_examples,
+                               _import_examples_outputs, outputs=output_checks.IMPORT_EXAMPLES_OUTPUTS),
+    "transform": VerbRun(build_transform_request, _describe_transform, _run_transform, _transform_outputs,
+                         outputs=output_checks.TRANSFORM_OUTPUTS),
+}
+
+
 
 
 def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> int:
@@ -540,7 +356,7 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     ending = argv is None if end_process is None else end_process
     try:
-        code = VERBS[args.verb](args)
+        code = _vertex_job(args) if args.verb == "vertex-job" else run_verb(args, RUNS[args.verb])
     except TrainerError as e:
         log.error("%s failed: %s", args.verb, e)
         code = e.exit_code

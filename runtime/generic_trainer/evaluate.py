@@ -35,7 +35,7 @@ from generic_trainer import data, eval_metrics, outputs, storage
 from generic_trainer.blessing import write_blessing
 from generic_trainer.errors import UserInputError
 from generic_trainer.eval_config import EvalConfig
-from generic_trainer.request import EvaluateRequest
+from generic_trainer.judge_request import EvaluateRequest
 
 log = logging.getLogger(__name__)
 

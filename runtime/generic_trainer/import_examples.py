@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer import beam_run, tabular
+from generic_trainer.data_request import ImportExamplesRequest
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import ImportExamplesRequest
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from typing import Any
 from generic_trainer import data, outputs, sandbox, storage
 from generic_trainer.blessing import BLESSED_FILE, NOT_BLESSED_FILE, write_blessing
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import InfraValidateRequest
+from generic_trainer.judge_request import InfraValidateRequest
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from generic_trainer.request import TrainRequest, TuneRequest
+    from generic_trainer.fit_request import TrainRequest, TuneRequest
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from generic_trainer.errors import UserCodeError, UserInputError
 
 if TYPE_CHECKING:
     from generic_trainer.cluster import Cluster
-    from generic_trainer.request import TrainRequest
+    from generic_trainer.fit_request import TrainRequest
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +140,10 @@ def prepare(request: TrainRequest, strategy_name: str, cluster: Cluster, num_gpu
     """Fix Keras 3 fit for several workers now, or fail before training when it cannot be fixed."""
     if strategy_name != "multi_worker_mirrored" or not cluster.is_multi_worker:
         return
-    if request.keras == "keras3" and (request.steps_per_execution or 1) > 1:
-        raise UserInputError("--steps-per-execution", steps_per_execution_message(request.steps_per_execution))
-    if request.keras == "keras3" and request.jit_compile and not num_gpus:
+    program = request.program  # a run_fn module: the Task API's loop never gets here
+    if request.keras == "keras3" and (program.steps_per_execution or 1) > 1:
+        raise UserInputError("--steps-per-execution", steps_per_execution_message(program.steps_per_execution))
+    if request.keras == "keras3" and program.jit_compile and not num_gpus:
         raise UserInputError("--jit-compile", JIT_ON_CPU_MESSAGE)
     try:
         install()

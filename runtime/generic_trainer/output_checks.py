@@ -13,6 +13,7 @@ import os
 import uuid
 from typing import Any
 
+from generic_trainer import storage
 from generic_trainer.errors import UserInputError
 
 # request attribute -> (flag, "dir" | "file"); the same names in every verb's request.
@@ -27,17 +28,26 @@ OUTPUT_FIELDS = (
     ("report_file", "--report-file", "file"),
     ("tuner_results_file", "--tuner-results-file", "file"),
 )
+# The data verbs' outputs (their request attributes differ: transform_graph is an input of train).
+IMPORT_EXAMPLES_OUTPUTS = (("output", "--output", "dir"), ("schema_output", "--schema-output", "dir"))
+TRANSFORM_OUTPUTS = (("transform_graph", "--transform-graph", "dir"),
+                     ("transformed_examples", "--transformed-examples", "dir"))
 EXECUTOR_OUTPUT_FLAG = "--executor-output-file"
 # Output dirs published by renaming a staging sibling into place: their parent must be writable too.
 PUBLISHED_DIRS = ("model_dir", "best_hyperparameters_dir", "blessing_dir")
 
 
-def check_outputs(request: Any, executor_output_file: str | None = None) -> None:
-    """Raise UserInputError for the first output of `request` that cannot be written."""
+def check_outputs(request: Any, executor_output_file: str | None = None,
+                  fields: tuple[tuple[str, str, str], ...] = OUTPUT_FIELDS) -> None:
+    """Raise UserInputError for the first output of `request` that cannot be written.
+
+    `fields`: (request attribute, flag, "dir" | "file") of its outputs. A gs:// URI (a Beam runner
+    elsewhere writes it) is not checked here.
+    """
     probed: dict[str, str | None] = {}
-    for attr, flag, kind in OUTPUT_FIELDS:
+    for attr, flag, kind in fields:
         path = getattr(request, attr, None)
-        if path:
+        if path and not storage.is_gcs_uri(path):
             check_writable(flag, path, kind, probed)
             if attr in PUBLISHED_DIRS:
                 parent = os.path.dirname(os.path.normpath(os.path.abspath(path)))

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from generic_trainer.request import TrainRequest
+    from generic_trainer.fit_request import TrainRequest
     from generic_trainer.results import TrainResult
 
 log = logging.getLogger(__name__)
@@ -249,9 +249,9 @@ def train_report(request: TrainRequest, result: TrainResult) -> str:
         "examples": request.examples,
         "train splits": ", ".join(request.train_splits),
         "eval splits": ", ".join(request.eval_splits),
-        "module file": request.module_file,
-        "run_fn": request.run_fn,
-        "module sha256": request.module_sha256,
+        "module file": request.program.module_file if not request.task else "",
+        "run_fn": request.program.run_fn if not request.task else "run_fn",
+        "module sha256": request.program.module_sha256,
         "schema": request.schema,
         "transform graph": request.transform_graph,
         "hyperparameters": dict(request.hyperparameters) if request.hyperparameters is not None else None,

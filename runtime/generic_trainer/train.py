@@ -23,9 +23,9 @@ from typing import Any
 from generic_trainer import cluster as cluster_lib
 from generic_trainer import inputs, keras_multiworker, outputs, serving_container, storage, user_module
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
+from generic_trainer.fit_request import TrainRequest
 from generic_trainer.fn_args import FnArgs
 from generic_trainer.preemption import WATCHER
-from generic_trainer.request import TrainRequest
 from generic_trainer.results import TrainResult
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,9 @@ def speed_options(request: TrainRequest):
     """The request's --mixed-precision / --jit-compile / --steps-per-execution as fit_hooks.SpeedOptions."""
     from generic_trainer import fit_hooks
 
-    speed = fit_hooks.SpeedOptions(jit_compile=request.jit_compile, steps_per_execution=request.steps_per_execution,
-                                   mixed_precision=request.mixed_precision)
+    program = request.program
+    speed = fit_hooks.SpeedOptions(jit_compile=program.jit_compile, steps_per_execution=program.steps_per_execution,
+                                   mixed_precision=program.mixed_precision)
     if speed != fit_hooks.SpeedOptions():
         log.info("speed options: mixed_precision=%s jit_compile=%s steps_per_execution=%s (the module's own "
                  "compile arguments win)", speed.mixed_precision, speed.jit_compile, speed.steps_per_execution)
@@ -90,7 +91,7 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
     there): when it raises, nothing is published.
     """
     cluster = cluster_lib.resolve()
-    publishes = cluster.is_chief and (not request.task or request.mode in ("train", "train_and_eval"))
+    publishes = cluster.is_chief and (not request.task or request.task.mode in ("train", "train_and_eval"))
     with outputs.exclusive(request.model_dir, "--model-dir") if publishes else contextlib.nullcontext():
         if request.task:  # the Task API: the runtime's own loop (generic_trainer.task)
             from generic_trainer.task import runner
@@ -105,12 +106,12 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
     scratch = tempfile.mkdtemp(prefix="generic-trainer-")
     WATCHER.install(where=f"the backup in {request.checkpoint_dir}")
     try:
-        module_path = user_module.fetch(request.module_file, os.path.join(scratch, "module"))
-        user_module.check_sha256(module_path, request.module_sha256)
+        module_path = user_module.fetch(request.program.module_file, os.path.join(scratch, "module"))
+        user_module.check_sha256(module_path, request.program.module_sha256)
         user_module.check_syntax(module_path)
         return _run(request, cluster, module_path, train_files, eval_files, schema_file, scratch, before_publish)
     except SystemExit as e:  # at import, or anywhere else the module's code runs
-        raise user_module.exit_error(e, f"module {request.module_file}") from None
+        raise user_module.exit_error(e, f"module {request.program.module_file}") from None
     finally:
         WATCHER.uninstall()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -138,9 +139,10 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
 
     data.check_first_records(train_files + eval_files, schema_file)  # TensorFlow is loaded now
 
-    module = user_module.import_module(module_path, request.module_file)
-    run_fn = user_module.get_function(module, request.run_fn, "--run-fn")
-    log.info("user module %s, calling %s", getattr(module, "__file__", request.module_file), request.run_fn)
+    program = request.program
+    module = user_module.import_module(module_path, program.module_file)
+    run_fn = user_module.get_function(module, program.run_fn, "--run-fn")
+    log.info("user module %s, calling %s", getattr(module, "__file__", program.module_file), program.run_fn)
 
     final_serving = os.path.join(request.model_dir, outputs.SERVING_DIR)
     final_eval = os.path.join(request.model_dir, outputs.EVAL_DIR)

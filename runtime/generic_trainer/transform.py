@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer import beam_run, user_module
+from generic_trainer.data_request import TransformRequest
 from generic_trainer.errors import UserCodeError, UserInputError
-from generic_trainer.request import TransformRequest
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from typing import Any
 from generic_trainer import cluster as cluster_lib
 from generic_trainer import storage, trial_log, tuner_cluster, user_module
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
+from generic_trainer.fit_request import TuneRequest
 from generic_trainer.fn_args import FnArgs
-from generic_trainer.request import TuneRequest
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from generic_trainer import cluster as cluster_lib
 from generic_trainer import outputs, storage, user_module
 from generic_trainer.errors import TrainerError, UserCodeError, UserInputError
+from generic_trainer.fit_request import TrainRequest
 from generic_trainer.inputs import resolve_schema_file
 from generic_trainer.preemption import WATCHER
-from generic_trainer.request import TrainRequest
 from generic_trainer.results import TrainResult
 from generic_trainer.task import base, config, resolve
 from generic_trainer.task.config import TRAIN_MODES
@@ -72,39 +72,40 @@ def _local(value: str, gcs_root: str) -> str:
 
 
 def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> config.ExperimentConfig:
-    """The experiment config of this run, resolved in override order and checked for `request.mode`."""
+    """The experiment config of this run, resolved in override order and checked for the program's mode."""
     from generic_trainer import data
 
-    if request.experiment:
-        defaults = config.get_experiment(request.experiment)
+    program = request.task
+    if program.experiment:
+        defaults = config.get_experiment(program.experiment)
         if not isinstance(defaults.task, task_cls.config_cls):
-            raise UserInputError("--experiment", f"experiment {request.experiment!r} configures a "
+            raise UserInputError("--experiment", f"experiment {program.experiment!r} configures a "
                                                  f"{type(defaults.task).__name__}, but {task_cls.__name__} expects "
                                                  f"a {task_cls.config_cls.__name__}")
     else:
         defaults = task_cls.default_experiment()
     train_path = eval_path = ""
     if request.examples:
-        if request.mode in TRAIN_MODES:
+        if program.mode in TRAIN_MODES:
             train_path = ",".join(data.split_file_patterns(request.examples, request.train_splits))
-        if request.mode != "train":
+        if program.mode != "train":
             eval_path = ",".join(data.split_file_patterns(request.examples, request.eval_splits))
     inputs = resolve.RunInputs(
         train_input_path=train_path, eval_input_path=eval_path,
         schema_path=resolve_schema_file(request.schema) or "", transform_graph_path=request.transform_graph or "",
         hyperparameters=request.hyperparameters, custom_config=request.custom_config,
         train_steps=request.train_steps, eval_steps=request.eval_steps, strategy=request.strategy)
-    experiment = resolve.build_experiment(defaults, inputs, request.config_files, request.config,
-                                         request.params_override)
-    resolve.validate(experiment, request.mode)
+    experiment = resolve.build_experiment(defaults, inputs, program.config_files, program.config,
+                                          program.params_override)
+    resolve.validate(experiment, program.mode)
     task = experiment.task
     for data_config in (task.train_data, task.validation_data):
         data_config.input_path = _local(data_config.input_path, request.gcs_root)
     for name in ("schema_path", "transform_graph_path", "init_checkpoint"):
         setattr(task, name, _local(getattr(task, name), request.gcs_root))
-    if request.mode in TRAIN_MODES:
+    if program.mode in TRAIN_MODES:
         data.check_readable(task.train_data.file_patterns(), "task.train_data.input_path")
-    if request.mode != "train":
+    if program.mode != "train":
         data.check_readable(task.validation_data.file_patterns(), "task.validation_data.input_path")
     if task.schema_path and not os.path.exists(task.schema_path):
         raise UserInputError("task.schema_path", f"{task.schema_path} does not exist")
@@ -135,16 +136,17 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
     before the model is published; when it raises, nothing is published.
     """
     cluster = cluster_lib.resolve()
-    if request.mode == "continuous_eval" and cluster.is_multi_worker:
+    program = request.task
+    if program.mode == "continuous_eval" and cluster.is_multi_worker:
         raise UserInputError("--mode", "continuous_eval runs as one process beside the training job; "
                                        f"{cluster.source} names {cluster.num_workers} workers")
     scratch = tempfile.mkdtemp(prefix="generic-trainer-task-")
     try:
-        task_cls = load_task_class(request.task, os.path.join(scratch, "module"), request.module_sha256)
+        task_cls = load_task_class(program.task, os.path.join(scratch, "module"), program.module_sha256)
         experiment = resolve_experiment(task_cls, request)
         return _run(request, cluster, task_cls, experiment, scratch, before_publish)
     except SystemExit as e:  # at import or in any of the Task's methods
-        raise user_module.exit_error(e, f"the Task {request.task}") from None
+        raise user_module.exit_error(e, f"the Task {program.task}") from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -161,7 +163,8 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, task_cls: type[bas
     t, d = experiment.trainer, experiment.task
     log.info("task %s mode=%s experiment=%s train_steps=%d steps_per_loop=%d validation_interval=%d "
              "validation_steps=%d checkpoint_interval=%d batch=%d/%d train=%s validation=%s checkpoints=%s",
-             task_cls.__name__, request.mode, request.experiment or "(defaults)", t.train_steps, t.steps_per_loop,
+             task_cls.__name__, request.task.mode, request.task.experiment or "(defaults)", t.train_steps,
+             t.steps_per_loop,
              t.validation_interval, t.validation_steps, t.checkpoint_interval, d.train_data.global_batch_size,
              d.validation_data.global_batch_size, d.train_data.input_path or "-", d.validation_data.input_path or "-",
              request.checkpoint_dir)
@@ -173,10 +176,10 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, task_cls: type[bas
     final_serving = os.path.join(request.model_dir, outputs.SERVING_DIR)
     staging = storage.staging_dir_for(request.model_dir) if cluster.is_chief else os.path.join(private, "model")
     serving = os.path.join(staging, outputs.SERVING_DIR)
-    trains = request.mode in TRAIN_MODES
+    trains = request.task.mode in TRAIN_MODES
     try:
         result, _ = run_experiment(
-            task, experiment, request.mode, request.checkpoint_dir,
+            task, experiment, request.task.mode, request.checkpoint_dir,
             summary_dir=request.model_run_dir if cluster.is_chief else None, strategy=strategy, export_dir=serving,
             is_chief=cluster.is_chief, private_dir=private,
             export_when=lambda r: not _already_finished(request, experiment, r, cluster, final_serving))
@@ -252,7 +255,7 @@ def _already_finished(request: TrainRequest, experiment: config.ExperimentConfig
     publishing; otherwise the finished checkpoint is exported, and the log says that too.
     """
     target = experiment.trainer.train_steps
-    if request.mode not in TRAIN_MODES or result.restored_from is None or result.initial_step < target:
+    if request.task.mode not in TRAIN_MODES or result.restored_from is None or result.initial_step < target:
         return False
     published = os.path.isfile(os.path.join(final_serving, "saved_model.pb"))
     where = (f"{request.checkpoint_dir} already holds a finished run: checkpoint {result.restored_from} is at step "

@@ -1,0 +1,189 @@
+"""The requests of the data verbs, import-examples and transform (Beam pipelines): their typed fields and how
+raw inputs become them.
+
+Paths Beam reads or writes stay gs:// URIs for a runner elsewhere (a non-local `--runner` in the Beam
+args), else they are local (/gcs) paths. The simple fields come from the checks declared in
+data_options.py (options.checked_fields).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from generic_trainer import data_options, options
+from generic_trainer.errors import UserInputError
+from generic_trainer.request import (
+    SPLIT_NAME_PATTERN,
+    KfpOutputs,
+    data_path,
+    examples_dir,
+    existing_path,
+    module_file,
+    new_output_dir,
+    raw_inputs,
+)
+
+DEFAULT_SPLITS = (("train", 2), ("eval", 1))  # CsvExampleGen's default: 2/3 train, 1/3 eval
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportExamplesRequest:
+    """Every input of an import-examples run: tables (CSV or Parquet) to TFX Examples, resolved.
+
+    Either `input_pattern` with hash `splits` ((name, buckets), ...), or `input_splits` ((name, pattern), ...).
+    Patterns and outputs are local paths (gs:// through the /gcs mount), or gs:// URIs when Beam runs
+    elsewhere (a non-local `--runner` in `beam_args`).
+    """
+
+    output: str
+    format: str = "csv"
+    input_pattern: str | None = None
+    splits: tuple[tuple[str, int], ...] = DEFAULT_SPLITS
+    input_splits: tuple[tuple[str, str], ...] = ()
+    schema: str | None = None
+    schema_output: str | None = None  # also write schema.pbtxt here (the KFP `output_schema` artifact)
+    beam_args: tuple[str, ...] = ()
+    gcs_root: str = "/gcs"
+    kfp: KfpOutputs | None = None
+
+
+def _split_name(input_name: str, name: str) -> str:
+    name = name.strip()
+    if not SPLIT_NAME_PATTERN.fullmatch(name):
+        raise UserInputError(input_name, f"split name {name!r} must be letters, digits, '_', '-' or '.'")
+    return name
+
+
+def _hash_splits(value: Any) -> tuple[tuple[str, int], ...]:
+    """`train:2,eval:1` -> (("train", 2), ("eval", 1)); the order decides which bucket range is whose.
+
+    A dict is taken in its order; KFP sorts a dict parameter's keys, so the component takes the string.
+    """
+    if value is None or value == "" or value == {}:
+        return DEFAULT_SPLITS
+    items = list(value.items()) if isinstance(value, Mapping) else [
+        tuple(part.split(":", 1)) if ":" in part else (part, "") for part in str(value).split(",") if part.strip()]
+    splits = []
+    for name, buckets in items:
+        try:
+            count = int(float(buckets))
+        except (TypeError, ValueError):
+            count = 0
+        if count < 1 or float(buckets) != count:
+            raise UserInputError("--splits", f"expected name:buckets pairs with whole buckets >= 1 such as "
+                                             f"'train:2,eval:1', got {value!r}")
+        splits.append((_split_name("--splits", name), count))
+    if len({n for n, _ in splits}) != len(splits):
+        raise UserInputError("--splits", f"a split name appears twice in {value!r}")
+    return tuple(splits)
+
+
+def _input_splits(value: Any) -> tuple[tuple[str, str], ...]:
+    """`train=PATTERN,eval=PATTERN` (or a KFP dict) -> (("train", PATTERN), ("eval", PATTERN))."""
+    if value is None or value == "" or value == {}:
+        return ()
+    items = list(value.items()) if isinstance(value, Mapping) else [
+        tuple(part.split("=", 1)) if "=" in part else (part, "") for part in str(value).split(",") if part.strip()]
+    out = []
+    for name, pattern in items:
+        if not str(pattern).strip():
+            raise UserInputError("--input-splits", f"expected name=PATTERN pairs such as 'train=a/*.csv,eval=b/*.csv', "
+                                                   f"got {value!r}")
+        out.append((_split_name("--input-splits", name), str(pattern).strip()))
+    if len({n for n, _ in out}) != len(out):
+        raise UserInputError("--input-splits", f"a split name appears twice in {value!r}")
+    return tuple(out)
+
+
+def build_import_examples_request(
+    values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
+) -> ImportExamplesRequest:
+    """Validate raw values (keyed by flag name, dashes as underscores) into an ImportExamplesRequest."""
+    from generic_trainer.beam_run import is_local_runner, parse_beam_args
+
+    raw = raw_inputs(values, environ, kfp)
+    gcs_root = raw.gcs_root
+    beam_args = parse_beam_args(values.get("beam_pipeline_args"))
+    local = is_local_runner(beam_args)
+    fmt = (values.get("format") or "csv").lower()
+    if fmt not in ("csv", "parquet"):
+        raise UserInputError("--format", f"expected csv or parquet, got {values.get('format')!r}")
+    pattern = values.get("input") or values.get("input_pattern") or None
+    input_splits = _input_splits(values.get("input_splits"))
+    if bool(pattern) == bool(input_splits):
+        raise UserInputError("--input", "give either --input PATTERN (split by hash with --splits) or "
+                                        "--input-splits name=PATTERN,... (one pattern per split)")
+    if input_splits and values.get("splits") not in (None, "", {}):
+        raise UserInputError("--splits", "hash splits are for --input; with --input-splits each pattern is a split")
+    output = values.get("output") or (kfp.path("examples") if kfp else None)
+    schema_output = values.get("schema_output") or (kfp.path("output_schema") if kfp else None)
+    return ImportExamplesRequest(
+        output=new_output_dir("--output", output, gcs_root, local, "the Examples directory to write "
+                                                                   "(Split-<name>/*.gz and schema.pbtxt)"),
+        format=fmt,
+        input_pattern=data_path(pattern, gcs_root, local) if pattern else None,
+        splits=_hash_splits(values.get("splits")) if pattern else (),
+        input_splits=tuple((name, data_path(p, gcs_root, local)) for name, p in input_splits),
+        schema_output=data_path(schema_output, gcs_root, local) if schema_output else None,
+        beam_args=beam_args,
+        gcs_root=gcs_root,
+        kfp=kfp,
+        **options.checked_fields(data_options.IMPORT_EXAMPLES, raw),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformRequest:
+    """Every input of a transform run (tf.Transform's analyze and transform on Beam), resolved."""
+
+    examples: str  # local path (checked); Beam reads examples_uri
+    schema: str
+    module_file: str
+    transform_graph: str
+    examples_uri: str = ""
+    preprocessing_fn: str = "preprocessing_fn"
+    transformed_examples: str | None = None
+    analyze_splits: tuple[str, ...] = ("train",)
+    transform_splits: tuple[str, ...] = ("train", "eval")
+    module_sha256: str | None = None
+    beam_args: tuple[str, ...] = ()
+    gcs_root: str = "/gcs"
+    kfp: KfpOutputs | None = None
+
+
+def build_transform_request(
+    values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
+) -> TransformRequest:
+    """Validate raw values (keyed by flag name, dashes as underscores) into a TransformRequest."""
+    from generic_trainer.beam_run import is_local_runner, parse_beam_args
+
+    raw = raw_inputs(values, environ, kfp)
+    gcs_root = raw.gcs_root
+    beam_args = parse_beam_args(values.get("beam_pipeline_args"))
+    local = is_local_runner(beam_args)
+    schema = existing_path("--schema", values.get("schema"), gcs_root)
+    if not schema:
+        raise UserInputError("--schema", "required: the raw examples' tensorflow-metadata Schema (file or its dir)")
+    graph = values.get("transform_graph") or (
+        kfp.path("transform_graph") if kfp else None)
+    transformed = values.get("transformed_examples") or (kfp.path("transformed_examples") if kfp else None)
+    graph_path = new_output_dir("--transform-graph", graph, gcs_root, local,
+                                "where the transform graph goes (transform_fn/, transformed_metadata/, metadata/)")
+    transformed_path = new_output_dir("--transformed-examples", transformed, gcs_root, local,
+                                      "") if transformed else None
+    if transformed_path and transformed_path == graph_path:
+        raise UserInputError("--transformed-examples", "must differ from --transform-graph")
+    return TransformRequest(
+        examples=examples_dir(values, gcs_root),
+        examples_uri=data_path(values["examples"], gcs_root, local),
+        schema=schema,
+        module_file=module_file(values),
+        transform_graph=graph_path,
+        transformed_examples=transformed_path,
+        beam_args=beam_args,
+        gcs_root=gcs_root,
+        kfp=kfp,
+        **options.checked_fields(data_options.TRANSFORM, raw),
+    )
