@@ -345,6 +345,10 @@ def _metrics(value: Any) -> tuple[tuple[str, ...] | None, tuple[CustomMetric, ..
                                                             f"{', '.join(sorted(BUILTIN_METRICS))}, or a Keras "
                                                             "metric class by import path (keras.metrics.AUC)")
             name = entry
+            if any(m.name == name for m in custom):
+                raise UserInputError(f"eval_config.metrics[{i}]", f"the built-in {name!r} and a custom metric of "
+                                                                  'that name are both listed; give the custom one '
+                                                                  'another "name"')
         else:
             metric = _custom_metric(f"metrics[{i}]", entry)
             if metric.name in names:
