@@ -239,7 +239,7 @@ def _model(specs: list[dict[str, Any]]) -> tuple[dict[str, str], set[str]]:
             if specs[i].get(k) and specs[i][k] != keys.get(k):
                 raise UserInputError(f"eval_config.model_specs[{i}].{k}", f"the baseline's {k} must be the model's "
                                                                           f"({keys.get(k)!r}): one config judges both")
-    return keys, {s["name"] for s in specs if s.get("name")}
+    return keys, {s.get("name", "") for s in specs}
 
 
 def _slice(spec: dict[str, Any]) -> dict[str, Any]:
