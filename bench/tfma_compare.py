@@ -58,7 +58,8 @@ metrics_specs {
 PENGUIN_NATIVE = {"label_key": "species", "metrics": ["example_count", "accuracy"], "slices": [["island"]]}
 # which value of each evaluation stands for which compared quantity
 COMPARED = {
-    "binary": {"example count": ("example_count", "example_count", "example_count"),
+    # TFMA weights every metric when there is a weight key, ExampleCount too: the weighted count here.
+    "binary": {"example count (weighted)": ("example_count", "weighted_example_count", "weighted_example_count"),
                "weighted example count": ("weighted_example_count", "weighted_example_count",
                                           "weighted_example_count"),
                "accuracy": ("binary_accuracy", "binary_accuracy", "accuracy"), "auc": ("auc", "auc", "auc")},
@@ -77,9 +78,10 @@ def run_tfma(model: str, data: str, config_path: str, out: str) -> None:
     """TFMA's metrics per slice, as {slice name: {metric: value}}, to `out`."""
     import tensorflow_model_analysis as tfma
     from google.protobuf import text_format
+    from tensorflow_model_analysis.proto import config_pb2
 
     with open(config_path) as f:
-        eval_config = text_format.Parse(f.read(), tfma.EvalConfig())
+        eval_config = text_format.Parse(f.read(), config_pb2.EvalConfig())
     shared = tfma.default_eval_shared_model(eval_saved_model_path=model, eval_config=eval_config)
     result = tfma.run_model_analysis(eval_shared_model=shared, eval_config=eval_config, data_location=data,
                                      file_format="tfrecords", output_path=os.path.join(os.path.dirname(out), "tfma"))

@@ -5,6 +5,7 @@ metrics, a per-slice threshold and confidence intervals, checked against the met
 from __future__ import annotations
 
 import json
+from html import escape as html_escape
 
 import numpy as np
 import pytest
@@ -83,7 +84,8 @@ def test_text_proto_and_json_translate_to_the_same_native_config(tmp_path):
     config = configs[0]
     assert (config.label_key, config.prediction_key, config.example_weight_key) == ("species", "outputs", "w")
     assert config.slices == expected_slices
-    assert config.metrics == ("example_count", "sparse_categorical_accuracy", "auc_roc", "precision")
+    # With a weight key TFMA's ExampleCount is weighted: the native weighted_example_count (thresholds too).
+    assert config.metrics == ("weighted_example_count", "sparse_categorical_accuracy", "auc_roc", "precision")
     assert config.custom_metrics == (
         CustomMetric("sparse_categorical_accuracy", "keras.metrics.SparseCategoricalAccuracy",
                      {"name": "sparse_categorical_accuracy"}),
@@ -95,11 +97,15 @@ def test_text_proto_and_json_translate_to_the_same_native_config(tmp_path):
         Threshold("auc_roc", direction="lower_is_better", change_relative=0.1))
     assert config.slice_thresholds == (
         SliceThreshold(SliceSpec(("island",)), Threshold("sparse_categorical_accuracy", 0.5, 1.0)),
-        SliceThreshold(SliceSpec((), (("island", "Dream"),)), Threshold("example_count", 10.0)))
+        SliceThreshold(SliceSpec((), (("island", "Dream"),)), Threshold("weighted_example_count", 10.0)))
     assert (config.ci_samples, config.ci_seed) == (20, 0)  # TFMA's number of bootstrap samples
     # A bare metric list: the built-in defaults apply; an empty slicing spec is the overall.
     plain = parse_eval_config('model_specs { label_key: "y" } slicing_specs {}')
     assert plain.metrics is None and plain.slices == () and plain.ci_samples == 0
+    unweighted = parse_eval_config('model_specs { label_key: "y" } metrics_specs { metrics { class_name: '
+                                   '"ExampleCount" } thresholds { key: "example_count" value { value_threshold { '
+                                   'lower_bound { value: 3 } } } } }')
+    assert unweighted.metrics == ("example_count",) and unweighted.thresholds == (Threshold("example_count", 3.0),)
 
 
 BASE = 'model_specs { label_key: "y" }\n'
@@ -280,7 +286,8 @@ def test_tfma_config_end_to_end_weights_keras_metrics_slice_threshold_intervals(
             assert ci["samples"] == 20 and ci["lower"] <= ci["upper"] and ci["std_error"] > 0
             assert ci["lower"] - 3 * ci["std_error"] < values[name] < ci["upper"] + 3 * ci["std_error"]
     html = (tmp_path / "report.html").read_text()
-    assert "95% interval (20 bootstrap samples)" in html and "group=b" in html and reason in html
+    assert "95% interval (20 bootstrap samples)" in html and "<td>group=b</td>" in html
+    assert html_escape(reason) in html
 
 
 @pytest.mark.slow
@@ -303,8 +310,9 @@ def test_native_weighted_metrics_and_intervals_are_reproducible_whatever_the_bat
         assert result.blessed, result.reasons
         assert result.metrics["accuracy"] == pytest.approx(result.metrics["binary_accuracy"], abs=1e-6)
         assert [(r["slice"], r["metric"], r["passed"]) for r in result.thresholds] == [("group=a", "auc", True)]
-    first, second = ({**r.confidence_intervals, **{s["slice"]: s["confidence_intervals"] for s in r.slices}}
-                     for r in results)
-    assert json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True) or all(
-        first[k] == pytest.approx(second[k], rel=1e-9) for k in first if k.startswith("group") is False)
-    assert first["accuracy"]["samples"] == 40
+    first, second = ({f"{where}.{metric}.{k}": v
+                      for where, intervals in [("Overall", r.confidence_intervals),
+                                               *((s["slice"], s["confidence_intervals"]) for s in r.slices)]
+                      for metric, ci in intervals.items() for k, v in ci.items()} for r in results)
+    assert len(first) == 3 * 5 * 4 and first == pytest.approx(second, rel=1e-5)  # float32 Keras sums: 1e-5
+    assert first["Overall.accuracy.samples"] == 40

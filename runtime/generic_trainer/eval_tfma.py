@@ -14,7 +14,9 @@ one the proto does not have: nothing is silently ignored. `to_native` then maps 
 - metrics_specs: metrics (class_name [+ module] + config: ExampleCount, WeightedExampleCount, MeanLabel,
   MeanPrediction are the built-in ones, any other class is a Keras metric class, keras.metrics.<class_name>
   without a module; a bare AUC gets TFMA's 10000 thresholds), each with threshold / per_slice_thresholds;
-  the thresholds and per_slice_thresholds maps; model_names naming the models above.
+  the thresholds and per_slice_thresholds maps; model_names naming the models above. With an
+  example_weight_key TFMA weights every metric, ExampleCount too: it is weighted_example_count here then
+  (and so are thresholds on example_count); the native example_count always counts examples.
 - options: compute_confidence_intervals (Poisson bootstrap, TFMA's 20 samples), include_default_metrics false.
 """
 
@@ -84,6 +86,9 @@ TFMA_ONLY = frozenset({
     "MultiClassConfusionMatrixAtThresholds", "MultiClassConfusionMatrixPlot", "MultiLabelConfusionMatrixPlot",
     "NDCG", "QueryStatistics", "RelativeCoefficientOfDiscrimination", "SetMatchPrecision", "SetMatchRecall",
     "SquaredPearsonCorrelation", "TotalAttributions"})
+# With an example_weight_key every TFMA metric is weighted (ExampleWeightOptions unset), ExampleCount too:
+# it is the native weighted_example_count then (the native example_count always counts examples).
+WEIGHTED = {"example_count": "weighted_example_count"}
 TFMA_CI_SAMPLES = 20
 TFMA_AUC_THRESHOLDS = 10000
 SERVED_MODEL_TYPES = ("", "tf_keras", "tf_generic")
@@ -273,8 +278,8 @@ def _per_slice(entries: list[dict[str, Any]], metric: str, path: str) -> list[di
     return out
 
 
-def _metric(config: dict[str, Any], path: str) -> tuple[Any, str]:
-    """(the native metrics entry, its name) of a MetricConfig."""
+def _metric(config: dict[str, Any], path: str, weighted: bool) -> tuple[Any, str]:
+    """(the native metrics entry, its TFMA name) of a MetricConfig."""
     class_name, module = config.get("class_name", ""), config.get("module", "")
     if not class_name:
         raise UserInputError(_key(f"{path}.class_name"), "required")
@@ -282,7 +287,8 @@ def _metric(config: dict[str, Any], path: str) -> tuple[Any, str]:
         if class_name in TFMA_BUILTINS:
             if config.get("config", "").strip() not in ("", "{}"):
                 raise UserInputError(_key(f"{path}.config"), f"{class_name} takes no config here")
-            return TFMA_BUILTINS[class_name], TFMA_BUILTINS[class_name]
+            name = TFMA_BUILTINS[class_name]
+            return (WEIGHTED.get(name, name) if weighted else name), name
         if module or class_name in TFMA_ONLY:
             raise UserInputError(_key(f"{path}.class_name"), f"TFMA's {class_name} is not supported; use a Keras "
                                                              f"metric or one of {', '.join(TFMA_BUILTINS)}")
@@ -303,7 +309,12 @@ def _metric(config: dict[str, Any], path: str) -> tuple[Any, str]:
 
 
 def _metrics_spec(spec: dict[str, Any], path: str, native: dict[str, Any], models: set[str]) -> None:
-    """Adds one MetricsSpec's metrics and thresholds to `native`."""
+    """Adds one MetricsSpec's metrics and thresholds to `native` (thresholds keyed by TFMA's metric names)."""
+    weighted = bool(native.get("example_weight_key"))
+
+    def rename(metric: str) -> str:
+        return WEIGHTED.get(metric, metric) if weighted else metric
+
     unknown = [m for m in spec.get("model_names", []) if m not in models]
     if unknown:
         raise UserInputError(_key(f"{path}.model_names"), f"{unknown} name no model_specs entry (names: "
@@ -317,15 +328,17 @@ def _metrics_spec(spec: dict[str, Any], path: str, native: dict[str, Any], model
 
     for i, config in enumerate(spec.get("metrics", [])):
         where = f"{path}.metrics[{i}]"
-        entry, name = _metric(config, where)
+        entry, name = _metric(config, where, weighted)
         native.setdefault("metrics", []).append(entry)
         if "threshold" in config:
-            add(name, config["threshold"], f"{where}.threshold")
-        slice_thresholds += _per_slice(config.get("per_slice_thresholds", []), name, f"{where}.per_slice_thresholds")
+            add(rename(name), config["threshold"], f"{where}.threshold")
+        slice_thresholds += _per_slice(config.get("per_slice_thresholds", []), rename(name),
+                                       f"{where}.per_slice_thresholds")
     for name, threshold in spec.get("thresholds", {}).items():
-        add(name, threshold, f"{path}.thresholds.{name}")
+        add(rename(name), threshold, f"{path}.thresholds.{name}")
     for name, entries in spec.get("per_slice_thresholds", {}).items():
-        slice_thresholds += _per_slice(entries.get("thresholds", []), name, f"{path}.per_slice_thresholds.{name}")
+        slice_thresholds += _per_slice(entries.get("thresholds", []), rename(name),
+                                       f"{path}.per_slice_thresholds.{name}")
 
 
 def to_native(value: Mapping[str, Any]) -> dict[str, Any]:
