@@ -153,13 +153,16 @@ def describe_specs(specs: Any) -> str:
 
 
 def _check_schema(request: EvaluateRequest) -> None:
-    """With a schema, the label and slice features must be in it (a clear error before any model loads)."""
+    """With a schema, the label, weight and slice features must be in it (a clear error before any model loads)."""
     schema = data.load_schema(request.schema)
     names = {f.name for f in schema.feature}
     config = request.eval_config
     if config.label_key not in names:
         raise UserInputError("eval_config.label_key", f"{config.label_key!r} is not a feature of the schema "
                                                       f"{request.schema}; features: {', '.join(sorted(names))}")
+    if config.example_weight_key and config.example_weight_key not in names:
+        raise UserInputError("eval_config.example_weight_key", f"{config.example_weight_key!r} is not a feature of "
+                                                               f"the schema; features: {', '.join(sorted(names))}")
     for i, spec in enumerate(config.slices):
         for feature in spec.columns:
             if feature not in names:
