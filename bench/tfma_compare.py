@@ -11,8 +11,9 @@ BinaryAccuracy / SparseCategoricalAccuracy / AUC), and by `generic-trainer evalu
 and the built-in metrics (`accuracy`, `auc`):
 - binary: 3000 generated examples, a logistic model written here, example weights, slices by `group`;
 - penguin: the bundled penguin eval split and a model trained by `generic-trainer train` (6 steps: a
-  model far from perfect, so accuracy and AUC can differ; or --penguin-model), 3 classes, slices by `island` (the built-in `auc` is macro one-vs-rest, TFMA's and
-  Keras' AUC on one-hot labels is micro: only the translated config is compared for AUC there).
+  model far from perfect, so accuracy and AUC can differ; or --penguin-model), 3 classes, slices by
+  `island` (the built-in `auc` is macro one-vs-rest, TFMA's and Keras' AUC on one-hot labels is micro:
+  only the translated config is compared for AUC there).
 Prints a table per case and exits 1 when a value differs beyond its tolerance.
 """
 
