@@ -245,9 +245,10 @@ def evaluator_component(image: str | None = None) -> Any:
         Args:
             model: The model to judge (a trainer model: <model>/Format-Serving).
             examples: Examples in TFX layout: Split-<name>/*.gz (gzipped TFRecords of tf.Example).
-            eval_config: {"label_key", "prediction_key", "problem", "metrics", "slices", "thresholds"}; see the
-                README (thresholds: {"accuracy": {"lower_bound": 0.8, "change": {"direction": "higher_is_better",
-                "absolute": -0.01}}}).
+            eval_config: {"label_key", "prediction_key", "problem", "metrics", "slices", "thresholds",
+                "slice_thresholds", "example_weight_key", "confidence_intervals"}, or a TFMA EvalConfig as JSON;
+                see the README (thresholds: {"accuracy": {"lower_bound": 0.8, "change": {"direction":
+                "higher_is_better", "absolute": -0.01}}}).
             evaluation: Overall metrics as scalars (baseline_<name> for the baseline); the file holds everything
                 as JSON (slices, confusion matrix, threshold checks).
             blessing: TFX-style blessing dir: BLESSED or NOT_BLESSED (reasons inside); metadata blessed 1|0.

@@ -188,7 +188,9 @@ def _add_evaluate(sub) -> None:
     g.add_argument("--eval-config", metavar="FILE_OR_JSON",
                    help='JSON (or a file of it): {"label_key": ..., "prediction_key", "problem", "metrics", '
                         '"slices": [["feature"]], "thresholds": {"accuracy": {"lower_bound": 0.8, "change": '
-                        '{"direction": "higher_is_better", "absolute": -0.01}}}}; see the README')
+                        '{"direction": "higher_is_better", "absolute": -0.01}}}, "slice_thresholds", '
+                        '"example_weight_key", "confidence_intervals"}; or a TFMA EvalConfig (JSON or text proto); '
+                        'see the README')
     g.add_argument("--eval-splits", metavar="a,b", help="splits to evaluate on (default eval)")
     g.add_argument("--batch-size", metavar="N", help="examples per serving_default call (default 256)")
     o = p.add_argument_group("outputs")
