@@ -14,7 +14,8 @@ from conftest import PENGUIN, REPO, run_cli
 from datagen import write_schema, write_split
 from generic_trainer import eval_metrics
 from generic_trainer.errors import UserInputError
-from generic_trainer.eval_config import parse_eval_config
+from generic_trainer.eval_config import SliceSpec, parse_eval_config
+from generic_trainer.eval_thresholds import check_thresholds
 from generic_trainer.judge_request import build_evaluate_request
 
 # --------------------------------------------------------------------------------------------
@@ -25,7 +26,7 @@ from generic_trainer.judge_request import build_evaluate_request
 @pytest.mark.parametrize("config, key, needle", [
     ({}, "eval_config.label_key", "required"),
     ("", "--eval-config", "required"),
-    ("[1]", "--eval-config", "neither a JSON object nor an existing file"),
+    ("[1]", "--eval-config", "neither a JSON object, a TFMA EvalConfig text proto nor an existing file"),
     ('{"label_key": "y",', "--eval-config", "not valid JSON"),
     ({"label_key": "y", "typo": 1}, "--eval-config", "typo"),
     ({"label_key": ""}, "eval_config.label_key", "non-empty string"),
@@ -60,11 +61,13 @@ def test_eval_config_from_file_defaults_and_inferred_directions(tmp_path):
     path.write_text(json.dumps({"label_key": "y", "slices": [["a"], "b", ["a", "b"]], "thresholds": {
         "loss": {"change": {"relative": 0.1}}, "f1": {"lower_bound": 0.5}}}))
     config = parse_eval_config(str(path))
-    assert config.slices == (("a",), ("b",), ("a", "b"))
+    assert config.slices == (SliceSpec(("a",)), SliceSpec(("b",)), SliceSpec(("a", "b")))
     directions = {t.metric: t.direction for t in config.thresholds}
     assert directions == {"loss": "lower_is_better", "f1": None}
     # Defaults per problem, plus any metric a threshold names.
     assert config.metrics_for("binary") == ("example_count", "accuracy", "loss", "auc", "precision", "recall", "f1")
+    weighted = parse_eval_config({"label_key": "y", "example_weight_key": "w"})
+    assert weighted.metrics_for("regression")[:2] == ("example_count", "weighted_example_count")
     with pytest.raises(UserInputError, match="f1"):
         config.metrics_for("regression")
 
@@ -144,16 +147,16 @@ def test_thresholds_bounds_change_and_direction():
         "accuracy": {"lower_bound": 0.7, "change": {"direction": "higher_is_better", "absolute": -0.01}},
         "loss": {"upper_bound": 1.0, "change": {"relative": 0.1}}}})
     candidate, baseline = {"accuracy": 0.75, "loss": 0.5}, {"accuracy": 0.80, "loss": 0.4}
-    rows = {(r["metric"], r["check"]): r for r in eval_metrics.check_thresholds(config.thresholds, candidate, baseline)}
+    rows = {(r["metric"], r["check"]): r for r in check_thresholds(config.thresholds, candidate, baseline)}
     assert rows["accuracy", "lower_bound"]["passed"] is True
     assert rows["accuracy", "change.absolute"]["passed"] is False  # dropped 0.05 > 0.01 allowed
     assert rows["accuracy", "change.absolute"]["change"] == pytest.approx(-0.05)
     assert rows["loss", "upper_bound"]["passed"] is True
     assert rows["loss", "change.relative"]["passed"] is False  # rose 25% > 10% allowed (lower is better)
     assert rows["loss", "change.relative"]["change"] == pytest.approx(0.25)
-    better = eval_metrics.check_thresholds(config.thresholds, {"accuracy": 0.795, "loss": 0.42}, baseline)
+    better = check_thresholds(config.thresholds, {"accuracy": 0.795, "loss": 0.42}, baseline)
     assert all(r["passed"] for r in better)
-    alone = eval_metrics.check_thresholds(config.thresholds, candidate, None)
+    alone = check_thresholds(config.thresholds, candidate, None)
     assert [r["passed"] for r in alone] == [True, None, True, None]  # change bounds skipped without a baseline
 
 

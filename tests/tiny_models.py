@@ -64,3 +64,16 @@ def one_row(path: str) -> str:
         return {"outputs": tf.zeros([1, 3]) + tf.cast(tf.size(examples), tf.float32) * 0.0}
 
     return _save(tf.Module(), path, serve)
+
+
+def probability_from_feature(path: str, feature: str = "score") -> str:
+    """serving_default(examples) -> {"probabilities": float feature `feature` [n, 1]} (a binary model)."""
+    import tensorflow as tf
+
+    spec = {feature: tf.io.FixedLenFeature([1], tf.float32)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve(examples):
+        return {"probabilities": tf.io.parse_example(examples, spec)[feature]}
+
+    return _save(tf.Module(), path, serve)

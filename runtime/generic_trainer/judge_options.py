@@ -27,12 +27,14 @@ EVALUATE_INPUTS = Group("inputs", (
     Option("eval_config",
            help=('JSON (or a file of it): {"label_key": ..., "prediction_key", "problem", "metrics", "slices": '
                  '[["feature"]], "thresholds": {"accuracy": {"lower_bound": 0.8, "change": {"direction": '
-                 '"higher_is_better", "absolute": -0.01}}}}; see the README'), metavar="FILE_OR_JSON",
+                 '"higher_is_better", "absolute": -0.01}}}, "slice_thresholds", "example_weight_key", '
+                 '"confidence_intervals"}; or a TFMA EvalConfig (JSON or text proto); see the README'),
+           metavar="FILE_OR_JSON",
            param=value(dict,
-                       ('{"label_key", "prediction_key", "problem", "metrics", "slices", "thresholds"}; see the\n'
-                        'README (thresholds: {"accuracy": {"lower_bound": 0.8, "change": {"direction": '
-                        '"higher_is_better",\n'
-                        '"absolute": -0.01}}}).'))),
+                       ('{"label_key", "prediction_key", "problem", "metrics", "slices", "thresholds",\n'
+                        '"slice_thresholds", "example_weight_key", "confidence_intervals"}, or a TFMA EvalConfig as '
+                        'JSON;\nsee the README (thresholds: {"accuracy": {"lower_bound": 0.8, "change": '
+                        '{"direction":\n"higher_is_better", "absolute": -0.01}}}).'))),
     Option("eval_splits", check=splits(("eval",)), help="splits to evaluate on (default eval)", metavar="a,b",
            param=value(list, 'Splits to evaluate on (default ["eval"]).', None)),
     Option("batch_size", check=whole_number(256), help="examples per serving_default call (default 256)", metavar="N",
