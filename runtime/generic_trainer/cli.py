@@ -220,6 +220,9 @@ def _add_infra_validate(sub) -> None:
     g.add_argument("--eval-splits", metavar="a,b", help="splits the requests are taken from (default eval)")
     g.add_argument("--model-blessing", metavar="DIR",
                    help="the evaluator's blessing: a NOT_BLESSED model is not loaded and is INFRA_NOT_BLESSED")
+    g.add_argument("--schema", metavar="FILE_OR_DIR",
+                   help="tensorflow-metadata Schema describing the features a serving_default with tensor inputs is "
+                        "fed from (default: the first eval example's features)")
     s = p.add_argument_group("sandbox")
     s.add_argument("--num-requests", metavar="N", help="timed requests (default 10; after two untimed warm-ups)")
     s.add_argument("--batch-size", metavar="N", help="examples per request (default 8)")
@@ -230,6 +233,9 @@ def _add_infra_validate(sub) -> None:
     o = p.add_argument_group("outputs")
     o.add_argument("--blessing-dir", metavar="DIR", help="where INFRA_BLESSED or INFRA_NOT_BLESSED goes")
     o.add_argument("--metrics-file", metavar="FILE", help="write load time and p50/p99 latency here as JSON")
+    o.add_argument("--write-warmup", metavar="N",
+                   help="when INFRA_BLESSED, write N TF Serving warm-up requests (eval examples, one each) into the "
+                        "model's assets.extra/tf_serving_warmup_requests (default 0: none; at most 1000)")
     _add_common(p, cluster_timeout=False, training=False)
 
 
@@ -466,9 +472,10 @@ def _infra_validate(args: argparse.Namespace) -> int:
     values, kfp = _raw_values(args)
     request = build_infra_validate_request(values, kfp=kfp)
     log.info("infra-validate request: model=%s examples=%s splits=%s model_blessing=%s blessing_dir=%s "
-             "requests=%d x %d examples timeout=%gs memory_limit=%s", request.model, request.examples,
-             ",".join(request.eval_splits), request.model_blessing, request.blessing_dir, request.num_requests,
-             request.batch_size, request.timeout, request.memory_limit or "none")
+             "requests=%d x %d examples timeout=%gs memory_limit=%s schema=%s write_warmup=%d", request.model,
+             request.examples, ",".join(request.eval_splits), request.model_blessing, request.blessing_dir,
+             request.num_requests, request.batch_size, request.timeout, request.memory_limit or "none",
+             request.schema, request.write_warmup)
     output_checks.check_outputs(request, args.executor_output_file)
     result = infra_validate.run(request)
     if request.kfp is not None:

@@ -654,6 +654,11 @@ class InfraValidateRequest:
     metrics_file: str | None = None
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
+    schema: str | None = None  # describes the features tensor inputs are parsed from
+    write_warmup: int = 0  # TF Serving warm-up requests written into the blessed model
+
+
+MAX_WARMUP_REQUESTS = 1000  # TF Serving reads at most this many warm-up records
 
 
 def build_infra_validate_request(
@@ -681,6 +686,9 @@ def build_infra_validate_request(
         metrics_file=storage.local_path(metrics_file, gcs_root) if metrics_file else None,
         gcs_root=gcs_root,
         kfp=kfp,
+        schema=_existing("--schema", values.get("schema"), gcs_root),
+        write_warmup=number("--write-warmup", values.get("write_warmup"), maximum=MAX_WARMUP_REQUESTS, default=0,
+                            unit="warm-up requests (TF Serving reads at most 1000)"),
     )
 
 
