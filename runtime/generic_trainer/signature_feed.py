@@ -169,9 +169,11 @@ class SignatureFeed:
         for name, (_, spec) in self._parse.items():
             value = parsed[name]
             if isinstance(value, tf.SparseTensor):
-                value = tf.sparse.to_dense(value)
-            shape = [-1 if d is None else d for d in spec.shape.as_list()[1:]]
-            fed[name] = tf.cast(tf.reshape(value, [-1, *shape]), spec.dtype)
+                value = tf.sparse.to_dense(value)  # [n, longest list]
+            per_example = spec.shape.as_list()[1:]
+            if all(d is not None for d in per_example):
+                value = tf.reshape(value, [-1, *per_example])
+            fed[name] = tf.cast(value, spec.dtype)
         return fed
 
     def __call__(self, serialized: Any) -> dict[str, Any]:
