@@ -281,27 +281,34 @@ def infra_validator_component(image: str | None = None) -> Any:
         blessing: Output[Artifact],
         metrics: Output[Metrics],
         model_blessing: Optional[Input[Artifact]] = None,  # noqa: UP045
+        schema: Optional[Input[Artifact]] = None,  # noqa: UP045
         eval_splits: Optional[list] = None,  # noqa: UP045
         num_requests: int = 10,
         batch_size: int = 8,
         timeout: float = 300.0,
         memory_limit: str = "8GiB",
+        write_warmup: int = 0,
         blessed: dsl.OutputPath(bool) = None,
     ):
         """Tries a model in a sandboxed serving process before it ships (TFX InfraValidator).
 
         Args:
             model: The model to try (a trainer model: <model>/Format-Serving).
-            examples: Examples in TFX layout; requests are serialized tf.Examples of the eval split.
+            examples: Examples in TFX layout; requests are the eval split's tf.Examples, in the signature's input
+                form (serialized, or parsed into its tensor inputs).
             blessing: TFX-style blessing dir: INFRA_BLESSED or INFRA_NOT_BLESSED (the reason inside); metadata
                 blessed 1|0, p50/p99 latency.
             metrics: Load time, p50 and p99 latency (ms), requests sent and failed.
             model_blessing: The evaluator's blessing: a NOT_BLESSED model is not loaded and is INFRA_NOT_BLESSED.
+            schema: tensorflow-metadata Schema describing the features a serving_default with tensor inputs is
+                fed from (default: the first eval example's features).
             eval_splits: Splits the requests are taken from (default ["eval"]).
             num_requests: Timed requests (after two warm-ups).
             batch_size: Serialized tf.Examples per request.
             timeout: Seconds the serving process has to load the model and answer every request.
             memory_limit: Address-space limit of the serving process (e.g. 8GiB; 0: none); it runs on CPU.
+            write_warmup: When INFRA_BLESSED, write this many TF Serving warm-up requests (eval examples, one
+                each) into the model's Format-Serving/assets.extra/tf_serving_warmup_requests (0: none; max 1000).
             blessed: True when the model is INFRA_BLESSED (so also blessed by the evaluator), for dsl.If.
         """
         return _container(image, "infra-validate")
