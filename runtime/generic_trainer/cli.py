@@ -210,8 +210,9 @@ def _add_infra_validate(sub) -> None:
     p = sub.add_parser(
         "infra-validate", help="try the model in a sandboxed serving process before it ships (TFX InfraValidator)",
         description="Load the model in a separate process with a time and memory limit, send batches of "
-                    "serialized tf.Examples to serving_default, check every request succeeds with the signature's "
-                    "output keys and shapes, record p50/p99 latency, and write INFRA_BLESSED or INFRA_NOT_BLESSED "
+                    "eval tf.Examples to serving_default (serialized, or parsed into its tensor inputs), check "
+                    "every request succeeds with the signature's output keys and shapes, record p50/p99 latency, "
+                    "and write INFRA_BLESSED or INFRA_NOT_BLESSED "
                     "(with the reason). A broken model is a result, not a failure: the exit code is 0.",
         epilog=EPILOG)
     g = p.add_argument_group("inputs")
