@@ -128,13 +128,12 @@ def _encoded_records(request: InfraValidateRequest) -> list[str]:
     return [base64.b64encode(r).decode("ascii") for r in records]
 
 
-def _requests(request: InfraValidateRequest) -> list[list[str]]:
-    """Two warm-up requests (1 and batch_size examples), then num_requests batches, base64-encoded.
+def _requests(request: InfraValidateRequest, encoded: list[str]) -> list[list[str]]:
+    """Two warm-up requests (1 and batch_size examples), then num_requests batches of the `encoded` records.
 
     Short data is cycled. The warm-ups are checked like the others but not timed: the first calls of a
     signature build its kernels.
     """
-    encoded = _encoded_records(request)
 
     def batch(i: int) -> list[str]:
         return [encoded[(i * request.batch_size + j) % len(encoded)] for j in range(request.batch_size)]
@@ -282,7 +281,7 @@ def run(request: InfraValidateRequest) -> InfraValidateResult:
     if request.write_warmup:
         output_checks.check_writable("--write-warmup", warmup_target, "file")
     encoded = _encoded_records(request)
-    batches = _requests(request)
+    batches = _requests(request, encoded)
     warmup = [encoded[i % len(encoded)] for i in range(request.write_warmup)]
     log.info("sending %d warm-up + %d requests of %d tf.Examples to %s", WARMUP_REQUESTS,
              request.num_requests, request.batch_size, model_path)
