@@ -13,7 +13,8 @@ with the transform graph (module_transform.py applies it in its input pipeline a
 model, so the evaluator and the infra-validator send raw tf.Examples). The evaluator compares the new
 model with `baseline_model_uri` (e.g. the model now serving) when it is set, and judges it on the eval
 config's bounds alone when it is empty (the first model). The infra-validator does not load a model
-the evaluator did not bless.
+the evaluator did not bless; when it blesses one, it writes `warmup_requests` TF Serving warm-up requests
+into the model (Format-Serving/assets.extra/tf_serving_warmup_requests), so the uploaded model loads warm.
 
 Compile (for Kubeflow Pipelines or Vertex AI Pipelines):
     python -m pipelines.penguin_pipeline --output penguin_pipeline.yaml [--no-tune] [--image IMAGE]
@@ -73,6 +74,7 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
         max_trials: int = 4,
         eval_config: dict = EVAL_CONFIG,  # noqa: B006
         baseline_model_uri: str = "",
+        warmup_requests: int = 10,
         model_display_name: str = "",
         model_location: str = "us-central1",
     ):
@@ -98,8 +100,8 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
         def evaluate_and_validate(**baseline: Any) -> None:
             evaluator = evaluator_op(model=model, examples=examples, schema=schema, eval_config=eval_config,
                                      **baseline)
-            validated = infra_validator_op(model=model, examples=examples,
-                                           model_blessing=evaluator.outputs["blessing"])
+            validated = infra_validator_op(model=model, examples=examples, schema=schema,
+                                           model_blessing=evaluator.outputs["blessing"], write_warmup=warmup_requests)
             upload_if_blessed(validated.outputs["blessed"], trainer, model_display_name, model_location)
 
         # Both branches hold their own evaluator -> infra-validator (kfp.local cannot merge branch artifacts

@@ -295,7 +295,7 @@ def test_model_errors_name_the_input(hand_set, tmp_path):
     assert err.value.input_name == "eval_config.problem" and "3 columns" in str(err.value)
     with pytest.raises(UserInputError) as err:
         _evaluate(hand_set, tmp_path, {"label_key": "label"}, model=tiny_models.float_input(str(tmp_path / "f")))
-    assert err.value.input_name == "--model" and "float32[None, 4]" in str(err.value)
+    assert err.value.input_name == "--model" and "input 'x' (float32[None, 4]) matches no feature" in str(err.value)
     assert not (tmp_path / "blessing").exists() and not (tmp_path / "metrics.json").exists()  # nothing half-written
     result = _evaluate(hand_set, tmp_path, {"label_key": "label", "prediction_key": "probabilities"},
                        model=hand_set["two_outputs"])

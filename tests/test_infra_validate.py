@@ -1,6 +1,7 @@
-"""The infra-validator: the trained penguin model is INFRA_BLESSED with latencies; models with a float input,
-a failing signature or one row for any batch are INFRA_NOT_BLESSED with the reason; the time and memory
-limits hold; a model the evaluator did not bless is not loaded."""
+"""The infra-validator: the trained penguin model is INFRA_BLESSED with latencies (and its warm-up requests
+replay); models with a failing signature or one row for any batch are INFRA_NOT_BLESSED with the reason (and
+get no warm-up file); the time and memory limits hold; a model the evaluator did not bless is not loaded.
+Tensor-input signatures: tests/test_signature_feed.py."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 import tiny_models
 from conftest import PENGUIN, REPO, run_cli
 from generic_trainer.errors import UserInputError
+from generic_trainer.infra_validate import read_records
 from generic_trainer.judge_request import build_infra_validate_request
 
 
@@ -42,9 +44,12 @@ def test_request_values_and_errors(tmp_path):
     assert build_infra_validate_request({**base, "memory_limit": "0"}).memory_limit is None
     assert build_infra_validate_request({**base, "memory_limit": "2G"}).memory_limit == 2 * 10**9
     assert build_infra_validate_request(base).memory_limit == 8 * 1024**3
+    assert build_infra_validate_request(base).write_warmup == 0
+    assert build_infra_validate_request({**base, "write_warmup": 5.0}).write_warmup == 5
     for key, value, needle in [("memory_limit", "lots", "size like 8GiB"), ("timeout", "-1", "seconds > 0"),
                                ("batch_size", "2.5", ">= 1"), ("model_blessing", str(tmp_path / "nope"), "not exist"),
-                               ("blessing_dir", "", "required")]:
+                               ("blessing_dir", "", "required"), ("write_warmup", "1001", "at most 1000"),
+                               ("write_warmup", "-1", ">= 0"), ("schema", str(tmp_path / "nope"), "not exist")]:
         with pytest.raises(UserInputError) as err:
             build_infra_validate_request({**base, key: value})
         assert err.value.input_name == "--" + key.replace("_", "-") and needle in str(err.value)
@@ -67,20 +72,25 @@ def test_the_verbs_edge_loads_no_tensorflow(tmp_path):
 @pytest.fixture(scope="module")
 def broken_models(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("broken")
-    return {"float_input": tiny_models.float_input(str(root / "float_input")),
-            "raising": tiny_models.raising(str(root / "raising"), "this model is broken on purpose"),
+    return {"raising": tiny_models.raising(str(root / "raising"), "this model is broken on purpose"),
             "one_row": tiny_models.one_row(str(root / "one_row"))}
 
 
 @pytest.mark.slow
 def test_trained_model_infra_blessed_kfp_form(trained_penguin_model, tmp_path):
+    """Also --write-warmup through the component parameter: the tf.Example signature's warm-up requests replay."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(trained_penguin_model, model)  # the warm-up file goes into the model: not the shared one
     out = tmp_path / "outputs"
     evaluator_blessing = tmp_path / "evaluator_blessing"
     evaluator_blessing.mkdir()
     (evaluator_blessing / "BLESSED").write_text("")
     executor_input = {
-        "inputs": {"parameterValues": {"num_requests": 5, "batch_size": 4, "timeout": 240.0, "memory_limit": "8GiB"},
-                   "artifacts": {"model": _artifact("m", "system.Model", trained_penguin_model),
+        "inputs": {"parameterValues": {"num_requests": 5, "batch_size": 4, "timeout": 240.0, "memory_limit": "8GiB",
+                                       "write_warmup": 3},
+                   "artifacts": {"model": _artifact("m", "system.Model", model),
                                  "examples": _artifact("e", "system.Dataset", PENGUIN / "data"),
                                  "model_blessing": _artifact("mb", "system.Artifact", evaluator_blessing)}},
         "outputs": {"artifacts": {"blessing": _artifact("b", "system.Artifact", out / "blessing"),
@@ -98,25 +108,38 @@ def test_trained_model_infra_blessed_kfp_form(trained_penguin_model, tmp_path):
     assert 0 < metrics["p50_latency_ms"] <= metrics["p99_latency_ms"] == blessing["p99_latency_ms"]
     assert metrics["load_seconds"] > 0
     assert "the evaluator blessed the model" in proc.stderr and "INFRA_BLESSED" in proc.stderr
+    warmup = model / "Format-Serving" / "assets.extra" / "tf_serving_warmup_requests"
+    assert blessing["warmup_requests"] == 3 and blessing["warmup_file"] == str(warmup)
+    _replay(warmup, model / "Format-Serving", read_records(str(PENGUIN / "data"), ["eval"], 3))
 
 
-@pytest.mark.slow
-def test_float_input_signature_not_blessed(broken_models, tmp_path):
-    summary, _ = _validate(broken_models["float_input"], tmp_path)
-    reason = _not_blessed(tmp_path)
-    assert "serving_default takes {x: float32[None, 4]}, not serialized tf.Examples" in reason
-    assert summary["blessed"] is False and summary["reasons"] == [reason.strip()]
-    assert json.loads((tmp_path / "metrics.json").read_text())["signature"]["inputs"] == {
-        "x": {"dtype": "float32", "shape": [None, 4]}}
+def _replay(warmup: Path, model: Path, records: list[bytes]) -> None:
+    """Each PredictionLog in the warm-up file holds one eval example, serialized; serving_default answers it."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    fn = tf.saved_model.load(str(model)).signatures["serving_default"]
+    (name,) = fn.structured_input_signature[1]
+    logs = [prediction_log_pb2.PredictionLog.FromString(r)
+            for r in tf.data.TFRecordDataset(str(warmup)).as_numpy_iterator()]
+    assert len(logs) == len(records)
+    for log, record in zip(logs, records, strict=True):
+        request = log.predict_log.request
+        assert request.model_spec.signature_name == "serving_default"
+        assert tf.make_ndarray(request.inputs[name]).tolist() == [record]
+        out = fn(**{name: tf.constant(tf.make_ndarray(request.inputs[name]))})
+        assert sorted(out) == sorted(fn.structured_outputs) and out["outputs"].shape == (1, 3)
 
 
 @pytest.mark.slow
 def test_failing_signature_not_blessed(broken_models, tmp_path):
-    summary, _ = _validate(broken_models["raising"], tmp_path)
+    summary, _ = _validate(broken_models["raising"], tmp_path, "--write-warmup", "2")
     reason = _not_blessed(tmp_path)
     assert "warm-up request 1 (1 example): failed: InvalidArgumentError" in reason
     assert "this model is broken on purpose" in reason
     assert summary["metrics"]["failed_requests"] == 3 and "p50_latency_ms" not in summary["metrics"]
+    assert "warmup_requests" not in summary["metrics"]
+    assert not os.path.exists(os.path.join(broken_models["raising"], "assets.extra"))  # not blessed: no warm-up
 
 
 @pytest.mark.slow
@@ -171,8 +194,10 @@ def test_infra_validator_component_interface_matches_the_cli():
     assert container["command"] == ["generic-trainer"] and container["args"][0] == "infra-validate"
     artifacts = iface["inputDefinitions"]["artifacts"]
     assert {n: a["artifactType"]["schemaTitle"] for n, a in artifacts.items()} == {
-        "model": "system.Model", "examples": "system.Dataset", "model_blessing": "system.Artifact"}
-    assert {n for n, a in artifacts.items() if a.get("isOptional")} == {"model_blessing"}
+        "model": "system.Model", "examples": "system.Dataset", "model_blessing": "system.Artifact",
+        "schema": "system.Artifact"}
+    assert {n for n, a in artifacts.items() if a.get("isOptional")} == {"model_blessing", "schema"}
+    assert iface["inputDefinitions"]["parameters"]["write_warmup"]["defaultValue"] == 0
     assert {n: a["artifactType"]["schemaTitle"] for n, a in iface["outputDefinitions"]["artifacts"].items()} == {
         "blessing": "system.Artifact", "metrics": "system.Metrics"}
     dests = {a.dest for a in cli.build_parser()._subparsers._group_actions[0].choices["infra-validate"]._actions}

@@ -57,6 +57,17 @@ def test_penguin_pipeline_wires_import_transform_tuner_and_trainer(tmp_path):
     for name in ("trainer", "tuner", "import_examples", "transform"):
         assert executors[f"exec-generic-{name.replace('_', '-')}"]["container"] == _component_yaml_container(name)
     assert executors["exec-importer"]["importer"]["typeSchema"]["schemaTitle"] == "system.Artifact"
+    assert params["warmup_requests"]["defaultValue"] == 10
+    validators = [(name, task) for component in spec["components"].values()
+                  for name, task in component.get("dag", {}).get("tasks", {}).items()
+                  if name.startswith("generic-infra-validator")]
+    assert len(validators) == 2  # both branches: warm-up requests from the pipeline parameter, features by the schema
+    for _, task in validators:
+        assert task["inputs"]["parameters"]["write_warmup"] == {
+            "componentInputParameter": "pipelinechannel--warmup_requests"}
+        assert task["inputs"]["artifacts"]["schema"]["componentInputArtifact"] == (
+            "pipelinechannel--generic-import-examples-output_schema")
+    assert executors["exec-generic-infra-validator"]["container"] == _component_yaml_container("infra_validator")
 
 
 def test_penguin_pipeline_without_tuner_and_for_another_image(tmp_path):

@@ -77,3 +77,22 @@ def probability_from_feature(path: str, feature: str = "score") -> str:
         return {"probabilities": tf.io.parse_example(examples, spec)[feature]}
 
     return _save(tf.Module(), path, serve)
+
+
+def keras_tensor_inputs(path: str) -> str:
+    """A Keras 3 `model.export()` classifier with tensor inputs named after penguin features.
+
+    bill_length_mm and flipper_length_mm: float32 [None, 1]; year: float32 [None] (an INT feature, cast, one value
+    per example); softmax over 3 classes, fixed (seeded) weights: no training.
+    """
+    import keras
+
+    inputs = {"bill_length_mm": keras.Input(shape=(1,), name="bill_length_mm"),
+              "flipper_length_mm": keras.Input(shape=(1,), name="flipper_length_mm"),
+              "year": keras.Input(shape=(), name="year")}
+    year = keras.layers.Reshape((1,))(inputs["year"] - 2008.0)
+    x = keras.layers.Concatenate()([inputs["bill_length_mm"] / 50.0, inputs["flipper_length_mm"] / 200.0, year])
+    outputs = keras.layers.Dense(3, activation="softmax",
+                                 kernel_initializer=keras.initializers.GlorotUniform(seed=7))(x)
+    keras.Model(inputs, outputs).export(path, verbose=False)
+    return path

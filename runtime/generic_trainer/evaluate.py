@@ -2,7 +2,8 @@
 
 One streaming pass over the eval split's TFRecord files (tf.data, `batch_size` serialized tf.Examples
 at a time): each batch goes to `serving_default` of the candidate model and of the baseline model
-when there is one, and the label and slice features are read from the same serialized examples.
+when there is one (signature_feed.py: as serialized tf.Examples, or parsed into the signature's
+tensors), and the label and slice features are read from the same serialized examples.
 Metrics are accumulated overall and per slice (eval_batch.py reads a batch; eval_metrics.py: fixed-size sums,
 so memory does not grow with the data; eval_keras_metrics.py: custom Keras metrics; eval_bootstrap.py:
 confidence intervals), then the config's thresholds are applied, overall and per slice (eval_config.py,
@@ -31,11 +32,12 @@ import os
 import time
 from typing import Any
 
-from generic_trainer import data, eval_batch, eval_metrics, eval_thresholds, outputs, storage
+from generic_trainer import data, eval_batch, eval_metrics, eval_thresholds, storage
 from generic_trainer.blessing import write_blessing
 from generic_trainer.errors import UserInputError
 from generic_trainer.eval_config import EvalConfig
 from generic_trainer.judge_request import EvaluateRequest
+from generic_trainer.signature_feed import ServingModel
 
 log = logging.getLogger(__name__)
 
@@ -76,75 +78,6 @@ class EvaluateResult:
         return {"blessed": self.blessed, "reasons": self.reasons, "metrics": self.metrics,
                 "baseline_metrics": self.baseline_metrics,
                 **({"confidence_intervals": self.confidence_intervals} if self.confidence_intervals else {})}
-
-
-# --------------------------------------------------------------------------------------------
-# The models
-# --------------------------------------------------------------------------------------------
-
-
-class ServingModel:
-    """A SavedModel's `serving_default`, called with a batch of serialized tf.Examples."""
-
-    def __init__(self, model_dir: str, input_name: str):
-        import tensorflow as tf
-
-        self.input_name = input_name
-        self.path = outputs.serving_model_path(model_dir)
-        if not any(os.path.isfile(os.path.join(self.path, f)) for f in ("saved_model.pb", "saved_model.pbtxt")):
-            raise UserInputError(input_name, f"{self.path} holds no SavedModel (saved_model.pb); expected a model "
-                                             "dir with Format-Serving, as train writes it, or a SavedModel dir")
-        try:
-            loaded = tf.saved_model.load(self.path)
-        except Exception as e:
-            raise UserInputError(input_name, f"the SavedModel at {self.path} does not load: "
-                                             f"{type(e).__name__}: {e}") from e
-        self._loaded = loaded  # keeps the signature's variables alive
-        if "serving_default" not in loaded.signatures:
-            raise UserInputError(input_name, f"the SavedModel at {self.path} has no serving_default signature "
-                                             f"(it has {sorted(loaded.signatures) or 'none'})")
-        self.fn = loaded.signatures["serving_default"]
-        inputs = self.fn.structured_input_signature[1]
-        if len(inputs) != 1 or next(iter(inputs.values())).dtype != tf.string:
-            raise UserInputError(input_name, f"serving_default takes {describe_specs(inputs)}; the evaluator feeds "
-                                             "serialized tf.Examples (one 1-D string tensor)")
-        self.input_key = next(iter(inputs))
-        self.output_keys = sorted(self.fn.structured_outputs)
-
-    def output_key(self, prediction_key: str | None) -> str:
-        """The output to evaluate: `prediction_key`, else the only one."""
-        if prediction_key:
-            if prediction_key not in self.output_keys:
-                raise UserInputError("eval_config.prediction_key", f"{prediction_key!r} is not an output of "
-                                                                   f"{self.input_name}'s serving_default; outputs: "
-                                                                   f"{', '.join(self.output_keys)}")
-            return prediction_key
-        if len(self.output_keys) != 1:
-            raise UserInputError("eval_config.prediction_key", f"{self.input_name}'s serving_default has several "
-                                                               f"outputs ({', '.join(self.output_keys)}); name the "
-                                                               "one to evaluate")
-        return self.output_keys[0]
-
-    def predict(self, serialized: Any, key: str) -> Any:
-        """The output `key` for a batch, as a numpy array [n] or [n, k]."""
-        n = int(serialized.shape[0])
-        try:
-            value = self.fn(**{self.input_key: serialized})[key].numpy()
-        except Exception as e:
-            from generic_trainer.sandbox import compact_error
-
-            raise UserInputError(self.input_name, f"serving_default failed on a batch of {n} eval examples: "
-                                                  f"{compact_error(e)}") from e
-        if value.ndim == 0 or value.shape[0] != n or value.ndim > 2:
-            raise UserInputError(self.input_name, f"serving_default output {key!r} has shape {list(value.shape)} for "
-                                                  f"{n} examples; expected [{n}] or [{n}, classes]")
-        return value
-
-
-def describe_specs(specs: Any) -> str:
-    """`{examples: string[None]}` for a dict of TensorSpecs."""
-    return "{" + ", ".join(f"{k}: {v.dtype.name}{v.shape.as_list() if v.shape.rank is not None else '[?]'}"
-                           for k, v in specs.items()) + "}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -222,7 +155,8 @@ def _compute_in_sandbox(request: EvaluateRequest) -> EvaluateResult:
         spec_path, result_path = os.path.join(work, "spec.json"), os.path.join(work, "result.json")
         spec = {"model": request.model, "baseline_model": request.baseline_model, "examples": request.examples,
                 "eval_splits": list(request.eval_splits), "batch_size": request.batch_size,
-                "eval_config": request.eval_config.to_json(), "gcs_root": request.gcs_root}
+                "eval_config": request.eval_config.to_json(), "gcs_root": request.gcs_root,
+                "schema": request.schema}
         with open(spec_path, "w", encoding="utf-8") as f:
             json.dump(spec, f)
         outcome = sandbox.run("generic_trainer.sandbox", [f"{__name__}:compute_spec", spec_path, result_path],
@@ -264,7 +198,8 @@ def compute_spec(spec: dict[str, Any]) -> dict[str, Any]:
     request = EvaluateRequest(model=spec["model"], examples=spec["examples"],
                               eval_config=config_from_json(spec["eval_config"]), blessing_dir="",
                               baseline_model=spec["baseline_model"], eval_splits=tuple(spec["eval_splits"]),
-                              batch_size=spec["batch_size"], gcs_root=spec["gcs_root"])
+                              batch_size=spec["batch_size"], gcs_root=spec["gcs_root"],
+                              schema=spec.get("schema"))
     return dataclasses.asdict(compute(request))
 
 
@@ -282,11 +217,11 @@ def compute(request: EvaluateRequest) -> EvaluateResult:
         for metric in config.custom_metrics:  # a class that does not import fails before any model loads
             eval_keras_metrics.resolve(metric.class_path, metric.name)
     sandbox.progress("loading the model")
-    candidate = ServingModel(request.model, "--model")
+    candidate = ServingModel(request.model, "--model", request.schema)
     baseline = None
     if request.baseline_model:
         sandbox.progress("loading the baseline model")
-        baseline = ServingModel(request.baseline_model, "--baseline-model")
+        baseline = ServingModel(request.baseline_model, "--baseline-model", request.schema)
     log.info("model: %s (serving_default outputs %s)", candidate.path, ", ".join(candidate.output_keys))
     if baseline:
         log.info("baseline model: %s (serving_default outputs %s)", baseline.path, ", ".join(baseline.output_keys))

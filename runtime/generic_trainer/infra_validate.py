@@ -4,16 +4,23 @@ This process never loads the model (nor TensorFlow). It reads `num_requests` x `
 tf.Examples from the examples (plain Python, cycling when there are fewer), and starts
 `python -m generic_trainer.serving_probe` in sandbox.py's sandbox (a new session): the probe limits its
 own address space (RLIMIT_AS; it runs on CPU, since GPU drivers reserve more than any sensible limit),
-loads the SavedModel and sends a warm-up request, then the timed requests, to `serving_default`. The
-probe is killed, with its whole process group, when it runs past the time limit.
+loads the SavedModel and sends a warm-up request, then the timed requests, to `serving_default`, in the
+signature's own input form (signature_feed.py: serialized tf.Examples, or tensors parsed from them through
+the schema; an input the examples cannot feed is a UserInputError, exit 2). The probe is killed, with its
+whole process group, when it runs past the time limit.
 
 The model is INFRA_BLESSED when the probe loaded it and every request succeeded with exactly the
 output keys the signature declares, each with the declared dtype, rank and fixed dimensions and one
 row per example. Otherwise it is INFRA_NOT_BLESSED with the reason (time limit, memory, a load error,
-an input signature that does not take serialized tf.Examples, a failing request, a wrong shape).
+a failing request, a wrong shape).
 With `--model-blessing`, a model the evaluator did not bless is INFRA_NOT_BLESSED without being loaded.
 Latency is the wall time of each `serving_default` call inside the probe (p50 and p99 of the timed
 requests). A broken model is a result, not a failure: the verb exits 0.
+
+With `--write-warmup N`, the probe also writes N TF Serving warm-up requests (one eval example each, as a
+`PredictionLog` of a PredictRequest in the signature's input form) and replays them; when the model is
+INFRA_BLESSED they are published into the model's `assets.extra/tf_serving_warmup_requests` (a temporary
+file beside it, renamed into place: the file appears whole or not at all), before the blessing is written.
 """
 
 from __future__ import annotations
@@ -29,18 +36,21 @@ import shutil
 import struct
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from generic_trainer import data, outputs, sandbox, storage
+from generic_trainer import data, output_checks, outputs, sandbox, storage
 from generic_trainer.blessing import BLESSED_FILE, NOT_BLESSED_FILE, write_blessing
-from generic_trainer.errors import UserInputError
+from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.judge_request import InfraValidateRequest
 
 log = logging.getLogger(__name__)
 
 INFRA_BLESSED_FILE = "INFRA_BLESSED"
 INFRA_NOT_BLESSED_FILE = "INFRA_NOT_BLESSED"
+WARMUP_DIR = "assets.extra"  # TF Serving's place for the warm-up file, inside the SavedModel
+WARMUP_FILE = "tf_serving_warmup_requests"
 MAX_REASONS = 5
 _MEMORY_SIGNS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory", "OOM", "failed to allocate",
                  "failed to map segment")
@@ -59,6 +69,8 @@ class InfraValidateResult:
     batch_size: int = 0
     signature: dict[str, Any] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
+    warmup_file: str | None = None  # where the warm-up requests were published
+    warmup_requests: int = 0
 
     def percentile(self, p: float) -> float | None:
         """Nearest-rank percentile of the timed requests' latency (ms)."""
@@ -71,7 +83,8 @@ class InfraValidateResult:
         values = {"blessed": float(self.blessed), "requests": float(self.requests_sent),
                   "failed_requests": float(self.requests_failed), "examples_per_request": float(self.batch_size),
                   "load_seconds": self.load_seconds, "p50_latency_ms": self.percentile(50),
-                  "p99_latency_ms": self.percentile(99)}
+                  "p99_latency_ms": self.percentile(99),
+                  "warmup_requests": float(self.warmup_requests) if self.warmup_file else None}
         return {k: v for k, v in values.items() if v is not None}
 
     def summary(self) -> dict[str, Any]:
@@ -106,16 +119,21 @@ def read_records(examples: str, splits: Sequence[str], limit: int) -> list[bytes
 WARMUP_REQUESTS = 2
 
 
-def _requests(request: InfraValidateRequest) -> list[list[str]]:
-    """Two warm-up requests (1 and batch_size examples), then num_requests batches, base64-encoded.
+def _encoded_records(request: InfraValidateRequest) -> list[str]:
+    """The examples the requests (and warm-up records) are made of, base64-encoded."""
+    limit = max(request.num_requests * request.batch_size, request.write_warmup)
+    records = read_records(request.examples, request.eval_splits, limit)
+    if not records:
+        raise UserInputError("--examples", f"the split(s) {', '.join(request.eval_splits)} hold no examples to send")
+    return [base64.b64encode(r).decode("ascii") for r in records]
+
+
+def _requests(request: InfraValidateRequest, encoded: list[str]) -> list[list[str]]:
+    """Two warm-up requests (1 and batch_size examples), then num_requests batches of the `encoded` records.
 
     Short data is cycled. The warm-ups are checked like the others but not timed: the first calls of a
     signature build its kernels.
     """
-    records = read_records(request.examples, request.eval_splits, request.num_requests * request.batch_size)
-    if not records:
-        raise UserInputError("--examples", f"the split(s) {', '.join(request.eval_splits)} hold no examples to send")
-    encoded = [base64.b64encode(r).decode("ascii") for r in records]
 
     def batch(i: int) -> list[str]:
         return [encoded[(i * request.batch_size + j) % len(encoded)] for j in range(request.batch_size)]
@@ -140,23 +158,25 @@ def probe_limits(request: InfraValidateRequest) -> sandbox.Limits:
     return sandbox.Limits(timeout=request.timeout, memory_limit=request.memory_limit)
 
 
-def _run_probe(request: InfraValidateRequest, model_path: str, batches: list[list[str]],
-               ) -> tuple[dict[str, Any], sandbox.Outcome]:
-    """Run the probe in the sandbox; returns (its result JSON, how it ended)."""
-    work = tempfile.mkdtemp(prefix="infra-validate-")
-    try:
-        spec_path, result_path = (os.path.join(work, n) for n in ("spec.json", "result.json"))
-        with open(spec_path, "w", encoding="utf-8") as f:
-            json.dump({"model": model_path, "warmup": WARMUP_REQUESTS, "requests": batches}, f)
-        outcome = sandbox.run("generic_trainer.serving_probe", [spec_path, result_path], probe_limits(request), work,
-                              "serving process")
-        result: dict[str, Any] = {}
-        if os.path.isfile(result_path):
-            with open(result_path, encoding="utf-8") as f:
-                result = json.load(f)
-        return result, outcome
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+def _run_probe(request: InfraValidateRequest, model_path: str, batches: list[list[str]], warmup: list[str],
+               work: str) -> tuple[dict[str, Any], sandbox.Outcome]:
+    """Run the probe in the sandbox (its files in `work`); returns (its result JSON, how it ended).
+
+    An input the examples cannot feed (the probe's `input_error`) is raised here as a UserInputError.
+    """
+    spec_path, result_path = (os.path.join(work, n) for n in ("spec.json", "result.json"))
+    with open(spec_path, "w", encoding="utf-8") as f:
+        json.dump({"model": model_path, "warmup": WARMUP_REQUESTS, "requests": batches, "schema": request.schema,
+                   "warmup_records": warmup, "warmup_file": os.path.join(work, WARMUP_FILE)}, f)
+    outcome = sandbox.run("generic_trainer.serving_probe", [spec_path, result_path], probe_limits(request), work,
+                          "serving process")
+    result: dict[str, Any] = {}
+    if os.path.isfile(result_path):
+        with open(result_path, encoding="utf-8") as f:
+            result = json.load(f)
+    if result.get("input_error"):
+        raise UserInputError(result["input_error"]["input"], result["input_error"]["message"])
+    return result, outcome
 
 
 def _shape_problem(name: str, declared: dict[str, Any], got: dict[str, Any], size: int) -> str | None:
@@ -224,6 +244,14 @@ def _judge(request: InfraValidateRequest, result: dict[str, Any], outcome: sandb
         verdict.reasons.append("serving_default declares no outputs")
     if not verdict.reasons and verdict.requests_sent < request.num_requests:
         verdict.reasons.append(f"only {verdict.requests_sent} of {request.num_requests} requests were answered")
+    if not verdict.reasons and request.write_warmup:
+        if result.get("warmup_error"):
+            verdict.reasons.append(result["warmup_error"])
+        else:
+            verdict.warmup_requests = result.get("warmup_written") or 0
+            if verdict.warmup_requests != request.write_warmup:
+                verdict.reasons.append(f"only {verdict.warmup_requests} of {request.write_warmup} warm-up requests "
+                                       "were written and replayed")
     if len(verdict.reasons) > MAX_REASONS:
         more = len(verdict.reasons) - MAX_REASONS
         verdict.reasons = verdict.reasons[:MAX_REASONS] + [f"... and {more} more"]
@@ -247,13 +275,47 @@ def run(request: InfraValidateRequest) -> InfraValidateResult:
         result = InfraValidateResult(blessed=False, batch_size=request.batch_size, reasons=[
             f"{model_path} holds no SavedModel (saved_model.pb): nothing a serving system could load"])
         return _finish(request, result, started)
-    batches = _requests(request)
-    log.info("sending %d warm-up + %d requests of %d serialized tf.Examples to %s", WARMUP_REQUESTS,
+    if request.schema:
+        data.load_schema(request.schema)  # a broken schema is an input error before the model loads
+    warmup_target = os.path.join(model_path, WARMUP_DIR, WARMUP_FILE)
+    if request.write_warmup:
+        output_checks.check_writable("--write-warmup", warmup_target, "file")
+    encoded = _encoded_records(request)
+    batches = _requests(request, encoded)
+    warmup = [encoded[i % len(encoded)] for i in range(request.write_warmup)]
+    log.info("sending %d warm-up + %d requests of %d tf.Examples to %s", WARMUP_REQUESTS,
              request.num_requests, request.batch_size, model_path)
-    probe, outcome = _run_probe(request, model_path, batches)
-    if outcome.tail:
-        log.debug("serving process output:\n%s", outcome.tail)
-    return _finish(request, _judge(request, probe, outcome), started)
+    work = tempfile.mkdtemp(prefix="infra-validate-")
+    try:
+        probe, outcome = _run_probe(request, model_path, batches, warmup, work)
+        if outcome.tail:
+            log.debug("serving process output:\n%s", outcome.tail)
+        if probe.get("feed"):
+            log.info("serving_default takes %s", probe["feed"])
+        result = _judge(request, probe, outcome)
+        if result.blessed and request.write_warmup:
+            publish_warmup(os.path.join(work, WARMUP_FILE), warmup_target)
+            result.warmup_file = warmup_target
+            log.info("wrote %d TF Serving warm-up requests (one eval example each) to %s", result.warmup_requests,
+                     warmup_target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return _finish(request, result, started)
+
+
+def publish_warmup(source: str, target: str) -> None:
+    """Copy the warm-up file into the model: a temporary sibling renamed into place (whole or not at all)."""
+    if os.path.exists(target):
+        log.warning("replacing the warm-up file already in the model: %s", target)
+    tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise OutputError(f"--write-warmup: could not write the warm-up requests to {target}: {e}") from e
 
 
 def _finish(request: InfraValidateRequest, result: InfraValidateResult, started: float) -> InfraValidateResult:
@@ -265,7 +327,8 @@ def _finish(request: InfraValidateRequest, result: InfraValidateResult, started:
     else:
         log.warning("INFRA_NOT_BLESSED: %s", "; ".join(result.reasons))
     if request.metrics_file:
-        body = {**result.summary(), "latencies_ms": result.latencies_ms, "signature": result.signature}
+        body = {**result.summary(), "latencies_ms": result.latencies_ms, "signature": result.signature,
+                "warmup_file": result.warmup_file}
         storage.write_file_atomic(request.metrics_file, json.dumps(body, indent=2) + "\n")
     write_blessing(request.blessing_dir, result.blessed, result.reasons, INFRA_BLESSED_FILE, INFRA_NOT_BLESSED_FILE)
     return result
@@ -275,5 +338,7 @@ def kfp_metadata(request: InfraValidateRequest, result: InfraValidateResult) -> 
     """Metadata of each KFP output artifact (TFX's InfraBlessing properties: blessed 1|0)."""
     blessing: dict[str, Any] = {"blessed": int(result.blessed), "current_model": request.model,
                                 "reasons": "; ".join(result.reasons)}
+    if result.warmup_file:
+        blessing.update(warmup_file=result.warmup_file, warmup_requests=result.warmup_requests)
     blessing.update({k: v for k, v in result.metrics().items() if k.endswith(("_ms", "_seconds"))})
     return {"blessing": blessing, "metrics": result.metrics()}

@@ -85,6 +85,8 @@ class InfraValidateRequest:
     metrics_file: str | None = None
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
+    schema: str | None = None  # describes the features tensor inputs are parsed from
+    write_warmup: int = 0  # TF Serving warm-up requests written into the blessed model
 
 
 def build_infra_validate_request(

@@ -352,6 +352,8 @@ def memory_size(input_name: str, value: Any, default: int | None) -> int | None:
 DEFAULT_PROBE_MEMORY = 8 * 1024**3
 
 
+MAX_WARMUP_REQUESTS = 1000  # TF Serving reads at most this many warm-up records
+
 def data_path(value: str, gcs_root: str, local_runner: bool) -> str:
     """A path Beam reads or writes: gs:// stays a URI for a remote runner, else the local (/gcs) path."""
     if storage.is_gcs_uri(value) and not local_runner:

@@ -1,13 +1,17 @@
 """The sandboxed serving process of `infra-validate`: `python -m generic_trainer.serving_probe SPEC RESULT`.
 
 SPEC (JSON, written by infra_validate.py): `{"model": SavedModel dir, "warmup": N, "requests": [[base64
-serialized tf.Example, ...], ...]}`; the first N requests are warm-ups. It runs in sandbox.py's sandbox.
+serialized tf.Example, ...], ...], "schema": optional schema path, "warmup_records": [base64 serialized
+tf.Example, ...], "warmup_file": path}`; the first N requests are warm-ups. It runs in sandbox.py's sandbox.
 
 The process limits its own address space first (`sandbox.enter()`, before TensorFlow loads), then loads the
-SavedModel, checks that `serving_default` takes serialized tf.Examples (one 1-D string tensor) and
-sends every request, timing each call. RESULT (JSON) is rewritten after every stage, so when the
-process dies (out of memory, killed at the time limit, a crash in native code) the parent still
-knows how far it got. Python errors end up in RESULT's `error`; the exit code is then 0.
+SavedModel and sends every request to `serving_default` in the signature's own input form (signature_feed.py:
+serialized tf.Examples, or tensors parsed from them), timing each call. With `warmup_records`, when every
+request succeeded, it writes one TF Serving warm-up request (PredictionLog) per record to `warmup_file` and
+replays each, read back from the file, as TF Serving would at load time. RESULT (JSON) is rewritten after every
+stage, so when the process dies (out of memory, killed at the time limit, a crash in native code) the parent
+still knows how far it got. Python errors end up in RESULT's `error`; inputs the examples cannot feed in
+`input_error` (`{"input": flag, "message": ...}`); the exit code is then 0.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from generic_trainer import sandbox
+from generic_trainer.errors import UserInputError
 from generic_trainer.sandbox import compact_error
+from generic_trainer.signature_feed import SignatureFeed, replay
 
 
 def _write(path: str, result: dict[str, Any]) -> None:
@@ -58,25 +64,33 @@ def _serve(spec: dict[str, Any], result: dict[str, Any], result_path: str) -> No
         result["error"] = f"the model has no serving_default signature (it has {result['signatures'] or 'none'})"
         return
     fn = loaded.signatures["serving_default"]
-    inputs = fn.structured_input_signature[1]
-    result["inputs"] = {k: _spec(v) for k, v in inputs.items()}
+    result["inputs"] = {k: _spec(v) for k, v in fn.structured_input_signature[1].items()}
     result["outputs"] = {k: _spec(v) for k, v in fn.structured_outputs.items()}
-    if len(inputs) != 1 or next(iter(inputs.values())).dtype != tf.string or \
-            next(iter(inputs.values())).shape.rank not in (None, 1):
-        described = ", ".join(f"{k}: {v['dtype']}{v['shape']}" for k, v in result["inputs"].items())
-        result["error"] = (f"serving_default takes {{{described}}}, not serialized tf.Examples (one 1-D string "
-                           "tensor): a serving system sending tf.Examples cannot call it")
-        return
-    input_key = next(iter(inputs))
+    try:
+        feed = SignatureFeed(fn, "--model", spec.get("schema"))
+        result["feed"] = feed.describe()
+        _send(spec, result, stage, fn, feed)
+        if spec.get("warmup_records") and all(entry.get("ok") for entry in result["requests"]):
+            _warmup(spec, result, stage, fn, feed)
+    except UserInputError as e:
+        prefix = f"{e.input_name}: "
+        message = str(e)[len(prefix):] if str(e).startswith(prefix) else str(e)
+        result["input_error"] = {"input": e.input_name, "message": message}
+
+
+def _send(spec: dict[str, Any], result: dict[str, Any], stage: Callable[[str], None], fn: Any,
+          feed: SignatureFeed) -> None:
+    import tensorflow as tf
+
     result["requests"] = []
     warmups = spec.get("warmup", 1)
     for i, encoded in enumerate(spec["requests"]):
         stage(f"serving warm-up request {i + 1}" if i < warmups else f"serving request {i + 1 - warmups}")
-        batch = tf.constant([base64.b64decode(r) for r in encoded], dtype=tf.string)
+        inputs = feed.inputs([base64.b64decode(r) for r in encoded])  # as a client would send them: not timed
         entry: dict[str, Any] = {"size": len(encoded), "warmup": i < warmups}
         started = time.monotonic()
         try:
-            out = fn(**{input_key: batch})
+            out = fn(**inputs)
             values = {k: v.numpy() for k, v in out.items()}
             entry["seconds"] = time.monotonic() - started
             entry["ok"] = True
@@ -86,6 +100,30 @@ def _serve(spec: dict[str, Any], result: dict[str, Any], result_path: str) -> No
             entry["ok"] = False
             entry["error"] = compact_error(e)
         result["requests"].append(entry)
+
+
+def _warmup(spec: dict[str, Any], result: dict[str, Any], stage: Callable[[str], None], fn: Any,
+            feed: SignatureFeed) -> None:
+    """Write the TF Serving warm-up file, then replay every request in it as TF Serving would."""
+    import tensorflow as tf
+
+    records = [base64.b64decode(r) for r in spec["warmup_records"]]
+    stage(f"writing {len(records)} warm-up requests")
+    with tf.io.TFRecordWriter(spec["warmup_file"]) as writer:
+        for record in records:
+            writer.write(feed.warmup_record([record]))
+    for i, logged in enumerate(tf.data.TFRecordDataset(spec["warmup_file"]).as_numpy_iterator()):
+        stage(f"replaying warm-up request {i + 1} of {len(records)}")
+        try:
+            out = replay(fn, logged)
+            missing = sorted(set(fn.structured_outputs) - set(out))
+            if missing:
+                raise ValueError(f"outputs {missing} are missing")
+        except Exception as e:
+            result["warmup_error"] = f"warm-up request {i + 1} of the warm-up file failed when replayed: " \
+                                     f"{compact_error(e)}"
+            return
+        result["warmup_written"] = i + 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
