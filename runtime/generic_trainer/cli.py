@@ -242,7 +242,7 @@ def _describe_evaluate(r: EvaluateRequest) -> list[str]:
     return [f"evaluate request: model={r.model} baseline_model={r.baseline_model} examples={r.examples} "
             f"splits={','.join(r.eval_splits)} schema={r.schema} blessing_dir={r.blessing_dir} "
             f"eval_config={json.dumps(r.eval_config.to_json())} timeout={r.timeout:g}s "
-            f"memory_limit={r.memory_limit or 'none'} schema={r.schema} write_warmup={r.write_warmup:d}"]
+            f"memory_limit={r.memory_limit or 'none'}"]
 
 
 def _run_evaluate(request: EvaluateRequest, on_result: Callable[[Any], None]) -> Any:
