@@ -120,8 +120,23 @@ def _add_train(sub) -> None:
                                                           "(default $AIP_TENSORBOARD_LOG_DIR, else DIR/logs)")
     _add_run_outputs(o, "<model-run-dir>/checkpoints", "the final eval metrics")
     _add_serving(p)
+    _add_tflite(p)
     _add_speed(p)
     _add_common(p)
+
+
+def _add_tflite(p: argparse.ArgumentParser) -> None:
+    """TFLite export beside the SavedModel (see tflite_export)."""
+    t = p.add_argument_group("TFLite", "also write <model-dir>/Format-TFLite/model.tflite, checked against the "
+                                       "SavedModel on the eval examples")
+    t.add_argument("--export-tflite", action="store_true", default=None,
+                   help="convert serving_default to TFLite (chief only; a model that cannot convert ends the run "
+                        "with exit 4 after the SavedModel is published)")
+    t.add_argument("--tflite-quantization", choices=("none", "dynamic", "float16"),
+                   help="post-training quantization (default none)")
+    t.add_argument("--tflite-tolerance", metavar="X",
+                   help="largest absolute output difference from the SavedModel accepted (default 1e-4 for none, "
+                        "0.05 for float16, 0.1 for dynamic)")
 
 
 def _add_serving(p: argparse.ArgumentParser) -> None:
@@ -305,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
     from generic_trainer import vertex  # light: google-cloud-aiplatform loads only when a job is built
 
     vertex.add_parser(sub)
+    from generic_trainer import export_tflite  # light: TensorFlow loads only when the verb runs
+
+    export_tflite.add_parser(sub, EPILOG)
     return parser
 
 
@@ -400,10 +418,6 @@ def _train(args: argparse.Namespace) -> int:
     _choose_keras(request.keras)
 
     def write_executor_output(result: train.TrainResult) -> None:  # before the model is published
-        if result.model_info:
-            from generic_trainer import serving_container
-
-            serving_container.write_schemata(request.model_dir, result.model_info)  # Vertex's predictSchemata
         if request.kfp is not None:
             kfp_io.write_executor_output(request.kfp, train.kfp_metadata(request, result),
                                          parameter_values=train.kfp_parameters(request, result),
@@ -525,8 +539,15 @@ def _vertex_job(args: argparse.Namespace) -> int:
     return vertex.main(args)
 
 
+def _export_tflite(args: argparse.Namespace) -> int:
+    from generic_trainer import export_tflite
+
+    return export_tflite.main(args)
+
+
 VERBS = {"train": _train, "tune": _tune, "vertex-job": _vertex_job, "evaluate": _evaluate,
-         "infra-validate": _infra_validate, "import-examples": _import_examples, "transform": _transform}
+         "infra-validate": _infra_validate, "import-examples": _import_examples, "transform": _transform,
+         "export-tflite": _export_tflite}
 
 
 def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> int:

@@ -15,11 +15,14 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generic_trainer import storage
 from generic_trainer.errors import UserInputError
 from generic_trainer.redaction import redact, secret_key_names
+
+if TYPE_CHECKING:
+    from generic_trainer.tflite_export import TFLiteOptions
 
 KERAS_CHOICES = ("keras3", "tf_keras")
 GCS_ROOT_ENV = "GENERIC_TRAINER_GCS_ROOT"
@@ -83,6 +86,7 @@ class TrainRequest:
     serving_image: str | None = None
     serving_accelerator: str = "cpu"
     serving_image_region: str = "us"
+    tflite: TFLiteOptions | None = None  # --export-tflite (tflite_export); None: no TFLite export
 
     def redacted_custom_config(self) -> dict[str, Any]:
         """custom_config with secret values replaced, safe to log or write to metadata."""
@@ -411,8 +415,13 @@ def build_train_request(
 
     serving_image, serving_accelerator, serving_region = serving_container.check_options(
         values.get("serving_image"), values.get("serving_accelerator"), values.get("serving_image_region"))
+    from generic_trainer import tflite_export
+
+    tflite = tflite_export.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
+                                         values.get("tflite_tolerance"))
     return TrainRequest(
         serving_image=serving_image, serving_accelerator=serving_accelerator, serving_image_region=serving_region,
+        tflite=tflite,
         examples=examples_path,
         module_file=values.get("module_file") or "",
         run_fn=values.get("run_fn") or "run_fn",
