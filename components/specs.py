@@ -95,6 +95,9 @@ def trainer_component(image: str | None = None) -> Any:
         serving_image: str = "",
         serving_accelerator: str = "cpu",
         serving_image_region: str = "us",
+        export_tflite: bool = False,
+        tflite_quantization: str = "none",
+        tflite_tolerance: Optional[float] = None,  # noqa: UP045
         serving_model_uri: dsl.OutputPath(str) = None,
         serving_container_image: dsl.OutputPath(str) = None,
         instance_schema_uri: dsl.OutputPath(str) = None,
@@ -143,6 +146,13 @@ def trainer_component(image: str | None = None) -> Any:
                 containerSpec metadata); empty: Vertex's prebuilt TF Serving image for the TensorFlow version.
             serving_accelerator: cpu or gpu: which prebuilt image (tf2-cpu or tf2-gpu).
             serving_image_region: us, europe or asia: the prebuilt image's multi-region.
+            export_tflite: Also write <model>/Format-TFLite/model.tflite (TFLite built-in ops), checked against the
+                SavedModel on the eval examples; the model's metadata records its size, quantization and the
+                largest output difference. A model that cannot convert fails the task after the SavedModel is
+                published.
+            tflite_quantization: none, dynamic or float16 (post-training quantization of the TFLite model).
+            tflite_tolerance: Largest absolute output difference from the SavedModel accepted; unset: 1e-4 for
+                none, 0.05 for float16, 0.1 for dynamic.
             serving_model_uri: The SavedModel's URI (<model>/Format-Serving), for a dsl.importer of
                 google.UnmanagedContainerModel in front of GCPC's ModelUploadOp.
             serving_container_image: The serving container image (the model artifact's containerSpec.imageUri).
