@@ -94,10 +94,10 @@ def export(saved_model_dir: str, output_dir: str, options: TFLiteOptions, exampl
     `validation.json`; returns what validation.json holds. Raises TFLiteExportError (nothing written)."""
     import tensorflow as tf
 
-    loaded = tf.saved_model.load(saved_model_dir)
-    fn = loaded.signatures["serving_default"]
     scratch = tempfile.mkdtemp(prefix="generic-trainer-tflite-")
     try:
+        loaded = tf.saved_model.load(saved_model_dir)
+        fn = loaded.signatures["serving_default"]
         parsed = _parsed_features_model(loaded, fn, scratch) if _takes_serialized_examples(fn) else None
         source = parsed.path if parsed else saved_model_dir
         tflite = _convert(source, options, parsed.input_specs if parsed else _input_specs(fn))
@@ -108,6 +108,11 @@ def export(saved_model_dir: str, output_dir: str, options: TFLiteOptions, exampl
             features = _features(_input_specs(fn), records, schema_file)
             reference = fn(**{k: tf.constant(v) for k, v in features.items()})
         diff = _compare(tflite, features, {k: v.numpy() for k, v in reference.items()})
+    except TFLiteExportError:
+        raise
+    except Exception as e:  # whatever else a model can make TensorFlow raise on the way: still the export's failure
+        raise TFLiteExportError(f"the TFLite export failed: {type(e).__name__}: {' '.join(str(e).split())[:800]}"
+                                ) from e
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if diff > options.max_abs_diff:
@@ -363,9 +368,9 @@ def _features(specs: Mapping[str, Any], records: Sequence[bytes], schema_file: s
     try:
         parsed = tf.io.parse_example(tf.constant(list(records)), parse_spec)
     except tf.errors.InvalidArgumentError as e:
-        raise UserInputError("--examples", f"the eval examples cannot be fed to the serving signature's inputs "
-                                           f"{sorted(specs)} (each input is read as the feature of its name): "
-                                           f"{e.message}") from None
+        raise TFLiteExportError(f"cannot check the TFLite model: the eval examples cannot be fed to the serving "
+                                f"signature's inputs {sorted(specs)} (each input is read as the feature of its "
+                                f"name): {e.message}") from None
     return {name: tf.cast(parsed[name], specs[name].dtype).numpy() for name in specs}
 
 
