@@ -126,6 +126,21 @@ def test_export_tflite_verb_over_the_tolerance_writes_nothing(penguin_tflite, tm
 
 
 @pytest.mark.slow
+def test_task_api_run_exports_float16_tflite(tmp_path):
+    """The Task path stages and publishes the TFLite model (and the schemata) with its model too."""
+    model_dir = tmp_path / "model"
+    proc = run_cli(["train", "--task", f"{PENGUIN / 'task.py'}:PenguinTask", "--examples", PENGUIN / "data",
+                    "--schema", PENGUIN / "schema.pbtxt", "--model-dir", model_dir, "--params-override",
+                    "trainer.train_steps=10,trainer.steps_per_loop=10,trainer.validation_interval=10",
+                    "--export-tflite", "--tflite-quantization", "float16"], timeout=900, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert {"Format-Serving", "Format-TFLite", "schemata"} <= set(os.listdir(model_dir))
+    record = json.loads((model_dir / "Format-TFLite" / "validation.json").read_text())
+    assert record["quantization"] == "float16" and record["max_abs_diff"] <= DEFAULT_TOLERANCES["float16"]
+    assert record["size_bytes"] == (model_dir / "Format-TFLite" / "model.tflite").stat().st_size
+
+
+@pytest.mark.slow
 def test_string_input_model_fails_clearly_and_the_saved_model_is_published(tmp_path):
     out = tmp_path / "out"
     proc = run_cli(["train", "--examples", PENGUIN / "data", "--schema", PENGUIN / "schema.pbtxt",

@@ -223,13 +223,17 @@ def _parsed_features_model(loaded: Any, fn: Any, scratch: str) -> _ParsedModel:
                                 f"({type(e).__name__}: {e}). Export a serving signature that takes the parsed "
                                 "feature tensors") from None
     specs = {key: tf.TensorSpec(t.shape, t.dtype, name=_input_name(key)) for key, t in dense.items()}
+    tables = _constant_tables(resources, handles)
+    table_handles = [tables[i].resource_handle if i in tables else h for i, h in enumerate(handles)]
 
     @tf.function(input_signature=list(specs.values()))
     def serve_parsed(*features):
-        return pruned(*features, *handles)
+        return pruned(*features, *table_handles)
 
     module = tf.Module()
-    module.loaded = loaded  # its tables and their initializers are saved with the new signature
+    module.tables = list(tables.values())
+    if len(tables) < len(handles):  # resources other than lookup tables: saved with the original's objects
+        module.loaded = loaded
     path = os.path.join(scratch, "parsed")
     tf.saved_model.save(module, path, signatures={"serving_default": serve_parsed.get_concrete_function()})
     parse_only = frozen.prune(feeds=[t for t in frozen.inputs if t.dtype == tf.string] + resources,
@@ -242,6 +246,32 @@ def _parsed_features_model(loaded: Any, fn: Any, scratch: str) -> _ParsedModel:
              "it uses instead (%s)", len(specs), ", ".join(specs))
     return _ParsedModel(path, specs, parse_fn, call=lambda features: serve_parsed(
         *[tf.constant(features[k]) for k in specs]))
+
+
+def _constant_tables(resources: Sequence[Any], handles: Sequence[Any]) -> dict[int, Any]:
+    """{index: a StaticHashTable holding the same keys and values} for each lookup table among `resources`.
+
+    TFLite initializes hash tables from constants only; a table filled from a file (a tf.Transform
+    vocabulary) would be converted empty. The copy's default value is unused: each lookup op brings its own.
+    """
+    import tensorflow as tf
+
+    tables = {}
+    for i, (placeholder, handle) in enumerate(zip(resources, handles, strict=True)):
+        finds, todo = [], list(placeholder.consumers())
+        while todo:  # through the Identity ops that inlining leaves
+            op = todo.pop()
+            if op.type == "LookupTableFindV2":
+                finds.append(op)
+            elif op.type == "Identity":
+                todo += op.outputs[0].consumers()
+        if not finds:
+            continue
+        key_dtype, value_dtype = finds[0].get_attr("Tin"), finds[0].get_attr("Tout")
+        keys, values = tf.raw_ops.LookupTableExportV2(table_handle=handle, Tkeys=key_dtype, Tvalues=value_dtype)
+        default = tf.zeros([], value_dtype) if value_dtype != tf.string else tf.constant("")
+        tables[i] = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), default)
+    return tables
 
 
 def _input_name(key: str) -> str:
