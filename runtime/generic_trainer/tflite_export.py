@@ -7,8 +7,10 @@ The rule for signatures that take serialized tf.Examples (one string input, pars
 `tf.io.parse_example`): TFLite has no tf.Example parser, so the TFLite model takes the **parsed
 features** instead. The signature is frozen, the tensors its ParseExample op yields become the inputs
 (named after the feature keys; only the features the outputs depend on), and the rest of the graph,
-the model's inner function with its lookup tables, is what gets converted. Features parsed as sparse
-or ragged cannot be fed that way (an error says which). Any other signature is converted as it is.
+the model's inner function with its lookup tables, is what gets converted (tables filled from files,
+such as tf.Transform's vocabularies, are copied into constant tables, which TFLite can initialize).
+Features parsed as sparse or ragged cannot be fed that way (an error says which). Any other signature
+is converted as it is.
 
 Only TFLite's built-in ops are allowed (no Select TF ops, so the model runs on any TFLite runtime);
 a model that needs others is a `TFLiteExportError` naming the ops and, when the inputs are strings,
@@ -351,8 +353,9 @@ def _conversion_failure(message: str, input_specs: Mapping[str, Any]) -> str:
     strings = sorted(k for k, s in input_specs.items() if s.dtype == tf.string)
     if strings:
         text += (f". Its inputs {', '.join(strings)} are strings: TFLite's built-in ops handle little string "
-                 "processing (lookups in tables built from constants, such as Keras' StringLookup, work; hashing, "
-                 "splitting, regexes and vocabularies read from files, such as tf.Transform's, do not). "
+                 "processing (vocabulary lookups, such as Keras' StringLookup or tf.Transform's vocabularies, work; "
+                 "hashing, such as tf.Transform's num_oov_buckets or keras.layers.Hashing, splitting and regexes do "
+                 "not). "
                  "Restructure: do the string processing before the model, and export a serving signature that "
                  "takes the numeric (parsed or transformed) tensors the Keras model takes")
     else:
