@@ -204,3 +204,45 @@ def test_export_tflite_verb_refuses_a_dir_without_a_saved_model(tmp_path):
 
     assert cli.main(["export-tflite", "--model", str(tmp_path), "--output", str(tmp_path / "out")]) == 2
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_vocabulary_read_from_a_file_converts_and_is_checked_on_examples(tmp_path):
+    """A signature over serialized tf.Examples whose lookup table is filled from a vocabulary file (as
+    tf.Transform's are): the TFLite model takes the parsed features and looks the strings up."""
+    import numpy as np
+    import tensorflow as tf
+    from generic_trainer import tflite_export
+
+    (tmp_path / "vocab.txt").write_text("adelie\ngentoo\nchinstrap\n")
+
+    class Model(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.vocab = tf.saved_model.Asset(str(tmp_path / "vocab.txt"))
+            self.table = tf.lookup.StaticHashTable(tf.lookup.TextFileInitializer(
+                self.vocab, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, tf.int64,
+                tf.lookup.TextFileIndex.LINE_NUMBER), -1)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+        def serve(self, serialized):
+            features = tf.io.parse_example(serialized, {"kind": tf.io.FixedLenFeature([1], tf.string),
+                                                        "size": tf.io.FixedLenFeature([1], tf.float32)})
+            return {"score": tf.cast(self.table.lookup(features["kind"]) + 2, tf.float32) * features["size"]}
+
+    model = Model()
+    tf.saved_model.save(model, str(tmp_path / "sm"), signatures={"serving_default": model.serve})
+    rows = [(b"adelie", 1.0), (b"chinstrap", 2.0), (b"unknown", 3.0)]
+    (tmp_path / "ex" / "Split-eval").mkdir(parents=True)
+    with tf.io.TFRecordWriter(str(tmp_path / "ex" / "Split-eval" / "data.tfrecord")) as writer:
+        for kind, size in rows:
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "kind": tf.train.Feature(bytes_list=tf.train.BytesList(value=[kind])),
+                "size": tf.train.Feature(float_list=tf.train.FloatList(value=[size]))})).SerializeToString())
+    record = tflite_export.export(str(tmp_path / "sm"), str(tmp_path / "lite"), TFLiteOptions(),
+                                  [str(tmp_path / "ex" / "Split-eval" / "*")])
+    assert record["validated_on"] == "3 eval examples" and record["max_abs_diff"] == 0.0
+    assert record["input_names"] == ["kind", "size"]
+    runner = tf.lite.Interpreter(model_path=str(tmp_path / "lite" / "model.tflite")).get_signature_runner()
+    got = runner(kind=np.array([[k] for k, _ in rows]), size=np.array([[s] for _, s in rows], np.float32))
+    assert got["score"].ravel().tolist() == [2.0, 8.0, 3.0]  # (id + 2) * size; unknown -> -1
