@@ -23,6 +23,10 @@ Run it on this machine with kfp.local, tasks as host processes (generic-trainer 
 
 The pipeline's parameters name where the CSV, the schema and the module file live (gs:// on a cluster);
 `beam_pipeline_args` sends import-examples and transform to another Beam runner (e.g. Dataflow).
+`export_tflite` (with `tflite_quantization`) makes the trainer also write <model>/Format-TFLite/model.tflite;
+it is off by default because module_transform.py's serving model hashes out-of-vocabulary strings
+(tf.Transform's num_oov_buckets), an op TFLite's built-in ops lack: the trainer would fail, after
+publishing the SavedModel, saying so (see the README's "TFLite export"). module.py's model converts.
 """
 
 # No `from __future__ import annotations`: kfp reads the pipeline function's annotations as types.
@@ -77,6 +81,8 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
         warmup_requests: int = 10,
         model_display_name: str = "",
         model_location: str = "us-central1",
+        export_tflite: bool = False,
+        tflite_quantization: str = "none",
     ):
         column_types = dsl.importer(artifact_uri=schema_uri, artifact_class=Artifact, reimport=False)
         column_types.set_display_name("import-schema")
@@ -94,7 +100,8 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
             tuned["hyperparameters"] = tuner_task.outputs["best_hyperparameters"]
         trainer = trainer_op(examples=examples, schema=schema, transform_graph=transform_graph,
                              module_file=module_file, train_args=train_args, eval_args=eval_args,
-                             custom_config=custom_config, **tuned)
+                             custom_config=custom_config, export_tflite=export_tflite,
+                             tflite_quantization=tflite_quantization, **tuned)
         model = trainer.outputs["model"]
 
         def evaluate_and_validate(**baseline: Any) -> None:

@@ -80,7 +80,8 @@ def test_trainer_interface():
         "task": "STRING", "experiment": "STRING", "config": "STRING", "mode": "STRING", "config_file": "LIST",
         "params_override": "STRING", "checkpoint_dir": "STRING", "cluster_timeout": "NUMBER_DOUBLE",
         "mixed_precision": "STRING", "jit_compile": "BOOLEAN", "steps_per_execution": "NUMBER_INTEGER",
-        "serving_image": "STRING", "serving_accelerator": "STRING", "serving_image_region": "STRING"}
+        "serving_image": "STRING", "serving_accelerator": "STRING", "serving_image_region": "STRING",
+        "export_tflite": "BOOLEAN", "tflite_quantization": "STRING", "tflite_tolerance": "NUMBER_DOUBLE"}
     # Either module_file (run_fn) or task (the Task API) is given: neither is required by itself.
     assert [n for n, p in params.items() if not p.get("isOptional")] == []
     assert params["run_fn"]["defaultValue"] == "run_fn" and params["strategy"]["defaultValue"] == "auto"

@@ -401,4 +401,5 @@ def test_an_executor_output_that_cannot_be_written_publishes_nothing(versioned_m
     assert proc.returncode == 4, proc.stderr[-3000:]
     assert f"could not write the executor output {out_dir}/executor_output.json" in proc.stderr
     assert not (tmp_path / "model" / "Format-Serving").exists()
+    assert not (tmp_path / "model" / "schemata").exists()  # staged with the model, so not published either
     assert not list(tmp_path.glob(".model.*"))  # no staging, no lock

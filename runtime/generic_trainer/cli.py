@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     from generic_trainer import vertex  # light: google-cloud-aiplatform loads only when a job is built
 
     vertex.add_parser(sub)
+    from generic_trainer import export_tflite  # light: TensorFlow loads only when the verb runs
+
+    export_tflite.add_parser(sub, EPILOG)
     return parser
 
 
@@ -329,6 +332,15 @@ def _vertex_job(args: argparse.Namespace) -> int:
     return vertex.main(args)
 
 
+def _export_tflite(args: argparse.Namespace) -> int:
+    from generic_trainer import export_tflite
+
+    return export_tflite.main(args)
+
+
+# Verbs that declare their own flags in their module and have no KFP component of their own.
+OWN_MAIN = {"vertex-job": _vertex_job, "export-tflite": _export_tflite}
+
 RUNS = {
     "train": VerbRun(build_train_request, _describe_train, _run_train, _train_outputs, _train_summary),
     "tune": VerbRun(build_tune_request, _describe_tune, _run_tune, _tune_outputs,
@@ -343,8 +355,6 @@ RUNS = {
 }
 
 
-
-
 def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> int:
     """Run one verb; returns the exit code.
 
@@ -356,7 +366,7 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     ending = argv is None if end_process is None else end_process
     try:
-        code = _vertex_job(args) if args.verb == "vertex-job" else run_verb(args, RUNS[args.verb])
+        code = OWN_MAIN[args.verb](args) if args.verb in OWN_MAIN else run_verb(args, RUNS[args.verb])
     except TrainerError as e:
         log.error("%s failed: %s", args.verb, e)
         code = e.exit_code

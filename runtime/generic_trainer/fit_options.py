@@ -157,6 +157,27 @@ TRAIN_SERVING = Group("serving", description="the container Vertex AI Model Regi
            param=value(str, "us, europe or asia: the prebuilt image's multi-region.", "us")),
 ))
 
+TRAIN_TFLITE = Group("TFLite", description="also write <model-dir>/Format-TFLite/model.tflite, checked against the "
+                                            "SavedModel on the eval examples", options=(
+    Option("export_tflite",
+           help=("convert serving_default to TFLite (chief only; a model that cannot convert ends the run "
+                 "with exit 4 after the SavedModel is published)"), action=argparse.BooleanOptionalAction,
+           param=value(bool,
+                       ("Also write <model>/Format-TFLite/model.tflite (TFLite built-in ops), checked against the\n"
+                        "SavedModel on the eval examples; the model's metadata records its size, quantization and "
+                        "the\nlargest output difference. A model that cannot convert fails the task after the "
+                        "SavedModel is\npublished."), False)),
+    Option("tflite_quantization", help="post-training quantization (default none)",
+           choices=("none", "dynamic", "float16"),
+           param=value(str, "none, dynamic or float16 (post-training quantization of the TFLite model).", "none")),
+    Option("tflite_tolerance",
+           help=("largest absolute output difference from the SavedModel accepted (default 1e-4 for none, "
+                 "0.05 for float16, 0.1 for dynamic)"), metavar="X",
+           param=value(float,
+                       ("Largest absolute output difference from the SavedModel accepted; unset: 1e-4 for\n"
+                        "none, 0.05 for float16, 0.1 for dynamic."), None)),
+))
+
 TRAIN_SPEED = Group("speed", description="applied to every model.compile in the module that does not set them "
                                           "itself", options=(
     Option("mixed_precision",
@@ -193,6 +214,7 @@ TRAIN = Verb(
         TRAIN_TASK,
         TRAIN_OUTPUTS,
         TRAIN_SERVING,
+        TRAIN_TFLITE,
         TRAIN_SPEED,
         *common_groups(checks={"strategy": text("auto"), "cluster_timeout": duration()}, params={
             "keras": value(str, "What tf.keras means for the module: keras3 or tf_keras (unset: keras3, unless the "

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from generic_trainer import fit_options, options, storage
+from generic_trainer import fit_options, options, storage, tflite_export
 from generic_trainer.errors import UserInputError
 from generic_trainer.redaction import redact, secret_key_names
 from generic_trainer.request import (
@@ -34,6 +34,7 @@ from generic_trainer.request import (
     out_dir,
     raw_inputs,
 )
+from generic_trainer.tflite_export import TFLiteOptions
 
 TUNER_RESULTS_FILE = "tuner_results.json"
 
@@ -94,6 +95,7 @@ class TrainRequest:
     serving_image: str | None = None
     serving_accelerator: str = "cpu"
     serving_image_region: str = "us"
+    tflite: TFLiteOptions | None = None  # --export-tflite (tflite_export); None: no TFLite export
 
     @property
     def task(self) -> TaskProgram | None:
@@ -252,6 +254,8 @@ def build_train_request(
         custom_config=custom_config,
         keras=keras,
         serving_image=serving_image, serving_accelerator=serving_accelerator, serving_image_region=serving_region,
+        tflite=tflite_export.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
+                                           values.get("tflite_tolerance")),
         gcs_root=gcs_root,
         kfp=kfp,
         **fields,

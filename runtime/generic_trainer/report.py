@@ -269,6 +269,7 @@ def train_report(request: TrainRequest, result: TrainResult) -> str:
         "serving model": result.serving_model_dir,
         "signatures": ", ".join(result.model_info.get("signatures", [])) or None,
         "serving inputs": result.model_info.get("serving_inputs") or None,
+        "TFLite model": _tflite_summary(result),
         "model run (TensorBoard)": request.model_run_dir,
         "checkpoints": request.checkpoint_dir,
     }
@@ -280,6 +281,15 @@ def train_report(request: TrainRequest, result: TrainResult) -> str:
          ("Run", key_value_table(run)), ("Inputs", key_value_table(inputs))],
         subtitle=f"{_now()} · {result.strategy} × {result.num_replicas} replica(s)",
     )
+
+
+def _tflite_summary(result: TrainResult) -> str | None:
+    """One line on the run's TFLite export (None when none was asked for)."""
+    if result.tflite:
+        t = result.tflite
+        return (f"{t['path']}: {t['size_bytes']} bytes, quantization {t['quantization']}, max abs difference from "
+                f"the SavedModel {t['max_abs_diff']:.3g} on {t['validated_on']} (tolerance {t['tolerance']:g})")
+    return f"not written: {result.tflite_error}" if result.tflite_error else None
 
 
 def write_train_report(request: TrainRequest, result: TrainResult) -> None:

@@ -22,3 +22,7 @@ class TrainResult:
     num_replicas: int
     train_steps: int | None
     devices: tuple[str, ...] = ()
+    # Published with the model (model_artifact): predictSchemata file names, the TFLite export's record or failure.
+    schemata: tuple[str, ...] = ()
+    tflite: dict[str, Any] | None = None
+    tflite_error: str | None = None

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from generic_trainer import cluster as cluster_lib
-from generic_trainer import inputs, keras_multiworker, outputs, serving_container, storage, user_module
+from generic_trainer import inputs, keras_multiworker, model_artifact, outputs, serving_container, storage, user_module
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
 from generic_trainer.fit_request import TrainRequest
 from generic_trainer.fn_args import FnArgs
@@ -206,17 +206,20 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
             log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
             return result
         result.model_info = outputs.validate_serving_model(serving_dir)
+        model_artifact.stage_extras(staging_root, serving_dir, result, request.tflite, eval_files, schema_file)
         # Everything else first, the model last: a failure before it publishes nothing.
         _write_run_outputs(request, result)
         if before_publish is not None:
             before_publish(result)
         outputs.publish(serving_dir, final_serving)
+        model_artifact.publish_extras(staging_root, request.model_dir)
         if os.path.isdir(eval_dir) and os.listdir(eval_dir):
             outputs.publish(eval_dir, final_eval)
     finally:
         shutil.rmtree(staging_root, ignore_errors=True)
     checkpointing.clear(request.checkpoint_dir)  # published: the same command would now start afresh
     log.info("serving model: %s (signatures %s)", final_serving, ", ".join(result.model_info["signatures"]))
+    model_artifact.raise_tflite_failure(result)
     return result
 
 
@@ -262,18 +265,13 @@ def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[s
     }
     model_uri = request.kfp.artifacts.get("model", {}).get("uri") if request.kfp else None
     model.update(serving_container.model_registry_metadata(_serving_image(request, tf.__version__), model_uri,
-                                                           _schemata(request)))
+                                                           result.schemata))
+    model.update(model_artifact.kfp_metadata(result))
     return {
         "model": {k: v for k, v in model.items() if v is not None},
         "metrics": dict(result.metrics),
         "model_run": {"tensorboard_log_dir": request.model_run_dir},
     }
-
-
-def _schemata(request: TrainRequest) -> list[str]:
-    """The predictSchemata files written under <model>/schemata (see serving_container.write_schemata)."""
-    return [name for name in serving_container.SCHEMA_FILES.values()
-            if os.path.isfile(os.path.join(request.model_dir, serving_container.SCHEMATA_DIR, name))]
 
 
 def _serving_image(request: TrainRequest, tf_version: str) -> str:
@@ -289,4 +287,4 @@ def kfp_parameters(request: TrainRequest, result: TrainResult) -> dict[str, str]
     if not model or not request.kfp.parameters:
         return {}
     return serving_container.kfp_parameters(model["uri"], outputs.SERVING_DIR, _serving_image(request, tf.__version__),
-                                            _schemata(request), declared=request.kfp.parameters)
+                                            result.schemata, declared=request.kfp.parameters)

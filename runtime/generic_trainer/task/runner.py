@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable
 
 from generic_trainer import cluster as cluster_lib
-from generic_trainer import outputs, storage, user_module
+from generic_trainer import model_artifact, outputs, storage, user_module
 from generic_trainer.errors import TrainerError, UserCodeError, UserInputError
 from generic_trainer.fit_request import TrainRequest
 from generic_trainer.inputs import resolve_schema_file
@@ -193,12 +193,18 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, task_cls: type[bas
             if trains:
                 train_result.model_info = outputs.validate_serving_model(serving if exported else final_serving,
                                                                          what=task_cls.__name__)
+            if exported:
+                model_artifact.stage_extras(staging, serving, train_result, request.tflite,
+                                            *_eval_examples(request))
+            elif trains:  # published by the run that exported it
+                train_result.schemata = model_artifact.published_schemata(request.model_dir)
             # Everything else first, the model last: a failure before it publishes nothing.
             _write_run_outputs(request, train_result)
             if before_publish is not None:
                 before_publish(train_result)
             if exported:
                 outputs.publish(serving, final_serving)
+                model_artifact.publish_extras(staging, request.model_dir)
                 log.info("serving model: %s (signatures %s)", final_serving,
                          ", ".join(train_result.model_info["signatures"]))
         if cluster.is_multi_worker and not cluster.is_chief:
@@ -213,7 +219,17 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, task_cls: type[bas
         shutil.rmtree(staging, ignore_errors=True)
     if not cluster.is_chief:
         log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
+    model_artifact.raise_tflite_failure(train_result)
     return train_result
+
+
+def _eval_examples(request: TrainRequest) -> tuple[list[str], str | None]:
+    """Eval file patterns and the schema file, to check a TFLite export on (none when no --examples)."""
+    if request.tflite is None or not request.examples:
+        return [], None
+    from generic_trainer import data
+
+    return data.split_file_patterns(request.examples, request.eval_splits), resolve_schema_file(request.schema)
 
 
 def _write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
