@@ -25,6 +25,7 @@ NOT_IN_IMAGE = {
     "google.cloud.aiplatform": "vertex-job runs where jobs are launched (generic-trainer[pipelines])",
     "boto3": "s3:// module files without the /s3 mount (generic-trainer[s3])",
     "botocore": "as boto3",
+    "kfp": "options.component_function, called only by components/build.py to compile the components",
 }
 
 

@@ -161,7 +161,7 @@ def test_schemata_appear_only_with_the_published_model(tmp_path, monkeypatch):
     """The schemata are written into the staging dir and published with Format-Serving, never before; an
     older model's Format-TFLite that this run did not make goes away with the old model."""
     from generic_trainer import train
-    from generic_trainer.request import build_train_request
+    from generic_trainer.fit_request import build_train_request
 
     for var in ("TF_CONFIG", "CLUSTER_SPEC"):
         monkeypatch.delenv(var, raising=False)

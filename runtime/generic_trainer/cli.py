@@ -197,14 +197,7 @@ def _run_train(request: TrainRequest, on_result: Callable[[Any], None]) -> Any:
     _choose_keras(request.keras)
     from generic_trainer import train
 
-    def before_publish(result: Any) -> None:  # the schemata and executor output, before the model is published
-        if result.model_info:
-            from generic_trainer import serving_container
-
-            serving_container.write_schemata(request.model_dir, result.model_info)  # Vertex's predictSchemata
-        on_result(result)
-
-    return train.run(request, before_publish=before_publish)
+    return train.run(request, before_publish=on_result)  # the executor output, before the model is published
 
 
 def _train_outputs(request: TrainRequest, result: Any) -> KfpOutputValues:
