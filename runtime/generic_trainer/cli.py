@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import logging
 import os
@@ -228,10 +229,24 @@ def _run_tune(request: TuneRequest, on_result: Callable[[Any], None]) -> Any:
     return tune.run(request, before_publish=on_result)  # the executor output before best_hyperparameters
 
 
-def _tune_outputs(request: TuneRequest, result: Any) -> KfpOutputValues:
-    from generic_trainer import tune
+def _runs(verb_module: str) -> Callable[[Any, Callable[[Any], None]], Any]:
+    """The run step of a verb whose module's run(request) returns its result (imported when the verb runs)."""
 
-    return tune.kfp_metadata(request, result), None
+    def run(request: Any, on_result: Callable[[Any], None]) -> Any:
+        result = importlib.import_module(f"generic_trainer.{verb_module}").run(request)
+        on_result(result)
+        return result
+
+    return run
+
+
+def _metadata(verb_module: str) -> Callable[[Any, Any], KfpOutputValues]:
+    """The executor output of a verb whose outputs are its module's kfp_metadata and no output parameters."""
+
+    def outputs(request: Any, result: Any) -> KfpOutputValues:
+        return importlib.import_module(f"generic_trainer.{verb_module}").kfp_metadata(request, result), None
+
+    return outputs
 
 
 def _describe_evaluate(r: EvaluateRequest) -> list[str]:
@@ -241,18 +256,8 @@ def _describe_evaluate(r: EvaluateRequest) -> list[str]:
             f"memory_limit={r.memory_limit or 'none'}"]
 
 
-def _run_evaluate(request: EvaluateRequest, on_result: Callable[[Any], None]) -> Any:
-    from generic_trainer import evaluate
-
-    result = evaluate.run(request)
-    on_result(result)
-    return result
 
 
-def _evaluate_outputs(request: EvaluateRequest, result: Any) -> KfpOutputValues:
-    from generic_trainer import evaluate
-
-    return evaluate.kfp_metadata(request, result), None
 
 
 def _describe_infra_validate(r: InfraValidateRequest) -> list[str]:
@@ -262,12 +267,6 @@ def _describe_infra_validate(r: InfraValidateRequest) -> list[str]:
             f"memory_limit={r.memory_limit or 'none'} schema={r.schema} write_warmup={r.write_warmup:d}"]
 
 
-def _run_infra_validate(request: InfraValidateRequest, on_result: Callable[[Any], None]) -> Any:
-    from generic_trainer import infra_validate
-
-    result = infra_validate.run(request)
-    on_result(result)
-    return result
 
 
 def _infra_validate_outputs(request: InfraValidateRequest, result: Any) -> KfpOutputValues:
@@ -282,18 +281,8 @@ def _describe_import_examples(r: ImportExamplesRequest) -> list[str]:
             f"format={r.format} schema={r.schema} output={r.output} beam_args={list(r.beam_args)}"]
 
 
-def _run_import_examples(request: ImportExamplesRequest, on_result: Callable[[Any], None]) -> Any:
-    from generic_trainer import import_examples
-
-    result = import_examples.run(request)
-    on_result(result)
-    return result
 
 
-def _import_examples_outputs(request: ImportExamplesRequest, result: Any) -> KfpOutputValues:
-    from generic_trainer import import_examples
-
-    return import_examples.kfp_metadata(request, result), None
 
 
 def _describe_transform(r: TransformRequest) -> list[str]:
@@ -313,10 +302,6 @@ def _run_transform(request: TransformRequest, on_result: Callable[[Any], None]) 
     return result
 
 
-def _transform_outputs(request: TransformRequest, result: Any) -> KfpOutputValues:
-    from generic_trainer import transform
-
-    return transform.kfp_metadata(request, result), None
 
 
 def _vertex_job(args: argparse.Namespace) -> int:
@@ -336,14 +321,14 @@ OWN_MAIN = {"vertex-job": _vertex_job, "export-tflite": _export_tflite}
 
 RUNS = {
     "train": VerbRun(build_train_request, _describe_train, _run_train, _train_outputs, _train_summary),
-    "tune": VerbRun(build_tune_request, _describe_tune, _run_tune, _tune_outputs,
+    "tune": VerbRun(build_tune_request, _describe_tune, _run_tune, _metadata("tune"),
                     lambda result: result.summary() if result.is_chief else None),
-    "evaluate": VerbRun(build_evaluate_request, _describe_evaluate, _run_evaluate, _evaluate_outputs),
-    "infra-validate": VerbRun(build_infra_validate_request, _describe_infra_validate, _run_infra_validate,
+    "evaluate": VerbRun(build_evaluate_request, _describe_evaluate, _runs("evaluate"), _metadata("evaluate")),
+    "infra-validate": VerbRun(build_infra_validate_request, _describe_infra_validate, _runs("infra_validate"),
                               _infra_validate_outputs),
-    "import-examples": VerbRun(build_import_examples_request, _describe_import_examples, _run_import_examples,
-                               _import_examples_outputs, outputs=output_checks.IMPORT_EXAMPLES_OUTPUTS),
-    "transform": VerbRun(build_transform_request, _describe_transform, _run_transform, _transform_outputs,
+    "import-examples": VerbRun(build_import_examples_request, _describe_import_examples, _runs("import_examples"),
+                               _metadata("import_examples"), outputs=output_checks.IMPORT_EXAMPLES_OUTPUTS),
+    "transform": VerbRun(build_transform_request, _describe_transform, _run_transform, _metadata("transform"),
                          outputs=output_checks.TRANSFORM_OUTPUTS),
 }
 
