@@ -1,11 +1,15 @@
-"""Shared test fixtures: paths of the bundled example, a CLI runner, free ports, a trained model."""
+"""Shared test fixtures: paths of the bundled example, a CLI runner, free ports, a trained model (made once per
+run, shared by the xdist workers), the GCS emulator; and the order tests run in (longest first)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,17 +48,39 @@ def penguin() -> Path:
     return PENGUIN
 
 
+def shared_across_workers(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path:
+    """`make(dir)` run once per test session, even under pytest-xdist, whose workers would each run it: the
+    first worker to ask makes it in a directory all workers of this run share (under a file lock), the
+    others wait for it and use it. Returns the directory; tests only read it. Without xdist: a new temp dir.
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        out = tmp_path_factory.mktemp(name)
+        make(out)
+        return out
+    root = tmp_path_factory.getbasetemp().parent  # this run's temp dir, the parent of every worker's own
+    out, done = root / f"shared-{name}", root / f"shared-{name}.done"
+    with open(root / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if make() fails
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)  # a failed attempt of another worker
+            out.mkdir()
+            make(out)
+            done.touch()
+    return out
+
+
 @pytest.fixture(scope="session")
 def trained_penguin_model(tmp_path_factory) -> Path:
     """A model dir (with Format-Serving) trained once per session by the real CLI on the bundled example."""
-    out = tmp_path_factory.mktemp("trained")
-    proc = run_cli([
-        "train", "--examples", PENGUIN / "data", "--module-file", PENGUIN / "module.py",
-        "--schema", PENGUIN / "schema.pbtxt", "--model-dir", out / "model", "--train-steps", "300",
-        "--eval-steps", "20", "--metrics-file", out / "metrics.json",
-    ])
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return out / "model"
+    def train(out: Path) -> None:
+        proc = run_cli([
+            "train", "--examples", PENGUIN / "data", "--module-file", PENGUIN / "module.py",
+            "--schema", PENGUIN / "schema.pbtxt", "--model-dir", out / "model", "--train-steps", "300",
+            "--eval-steps", "20", "--metrics-file", out / "metrics.json",
+        ])
+        assert proc.returncode == 0, proc.stderr[-4000:]
+
+    return shared_across_workers(tmp_path_factory, "trained_penguin_model", train) / "model"
 
 
 @pytest.fixture()
@@ -84,17 +110,24 @@ def gcs_upload(host: str, bucket: str, name: str, data: bytes) -> str:
     return f"gs://{bucket}/{name}"
 
 
-# Files whose tests run for minutes (real pipelines, several worker processes): started first, so that under
-# pytest-xdist (`make test` runs `-n auto`) no worker is left alone with a long test at the end of the run.
+# Files whose tests run for minutes (real pipelines, several worker processes).
 LONGEST_FIRST = ("test_kfp_local.py", "test_checkpoint_dirs.py", "test_multiworker.py", "test_tune_distributed.py",
                  "test_task_multiworker.py", "test_hostile.py")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Order the tests: the longest files first, then the other slow tests, then the fast ones (stable within)."""
+    """Order the tests longest first: the e2e tests (a minute or more each), the other tests of the longest files,
+    the other slow tests, then the fast ones (collection order within each, so a module's tests stay together).
+
+    `make test` runs pytest-xdist with --dist worksteal: the first worker starts on the long tests, the other on
+    the fast ones and then takes half of what the first has left, from the end of its queue, and so on, so the
+    long tests run early and both workers end together on short ones.
+    """
     def rank(item) -> int:
-        if item.path.name in LONGEST_FIRST:
+        if item.get_closest_marker("e2e"):
             return 0
-        return 1 if item.get_closest_marker("slow") else 2
+        if item.path.name in LONGEST_FIRST:
+            return 1
+        return 2 if item.get_closest_marker("slow") else 3
 
     items.sort(key=rank)
