@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import PENGUIN, REPO, run_cli
+from conftest import PENGUIN, REPO, run_cli, shared_across_workers
 from generic_trainer.errors import UserInputError
 from generic_trainer.tflite_export import DEFAULT_TOLERANCES, TFLiteOptions, check_options
 
@@ -48,8 +48,9 @@ def _train_penguin_for_tflite(out: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def penguin_tflite(tmp_path_factory) -> tuple[Path, dict]:
-    out = tmp_path_factory.mktemp("tflite")
-    return out / "model", _train_penguin_for_tflite(out)
+    """Trained once per run (shared by the xdist workers); the tests only read it."""
+    out = shared_across_workers(tmp_path_factory, "penguin_tflite", _train_penguin_for_tflite)
+    return out / "model", json.loads((out / "executor_output.json").read_text())
 
 
 def _eval_records(limit: int = 64) -> list[bytes]:

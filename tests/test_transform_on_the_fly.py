@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PENGUIN, REPO, cli_env, free_port, run_cli
+from conftest import PENGUIN, REPO, cli_env, free_port, run_cli, shared_across_workers
 from generic_trainer.data import transform_plan
 from generic_trainer.errors import UserInputError
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -104,12 +104,15 @@ def test_a_feature_in_neither_schema_names_it_and_the_input():
 
 @pytest.fixture(scope="module")
 def xf_graph(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("xf") / "transform_graph"
-    proc = subprocess.run([sys.executable, "-m", "generic_trainer", "transform", "--examples", str(PENGUIN / "data"),
-                           "--schema", str(PENGUIN / "schema.pbtxt"), "--module-file", str(XF_MODULE),
-                           "--transform-graph", str(out)], env=cli_env(), capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return out
+    """Made once per run (shared by the xdist workers); the tests only read it."""
+    def transform(root: Path) -> None:
+        proc = subprocess.run([sys.executable, "-m", "generic_trainer", "transform", "--examples",
+                               str(PENGUIN / "data"), "--schema", str(PENGUIN / "schema.pbtxt"), "--module-file",
+                               str(XF_MODULE), "--transform-graph", str(root / "transform_graph")],
+                              env=cli_env(), capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+
+    return shared_across_workers(tmp_path_factory, "xf_graph", transform) / "transform_graph"
 
 
 EQUIVALENCE = r"""
