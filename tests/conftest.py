@@ -123,6 +123,10 @@ def pytest_collection_modifyitems(config, items):
     the fast ones and then takes half of what the first has left, from the end of its queue, and so on, so the
     long tests run early and both workers end together on short ones.
     """
+    unmarked = [item.nodeid for item in items if item.get_closest_marker("e2e") and not item.get_closest_marker("slow")]
+    if unmarked:  # `make test-fast` (-m "not slow") must never start one
+        raise pytest.UsageError(f"e2e tests must be marked slow too: {', '.join(unmarked)}")
+
     def rank(item) -> int:
         if item.get_closest_marker("e2e"):
             return 0
