@@ -113,25 +113,31 @@ def gcs_upload(host: str, bucket: str, name: str, data: bytes) -> str:
 # Files whose tests run for minutes (real pipelines, several worker processes).
 LONGEST_FIRST = ("test_kfp_local.py", "test_checkpoint_dirs.py", "test_multiworker.py", "test_tune_distributed.py",
                  "test_task_multiworker.py", "test_hostile.py")
+# Module fixtures that cannot be shared between processes (test_kfp_local.py's one pipeline run, with its
+# in-memory task handlers): their tests go first, all on the first worker, before any worker steals.
+UNSPLIT_FIXTURES = ("kfp_run",)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Order the tests longest first: the e2e tests (a minute or more each), the other tests of the longest files,
-    the other slow tests, then the fast ones (collection order within each, so a module's tests stay together).
+    """Order the tests longest first: the tests of an unsplit fixture, the e2e tests (a minute or more each), the
+    other slow tests of the longest files, the other slow tests, then the fast ones (collection order within each).
 
-    `make test` runs pytest-xdist with --dist worksteal: the first worker starts on the long tests, the other on
-    the fast ones and then takes half of what the first has left, from the end of its queue, and so on, so the
-    long tests run early and both workers end together on short ones.
+    `make test` runs pytest-xdist with --dist worksteal: the first worker gets the first half of this list (the long
+    tests), the other the second half (fast ones); a worker that runs out takes the back half of the other's queue,
+    and so on. So the longest tests run early, on the first worker, and both workers end together on short ones.
     """
     unmarked = [item.nodeid for item in items if item.get_closest_marker("e2e") and not item.get_closest_marker("slow")]
     if unmarked:  # `make test-fast` (-m "not slow") must never start one
         raise pytest.UsageError(f"e2e tests must be marked slow too: {', '.join(unmarked)}")
 
     def rank(item) -> int:
-        if item.get_closest_marker("e2e"):
+        if any(name in item.fixturenames for name in UNSPLIT_FIXTURES):
             return 0
-        if item.path.name in LONGEST_FIRST:
+        slow = item.get_closest_marker("slow")
+        if item.get_closest_marker("e2e"):
             return 1
-        return 2 if item.get_closest_marker("slow") else 3
+        if slow and item.path.name in LONGEST_FIRST:
+            return 2
+        return 3 if slow else 4
 
     items.sort(key=rank)
