@@ -21,10 +21,11 @@ demo: $(STAMP)
 # Every test, on every core (pytest-xdist), the end-to-end runs (marked e2e: whole pipelines, kills and
 # restarts) included; CI runs this on 2 cores well under 30 minutes. --dist worksteal: a worker that runs
 # out of tests takes half of another's queue, so both stay busy to the end (tests/conftest.py puts the
-# longest first). `make test-e2e` runs only the e2e tests; `make test-all` is `make test`.
+# longest first); the 25 slowest tests are listed at the end. `make test-e2e` runs only the e2e tests;
+# `make test-all` is `make test`.
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -ra -n auto --dist worksteal $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -n auto --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 test-e2e: $(STAMP)
 	$(PY) -m pytest -q -ra -n auto --dist worksteal -m e2e $(PYTEST_ARGS)
