@@ -23,10 +23,12 @@ Run it on this machine with kfp.local, tasks as host processes (generic-trainer 
 
 The pipeline's parameters name where the CSV, the schema and the module file live (gs:// on a cluster);
 `beam_pipeline_args` sends import-examples and transform to another Beam runner (e.g. Dataflow).
-`export_tflite` (with `tflite_quantization`) makes the trainer also write <model>/Format-TFLite/model.tflite;
-it is off by default because module_transform.py's serving model hashes out-of-vocabulary strings
-(tf.Transform's num_oov_buckets), an op TFLite's built-in ops lack: the trainer would fail, after
-publishing the SavedModel, saying so (see the README's "TFLite export"). module.py's model converts.
+`export_tflite` (on by default, with `tflite_quantization`) makes the trainer also write
+<model>/Format-TFLite/model.tflite, checked against the SavedModel on the eval split. It takes the parsed
+features (TFLite has no tf.Example parser) and runs the transform graph inside: module_transform.py's
+vocabularies give unknown strings a default id instead of tf.Transform's hash buckets (num_oov_buckets), since
+string hashing is not among TFLite's built-in ops (see the README's "TFLite export"). A module whose serving
+model does not convert fails the trainer, after it published the SavedModel: set export_tflite=False for it.
 """
 
 # No `from __future__ import annotations`: kfp reads the pipeline function's annotations as types.
@@ -81,7 +83,7 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
         warmup_requests: int = 10,
         model_display_name: str = "",
         model_location: str = "us-central1",
-        export_tflite: bool = False,
+        export_tflite: bool = True,
         tflite_quantization: str = "none",
     ):
         column_types = dsl.importer(artifact_uri=schema_uri, artifact_class=Artifact, reimport=False)

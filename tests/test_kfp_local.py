@@ -15,6 +15,7 @@ import json
 import os
 import re
 import struct
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -295,6 +296,36 @@ def test_evaluator_and_infra_validator_bless_the_trained_model(kfp_run):
     assert artifacts["model_blessing"]["artifacts"][0]["uri"] == blessing.uri  # the evaluator's blessing
 
 
+# The TFLite model and the SavedModel on eval rows, two of them with strings the vocabularies lack (the
+# transform graph's default id): the TFLite model takes the parsed features, the SavedModel serialized tf.Examples.
+_TFLITE_REPLAY = """
+import glob, json, sys
+import numpy as np
+import tensorflow as tf
+
+MODEL, EVAL = sys.argv[1:3]
+records = tf.data.TFRecordDataset(sorted(glob.glob(EVAL + "/*")), compression_type="GZIP").take(6)
+examples = [tf.train.Example.FromString(r) for r in records.as_numpy_iterator()]
+examples += [tf.train.Example.FromString(e.SerializeToString()) for e in examples[:2]]
+examples[-2].features.feature["island"].bytes_list.value[:] = [b"Atlantis"]
+examples[-1].features.feature["sex"].bytes_list.value[:] = [b"unknown"]
+serving = tf.saved_model.load(MODEL + "/Format-Serving").signatures["serving_default"]
+want = serving(examples=tf.constant([e.SerializeToString() for e in examples]))["outputs"].numpy()
+interpreter = tf.lite.Interpreter(model_path=MODEL + "/Format-TFLite/model.tflite")
+runner = interpreter.get_signature_runner("serving_default")
+features = {}
+for name, detail in runner.get_input_details().items():
+    values = [getattr(e.features.feature[name], kind).value[0] for e in examples
+              for kind in ("float_list", "int64_list", "bytes_list") if getattr(e.features.feature[name], kind).value]
+    features[name] = np.array(values, dtype=object if detail["dtype"] == np.bytes_ else detail["dtype"]).reshape(-1, 1)
+got = runner(**features)["outputs"]
+print("RESULT" + json.dumps({
+    "max_abs_diff": float(np.max(np.abs(got - want))),
+    "oov_rows_differ_from_known": bool(np.abs(got[-2:] - want[:2]).max() > 1e-6),
+}))
+"""
+
+
 @pytest.mark.timeout(3600)  # six tasks, each a fresh process importing TensorFlow (and Beam) on a loaded machine
 @pytest.mark.e2e
 def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
@@ -321,7 +352,28 @@ def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
     assert {s: _count_tfrecords(transformed / f"Split-{s}") for s in ("train", "eval")} == counts
     best = json.loads((one("*/generic-tuner/best_hyperparameters") / "best_hyperparameters.txt").read_text())
     assert set(best["values"]) == {"learning_rate", "units", "num_layers"}
-    assert (one("*/generic-trainer/model") / "Format-Serving" / "saved_model.pb").is_file()
+    model = one("*/generic-trainer/model")
+    assert (model / "Format-Serving" / "saved_model.pb").is_file()
+    # export_tflite is on by default: the model converted with TFLite's built-in ops, checked on the eval split
+    tflite = model / "Format-TFLite" / "model.tflite"
+    assert tflite.is_file()
+    trainer_output = json.loads(one("*/generic-trainer/executor_output.json").read_text())
+    metadata = trainer_output["artifacts"]["model"]["artifacts"][0]["metadata"]
+    assert metadata["tflite_model_path"] == "Format-TFLite/model.tflite"
+    assert metadata["tflite_size_bytes"] == tflite.stat().st_size > 0
+    assert metadata["tflite_quantization"] == "none" and metadata["tflite_tolerance"] == 1e-4
+    assert 0 <= metadata["tflite_max_abs_diff"] <= 1e-4
+    assert metadata["tflite_validated_on"] == f"{counts['eval']} eval examples"
+    validation = json.loads((model / "Format-TFLite" / "validation.json").read_text())
+    assert validation["input_names"] == ["bill_depth_mm", "bill_length_mm", "body_mass_g", "flipper_length_mm",
+                                         "island", "sex", "year"]  # the parsed features, the label left out
+    check = subprocess.run([sys.executable, "-c", _TFLITE_REPLAY, str(model), str(examples / "Split-eval")],
+                           capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert check.returncode == 0, check.stderr[-3000:]
+    replay = json.loads(check.stdout.split("RESULT", 1)[1])
+    assert replay["max_abs_diff"] <= 1e-4, replay  # unknown island and sex values included
+    assert replay["oov_rows_differ_from_known"], replay  # the unknown values reached the model, not an error
     blessing = one("*/generic-evaluator*/blessing")
     assert (blessing / "BLESSED").is_file(), list(blessing.iterdir())
     evaluation = json.loads(one("*/generic-evaluator*/evaluation").read_text())

@@ -53,10 +53,11 @@ def test_penguin_pipeline_wires_import_transform_tuner_and_trainer(tmp_path):
     params = spec["root"]["inputDefinitions"]["parameters"]
     assert {"csv_uri", "schema_uri", "module_file"} <= {n for n, p in params.items() if not p.get("isOptional")}
     assert params["train_args"]["defaultValue"] == {"num_steps": 500.0}
-    # TFLite export: pipeline parameters passed to the trainer (off by default: see the pipeline's docstring)
+    # TFLite export: pipeline parameters passed to the trainer, on by default (module_transform.py's model converts)
     assert trainer["parameters"]["export_tflite"] == {"componentInputParameter": "export_tflite"}
     assert trainer["parameters"]["tflite_quantization"] == {"componentInputParameter": "tflite_quantization"}
-    assert params["export_tflite"] == {"defaultValue": False, "isOptional": True, "parameterType": "BOOLEAN"}
+    assert params["export_tflite"] == {"defaultValue": True, "isOptional": True, "parameterType": "BOOLEAN"}
+    assert params["tflite_quantization"] == {"defaultValue": "none", "isOptional": True, "parameterType": "STRING"}
     executors = spec["deploymentSpec"]["executors"]
     for name in ("trainer", "tuner", "import_examples", "transform"):
         assert executors[f"exec-generic-{name.replace('_', '-')}"]["container"] == _component_yaml_container(name)

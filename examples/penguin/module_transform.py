@@ -13,6 +13,11 @@ line `from tfx import v1 as tfx` -> `from generic_trainer import tfx`. It define
   tuner_fn(fn_args):        a keras-tuner RandomSearch of the same model on the same inputs.
 
 Optional `custom_config` keys: `epochs` (default 5), `batch_size` (default 32).
+
+The serving model converts to TFLite with TFLite's built-in ops (`--export-tflite`): a string the
+vocabulary lacks gets the id -1 (tf.Transform's `default_value`, looked up in the vocabulary's table)
+rather than a hash bucket (`num_oov_buckets`: a string hash, which TFLite's built-in ops lack), and
+the model's one-hot encoding turns -1 into all zeros.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ _STRING_FEATURE_KEYS = ["island", "sex"]
 _FEATURE_KEYS = _NUMERIC_FEATURE_KEYS + _STRING_FEATURE_KEYS
 _LABEL_KEY = "species"
 _NUM_CLASSES = 3
-_NUM_OOV_BUCKETS = 1
+_OOV_ID = -1  # the id of a string not in the vocabulary (one-hot: all zeros)
 
 _DEFAULT_TRAIN_STEPS = 500
 _DEFAULT_EVAL_STEPS = 10
@@ -46,7 +51,7 @@ def preprocessing_fn(inputs: dict[str, Any]) -> dict[str, Any]:
         outputs[key] = tft.scale_to_z_score(tf.cast(inputs[key], tf.float32))
     for key in _STRING_FEATURE_KEYS:
         outputs[key] = tft.compute_and_apply_vocabulary(
-            inputs[key], num_oov_buckets=_NUM_OOV_BUCKETS, vocab_filename=key)
+            inputs[key], default_value=_OOV_ID, vocab_filename=key)
     outputs[_LABEL_KEY] = inputs[_LABEL_KEY]
     return outputs
 
@@ -80,12 +85,12 @@ def _input_fn(
 
 
 def _build_keras_model(hp: keras_tuner.HyperParameters, tf_transform_output: tft.TFTransformOutput) -> keras.Model:
-    """An MLP over the transformed features: z-scores as they are, vocabulary ids one-hot."""
+    """An MLP over the transformed features: z-scores as they are, vocabulary ids one-hot (_OOV_ID: zeros)."""
     inputs = {key: keras.Input(shape=(1,), name=key, dtype="float32") for key in _NUMERIC_FEATURE_KEYS}
     inputs.update({key: keras.Input(shape=(1,), name=key, dtype="int64") for key in _STRING_FEATURE_KEYS})
     encoded = [inputs[key] for key in _NUMERIC_FEATURE_KEYS]
     for key in _STRING_FEATURE_KEYS:
-        num_tokens = tf_transform_output.vocabulary_size_by_name(key) + _NUM_OOV_BUCKETS
+        num_tokens = tf_transform_output.vocabulary_size_by_name(key)
         encoded.append(keras.layers.CategoryEncoding(num_tokens=num_tokens, output_mode="one_hot")(inputs[key]))
     x = keras.layers.Concatenate()(encoded)
     for _ in range(int(hp.get("num_layers"))):

@@ -33,6 +33,7 @@ EXPECTED = {
     "transform: graph": "**/generic-transform*/transform_graph/**/transform_fn/saved_model.pb",
     "tuner: best hyperparameters": "**/generic-tuner*/best_hyperparameters/**/best_hyperparameters.txt",
     "trainer: serving model": "**/generic-trainer*/model/**/Format-Serving/saved_model.pb",
+    "trainer: TFLite model": "**/generic-trainer*/model/**/Format-TFLite/model.tflite",  # export_tflite's default
     "evaluator: blessing": "**/generic-evaluator*/blessing/**/BLESSED",
     "infra-validator: blessing": "**/generic-infra-validator*/blessing/**/INFRA_BLESSED",
 }
