@@ -125,3 +125,12 @@ def test_failed_run_keeps_its_exit_code(tmp_path):
                     "--model-dir", tmp_path / "model"])
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "--examples" in proc.stderr
+
+
+def test_cluster_replicas_keep_the_normal_teardown():
+    from generic_trainer import process_exit
+
+    assert process_exit.safe_to_skip_teardown({})
+    assert process_exit.safe_to_skip_teardown({"TF_CONFIG": " "})
+    for name in ("TF_CONFIG", "CLUSTER_SPEC", "KERASTUNER_ORACLE_IP"):
+        assert not process_exit.safe_to_skip_teardown({name: '{"cluster": {}}'})

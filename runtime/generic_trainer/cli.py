@@ -367,7 +367,8 @@ def end_without_stray_threads(code: int) -> None:
     Non-daemon threads still running (the user's module's) are not waited for: Python would wait for
     them at exit, forever for a thread that never ends, so the KFP task would never finish; their names
     are logged. Then `process_exit.end`: open writers flushed, atexit handlers run, `os._exit` (without
-    Python's teardown, which takes seconds after TensorFlow training).
+    Python's teardown, which takes seconds after TensorFlow training). A cluster replica without such
+    threads returns and ends normally (process_exit.safe_to_skip_teardown).
     """
     import threading
 
@@ -379,7 +380,8 @@ def end_without_stray_threads(code: int) -> None:
         log.warning("%d thread(s) still running after the run ended, not waited for: %s; ending the process "
                     "with exit code %d (threads a module starts should be daemon threads, or joined before "
                     "run_fn returns)", len(stray), ", ".join(repr(t.name) for t in stray), code)
-    process_exit.end(code)
+    if stray or process_exit.safe_to_skip_teardown():
+        process_exit.end(code)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,7 +13,9 @@ process ends with `os._exit` instead, after doing what the teardown would have d
 
 Python does not promise `__del__` methods of objects alive at exit are called, so nothing a program
 may rely on is skipped. Only the console script ends this way; `cli.main(argv)` called in-process
-(tests, notebooks) returns normally.
+(tests, notebooks) returns normally. Replicas of a cluster (TF_CONFIG, CLUSTER_SPEC, a distributed
+keras-tuner search) keep the normal teardown: there TensorFlow's coordination service and the tuner's
+oracle say goodbye to the other replicas while objects are destroyed (`safe_to_skip_teardown`).
 """
 
 from __future__ import annotations
@@ -67,6 +69,15 @@ def flush_open_writers() -> int:
         except Exception as e:  # one broken writer must not stop the others (nor the exit)
             log.debug("could not flush %r at exit: %s", obj, e)
     return flushed
+
+_CLUSTER_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "KERASTUNER_ORACLE_IP")
+
+
+def safe_to_skip_teardown(environ: dict[str, str] | None = None) -> bool:
+    """False for a replica of a cluster: other processes may wait on what its teardown does."""
+    environ = os.environ if environ is None else environ
+    return not any(environ.get(name, "").strip() for name in _CLUSTER_VARIABLES)
+
 
 def end(code: int) -> None:
     """Flush what is buffered, run the atexit handlers, flush stdout/stderr, and `os._exit(code)`."""
