@@ -93,10 +93,19 @@ def run_child(cmd: list[str], log_path: str, timeout: float = 3600) -> dict:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=child_env(), cwd=REPO)
         deadline = start + timeout
+        seen, last_epoch_end = 0, float("nan")
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
+            with open(log_path, "rb") as f:  # when the last "epoch N/N done" line appears: the tail after it
+                f.seek(seen)
+                new = f.read()
+            if b"\n" in new:
+                complete = new[:new.rindex(b"\n") + 1]
+                seen += len(complete)
+                if EPOCH_RATE.search(complete.decode("utf-8", "replace")):
+                    last_epoch_end = time.perf_counter() - start
             if time.perf_counter() > deadline:
                 proc.kill()
                 pid, status, usage = os.wait4(proc.pid, 0)
@@ -112,6 +121,7 @@ def run_child(cmd: list[str], log_path: str, timeout: float = 3600) -> dict:
         "wall": wall,
         "first_step": float(found.group(1)) if found else float("nan"),
         "steps_per_s": float(EPOCH_RATE.findall(text)[-1]) if EPOCH_RATE.search(text) else float("nan"),
+        "epoch_end": last_epoch_end,  # seconds after start when the last epoch's line was seen (20 ms polls)
         "rss_mb": usage.ru_maxrss / 1024,
         "cpu": usage.ru_utime + usage.ru_stime,
         "load": load,

@@ -157,7 +157,8 @@ def bench_tensorboard(n: int, repeats: int, batch_size: int, epochs: int) -> dic
                 shutil.rmtree(model_dir, ignore_errors=True)
             runs[variant].append(result)
             print(f"  rep {rep + 1} {variant:10s} wall {result['wall']:6.1f} s  {result['steps_per_s']:7.1f} steps/s"
-                  f"  CPU {result['cpu']:6.1f} s  (load {result['load']:.1f})", flush=True)
+                  f"  CPU {result['cpu']:6.1f} s  first step {result['first_step']:5.1f} s  tail {_tail(result):5.2f} s"
+                  f"  (load {result['load']:.1f})", flush=True)
     return {"n": n, "batch_size": batch_size, "epochs": epochs, "repeats": repeats, "runs": runs}
 
 
@@ -177,18 +178,32 @@ def report_transform(result: dict) -> str:
     return "\n".join(lines)
 
 
-def report_tensorboard(result: dict) -> str:
-    runs = result["runs"]
-    lines = ["| variant | wall, s | best wall, s | paired wall ratio to plain | steps/s | CPU, s |",
-             "|---|---:|---:|---:|---:|---:|"]
-    for variant in runs:
-        walls = [r["wall"] for r in runs[variant]]
-        lines.append(f"| {variant} | {statistics.median(walls):.1f} | {min(walls):.1f} | "
-                     f"{_paired(runs, variant, 'plain', 'wall'):.3f} | "
-                     f"{statistics.median(r['steps_per_s'] for r in runs[variant]):.0f} | "
-                     f"{statistics.median(r['cpu'] for r in runs[variant]):.1f} |")
-    return "\n".join(lines)
+def _tail(run: dict) -> float:
+    return run["wall"] - run.get("epoch_end", float("nan"))
 
+
+def report_tensorboard(result: dict) -> str:
+    """Per variant: medians of wall and CPU time and of each phase (process start -> first step, the
+    training, the tail from the last epoch's line to process end: export, publishing, exit), best wall,
+    and the ratios to plain: paired (median over repetitions of run / plain run of the same repetition)
+    for wall and CPU, and best wall / best plain wall."""
+    runs = result["runs"]
+    best_plain = min(r["wall"] for r in runs["plain"])
+    lines = ["| variant | wall, s | best wall, s | paired wall ratio | best-wall ratio | CPU, s | paired CPU ratio "
+             "| first step, s | training, s | tail, s | steps/s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for variant in runs:
+        rs = runs[variant]
+        walls = [r["wall"] for r in rs]
+        lines.append(
+            f"| {variant} | {statistics.median(walls):.1f} | {min(walls):.1f} | "
+            f"{_paired(runs, variant, 'plain', 'wall'):.3f} | {min(walls) / best_plain:.3f} | "
+            f"{statistics.median(r['cpu'] for r in rs):.1f} | {_paired(runs, variant, 'plain', 'cpu'):.3f} | "
+            f"{statistics.median(r['first_step'] for r in rs):.1f} | "
+            f"{statistics.median(r.get('epoch_end', float('nan')) - r['first_step'] for r in rs):.1f} | "
+            f"{statistics.median(_tail(r) for r in rs):.2f} | "
+            f"{statistics.median(r['steps_per_s'] for r in rs):.0f} |")
+    return "\n".join(lines)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -362,30 +362,26 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
 
 
 def end_without_stray_threads(code: int) -> None:
-    """End the process now with `code` when non-daemon threads (the user's module's) are still running.
+    """End the process now with `code`, everything being written (outputs, executor output).
 
-    Python would wait for them at exit, forever for a thread that never ends, so the KFP task would never
-    finish. Everything is written by now (outputs, executor output): log their names, flush, and `os._exit`.
-    Without such threads this returns and the process ends normally.
+    Non-daemon threads still running (the user's module's) are not waited for: Python would wait for
+    them at exit, forever for a thread that never ends, so the KFP task would never finish; their names
+    are logged. Then `process_exit.end`: open writers flushed, atexit handlers run, `os._exit` (without
+    Python's teardown, which takes seconds after TensorFlow training). A cluster replica without such
+    threads returns and ends normally (process_exit.safe_to_skip_teardown).
     """
     import threading
 
+    from generic_trainer import process_exit
+
     stray = [t for t in threading.enumerate()
              if t is not threading.main_thread() and not t.daemon and t.is_alive()]
-    if not stray:
-        return
-    log.warning("%d thread(s) still running after the run ended, not waited for: %s; ending the process with "
-                "exit code %d (threads a module starts should be daemon threads, or joined before run_fn returns)",
-                len(stray), ", ".join(repr(t.name) for t in stray), code)
-    for handler in logging.getLogger().handlers:
-        handler.flush()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
-
+    if stray:
+        log.warning("%d thread(s) still running after the run ended, not waited for: %s; ending the process "
+                    "with exit code %d (threads a module starts should be daemon threads, or joined before "
+                    "run_fn returns)", len(stray), ", ".join(repr(t.name) for t in stray), code)
+    if stray or process_exit.safe_to_skip_teardown():
+        process_exit.end(code)
 
 if __name__ == "__main__":
     sys.exit(main())
