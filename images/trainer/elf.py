@@ -141,7 +141,7 @@ def strip(path: str) -> int:
     if elf is None:
         return 0
     end = elf.mapped_end()
-    drop = {i for i, (sh, name) in enumerate(zip(elf.shdrs, elf.names))
+    drop = {i for i, (sh, name) in enumerate(zip(elf.shdrs, elf.names, strict=True))
             if i and not sh[2] & SHF_ALLOC and strippable(name)}
     if not drop:
         return 0
