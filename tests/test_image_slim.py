@@ -189,10 +189,12 @@ def elf():
 
 
 def _extension(package: str, stem: str) -> Path:
+    """An extension module's file, found without importing its package (tensorflow.python: no TensorFlow start)."""
     import importlib.util as iu
 
-    spec = iu.find_spec(package)
-    found = sorted(Path(spec.submodule_search_locations[0]).glob(f"{stem}*.so"))
+    top, *rest = package.split(".")
+    spec = iu.find_spec(top)
+    found = sorted(Path(spec.submodule_search_locations[0], *rest).glob(f"{stem}*.so"))
     assert found, f"{package} has no {stem}*.so extension module"
     return found[0]
 
@@ -303,3 +305,21 @@ def test_the_builder_strips_and_checks_after_pruning():
     assert order == sorted(order), "prune, then strip, then check, then compile"
     assert 'elf.py check "$site" --accelerator "${ACCELERATOR}"' in runs
     assert "images/trainer/elf.py" in runs
+
+
+def test_the_gpu_image_keeps_tensorflows_and_cuda_extra(slim):
+    """Nothing requires TensorFlow's `and-cuda` extra, yet the GPU image needs it: kept() follows it (but for what
+    LEAVE_OUT names); in the CPU image those packages are not installed, so nothing changes there."""
+    class Dist:
+        def __init__(self, *requires):
+            self.requires = list(requires)
+
+    extra = 'extra == "and-cuda"'
+    dists = {"generic-trainer": Dist("tensorflow>=2.21", "numpy"), "numpy": Dist(),
+             "tensorflow": Dist("numpy", f"nvidia-cudnn-cu12==9.28; {extra}", f"nvidia-curand-cu12; {extra}"),
+             "nvidia-cudnn-cu12": Dist("nvidia-cublas-cu12"), "nvidia-cublas-cu12": Dist(),
+             "nvidia-curand-cu12": Dist(), "libclang": Dist()}
+    assert slim.kept(dists) == {"generic-trainer", "numpy", "tensorflow", "nvidia-cudnn-cu12", "nvidia-cublas-cu12"}
+    cpu = {name: d for name, d in dists.items() if not name.startswith("nvidia-") and name != "tensorflow"}
+    cpu["tensorflow-cpu"] = dists["tensorflow"]
+    assert slim.kept(cpu) == {"generic-trainer", "numpy", "tensorflow-cpu"}
