@@ -8,6 +8,10 @@
 #      removed at the end; loads the image into it;
 #   4. runs the image's ENTRYPOINT both ways: CLI arguments (`docker run IMAGE train ...`) and a whole
 #      command (`docker run IMAGE generic-trainer ...`, `python`, `sh`, as kfp.local's DockerRunner does);
+#      then every verb's --help; `ldd` on every shared library under tensorflow/ and nvidia/ (only the
+#      driver's libcuda.so.1 may be missing); for ACCELERATOR=cuda every nvidia/*/lib library opened with
+#      dlopen(RTLD_NOW) and TensorFlow checked to be the CUDA build (the GPU image runs with
+#      CUDA_VISIBLE_DEVICES="": it trains on the CPU);
 #   5. runs the README's `docker run` command on the bundled penguin example (mounted read-only, as the
 #      non-root user 1000:1000), checks the model (loaded and called inside the image), metrics and
 #      report; checks that no heavy optional library (tensorflow-transform, Beam, kfp, Google Cloud
