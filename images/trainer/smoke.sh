@@ -56,6 +56,7 @@ die() { echo "smoke: FAIL: $*" >&2; exit 1; }
 
 T_START=$(now)
 mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)  # absolute: docker -v needs it (WORK=out/... is relative to the caller)
 
 # --- 0. tools ----------------------------------------------------------------------------------
 if ! command -v buildah >/dev/null || ! command -v debootstrap >/dev/null \
