@@ -267,7 +267,9 @@ log "every verb's --help"
 VERBS=$(sed -n 's/^VERBS="\(.*\)"$/\1/p' "$ROOT/images/trainer/entrypoint.sh")
 [ -n "$VERBS" ] || die "no VERBS line in images/trainer/entrypoint.sh"
 for verb in $VERBS; do
-  drun "$verb" --help 2>&1 | grep -q "usage: generic-trainer $verb" || die "docker run IMAGE $verb --help"
+  # (to a file first: `grep -q` would close the pipe early and pipefail report docker's SIGPIPE)
+  drun "$verb" --help >"$WORK/help-$verb.txt" 2>&1 || { cat "$WORK/help-$verb.txt"; die "docker run IMAGE $verb --help failed"; }
+  grep -q "usage: generic-trainer $verb" "$WORK/help-$verb.txt" || { cat "$WORK/help-$verb.txt"; die "docker run IMAGE $verb --help: no usage"; }
 done
 echo "ok: $VERBS"
 
