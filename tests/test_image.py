@@ -250,7 +250,7 @@ def test_dockerignore_excludes(path):
 
 
 @pytest.mark.parametrize("path", ["pyproject.toml", "requirements/runtime.lock", "images/trainer/cuda.lock",
-                                  "images/trainer/slim.py", "images/trainer/entrypoint.sh",
+                                  "images/trainer/slim.py", "images/trainer/elf.py", "images/trainer/entrypoint.sh",
                                   "runtime/generic_trainer/cli.py", "runtime/generic_trainer/__init__.py"])
 def test_dockerignore_keeps_what_the_build_reads(path):
     assert not dockerignored(path), f"{path} is needed by the build but ignored"

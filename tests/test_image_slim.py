@@ -171,3 +171,155 @@ def test_sizes_count_files_and_their_bytecode(slim, tmp_path):
     [(name, ver, size)] = slim.sizes(str(tmp_path))
     assert (name, ver) == ("demo", "1.0")
     assert size == 150 + (dist / "RECORD").stat().st_size
+
+
+# ------------------------------------------------------------------------------------------------
+# images/trainer/elf.py: strip what the loader never maps, check that what is kept resolves.
+
+ELF_PATH = REPO / "images" / "trainer" / "elf.py"
+DOCKERFILE = REPO / "images" / "trainer" / "Dockerfile"
+
+
+@pytest.fixture(scope="module")
+def elf():
+    spec = importlib.util.spec_from_file_location("trainer_image_elf", ELF_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _extension(package: str, stem: str) -> Path:
+    """An extension module's file, found without importing its package (tensorflow.python: no TensorFlow start)."""
+    import importlib.util as iu
+
+    top, *rest = package.split(".")
+    spec = iu.find_spec(top)
+    found = sorted(Path(spec.submodule_search_locations[0], *rest).glob(f"{stem}*.so"))
+    assert found, f"{package} has no {stem}*.so extension module"
+    return found[0]
+
+
+def test_strip_keeps_the_mapped_bytes_and_the_module_works(elf, tmp_path):
+    """A real extension module with a symbol table (zstandard's C backend, in the runtime lock): stripped, the
+    bytes its program headers cover are unchanged, the symbol table is gone, and the module still works."""
+    import shutil
+    import subprocess
+
+    original = _extension("zstandard", "backend_c")
+    copy = tmp_path / "zstandard" / original.name
+    copy.parent.mkdir()
+    shutil.copy2(original, copy)
+    before = elf.Elf.read(str(copy))
+    assert before is not None and ".symtab" in before.names
+    end = before.mapped_end()
+    saved = elf.strip(str(copy))
+    assert saved > 0 and copy.stat().st_size == original.stat().st_size - saved
+    after = elf.Elf.read(str(copy))
+    assert after.phdrs == before.phdrs
+    assert not [n for n in after.names if n in (".symtab", ".strtab") or n.startswith(".debug_")]
+    assert {n for n in before.names if not elf.strippable(n)} == set(after.names)
+    # The loader reads the file header but for the section header fields (e_shoff, e_shnum, e_shstrndx), and
+    # what the program headers cover: all of that is unchanged.
+    header = elf.EHDR.size
+    assert [f for i, f in enumerate(after.header) if i not in (6, 12, 13)] == \
+        [f for i, f in enumerate(before.header) if i not in (6, 12, 13)]
+    assert copy.read_bytes()[header:end] == original.read_bytes()[header:end]
+    assert elf.strip(str(copy)) == 0, "a stripped file has nothing left to strip"
+    code = ("import importlib.util, sys\n"
+            f"spec = importlib.util.spec_from_file_location('zstandard.backend_c', {str(copy)!r})\n"
+            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+            "data = b'generic-trainer ' * 1000\n"
+            "packed = m.ZstdCompressor(level=3).compress(data)\n"
+            "assert m.ZstdDecompressor().decompress(packed) == data and len(packed) < len(data) / 10\n"
+            "print('ok', m.__file__)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("ok ") and str(copy) in proc.stdout, proc.stderr
+
+
+def test_strip_leaves_other_files_alone(elf, tmp_path):
+    text = tmp_path / "module.py"
+    text.write_text("x = 1\n")
+    elf32 = tmp_path / "lib32.so"
+    elf32.write_bytes(b"\x7fELF\x01\x01\x01" + b"\0" * 100)   # 32-bit: not handled, left as it is
+    short = tmp_path / "short.so"
+    short.write_bytes(b"\x7fELF")
+    for path in (text, elf32, short):
+        before = path.read_bytes()
+        assert elf.strip(str(path)) == 0
+        assert path.read_bytes() == before
+    assert elf.strip_tree(str(tmp_path)) == {}
+
+
+def test_check_names_each_unresolved_library(elf, tmp_path):
+    """TensorFlow's `_pywrap_tfe` alone: the TensorFlow libraries it needs (through its RUNPATH) are named; once
+    they are where its RUNPATH points, it resolves. The driver's libcuda.so.1 never counts as missing."""
+    import shutil
+
+    original = _extension("tensorflow.python", "_pywrap_tfe")
+    copy = tmp_path / "tensorflow" / "python" / original.name
+    copy.parent.mkdir(parents=True)
+    shutil.copy2(original, copy)
+    needed, dirs = elf.Elf.read(str(copy)).dynamic()
+    assert "libtensorflow_framework.so.2" in needed and "$ORIGIN/../" in dirs
+    own = [lib for lib in needed if not any(Path(d, lib).exists() for d in elf.SYSTEM_LIB_DIRS)]
+    assert "libtensorflow_framework.so.2" in own
+    problems = elf.unresolved(str(tmp_path))
+    assert problems == [f"tensorflow/python/{original.name}: needs {lib}" for lib in own]
+    for lib in own:
+        (tmp_path / "tensorflow" / lib).write_bytes(b"")
+    assert elf.unresolved(str(tmp_path)) == []
+    assert "libcuda.so.1" in elf.FROM_THE_DRIVER
+
+
+def test_check_names_each_missing_cuda_library(elf, tmp_path):
+    for rel in elf.CUDA_LOADED:
+        path = tmp_path / rel.replace("*", "9")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+    assert elf.missing_cuda(str(tmp_path)) == []
+    (tmp_path / "nvidia/nccl/lib/libnccl.so.2").unlink()
+    (tmp_path / "nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9").unlink()
+    assert elf.missing_cuda(str(tmp_path)) == ["nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9",
+                                               "nvidia/nccl/lib/libnccl.so.2"]
+    assert elf.main(["check", str(tmp_path), "--accelerator", "cuda"]) == 1
+    assert elf.main(["check", str(tmp_path), "--accelerator", "cpu"]) == 0
+
+
+def test_cuda_loaded_matches_what_prune_files_keeps(elf, slim, tmp_path):
+    """No PRUNE_GLOBS pattern removes a library TensorFlow or cuDNN loads, and cuda.lock installs each of them."""
+    for rel in elf.CUDA_LOADED:
+        path = tmp_path / rel.replace("*", "9")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+    slim.prune_files(str(tmp_path))
+    assert elf.missing_cuda(str(tmp_path)) == []
+    packages = {name.removeprefix("nvidia-").removesuffix("-cu12").replace("-", "_")
+                for name, _ in slim.lock_lines(str(CUDA_LOCK))}
+    for rel in elf.CUDA_LOADED:
+        assert rel.split("/")[1] in packages, f"{rel} comes from no package of cuda.lock"
+
+
+def test_the_builder_strips_and_checks_after_pruning():
+    runs = "\n".join(line for line in DOCKERFILE.read_text().splitlines() if not line.lstrip().startswith("#"))
+    order = [runs.index(step) for step in ("slim.py prune-files", "elf.py strip", "elf.py check", "compileall")]
+    assert order == sorted(order), "prune, then strip, then check, then compile"
+    assert 'elf.py check "$site" --accelerator "${ACCELERATOR}"' in runs
+    assert "images/trainer/elf.py" in runs
+
+
+def test_the_gpu_image_keeps_tensorflows_and_cuda_extra(slim):
+    """Nothing requires TensorFlow's `and-cuda` extra, yet the GPU image needs it: kept() follows it (but for what
+    LEAVE_OUT names); in the CPU image those packages are not installed, so nothing changes there."""
+    class Dist:
+        def __init__(self, *requires):
+            self.requires = list(requires)
+
+    extra = 'extra == "and-cuda"'
+    dists = {"generic-trainer": Dist("tensorflow>=2.21", "numpy"), "numpy": Dist(),
+             "tensorflow": Dist("numpy", f"nvidia-cudnn-cu12==9.28; {extra}", f"nvidia-curand-cu12; {extra}"),
+             "nvidia-cudnn-cu12": Dist("nvidia-cublas-cu12"), "nvidia-cublas-cu12": Dist(),
+             "nvidia-curand-cu12": Dist(), "libclang": Dist()}
+    assert slim.kept(dists) == {"generic-trainer", "numpy", "tensorflow", "nvidia-cudnn-cu12", "nvidia-cublas-cu12"}
+    cpu = {name: d for name, d in dists.items() if not name.startswith("nvidia-") and name != "tensorflow"}
+    cpu["tensorflow-cpu"] = dists["tensorflow"]
+    assert slim.kept(cpu) == {"generic-trainer", "numpy", "tensorflow-cpu"}

@@ -126,7 +126,9 @@ def kept(dists: dict[str, object]) -> set[str]:
     provided = {cpu: full for full, cpu in CPU_WHEEL.items() if cpu in dists}  # tensorflow-cpu stands for tensorflow
     aliases = {full: cpu for cpu, full in provided.items()}
     seen: set[tuple[str, tuple[str, ...]]] = set()
-    stack = [(ROOT, ())]
+    # The GPU image's CUDA libraries are TensorFlow's `and-cuda` extra, which nothing requires: without this
+    # root prune-dists would uninstall every one of them (elf.py check fails the build when one is missing).
+    stack = [(ROOT, ()), ("tensorflow", ("and-cuda",))]
     while stack:
         name, extras = stack.pop()
         name = aliases.get(name, name)

@@ -8,6 +8,10 @@
 #      removed at the end; loads the image into it;
 #   4. runs the image's ENTRYPOINT both ways: CLI arguments (`docker run IMAGE train ...`) and a whole
 #      command (`docker run IMAGE generic-trainer ...`, `python`, `sh`, as kfp.local's DockerRunner does);
+#      then every verb's --help; `ldd` on every shared library under tensorflow/ and nvidia/ (only the
+#      driver's libcuda.so.1 may be missing); for ACCELERATOR=cuda every nvidia/*/lib library opened with
+#      dlopen(RTLD_NOW) and TensorFlow checked to be the CUDA build (the GPU image runs with
+#      CUDA_VISIBLE_DEVICES="": it trains on the CPU);
 #   5. runs the README's `docker run` command on the bundled penguin example (mounted read-only, as the
 #      non-root user 1000:1000), checks the model (loaded and called inside the image), metrics and
 #      report; checks that no heavy optional library (tensorflow-transform, Beam, kfp, Google Cloud
@@ -52,6 +56,7 @@ die() { echo "smoke: FAIL: $*" >&2; exit 1; }
 
 T_START=$(now)
 mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)  # absolute: docker -v needs it (WORK=out/... is relative to the caller)
 
 # --- 0. tools ----------------------------------------------------------------------------------
 if ! command -v buildah >/dev/null || ! command -v debootstrap >/dev/null \
@@ -215,8 +220,11 @@ rm -rf "$RUN_DIR"
 mkdir -p "$RUN_DIR"
 chmod 0777 "$RUN_DIR"
 EX="$ROOT/examples/penguin"
+# The GPU image is run with no GPU visible (CUDA_VISIBLE_DEVICES=""): it trains on the CPU, here and on a GPU host.
+DRUN_ENV=()
+[ "$ACCELERATOR" = cuda ] && DRUN_ENV=(-e CUDA_VISIBLE_DEVICES=)
 drun() {  # drun ARGS...: docker run the image as 1000:1000, the example read-only at /penguin, output at /out
-  docker run --rm --user 1000:1000 -v "$EX:/penguin:ro" -v "$RUN_DIR:/out" "$DOCKER_IMAGE" "$@"
+  docker run --rm --user 1000:1000 "${DRUN_ENV[@]}" -v "$EX:/penguin:ro" -v "$RUN_DIR:/out" "$DOCKER_IMAGE" "$@"
 }
 # Prefix every output line with the seconds since $1 (the moment `docker run` is started).
 stamp() { python3 -u -c '
@@ -254,6 +262,47 @@ set -e
   || { cat "$WORK/vertex-job.txt"; die "vertex-job in the image must name the missing google-cloud-aiplatform (exit 2), got $rc"; }
 T_HELP_IN=$(drun python -c 'import subprocess, time; t = time.time(); subprocess.run(["generic-trainer", "--help"], capture_output=True, check=True); print(f"{time.time() - t:.2f}")')
 echo "docker run true: $T_NOOP s; docker run IMAGE --help: ${T_HELP[*]} s (inside: $T_HELP_IN s)"
+
+log "every verb's --help"
+VERBS=$(sed -n 's/^VERBS="\(.*\)"$/\1/p' "$ROOT/images/trainer/entrypoint.sh")
+[ -n "$VERBS" ] || die "no VERBS line in images/trainer/entrypoint.sh"
+for verb in $VERBS; do
+  # (to a file first: `grep -q` would close the pipe early and pipefail report docker's SIGPIPE)
+  drun "$verb" --help >"$WORK/help-$verb.txt" 2>&1 || { cat "$WORK/help-$verb.txt"; die "docker run IMAGE $verb --help failed"; }
+  grep -q "usage: generic-trainer $verb" "$WORK/help-$verb.txt" || { cat "$WORK/help-$verb.txt"; die "docker run IMAGE $verb --help: no usage"; }
+done
+echo "ok: $VERBS"
+
+log "shared libraries: every one under tensorflow/ and nvidia/ resolves (ldd), but the driver's libcuda.so.1"
+drun sh -c 'cd "$(python -c "import sysconfig; print(sysconfig.get_path(\"purelib\"))")" && find tensorflow nvidia -type f -name "*.so*" 2>/dev/null | while read -r f; do ldd "$f" 2>&1 | sed -n "s|^[[:space:]]*\([^ ]*\) => not found|$f: \1|p"; done' \
+  >"$WORK/ldd.txt" || die "ldd in the image failed"
+grep -v ': libcuda\.so\.1$' "$WORK/ldd.txt" && die "shared libraries that do not resolve in the image (above; all: $WORK/ldd.txt)"
+echo "ldd: nothing unresolved but $(wc -l <"$WORK/ldd.txt") x libcuda.so.1 (the driver's, injected by the container runtime on a GPU host)"
+
+if [ "$ACCELERATOR" = cuda ]; then
+  log "GPU image: every CUDA library opens (dlopen RTLD_NOW, no GPU here), TensorFlow is the CUDA build"
+  drun python -c '
+import ctypes, glob, os, sysconfig
+site = sysconfig.get_path("purelib")
+opened, driver = [], []
+for path in sorted(glob.glob(site + "/nvidia/*/lib/*.so*")):
+    try:
+        ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        opened.append(os.path.basename(path))
+    except OSError as e:
+        if "libcuda.so.1" not in str(e):
+            raise SystemExit(f"cannot load {path}: {e}")
+        driver.append(os.path.basename(path))
+import tensorflow as tf
+info = tf.sysconfig.get_build_info()
+assert info["is_cuda_build"], info
+print(f"opened {len(opened)} CUDA libraries: {opened}; need the driver: {driver}")
+cuda, cudnn, caps = info.get("cuda_version"), info.get("cudnn_version"), info.get("cuda_compute_capabilities")
+gpus = tf.config.list_physical_devices("GPU")
+print(f"TensorFlow {tf.__version__}: CUDA {cuda}, cuDNN {cudnn}, compute capabilities {caps}; GPUs here: {gpus}")
+' 2>&1 | grep -v -E '^(WARNING: All log messages|[IWE]0000 )' | tee "$WORK/cuda-libs.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || die "the CUDA libraries do not load in the image"
+fi
 
 # --- 6. the README's docker run command --------------------------------------------------------
 log "the README's docker run: IMAGE train ... on the penguin example, as 1000:1000"
