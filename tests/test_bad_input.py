@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN, gcs_upload, run_cli
-from generic_trainer import cli, data, kfp_io, storage
+from generic_trainer import cli, example_files, kfp_io, storage
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit_request import build_train_request, load_hyperparameters
 from generic_trainer.redaction import redact
@@ -458,8 +458,8 @@ def test_read_records_reads_plain_and_gzipped(tmp_path):
     rows = _regression_rows(5)
     for gz in (True, False):
         (path,) = write_split(str(tmp_path / str(gz)), "s", rows, gzipped=gz)
-        assert list(data.read_records(path)) == [example_bytes(r) for r in rows]
-        assert len(list(data.read_records(path, 2))) == 2
+        assert list(example_files.read_records(path)) == [example_bytes(r) for r in rows]
+        assert len(list(example_files.read_records(path, 2))) == 2
 
 
 def _bad_data_case(root: Path, case: str) -> None:

@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from generic_trainer import data, output_checks, outputs, sandbox, storage
+from generic_trainer import example_files, output_checks, outputs, sandbox, schemas, storage
 from generic_trainer.blessing import BLESSED_FILE, NOT_BLESSED_FILE, write_blessing
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.judge_request import InfraValidateRequest
@@ -93,8 +93,8 @@ class InfraValidateResult:
 
 def read_records(examples: str, splits: Sequence[str], limit: int) -> list[bytes]:
     """Up to `limit` serialized records of the splits' TFRecord files, in file order (no TensorFlow)."""
-    patterns = data.split_file_patterns(examples, splits)
-    data.check_readable(patterns)
+    patterns = example_files.split_file_patterns(examples, splits)
+    example_files.check_readable(patterns)
     import glob
 
     records: list[bytes] = []
@@ -276,7 +276,7 @@ def run(request: InfraValidateRequest) -> InfraValidateResult:
             f"{model_path} holds no SavedModel (saved_model.pb): nothing a serving system could load"])
         return _finish(request, result, started)
     if request.schema:
-        data.load_schema(request.schema)  # a broken schema is an input error before the model loads
+        schemas.load_schema(request.schema)  # a broken schema is an input error before the model loads
     warmup_target = os.path.join(model_path, WARMUP_DIR, WARMUP_FILE)
     if request.write_warmup:
         output_checks.check_writable("--write-warmup", warmup_target, "file")
