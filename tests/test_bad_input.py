@@ -460,6 +460,14 @@ def test_read_records_reads_plain_and_gzipped(tmp_path):
         (path,) = write_split(str(tmp_path / str(gz)), "s", rows, gzipped=gz)
         assert list(example_files.read_records(path)) == [example_bytes(r) for r in rows]
         assert len(list(example_files.read_records(path, 2))) == 2
+    # A file cut inside its third record: read quietly up to it, or refused naming the input.
+    (plain,) = write_split(str(tmp_path / "cut"), "s", rows, gzipped=False)
+    size = sum(12 + len(example_bytes(r)) + 4 for r in rows[:2])
+    with open(plain, "r+b") as f:
+        f.truncate(size + 20)
+    assert len(list(example_files.read_records(plain))) == 2
+    with pytest.raises(UserInputError, match=f"^--examples: {re.escape(plain)} ends inside a record"):
+        list(example_files.read_records(plain, damaged_input="--examples"))
 
 
 def _bad_data_case(root: Path, case: str) -> None:

@@ -148,10 +148,11 @@ def split_name(file_pattern: str) -> str:
     return name[len("Split-"):] if name.startswith("Split-") else name
 
 
-def read_records(path: str, limit: int | None = None) -> Iterator[bytes]:
+def read_records(path: str, limit: int | None = None, damaged_input: str | None = None) -> Iterator[bytes]:
     """The records of a TFRecord file (gzipped or plain), without TensorFlow; stops after `limit`.
 
-    Stops quietly at a damaged record: `check_readable` and TensorFlow's reader report damage.
+    Stops quietly at a record cut short (`check_readable` and TensorFlow's reader report damage),
+    unless `damaged_input` names the input to blame: then it raises UserInputError.
     """
     opener = gzip.open if _is_gzip(path) else open
     count = 0
@@ -163,6 +164,8 @@ def read_records(path: str, limit: int | None = None) -> Iterator[bytes]:
             (length,) = struct.unpack("<Q", header[:8])
             data = f.read(length)
             if len(data) < length or len(f.read(4)) < 4:
+                if damaged_input:
+                    raise UserInputError(damaged_input, f"{path} ends inside a record")
                 return
             count += 1
             yield data

@@ -27,13 +27,11 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import gzip
 import json
 import logging
 import math
 import os
 import shutil
-import struct
 import tempfile
 import time
 import uuid
@@ -95,22 +93,9 @@ def read_records(examples: str, splits: Sequence[str], limit: int) -> list[bytes
     """Up to `limit` serialized records of the splits' TFRecord files, in file order (no TensorFlow)."""
     patterns = example_files.split_file_patterns(examples, splits)
     example_files.check_readable(patterns)
-    import glob
-
     records: list[bytes] = []
-    for path in (f for p in patterns for f in sorted(glob.glob(p)) if os.path.isfile(f)):
-        with open(path, "rb") as raw:
-            gzipped = raw.read(2) == b"\x1f\x8b"
-        with (gzip.open if gzipped else open)(path, "rb") as f:
-            while len(records) < limit:
-                header = f.read(12)
-                if len(header) < 12:
-                    break
-                (length,) = struct.unpack("<Q", header[:8])
-                record = f.read(length)
-                if len(record) < length or len(f.read(4)) < 4:
-                    raise UserInputError("--examples", f"{path} ends inside a record")
-                records.append(record)
+    for path in (f for p in patterns for f in example_files.split_files(p)):
+        records += example_files.read_records(path, limit - len(records), damaged_input="--examples")
         if len(records) >= limit:
             break
     return records

@@ -83,6 +83,7 @@ def run(request: TuneRequest, before_publish: Callable[[TuneResult], None] | Non
     are written, right before best_hyperparameters is published; when it raises, it is not.
     """
     from generic_trainer import outputs
+
     role = tuner_cluster.resolve_role(cluster_lib.resolve())
     held = outputs.exclusive(request.best_hyperparameters_dir, "--best-hyperparameters-dir") \
         if role.serves_oracle else contextlib.nullcontext()
