@@ -220,6 +220,15 @@ def _custom_config(raw: RawInputs) -> dict[str, Any]:
     return ints_from_floats(custom_config) if raw.kfp else custom_config
 
 
+def _fit_inputs(values: Mapping[str, Any], environ: Mapping[str, str] | None, kfp: KfpOutputs | None,
+                examples_required: bool) -> tuple[RawInputs, str]:
+    """The first checks of train and tune: the raw inputs, $GENERIC_TRAINER_GCS_TIMEOUT, then --examples
+    (its local path; "" when not required and not given)."""
+    raw = raw_inputs(values, environ, kfp)
+    check_gcs_timeout(raw.environ)
+    return raw, examples_dir(values, raw.gcs_root) if examples_required or values.get("examples") else ""
+
+
 def _fit_fields(verb: Verb, raw: RawInputs, examples: str, checkpoint_dir: str) -> dict[str, Any]:
     """The one check of what train and tune share: FitRequest's fields, plus the other fields `verb`'s
     declaration checks (fit_options.py; train's run_fn and module_sha256 go to its program).
@@ -236,11 +245,9 @@ def build_train_request(
     values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
 ) -> TrainRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into a TrainRequest."""
-    raw = raw_inputs(values, environ, kfp)
-    environ, gcs_root = raw.environ, raw.gcs_root
-    check_gcs_timeout(environ)
     task = values.get("task") or None
-    examples_path = examples_dir(values, gcs_root) if not task or values.get("examples") else ""
+    raw, examples_path = _fit_inputs(values, environ, kfp, examples_required=not task)
+    environ, gcs_root = raw.environ, raw.gcs_root
     if not task:
         module_file(values)
     elif values.get("module_file"):
@@ -303,10 +310,8 @@ def build_tune_request(
     values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
 ) -> TuneRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into a TuneRequest."""
-    raw = raw_inputs(values, environ, kfp)
+    raw, examples_path = _fit_inputs(values, environ, kfp, examples_required=True)
     environ, gcs_root = raw.environ, raw.gcs_root
-    check_gcs_timeout(environ)
-    examples_path = examples_dir(values, gcs_root)
     module = module_file(values)
     best_dir = values.get("best_hyperparameters_dir")
     best_dir = os.path.normpath(storage.local_path(best_dir, gcs_root)) if best_dir else None
