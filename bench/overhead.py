@@ -243,10 +243,10 @@ def parse():
     return fit_request.build_train_request({k: v for k, v in vars(args).items() if v is not None}, environ={})
 request = step("parse flags, build the request (cli, request)", parse)
 def check():
-    from generic_trainer import data
-    files = data.split_file_patterns(request.examples, ("train", "eval"))
-    data.check_readable(files)
-    return data.load_schema(request.schema)
+    from generic_trainer import example_files, schemas
+    files = example_files.split_file_patterns(request.examples, ("train", "eval"))
+    example_files.check_readable(files)
+    return schemas.load_schema(request.schema)
 step("check examples, parse schema (data)", check)
 step("import tensorflow (both sides pay it)", lambda: __import__("tensorflow"), runtime=False)
 def strategy():

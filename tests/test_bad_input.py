@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN, gcs_upload, run_cli
-from generic_trainer import cli, data, kfp_io, storage
+from generic_trainer import cli, example_files, kfp_io, storage
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit_request import build_train_request, load_hyperparameters
 from generic_trainer.redaction import redact
@@ -458,8 +458,16 @@ def test_read_records_reads_plain_and_gzipped(tmp_path):
     rows = _regression_rows(5)
     for gz in (True, False):
         (path,) = write_split(str(tmp_path / str(gz)), "s", rows, gzipped=gz)
-        assert list(data.read_records(path)) == [example_bytes(r) for r in rows]
-        assert len(list(data.read_records(path, 2))) == 2
+        assert list(example_files.read_records(path)) == [example_bytes(r) for r in rows]
+        assert len(list(example_files.read_records(path, 2))) == 2
+    # A file cut inside its third record: read quietly up to it, or refused naming the input.
+    (plain,) = write_split(str(tmp_path / "cut"), "s", rows, gzipped=False)
+    size = sum(12 + len(example_bytes(r)) + 4 for r in rows[:2])
+    with open(plain, "r+b") as f:
+        f.truncate(size + 20)
+    assert len(list(example_files.read_records(plain))) == 2
+    with pytest.raises(UserInputError, match=f"^--examples: {re.escape(plain)} ends inside a record"):
+        list(example_files.read_records(plain, damaged_input="--examples"))
 
 
 def _bad_data_case(root: Path, case: str) -> None:

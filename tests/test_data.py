@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from generic_trainer import data
+from generic_trainer import data, example_files, schemas
 from generic_trainer.errors import UserInputError
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -128,8 +128,8 @@ def assert_same_datasets(ours, theirs, max_batches: int | None = None) -> int:
 @pytest.mark.parametrize("split", ["train", "eval"])  # 3 gzipped shards / one uncompressed file
 @pytest.mark.parametrize("batch_size", [16, 1000])
 def test_same_batches_as_tfx_bsl_without_shuffle(artifact, split, batch_size):
-    schema = data.load_schema(artifact)
-    pattern = data.split_file_patterns(artifact, [split])[0]
+    schema = schemas.load_schema(artifact)
+    pattern = example_files.split_file_patterns(artifact, [split])[0]
     options = tfxio.TensorFlowDatasetOptions(batch_size=batch_size, shuffle=False, num_epochs=1)
     ours = data.DataAccessor().tf_dataset_factory([pattern], options, schema)
     assert assert_same_datasets(ours, tfx_bsl_dataset(pattern, options, schema)) == ROWS[split]
@@ -147,7 +147,7 @@ def test_same_batches_as_tfx_bsl_without_shuffle(artifact, split, batch_size):
 
 
 def test_same_order_as_tfx_bsl_with_seeded_shuffle_and_two_epochs(artifact):
-    schema = data.load_schema(artifact)
+    schema = schemas.load_schema(artifact)
     pattern = f"{artifact}/Split-train/*"
     options = tfxio.TensorFlowDatasetOptions(batch_size=32, num_epochs=2, shuffle_seed=7, shuffle_buffer_size=50)
     ours = data.DataAccessor().tf_dataset_factory(pattern, options, schema)
@@ -158,7 +158,7 @@ def test_same_order_as_tfx_bsl_with_seeded_shuffle_and_two_epochs(artifact):
 
 @pytest.mark.parametrize("threads", [1, 2])  # tfx_bsl fails with more threads than CPUs
 def test_same_order_as_tfx_bsl_with_explicit_reader_threads(artifact, threads):
-    schema = data.load_schema(artifact)
+    schema = schemas.load_schema(artifact)
     pattern = f"{artifact}/Split-train/*"
     options = tfxio.TensorFlowDatasetOptions(batch_size=50, shuffle=False, num_epochs=1, reader_num_threads=threads)
     ours = data.DataAccessor().tf_dataset_factory(pattern, options, schema)
@@ -166,7 +166,7 @@ def test_same_order_as_tfx_bsl_with_explicit_reader_threads(artifact, threads):
 
 
 def test_label_key_gives_features_and_label(artifact):
-    schema = data.load_schema(artifact)
+    schema = schemas.load_schema(artifact)
     pattern = f"{artifact}/Split-eval/*"
     options = tfxio.TensorFlowDatasetOptions(batch_size=10, shuffle=False, num_epochs=1, label_key="label")
     ours = data.DataAccessor().tf_dataset_factory(pattern, options, schema)
@@ -190,7 +190,7 @@ def test_num_epochs_none_repeats_forever_with_full_batches(artifact):
 @pytest.mark.parametrize("drop", [False, True])
 def test_drop_final_batch(artifact, drop):
     options = data.DatasetOptions(batch_size=20, shuffle=False, num_epochs=1, drop_final_batch=drop)
-    ours = data.DataAccessor().tf_dataset_factory(f"{artifact}/Split-eval/*", options, data.load_schema(artifact))
+    ours = data.DataAccessor().tf_dataset_factory(f"{artifact}/Split-eval/*", options, schemas.load_schema(artifact))
     sizes = [int(b["f_dense"].shape[0]) for b in ours]
     assert sizes == ([20, 20] if drop else [20, 20, ROWS["eval"] - 40])
 
@@ -200,7 +200,7 @@ def test_both_options_classes_and_a_schema_path_give_the_same_data(artifact):
     fields = dict(batch_size=64, shuffle=True, shuffle_seed=3, num_epochs=1, label_key="label")
     ours = data.DataAccessor().tf_dataset_factory(pattern, data.DatasetOptions(**fields), artifact)
     theirs = data.DataAccessor().tf_dataset_factory(
-        pattern, tfxio.TensorFlowDatasetOptions(**fields), data.load_schema(artifact)
+        pattern, tfxio.TensorFlowDatasetOptions(**fields), schemas.load_schema(artifact)
     )
     assert assert_same_datasets(ours, theirs) == ROWS["train"]
 
@@ -219,7 +219,7 @@ def test_misnamed_gzip_file_and_mixed_compression_in_one_split(tmp_path):
     write_records(str(tmp_path / "other" / "c"), rows[20:], gzipped=True)  # gzip without .gz
     schema = write_schema(str(tmp_path / "schema.pbtxt"), MAIN_SCHEMA)
     options = data.DatasetOptions(batch_size=7, shuffle=False, num_epochs=1)
-    assert data.check_readable([str(split / "*"), str(tmp_path / "other" / "*")]) == 3
+    assert example_files.check_readable([str(split / "*"), str(tmp_path / "other" / "*")]) == 3
     ours = data.DataAccessor().tf_dataset_factory([str(split / "*"), str(tmp_path / "other" / "*")], options, schema)
     read = sorted(float(v) for b in ours for v in b["f_dense"].numpy()[:, 0])
     assert read == sorted(r["f_dense"][0] for r in rows)
@@ -246,7 +246,7 @@ tensor_representation_group { key: "" value {
     ]
     write_records(str(tmp_path / "Split-x" / "d.gz"), rows, gzipped=True)
     pattern = str(tmp_path / "Split-x" / "*")
-    spec = data.feature_spec_from_schema(schema)
+    spec = schemas.feature_spec_from_schema(schema)
     assert isinstance(spec["sp"], tf.io.SparseFeature) and isinstance(spec["rag"], tf.io.RaggedFeature)
     assert isinstance(spec["b"], tf.io.FixedLenFeature)
     for options in (
@@ -259,7 +259,7 @@ tensor_representation_group { key: "" value {
 
 def test_feature_spec_from_schema_rules(artifact):
     schema = text_format.Parse(MAIN_SCHEMA, schema_pb2.Schema())
-    spec = data.feature_spec_from_schema(schema)
+    spec = schemas.feature_spec_from_schema(schema)
     assert spec["f_dense"] == tf.io.FixedLenFeature([1], tf.float32)
     assert spec["m_multi"] == tf.io.FixedLenFeature([2, 3], tf.float32)
     assert spec["v_str"] == tf.io.VarLenFeature(tf.string)
@@ -267,7 +267,7 @@ def test_feature_spec_from_schema_rules(artifact):
     assert "gone" not in spec
 
     schema.represent_variable_length_as_ragged = True
-    ragged = data.feature_spec_from_schema(schema)["v_float"]
+    ragged = schemas.feature_spec_from_schema(schema)["v_float"]
     assert ragged == tf.io.RaggedFeature(tf.float32, value_key="v_float", row_splits_dtype=tf.int64)
     pattern = f"{artifact}/Split-eval/*"
     options = tfxio.TensorFlowDatasetOptions(batch_size=20, shuffle=False, num_epochs=1)
@@ -294,59 +294,59 @@ def raises_user_error(input_name: str, *fragments: str):
 
 
 def test_split_file_patterns_layouts_and_errors(tmp_path, artifact):
-    assert data.split_file_patterns(artifact, ["train", "eval"]) == [
+    assert example_files.split_file_patterns(artifact, ["train", "eval"]) == [
         os.path.join(artifact, "Split-train", "*"),
         os.path.join(artifact, "Split-eval", "*"),
     ]
     old = tmp_path / "old"
     shutil.copytree(os.path.join(artifact, "Split-eval"), old / "eval")
-    assert data.split_file_patterns(str(old), ["eval"]) == [str(old / "eval" / "*")]
+    assert example_files.split_file_patterns(str(old), ["eval"]) == [str(old / "eval" / "*")]
 
     with raises_user_error("--examples", str(tmp_path / "nope"), "does not exist"):
-        data.split_file_patterns(str(tmp_path / "nope"), ["train"])
+        example_files.split_file_patterns(str(tmp_path / "nope"), ["train"])
     with raises_user_error("--eval-examples", "'test'", "splits present: eval, train"):
-        data.split_file_patterns(artifact, ["train", "test"], input_name="--eval-examples")
+        example_files.split_file_patterns(artifact, ["train", "test"], input_name="--eval-examples")
     (tmp_path / "empty" / "Split-train").mkdir(parents=True)
     with raises_user_error("--examples", "'train'", "holds no files"):
-        data.split_file_patterns(str(tmp_path / "empty"), ["train"])
+        example_files.split_file_patterns(str(tmp_path / "empty"), ["train"])
 
 
 def test_check_readable_counts_files_and_names_a_bad_one(tmp_path, artifact):
-    assert data.check_readable(data.split_file_patterns(artifact, ["train", "eval"])) == 4
+    assert example_files.check_readable(example_files.split_file_patterns(artifact, ["train", "eval"])) == 4
 
     bad = tmp_path / "Split-train"
     bad.mkdir()
     shutil.copy(os.path.join(artifact, "Split-eval", "data_tfrecord-00000-of-00001"), bad / "good")
     (bad / "zz.gz").write_bytes(b"\x1f\x8b" + os.urandom(200))  # gzip magic, then garbage
     with raises_user_error("--examples", str(bad / "zz.gz")):
-        data.check_readable([str(bad / "*")])
+        example_files.check_readable([str(bad / "*")])
     (bad / "zz.gz").unlink()
     (bad / "zz.csv").write_text("a,b,c\n1,2,3\n" * 10)
     with raises_user_error("--examples", str(bad / "zz.csv"), "checksum"):
-        data.check_readable([str(bad / "*")])
+        example_files.check_readable([str(bad / "*")])
     (bad / "zz.csv").unlink()
     record = (bad / "good").read_bytes()
     with gzip.open(bad / "truncated.gz", "wb") as f:
         f.write(record[:20])  # a 12-byte header, then only part of the first record
     with raises_user_error("--examples", str(bad / "truncated.gz"), "ends inside"):
-        data.check_readable([str(bad / "*")])
+        example_files.check_readable([str(bad / "*")])
     with raises_user_error("--examples", "no files match"):
-        data.check_readable([str(tmp_path / "none" / "*")])
+        example_files.check_readable([str(tmp_path / "none" / "*")])
 
 
 def test_load_schema_errors(tmp_path, artifact):
-    assert len(data.load_schema(os.path.join(artifact, "schema.pbtxt")).feature) == 9 + WIDE
+    assert len(schemas.load_schema(os.path.join(artifact, "schema.pbtxt")).feature) == 9 + WIDE
     with raises_user_error("--schema", "no *.pbtxt file"):
-        data.load_schema(str(tmp_path))
+        schemas.load_schema(str(tmp_path))
     (tmp_path / "schema.pbtxt").write_text("feature { name: 'x' type: WHAT }")
     with raises_user_error("--schema", str(tmp_path / "schema.pbtxt"), "not a text-format"):
-        data.load_schema(str(tmp_path))
+        schemas.load_schema(str(tmp_path))
     with raises_user_error("--schema", "does not exist"):
-        data.load_schema(str(tmp_path / "missing.pbtxt"))
+        schemas.load_schema(str(tmp_path / "missing.pbtxt"))
 
 
 def test_factory_errors(tmp_path, artifact):
-    schema = data.load_schema(artifact)
+    schema = schemas.load_schema(artifact)
     accessor = data.DataAccessor()
     pattern = f"{artifact}/Split-eval/*"
     with raises_user_error("label_key", "'nope'", "f_dense"):
@@ -359,7 +359,7 @@ def test_factory_errors(tmp_path, artifact):
         accessor.tf_dataset_factory(pattern, data.DatasetOptions(batch_size=0), schema)
     shaped_but_optional = 'feature { name: "x" type: FLOAT presence { min_fraction: 0.5 } shape { dim { size: 1 } } }'
     with raises_user_error("--schema", "'x'", "min_fraction"):
-        data.feature_spec_from_schema(text_format.Parse(shaped_but_optional, schema_pb2.Schema()))
+        schemas.feature_spec_from_schema(text_format.Parse(shaped_but_optional, schema_pb2.Schema()))
 
 
 # ---- record_batch_factory (TFX's sklearn-style modules) ------------------------------------------
@@ -367,7 +367,7 @@ def test_factory_errors(tmp_path, artifact):
 
 @pytest.mark.parametrize("with_schema", [True, False])
 def test_record_batches_are_tfx_bsls(artifact, with_schema):
-    schema = data.load_schema(f"{artifact}/schema.pbtxt") if with_schema else None
+    schema = schemas.load_schema(f"{artifact}/schema.pbtxt") if with_schema else None
     pattern = [f"{artifact}/Split-train/*"]
     for options in (tfxio.RecordBatchesOptions(batch_size=50, num_epochs=1, shuffle=False),
                     tfxio.RecordBatchesOptions(batch_size=64, num_epochs=2, shuffle=True, shuffle_seed=7,
@@ -392,7 +392,7 @@ def test_sklearn_style_module_reads_record_batches_and_fits_with_numpy(artifact,
     from generic_trainer.fn_args import FnArgs
 
     def run_fn(fn_args):
-        schema = data.load_schema(fn_args.schema_file)
+        schema = schemas.load_schema(fn_args.schema_file)
 
         def input_fn(patterns):
             features, labels = [], []

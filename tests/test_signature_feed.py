@@ -116,7 +116,7 @@ def _eval_records(examples: Path, n: int) -> list[bytes]:
 @pytest.mark.slow
 def test_keras_export_with_tensor_inputs_evaluated_and_infra_validated_with_warmup(tmp_path):
     import tensorflow as tf
-    from generic_trainer import data, evaluate
+    from generic_trainer import evaluate, schemas
 
     model = Path(tiny_models.keras_tensor_inputs(str(tmp_path / "keras_model")))
     # evaluate (the computation its sandbox runs), with the schema: accuracy as the model itself gives it
@@ -125,7 +125,7 @@ def test_keras_export_with_tensor_inputs_evaluated_and_infra_validated_with_warm
                                       "eval_config": json.dumps({"label_key": "species"}), "batch_size": 16})
     result = evaluate.compute(request)
     records = _eval_records(PENGUIN / "data", 10**6)
-    spec = data.feature_spec_from_schema(data.load_schema(str(PENGUIN / "schema.pbtxt")))
+    spec = schemas.feature_spec_from_schema(schemas.load_schema(str(PENGUIN / "schema.pbtxt")))
     parsed = tf.io.parse_example(records, spec)
     fn = tf.saved_model.load(str(model)).signatures["serving_default"]
     probs = fn(bill_length_mm=parsed["bill_length_mm"], flipper_length_mm=parsed["flipper_length_mm"],

@@ -453,7 +453,7 @@ def test_task_on_vertex_copies_the_live_tensorboard_logs_into_the_model_run_arti
 def test_kfp_executor_input_with_task_and_config_serves_tf_examples(penguin, tmp_path):
     """The KFP component's `task`, `experiment` and `config` parameters; the served model takes tf.Example."""
     import tensorflow as tf
-    from generic_trainer.data import split_file_patterns
+    from generic_trainer.example_files import split_file_patterns
 
     config = "trainer:\n  train_steps: 40\n  steps_per_loop: 20\n  validation_interval: 40\n"
     artifact = {"model": ("system.Model", tmp_path / "model"), "model_run": ("system.Artifact", tmp_path / "run"),

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from conftest import PENGUIN, cli_env, free_port
 from generic_trainer import user_module
-from generic_trainer.data import split_file_patterns
+from generic_trainer.example_files import split_file_patterns
 
 pytestmark = pytest.mark.slow
 

@@ -65,10 +65,10 @@ def _max_diff_interpreter_vs_saved_model(tflite_path: Path, saved_model: Path) -
     on the serialized examples; the largest absolute difference of their outputs."""
     import numpy as np
     import tensorflow as tf
-    from generic_trainer import data
+    from generic_trainer import schemas
 
     records = _eval_records()
-    spec = data.feature_spec_from_schema(data.load_schema(str(PENGUIN / "schema.pbtxt")))
+    spec = schemas.feature_spec_from_schema(schemas.load_schema(str(PENGUIN / "schema.pbtxt")))
     features = tf.io.parse_example(tf.constant(records), spec)
     interpreter = tf.lite.Interpreter(model_path=str(tflite_path))
     signature = interpreter.get_signature_list()["serving_default"]

@@ -17,6 +17,7 @@ from generic_trainer.errors import UserInputError
 from generic_trainer.request import (
     SPLIT_NAME_PATTERN,
     KfpOutputs,
+    RawInputs,
     data_path,
     examples_dir,
     existing_path,
@@ -26,6 +27,37 @@ from generic_trainer.request import (
 )
 
 DEFAULT_SPLITS = (("train", 2), ("eval", 1))  # CsvExampleGen's default: 2/3 train, 1/3 eval
+
+
+@dataclasses.dataclass(frozen=True)
+class BeamInputs:
+    """A data verb's raw inputs with its Beam args: where its paths point depends on where Beam runs."""
+
+    raw: RawInputs
+    beam_args: tuple[str, ...]
+    local: bool  # the runner runs here: gs:// paths are read through the /gcs mount
+
+    def path(self, value: str) -> str:
+        """A path Beam reads or writes: gs:// stays a URI for a remote runner, else the local (/gcs) path."""
+        return data_path(value, self.raw.gcs_root, self.local)
+
+    def output(self, key: str, artifact: str) -> str | None:
+        """An output's raw value: the flag's (`key`), else the local path of the KFP output `artifact`."""
+        kfp = self.raw.kfp
+        return self.raw.values.get(key) or (kfp.path(artifact) if kfp else None)
+
+    def new_dir(self, flag: str, value: str | None, what: str) -> str:
+        """An output dir that must be new (or empty), as `path` maps it; `what` says what goes there when missing."""
+        return new_output_dir(flag, value, self.raw.gcs_root, self.local, what)
+
+
+def beam_inputs(values: Mapping[str, Any], environ: Mapping[str, str] | None = None,
+                kfp: KfpOutputs | None = None) -> BeamInputs:
+    """The preamble of both data verbs' builders: raw_inputs, then --beam-pipeline-args and where Beam runs."""
+    from generic_trainer.beam_run import is_local_runner, parse_beam_args
+
+    beam_args = parse_beam_args(values.get("beam_pipeline_args"))
+    return BeamInputs(raw_inputs(values, environ, kfp), beam_args, is_local_runner(beam_args))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,12 +133,7 @@ def build_import_examples_request(
     values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
 ) -> ImportExamplesRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into an ImportExamplesRequest."""
-    from generic_trainer.beam_run import is_local_runner, parse_beam_args
-
-    raw = raw_inputs(values, environ, kfp)
-    gcs_root = raw.gcs_root
-    beam_args = parse_beam_args(values.get("beam_pipeline_args"))
-    local = is_local_runner(beam_args)
+    beam = beam_inputs(values, environ, kfp)
     fmt = (values.get("format") or "csv").lower()
     if fmt not in ("csv", "parquet"):
         raise UserInputError("--format", f"expected csv or parquet, got {values.get('format')!r}")
@@ -117,20 +144,19 @@ def build_import_examples_request(
                                         "--input-splits name=PATTERN,... (one pattern per split)")
     if input_splits and values.get("splits") not in (None, "", {}):
         raise UserInputError("--splits", "hash splits are for --input; with --input-splits each pattern is a split")
-    output = values.get("output") or (kfp.path("examples") if kfp else None)
-    schema_output = values.get("schema_output") or (kfp.path("output_schema") if kfp else None)
+    schema_output = beam.output("schema_output", "output_schema")
     return ImportExamplesRequest(
-        output=new_output_dir("--output", output, gcs_root, local, "the Examples directory to write "
-                                                                   "(Split-<name>/*.gz and schema.pbtxt)"),
+        output=beam.new_dir("--output", beam.output("output", "examples"),
+                            "the Examples directory to write (Split-<name>/*.gz and schema.pbtxt)"),
         format=fmt,
-        input_pattern=data_path(pattern, gcs_root, local) if pattern else None,
+        input_pattern=beam.path(pattern) if pattern else None,
         splits=_hash_splits(values.get("splits")) if pattern else (),
-        input_splits=tuple((name, data_path(p, gcs_root, local)) for name, p in input_splits),
-        schema_output=data_path(schema_output, gcs_root, local) if schema_output else None,
-        beam_args=beam_args,
-        gcs_root=gcs_root,
+        input_splits=tuple((name, beam.path(p)) for name, p in input_splits),
+        schema_output=beam.path(schema_output) if schema_output else None,
+        beam_args=beam.beam_args,
+        gcs_root=beam.raw.gcs_root,
         kfp=kfp,
-        **options.checked_fields(data_options.IMPORT_EXAMPLES, raw),
+        **options.checked_fields(data_options.IMPORT_EXAMPLES, beam.raw),
     )
 
 
@@ -157,33 +183,26 @@ def build_transform_request(
     values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
 ) -> TransformRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into a TransformRequest."""
-    from generic_trainer.beam_run import is_local_runner, parse_beam_args
-
-    raw = raw_inputs(values, environ, kfp)
-    gcs_root = raw.gcs_root
-    beam_args = parse_beam_args(values.get("beam_pipeline_args"))
-    local = is_local_runner(beam_args)
+    beam = beam_inputs(values, environ, kfp)
+    gcs_root = beam.raw.gcs_root
     schema = existing_path("--schema", values.get("schema"), gcs_root)
     if not schema:
         raise UserInputError("--schema", "required: the raw examples' tensorflow-metadata Schema (file or its dir)")
-    graph = values.get("transform_graph") or (
-        kfp.path("transform_graph") if kfp else None)
-    transformed = values.get("transformed_examples") or (kfp.path("transformed_examples") if kfp else None)
-    graph_path = new_output_dir("--transform-graph", graph, gcs_root, local,
-                                "where the transform graph goes (transform_fn/, transformed_metadata/, metadata/)")
-    transformed_path = new_output_dir("--transformed-examples", transformed, gcs_root, local,
-                                      "") if transformed else None
+    graph_path = beam.new_dir("--transform-graph", beam.output("transform_graph", "transform_graph"),
+                              "where the transform graph goes (transform_fn/, transformed_metadata/, metadata/)")
+    transformed = beam.output("transformed_examples", "transformed_examples")
+    transformed_path = beam.new_dir("--transformed-examples", transformed, "") if transformed else None
     if transformed_path and transformed_path == graph_path:
         raise UserInputError("--transformed-examples", "must differ from --transform-graph")
     return TransformRequest(
         examples=examples_dir(values, gcs_root),
-        examples_uri=data_path(values["examples"], gcs_root, local),
+        examples_uri=beam.path(values["examples"]),
         schema=schema,
         module_file=module_file(values),
         transform_graph=graph_path,
         transformed_examples=transformed_path,
-        beam_args=beam_args,
+        beam_args=beam.beam_args,
         gcs_root=gcs_root,
         kfp=kfp,
-        **options.checked_fields(data_options.TRANSFORM, raw),
+        **options.checked_fields(data_options.TRANSFORM, beam.raw),
     )

@@ -32,7 +32,7 @@ import os
 import time
 from typing import Any
 
-from generic_trainer import data, eval_batch, eval_metrics, eval_thresholds, storage
+from generic_trainer import eval_batch, eval_metrics, eval_thresholds, example_files, schemas, storage
 from generic_trainer.blessing import write_blessing
 from generic_trainer.errors import UserInputError
 from generic_trainer.eval_config import EvalConfig
@@ -87,7 +87,7 @@ class EvaluateResult:
 
 def _check_schema(request: EvaluateRequest) -> None:
     """With a schema, the label, weight and slice features must be in it (a clear error before any model loads)."""
-    schema = data.load_schema(request.schema)
+    schema = schemas.load_schema(request.schema)
     names = {f.name for f in schema.feature}
     config = request.eval_config
     if config.label_key not in names:
@@ -107,10 +107,10 @@ def _dataset(request: EvaluateRequest) -> Any:
     """Batches of serialized tf.Examples of the eval splits, in file order, read once."""
     import tensorflow as tf
 
-    patterns = data.split_file_patterns(request.examples, request.eval_splits)
-    count = data.check_readable(patterns)
+    patterns = example_files.split_file_patterns(request.examples, request.eval_splits)
+    count = example_files.check_readable(patterns)
     log.info("evaluating on %s (%d file(s)), batches of %d", ", ".join(patterns), count, request.batch_size)
-    compression_of = data.compression_fn(patterns)
+    compression_of = example_files.compression_fn(patterns)
     files = tf.data.Dataset.list_files(patterns, shuffle=False)
     records = files.interleave(lambda path: tf.data.TFRecordDataset(path, compression_of(path)), cycle_length=1)
     return records.batch(request.batch_size).prefetch(2)

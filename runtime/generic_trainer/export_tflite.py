@@ -56,7 +56,8 @@ def add_parser(sub, epilog: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the verb from parsed flags; raises a TrainerError subclass on what the user must fix."""
-    from generic_trainer import data, inputs
+    from generic_trainer import inputs
+    from generic_trainer.example_files import split_file_patterns
 
     gcs_root = resolve_gcs_root(vars(args))
     model = storage.local_path(args.model, gcs_root)
@@ -68,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
     example_files: list[str] = []
     if args.examples:
         splits = [s for s in (args.eval_splits or "eval").split(",") if s]
-        example_files = data.split_file_patterns(storage.local_path(args.examples, gcs_root), splits)
+        example_files = split_file_patterns(storage.local_path(args.examples, gcs_root), splits)
     elif args.schema or args.eval_splits:
         raise UserInputError("--schema" if args.schema else "--eval-splits", "given without --examples")
     schema = args.schema and storage.local_path(args.schema, gcs_root)

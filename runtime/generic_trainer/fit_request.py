@@ -1,9 +1,13 @@
 """The requests of the training verbs, train and tune: their typed fields and how raw inputs become them.
 
-A train run is the common fields plus the program it runs: a `RunFnProgram` (a TFX-style module's
-run_fn) or a `TaskProgram` (a generic_trainer.Task the runtime's own loop trains). The simple
-fields come from the checks declared in fit_options.py (options.checked_fields); the rest, which
-depend on each other or on Vertex's AIP_* environment, are resolved here.
+Both are a `FitRequest` (the inputs they share, as TFX's Trainer and Tuner share them: examples,
+schema, transform graph, hyperparameters, custom config, steps and splits, checkpoints, metrics and
+report), checked for both by one function (`_fit_fields`), plus their own fields. A train run adds
+the program it runs: a `RunFnProgram` (a TFX-style module's run_fn) or a `TaskProgram` (a
+generic_trainer.Task the runtime's own loop trains); a tune run its module's tuner_fn and the
+search's outputs. The simple fields come from the checks declared in fit_options.py
+(options.checked_fields); the rest, which depend on each other or on Vertex's AIP_* environment,
+are resolved here.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 from generic_trainer import fit_options, options, storage, tflite_export
 from generic_trainer.errors import UserInputError
+from generic_trainer.options import Verb
 from generic_trainer.redaction import redact, secret_key_names
 from generic_trainer.request import (
     MAX_INT32,
@@ -65,16 +70,16 @@ class TaskProgram:
     mode: str = "train_and_eval"
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainRequest:
-    """Every input of a train run, resolved to local paths and typed values: the program, and what it runs on."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FitRequest:
+    """The inputs train and tune share, as TFX's Trainer and Tuner do: the examples and what the user's
+    function gets of them (FnArgs), where checkpoints, metrics and the report go, the strategy.
 
-    program: RunFnProgram | TaskProgram
+    Built for both by `_fit_fields`; TrainRequest and TuneRequest add their own fields.
+    """
+
     examples: str  # "" for a Task without --examples (its experiment config names its data)
-    model_dir: str
-    model_run_dir: str
     checkpoint_dir: str
-    model_run_copy_dir: str | None = None  # also gets model_run_dir's logs at the end (see build_train_request)
     metrics_file: str | None = None
     report_file: str | None = None
     schema: str | None = None
@@ -87,10 +92,24 @@ class TrainRequest:
     eval_splits: tuple[str, ...] = ("eval",)
     custom_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     strategy: str = "auto"
-    keras: str = "keras3"
-    cluster_timeout: float | None = None
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
+
+    def redacted_custom_config(self) -> dict[str, Any]:
+        """custom_config with secret values replaced, safe to log or write to metadata."""
+        return redact(self.custom_config)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainRequest(FitRequest):
+    """Every input of a train run, resolved to local paths and typed values: the program, and what it runs on."""
+
+    program: RunFnProgram | TaskProgram
+    model_dir: str
+    model_run_dir: str
+    model_run_copy_dir: str | None = None  # also gets model_run_dir's logs at the end (see build_train_request)
+    keras: str = "keras3"
+    cluster_timeout: float | None = None
     # The serving container the model artifact names for Vertex AI Model Registry (serving_container).
     serving_image: str | None = None
     serving_accelerator: str = "cpu"
@@ -102,18 +121,14 @@ class TrainRequest:
         """The Task program, or None for a run_fn module."""
         return self.program if isinstance(self.program, TaskProgram) else None
 
-    def redacted_custom_config(self) -> dict[str, Any]:
-        """custom_config with secret values replaced, safe to log or write to metadata."""
-        return redact(self.custom_config)
-
 
 def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> dict[str, Any]:
     """Read a hyperparameters file, or the single file in a directory (TFX's best_hyperparameters.txt)."""
     if not os.path.exists(path):
         raise UserInputError(input_name, f"{path} does not exist")
-    from generic_trainer import data
+    from generic_trainer import example_files
 
-    path = data.one_file(path, input_name, usual="keras-tuner's best_hyperparameters.txt")
+    path = example_files.one_file(path, input_name, usual="keras-tuner's best_hyperparameters.txt")
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -205,15 +220,34 @@ def _custom_config(raw: RawInputs) -> dict[str, Any]:
     return ints_from_floats(custom_config) if raw.kfp else custom_config
 
 
+def _fit_inputs(values: Mapping[str, Any], environ: Mapping[str, str] | None, kfp: KfpOutputs | None,
+                examples_required: bool) -> tuple[RawInputs, str]:
+    """The first checks of train and tune: the raw inputs, $GENERIC_TRAINER_GCS_TIMEOUT, then --examples
+    (its local path; "" when not required and not given)."""
+    raw = raw_inputs(values, environ, kfp)
+    check_gcs_timeout(raw.environ)
+    return raw, examples_dir(values, raw.gcs_root) if examples_required or values.get("examples") else ""
+
+
+def _fit_fields(verb: Verb, raw: RawInputs, examples: str, checkpoint_dir: str) -> dict[str, Any]:
+    """The one check of what train and tune share: FitRequest's fields, plus the other fields `verb`'s
+    declaration checks (fit_options.py; train's run_fn and module_sha256 go to its program).
+
+    --hyperparameters (a JSON file, or best_hyperparameters.txt's dir) and --custom-config (its secret
+    key names checked) are read here; from KFP, whole numbers its JSON made floats are ints again.
+    """
+    return {"examples": examples, "checkpoint_dir": checkpoint_dir, "hyperparameters": _hyperparameters(raw),
+            "custom_config": _custom_config(raw), "gcs_root": raw.gcs_root, "kfp": raw.kfp,
+            **options.checked_fields(verb, raw)}
+
+
 def build_train_request(
     values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
 ) -> TrainRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into a TrainRequest."""
-    raw = raw_inputs(values, environ, kfp)
-    environ, gcs_root = raw.environ, raw.gcs_root
-    check_gcs_timeout(environ)
     task = values.get("task") or None
-    examples_path = examples_dir(values, gcs_root) if not task or values.get("examples") else ""
+    raw, examples_path = _fit_inputs(values, environ, kfp, examples_required=not task)
+    environ, gcs_root = raw.environ, raw.gcs_root
     if not task:
         module_file(values)
     elif values.get("module_file"):
@@ -232,81 +266,52 @@ def build_train_request(
     checkpoints = checkpoint_dir(values, environ, gcs_root, os.path.join(model_run_copy_dir or model_run_dir,
                                                                          "checkpoints"))
     keras = keras_choice(values, environ)
-    hyperparameters = _hyperparameters(raw)
-    custom_config = _custom_config(raw)
+    fields = _fit_fields(fit_options.TRAIN, raw, examples_path, checkpoints)
     from generic_trainer import serving_container
 
     serving_image, serving_accelerator, serving_region = serving_container.check_options(
         values.get("serving_image"), values.get("serving_accelerator"), values.get("serving_image_region"))
-    fields = options.checked_fields(fit_options.TRAIN, raw)
     sha, run_fn = fields.pop("module_sha256"), fields.pop("run_fn")
     speed = _speed_fields(values)
     program = (_task_program(values, gcs_root, keras, sha) if task else
                RunFnProgram(module_file=values["module_file"], run_fn=run_fn, module_sha256=sha, **speed))
     return TrainRequest(
         program=program,
-        examples=examples_path,
         model_dir=model_dir,
         model_run_dir=model_run_dir,
         model_run_copy_dir=model_run_copy_dir,
-        checkpoint_dir=checkpoints,
-        hyperparameters=hyperparameters,
-        custom_config=custom_config,
         keras=keras,
         serving_image=serving_image, serving_accelerator=serving_accelerator, serving_image_region=serving_region,
         tflite=tflite_export.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
                                            values.get("tflite_tolerance")),
-        gcs_root=gcs_root,
-        kfp=kfp,
         **fields,
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class TuneRequest:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TuneRequest(FitRequest):
     """Every input of a tune run (a keras-tuner search from the module's tuner_fn), resolved."""
 
-    examples: str
     module_file: str
     best_hyperparameters_dir: str
-    checkpoint_dir: str
     tuner_fn: str = "tuner_fn"
     tuner_results_file: str | None = None
-    metrics_file: str | None = None
-    report_file: str | None = None
-    schema: str | None = None
-    transform_graph: str | None = None
-    hyperparameters: Mapping[str, Any] | None = None
-    base_model: str | None = None
-    train_steps: int | None = None
-    eval_steps: int | None = None
-    train_splits: tuple[str, ...] = ("train",)
-    eval_splits: tuple[str, ...] = ("eval",)
-    custom_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     module_sha256: str | None = None
     max_trials: int | None = None
-    strategy: str = "auto"
     worker_timeout: float = 600.0
-    gcs_root: str = "/gcs"
-    kfp: KfpOutputs | None = None
 
     @property
     def working_dir(self) -> str:
         """keras-tuner's directory: stable under the checkpoint dir, so a re-run resumes the search."""
         return os.path.join(self.checkpoint_dir, "tuner")
 
-    def redacted_custom_config(self) -> dict[str, Any]:
-        return redact(self.custom_config)
-
 
 def build_tune_request(
     values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
 ) -> TuneRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into a TuneRequest."""
-    raw = raw_inputs(values, environ, kfp)
+    raw, examples_path = _fit_inputs(values, environ, kfp, examples_required=True)
     environ, gcs_root = raw.environ, raw.gcs_root
-    check_gcs_timeout(environ)
-    examples_path = examples_dir(values, gcs_root)
     module = module_file(values)
     best_dir = values.get("best_hyperparameters_dir")
     best_dir = os.path.normpath(storage.local_path(best_dir, gcs_root)) if best_dir else None
@@ -329,19 +334,11 @@ def build_tune_request(
                                            f"runs its own trials; several replicas tune in parallel), got {strategy!r}")
     max_trials = number("--max-trials", values.get("max_trials"), maximum=MAX_INT32,
                         unit="trials (0: the tuner_fn's own)") or None
-    hyperparameters = _hyperparameters(raw)
-    custom_config = _custom_config(raw)
     return TuneRequest(
-        examples=examples_path,
         module_file=module,
         best_hyperparameters_dir=best_dir,
-        checkpoint_dir=checkpoints,
         tuner_results_file=storage.local_path(results_file, gcs_root) if results_file else None,
-        hyperparameters=hyperparameters,
-        custom_config=custom_config,
         max_trials=max_trials,
         strategy=strategy,
-        gcs_root=gcs_root,
-        kfp=kfp,
-        **options.checked_fields(fit_options.TUNE, raw),
+        **_fit_fields(fit_options.TUNE, raw, examples_path, checkpoints),
     )

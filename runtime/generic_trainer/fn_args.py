@@ -3,14 +3,21 @@
 Field for field the object TFX's Trainer and Tuner pass (aliases included), so a TFX module
 runs unchanged (its `tfx` imports resolve to the runtime's, see `tfx_imports`), plus what TFX
 lacks: the distribution strategy, the replica's role and a checkpoint directory that survives
-restarts.
+restarts. `inputs.build_fn_args` builds it from a train or tune request.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from generic_trainer.checkpointing import BackupAndRestore
+    from generic_trainer.data import DataAccessor
+    from generic_trainer.sharding import ShardingDataAccessor
 
 
 @dataclasses.dataclass
@@ -52,7 +59,7 @@ class FnArgs:
     eval_steps: int | None = None
     schema_path: str | None = None
     transform_graph_path: str | None = None
-    data_accessor: Any = None
+    data_accessor: DataAccessor | ShardingDataAccessor | None = None
     serving_model_dir: str = ""
     eval_model_dir: str = ""
     model_run_dir: str = ""
@@ -61,14 +68,14 @@ class FnArgs:
     custom_config: dict[str, Any] = dataclasses.field(default_factory=dict)
     num_examples: dict[str, int] = dataclasses.field(default_factory=dict)
     # generic-trainer additions
-    strategy: Any = None
+    strategy: tf.distribute.Strategy | None = None
     num_gpus: int = 0
     is_chief: bool = True
     task_type: str = "chief"
     task_index: int = 0
     num_workers: int = 1
     checkpoint_dir: str = ""
-    backup_and_restore: Any = None
+    backup_and_restore: BackupAndRestore | None = None
 
     # TFX aliases: modules use either name.
     @property

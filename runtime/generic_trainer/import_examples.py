@@ -189,7 +189,7 @@ def run(request: ImportExamplesRequest) -> ImportResult:
     """Import the tables into a new Examples directory; returns the counts per split."""
     import apache_beam as beam
 
-    from generic_trainer.data import load_schema
+    from generic_trainer.schemas import load_schema
 
     started = time.monotonic()
     schema = load_schema(request.schema) if request.schema else None

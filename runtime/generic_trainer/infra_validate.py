@@ -27,20 +27,18 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import gzip
 import json
 import logging
 import math
 import os
 import shutil
-import struct
 import tempfile
 import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from generic_trainer import data, output_checks, outputs, sandbox, storage
+from generic_trainer import example_files, output_checks, outputs, sandbox, schemas, storage
 from generic_trainer.blessing import BLESSED_FILE, NOT_BLESSED_FILE, write_blessing
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.judge_request import InfraValidateRequest
@@ -93,24 +91,11 @@ class InfraValidateResult:
 
 def read_records(examples: str, splits: Sequence[str], limit: int) -> list[bytes]:
     """Up to `limit` serialized records of the splits' TFRecord files, in file order (no TensorFlow)."""
-    patterns = data.split_file_patterns(examples, splits)
-    data.check_readable(patterns)
-    import glob
-
+    patterns = example_files.split_file_patterns(examples, splits)
+    example_files.check_readable(patterns)
     records: list[bytes] = []
-    for path in (f for p in patterns for f in sorted(glob.glob(p)) if os.path.isfile(f)):
-        with open(path, "rb") as raw:
-            gzipped = raw.read(2) == b"\x1f\x8b"
-        with (gzip.open if gzipped else open)(path, "rb") as f:
-            while len(records) < limit:
-                header = f.read(12)
-                if len(header) < 12:
-                    break
-                (length,) = struct.unpack("<Q", header[:8])
-                record = f.read(length)
-                if len(record) < length or len(f.read(4)) < 4:
-                    raise UserInputError("--examples", f"{path} ends inside a record")
-                records.append(record)
+    for path in (f for p in patterns for f in example_files.split_files(p)):
+        records += example_files.read_records(path, limit - len(records), damaged_input="--examples")
         if len(records) >= limit:
             break
     return records
@@ -276,7 +261,7 @@ def run(request: InfraValidateRequest) -> InfraValidateResult:
             f"{model_path} holds no SavedModel (saved_model.pb): nothing a serving system could load"])
         return _finish(request, result, started)
     if request.schema:
-        data.load_schema(request.schema)  # a broken schema is an input error before the model loads
+        schemas.load_schema(request.schema)  # a broken schema is an input error before the model loads
     warmup_target = os.path.join(model_path, WARMUP_DIR, WARMUP_FILE)
     if request.write_warmup:
         output_checks.check_writable("--write-warmup", warmup_target, "file")

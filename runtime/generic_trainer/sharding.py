@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    from generic_trainer.data import DataAccessor
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +25,7 @@ log = logging.getLogger(__name__)
 class ShardingDataAccessor:
     """Wraps a DataAccessor; everything but `tf_dataset_factory` is the wrapped one's."""
 
-    def __init__(self, accessor: Any, num_workers: int):
+    def __init__(self, accessor: DataAccessor, num_workers: int):
         self._accessor = accessor
         self.num_workers = num_workers
         self._logged: set[tuple[str, ...]] = set()
@@ -27,7 +33,8 @@ class ShardingDataAccessor:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._accessor, name)
 
-    def tf_dataset_factory(self, file_patterns: str | Sequence[str], options: Any, schema: Any):
+    def tf_dataset_factory(self, file_patterns: str | Sequence[str], options: object,
+                           schema: schema_pb2.Schema | str) -> tf.data.Dataset:
         import tensorflow as tf
 
         dataset = self._accessor.tf_dataset_factory(file_patterns, options, schema)

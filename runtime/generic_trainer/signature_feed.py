@@ -70,10 +70,10 @@ def schema_features(schema_path: str) -> dict[str, Feature]:
     """The features of a tensorflow-metadata Schema (a file or a dir holding one)."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    from generic_trainer import data
+    from generic_trainer import schemas
 
     features = {}
-    for f in data.load_schema(schema_path).feature:
+    for f in schemas.load_schema(schema_path).feature:
         kind = schema_pb2.FeatureType.Name(f.type)
         size = math.prod(d.size for d in f.shape.dim) if f.HasField("shape") else None
         features[f.name] = Feature(kind, size)

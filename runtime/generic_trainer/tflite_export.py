@@ -22,7 +22,6 @@ absolute difference of their outputs must be within the tolerance (DEFAULT_TOLER
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import logging
 import os
@@ -365,12 +364,12 @@ def _conversion_failure(message: str, input_specs: Mapping[str, Any]) -> str:
 
 
 def _read_examples(example_files: Sequence[str]) -> list[bytes]:
-    from generic_trainer import data
+    from generic_trainer.example_files import read_records, split_files
 
     records: list[bytes] = []
     for pattern in example_files:
-        for path in sorted(p for p in glob.glob(pattern) if os.path.isfile(p)):
-            records += list(data.read_records(path, MAX_EXAMPLES - len(records)))
+        for path in split_files(pattern):
+            records += list(read_records(path, MAX_EXAMPLES - len(records)))
             if len(records) >= MAX_EXAMPLES:
                 return records
     return records
@@ -385,9 +384,9 @@ def _features(specs: Mapping[str, Any], records: Sequence[bytes], schema_file: s
         return _random_features(specs)
     schema_types = {}
     if schema_file:
-        from generic_trainer import data
+        from generic_trainer import schemas
 
-        schema_types = {f.name: f.type for f in data.load_schema(schema_file).feature}
+        schema_types = {f.name: f.type for f in schemas.load_schema(schema_file).feature}
     kinds = {1: tf.string, 2: tf.int64, 3: tf.float32}  # tensorflow_metadata FeatureType BYTES, INT, FLOAT
     parse_spec = {}
     for name, spec in specs.items():

@@ -31,10 +31,6 @@ from generic_trainer.results import TrainResult
 log = logging.getLogger(__name__)
 
 
-def _base_model_path(path: str | None) -> str | None:
-    return outputs.serving_model_path(path) if path else None
-
-
 def speed_options(request: TrainRequest):
     """The request's --mixed-precision / --jit-compile / --steps-per-execution as fit_hooks.SpeedOptions."""
     from generic_trainer import fit_hooks
@@ -51,7 +47,7 @@ def speed_options(request: TrainRequest):
 def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None, multi_worker: bool = False):
     import tensorflow as tf
 
-    from generic_trainer import data, fit_hooks, keras2_saving, module_strategy
+    from generic_trainer import fit_hooks, keras2_saving, module_strategy, record_checks
 
     with strategy.scope(), module_strategy.substitute(strategy), keras2_saving.bridge(keras_mode), \
             fit_hooks.recording_fit(keras_mode, speed=speed) as record:
@@ -72,7 +68,8 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
                 f"it resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
                 f"{' '.join(e.message.split())[:600]}") from None
         except Exception as e:
-            bad_data = data.decode_error(e, [*fn_args.train_files, *fn_args.eval_files], fn_args.schema_path)
+            bad_data = record_checks.decode_error(e, [*fn_args.train_files, *fn_args.eval_files],
+                                                  fn_args.schema_path)
             if bad_data is not None:  # the input pipeline could not decode the examples: bad input, not code
                 raise bad_data from e
             tb = user_module.format_traceback(e)
@@ -102,14 +99,14 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
 
 def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
     # Everything that can be checked without TensorFlow is checked first: bad input fails fast.
-    train_files, eval_files, schema_file = inputs.check_examples_and_schema(request)
+    examples = inputs.check_examples_and_schema(request)
     scratch = tempfile.mkdtemp(prefix="generic-trainer-")
     WATCHER.install(where=f"the backup in {request.checkpoint_dir}")
     try:
         module_path = user_module.fetch(request.program.module_file, os.path.join(scratch, "module"))
         user_module.check_sha256(module_path, request.program.module_sha256)
         user_module.check_syntax(module_path)
-        return _run(request, cluster, module_path, train_files, eval_files, schema_file, scratch, before_publish)
+        return _run(request, cluster, module_path, examples, scratch, before_publish)
     except SystemExit as e:  # at import, or anywhere else the module's code runs
         raise user_module.exit_error(e, f"module {request.program.module_file}") from None
     finally:
@@ -117,17 +114,8 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _data_accessor(cluster, transform_graph=None, schema_file=None):
-    """fn_args.data_accessor (transformed features from raw examples with a transform graph); on several
-    workers, one whose datasets shard by example when files are few."""
-    from generic_trainer import data, sharding
-
-    accessor = data.DataAccessor(transform_graph=transform_graph, raw_schema=schema_file)
-    return sharding.ShardingDataAccessor(accessor, cluster.num_workers) if cluster.is_multi_worker else accessor
-
-
-def _run(request, cluster, module_path, train_files, eval_files, schema_file, scratch,
-         before_publish=None) -> TrainResult:
+def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, examples: inputs.ExampleInputs,
+         scratch: str, before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
     num_gpus = cluster_lib.count_gpus()
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster)
     strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
@@ -135,9 +123,9 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
     log.info("resolved %s gpus=%d", cluster_lib.describe(strategy, cluster), num_gpus)
     keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
 
-    from generic_trainer import checkpointing, data
+    from generic_trainer import checkpointing, record_checks
 
-    data.check_first_records(train_files + eval_files, schema_file)  # TensorFlow is loaded now
+    record_checks.check_first_records(examples.all_files, examples.schema_file)  # TensorFlow is loaded now
 
     program = request.program
     module = user_module.import_module(module_path, program.module_file)
@@ -164,30 +152,11 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
         private_dir=os.path.join(private, "backup"),
         settings=checkpointing.run_settings(request.train_steps, request.hyperparameters, module_path))
 
-    fn_args = FnArgs(
-        working_dir=working_dir,
-        train_files=train_files,
-        eval_files=eval_files,
-        train_steps=request.train_steps,
-        eval_steps=request.eval_steps,
-        schema_path=schema_file,
-        transform_graph_path=request.transform_graph,
-        data_accessor=_data_accessor(cluster, request.transform_graph, schema_file),
-        serving_model_dir=serving_dir,
-        eval_model_dir=eval_dir,
-        model_run_dir=model_run_dir,
-        base_model=_base_model_path(request.base_model),
-        hyperparameters=dict(request.hyperparameters) if request.hyperparameters is not None else None,
-        custom_config=dict(request.custom_config),
-        strategy=strategy,
-        num_gpus=num_gpus,
-        is_chief=cluster.is_chief,
-        task_type=cluster.task_type,
-        task_index=cluster.task_index,
-        num_workers=max(cluster.num_workers, 1),
-        checkpoint_dir=request.checkpoint_dir,
-        backup_and_restore=backup,
-    )
+    fn_args = inputs.build_fn_args(
+        request, examples, working_dir=working_dir, strategy=strategy, num_gpus=num_gpus, is_chief=cluster.is_chief,
+        task_type=cluster.task_type, task_index=cluster.task_index, num_workers=max(cluster.num_workers, 1),
+        shard_data=cluster.is_multi_worker, serving_model_dir=serving_dir, eval_model_dir=eval_dir,
+        model_run_dir=model_run_dir, backup_and_restore=backup)
     try:
         returned, record = _call_run_fn(run_fn, fn_args, strategy, request.keras, speed_options(request),
                                         multi_worker=cluster.is_multi_worker)
@@ -206,7 +175,8 @@ def _run(request, cluster, module_path, train_files, eval_files, schema_file, sc
             log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
             return result
         result.model_info = outputs.validate_serving_model(serving_dir)
-        model_artifact.stage_extras(staging_root, serving_dir, result, request.tflite, eval_files, schema_file)
+        model_artifact.stage_extras(staging_root, serving_dir, result, request.tflite, examples.eval_files,
+                                     examples.schema_file)
         # Everything else first, the model last: a failure before it publishes nothing.
         _write_run_outputs(request, result)
         if before_publish is not None:

@@ -129,7 +129,8 @@ def _user_error(guarded: _GuardedFn) -> UserCodeError:
 
 def run(request: TransformRequest) -> TransformResult:
     """Analyze, write the transform graph and (when asked) the transformed examples."""
-    from generic_trainer.data import load_schema, split_file_patterns
+    from generic_trainer.example_files import split_file_patterns
+    from generic_trainer.schemas import load_schema
 
     started = time.monotonic()
     schema = load_schema(request.schema)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer import cluster as cluster_lib
-from generic_trainer import storage, trial_log, tuner_cluster, user_module
+from generic_trainer import inputs, storage, trial_log, tuner_cluster, user_module
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
 from generic_trainer.fit_request import TuneRequest
 from generic_trainer.fn_args import FnArgs
@@ -83,34 +83,33 @@ def run(request: TuneRequest, before_publish: Callable[[TuneResult], None] | Non
     are written, right before best_hyperparameters is published; when it raises, it is not.
     """
     from generic_trainer import outputs
-    from generic_trainer.inputs import check_examples_and_schema
 
     role = tuner_cluster.resolve_role(cluster_lib.resolve())
     held = outputs.exclusive(request.best_hyperparameters_dir, "--best-hyperparameters-dir") \
         if role.serves_oracle else contextlib.nullcontext()
     with held:
-        train_files, eval_files, schema_file = check_examples_and_schema(request)
+        examples = inputs.check_examples_and_schema(request)
         scratch = tempfile.mkdtemp(prefix="generic-trainer-tune-")
         try:
             module_path = user_module.fetch(request.module_file, os.path.join(scratch, "module"))
             user_module.check_sha256(module_path, request.module_sha256)
             user_module.check_syntax(module_path)
-            return _run(request, role, module_path, train_files, eval_files, schema_file, before_publish)
+            return _run(request, role, module_path, examples, before_publish)
         except SystemExit as e:  # at import, or in the search (the model-building function, callbacks)
             raise user_module.exit_error(e, f"module {request.module_file}") from None
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path, train_files, eval_files,
-         schema_file, before_publish=None) -> TuneResult:
-    from generic_trainer import data
+def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, examples: inputs.ExampleInputs,
+         before_publish: Callable[[TuneResult], None] | None = None) -> TuneResult:
+    from generic_trainer import record_checks
 
     num_gpus = cluster_lib.count_gpus()
     # Replicas tune in parallel, each on its own: the strategy is per replica (several GPUs -> mirrored).
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster_lib.SINGLE)
     strategy = cluster_lib.create_strategy(strategy_name, cluster_lib.SINGLE, num_gpus)
-    data.check_first_records(train_files + eval_files, schema_file)  # TensorFlow is loaded now
+    record_checks.check_first_records(examples.all_files, examples.schema_file)  # TensorFlow is loaded now
     if not role.distributed:
         who = "the only replica"
     elif role.serves_oracle:
@@ -124,26 +123,10 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path, train
     tuner_fn = user_module.get_function(module, request.tuner_fn, "--tuner-fn")
     log.info("user module %s, calling %s", getattr(module, "__file__", request.module_file), request.tuner_fn)
     os.makedirs(request.working_dir, exist_ok=True)
-    fn_args = FnArgs(
-        working_dir=request.working_dir,
-        train_files=train_files,
-        eval_files=eval_files,
-        train_steps=request.train_steps,
-        eval_steps=request.eval_steps,
-        schema_path=schema_file,
-        transform_graph_path=request.transform_graph,
-        data_accessor=data.DataAccessor(transform_graph=request.transform_graph, raw_schema=schema_file),
-        base_model=_base_model_path(request.base_model),
-        hyperparameters=dict(request.hyperparameters) if request.hyperparameters is not None else None,
-        custom_config=dict(request.custom_config),
-        strategy=strategy,
-        num_gpus=num_gpus,
-        is_chief=role.serves_oracle,
-        task_type=role.task_type,
-        task_index=role.task_index,
-        num_workers=role.num_replicas,
-        checkpoint_dir=request.checkpoint_dir,
-    )
+    fn_args = inputs.build_fn_args(
+        request, examples, working_dir=request.working_dir, strategy=strategy, num_gpus=num_gpus,
+        is_chief=role.serves_oracle, task_type=role.task_type, task_index=role.task_index,
+        num_workers=role.num_replicas)
     # The chief builds its tuner as the oracle's host (keras-tuner reloads the saved oracle then).
     first_id = tuner_cluster.ORACLE_TUNER_ID if role.distributed and role.serves_oracle else role.tuner_id
     saved = _make_resumable(request.working_dir, first_id) if role.serves_oracle else set()
@@ -214,12 +197,6 @@ def _retry_unfinished(oracle) -> None:
         if trial.status == "RUNNING" and trial_id not in queued:
             log.info("trial %s was running when the last attempt stopped: it will run again", trial_id)
             oracle._retry_queue.append(trial_id)
-
-
-def _base_model_path(path: str | None) -> str | None:
-    from generic_trainer import outputs
-
-    return outputs.serving_model_path(path) if path else None
 
 
 def _call_tuner_fn(tuner_fn, fn_args: FnArgs, name: str) -> tuple[Any, dict[str, Any]]:

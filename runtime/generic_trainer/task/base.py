@@ -175,14 +175,14 @@ class Task:
         (so every validation example is read once across workers). Training data is shuffled and
         repeated forever; validation data is read once, in order.
         """
-        from generic_trainer import data
+        from generic_trainer import data, example_dataset
 
         if not self.params.schema_path:
             raise UserInputError("task.schema_path", "examples_dataset needs a schema: pass --schema or set it")
         batch_size = params.global_batch_size
         if input_context is not None:
             batch_size = input_context.get_per_replica_batch_size(params.global_batch_size)
-        options = data.DatasetOptions(
+        options = example_dataset.DatasetOptions(
             batch_size=batch_size, label_key=label_key, num_epochs=None if params.is_training else 1,
             shuffle=params.is_training, shuffle_buffer_size=params.shuffle_buffer_size, shuffle_seed=params.seed,
             drop_final_batch=params.drop_remainder)

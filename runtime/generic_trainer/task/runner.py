@@ -73,7 +73,7 @@ def _local(value: str, gcs_root: str) -> str:
 
 def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> config.ExperimentConfig:
     """The experiment config of this run, resolved in override order and checked for the program's mode."""
-    from generic_trainer import data
+    from generic_trainer import example_files
 
     program = request.task
     if program.experiment:
@@ -87,9 +87,9 @@ def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> conf
     train_path = eval_path = ""
     if request.examples:
         if program.mode in TRAIN_MODES:
-            train_path = ",".join(data.split_file_patterns(request.examples, request.train_splits))
+            train_path = ",".join(example_files.split_file_patterns(request.examples, request.train_splits))
         if program.mode != "train":
-            eval_path = ",".join(data.split_file_patterns(request.examples, request.eval_splits))
+            eval_path = ",".join(example_files.split_file_patterns(request.examples, request.eval_splits))
     inputs = resolve.RunInputs(
         train_input_path=train_path, eval_input_path=eval_path,
         schema_path=resolve_schema_file(request.schema) or "", transform_graph_path=request.transform_graph or "",
@@ -104,9 +104,9 @@ def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> conf
     for name in ("schema_path", "transform_graph_path", "init_checkpoint"):
         setattr(task, name, _local(getattr(task, name), request.gcs_root))
     if program.mode in TRAIN_MODES:
-        data.check_readable(task.train_data.file_patterns(), "task.train_data.input_path")
+        example_files.check_readable(task.train_data.file_patterns(), "task.train_data.input_path")
     if program.mode != "train":
-        data.check_readable(task.validation_data.file_patterns(), "task.validation_data.input_path")
+        example_files.check_readable(task.validation_data.file_patterns(), "task.validation_data.input_path")
     if task.schema_path and not os.path.exists(task.schema_path):
         raise UserInputError("task.schema_path", f"{task.schema_path} does not exist")
     return experiment
@@ -227,9 +227,9 @@ def _eval_examples(request: TrainRequest) -> tuple[list[str], str | None]:
     """Eval file patterns and the schema file, to check a TFLite export on (none when no --examples)."""
     if request.tflite is None or not request.examples:
         return [], None
-    from generic_trainer import data
+    from generic_trainer import example_files
 
-    return data.split_file_patterns(request.examples, request.eval_splits), resolve_schema_file(request.schema)
+    return example_files.split_file_patterns(request.examples, request.eval_splits), resolve_schema_file(request.schema)
 
 
 def _write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
