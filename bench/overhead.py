@@ -237,41 +237,43 @@ def step(name, fn, runtime=True):
     out.append({"step": name, "wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "runtime": runtime})
     return value
 def parse():
-    from generic_trainer import cli, fit_request
+    from generic_trainer import cli
+    from generic_trainer.intake import fit_request
     args = cli.build_parser().parse_args(["train", "--examples", data_dir, "--module-file", "m.py", "--schema",
                                           os.path.join(data_dir, "schema.pbtxt"), "--model-dir", work])
     return fit_request.build_train_request({k: v for k, v in vars(args).items() if v is not None}, environ={})
 request = step("parse flags, build the request (cli, request)", parse)
 def check():
-    from generic_trainer import example_files, schemas
+    from generic_trainer.records import example_files, schemas
     files = example_files.split_file_patterns(request.examples, ("train", "eval"))
     example_files.check_readable(files)
     return schemas.load_schema(request.schema)
 step("check examples, parse schema (data)", check)
 step("import tensorflow (both sides pay it)", lambda: __import__("tensorflow"), runtime=False)
 def strategy():
-    from generic_trainer import cluster
+    from generic_trainer.fit import cluster
     c = cluster.resolve({})
     return cluster.create_strategy(cluster.choose_strategy("auto", cluster.count_gpus(), c), c, 0)
 step("resolve cluster, create strategy (cluster)", strategy)
 def fn_args_parts():
-    from generic_trainer import checkpointing, data
+    from generic_trainer.fit import checkpointing
+    from generic_trainer import data
     checkpointing.BackupAndRestore(os.path.join(work, "checkpoints"))
     return data.DataAccessor()
 step("fn_args parts: data accessor, backup callback (data, checkpointing)", fn_args_parts)
 def hooks():
-    from generic_trainer import fit_hooks
+    from generic_trainer.fit import fit_hooks
     with fit_hooks.recording_fit("keras3", speed=fit_hooks.SpeedOptions()):
         pass
 step("install and remove the fit/compile hooks (fit_hooks)", hooks)
 staging = os.path.join(work, ".staging")
 shutil.copytree(model_dir, staging)
 def validate():
-    from generic_trainer import outputs
+    from generic_trainer.artifacts import outputs
     return outputs.validate_serving_model(staging)
 step("load the SavedModel, check serving_default (outputs)", validate)
 def publish():
-    from generic_trainer import outputs
+    from generic_trainer.artifacts import outputs
     outputs.publish(staging, os.path.join(work, "Format-Serving"))
     outputs.write_metrics_file(os.path.join(work, "metrics.json"), {"accuracy": 0.9, "loss": 0.1})
     outputs.write_tensorboard_scalars(os.path.join(work, "logs"), {"accuracy": 0.9, "loss": 0.1}, step=100)

@@ -21,7 +21,7 @@ import overhead_model  # noqa: E402
 
 
 def process_uptime() -> float:
-    """Seconds since this process started (the same /proc arithmetic as generic_trainer.fit_hooks)."""
+    """Seconds since this process started (the same /proc arithmetic as generic_trainer.fit.fit_hooks)."""
     with open("/proc/self/stat", encoding="ascii") as f:
         start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
     with open("/proc/uptime", encoding="ascii") as f:

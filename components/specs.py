@@ -2,7 +2,7 @@
 transform).
 
 Each component's inputs and outputs are generated from its verb's declaration in the runtime
-(generic_trainer/fit_options.py, judge_options.py, data_options.py; see generic_trainer/options.py):
+(generic_trainer/intake/fit_options.py, judge_options.py, data_options.py; see generic_trainer/intake/options.py):
 the same table that makes the CLI flags and checks the request, so an input is added in one place.
 
 Each component runs the image's `generic-trainer` with the whole executor input (`{{$}}`) and the
@@ -62,9 +62,9 @@ def component(verb: Any, image: str | None = None) -> Any:
     """The KFP container component of `verb` (an options.Verb) for `image` (see resolve_image).
 
     Its inputs and outputs, their types, defaults and descriptions come from the verb's declaration
-    (generic_trainer.fit_options, judge_options, data_options): see generic_trainer/options.py.
+    (generic_trainer.intake.fit_options, judge_options, data_options): see generic_trainer/intake/options.py.
     """
-    from generic_trainer import options
+    from generic_trainer.intake import options
     from kfp import dsl
 
     image = resolve_image(image)
@@ -75,41 +75,41 @@ def component(verb: Any, image: str | None = None) -> Any:
 
 def trainer_component(image: str | None = None) -> Any:
     """The trainer component (`generic-trainer train`) for `image` (see resolve_image)."""
-    from generic_trainer.fit_options import TRAIN
+    from generic_trainer.intake.fit_options import TRAIN
 
     return component(TRAIN, image)
 
 
 def tuner_component(image: str | None = None) -> Any:
     """The tuner component (`generic-trainer tune`) for `image` (see resolve_image)."""
-    from generic_trainer.fit_options import TUNE
+    from generic_trainer.intake.fit_options import TUNE
 
     return component(TUNE, image)
 
 
 def evaluator_component(image: str | None = None) -> Any:
     """The evaluator component (`generic-trainer evaluate`) for `image` (see resolve_image)."""
-    from generic_trainer.judge_options import EVALUATE
+    from generic_trainer.intake.judge_options import EVALUATE
 
     return component(EVALUATE, image)
 
 
 def infra_validator_component(image: str | None = None) -> Any:
     """The infra-validator component (`generic-trainer infra-validate`) for `image` (see resolve_image)."""
-    from generic_trainer.judge_options import INFRA_VALIDATE
+    from generic_trainer.intake.judge_options import INFRA_VALIDATE
 
     return component(INFRA_VALIDATE, image)
 
 
 def import_examples_component(image: str | None = None) -> Any:
     """The import-examples component (`generic-trainer import-examples`) for `image` (see resolve_image)."""
-    from generic_trainer.data_options import IMPORT_EXAMPLES
+    from generic_trainer.intake.data_options import IMPORT_EXAMPLES
 
     return component(IMPORT_EXAMPLES, image)
 
 
 def transform_component(image: str | None = None) -> Any:
     """The transform component (`generic-trainer transform`) for `image` (see resolve_image)."""
-    from generic_trainer.data_options import TRANSFORM
+    from generic_trainer.intake.data_options import TRANSFORM
 
     return component(TRANSFORM, image)

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN, gcs_upload, run_cli
-from generic_trainer import cli, example_files, kfp_io, storage
+from generic_trainer import cli
+from generic_trainer.artifacts import kfp_io, storage
+from generic_trainer.artifacts.redaction import redact
 from generic_trainer.errors import UserInputError
-from generic_trainer.fit_request import build_train_request, load_hyperparameters
-from generic_trainer.redaction import redact
+from generic_trainer.intake.fit_request import build_train_request, load_hyperparameters
+from generic_trainer.records import example_files
 
 REGRESSION = Path(__file__).parent / "modules" / "regression"
 
@@ -186,9 +188,9 @@ def test_task_config_dump_masks_secrets_in_lists():
 
 
 def test_report_masks_secrets_in_lists(tmp_path):
-    from generic_trainer import report
-    from generic_trainer.fit_request import RunFnProgram, TrainRequest
-    from generic_trainer.results import TrainResult
+    from generic_trainer.artifacts import report
+    from generic_trainer.artifacts.results import TrainResult
+    from generic_trainer.intake.fit_request import RunFnProgram, TrainRequest
 
     request = TrainRequest(program=RunFnProgram("m.py"), examples="/e", model_dir=str(tmp_path / "m"),
                            model_run_dir=str(tmp_path / "run"), checkpoint_dir=str(tmp_path / "ck"),

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import PENGUIN, REPO, cli_env, run_cli
 from generic_trainer.errors import UserInputError
-from generic_trainer.fit_request import build_train_request, build_tune_request
+from generic_trainer.intake.fit_request import build_train_request, build_tune_request
 
 
 def _train(tmp_path: Path, environ: dict, **values) -> str:

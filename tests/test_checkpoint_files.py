@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from generic_trainer.checkpoint_files import checkpoint_steps, read_json, remove_checkpoints
+from generic_trainer.fit.checkpoint_files import checkpoint_steps, read_json, remove_checkpoints
 
 
 def _checkpoint(directory, prefix: str, complete: bool = True) -> None:

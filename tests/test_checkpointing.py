@@ -13,9 +13,9 @@ import signal
 
 import numpy as np
 import pytest
-from generic_trainer import checkpointing
 from generic_trainer.errors import EXIT_PREEMPTED, Preempted, UserCodeError
-from generic_trainer.preemption import Watcher
+from generic_trainer.fit import checkpointing
+from generic_trainer.fit.preemption import Watcher
 
 pytestmark = pytest.mark.slow  # every test here trains (or starts the CLI) in TensorFlow
 
@@ -171,7 +171,7 @@ def test_a_backup_of_other_settings_or_another_model_is_not_resumed(tmp_path, ca
         model.fit(_data(), epochs=epochs, steps_per_epoch=STEPS, verbose=0, callbacks=[backup])
         return backup
 
-    caplog.set_level(logging.INFO, "generic_trainer.checkpointing")
+    caplog.set_level(logging.INFO, "generic_trainer.fit.checkpointing")
     other_steps = dict(settings, train_steps=20)
     fresh = fit(_model(keras), other_steps)
     assert fresh.resumed_from is None and _steps(fresh.model) == STEPS  # not 3 + 2

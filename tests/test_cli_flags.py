@@ -1,7 +1,7 @@
 """Every verb's flags, exactly: a dump of each sub-parser (its help, groups and every action's option
 strings, dest, metavar, help, choices, default, type and action) compared with tests/cli_flags.json.
 
-The flags are generated from one declaration per input (generic_trainer.options); this pins the
+The flags are generated from one declaration per input (generic_trainer.intake.options); this pins the
 CLI a user sees, so a change to the declarations that changes a flag shows here. After adding or
 changing a flag on purpose, regenerate the snapshot: `python tests/test_cli_flags.py --update`.
 """
@@ -76,9 +76,9 @@ def _declarations():
     return cli.DECLARATIONS
 
 
-REQUESTS = {"train": "fit_request:TrainRequest", "tune": "fit_request:TuneRequest",
-            "evaluate": "judge_request:EvaluateRequest", "infra-validate": "judge_request:InfraValidateRequest",
-            "import-examples": "data_request:ImportExamplesRequest", "transform": "data_request:TransformRequest"}
+REQUESTS = {"train": "intake.fit_request:TrainRequest", "tune": "intake.fit_request:TuneRequest",
+            "evaluate": "intake.judge_request:EvaluateRequest", "infra-validate": "intake.judge_request:InfraValidateRequest",
+            "import-examples": "intake.data_request:ImportExamplesRequest", "transform": "intake.data_request:TransformRequest"}
 # Fields a checked option fills that live in the program of a train run, not on TrainRequest itself.
 PROGRAM_FIELDS = {"train": {"run_fn", "module_sha256"}}
 
@@ -116,10 +116,10 @@ def test_one_new_option_is_a_flag_a_component_input_and_a_request_field(tmp_path
     """What adding an input takes: one Option in the verb's table (here added to a copy of tune's)."""
     import dataclasses
 
-    from generic_trainer import fit_options, options
-    from generic_trainer.common_options import EPILOG
     from generic_trainer.errors import UserInputError
-    from generic_trainer.request import raw_inputs, whole_number
+    from generic_trainer.intake import fit_options, options
+    from generic_trainer.intake.common_options import EPILOG
+    from generic_trainer.intake.request import raw_inputs, whole_number
     from kfp import compiler, dsl
 
 

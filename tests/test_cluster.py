@@ -11,11 +11,11 @@ import logging
 
 import pytest
 from conftest import PENGUIN
-from generic_trainer import cluster as cluster_lib
-from generic_trainer import keras_multiworker
 from generic_trainer.errors import UserInputError
-from generic_trainer.fit_request import build_train_request
-from generic_trainer.fn_args import FnArgs
+from generic_trainer.fit import cluster as cluster_lib
+from generic_trainer.fit import keras_multiworker
+from generic_trainer.fit.fn_args import FnArgs
+from generic_trainer.intake.fit_request import build_train_request
 
 
 def _tf_config(cluster: dict, task_type: str, index: int) -> dict[str, str]:

@@ -114,7 +114,7 @@ def test_tuner_interface():
 
 def test_runtime_maps_every_artifact_of_the_components():
     """Each input/output artifact name of the YAML is one kfp_io turns into a request value."""
-    from generic_trainer import kfp_io
+    from generic_trainer.artifacts import kfp_io
 
     for name in build.COMPONENTS:
         iface = _interface(REPO / "components" / name / "component.yaml")
@@ -157,7 +157,8 @@ OUTPUT_FLAGS = {"model": "model_dir", "model_run": "model_run_dir", "report": "r
 @pytest.mark.parametrize("verb, path", [("train", TRAINER_YAML), ("tune", TUNER_YAML)])
 def test_component_inputs_match_the_cli_flags(verb, path):
     """Every flag of the verb is a component input (or output), unless listed above with its reason."""
-    from generic_trainer import cli, kfp_io
+    from generic_trainer import cli
+    from generic_trainer.artifacts import kfp_io
 
     sub = cli.build_parser()._subparsers._group_actions[0].choices[verb]
     flags = {a.dest for a in sub._actions if a.dest != "help"}

@@ -12,8 +12,9 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from generic_trainer import data, example_files, schemas
+from generic_trainer import data
 from generic_trainer.errors import UserInputError
+from generic_trainer.records import example_files, schemas
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx_bsl.public import tfxio
@@ -389,7 +390,7 @@ def test_sklearn_style_module_reads_record_batches_and_fits_with_numpy(artifact,
     fitted without TensorFlow, pickled into serving_model_dir."""
     import pickle
 
-    from generic_trainer.fn_args import FnArgs
+    from generic_trainer.fit.fn_args import FnArgs
 
     def run_fn(fn_args):
         schema = schemas.load_schema(fn_args.schema_file)

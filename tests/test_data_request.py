@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from conftest import PENGUIN
-from generic_trainer.data_request import beam_inputs, build_import_examples_request, build_transform_request
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import KfpOutputs
+from generic_trainer.intake.data_request import beam_inputs, build_import_examples_request, build_transform_request
+from generic_trainer.intake.request import KfpOutputs
 
 DATAFLOW = ["--runner=DataflowRunner", "--project=p", "--region=europe-west4"]
 

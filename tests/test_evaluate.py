@@ -12,11 +12,11 @@ import pytest
 import tiny_models
 from conftest import PENGUIN, REPO, run_cli
 from datagen import write_schema, write_split
-from generic_trainer import eval_metrics
 from generic_trainer.errors import UserInputError
-from generic_trainer.eval_config import SliceSpec, parse_eval_config
-from generic_trainer.eval_thresholds import check_thresholds
-from generic_trainer.judge_request import build_evaluate_request
+from generic_trainer.intake.judge_request import build_evaluate_request
+from generic_trainer.judge import eval_metrics
+from generic_trainer.judge.eval_config import SliceSpec, parse_eval_config
+from generic_trainer.judge.eval_thresholds import check_thresholds
 
 # --------------------------------------------------------------------------------------------
 # Eval config

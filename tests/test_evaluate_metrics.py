@@ -7,11 +7,11 @@ import json
 
 import numpy as np
 import pytest
-from generic_trainer import eval_metrics
 from generic_trainer.errors import UserInputError
-from generic_trainer.eval_bootstrap import Resampler, interval
-from generic_trainer.eval_config import CustomMetric, SliceSpec, parse_eval_config
-from generic_trainer.eval_thresholds import check_slice_thresholds
+from generic_trainer.judge import eval_metrics
+from generic_trainer.judge.eval_bootstrap import Resampler, interval
+from generic_trainer.judge.eval_config import CustomMetric, SliceSpec, parse_eval_config
+from generic_trainer.judge.eval_thresholds import check_slice_thresholds
 
 CLASSIFICATION = ["example_count", "weighted_example_count", "accuracy", "loss", "auc", "precision", "recall", "f1"]
 REGRESSION = ["example_count", "weighted_example_count", "loss", "mse", "rmse", "mae", "mean_label",
@@ -175,7 +175,7 @@ def test_new_config_errors_name_the_key(config, key, needle):
 def test_keras_metrics_are_fed_like_the_built_in_ones():
     """keras.metrics.AUC / Precision / BinaryAccuracy, weighted, equal the built-in weighted metrics (AUC within
     1e-3); multiclass gets one-hot labels, Sparse* metrics class indices; errors name the metric."""
-    from generic_trainer.eval_keras_metrics import KerasMetrics
+    from generic_trainer.judge.eval_keras_metrics import KerasMetrics
 
     config = parse_eval_config({"label_key": "y", "metrics": [
         {"class_name": "keras.metrics.AUC", "config": {"num_thresholds": 10000}, "name": "keras_auc"},

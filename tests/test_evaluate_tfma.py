@@ -12,9 +12,9 @@ import pytest
 import tiny_models
 from conftest import run_cli
 from datagen import write_split
-from generic_trainer import textproto
 from generic_trainer.errors import UserInputError
-from generic_trainer.eval_config import CustomMetric, SliceSpec, SliceThreshold, Threshold, parse_eval_config
+from generic_trainer.judge import textproto
+from generic_trainer.judge.eval_config import CustomMetric, SliceSpec, SliceThreshold, Threshold, parse_eval_config
 
 TEXT = """
 # the penguin pipeline's TFMA config, as a TFX user writes it
@@ -295,7 +295,7 @@ def test_native_weighted_metrics_and_intervals_are_reproducible_whatever_the_bat
     """In-process: the built-in weighted accuracy equals Keras' BinaryAccuracy fed the same weights, and the
     seeded bootstrap gives the same intervals with batches of 7 and of 60."""
     from generic_trainer import evaluate
-    from generic_trainer.judge_request import build_evaluate_request
+    from generic_trainer.intake.judge_request import build_evaluate_request
 
     write_split(str(tmp_path / "data"), "eval", _e2e_rows())
     model = tiny_models.probability_from_feature(str(tmp_path / "model"))

@@ -6,7 +6,7 @@ import logging
 
 import numpy as np
 import pytest
-from generic_trainer import fit_hooks
+from generic_trainer.fit import fit_hooks
 
 
 def _model():

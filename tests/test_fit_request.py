@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 from conftest import PENGUIN
 from generic_trainer.errors import UserInputError
-from generic_trainer.fit_request import FitRequest, TrainRequest, TuneRequest, build_train_request, build_tune_request
+from generic_trainer.intake.fit_request import (
+    FitRequest,
+    TrainRequest,
+    TuneRequest,
+    build_train_request,
+    build_tune_request,
+)
 
 # FitRequest fields that each verb resolves its own way (train: its strategies and the model-run dir's
 # checkpoints; tune: per-replica strategies and checkpoints beside best_hyperparameters).
@@ -73,7 +79,8 @@ def test_a_bad_shared_input_is_refused_the_same_way_by_both(tmp_path, key, value
 
 def test_fn_args_of_train_and_tune_come_from_one_builder(tmp_path):
     import tensorflow as tf
-    from generic_trainer import data, inputs, sharding
+    from generic_trainer import data
+    from generic_trainer.fit import inputs, sharding
 
     train, tune = _requests(tmp_path)
     strategy = tf.distribute.get_strategy()

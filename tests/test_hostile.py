@@ -37,8 +37,8 @@ def _nothing_published(tmp_path: Path) -> None:
 
 
 def test_exit_error_names_the_code_and_the_line():
-    from generic_trainer import user_module
     from generic_trainer.errors import EXIT_USER_CODE
+    from generic_trainer.fit import user_module
 
     def user_code(code):
         sys.exit(code)
@@ -164,18 +164,18 @@ def test_writing_outside_its_dirs_does_not_touch_the_published_model(tmp_path):
 
 
 def _sandbox(tmp_path: Path, target: str, spec: dict, limits, monkeypatch):
-    from generic_trainer import sandbox
+    from generic_trainer.judge import sandbox
 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HOSTILE), os.environ.get("PYTHONPATH", "")]))
     spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
     spec_path.write_text(json.dumps(spec))
-    outcome = sandbox.run("generic_trainer.sandbox", [target, str(spec_path), str(result_path)], limits,
+    outcome = sandbox.run("generic_trainer.judge.sandbox", [target, str(spec_path), str(result_path)], limits,
                           str(tmp_path), "test child")
     return outcome, (json.loads(result_path.read_text()) if result_path.exists() else None)
 
 
 def test_sandbox_child_answers(tmp_path, monkeypatch):
-    from generic_trainer import sandbox
+    from generic_trainer.judge import sandbox
 
     outcome, result = _sandbox(tmp_path, "hostile_children:answer", {"x": 1}, sandbox.Limits(60, None), monkeypatch)
     assert outcome.code == 0 and not outcome.timed_out and result == {"value": {"echo": {"x": 1}}}
@@ -183,7 +183,7 @@ def test_sandbox_child_answers(tmp_path, monkeypatch):
 
 
 def test_sandbox_memory_limit_is_reported_as_memory(tmp_path, monkeypatch):
-    from generic_trainer import sandbox
+    from generic_trainer.judge import sandbox
 
     limits = sandbox.Limits(120, 256 * 1024**2)
     outcome, result = _sandbox(tmp_path, "hostile_children:grow_memory", {}, limits, monkeypatch)
@@ -194,7 +194,7 @@ def test_sandbox_memory_limit_is_reported_as_memory(tmp_path, monkeypatch):
 
 
 def test_sandbox_idle_limit_counts_from_the_last_progress(tmp_path, monkeypatch):
-    from generic_trainer import sandbox
+    from generic_trainer.judge import sandbox
 
     limits = sandbox.Limits(timeout=3, memory_limit=None, idle=True)
     started = time.monotonic()
@@ -211,7 +211,7 @@ def test_sandbox_idle_limit_counts_from_the_last_progress(tmp_path, monkeypatch)
 def test_time_limit_at_the_memory_limit_blames_memory():
     """A child still running at its time limit with its address space at the memory limit (a model thrashing
     on allocations) is reported as a memory problem, with the limit; a plain hang as a time limit."""
-    from generic_trainer import sandbox
+    from generic_trainer.judge import sandbox
 
     limits = sandbox.Limits(timeout=300, memory_limit=8 * 1024**3)
     at_limit = sandbox.Outcome(pid=1, code=None, timed_out=True, tail="", stage="serving request 1",

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN
-from generic_trainer import beam_run, cli
-from generic_trainer.data_request import build_import_examples_request
+from generic_trainer import cli
+from generic_trainer.beam import beam_run
+from generic_trainer.intake.data_request import build_import_examples_request
 
 
 def _records(split_dir: Path) -> list[bytes]:
@@ -88,7 +89,7 @@ def test_types_inferred_and_empty_cells_left_out(tmp_path, capsys):
     assert _run(["--input", str(src / "*.csv"), "--splits", "only:1", "--output", str(out)]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["num_examples"] == {"only": 4} and summary["schema"] == "inferred"
-    from generic_trainer.schemas import load_schema
+    from generic_trainer.records.schemas import load_schema
 
     schema = {f.name: f for f in load_schema(str(out / "schema.pbtxt")).feature}
     from tensorflow_metadata.proto.v0 import schema_pb2

@@ -17,7 +17,7 @@ import tiny_models
 from conftest import PENGUIN, REPO, run_cli
 from generic_trainer.errors import UserInputError
 from generic_trainer.infra_validate import read_records
-from generic_trainer.judge_request import build_infra_validate_request
+from generic_trainer.intake.judge_request import build_infra_validate_request
 
 
 def _artifact(name: str, title: str, uri) -> dict:
@@ -59,7 +59,7 @@ def test_the_verbs_edge_loads_no_tensorflow(tmp_path):
     """Requests are built, and the verb modules imported, without TensorFlow: the model loads in the probe only."""
     code = ("import json, sys\n"
             "from generic_trainer import evaluate, infra_validate\n"
-            "from generic_trainer.judge_request import build_evaluate_request, build_infra_validate_request\n"
+            "from generic_trainer.intake.judge_request import build_evaluate_request, build_infra_validate_request\n"
             f"v = {{'model': {str(tmp_path)!r}, 'examples': {str(PENGUIN / 'data')!r}, 'blessing_dir': 'b'}}\n"
             "build_infra_validate_request(v)\n"
             "build_evaluate_request({**v, 'eval_config': {'label_key': 'y', 'problem': 'binary'}})\n"

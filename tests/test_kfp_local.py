@@ -380,7 +380,7 @@ def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
     assert evaluation["metrics"]["example_count"] == counts["eval"] and evaluation["metrics"]["accuracy"] >= 0.8
     assert (one("*/generic-infra-validator*/blessing") / "INFRA_BLESSED").is_file()
     # the infra-validator wrote the pipeline's 10 warm-up requests (TF Serving's PredictionLog records) into the model
-    from generic_trainer.example_files import read_records
+    from generic_trainer.records.example_files import read_records
 
     warmup = one("*/generic-trainer/model") / "Format-Serving" / "assets.extra" / "tf_serving_warmup_requests"
     assert len(list(read_records(str(warmup)))) == 10

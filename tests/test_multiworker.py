@@ -343,7 +343,7 @@ def test_a_worker_that_never_comes_up_fails_the_others_within_the_cluster_timeou
     for rc, output in ((rc0, leader), (rc1, worker)):
         assert rc == 5, output[-4000:]
         assert "did not form within 5 s (--cluster-timeout)" in output, output[-3000:]
-        waited = re.search(r"(\d\d:\d\d:\d\d),\d+ INFO generic_trainer.cluster: connecting", output)
+        waited = re.search(r"(\d\d:\d\d:\d\d),\d+ INFO generic_trainer.fit.cluster: connecting", output)
         failed = re.search(r"(\d\d:\d\d:\d\d),\d+ ERROR generic_trainer: train failed", output)
         assert waited and failed, output[-3000:]
         seconds = [int(h) * 3600 + int(m) * 60 + int(s) for h, m, s in

@@ -29,7 +29,7 @@ def test_end_runs_atexit_flushes_files_logs_and_stdout_and_keeps_the_exit_code(t
     proc = _child("""
         import atexit, logging, sys
         from pathlib import Path
-        from generic_trainer import process_exit
+        from generic_trainer.artifacts import process_exit
         out = Path(sys.argv[1])
         atexit.register(lambda: (out / "atexit.txt").write_text("ran"))
         left_open = open(out / "left_open.txt", "w")  # never closed: only buffered so far
@@ -73,7 +73,7 @@ def test_end_flushes_tensorflow_writers_left_open(tmp_path):
     proc = _child("""
         import sys
         import tensorflow as tf
-        from generic_trainer import process_exit
+        from generic_trainer.artifacts import process_exit
         out = sys.argv[1]
         writer = tf.summary.create_file_writer(out + "/board", flush_millis=10**9, max_queue=10**6)
         with writer.as_default():
@@ -128,7 +128,7 @@ def test_failed_run_keeps_its_exit_code(tmp_path):
 
 
 def test_cluster_replicas_keep_the_normal_teardown():
-    from generic_trainer import process_exit
+    from generic_trainer.artifacts import process_exit
 
     assert process_exit.safe_to_skip_teardown({})
     assert process_exit.safe_to_skip_teardown({"TF_CONFIG": " "})

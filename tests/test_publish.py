@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN, cli_env, run_cli
-from generic_trainer import outputs, storage
+from generic_trainer.artifacts import outputs, storage
 from generic_trainer.errors import UserInputError
 
 # ----------------------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from generic_trainer import report
-from generic_trainer.fit_request import RunFnProgram, TrainRequest
-from generic_trainer.results import TrainResult
+from generic_trainer.artifacts import report
+from generic_trainer.artifacts.results import TrainResult
+from generic_trainer.intake.fit_request import RunFnProgram, TrainRequest
 
 
 def _write_events(run_dir: Path, points: dict[str, list[tuple[int, float]]], tensor: bool = True,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN
-from generic_trainer import kfp_io, storage
+from generic_trainer.artifacts import kfp_io, storage
+from generic_trainer.artifacts.redaction import redact
 from generic_trainer.errors import UserInputError
-from generic_trainer.fit_request import RunFnProgram, build_train_request
-from generic_trainer.redaction import redact
-from generic_trainer.request import ints_from_floats
+from generic_trainer.intake.fit_request import RunFnProgram, build_train_request
+from generic_trainer.intake.request import ints_from_floats
 
 
 def _values(tmp_path: Path, **kw):
@@ -174,7 +174,7 @@ def test_storage_paths_and_atomic_publish(tmp_path):
 def test_request_building_does_not_import_tensorflow():
     import subprocess
 
-    code = ("import sys, generic_trainer.request, generic_trainer.kfp_io, generic_trainer.cli\n"
+    code = ("import sys, generic_trainer.intake.request, generic_trainer.artifacts.kfp_io, generic_trainer.cli\n"
             "assert 'tensorflow' not in sys.modules\n")
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
 

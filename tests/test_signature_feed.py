@@ -15,7 +15,7 @@ import tiny_models
 from conftest import PENGUIN, REPO, run_cli
 from datagen import write_schema, write_split
 from generic_trainer.errors import UserInputError
-from generic_trainer.judge_request import build_evaluate_request
+from generic_trainer.intake.judge_request import build_evaluate_request
 
 TASK_FILE = REPO / "tests" / "task_modules" / "linear_task.py"
 WARMUP = Path("assets.extra") / "tf_serving_warmup_requests"
@@ -51,7 +51,7 @@ def _records(rows: list[dict]) -> list[bytes]:
 
 def test_feed_rules_cast_reshape_pad_and_errors(tmp_path):
     import tensorflow as tf
-    from generic_trainer.signature_feed import SignatureFeed
+    from generic_trainer.judge.signature_feed import SignatureFeed
 
     rows = [{"a": [1.5], "n": [3], "v": [1.0, 2.0], "s": ["x"]}, {"a": [2.5], "n": [4], "v": [5.0], "s": ["y"]}]
     fn = _fn({"a": tf.TensorSpec([None], tf.float64, name="a"), "n": tf.TensorSpec([None, 1], tf.float32, name="n"),
@@ -116,7 +116,8 @@ def _eval_records(examples: Path, n: int) -> list[bytes]:
 @pytest.mark.slow
 def test_keras_export_with_tensor_inputs_evaluated_and_infra_validated_with_warmup(tmp_path):
     import tensorflow as tf
-    from generic_trainer import evaluate, schemas
+    from generic_trainer import evaluate
+    from generic_trainer.records import schemas
 
     model = Path(tiny_models.keras_tensor_inputs(str(tmp_path / "keras_model")))
     # evaluate (the computation its sandbox runs), with the schema: accuracy as the model itself gives it

@@ -13,7 +13,7 @@ import pytest
 from conftest import run_cli
 from datagen import write_schema, write_split
 from generic_trainer.errors import UserInputError
-from generic_trainer.fit_request import build_train_request
+from generic_trainer.intake.fit_request import build_train_request
 
 MODULE = Path(__file__).parent / "modules" / "speed" / "speed_module.py"
 STEPS = 16

@@ -22,8 +22,8 @@ import pytest
 import yaml
 from conftest import REPO, cli_env, run_cli
 from datagen import write_schema, write_split
-from generic_trainer import user_module
 from generic_trainer.errors import UserCodeError, UserInputError
+from generic_trainer.fit import user_module
 from generic_trainer.task import RunInputs, build_experiment, run_experiment
 from generic_trainer.task.checkpoints import BestCheckpointExporter
 
@@ -453,7 +453,7 @@ def test_task_on_vertex_copies_the_live_tensorboard_logs_into_the_model_run_arti
 def test_kfp_executor_input_with_task_and_config_serves_tf_examples(penguin, tmp_path):
     """The KFP component's `task`, `experiment` and `config` parameters; the served model takes tf.Example."""
     import tensorflow as tf
-    from generic_trainer.example_files import split_file_patterns
+    from generic_trainer.records.example_files import split_file_patterns
 
     config = "trainer:\n  train_steps: 40\n  steps_per_loop: 20\n  validation_interval: 40\n"
     artifact = {"model": ("system.Model", tmp_path / "model"), "model_run": ("system.Artifact", tmp_path / "run"),
@@ -558,7 +558,7 @@ def test_loss_blow_up_restores_the_last_checkpoint_and_retries(linear_module, li
 @pytest.mark.slow
 def test_ema_weights_are_validated_and_exported_and_the_learning_rate_is_logged(linear_module, linear_data, tmp_path):
     import tensorflow as tf
-    from generic_trainer import report
+    from generic_trainer.artifacts import report
 
     override = ("trainer.optimizer_config.optimizer.type=sgd,trainer.optimizer_config.learning_rate.type=stepwise,"
                 "trainer.optimizer_config.learning_rate.stepwise.boundaries=[30],"
@@ -627,7 +627,7 @@ tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU"
 sys.path.insert(0, sys.argv[2])
 from pathlib import Path
 import test_task as t
-from generic_trainer import user_module
+from generic_trainer.fit import user_module
 from generic_trainer.task import run_experiment
 tmp = Path(sys.argv[1])
 data = t._make_data(tmp / "data")

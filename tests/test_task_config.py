@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from generic_trainer import kfp_io
+from generic_trainer.artifacts import kfp_io
 from generic_trainer.errors import UserInputError
-from generic_trainer.fit_request import TaskProgram, TrainRequest, build_train_request
+from generic_trainer.intake.fit_request import TaskProgram, TrainRequest, build_train_request
 from generic_trainer.task import (
     DataConfig,
     ExperimentConfig,

@@ -16,8 +16,8 @@ import sys
 import numpy as np
 import pytest
 from conftest import PENGUIN, cli_env, free_port
-from generic_trainer import user_module
-from generic_trainer.example_files import split_file_patterns
+from generic_trainer.fit import user_module
+from generic_trainer.records.example_files import split_file_patterns
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import PENGUIN, REPO, run_cli, shared_across_workers
 from generic_trainer.errors import UserInputError
-from generic_trainer.tflite_export import DEFAULT_TOLERANCES, TFLiteOptions, check_options
+from generic_trainer.judge.tflite_export import DEFAULT_TOLERANCES, TFLiteOptions, check_options
 
 STRING_MODULE = REPO / "tests" / "modules" / "tflite" / "string_input.py"
 
@@ -65,7 +65,7 @@ def _max_diff_interpreter_vs_saved_model(tflite_path: Path, saved_model: Path) -
     on the serialized examples; the largest absolute difference of their outputs."""
     import numpy as np
     import tensorflow as tf
-    from generic_trainer import schemas
+    from generic_trainer.records import schemas
 
     records = _eval_records()
     spec = schemas.feature_spec_from_schema(schemas.load_schema(str(PENGUIN / "schema.pbtxt")))
@@ -162,7 +162,7 @@ def test_schemata_appear_only_with_the_published_model(tmp_path, monkeypatch):
     """The schemata are written into the staging dir and published with Format-Serving, never before; an
     older model's Format-TFLite that this run did not make goes away with the old model."""
     from generic_trainer import train
-    from generic_trainer.fit_request import build_train_request
+    from generic_trainer.intake.fit_request import build_train_request
 
     for var in ("TF_CONFIG", "CLUSTER_SPEC"):
         monkeypatch.delenv(var, raising=False)
@@ -213,7 +213,7 @@ def test_vocabulary_read_from_a_file_converts_and_is_checked_on_examples(tmp_pat
     tf.Transform's are): the TFLite model takes the parsed features and looks the strings up."""
     import numpy as np
     import tensorflow as tf
-    from generic_trainer import tflite_export
+    from generic_trainer.judge import tflite_export
 
     (tmp_path / "vocab.txt").write_text("adelie\ngentoo\nchinstrap\n")
 

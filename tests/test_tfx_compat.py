@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN, REPO, free_port, run_cli
-from generic_trainer import tfx_imports, user_module
 from generic_trainer.errors import UserCodeError
+from generic_trainer.fit import tfx_imports, user_module
 
 TFX_STYLE = REPO / "tests" / "modules" / "tfx_style"
 MODULE = TFX_STYLE / "tfx_style_module.py"
@@ -42,8 +42,9 @@ def stand_ins():
 
 
 def test_tfx_import_paths_of_module_files_resolve_to_the_runtime(stand_ins, tmp_path):
-    from generic_trainer import data, fn_args
+    from generic_trainer import data
     from generic_trainer import tfx as runtime_tfx
+    from generic_trainer.fit import fn_args
     from tfx import v1 as tfx
     from tfx.components.trainer.fn_args_utils import DataAccessor, FnArgs
     from tfx.components.tuner.component import TunerFnResult
@@ -99,7 +100,7 @@ def test_a_module_and_its_sibling_load_with_their_tfx_imports(tmp_path):
     (tmp_path / "bad_module.py").write_text("from tfx.orchestration import pipeline\n")
     try:
         module = user_module.load(str(tmp_path / "my_module.py"), str(tmp_path / "dl"))
-        from generic_trainer.fn_args import FnArgs
+        from generic_trainer.fit.fn_args import FnArgs
 
         assert module.run_fn(None) is FnArgs
         with pytest.raises(UserCodeError) as raised:
@@ -143,7 +144,8 @@ def test_an_installed_tfx_is_left_alone(tmp_path, monkeypatch):
 
 
 def test_generic_trainer_tfx_keeps_working():
-    from generic_trainer import data, fn_args, tfx
+    from generic_trainer import data, tfx
+    from generic_trainer.fit import fn_args
 
     assert tfx.components.FnArgs is fn_args.FnArgs and tfx.components.DataAccessor is data.DataAccessor
     assert tfx.components.TunerFnResult is fn_args.TunerFnResult
@@ -158,11 +160,11 @@ def test_generic_trainer_tfx_keeps_working():
 
 def test_module_strategies_are_answered_with_the_runtimes_and_restored(caplog):
     import tensorflow as tf
-    from generic_trainer import module_strategy
+    from generic_trainer.fit import module_strategy
 
     runtime = tf.distribute.MirroredStrategy(["/cpu:0"])
     originals = (tf.distribute.MirroredStrategy, tf.distribute.experimental.MultiWorkerMirroredStrategy)
-    with caplog.at_level(logging.INFO, logger="generic_trainer.module_strategy"):
+    with caplog.at_level(logging.INFO, logger="generic_trainer.fit.module_strategy"):
         with runtime.scope(), module_strategy.substitute(runtime):
             assert tf.distribute.MirroredStrategy() is runtime
             assert tf.distribute.MirroredStrategy() is runtime
@@ -199,7 +201,7 @@ def test_module_strategies_are_answered_with_the_runtimes_and_restored(caplog):
 ])
 def test_strategies_that_cannot_be_honoured_are_user_code_errors(make, needle):
     import tensorflow as tf
-    from generic_trainer import module_strategy
+    from generic_trainer.fit import module_strategy
 
     runtime = tf.distribute.get_strategy()
     with module_strategy.substitute(runtime), pytest.raises(UserCodeError) as raised:
@@ -240,7 +242,7 @@ def test_keras2_saves_write_a_saved_model_with_their_signatures(tmp_path, how):
     import keras
     import numpy as np
     import tensorflow as tf
-    from generic_trainer import keras2_saving
+    from generic_trainer.fit import keras2_saving
 
     model, serve = _tiny_model()
     path = str(tmp_path / "serving")
@@ -264,7 +266,7 @@ def test_keras2_saves_write_a_saved_model_with_their_signatures(tmp_path, how):
 def test_keras2_plain_save_to_a_dir_and_keras3_saves_outside_the_bridge(tmp_path):
     import keras
     import tensorflow as tf
-    from generic_trainer import keras2_saving
+    from generic_trainer.fit import keras2_saving
 
     model, _ = _tiny_model()
     with keras2_saving.bridge("keras3"):
@@ -280,7 +282,7 @@ def test_keras2_plain_save_to_a_dir_and_keras3_saves_outside_the_bridge(tmp_path
 
 def test_keras2_apis_that_cannot_be_bridged_get_a_hint_naming_tf_keras(tmp_path):
     import keras
-    from generic_trainer import keras2_saving
+    from generic_trainer.fit import keras2_saving
 
     model, _ = _tiny_model()
     model.export(str(tmp_path / "sm"), verbose=False)

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 from conftest import PENGUIN, cli_env, run_cli
 from datagen import write_schema, write_split
-from generic_trainer import cli, kfp_io
+from generic_trainer import cli
+from generic_trainer.artifacts import kfp_io
 from generic_trainer.errors import UserInputError
-from generic_trainer.fit_request import build_tune_request
+from generic_trainer.intake.fit_request import build_tune_request
 
 # --------------------------------------------------------------------------------------------
 # The request (no TensorFlow)
@@ -96,7 +97,7 @@ def test_kfp_outputs_map_to_the_request(tmp_path):
 
 
 def test_package_exports_stay_light():
-    code = ("import sys, generic_trainer; assert 'generic_trainer.fn_args' not in sys.modules; "
+    code = ("import sys, generic_trainer; assert 'generic_trainer.fit.fn_args' not in sys.modules; "
             "from generic_trainer import FnArgs, TunerFnResult; "
             "assert TunerFnResult._fields == ('tuner', 'fit_kwargs'); assert 'tensorflow' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, env=cli_env())

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN, cli_env, free_port
-from generic_trainer import cluster as cluster_lib
-from generic_trainer import tuner_cluster
 from generic_trainer.errors import ClusterError, UserInputError
+from generic_trainer.fit import cluster as cluster_lib
+from generic_trainer.tuning import tuner_cluster
 
 ARGS = ["tune", "--examples", PENGUIN / "data", "--module-file", PENGUIN / "module.py",
         "--schema", PENGUIN / "schema.pbtxt", "--train-steps", "30", "--eval-steps", "5"]

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 from conftest import gcs_upload
-from generic_trainer import user_module
 from generic_trainer.errors import UserCodeError, UserInputError
+from generic_trainer.fit import user_module
 
 
 def _pkg(tmp_path, monkeypatch):
@@ -138,7 +138,7 @@ def test_minio_endpoint_unreachable_is_named(tmp_path, monkeypatch):
 
 def test_mounted_s3_and_minio_modules_need_no_boto3(tmp_path, monkeypatch):
     """KFP's convention: s3://b/x is /s3/b/x, minio://b/x is /minio/b/x. A mounted file is used where it is."""
-    from generic_trainer import storage
+    from generic_trainer.artifacts import storage
 
     roots = {"s3://": str(tmp_path / "s3"), "minio://": str(tmp_path / "minio")}
     monkeypatch.setattr(storage, "DEFAULT_MOUNT_ROOTS", {**storage.DEFAULT_MOUNT_ROOTS, **roots})

@@ -337,8 +337,9 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
 
 def test_non_chief_replica_never_writes_the_executor_output(tmp_path, monkeypatch):
     """A worker (CLUSTER_SPEC workerpool1) finishes without writing the executor output; the chief would."""
-    from generic_trainer import cluster, train
-    from generic_trainer.results import TrainResult
+    from generic_trainer import train
+    from generic_trainer.artifacts.results import TrainResult
+    from generic_trainer.fit import cluster
 
     spec = {"cluster": {"workerpool0": ["10.0.0.2:2222"], "workerpool1": ["10.0.0.3:2222"]},
             "environment": "cloud", "task": {"type": "workerpool1", "index": 0, "trial": ""}}
@@ -487,7 +488,7 @@ def test_unknown_machine_family_passes_when_allowed(capsys):
 # --- the serving container the model artifact names for Vertex AI Model Registry --------------------------
 
 def test_serving_image_from_the_tensorflow_version_and_accelerator(caplog):
-    from generic_trainer import serving_container
+    from generic_trainer.artifacts import serving_container
 
     choose = serving_container.choose_image
     assert choose("2.12.1") == "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-12:latest"

@@ -15,7 +15,7 @@ __all__ = ["FnArgs", "Task", "TunerFnResult"]
 
 def __getattr__(name: str) -> Any:
     if name in ("FnArgs", "TunerFnResult"):
-        from generic_trainer import fn_args
+        from generic_trainer.fit import fn_args
 
         return getattr(fn_args, name)
     if name == "Task":  # the Task API (generic_trainer.task): Model Garden's workflow with the runtime's loop

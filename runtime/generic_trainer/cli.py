@@ -21,23 +21,23 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from generic_trainer import data_options, fit_options, judge_options, options, output_checks
-from generic_trainer.common_options import EPILOG
-from generic_trainer.data_request import (
+from generic_trainer.errors import TrainerError
+from generic_trainer.intake import data_options, fit_options, judge_options, options, output_checks
+from generic_trainer.intake.common_options import EPILOG
+from generic_trainer.intake.data_request import (
     ImportExamplesRequest,
     TransformRequest,
     build_import_examples_request,
     build_transform_request,
 )
-from generic_trainer.errors import TrainerError
-from generic_trainer.fit_request import TrainRequest, TuneRequest, build_train_request, build_tune_request
-from generic_trainer.judge_request import (
+from generic_trainer.intake.fit_request import TrainRequest, TuneRequest, build_train_request, build_tune_request
+from generic_trainer.intake.judge_request import (
     EvaluateRequest,
     InfraValidateRequest,
     build_evaluate_request,
     build_infra_validate_request,
 )
-from generic_trainer.request import gcs_root
+from generic_trainer.intake.request import gcs_root
 
 log = logging.getLogger("generic_trainer")
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
@@ -121,7 +121,7 @@ def _choose_keras(keras: str | None) -> None:
 
 def _raw_values(args: argparse.Namespace) -> tuple[dict, object]:
     """Flag values, overlaid by the executor input's when running under KFP."""
-    from generic_trainer import kfp_io
+    from generic_trainer.artifacts import kfp_io
 
     values = {k: v for k, v in vars(args).items() if v is not None}
     if not args.executor_input:
@@ -156,7 +156,7 @@ class VerbRun:
 
 def run_verb(args: argparse.Namespace, verb: VerbRun) -> int:
     """request -> log -> check the outputs are writable (before TensorFlow) -> run -> executor output -> print."""
-    from generic_trainer import kfp_io
+    from generic_trainer.artifacts import kfp_io
 
     values, kfp = _raw_values(args)
     request = verb.build(values, kfp=kfp)
@@ -184,7 +184,7 @@ def _describe_train(r: TrainRequest) -> list[str]:
              f"eval_steps={r.eval_steps} strategy={r.strategy} keras={r.keras} "
              f"custom_config={json.dumps(r.redacted_custom_config())}"]
     if t:
-        from generic_trainer.redaction import redact
+        from generic_trainer.artifacts.redaction import redact
         from generic_trainer.task.config import parse_params_override
 
         config = f"({len(t.config)} chars)" if t.config else None
@@ -372,7 +372,7 @@ def end_without_stray_threads(code: int) -> None:
     """
     import threading
 
-    from generic_trainer import process_exit
+    from generic_trainer.artifacts import process_exit
 
     stray = [t for t in threading.enumerate()
              if t is not threading.main_thread() and not t.daemon and t.is_alive()]

@@ -25,9 +25,9 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.example_dataset import DatasetOptions, as_dataset_options, check_batch_size, make_dataset
-from generic_trainer.example_files import compression_fn
-from generic_trainer.schemas import load_schema, parser_config
+from generic_trainer.records.example_dataset import DatasetOptions, as_dataset_options, check_batch_size, make_dataset
+from generic_trainer.records.example_files import compression_fn
+from generic_trainer.records.schemas import load_schema, parser_config
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -32,12 +32,14 @@ import os
 import time
 from typing import Any
 
-from generic_trainer import eval_batch, eval_metrics, eval_thresholds, example_files, schemas, storage
-from generic_trainer.blessing import write_blessing
+from generic_trainer.artifacts import storage
 from generic_trainer.errors import UserInputError
-from generic_trainer.eval_config import EvalConfig
-from generic_trainer.judge_request import EvaluateRequest
-from generic_trainer.signature_feed import ServingModel
+from generic_trainer.intake.judge_request import EvaluateRequest
+from generic_trainer.judge import eval_batch, eval_metrics, eval_thresholds
+from generic_trainer.judge.blessing import write_blessing
+from generic_trainer.judge.eval_config import EvalConfig
+from generic_trainer.judge.signature_feed import ServingModel
+from generic_trainer.records import example_files, schemas
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +139,7 @@ def run(request: EvaluateRequest) -> EvaluateResult:
 
 def sandbox_limits(request: EvaluateRequest) -> Any:
     """The evaluation process's limits: --timeout without progress, --memory-limit (then on CPU only)."""
-    from generic_trainer import sandbox
+    from generic_trainer.judge import sandbox
 
     return sandbox.Limits(timeout=request.timeout, memory_limit=request.memory_limit, idle=True,
                           cpu_only=bool(request.memory_limit))
@@ -147,7 +149,7 @@ def _compute_in_sandbox(request: EvaluateRequest) -> EvaluateResult:
     import shutil
     import tempfile
 
-    from generic_trainer import sandbox
+    from generic_trainer.judge import sandbox
 
     limits = sandbox_limits(request)
     work = tempfile.mkdtemp(prefix="evaluate-")
@@ -159,7 +161,7 @@ def _compute_in_sandbox(request: EvaluateRequest) -> EvaluateResult:
                 "schema": request.schema}
         with open(spec_path, "w", encoding="utf-8") as f:
             json.dump(spec, f)
-        outcome = sandbox.run("generic_trainer.sandbox", [f"{__name__}:compute_spec", spec_path, result_path],
+        outcome = sandbox.run("generic_trainer.judge.sandbox", [f"{__name__}:compute_spec", spec_path, result_path],
                               limits, work, "evaluation process", echo=True)
         child: dict[str, Any] = {}
         if os.path.isfile(result_path):
@@ -193,7 +195,7 @@ def config_from_json(value: dict[str, Any]) -> EvalConfig:
 
 
 def compute_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """In the sandbox (`python -m generic_trainer.sandbox generic_trainer.evaluate:compute_spec ...`): the
+    """In the sandbox (`python -m generic_trainer.judge.sandbox generic_trainer.evaluate:compute_spec ...`): the
     evaluation of the spec `_compute_in_sandbox` wrote, as JSON."""
     request = EvaluateRequest(model=spec["model"], examples=spec["examples"],
                               eval_config=config_from_json(spec["eval_config"]), blessing_dir="",
@@ -205,14 +207,14 @@ def compute_spec(spec: dict[str, Any]) -> dict[str, Any]:
 
 def compute(request: EvaluateRequest) -> EvaluateResult:
     """Serve the eval split to the model (and baseline) and compute the metrics and verdict (no outputs written)."""
-    from generic_trainer import sandbox
+    from generic_trainer.judge import sandbox
 
     started = time.monotonic()
     config = request.eval_config
     sandbox.progress("importing TensorFlow")
     dataset = _dataset(request)
     if config.custom_metrics:
-        from generic_trainer import eval_keras_metrics
+        from generic_trainer.judge import eval_keras_metrics
 
         for metric in config.custom_metrics:  # a class that does not import fails before any model loads
             eval_keras_metrics.resolve(metric.class_path, metric.name)
@@ -233,7 +235,7 @@ def compute(request: EvaluateRequest) -> EvaluateResult:
     slice_features = config.slice_features
     resampler = None
     if config.ci_samples:
-        from generic_trainer.eval_bootstrap import Resampler
+        from generic_trainer.judge.eval_bootstrap import Resampler
 
         resampler = Resampler(config.ci_samples, config.ci_seed)
     problem, num_classes = None, 0
@@ -288,7 +290,7 @@ def _sliced_evaluation(config: EvalConfig, problem: str, num_classes: int) -> ev
     if config.custom_metrics:
         import functools
 
-        from generic_trainer.eval_keras_metrics import KerasMetrics
+        from generic_trainer.judge.eval_keras_metrics import KerasMetrics
 
         make_custom = functools.partial(KerasMetrics, config.custom_metrics, problem, num_classes)
     return eval_metrics.SlicedEvaluation(problem, num_classes, config.slices, make_custom, config.ci_samples)
@@ -332,7 +334,8 @@ def write_outputs(request: EvaluateRequest, result: EvaluateResult) -> None:
         storage.write_file_atomic(request.metrics_file, json.dumps(result.to_json(request), indent=2) + "\n")
         log.info("metrics: %s", request.metrics_file)
     if request.report_file:
-        from generic_trainer import eval_report, report
+        from generic_trainer.artifacts import report
+        from generic_trainer.judge import eval_report
 
         report.write(request.report_file, eval_report.render(request, result))
         log.info("report: %s", request.report_file)

@@ -17,9 +17,11 @@ import logging
 import os
 import shutil
 
-from generic_trainer import output_checks, outputs, storage, tflite_export
+from generic_trainer.artifacts import outputs, storage
 from generic_trainer.errors import UserInputError
-from generic_trainer.request import gcs_root as resolve_gcs_root
+from generic_trainer.intake import output_checks
+from generic_trainer.intake.request import gcs_root as resolve_gcs_root
+from generic_trainer.judge import tflite_export
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +58,8 @@ def add_parser(sub, epilog: str) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run the verb from parsed flags; raises a TrainerError subclass on what the user must fix."""
-    from generic_trainer import inputs
-    from generic_trainer.example_files import split_file_patterns
+    from generic_trainer.fit import inputs
+    from generic_trainer.records.example_files import split_file_patterns
 
     gcs_root = resolve_gcs_root(vars(args))
     model = storage.local_path(args.model, gcs_root)

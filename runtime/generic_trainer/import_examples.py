@@ -20,9 +20,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from generic_trainer import beam_run, tabular
-from generic_trainer.data_request import ImportExamplesRequest
+from generic_trainer.beam import beam_run, tabular
 from generic_trainer.errors import UserInputError
+from generic_trainer.intake.data_request import ImportExamplesRequest
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ def run(request: ImportExamplesRequest) -> ImportResult:
     """Import the tables into a new Examples directory; returns the counts per split."""
     import apache_beam as beam
 
-    from generic_trainer.schemas import load_schema
+    from generic_trainer.records.schemas import load_schema
 
     started = time.monotonic()
     schema = load_schema(request.schema) if request.schema else None

@@ -2,7 +2,7 @@
 
 This process never loads the model (nor TensorFlow). It reads `num_requests` x `batch_size` serialized
 tf.Examples from the examples (plain Python, cycling when there are fewer), and starts
-`python -m generic_trainer.serving_probe` in sandbox.py's sandbox (a new session): the probe limits its
+`python -m generic_trainer.judge.serving_probe` in sandbox.py's sandbox (a new session): the probe limits its
 own address space (RLIMIT_AS; it runs on CPU, since GPU drivers reserve more than any sensible limit),
 loads the SavedModel and sends a warm-up request, then the timed requests, to `serving_default`, in the
 signature's own input form (signature_feed.py: serialized tf.Examples, or tensors parsed from them through
@@ -38,10 +38,13 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from generic_trainer import example_files, output_checks, outputs, sandbox, schemas, storage
-from generic_trainer.blessing import BLESSED_FILE, NOT_BLESSED_FILE, write_blessing
+from generic_trainer.artifacts import outputs, storage
 from generic_trainer.errors import OutputError, UserInputError
-from generic_trainer.judge_request import InfraValidateRequest
+from generic_trainer.intake import output_checks
+from generic_trainer.intake.judge_request import InfraValidateRequest
+from generic_trainer.judge import sandbox
+from generic_trainer.judge.blessing import BLESSED_FILE, NOT_BLESSED_FILE, write_blessing
+from generic_trainer.records import example_files, schemas
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +156,7 @@ def _run_probe(request: InfraValidateRequest, model_path: str, batches: list[lis
     with open(spec_path, "w", encoding="utf-8") as f:
         json.dump({"model": model_path, "warmup": WARMUP_REQUESTS, "requests": batches, "schema": request.schema,
                    "warmup_records": warmup, "warmup_file": os.path.join(work, WARMUP_FILE)}, f)
-    outcome = sandbox.run("generic_trainer.serving_probe", [spec_path, result_path], probe_limits(request), work,
+    outcome = sandbox.run("generic_trainer.judge.serving_probe", [spec_path, result_path], probe_limits(request), work,
                           "serving process")
     result: dict[str, Any] = {}
     if os.path.isfile(result_path):

@@ -14,7 +14,7 @@ import os
 import types
 from typing import Any
 
-from generic_trainer.fn_args import FnArgs, TunerFnResult
+from generic_trainer.fit.fn_args import FnArgs, TunerFnResult
 
 
 def _data_accessor_class() -> Any:

@@ -20,20 +20,21 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from generic_trainer import cluster as cluster_lib
-from generic_trainer import inputs, keras_multiworker, model_artifact, outputs, serving_container, storage, user_module
+from generic_trainer.artifacts import model_artifact, outputs, serving_container, storage
+from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
-from generic_trainer.fit_request import TrainRequest
-from generic_trainer.fn_args import FnArgs
-from generic_trainer.preemption import WATCHER
-from generic_trainer.results import TrainResult
+from generic_trainer.fit import cluster as cluster_lib
+from generic_trainer.fit import inputs, keras_multiworker, user_module
+from generic_trainer.fit.fn_args import FnArgs
+from generic_trainer.fit.preemption import WATCHER
+from generic_trainer.intake.fit_request import TrainRequest
 
 log = logging.getLogger(__name__)
 
 
 def speed_options(request: TrainRequest):
     """The request's --mixed-precision / --jit-compile / --steps-per-execution as fit_hooks.SpeedOptions."""
-    from generic_trainer import fit_hooks
+    from generic_trainer.fit import fit_hooks
 
     program = request.program
     speed = fit_hooks.SpeedOptions(jit_compile=program.jit_compile, steps_per_execution=program.steps_per_execution,
@@ -47,7 +48,8 @@ def speed_options(request: TrainRequest):
 def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None, multi_worker: bool = False):
     import tensorflow as tf
 
-    from generic_trainer import fit_hooks, keras2_saving, module_strategy, record_checks
+    from generic_trainer.fit import fit_hooks, keras2_saving, module_strategy
+    from generic_trainer.records import record_checks
 
     with strategy.scope(), module_strategy.substitute(strategy), keras2_saving.bridge(keras_mode), \
             fit_hooks.recording_fit(keras_mode, speed=speed) as record:
@@ -123,7 +125,8 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
     log.info("resolved %s gpus=%d", cluster_lib.describe(strategy, cluster), num_gpus)
     keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
 
-    from generic_trainer import checkpointing, record_checks
+    from generic_trainer.fit import checkpointing
+    from generic_trainer.records import record_checks
 
     record_checks.check_first_records(examples.all_files, examples.schema_file)  # TensorFlow is loaded now
 
@@ -202,7 +205,7 @@ def _write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
     if request.metrics_file:
         outputs.write_metrics_file(request.metrics_file, metrics)
     if request.report_file:
-        from generic_trainer import report
+        from generic_trainer.artifacts import report
 
         report.write_train_report(request, result)
     outputs.copy_model_run(request.model_run_dir, request.model_run_copy_dir)

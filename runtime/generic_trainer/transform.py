@@ -25,9 +25,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from generic_trainer import beam_run, user_module
-from generic_trainer.data_request import TransformRequest
+from generic_trainer.beam import beam_run
 from generic_trainer.errors import UserCodeError, UserInputError
+from generic_trainer.fit import user_module
+from generic_trainer.intake.data_request import TransformRequest
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +130,8 @@ def _user_error(guarded: _GuardedFn) -> UserCodeError:
 
 def run(request: TransformRequest) -> TransformResult:
     """Analyze, write the transform graph and (when asked) the transformed examples."""
-    from generic_trainer.example_files import split_file_patterns
-    from generic_trainer.schemas import load_schema
+    from generic_trainer.records.example_files import split_file_patterns
+    from generic_trainer.records.schemas import load_schema
 
     started = time.monotonic()
     schema = load_schema(request.schema)

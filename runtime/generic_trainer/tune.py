@@ -25,11 +25,13 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from generic_trainer import cluster as cluster_lib
-from generic_trainer import inputs, storage, trial_log, tuner_cluster, user_module
+from generic_trainer.artifacts import storage
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
-from generic_trainer.fit_request import TuneRequest
-from generic_trainer.fn_args import FnArgs
+from generic_trainer.fit import cluster as cluster_lib
+from generic_trainer.fit import inputs, user_module
+from generic_trainer.fit.fn_args import FnArgs
+from generic_trainer.intake.fit_request import TuneRequest
+from generic_trainer.tuning import trial_log, tuner_cluster
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +84,7 @@ def run(request: TuneRequest, before_publish: Callable[[TuneResult], None] | Non
     Where the oracle lives, `before_publish(result)` runs after the results, metrics and report
     are written, right before best_hyperparameters is published; when it raises, it is not.
     """
-    from generic_trainer import outputs
+    from generic_trainer.artifacts import outputs
 
     role = tuner_cluster.resolve_role(cluster_lib.resolve())
     held = outputs.exclusive(request.best_hyperparameters_dir, "--best-hyperparameters-dir") \
@@ -103,7 +105,7 @@ def run(request: TuneRequest, before_publish: Callable[[TuneResult], None] | Non
 
 def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, examples: inputs.ExampleInputs,
          before_publish: Callable[[TuneResult], None] | None = None) -> TuneResult:
-    from generic_trainer import record_checks
+    from generic_trainer.records import record_checks
 
     num_gpus = cluster_lib.count_gpus()
     # Replicas tune in parallel, each on its own: the strategy is per replica (several GPUs -> mirrored).
@@ -130,7 +132,7 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, 
     # The chief builds its tuner as the oracle's host (keras-tuner reloads the saved oracle then).
     first_id = tuner_cluster.ORACLE_TUNER_ID if role.distributed and role.serves_oracle else role.tuner_id
     saved = _make_resumable(request.working_dir, first_id) if role.serves_oracle else set()
-    from generic_trainer import keras2_saving, module_strategy
+    from generic_trainer.fit import keras2_saving, module_strategy
 
     with tuner_cluster.environment(role, first_id) as set_tuner_id, strategy.scope(), \
             module_strategy.substitute(strategy), keras2_saving.bridge("keras3"):
@@ -215,7 +217,7 @@ def _call_tuner_fn(tuner_fn, fn_args: FnArgs, name: str) -> tuple[Any, dict[str,
         hint = ""
         if f"{os.sep}keras_tuner{os.sep}" in innermost:
             hint = " (raised by keras-tuner while setting up the search space: check the hyperparameters it declares)"
-        from generic_trainer import keras2_saving
+        from generic_trainer.fit import keras2_saving
 
         hint = hint or keras2_saving.hint(e, tf_keras_possible=False)
         raise UserCodeError(f"{name} raised {type(e).__name__}: {e}{hint}\n{tb}") from e
@@ -255,7 +257,7 @@ def _search(tuner, fit_kwargs: dict[str, Any]) -> None:
     import grpc
     from keras_tuner import errors as kt_errors
 
-    from generic_trainer import fit_hooks
+    from generic_trainer.fit import fit_hooks
 
     try:
         with fit_hooks.recording_fit("keras3"):
@@ -436,7 +438,7 @@ def kfp_metadata(request: TuneRequest, result: TuneResult) -> dict[str, dict[str
 
 def render_report(result: TuneResult) -> str:
     """A self-contained HTML page (what KFP shows for a system.HTML artifact)."""
-    from generic_trainer import report
+    from generic_trainer.artifacts import report
 
     better = max if result.direction == "max" else min
     scores, best_so_far, best = [], [], None

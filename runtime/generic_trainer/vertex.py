@@ -23,9 +23,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from generic_trainer.artifacts.redaction import redact
 from generic_trainer.errors import UserInputError
-from generic_trainer.redaction import redact
-from generic_trainer.request import MAX_SECONDS, number
+from generic_trainer.intake.request import MAX_SECONDS, number
 
 log = logging.getLogger(__name__)
 

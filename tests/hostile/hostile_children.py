@@ -1,11 +1,11 @@
 """Hostile sandbox children without TensorFlow (fast): run as
-`python -m generic_trainer.sandbox hostile_children:FUNCTION SPEC RESULT` with this directory on PYTHONPATH."""
+`python -m generic_trainer.judge.sandbox hostile_children:FUNCTION SPEC RESULT` with this directory on PYTHONPATH."""
 
 from __future__ import annotations
 
 import time
 
-from generic_trainer import sandbox
+from generic_trainer.judge import sandbox
 
 
 def grow_memory(spec: dict) -> dict:

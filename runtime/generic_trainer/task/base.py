@@ -175,7 +175,8 @@ class Task:
         (so every validation example is read once across workers). Training data is shuffled and
         repeated forever; validation data is read once, in order.
         """
-        from generic_trainer import data, example_dataset
+        from generic_trainer import data
+        from generic_trainer.records import example_dataset
 
         if not self.params.schema_path:
             raise UserInputError("task.schema_path", "examples_dataset needs a schema: pass --schema or set it")

@@ -23,9 +23,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from generic_trainer import storage
-from generic_trainer.checkpoint_files import read_json, remove_checkpoints
+from generic_trainer.artifacts import storage
 from generic_trainer.errors import UserInputError
+from generic_trainer.fit.checkpoint_files import read_json, remove_checkpoints
 
 log = logging.getLogger(__name__)
 

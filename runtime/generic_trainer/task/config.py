@@ -274,7 +274,7 @@ def as_dict(config: Any, redact_secrets: bool = True) -> dict[str, Any]:
     """The config as plain data (what params.yaml holds); secret custom_config values are masked."""
     data = dataclasses.asdict(config)
     if redact_secrets:
-        from generic_trainer.redaction import redact
+        from generic_trainer.artifacts.redaction import redact
 
         task = data.get("task") if "task" in data else data
         if isinstance(task, dict) and isinstance(task.get("custom_config"), dict):
@@ -297,7 +297,7 @@ def to_yaml(config: Any) -> str:
 
 def write_params_yaml(config: ExperimentConfig, directory: str) -> str:
     """Write the resolved config to `<directory>/params.yaml` (atomically); returns the path."""
-    from generic_trainer import storage
+    from generic_trainer.artifacts import storage
 
     path = os.path.join(directory, "params.yaml")
     storage.write_file_atomic(path, to_yaml(config))

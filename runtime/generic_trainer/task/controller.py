@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserCodeError, UserInputError
-from generic_trainer.preemption import WATCHER
-from generic_trainer.progress import fmt_eta
+from generic_trainer.fit.preemption import WATCHER
+from generic_trainer.fit.progress import fmt_eta
 from generic_trainer.task.config import MODES, TRAIN_MODES
 from generic_trainer.task.eval_loop import EvalLoop
 from generic_trainer.task.state import TaskState, format_logs

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from generic_trainer import user_module
 from generic_trainer.errors import TrainerError, UserCodeError
+from generic_trainer.fit import user_module
 from generic_trainer.task.base import Task
 from generic_trainer.task.state import call_user
 

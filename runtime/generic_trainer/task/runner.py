@@ -17,13 +17,14 @@ import shutil
 import tempfile
 from collections.abc import Callable
 
-from generic_trainer import cluster as cluster_lib
-from generic_trainer import model_artifact, outputs, storage, user_module
+from generic_trainer.artifacts import model_artifact, outputs, storage
+from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import TrainerError, UserCodeError, UserInputError
-from generic_trainer.fit_request import TrainRequest
-from generic_trainer.inputs import resolve_schema_file
-from generic_trainer.preemption import WATCHER
-from generic_trainer.results import TrainResult
+from generic_trainer.fit import cluster as cluster_lib
+from generic_trainer.fit import user_module
+from generic_trainer.fit.inputs import resolve_schema_file
+from generic_trainer.fit.preemption import WATCHER
+from generic_trainer.intake.fit_request import TrainRequest
 from generic_trainer.task import base, config, resolve
 from generic_trainer.task.config import TRAIN_MODES
 from generic_trainer.task.controller import ExperimentResult
@@ -73,7 +74,7 @@ def _local(value: str, gcs_root: str) -> str:
 
 def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> config.ExperimentConfig:
     """The experiment config of this run, resolved in override order and checked for the program's mode."""
-    from generic_trainer import example_files
+    from generic_trainer.records import example_files
 
     program = request.task
     if program.experiment:
@@ -227,7 +228,7 @@ def _eval_examples(request: TrainRequest) -> tuple[list[str], str | None]:
     """Eval file patterns and the schema file, to check a TFLite export on (none when no --examples)."""
     if request.tflite is None or not request.examples:
         return [], None
-    from generic_trainer import example_files
+    from generic_trainer.records import example_files
 
     return example_files.split_file_patterns(request.examples, request.eval_splits), resolve_schema_file(request.schema)
 
@@ -242,7 +243,7 @@ def _write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
     if request.metrics_file:
         outputs.write_metrics_file(request.metrics_file, metrics)
     if request.report_file:
-        from generic_trainer import report
+        from generic_trainer.artifacts import report
 
         report.write_train_report(request, result)
     outputs.copy_model_run(request.model_run_dir, request.model_run_copy_dir)

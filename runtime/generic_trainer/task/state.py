@@ -18,8 +18,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from generic_trainer import user_module
 from generic_trainer.errors import TrainerError, UserCodeError
+from generic_trainer.fit import user_module
 from generic_trainer.task import ema
 from generic_trainer.task.base import Task
 from generic_trainer.task.config import DataConfig, ExperimentConfig

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from generic_trainer import user_module
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
+from generic_trainer.fit import user_module
 from generic_trainer.task.state import TaskState, host_logs
 
 

@@ -1,0 +1,182 @@
+"""The KFP v2 executor contract: executor input in, executor output out.
+
+Reads the JSON KFP substitutes for `{{$}}` into the same raw values the CLI flags give
+(`examples`, `module_file`, `train_steps`, ...) plus a `KfpOutputs` naming where each output
+artifact goes, and writes the executor-output file (artifacts with metadata, parameter values).
+Only the chief calls `write_executor_output`: several replicas writing one file over GCS FUSE fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from generic_trainer.artifacts import storage
+from generic_trainer.errors import OutputError, UserInputError
+from generic_trainer.intake.request import KfpOutputs
+
+INPUT = "--executor-input"
+
+# Input artifact name -> request key.
+INPUT_ARTIFACTS = {
+    "examples": "examples",
+    "schema": "schema",
+    "transform_graph": "transform_graph",
+    "hyperparameters": "hyperparameters",
+    "base_model": "base_model",
+    "model": "model",
+    "baseline_model": "baseline_model",
+    "model_blessing": "model_blessing",
+}
+# Output artifact name -> request key its local path fills.
+OUTPUT_ARTIFACTS = {
+    "model": "model_dir",
+    "model_run": "model_run_dir",
+    "metrics": None,
+    "report": "report_file",
+    "best_hyperparameters": "best_hyperparameters_dir",
+    "tuner_results": "tuner_results_dir",
+    "blessing": "blessing_dir",
+    "evaluation": "metrics_file",
+    # import-examples and transform
+    "examples": "output",
+    "output_schema": "schema_output",
+    "transform_graph": "transform_graph",
+    "transformed_examples": "transformed_examples",
+}
+
+
+def load(value: str) -> dict[str, Any]:
+    """The executor input from a JSON string (what `{{$}}` becomes) or a path to a JSON file."""
+    text = value
+    if not value.lstrip().startswith("{"):
+        if not os.path.isfile(value):
+            raise UserInputError(INPUT, "expected the executor input JSON ('{{$}}') or a file holding it")
+        with open(value, encoding="utf-8") as f:
+            text = f.read()
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserInputError(INPUT, f"not valid JSON ({e.msg} at position {e.pos})") from None
+    if not isinstance(parsed, dict):
+        raise UserInputError(INPUT, "expected KFP's executor input: an object with 'inputs' and 'outputs', got "
+                                    f"{type(parsed).__name__}")
+    if "outputs" not in parsed:
+        raise UserInputError(INPUT, "outputs is missing: expected KFP's executor input, an object with 'inputs' "
+                                    "and 'outputs'")
+    return parsed
+
+
+def _object(value: Any, where: str, required: bool = False) -> Mapping[str, Any]:
+    """`value` as an object of the executor input, or UserInputError naming its path `where`."""
+    if value is None and not required:
+        return {}
+    if not isinstance(value, Mapping):
+        got = "nothing" if value is None else type(value).__name__
+        raise UserInputError(INPUT, f"{where} must be an object ({{...}}), got {got}")
+    return value
+
+
+def _first_artifact(entry: Any, where: str, required: bool = False) -> Mapping[str, Any] | None:
+    """The first artifact of an executor-input artifact entry (`{"artifacts": [{"uri": ...}]}`), checked.
+
+    An input entry with no artifact is an input not given (as kfp's own executor takes it); an output
+    entry (`required`) must hold one.
+    """
+    artifacts = _object(entry, where).get("artifacts")
+    if artifacts is not None and not isinstance(artifacts, list):
+        raise UserInputError(INPUT, f"{where}.artifacts must be a list, got {type(artifacts).__name__}")
+    if not artifacts:
+        if required:
+            raise UserInputError(INPUT, f"{where}.artifacts must be a list holding the output artifact "
+                                        "(with its uri), got " + ("nothing" if artifacts is None else "an empty list"))
+        return None
+    artifact = _object(artifacts[0], f"{where}.artifacts[0]")
+    uri = artifact.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise UserInputError(INPUT, f"{where}.artifacts[0].uri must be a non-empty string, got {uri!r}")
+    return artifact
+
+
+def _flatten_args(prefix: str, args: Any) -> dict[str, Any]:
+    """TFX-style train_args / eval_args ({"num_steps": N, "splits": [...]}) to flag values."""
+    if args in (None, "", {}):
+        return {}
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            raise UserInputError(f"{prefix}_args", "expected a JSON object like {\"num_steps\": 100}") from None
+    if not isinstance(args, dict):
+        raise UserInputError(f"{prefix}_args", "expected an object like {\"num_steps\": 100, \"splits\": [\"train\"]}")
+    unknown = set(args) - {"num_steps", "splits"}
+    if unknown:
+        raise UserInputError(f"{prefix}_args", f"unknown keys {sorted(unknown)}; expected num_steps and splits")
+    return {f"{prefix}_steps": args.get("num_steps"), f"{prefix}_splits": args.get("splits")}
+
+
+def parse(executor_input: Mapping[str, Any], gcs_root: str = "/gcs") -> tuple[dict[str, Any], KfpOutputs]:
+    """Raw request values and the output locations from a KFP executor input."""
+    inputs = _object(executor_input.get("inputs"), "inputs")
+    values: dict[str, Any] = {}
+    parameters = _object(inputs.get("parameterValues"), "inputs.parameterValues")
+    for name, value in parameters.items():
+        if name == "strategy" and "worker_pool_specs" in parameters:
+            continue  # GCPC's custom-job wrapper: its `strategy` is Vertex's scheduling strategy (SPOT, ...)
+        if name in ("train_args", "eval_args"):
+            values.update(_flatten_args(name[: -len("_args")], value))
+        else:
+            values[name] = value
+    for name, entry in _object(inputs.get("artifacts"), "inputs.artifacts").items():
+        artifact = _first_artifact(entry, f"inputs.artifacts.{name}")
+        if artifact is not None and name in INPUT_ARTIFACTS:
+            values[INPUT_ARTIFACTS[name]] = artifact["uri"]
+    outputs = _object(executor_input.get("outputs"), "outputs", required=True)
+    artifacts: dict[str, dict[str, str]] = {}
+    for name, entry in _object(outputs.get("artifacts"), "outputs.artifacts").items():
+        artifact = _first_artifact(entry, f"outputs.artifacts.{name}", required=True)
+        path = storage.local_path(artifact["uri"], gcs_root)
+        artifacts[name] = {
+            "name": str(artifact.get("name") or ""),
+            "uri": artifact["uri"],
+            "path": path,
+            "schema_title": str(_object(artifact.get("type"), f"outputs.artifacts.{name}.artifacts[0].type")
+                                .get("schemaTitle") or ""),
+        }
+        key = OUTPUT_ARTIFACTS.get(name)
+        if key:
+            values[key] = path
+    output_file = outputs.get("outputFile")
+    if not isinstance(output_file, str) or not output_file:
+        raise UserInputError(INPUT, "outputs.outputFile must be a non-empty string (the executor output path), "
+                                    f"got {output_file!r}")
+    return values, KfpOutputs(output_file=output_file, artifacts=artifacts,
+                              parameters=tuple(_object(outputs.get("parameters"), "outputs.parameters")))
+
+
+def write_executor_output(
+    kfp: KfpOutputs,
+    metadata: Mapping[str, Mapping[str, Any]],
+    parameter_values: Mapping[str, Any] | None = None,
+    output_file: str | None = None,
+) -> None:
+    """Write the executor output: every output artifact (with its metadata, even when empty).
+
+    kfp's local runner drops the output artifacts of a task that wrote no executor output, so
+    each artifact is listed whether or not it has metadata. A write that fails is OutputError (exit 4);
+    the verbs call this before they publish their main output, so a failure publishes nothing.
+    """
+    artifacts = {
+        name: {"artifacts": [{"name": art["name"], "uri": art["uri"], "metadata": dict(metadata.get(name, {}))}]}
+        for name, art in kfp.artifacts.items()
+    }
+    body: dict[str, Any] = {"artifacts": artifacts}
+    if parameter_values:
+        body["parameterValues"] = dict(parameter_values)
+    path = output_file or kfp.output_file
+    try:
+        storage.write_file_atomic(path, json.dumps(body, indent=2, default=str))
+    except OSError as e:
+        raise OutputError(f"could not write the executor output {path}: {e.strerror or e}") from e

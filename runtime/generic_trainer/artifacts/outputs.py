@@ -1,0 +1,136 @@
+"""Checks what the user's code left behind and publishes it whole.
+
+A run holds its output directory exclusively (`exclusive`: a lock beside it, stale staging of
+dead runs removed). A serving model must exist, load, and have a `serving_default` signature
+before it is moved from the run's private staging directory (a sibling of the model dir, never
+inside it) to `<model-dir>/Format-Serving`. Metrics go out as a flat JSON file and as
+TensorBoard scalars under the model run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from generic_trainer.artifacts import storage
+from generic_trainer.errors import OutputError, UserInputError
+
+log = logging.getLogger(__name__)
+
+SERVING_DIR = "Format-Serving"
+EVAL_DIR = "Format-TFMA"
+
+
+def _has_saved_model(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "saved_model.pb")) or os.path.isfile(
+        os.path.join(path, "saved_model.pbtxt"))
+
+
+def serving_model_path(model_dir: str) -> str:
+    """The SavedModel inside a model artifact: TFX layout `Format-Serving`, or the dir itself."""
+    inner = os.path.join(model_dir, SERVING_DIR)
+    return inner if os.path.isdir(inner) else model_dir
+
+
+def validate_serving_model(path: str, what: str = "run_fn") -> dict[str, Any]:
+    """Load the SavedModel at `path`; return its signature names, or raise OutputError saying what is wrong."""
+    if not os.path.isdir(path) or not os.listdir(path):
+        raise OutputError(
+            f"{what} wrote no model: {path} is empty. Export the serving model to fn_args.serving_model_dir "
+            "(e.g. model.export(fn_args.serving_model_dir) or tf.saved_model.save(...))."
+        )
+    if not _has_saved_model(path):
+        found = sorted(os.listdir(path))[:10]
+        raise OutputError(
+            f"{what} wrote {found} to {path}, but no SavedModel (saved_model.pb). A Keras '.keras' file "
+            "cannot be served: use model.export(dir) or tf.saved_model.save(model, dir)."
+        )
+    import tensorflow as tf
+
+    try:
+        loaded = tf.saved_model.load(path)
+    except Exception as e:
+        raise OutputError(f"the SavedModel {what} wrote at {path} does not load: {type(e).__name__}: {e}") from e
+    signatures = sorted(loaded.signatures.keys())
+    if "serving_default" not in signatures:
+        raise OutputError(
+            f"the SavedModel at {path} has no 'serving_default' signature (it has {signatures or 'none'}); "
+            "export one, e.g. keras.export.ExportArchive.add_endpoint('serving_default', ...)."
+        )
+    fn = loaded.signatures["serving_default"]
+    inputs = {k: f"{v.dtype.name}{v.shape}" for k, v in fn.structured_input_signature[1].items()}
+    outputs = {k: f"{v.dtype.name}{v.shape}" for k, v in fn.structured_outputs.items()}
+    return {"signatures": signatures, "serving_inputs": inputs, "serving_outputs": outputs}
+
+
+@contextlib.contextmanager
+def exclusive(directory: str, flag: str) -> Iterator[None]:
+    """Hold `directory` for this run: a second run on it fails at once (UserInputError naming `flag`
+    and the run holding it). Inside, staging left by runs that died is removed."""
+    lock = storage.OutputLock(directory)
+    try:
+        taken_over = lock.acquire()
+    except storage.LockHeld as e:
+        raise UserInputError(flag, (
+            f"{directory} is in use by another run: {storage.describe_owner(e.owner)}, last heartbeat "
+            f"{e.age_s:.0f} s ago (lock file {e.lock_path}). Wait for that run to end or give another {flag}. "
+            f"(A run that died releases it by itself: at once when it ran on this host, else "
+            f"{lock.stale_after_s:.0f} s after its last heartbeat.)")) from None
+    try:
+        for owner in taken_over:
+            log.warning("%s: took over the lock of a run that is gone (%s)", flag, owner)
+        for path in storage.remove_stale_staging(directory):
+            log.info("%s: removed %s, left by a run that did not finish", flag, path)
+        yield
+    finally:
+        lock.release()
+
+
+def publish(staging: str, final_dir: str) -> None:
+    """Move a validated staging directory into place (whole, replacing an older one)."""
+    storage.publish_dir(staging, final_dir)
+    log.info("published %s", final_dir)
+
+
+def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The numeric scalars of `metrics` (what KFP's Metrics artifact and the JSON file carry)."""
+    out = {}
+    for key, value in metrics.items():
+        try:
+            number = float(value.numpy() if hasattr(value, "numpy") else value)
+        except (TypeError, ValueError):
+            continue
+        out[str(key)] = number
+    return out
+
+
+def write_metrics_file(path: str, metrics: Mapping[str, float]) -> None:
+    storage.write_file_atomic(path, json.dumps(dict(metrics), indent=2, sort_keys=True) + "\n")
+
+
+def write_tensorboard_scalars(log_dir: str, metrics: Mapping[str, float], step: int) -> None:
+    """Final metrics as TensorBoard scalars under `<log_dir>/final`, so every run has them."""
+    import tensorflow as tf
+
+    writer = tf.summary.create_file_writer(os.path.join(log_dir, "final"))
+    with writer.as_default():
+        for key, value in metrics.items():
+            tf.summary.scalar(key, value, step=step)
+    writer.close()
+
+
+def copy_model_run(model_run_dir: str, copy_dir: str | None) -> None:
+    """Copy the TensorBoard logs written live (Vertex's AIP_TENSORBOARD_LOG_DIR) into the model-run artifact.
+
+    Both the run_fn path and the Task path call it last among the chief's outputs; nothing when
+    `copy_dir` is None (the logs were written to the model-run artifact itself).
+    """
+    if not copy_dir:
+        return
+    shutil.copytree(model_run_dir, copy_dir, dirs_exist_ok=True)
+    log.info("TensorBoard logs copied from %s to %s", model_run_dir, copy_dir)

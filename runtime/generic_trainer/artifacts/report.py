@@ -1,0 +1,304 @@
+"""The HTML report of a run: what a person looks at first in the KFP UI (a `system.HTML` artifact).
+
+One self-contained page (inline CSS and SVG, no scripts, no external files): loss and metric
+curves read from the run's TensorBoard event files, the resolved inputs, the strategy and
+devices, and the final metrics. Every user-supplied string is escaped; secret custom_config values
+never appear (the request's redacted copy is used).
+
+The building blocks (`table`, `key_value_table`, `line_chart`, `read_scalars`, `curves`, `page`,
+`write`) are generic, so the tuner and evaluator reports are made of the same parts.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import json
+import logging
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from generic_trainer.artifacts.results import TrainResult
+    from generic_trainer.intake.fit_request import TrainRequest
+
+log = logging.getLogger(__name__)
+
+Points = list[tuple[float, float]]
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+MAX_POINTS = 400  # per series; longer series are thinned evenly (first and last point kept)
+
+_CSS = """
+body{font-family:-apple-system,Segoe UI,Roboto,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1100px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.sub{color:#666;font-size:13px} table{border-collapse:collapse;font-size:13px;margin:4px 0}
+th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f4f4f4} td.num{text-align:right;font-variant-numeric:tabular-nums}
+code,pre{font-family:SFMono-Regular,Menlo,Consolas,monospace;font-size:12px} pre{margin:0;white-space:pre-wrap}
+.charts{display:flex;flex-wrap:wrap;gap:12px} .chart{border:1px solid #eee;padding:4px}
+.note{color:#666;font-size:13px}
+""".strip()
+
+
+def esc(value: Any) -> str:
+    """`value` as HTML-escaped text (quotes too, so it is safe inside attributes)."""
+    return html.escape(str(value), quote=True)
+
+
+def fmt(value: Any) -> str:
+    """A short human form of a value: floats to 4 significant digits, containers as JSON."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return str(value)
+
+
+def table(rows: Iterable[Sequence[Any]], header: Sequence[str] | None = None) -> str:
+    """An HTML table; numbers are right-aligned, every cell escaped."""
+    out = ["<table>"]
+    if header:
+        out.append("<tr>" + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr>")
+    for row in rows:
+        cells = []
+        for cell in row:
+            is_num = isinstance(cell, (int, float)) and not isinstance(cell, bool)
+            cells.append(f'<td class="num">{esc(fmt(cell))}</td>' if is_num else f"<td>{esc(fmt(cell))}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def key_value_table(values: Mapping[str, Any], skip_none: bool = True) -> str:
+    """A two-column table of `values` (None values left out unless `skip_none` is False)."""
+    return table([(k, v) for k, v in values.items() if not (skip_none and v is None)], header=("name", "value"))
+
+
+def _thin(points: Points, limit: int = MAX_POINTS) -> Points:
+    if len(points) <= limit:
+        return points
+    stride = (len(points) - 1) / (limit - 1)
+    return [points[round(i * stride)] for i in range(limit)]
+
+
+def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / max(count - 1, 1)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    first = math.ceil(lo / step) * step
+    ticks = []
+    value = first
+    while value <= hi + step * 1e-9:
+        ticks.append(round(value, 12))
+        value += step
+    return ticks
+
+
+def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], x_label: str = "step",
+               y_label: str = "", width: int = 520, height: int = 280) -> str:
+    """An inline SVG line chart of `series` (name -> [(x, y), ...]); non-finite points are skipped."""
+    clean = {name: _thin(sorted((float(x), float(y)) for x, y in pts if math.isfinite(x) and math.isfinite(y)))
+             for name, pts in series.items()}
+    clean = {name: pts for name, pts in clean.items() if pts}
+    if not clean:
+        return f'<p class="note">{esc(title)}: nothing logged.</p>'
+    xs = [x for pts in clean.values() for x, _ in pts]
+    ys = [y for pts in clean.values() for _, y in pts]
+    x_lo, x_hi = min(xs), max(xs)
+    y_lo, y_hi = min(ys), max(ys)
+    if x_hi == x_lo:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    if y_hi == y_lo:
+        pad = abs(y_lo) * 0.1 or 1.0
+        y_lo, y_hi = y_lo - pad, y_hi + pad
+    else:
+        pad = (y_hi - y_lo) * 0.05
+        y_lo, y_hi = y_lo - pad, y_hi + pad
+    left, right, top, bottom = 58, 12, 42, 44
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def sx(x: float) -> float:
+        return left + (x - x_lo) / (x_hi - x_lo) * plot_w
+
+    def sy(y: float) -> float:
+        return top + (1 - (y - y_lo) / (y_hi - y_lo)) * plot_h
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}" font-size="11" '
+             f'font-family="sans-serif">',
+             f'<text x="{width / 2:.1f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">'
+             f'{esc(title)}</text>',
+             f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
+    for tick in _nice_ticks(y_lo, y_hi):
+        y = sy(tick)
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>'
+                     f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{esc(f"{tick:.4g}")}</text>')
+    for tick in _nice_ticks(x_lo, x_hi):
+        x = sx(tick)
+        parts.append(f'<line x1="{x:.1f}" y1="{top + plot_h}" x2="{x:.1f}" y2="{top + plot_h + 4}" stroke="#999"/>'
+                     f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{esc(f"{tick:.6g}")}</text>')
+    parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{esc(x_label)}</text>')
+    if y_label:
+        parts.append(f'<text x="12" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
+                     f'transform="rotate(-90 12 {top + plot_h / 2:.1f})">{esc(y_label)}</text>')
+    legend_x = left
+    for i, (name, pts) in enumerate(clean.items()):
+        color = COLORS[i % len(COLORS)]
+        coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
+        if len(pts) > 1:
+            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{coords}">'
+                         f'<title>{esc(name)}</title></polyline>')
+        if len(pts) <= 60:
+            parts.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}">'
+                         f'<title>{esc(name)}: {esc(fmt(x))}, {esc(fmt(y))}</title></circle>' for x, y in pts)
+        parts.append(f'<rect x="{legend_x}" y="{top - 12}" width="12" height="3" fill="{color}"/>'
+                     f'<text x="{legend_x + 16}" y="{top - 8}">{esc(name)}</text>')
+        legend_x += 28 + 6.5 * len(name)
+    parts.append("</svg>")
+    return f'<div class="chart">{"".join(parts)}</div>'
+
+
+def read_scalars(log_dir: str) -> dict[str, dict[str, Points]]:
+    """Scalars from every TensorBoard event file under `log_dir`: tag -> run -> [(step, value)].
+
+    A run is the event file's directory relative to `log_dir` (Keras writes `train` and
+    `validation`). Both TF2 tensor summaries and TF1 `simple_value`s are read. Unreadable files
+    are skipped with a warning: the report is a view of the run, never a reason to fail it.
+    """
+    scalars: dict[str, dict[str, Points]] = {}
+    if not log_dir or not os.path.isdir(log_dir):
+        return scalars
+    try:
+        from tensorboard.backend.event_processing import event_file_loader
+        from tensorboard.util import tensor_util
+    except ImportError as e:  # pragma: no cover - tensorboard is a runtime dependency
+        log.warning("report: cannot read TensorBoard logs (%s)", e)
+        return scalars
+    for root, _dirs, files in sorted(os.walk(log_dir)):
+        for name in sorted(f for f in files if ".tfevents." in f):
+            run = os.path.relpath(root, log_dir)
+            run = "." if run == os.curdir else run
+            try:
+                for event in event_file_loader.EventFileLoader(os.path.join(root, name)).Load():
+                    for value in event.summary.value:
+                        kind = value.WhichOneof("value")
+                        if kind == "simple_value":
+                            number = float(value.simple_value)
+                        elif kind == "tensor" and value.metadata.plugin_data.plugin_name == "scalars":
+                            array = tensor_util.make_ndarray(value.tensor)
+                            if array.size != 1:
+                                continue
+                            number = float(array.reshape(()))
+                        else:
+                            continue
+                        scalars.setdefault(value.tag, {}).setdefault(run, []).append((float(event.step), number))
+            except Exception as e:  # a truncated or foreign file must not break the report
+                log.warning("report: skipped %s (%s: %s)", os.path.join(root, name), type(e).__name__, e)
+    return scalars
+
+
+def _tag_order(tag: str) -> tuple[int, str]:
+    bare = tag.removeprefix("epoch_").removeprefix("batch_")
+    return (0 if "loss" in bare else 1, tag)
+
+
+def curves(log_dir: str, skip_runs: Sequence[str] = ("final",)) -> str:
+    """One chart per logged scalar tag (lines: the runs, e.g. train and validation), loss first."""
+    scalars = read_scalars(log_dir)
+    charts = []
+    for tag in sorted(scalars, key=_tag_order):
+        series = {run: pts for run, pts in sorted(scalars[tag].items()) if run not in skip_runs}
+        if not series:
+            continue
+        x_label = "epoch" if tag.startswith("epoch_") else "step"
+        charts.append(line_chart(tag.removeprefix("epoch_"), series, x_label=x_label))
+    if not charts:
+        return (f'<p class="note">No curves: the run logged no TensorBoard scalars under {esc(log_dir)}. '
+                "Add keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir) to model.fit to get them.</p>")
+    return f'<div class="charts">{"".join(charts)}</div>'
+
+
+def page(title: str, sections: Sequence[tuple[str, str]], subtitle: str = "") -> str:
+    """A complete HTML document: `title`, then each (heading, already-built HTML body) section."""
+    body = "".join(f"<h2>{esc(heading)}</h2>{content}" for heading, content in sections)
+    sub = f'<div class="sub">{esc(subtitle)}</div>' if subtitle else ""
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+            f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>{sub}{body}</body></html>\n")
+
+
+def write(path: str, document: str) -> None:
+    """Write `document` to `path` whole (a temporary sibling, then a rename)."""
+    from generic_trainer.artifacts import storage
+
+    storage.write_file_atomic(path, document)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def train_report(request: TrainRequest, result: TrainResult) -> str:
+    """The report of a train run from its TrainRequest and TrainResult."""
+    inputs = {
+        "examples": request.examples,
+        "train splits": ", ".join(request.train_splits),
+        "eval splits": ", ".join(request.eval_splits),
+        "module file": request.program.module_file if not request.task else "",
+        "run_fn": request.program.run_fn if not request.task else "run_fn",
+        "module sha256": request.program.module_sha256,
+        "schema": request.schema,
+        "transform graph": request.transform_graph,
+        "hyperparameters": dict(request.hyperparameters) if request.hyperparameters is not None else None,
+        "base model": request.base_model,
+        "train steps": request.train_steps,
+        "eval steps": request.eval_steps,
+        "custom_config": request.redacted_custom_config(),
+        "keras": request.keras,
+    }
+    run = {
+        "strategy": result.strategy,
+        "replicas in sync": result.num_replicas,
+        "devices": ", ".join(getattr(result, "devices", ()) or ()) or None,
+        "steps trained": result.train_steps,
+        "serving model": result.serving_model_dir,
+        "signatures": ", ".join(result.model_info.get("signatures", [])) or None,
+        "serving inputs": result.model_info.get("serving_inputs") or None,
+        "TFLite model": _tflite_summary(result),
+        "model run (TensorBoard)": request.model_run_dir,
+        "checkpoints": request.checkpoint_dir,
+    }
+    metrics = sorted(result.metrics.items(), key=lambda kv: (kv[0].startswith("train_"), kv[0]))
+    final = table(metrics, header=("metric", "value")) if metrics else '<p class="note">No metrics were logged.</p>'
+    return page(
+        "generic-trainer: training run",
+        [("Final metrics", final), ("Curves", curves(request.model_run_dir)),
+         ("Run", key_value_table(run)), ("Inputs", key_value_table(inputs))],
+        subtitle=f"{_now()} · {result.strategy} × {result.num_replicas} replica(s)",
+    )
+
+
+def _tflite_summary(result: TrainResult) -> str | None:
+    """One line on the run's TFLite export (None when none was asked for)."""
+    if result.tflite:
+        t = result.tflite
+        return (f"{t['path']}: {t['size_bytes']} bytes, quantization {t['quantization']}, max abs difference from "
+                f"the SavedModel {t['max_abs_diff']:.3g} on {t['validated_on']} (tolerance {t['tolerance']:g})")
+    return f"not written: {result.tflite_error}" if result.tflite_error else None
+
+
+def write_train_report(request: TrainRequest, result: TrainResult) -> None:
+    """Write the train report to `request.report_file` (if set); failures are logged, never raised."""
+    if not request.report_file:
+        return
+    try:
+        write(request.report_file, train_report(request, result))
+    except OSError as e:
+        log.warning("report: could not write %s (%s)", request.report_file, e)
+        return
+    log.info("report: %s", request.report_file)

@@ -1,0 +1,420 @@
+"""Backup and restore for `model.fit` that knows the chief: `fn_args.backup_and_restore` (run_fn path).
+
+What this module owns: the checkpoints of a user's own `fit` (the run_fn path), kept in
+`<checkpoint_dir>/backup` only to resume an interrupted run and deleted once its outputs are
+published. The Task path's checkpoints are not here: the Task controller saves the run's own
+checkpoints (`task/controller.py`) and `task/checkpoints.py` owns warm starts and the
+best-checkpoint export. Listing and removing checkpoint files is shared (`checkpoint_files.py`).
+
+Put the callback in `model.fit(callbacks=[...])` (Keras 3 or tf_keras). It saves the training
+state (the model's weights, trainable or not, and the optimizer's variables, with the global step)
+at every epoch end, every `save_interval_s` seconds, every `save_every_steps` steps when set, and
+when SIGTERM arrives (then it raises `Preempted`: exit code 143). Every worker saves at the same
+step (reading some variables is collective), but only the chief writes into
+`<checkpoint_dir>/backup`; the other workers write into private directories that are removed.
+When `fit` starts and a backup exists, every worker restores the chief's and training continues
+at the step where it was saved: completed epochs are skipped, and so are the completed steps of
+the epoch it was in (tf_keras skips them itself; on Keras 3 those steps run no computation).
+
+Layout: `ckpt-<global step>.index/.data-*` (a `tf.train.Checkpoint`) and `state.json`
+(`{"prefix", "global_step", "epoch", "step_in_epoch", "fit_index", "settings", "fit"}`), written
+last and atomically, so the latest state always names a complete checkpoint. The runtime deletes
+the backup once the run's outputs are published, so running the same command after a success
+trains afresh.
+
+A backup is resumed only by a run with the same settings: the run's (`settings`: train steps,
+hyperparameters, custom config, the module file's hash, as the runtime passes them) and the fit's
+(`fit`: epochs, steps per epoch, which follow from the batch size on finite data, and the
+shapes and dtypes of the model's and optimizer's variables). When they differ the run starts
+afresh, logs what differed, and the old backup is kept as `<checkpoint_dir>/backup.superseded`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from typing import Any
+
+import keras
+
+from generic_trainer.artifacts import storage
+from generic_trainer.errors import UserCodeError
+from generic_trainer.fit.checkpoint_files import checkpoint_steps, read_json, remove_checkpoints
+from generic_trainer.fit.preemption import WATCHER, Watcher
+
+log = logging.getLogger(__name__)
+
+BACKUP_SUBDIR = "backup"
+SUPERSEDED_SUBDIR = "backup.superseded"
+STATE_FILE = "state.json"
+KEEP = 2  # checkpoints kept: the latest and the one before it
+# On several workers the replicas agree (one small all-reduce) whether any got SIGTERM and whether a
+# save is due about this often; the chief sets the number of steps to the next agreement from its
+# step time, so fast steps do not each pay for one.
+AGREE_EVERY_S = 1.0
+MAX_AGREE_INTERVAL = 1000
+
+
+def backup_dir(checkpoint_dir: str) -> str:
+    return os.path.join(checkpoint_dir, BACKUP_SUBDIR)
+
+
+def read_state(checkpoint_dir: str) -> dict[str, Any] | None:
+    """The latest saved state in `checkpoint_dir`, or None."""
+    return read_json(os.path.join(backup_dir(checkpoint_dir), STATE_FILE))
+
+
+def run_settings(train_steps: int | None, hyperparameters: Any, module_file: str | None) -> dict[str, Any]:
+    """The settings of a run a backup must share to be resumed (values that may be secret are hashed).
+
+    Custom config is not among them: it also carries run-specific values (output paths, ids) that a
+    restarted attempt may be given anew, and what the model is made of shows in the fit's signature.
+    """
+    module_hash = None
+    if module_file and os.path.isfile(module_file):
+        with open(module_file, "rb") as f:
+            module_hash = hashlib.sha256(f.read()).hexdigest()[:16]
+    return {"train_steps": train_steps, "hyperparameters": _digest(hyperparameters), "module": module_hash}
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _differences(saved: dict[str, Any] | None, current: dict[str, Any] | None) -> list[str]:
+    """What differs between two settings dicts, readable ('train_steps 3000 -> 20', 'module changed')."""
+    if not saved or not current:
+        return []  # a backup of an earlier version, or a caller that gives none: not compared
+    out = []
+    for key in sorted(set(saved) | set(current)):
+        old, new = saved.get(key), current.get(key)
+        if old != new:
+            shown = isinstance(old, (int, float, type(None))) and isinstance(new, (int, float, type(None)))
+            out.append(f"{key} {old} -> {new}" if shown else f"{key} changed")
+    return out
+
+
+def clear(checkpoint_dir: str) -> None:
+    """Remove the backup (after a finished run's outputs are published)."""
+    path = backup_dir(checkpoint_dir)
+    if os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
+        log.info("training finished: removed the backup %s", path)
+
+
+def _optimizer_variables(optimizer) -> list:
+    variables = getattr(optimizer, "variables", None)
+    if callable(variables):  # tf_keras legacy optimizers
+        variables = variables()
+    return list(variables or [])
+
+
+def _build_optimizer(model) -> None:
+    """Create the optimizer's variables now (tf_keras creates them on the first step) so they restore."""
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None or getattr(optimizer, "built", False) or getattr(optimizer, "_built", False):
+        return
+    if hasattr(optimizer, "build"):  # Keras 3, tf_keras
+        optimizer.build(model.trainable_variables)
+    elif hasattr(optimizer, "_create_all_weights"):  # tf_keras legacy optimizers
+        optimizer._create_all_weights(model.trainable_variables)
+
+
+def _numpy(variable):
+    import numpy as np
+
+    return np.asarray(variable.numpy())
+
+
+def weights_fingerprint(model) -> str:
+    """sha256 of the model's weights (the same on every worker when they are in sync)."""
+    digest = hashlib.sha256()
+    for variable in model.weights:
+        digest.update(_numpy(variable).tobytes())
+    return digest.hexdigest()[:16]
+
+
+class _TfKerasResumePoint:
+    """What tf_keras' fit asks `model._training_state` for: the (epoch, step) to start at."""
+
+    def __init__(self, epoch: int, step: int):
+        self.epoch, self.step = epoch, step
+
+    def maybe_load_initial_counters_from_ckpt(self, steps_per_epoch, initial_epoch, mode=None):
+        if steps_per_epoch and self.step >= steps_per_epoch:
+            return self.epoch + 1, 0
+        return self.epoch, self.step
+
+
+class BackupAndRestore(keras.callbacks.Callback):
+    """Chief-aware backup and restore of a `fit` run; works with Keras 3 and tf_keras models.
+
+    Attributes a module may change before `fit`: `save_interval_s` (seconds between time-based
+    saves; None: off), `save_every_steps` (None: off). Epoch ends and SIGTERM always save.
+    """
+
+    # tf_keras' CallbackList asks these of every callback.
+    _supports_tf_logs = False
+    _chief_worker_only = False
+
+    def __init__(self, checkpoint_dir: str, *, strategy=None, is_chief: bool = True, multi_worker: bool = False,
+                 private_dir: str | None = None, save_interval_s: float | None = 600.0,
+                 save_every_steps: int | None = None, watcher: Watcher = WATCHER,
+                 settings: dict[str, Any] | None = None):
+        super().__init__()
+        self.settings = settings  # the run's settings a backup must share (run_settings); None: not compared
+        self.checkpoint_dir = checkpoint_dir
+        self.restore_dir = backup_dir(checkpoint_dir)
+        self.save_dir = self.restore_dir if is_chief else (private_dir or self.restore_dir + ".worker")
+        self.strategy = strategy
+        self.is_chief = is_chief
+        self.multi_worker = multi_worker
+        self.save_interval_s = save_interval_s
+        self.save_every_steps = save_every_steps
+        self.watcher = watcher
+        self.fit_index = -1  # fit calls this callback took part in, in this process
+        self.global_step: int | None = None  # after fit: the optimizer's step count
+        self.resumed_from: int | None = None
+        self.steps_this_run = 0
+
+    # tf_keras' CallbackList asks these of every callback.
+    def _implements_train_batch_hooks(self):
+        return True
+
+    def _implements_test_batch_hooks(self):
+        return False
+
+    def _implements_predict_batch_hooks(self):
+        return False
+
+    # --- fit hooks ---------------------------------------------------------------------------
+
+    def on_train_begin(self, logs=None):
+        self.fit_index += 1
+        self.epoch, self.step_in_epoch, self.steps_this_run = 0, 0, 0
+        self._skip, self._real_train_function = 0, None
+        self._last_save = self._last_agree_time = time.monotonic()
+        self._last_saved_step = None
+        self._next_agree, self._last_agree_step = 1, 0
+        self._tf_keras = type(self.model).__module__.startswith("tf_keras") or any(
+            c.__module__.startswith("tf_keras") for c in type(self.model).__mro__)
+        if not self.model.weights:
+            raise UserCodeError("fn_args.backup_and_restore needs a built model before fit (give it a "
+                                "keras.Input, or call model.build(input_shape) or model(batch) first)")
+        self.watcher.enter()
+        state = read_state(self.checkpoint_dir)
+        if state is None:
+            return
+        saved_fit = int(state.get("fit_index", 0))
+        differs = _differences(state.get("settings"), self.settings)
+        if not differs and saved_fit == self.fit_index:
+            differs = _differences(state.get("fit"), self._fit_signature())
+        if differs:
+            self._supersede(differs)
+            return
+        if saved_fit > self.fit_index:
+            log.info("backup: fit #%d finished before the restart; skipping it", self.fit_index + 1)
+            self._start_at(int((self.params or {}).get("epochs") or 0), 0)
+            return
+        if saved_fit < self.fit_index:
+            return
+        self._restore(state)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+        self.step_in_epoch = 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._skip > 0:
+            if self._real_train_function is None:
+                self._real_train_function = self.model.train_function
+                self.model.train_function = _skipped_step
+            self._skip -= 1
+        elif self._real_train_function is not None:
+            self._unskip()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step_in_epoch = batch + 1
+        if self._real_train_function is not None:
+            return  # a skipped step: nothing trained
+        self.steps_this_run += 1
+        if self.steps_this_run < self._next_agree:
+            return
+        preempt, due, interval = self._agree(self.watcher.requested, self._periodic_save_due(),
+                                             self._agree_interval() if self.is_chief else 0)
+        self._next_agree = self.steps_this_run + max(1, interval)
+        if due or preempt:
+            self._save()
+        if preempt:
+            self._preempted()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._unskip()
+        self.epoch, self.step_in_epoch = epoch + 1, 0
+        self._save()
+        preempt, _, _ = self._agree(self.watcher.requested, False)
+        if preempt:
+            self._preempted()
+
+    def on_train_end(self, logs=None):
+        self._unskip()
+        preempt, _, _ = self._agree(self.watcher.requested, False)
+        if preempt:
+            self._save()
+            self._preempted()
+        self.watcher.leave()
+        if self._tf_keras and isinstance(getattr(self.model, "_training_state", None), _TfKerasResumePoint):
+            self.model._training_state = None
+        elif not self._tf_keras:
+            self.model._initial_epoch = None
+        self.global_step = self._global_step()
+        resumed = f", resumed from step {self.resumed_from}" if self.resumed_from is not None else ""
+        log.info("backup: fit done at global step %d (%d steps in this run%s)", self.global_step,
+                 self.steps_this_run, resumed)
+        if self.multi_worker:
+            log.info("final weights fingerprint %s (the same on every worker)", weights_fingerprint(self.model))
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _fit_signature(self) -> dict[str, Any]:
+        """What this fit must share with a backup to resume it: epochs, steps per epoch, variable shapes."""
+        params = self.params or {}
+        variables = [f"{tuple(v.shape)}:{getattr(v.dtype, 'name', v.dtype)}" for v in self.model.weights]
+        optimizer = getattr(self.model, "optimizer", None)
+        return {"epochs": params.get("epochs"), "steps_per_epoch": params.get("steps"),
+                "variables": _digest([type(optimizer).__name__, variables])}
+
+    def _supersede(self, differs: list[str]) -> None:
+        """Start this fit afresh: the backup belongs to a run with other settings (kept aside, not resumed)."""
+        kept = os.path.join(self.checkpoint_dir, SUPERSEDED_SUBDIR)
+        log.warning("backup: %s was made by a run with other settings (%s): training starts afresh; the old "
+                    "backup is kept in %s", self.restore_dir, ", ".join(differs), kept)
+        if self.is_chief:
+            shutil.rmtree(kept, ignore_errors=True)
+            try:
+                os.rename(self.restore_dir, kept)
+            except OSError:  # another file system layout (e.g. FUSE without dir rename): drop it
+                shutil.rmtree(self.restore_dir, ignore_errors=True)
+
+    def _global_step(self) -> int:
+        optimizer = getattr(self.model, "optimizer", None)
+        iterations = getattr(optimizer, "iterations", None)
+        return int(_numpy(iterations)) if iterations is not None else 0
+
+    def _periodic_save_due(self) -> bool:
+        if not self.is_chief:
+            return False  # the chief decides; _agree tells the others
+        if self.save_every_steps:
+            last = self._last_saved_step if self._last_saved_step is not None else (self.resumed_from or 0)
+            if self._global_step() - last >= self.save_every_steps:
+                return True
+        return self.save_interval_s is not None and time.monotonic() - self._last_save >= self.save_interval_s
+
+    def _agree_interval(self) -> int:
+        """Steps to the next agreement: about AGREE_EVERY_S at the chief's recent step rate."""
+        now, steps = time.monotonic(), self.steps_this_run - self._last_agree_step
+        elapsed = now - self._last_agree_time
+        self._last_agree_time, self._last_agree_step = now, self.steps_this_run
+        if not self.multi_worker or steps <= 0 or elapsed <= 0:
+            return 1
+        return int(min(MAX_AGREE_INTERVAL, max(1.0, AGREE_EVERY_S * steps / elapsed)))
+
+    def _agree(self, preempt: bool, due: bool, interval: int = 0) -> tuple[bool, bool, int]:
+        """Whether any worker got SIGTERM, whether the chief wants a save, and the chief's next interval:
+        the same answers on every worker (each worker calls this at the same steps)."""
+        if not self.multi_worker:
+            return preempt, due, interval
+        import tensorflow as tf
+
+        flags = self.strategy.reduce("SUM", tf.constant([float(preempt), float(due), float(interval)]),
+                                     axis=None).numpy()
+        return bool(flags[0]), bool(flags[1]), int(round(float(flags[2])))
+
+    def _variables(self) -> dict[str, Any]:
+        variables = {f"model_{i:05d}": v for i, v in enumerate(self.model.weights)}
+        optimizer = getattr(self.model, "optimizer", None)
+        if optimizer is not None:
+            variables.update({f"optimizer_{i:05d}": v for i, v in enumerate(_optimizer_variables(optimizer))})
+        return variables
+
+    def _checkpoint(self):
+        import tensorflow as tf
+
+        return tf.train.Checkpoint(**self._variables())
+
+    def _save(self) -> None:
+        step = self._global_step()
+        if step == self._last_saved_step:
+            return
+        os.makedirs(self.save_dir, exist_ok=True)
+        started = time.monotonic()
+        prefix = self._checkpoint().write(os.path.join(self.save_dir, f"ckpt-{step}"))
+        self._last_save, self._last_saved_step = time.monotonic(), step
+        if not self.is_chief:  # a worker writes too (reading some variables is collective), but nobody reads it
+            shutil.rmtree(self.save_dir, ignore_errors=True)
+            return
+        state = {"prefix": os.path.basename(prefix), "global_step": step, "epoch": self.epoch,
+                 "step_in_epoch": self.step_in_epoch, "fit_index": self.fit_index, "time": time.time(),
+                 "settings": self.settings, "fit": self._fit_signature()}
+        storage.write_file_atomic(os.path.join(self.save_dir, STATE_FILE), json.dumps(state) + "\n")
+        self._remove_old(os.path.basename(prefix))
+        log.info("backup: saved global step %d (%s) to %s in %.1f s", step, _position(self.epoch, self.step_in_epoch),
+                 prefix, time.monotonic() - started)
+
+    def _remove_old(self, latest: str) -> None:
+        keep = [f"ckpt-{step}" for step in checkpoint_steps(self.save_dir, "ckpt")[-KEEP:]] + [latest]
+        remove_checkpoints(self.save_dir, "ckpt", keep)
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        prefix = os.path.join(self.restore_dir, state["prefix"])
+        _build_optimizer(self.model)
+        try:
+            self._checkpoint().read(prefix).assert_existing_objects_matched()
+        except (AssertionError, ValueError) as e:
+            raise UserCodeError(
+                f"the backup {prefix} does not fit this model (was the module changed?): {str(e)[:500]}. "
+                f"Delete {self.restore_dir} or use another --checkpoint-dir to start afresh."
+            ) from None
+        except Exception as e:  # NotFoundError, DataLossError: a damaged backup
+            raise UserCodeError(f"could not read the backup {prefix}: {type(e).__name__}: {str(e)[:500]}. "
+                                f"Delete {self.restore_dir} to start afresh.") from None
+        epoch, step = int(state["epoch"]), int(state["step_in_epoch"])
+        self.resumed_from = int(state["global_step"])
+        self._last_saved_step = self.resumed_from
+        log.info("backup: resuming from %s: global step %d (%s)", prefix, self.resumed_from, _position(epoch, step))
+        self._start_at(epoch, step)
+
+    def _start_at(self, epoch: int, step: int) -> None:
+        if self._tf_keras:
+            self.model._training_state = _TfKerasResumePoint(epoch, step)
+        else:
+            self.model._initial_epoch = epoch
+            self._skip = step
+
+    def _unskip(self) -> None:
+        if self._real_train_function is not None:
+            self.model.train_function = self._real_train_function
+            self._real_train_function = None
+        self._skip = 0
+
+    def _preempted(self) -> None:
+        self.watcher.leave()
+        self._unskip()
+        step = self._global_step()
+        if self.is_chief:
+            raise self.watcher.error(f"SIGTERM received; saved global step {step} to {self.restore_dir}")
+        raise self.watcher.error(f"SIGTERM received; the chief saved global step {step}")
+
+
+def _position(epoch: int, step_in_epoch: int) -> str:
+    """'after epoch 2' or 'epoch 3 step 4' (1-based epochs, as Keras logs them)."""
+    return f"epoch {epoch + 1} step {step_in_epoch}" if step_in_epoch else f"after epoch {epoch}"
+
+
+def _skipped_step(iterator):
+    """Keras 3's train function for a step that was done before the restart: no data, no computation."""
+    return {}

@@ -1,0 +1,295 @@
+"""What the runtime adds to a user's `model.compile` / `model.fit` calls without the module's help.
+
+TFX modules return nothing from `run_fn`, yet the runtime owes KFP final metrics and a person
+reading the log progress with rate and ETA; and speed options (`--jit-compile`,
+`--steps-per-execution`, `--mixed-precision`) must reach models the runtime never sees. While
+`run_fn` runs, `recording_fit()` wraps `Model.fit` of Keras 3 (and tf_keras when loaded) to add a
+progress logger and keep the history, and `Model.compile` to apply compile defaults the module
+did not set itself. The wrappers are removed when the block ends.
+
+`keras.callbacks.TensorBoard` overrides the batch hooks even with `update_freq='epoch'`, where
+they write nothing but the train graph at the first batch: at every step they still call
+`tf.summary.scalar` once per metric (no-ops without a default writer, but not free), and on a
+thread-safe Keras backend an overridden batch-end hook also makes the loop synchronous. So the
+per-epoch TensorBoard callback TFX modules add cost about a third of a small model's speed.
+Inside the wrapped fit, such a callback has Keras' default (empty) batch hooks and writes the
+graph at the first epoch end instead (`idle_batch_hooks`): the same event files, no per-step cost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import sys
+import threading
+import time
+import types
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from generic_trainer.fit.progress import fmt_eta
+
+log = logging.getLogger("generic_trainer.progress")
+
+
+def process_uptime() -> float:
+    """Seconds since this process started (Linux /proc; falls back to 0)."""
+    try:
+        import os
+
+        with open("/proc/self/stat", encoding="ascii") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _fmt_logs(logs: dict[str, Any] | None) -> str:
+    parts = []
+    for k, v in (logs or {}).items():
+        try:
+            parts.append(f"{k}={float(v):.4g}")
+        except (TypeError, ValueError):
+            continue
+    return " ".join(parts)
+
+
+class ProgressLog:
+    """Callback body: periodic 'step s/S, rate, ETA' lines and one line per epoch; no progress bars."""
+
+    # Keras 3 dispatches batch-end callbacks on a thread pool, off the training loop, only when every
+    # callback is async-safe; a plain fit() without callbacks gets that, so ours must not take it away.
+    async_safe = True
+
+    def __init__(self, interval_s: float = 30.0):
+        self.interval_s = interval_s
+        self.first_step_logged = False
+        self._lock = threading.Lock()
+
+    def on_train_begin(self, logs=None):
+        p = getattr(self, "params", {}) or {}
+        self.epochs, self.steps = p.get("epochs") or 1, p.get("steps")
+        self.epoch = 0
+        self.run_start = time.monotonic()
+        log.info("training: %s epoch(s) of %s steps", self.epochs, self.steps if self.steps else "unknown")
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+        self.epoch_start = self.last_log = time.monotonic()
+        self.step = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        with self._lock:  # dispatched asynchronously: calls may overlap or finish out of order
+            self.step = max(self.step, batch + 1)
+            now = time.monotonic()
+            if not self.first_step_logged:
+                self.first_step_logged = True
+                log.info("first training step done (%.1f s after process start)", process_uptime())
+            if now - self.last_log < self.interval_s:
+                return
+            self.last_log = now
+        rate = self.step / max(now - self.epoch_start, 1e-9)
+        left = ((self.steps or 0) - self.step) + (self.epochs - self.epoch - 1) * (self.steps or 0)
+        eta = left / rate if self.steps else float("nan")
+        of = f"/{self.steps}" if self.steps else ""
+        log.info("epoch %d/%d step %d%s  %.1f steps/s  ETA %s  %s", self.epoch + 1, self.epochs, self.step, of,
+                 rate, fmt_eta(eta), _fmt_logs(logs))
+
+    def on_epoch_end(self, epoch, logs=None):
+        took = time.monotonic() - self.epoch_start
+        log.info("epoch %d/%d done in %.1f s (%.1f steps/s): %s", epoch + 1, self.epochs, took,
+                 self.step / max(took, 1e-9), _fmt_logs(logs))
+
+
+@dataclasses.dataclass
+class FitRecord:
+    """Histories of every fit() run inside the block, in call order."""
+
+    histories: list[dict[str, list[float]]] = dataclasses.field(default_factory=list)
+    epochs_run: int = 0
+    steps_per_epoch: int | None = None
+
+    def final_metrics(self) -> dict[str, float]:
+        """The last logged values: eval metrics under their names, train metrics as `train_<name>`."""
+        if not self.histories:
+            return {}
+        metrics: dict[str, float] = {}
+        for key, values in self.histories[-1].items():
+            if not values:
+                continue
+            try:
+                value = float(values[-1])
+            except (TypeError, ValueError):
+                continue
+            metrics[key[4:] if key.startswith("val_") else f"train_{key}"] = value
+        return metrics
+
+    @property
+    def train_steps(self) -> int | None:
+        return self.epochs_run * self.steps_per_epoch if self.steps_per_epoch else None
+
+
+def _model_classes(keras_mode: str) -> list[Any]:
+    classes = []
+    import keras
+
+    classes.append(keras.Model)
+    if keras_mode == "tf_keras" or "tf_keras" in sys.modules:
+        import tf_keras
+
+        classes.append(tf_keras.Model)
+    return classes
+
+
+def _callback_for(model_cls: Any, interval_s: float) -> Any:
+    base = sys.modules[model_cls.__module__.split(".")[0]].callbacks.Callback
+    cls = type("GenericTrainerProgress", (ProgressLog, base), {})
+    cb = cls.__new__(cls)
+    base.__init__(cb)
+    ProgressLog.__init__(cb, interval_s)
+    return cb
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedOptions:
+    """Runtime-wide speed settings; None leaves the module's own choice (or Keras' default)."""
+
+    jit_compile: bool | None = None
+    steps_per_execution: int | None = None
+    mixed_precision: str | None = None  # "mixed_float16" | "mixed_bfloat16"
+
+    def compile_defaults(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.jit_compile is not None:
+            out["jit_compile"] = self.jit_compile
+        if self.steps_per_execution:
+            out["steps_per_execution"] = self.steps_per_execution
+        return out
+
+
+def _set_policy(keras_mode: str, policy: str | None) -> Any:
+    """Set the global mixed-precision policy; returns a function restoring the previous one."""
+    if not policy:
+        return lambda: None
+    import keras
+
+    modules = [keras] + ([__import__("tf_keras")] if keras_mode == "tf_keras" or "tf_keras" in sys.modules else [])
+    previous = [(m, m.mixed_precision.global_policy()) for m in modules]
+    for m in modules:
+        m.mixed_precision.set_global_policy(policy)
+    log.info("mixed precision: global policy %s", policy)
+    return lambda: [m.mixed_precision.set_global_policy(p) for m, p in previous]
+
+
+_BATCH_HOOKS = ("on_batch_begin", "on_batch_end", "on_train_batch_begin", "on_train_batch_end",
+                "on_test_batch_begin", "on_test_batch_end", "on_predict_batch_begin", "on_predict_batch_end")
+_idle_logged = False
+
+
+def _tensorboard_hooks_idle(callback: Any) -> bool:
+    """Whether a Keras 3 TensorBoard callback's batch hooks write nothing but the train graph.
+
+    True for `update_freq='epoch'`, no profiling, no `write_steps_per_second`, no batch hook
+    overridden by a subclass, and no default summary writer recording (the hooks' `batch_*`
+    scalars would go to one).
+    """
+    import keras
+
+    board = keras.callbacks.TensorBoard
+    if not isinstance(callback, board) or not hasattr(callback, "_write_keras_model_train_graph"):
+        return False
+    if any(getattr(type(callback), name) is not getattr(board, name) for name in _BATCH_HOOKS):
+        return False
+    if callback.update_freq != "epoch" or getattr(callback, "_should_trace", True) or callback.write_steps_per_second:
+        return False
+    import tensorflow as tf
+
+    return not bool(tf.summary.should_record_summaries())
+
+
+@contextlib.contextmanager
+def idle_batch_hooks(callbacks: Sequence[Any]) -> Iterator[list[Any]]:
+    """Within the block, TensorBoard callbacks whose batch hooks do nothing at their settings have
+    Keras' default batch hooks (no per-step work; Keras sees no batch hook overridden) and write the
+    train graph at the first epoch end (or train end) instead of the first batch end. Yields the
+    callbacks changed; the block's end restores them."""
+    import keras
+
+    changed = [cb for cb in callbacks if _tensorboard_hooks_idle(cb)]
+    base = keras.callbacks.Callback
+    for cb in changed:
+        for name in _BATCH_HOOKS:
+            setattr(cb, name, types.MethodType(getattr(base, name), cb))
+        for name in ("on_epoch_end", "on_train_end"):
+            setattr(cb, name, types.MethodType(_graph_first(getattr(type(cb), name)), cb))
+    if changed:
+        global _idle_logged
+        if not _idle_logged:
+            _idle_logged = True
+            log.info("TensorBoard callback with update_freq='epoch': its batch hooks do nothing at these "
+                     "settings, so they are skipped and cost no time per step (the train graph is written "
+                     "at the first epoch end)")
+    try:
+        yield changed
+    finally:
+        for cb in changed:
+            for name in (*_BATCH_HOOKS, "on_epoch_end", "on_train_end"):
+                cb.__dict__.pop(name, None)
+
+
+def _graph_first(method: Any) -> Any:
+    """`method` of a TensorBoard callback, writing the pending train graph first."""
+
+    def hook(self, *args, **kwargs):
+        if getattr(self, "_should_write_train_graph", False):
+            self._should_write_train_graph = False
+            self._write_keras_model_train_graph()
+        return method(self, *args, **kwargs)
+
+    return hook
+
+
+@contextlib.contextmanager
+def recording_fit(keras_mode: str = "keras3", interval_s: float = 30.0,
+                  speed: SpeedOptions | None = None) -> Iterator[FitRecord]:
+    """Within the block, every Model.fit logs progress and leaves its history in the yielded record,
+    and every Model.compile gets `speed`'s defaults for arguments the caller did not pass."""
+    record = FitRecord()
+    originals = []
+    compile_defaults = (speed or SpeedOptions()).compile_defaults()
+    restore_policy = _set_policy(keras_mode, (speed or SpeedOptions()).mixed_precision)
+    for model_cls in _model_classes(keras_mode):
+        if compile_defaults:
+            original_compile = model_cls.compile
+
+            def compile(self, *args, __original=original_compile, **kwargs):  # noqa: A001 - Keras' name
+                for key, value in compile_defaults.items():
+                    kwargs.setdefault(key, value)
+                return __original(self, *args, **kwargs)
+
+            model_cls.compile = compile
+            originals.append((model_cls, "compile", original_compile))
+        original = model_cls.fit
+
+        def fit(self, *args, __original=original, __cls=model_cls, **kwargs):
+            kwargs.setdefault("verbose", 0)
+            kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [_callback_for(__cls, interval_s)]
+            with idle_batch_hooks(kwargs["callbacks"]):
+                history = __original(self, *args, **kwargs)
+            if history is not None and getattr(history, "history", None) is not None:
+                record.histories.append({k: list(v) for k, v in history.history.items()})
+                record.epochs_run += len(next(iter(history.history.values()), []))
+                record.steps_per_epoch = (getattr(history, "params", None) or {}).get("steps")
+            return history
+
+        model_cls.fit = fit
+        originals.append((model_cls, "fit", original))
+    try:
+        yield record
+    finally:
+        for model_cls, name, original in originals:
+            setattr(model_cls, name, original)
+        restore_policy()

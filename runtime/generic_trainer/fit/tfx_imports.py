@@ -1,0 +1,139 @@
+"""Lets TFX module files keep their `tfx` imports when TFX itself is not installed.
+
+`install()` (called by `user_module` before it runs a module) appends a finder to the end of
+`sys.meta_path`, so it is only asked about `tfx` after every real finder said no: where the
+real `tfx` package is installed it is found first and this finder never installs. The finder
+answers the import paths TFX module files use with small stand-in modules whose attributes
+are the runtime's equivalents (`generic_trainer.tfx`, `fn_args`, `data`); any other `tfx`
+import fails with an ImportError that names it and lists what is supported. It stays
+installed for the rest of the process, because modules also import `tfx` lazily inside
+`run_fn` and keras deserialization may re-import them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import logging
+import sys
+import types
+from typing import Any
+
+from generic_trainer.tfx import FILEIO_NAMES, IO_UTILS_NAMES
+
+log = logging.getLogger(__name__)
+
+_TFX = "generic_trainer.tfx"
+_FN_ARGS = "generic_trainer.fit.fn_args"
+_DATA = "generic_trainer.data"
+
+# Stand-in module -> {attribute: (module, attribute)}; its submodules are the stand-ins named under it.
+MODULES: dict[str, dict[str, tuple[str, str]]] = {
+    "tfx": {},
+    "tfx.v1": {},
+    "tfx.v1.components": {"FnArgs": (_FN_ARGS, "FnArgs"), "TunerFnResult": (_FN_ARGS, "TunerFnResult"),
+                          "DataAccessor": (_DATA, "DataAccessor")},
+    "tfx.v1.utils": {"parse_pbtxt_file": (_TFX, "parse_pbtxt_file"), "write_pbtxt_file": (_TFX, "write_pbtxt_file")},
+    "tfx.v1.dsl": {},
+    "tfx.v1.dsl.io": {},
+    "tfx.v1.dsl.io.fileio": {name: (f"{_TFX}:fileio", name) for name in FILEIO_NAMES},
+    "tfx.components": {},
+    "tfx.components.trainer": {},
+    "tfx.components.trainer.fn_args_utils": {"FnArgs": (_FN_ARGS, "FnArgs"), "DataAccessor": (_DATA, "DataAccessor")},
+    "tfx.components.tuner": {},
+    "tfx.components.tuner.component": {"TunerFnResult": (_FN_ARGS, "TunerFnResult")},
+    "tfx.utils": {},
+    "tfx.utils.io_utils": {name: (_TFX, name) for name in IO_UTILS_NAMES},
+    "tfx.dsl": {},
+    "tfx.dsl.io": {},
+    "tfx.dsl.io.fileio": {name: (f"{_TFX}:fileio", name) for name in FILEIO_NAMES},
+}
+_MARK = "__generic_trainer_stand_in__"
+
+
+def supported() -> str:
+    """The supported imports, for error messages and the README: `tfx.x.y (A, B)`, one per leaf module."""
+    leaves = [name for name in MODULES if not any(other.startswith(name + ".") for other in MODULES)]
+    return "; ".join(f"{name} ({', '.join(MODULES[name])})" for name in leaves) + "; and `from tfx import v1 as tfx`"
+
+
+def unsupported_message(name: str) -> str:
+    return (f"the module imports {name}, which generic-trainer does not provide: TFX is not installed, and only "
+            f"these tfx imports resolve to the runtime's equivalents: {supported()}. Remove that import from the "
+            f"module (the runtime replaces TFX's components and orchestration); a file beside the module is "
+            f"imported by its own name (`import penguin_utils_base`, not `from tfx.examples.penguin import ...`).")
+
+
+def _children(name: str) -> list[str]:
+    return [other.rsplit(".", 1)[1] for other in MODULES
+            if other.startswith(name + ".") and "." not in other[len(name) + 1:]]
+
+
+def _resolve(target: tuple[str, str]) -> Any:
+    module_name, attribute = target
+    module_name, _, inner = module_name.partition(":")
+    value = importlib.import_module(module_name)
+    if inner:
+        value = getattr(value, inner)
+    return getattr(value, attribute)
+
+
+def _module_getattr(name: str):
+    def __getattr__(attribute: str) -> Any:  # noqa: N807 - PEP 562 module __getattr__
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        if attribute in _children(name):
+            return importlib.import_module(f"{name}.{attribute}")
+        if attribute in MODULES[name]:
+            return _resolve(MODULES[name][attribute])
+        # ImportError, not AttributeError: `from tfx.x import Y` then shows this message, not Python's generic one.
+        raise ImportError(unsupported_message(f"{name}.{attribute}"), name=f"{name}.{attribute}")
+
+    return __getattr__
+
+
+class _StandInLoader(importlib.abc.Loader):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = types.ModuleType(spec.name, f"generic-trainer's stand-in for {spec.name} (TFX is not installed)")
+        module.__getattr__ = _module_getattr(spec.name)
+        module.__all__ = sorted(MODULES[spec.name]) + _children(spec.name)
+        setattr(module, _MARK, True)
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        return None
+
+
+class TfxFinder(importlib.abc.MetaPathFinder):
+    """Answers `tfx` and the supported `tfx.*` imports with stand-ins; refuses other `tfx.*` imports."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "tfx" and not fullname.startswith("tfx."):
+            return None
+        if fullname != "tfx" and not getattr(sys.modules.get("tfx"), _MARK, False):
+            return None  # the real tfx (imported some other way): not ours to answer
+        if fullname not in MODULES:
+            raise ModuleNotFoundError(unsupported_message(fullname), name=fullname)
+        is_package = bool(_children(fullname))
+        return importlib.machinery.ModuleSpec(fullname, _StandInLoader(), is_package=is_package)
+
+
+def install() -> bool:
+    """Resolve `tfx` imports to the runtime when TFX is not importable; True when the stand-ins are in use."""
+    if any(isinstance(finder, TfxFinder) for finder in sys.meta_path):
+        return True
+    if "tfx" in sys.modules or importlib.util.find_spec("tfx") is not None:
+        log.info("the tfx package is installed: module files import the real TFX")
+        return False
+    sys.meta_path.append(TfxFinder())
+    return True
+
+
+def uninstall() -> None:
+    """Remove the finder and the stand-in modules (tests)."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, TfxFinder)]
+    for name in [n for n, m in sys.modules.items() if n == "tfx" or n.startswith("tfx.")]:
+        if getattr(sys.modules[name], _MARK, False):
+            del sys.modules[name]

@@ -1,0 +1,172 @@
+"""Loads the user's module (local file, gs://, s3:// or minio:// URI, or dotted name) and finds its functions.
+
+A `--module-sha256` pin is checked on the file's bytes before anything of it runs. The
+module's directory goes on `sys.path` so it can import files next to it (for gs://, s3:// and minio://
+modules the sibling `.py` files are downloaded beside it; s3:// and minio:// are read from KFP's
+/s3 and /minio mounts when the file is there). Before the module runs, its `tfx` imports are made
+to resolve to the runtime's equivalents when TFX is not installed (`tfx_imports`). Every verb and
+script that runs a user module goes through `load` / `import_module`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from types import ModuleType
+
+from generic_trainer.artifacts import storage
+from generic_trainer.errors import UserCodeError, UserInputError
+from generic_trainer.fit import tfx_imports
+
+INPUT = "--module-file"
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.endswith(".py") or os.sep in spec or spec.startswith(".")
+
+
+def fetch(spec: str, download_dir: str) -> str | None:
+    """The local file behind `spec` (downloading a gs:// one), or None for a dotted module name."""
+    if storage.is_gcs_uri(spec):
+        try:
+            return storage.download_gcs(spec, download_dir, siblings_suffix=".py")
+        except FileNotFoundError:
+            raise UserInputError(INPUT, f"{spec} not found in Cloud Storage") from None
+        except Exception as e:  # credentials, network: name the input, keep the cause short.
+            raise UserInputError(INPUT, f"could not download {spec}: {type(e).__name__}: {e}") from None
+    if storage.is_s3_uri(spec):
+        return _fetch_s3(spec, download_dir)
+    if not _looks_like_path(spec):
+        return None
+    if not os.path.exists(spec):
+        raise UserInputError(INPUT, f"{spec} does not exist (expected a .py file, a gs:// URI or a module name)")
+    if os.path.isdir(spec):
+        raise UserInputError(INPUT, f"{spec} is a directory; expected a .py file")
+    if not os.access(spec, os.R_OK):
+        raise UserInputError(INPUT, f"{spec} is not readable")
+    return os.path.abspath(spec)
+
+
+def _fetch_s3(spec: str, download_dir: str) -> str:
+    """An s3:// or minio:// module: the file where KFP mounts it (/s3, /minio) if it is there, else downloaded."""
+    mounted = storage.local_path(spec)
+    if os.path.isfile(mounted):
+        return mounted
+    store = "MinIO" if spec.startswith("minio://") else "S3"
+    try:
+        return storage.download_s3(spec, download_dir, siblings_suffix=".py")
+    except ImportError:
+        raise UserInputError(INPUT, f"{spec} is not mounted at {mounted}, and boto3 (not in the image) is not "
+                                    "installed to download it: mount the bucket there, or install "
+                                    "'generic-trainer[s3]' (boto3)") from None
+    except FileNotFoundError:
+        raise UserInputError(INPUT, f"{spec} not found in {store}") from None
+    except Exception as e:  # credentials, endpoint, network: name the input, keep the cause short.
+        raise UserInputError(INPUT, f"could not download {spec} from {store}: {type(e).__name__}: {e}") from None
+
+
+def check_sha256(path: str | None, expected: str | None) -> None:
+    if not expected:
+        return
+    if path is None:
+        raise UserInputError("--module-sha256", "a hash pin needs a module file (path or gs:// URI)")
+    with open(path, "rb") as f:
+        actual = hashlib.sha256(f.read()).hexdigest()
+    if actual != expected.lower():
+        raise UserInputError(
+            "--module-sha256", f"module file hash {actual} differs from the pinned {expected}; refusing to run it"
+        )
+
+
+def format_traceback(exc: BaseException) -> str:
+    """The full traceback of an exception user code raised, as printed (for UserCodeError messages)."""
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def check_syntax(path: str | None) -> None:
+    """Compile the module file without running it: syntax errors surface before TensorFlow loads."""
+    if path is None:
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        compile(source, path, "exec")
+    except UnicodeDecodeError:
+        raise UserInputError(INPUT, f"{path} is not UTF-8 Python source") from None
+    except SyntaxError as e:
+        code = (e.text or "").rstrip()
+        raise UserInputError(INPUT, f"syntax error in {e.filename} line {e.lineno}: {e.msg}\n  {code}") from None
+
+
+def import_module(path: str | None, spec: str) -> ModuleType:
+    """Import the module at `path` (or the dotted name `spec` when `path` is None).
+
+    The module's folder goes first on `sys.path` (it may import files beside it), and its `tfx`
+    imports resolve to the runtime's equivalents when TFX itself is not installed.
+    """
+    tfx_imports.install()
+    if path is None:
+        try:
+            return importlib.import_module(spec)
+        except ModuleNotFoundError as e:
+            if e.name and spec.startswith(e.name):
+                raise UserInputError(
+                    INPUT, f"no module named {spec!r} (not a file path, gs:// URI or installed module)") from None
+            raise UserCodeError(f"importing module {spec} failed:\n{format_traceback(e)}") from e
+        except Exception as e:
+            raise UserCodeError(f"importing module {spec} failed:\n{format_traceback(e)}") from e
+    directory = os.path.dirname(path)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    name = os.path.splitext(os.path.basename(path))[0]
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module  # so pickling / Keras serialization can find the module's classes
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as e:
+        sys.modules.pop(name, None)
+        raise UserCodeError(
+            f"importing module {path} failed: {type(e).__name__}: {e}\n{format_traceback(e)}") from e
+    return module
+
+
+def get_function(module: ModuleType, name: str, input_name: str) -> Callable:
+    """The callable `name` of `module`, or an error listing what the module does define."""
+    fn = getattr(module, name, None)
+    if callable(fn):
+        return fn
+    defined = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
+                     and getattr(v, "__module__", None) == module.__name__)
+    raise UserInputError(
+        input_name,
+        f"module {getattr(module, '__file__', module.__name__)} has no function {name!r}"
+        + (f"; it defines {', '.join(defined)}" if defined else ""),
+    )
+
+
+def load(spec: str, download_dir: str, sha256: str | None = None) -> ModuleType:
+    """Fetch, verify and import the user's module."""
+    path = fetch(spec, download_dir)
+    check_sha256(path, sha256)
+    check_syntax(path)
+    return import_module(path, spec)
+
+
+def exit_error(exc: SystemExit, what: str) -> UserCodeError:
+    """User code that called `sys.exit()` / `exit()`, as a UserCodeError (exit 3) naming the code it asked for.
+
+    `what` names the code that ran (`run_fn`, `tuner_fn`, `module m.py`). The process must not end with the
+    code the module chose: 0 would claim a success without a model, any other code would be unexplained.
+    """
+    asked = "sys.exit()" if exc.code is None else f"sys.exit({exc.code!r})"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "_sitebuiltins" not in f.filename]
+    where = f" at {frames[-1].filename} line {frames[-1].lineno}" if frames else ""
+    return UserCodeError(f"{what} called {asked}{where} before the run finished (no model or outputs were "
+                         "published); user code must return or raise, not end the process, so the run ends with "
+                         "exit code 3 (user code)")

@@ -1,0 +1,68 @@
+"""The option groups every verb ends with: the KFP contract ("KFP") and the runtime ("runtime").
+
+`common_groups` gives them for one verb (the training verbs also get --keras and --strategy, train
+--cluster-timeout); `params` makes some of them component inputs of that verb. See options.py for
+how a declaration becomes a flag, a component input and a request field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping
+
+from generic_trainer.errors import UserInputError
+from generic_trainer.fit.cluster import STRATEGIES
+from generic_trainer.intake.options import Check, Group, Option, Param
+from generic_trainer.intake.request import KERAS_CHOICES, seconds
+
+EPILOG = "Exit codes: 0 ok, 2 bad input, 3 user code failed, 4 bad outputs, 5 cluster failure, 143 preempted."
+
+
+def seconds_flag(text: str) -> float:
+    """argparse type of a flag in seconds: request.seconds' check, its message as argparse's error."""
+    try:
+        return seconds("", text)
+    except UserInputError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(": ")) from None
+
+
+def common_groups(strategies: tuple[str, ...] = STRATEGIES, cluster_timeout: bool = True, training: bool = True,
+                  params: Mapping[str, Param] | None = None,
+                  checks: Mapping[str, Check] | None = None) -> tuple[Group, Group]:
+    """The KFP and runtime groups of a verb; `params` (option name -> Param) makes options component inputs of
+    the verb, `checks` (option name -> Check) request fields it fills.
+
+    evaluate, infra-validate and the data verbs run no user training code: no --keras, --strategy.
+    """
+    params, checks = params or {}, checks or {}
+    runtime = []
+    if training:
+        runtime += [
+            Option("keras", choices=KERAS_CHOICES,
+                   help="what tf.keras means for the user's module: Keras 3 (default) or legacy tf_keras (default "
+                        "tf_keras when TF_USE_LEGACY_KERAS=1 is set; decided before TensorFlow loads)"),
+            Option("strategy", choices=strategies,
+                   help="tf.distribute strategy; auto (default) matches GPUs" + (
+                       " and TF_CONFIG/CLUSTER_SPEC" if "multi_worker_mirrored" in strategies else "")
+                   + "; any other value wins over a Task config's runtime.distribution_strategy"),
+        ]
+        if cluster_timeout:
+            runtime.append(Option("cluster_timeout", metavar="SECONDS", type=seconds_flag,
+                                  help="multi-worker: fail (exit 5) when the replicas have not all connected within "
+                                       "this time (default 900)"))
+    runtime += [
+        Option("gcs_root", metavar="DIR", help="where gs:// is mounted (default /gcs, or $GENERIC_TRAINER_GCS_ROOT)"),
+        Option("log_level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
+    ]
+    unknown = (set(params) | set(checks)) - {o.name for o in runtime}
+    if unknown:
+        raise ValueError(f"no such runtime options: {sorted(unknown)}")
+    kfp = Group("KFP", (
+        Option("executor_input", metavar="JSON",
+               help="KFP executor input ('{{$}}'): every input and output is read from it"),
+        Option("executor_output_file", metavar="FILE",
+               help="where to write the executor output (default: outputs.outputFile of the executor input)"),
+    ))
+    return kfp, Group("runtime", tuple(dataclasses.replace(o, param=params.get(o.name), check=checks.get(o.name))
+                                       for o in runtime))

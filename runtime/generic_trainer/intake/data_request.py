@@ -1,0 +1,208 @@
+"""The requests of the data verbs, import-examples and transform (Beam pipelines): their typed fields and how
+raw inputs become them.
+
+Paths Beam reads or writes stay gs:// URIs for a runner elsewhere (a non-local `--runner` in the Beam
+args), else they are local (/gcs) paths. The simple fields come from the checks declared in
+data_options.py (options.checked_fields).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from generic_trainer.errors import UserInputError
+from generic_trainer.intake import data_options, options
+from generic_trainer.intake.request import (
+    SPLIT_NAME_PATTERN,
+    KfpOutputs,
+    RawInputs,
+    data_path,
+    examples_dir,
+    existing_path,
+    module_file,
+    new_output_dir,
+    raw_inputs,
+)
+
+DEFAULT_SPLITS = (("train", 2), ("eval", 1))  # CsvExampleGen's default: 2/3 train, 1/3 eval
+
+
+@dataclasses.dataclass(frozen=True)
+class BeamInputs:
+    """A data verb's raw inputs with its Beam args: where its paths point depends on where Beam runs."""
+
+    raw: RawInputs
+    beam_args: tuple[str, ...]
+    local: bool  # the runner runs here: gs:// paths are read through the /gcs mount
+
+    def path(self, value: str) -> str:
+        """A path Beam reads or writes: gs:// stays a URI for a remote runner, else the local (/gcs) path."""
+        return data_path(value, self.raw.gcs_root, self.local)
+
+    def output(self, key: str, artifact: str) -> str | None:
+        """An output's raw value: the flag's (`key`), else the local path of the KFP output `artifact`."""
+        kfp = self.raw.kfp
+        return self.raw.values.get(key) or (kfp.path(artifact) if kfp else None)
+
+    def new_dir(self, flag: str, value: str | None, what: str) -> str:
+        """An output dir that must be new (or empty), as `path` maps it; `what` says what goes there when missing."""
+        return new_output_dir(flag, value, self.raw.gcs_root, self.local, what)
+
+
+def beam_inputs(values: Mapping[str, Any], environ: Mapping[str, str] | None = None,
+                kfp: KfpOutputs | None = None) -> BeamInputs:
+    """The preamble of both data verbs' builders: raw_inputs, then --beam-pipeline-args and where Beam runs."""
+    from generic_trainer.beam.beam_run import is_local_runner, parse_beam_args
+
+    beam_args = parse_beam_args(values.get("beam_pipeline_args"))
+    return BeamInputs(raw_inputs(values, environ, kfp), beam_args, is_local_runner(beam_args))
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportExamplesRequest:
+    """Every input of an import-examples run: tables (CSV or Parquet) to TFX Examples, resolved.
+
+    Either `input_pattern` with hash `splits` ((name, buckets), ...), or `input_splits` ((name, pattern), ...).
+    Patterns and outputs are local paths (gs:// through the /gcs mount), or gs:// URIs when Beam runs
+    elsewhere (a non-local `--runner` in `beam_args`).
+    """
+
+    output: str
+    format: str = "csv"
+    input_pattern: str | None = None
+    splits: tuple[tuple[str, int], ...] = DEFAULT_SPLITS
+    input_splits: tuple[tuple[str, str], ...] = ()
+    schema: str | None = None
+    schema_output: str | None = None  # also write schema.pbtxt here (the KFP `output_schema` artifact)
+    beam_args: tuple[str, ...] = ()
+    gcs_root: str = "/gcs"
+    kfp: KfpOutputs | None = None
+
+
+def _split_name(input_name: str, name: str) -> str:
+    name = name.strip()
+    if not SPLIT_NAME_PATTERN.fullmatch(name):
+        raise UserInputError(input_name, f"split name {name!r} must be letters, digits, '_', '-' or '.'")
+    return name
+
+
+def _hash_splits(value: Any) -> tuple[tuple[str, int], ...]:
+    """`train:2,eval:1` -> (("train", 2), ("eval", 1)); the order decides which bucket range is whose.
+
+    A dict is taken in its order; KFP sorts a dict parameter's keys, so the component takes the string.
+    """
+    if value is None or value == "" or value == {}:
+        return DEFAULT_SPLITS
+    items = list(value.items()) if isinstance(value, Mapping) else [
+        tuple(part.split(":", 1)) if ":" in part else (part, "") for part in str(value).split(",") if part.strip()]
+    splits = []
+    for name, buckets in items:
+        try:
+            count = int(float(buckets))
+        except (TypeError, ValueError):
+            count = 0
+        if count < 1 or float(buckets) != count:
+            raise UserInputError("--splits", f"expected name:buckets pairs with whole buckets >= 1 such as "
+                                             f"'train:2,eval:1', got {value!r}")
+        splits.append((_split_name("--splits", name), count))
+    if len({n for n, _ in splits}) != len(splits):
+        raise UserInputError("--splits", f"a split name appears twice in {value!r}")
+    return tuple(splits)
+
+
+def _input_splits(value: Any) -> tuple[tuple[str, str], ...]:
+    """`train=PATTERN,eval=PATTERN` (or a KFP dict) -> (("train", PATTERN), ("eval", PATTERN))."""
+    if value is None or value == "" or value == {}:
+        return ()
+    items = list(value.items()) if isinstance(value, Mapping) else [
+        tuple(part.split("=", 1)) if "=" in part else (part, "") for part in str(value).split(",") if part.strip()]
+    out = []
+    for name, pattern in items:
+        if not str(pattern).strip():
+            raise UserInputError("--input-splits", f"expected name=PATTERN pairs such as 'train=a/*.csv,eval=b/*.csv', "
+                                                   f"got {value!r}")
+        out.append((_split_name("--input-splits", name), str(pattern).strip()))
+    if len({n for n, _ in out}) != len(out):
+        raise UserInputError("--input-splits", f"a split name appears twice in {value!r}")
+    return tuple(out)
+
+
+def build_import_examples_request(
+    values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
+) -> ImportExamplesRequest:
+    """Validate raw values (keyed by flag name, dashes as underscores) into an ImportExamplesRequest."""
+    beam = beam_inputs(values, environ, kfp)
+    fmt = (values.get("format") or "csv").lower()
+    if fmt not in ("csv", "parquet"):
+        raise UserInputError("--format", f"expected csv or parquet, got {values.get('format')!r}")
+    pattern = values.get("input") or values.get("input_pattern") or None
+    input_splits = _input_splits(values.get("input_splits"))
+    if bool(pattern) == bool(input_splits):
+        raise UserInputError("--input", "give either --input PATTERN (split by hash with --splits) or "
+                                        "--input-splits name=PATTERN,... (one pattern per split)")
+    if input_splits and values.get("splits") not in (None, "", {}):
+        raise UserInputError("--splits", "hash splits are for --input; with --input-splits each pattern is a split")
+    schema_output = beam.output("schema_output", "output_schema")
+    return ImportExamplesRequest(
+        output=beam.new_dir("--output", beam.output("output", "examples"),
+                            "the Examples directory to write (Split-<name>/*.gz and schema.pbtxt)"),
+        format=fmt,
+        input_pattern=beam.path(pattern) if pattern else None,
+        splits=_hash_splits(values.get("splits")) if pattern else (),
+        input_splits=tuple((name, beam.path(p)) for name, p in input_splits),
+        schema_output=beam.path(schema_output) if schema_output else None,
+        beam_args=beam.beam_args,
+        gcs_root=beam.raw.gcs_root,
+        kfp=kfp,
+        **options.checked_fields(data_options.IMPORT_EXAMPLES, beam.raw),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformRequest:
+    """Every input of a transform run (tf.Transform's analyze and transform on Beam), resolved."""
+
+    examples: str  # local path (checked); Beam reads examples_uri
+    schema: str
+    module_file: str
+    transform_graph: str
+    examples_uri: str = ""
+    preprocessing_fn: str = "preprocessing_fn"
+    transformed_examples: str | None = None
+    analyze_splits: tuple[str, ...] = ("train",)
+    transform_splits: tuple[str, ...] = ("train", "eval")
+    module_sha256: str | None = None
+    beam_args: tuple[str, ...] = ()
+    gcs_root: str = "/gcs"
+    kfp: KfpOutputs | None = None
+
+
+def build_transform_request(
+    values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
+) -> TransformRequest:
+    """Validate raw values (keyed by flag name, dashes as underscores) into a TransformRequest."""
+    beam = beam_inputs(values, environ, kfp)
+    gcs_root = beam.raw.gcs_root
+    schema = existing_path("--schema", values.get("schema"), gcs_root)
+    if not schema:
+        raise UserInputError("--schema", "required: the raw examples' tensorflow-metadata Schema (file or its dir)")
+    graph_path = beam.new_dir("--transform-graph", beam.output("transform_graph", "transform_graph"),
+                              "where the transform graph goes (transform_fn/, transformed_metadata/, metadata/)")
+    transformed = beam.output("transformed_examples", "transformed_examples")
+    transformed_path = beam.new_dir("--transformed-examples", transformed, "") if transformed else None
+    if transformed_path and transformed_path == graph_path:
+        raise UserInputError("--transformed-examples", "must differ from --transform-graph")
+    return TransformRequest(
+        examples=examples_dir(values, gcs_root),
+        examples_uri=beam.path(values["examples"]),
+        schema=schema,
+        module_file=module_file(values),
+        transform_graph=graph_path,
+        transformed_examples=transformed_path,
+        beam_args=beam.beam_args,
+        gcs_root=gcs_root,
+        kfp=kfp,
+        **options.checked_fields(data_options.TRANSFORM, beam.raw),
+    )

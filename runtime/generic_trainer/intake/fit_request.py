@@ -1,0 +1,346 @@
+"""The requests of the training verbs, train and tune: their typed fields and how raw inputs become them.
+
+Both are a `FitRequest` (the inputs they share, as TFX's Trainer and Tuner share them: examples,
+schema, transform graph, hyperparameters, custom config, steps and splits, checkpoints, metrics and
+report), checked for both by one function (`_fit_fields`), plus their own fields. A train run adds
+the program it runs: a `RunFnProgram` (a TFX-style module's run_fn) or a `TaskProgram` (a
+generic_trainer.Task the runtime's own loop trains); a tune run its module's tuner_fn and the
+search's outputs. The simple fields come from the checks declared in fit_options.py
+(options.checked_fields); the rest, which depend on each other or on Vertex's AIP_* environment,
+are resolved here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from generic_trainer.artifacts import storage
+from generic_trainer.artifacts.redaction import redact, secret_key_names
+from generic_trainer.errors import UserInputError
+from generic_trainer.intake import fit_options, options
+from generic_trainer.intake.options import Verb
+from generic_trainer.intake.request import (
+    MAX_INT32,
+    TUNE_STRATEGIES,
+    KfpOutputs,
+    RawInputs,
+    check_gcs_timeout,
+    checkpoint_dir,
+    examples_dir,
+    existing_path,
+    ints_from_floats,
+    json_object,
+    keras_choice,
+    module_file,
+    number,
+    out_dir,
+    raw_inputs,
+)
+from generic_trainer.judge import tflite_export
+from generic_trainer.judge.tflite_export import TFLiteOptions
+
+TUNER_RESULTS_FILE = "tuner_results.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFnProgram:
+    """A TFX-style user module whose run_fn(fn_args) trains and saves the model (TFX Trainer's contract)."""
+
+    module_file: str
+    run_fn: str = "run_fn"
+    module_sha256: str | None = None
+    # Speed options (--mixed-precision, --jit-compile, --steps-per-execution); None: the module's own choice.
+    mixed_precision: str | None = None
+    jit_compile: bool | None = None
+    steps_per_execution: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskProgram:
+    """A generic_trainer.Task (`--task module:Class`) trained by the runtime's own loop, from its experiment config."""
+
+    task: str
+    module_sha256: str | None = None
+    experiment: str | None = None
+    config_files: tuple[str, ...] = ()
+    config: str | None = None  # inline YAML/JSON overrides (the KFP `config` parameter)
+    params_override: str | None = None
+    mode: str = "train_and_eval"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FitRequest:
+    """The inputs train and tune share, as TFX's Trainer and Tuner do: the examples and what the user's
+    function gets of them (FnArgs), where checkpoints, metrics and the report go, the strategy.
+
+    Built for both by `_fit_fields`; TrainRequest and TuneRequest add their own fields.
+    """
+
+    examples: str  # "" for a Task without --examples (its experiment config names its data)
+    checkpoint_dir: str
+    metrics_file: str | None = None
+    report_file: str | None = None
+    schema: str | None = None
+    transform_graph: str | None = None
+    hyperparameters: Mapping[str, Any] | None = None
+    base_model: str | None = None
+    train_steps: int | None = None
+    eval_steps: int | None = None
+    train_splits: tuple[str, ...] = ("train",)
+    eval_splits: tuple[str, ...] = ("eval",)
+    custom_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    strategy: str = "auto"
+    gcs_root: str = "/gcs"
+    kfp: KfpOutputs | None = None
+
+    def redacted_custom_config(self) -> dict[str, Any]:
+        """custom_config with secret values replaced, safe to log or write to metadata."""
+        return redact(self.custom_config)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainRequest(FitRequest):
+    """Every input of a train run, resolved to local paths and typed values: the program, and what it runs on."""
+
+    program: RunFnProgram | TaskProgram
+    model_dir: str
+    model_run_dir: str
+    model_run_copy_dir: str | None = None  # also gets model_run_dir's logs at the end (see build_train_request)
+    keras: str = "keras3"
+    cluster_timeout: float | None = None
+    # The serving container the model artifact names for Vertex AI Model Registry (serving_container).
+    serving_image: str | None = None
+    serving_accelerator: str = "cpu"
+    serving_image_region: str = "us"
+    tflite: TFLiteOptions | None = None  # --export-tflite (tflite_export); None: no TFLite export
+
+    @property
+    def task(self) -> TaskProgram | None:
+        """The Task program, or None for a run_fn module."""
+        return self.program if isinstance(self.program, TaskProgram) else None
+
+
+def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> dict[str, Any]:
+    """Read a hyperparameters file, or the single file in a directory (TFX's best_hyperparameters.txt)."""
+    if not os.path.exists(path):
+        raise UserInputError(input_name, f"{path} does not exist")
+    from generic_trainer.records import example_files
+
+    path = example_files.one_file(path, input_name, usual="keras-tuner's best_hyperparameters.txt")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise UserInputError(input_name, f"{path} is not UTF-8 text (byte {e.start}: {e.reason}); expected a "
+                                         "JSON object such as keras-tuner's best_hyperparameters.txt") from None
+    except OSError as e:
+        raise UserInputError(input_name, f"{path} cannot be read: {e.strerror or e}") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserInputError(input_name, f"{path} is not JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(value, dict):
+        raise UserInputError(input_name, f"{path} must hold a JSON object, got {type(value).__name__}")
+    return value
+
+
+MIXED_PRECISION_CHOICES = ("mixed_float16", "mixed_bfloat16")
+
+
+def _speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
+    """--mixed-precision, --jit-compile, --steps-per-execution (flags, or KFP parameters)."""
+    policy = values.get("mixed_precision") or None
+    if policy is not None and policy not in MIXED_PRECISION_CHOICES:
+        raise UserInputError("--mixed-precision", f"expected one of {', '.join(MIXED_PRECISION_CHOICES)}, "
+                                                  f"got {policy!r}")
+    jit = values.get("jit_compile")
+    if isinstance(jit, str):
+        jit = {"true": True, "1": True, "false": False, "0": False, "": None}.get(jit.strip().lower(), jit)
+    if jit is not None and not isinstance(jit, bool):
+        raise UserInputError("--jit-compile", f"expected true or false, got {jit!r}")
+    steps = values.get("steps_per_execution")  # 0: unset (the component's default; KFP needs a value for an int)
+    steps = None if steps in (0, "0") else number("--steps-per-execution", steps, minimum=1, maximum=MAX_INT32,
+                                                   unit="batches")
+    if values.get("task"):  # the Task API's own loop is configured by its experiment config
+        instead = {"mixed_precision": ("--mixed-precision", "runtime.mixed_precision_dtype=float16|bfloat16"),
+                   "steps_per_execution": ("--steps-per-execution", "trainer.steps_per_loop=N"),
+                   "jit_compile": ("--jit-compile", None)}
+        for key, value in (("mixed_precision", policy), ("steps_per_execution", steps), ("jit_compile", jit)):
+            if value is not None:
+                flag, override = instead[key]
+                raise UserInputError(flag, "is for run_fn modules; with --task " + (
+                    f"set it in the experiment config, e.g. --params-override {override}" if override
+                    else "the runtime's loop has no XLA option"))
+    return {"mixed_precision": policy, "jit_compile": jit, "steps_per_execution": steps or None}
+
+
+def _task_program(values: Mapping[str, Any], gcs_root: str, keras: str, sha256: str | None) -> TaskProgram:
+    """The Task API's inputs: --task, --experiment, --config-file, config, --params-override, --mode."""
+    from generic_trainer.task import config as task_config
+
+    if keras != "keras3":
+        raise UserInputError("--keras", "the Task API runs Keras 3 (its own loop works under every strategy); "
+                                        "tf_keras is for run_fn modules")
+    mode = values.get("mode") or "train_and_eval"
+    if mode not in task_config.MODES:
+        raise UserInputError("--mode", f"expected one of {', '.join(task_config.MODES)}, got {mode!r}")
+    files = values.get("config_file") or []
+    if isinstance(files, str):
+        files = [f for f in (files.split(",") if not files.lstrip().startswith("[") else json.loads(files)) if f]
+    config_files = []
+    for f in files:
+        path = storage.local_path(str(f).strip(), gcs_root)
+        if not os.path.isfile(path):
+            raise UserInputError("--config-file", f"{f} does not exist" + (f" (looked at {path})" if path != f else ""))
+        config_files.append(path)
+        task_config.load_config_file(path, f"--config-file {f}")  # broken YAML/JSON fails now, before TensorFlow
+    config = values.get("config")
+    if isinstance(config, Mapping):
+        config = json.dumps(ints_from_floats(dict(config)))
+    task_config.parse_config_text(config or None, "config")  # syntax errors now, unknown keys once the Task loads
+    params_override = values.get("params_override") or None
+    task_config.parse_params_override(params_override)
+    return TaskProgram(task=values["task"], module_sha256=sha256, experiment=values.get("experiment") or None,
+                       config_files=tuple(config_files), config=config or None, params_override=params_override,
+                       mode=mode)
+
+
+def _hyperparameters(raw: RawInputs) -> Mapping[str, Any] | None:
+    """--hyperparameters: the JSON object of a file, or of the one file in a dir (best_hyperparameters.txt)."""
+    path = existing_path("--hyperparameters", raw.values.get("hyperparameters"), raw.gcs_root)
+    hyperparameters = load_hyperparameters(path) if path else None
+    return ints_from_floats(hyperparameters) if raw.kfp and hyperparameters else hyperparameters
+
+
+def _custom_config(raw: RawInputs) -> dict[str, Any]:
+    custom_config = json_object("--custom-config", raw.values.get("custom_config"))
+    secret_key_names(custom_config)
+    return ints_from_floats(custom_config) if raw.kfp else custom_config
+
+
+def _fit_inputs(values: Mapping[str, Any], environ: Mapping[str, str] | None, kfp: KfpOutputs | None,
+                examples_required: bool) -> tuple[RawInputs, str]:
+    """The first checks of train and tune: the raw inputs, $GENERIC_TRAINER_GCS_TIMEOUT, then --examples
+    (its local path; "" when not required and not given)."""
+    raw = raw_inputs(values, environ, kfp)
+    check_gcs_timeout(raw.environ)
+    return raw, examples_dir(values, raw.gcs_root) if examples_required or values.get("examples") else ""
+
+
+def _fit_fields(verb: Verb, raw: RawInputs, examples: str, checkpoint_dir: str) -> dict[str, Any]:
+    """The one check of what train and tune share: FitRequest's fields, plus the other fields `verb`'s
+    declaration checks (fit_options.py; train's run_fn and module_sha256 go to its program).
+
+    --hyperparameters (a JSON file, or best_hyperparameters.txt's dir) and --custom-config (its secret
+    key names checked) are read here; from KFP, whole numbers its JSON made floats are ints again.
+    """
+    return {"examples": examples, "checkpoint_dir": checkpoint_dir, "hyperparameters": _hyperparameters(raw),
+            "custom_config": _custom_config(raw), "gcs_root": raw.gcs_root, "kfp": raw.kfp,
+            **options.checked_fields(verb, raw)}
+
+
+def build_train_request(
+    values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
+) -> TrainRequest:
+    """Validate raw values (keyed by flag name, dashes as underscores) into a TrainRequest."""
+    task = values.get("task") or None
+    raw, examples_path = _fit_inputs(values, environ, kfp, examples_required=not task)
+    environ, gcs_root = raw.environ, raw.gcs_root
+    if not task:
+        module_file(values)
+    elif values.get("module_file"):
+        raise UserInputError("--task", "give either --task module:Class or --module-file (run_fn), not both")
+    model_dir = out_dir(values.get("model_dir"), "AIP_MODEL_DIR", environ, gcs_root)
+    if not model_dir:
+        raise UserInputError("--model-dir", "required (or set AIP_MODEL_DIR): where the serving model goes")
+    model_run_dir = out_dir(values.get("model_run_dir"), "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root) or (
+        os.path.join(model_dir, "logs"))
+    # Vertex AI TensorBoard uploads AIP_TENSORBOARD_LOG_DIR while the job runs: the module logs there, and the
+    # logs are copied to the model-run dir given (the KFP artifact) at the end.
+    tensorboard_dir = out_dir(None, "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root)
+    model_run_copy_dir = None
+    if tensorboard_dir and tensorboard_dir != model_run_dir:
+        model_run_dir, model_run_copy_dir = tensorboard_dir, model_run_dir
+    checkpoints = checkpoint_dir(values, environ, gcs_root, os.path.join(model_run_copy_dir or model_run_dir,
+                                                                         "checkpoints"))
+    keras = keras_choice(values, environ)
+    fields = _fit_fields(fit_options.TRAIN, raw, examples_path, checkpoints)
+    from generic_trainer.artifacts import serving_container
+
+    serving_image, serving_accelerator, serving_region = serving_container.check_options(
+        values.get("serving_image"), values.get("serving_accelerator"), values.get("serving_image_region"))
+    sha, run_fn = fields.pop("module_sha256"), fields.pop("run_fn")
+    speed = _speed_fields(values)
+    program = (_task_program(values, gcs_root, keras, sha) if task else
+               RunFnProgram(module_file=values["module_file"], run_fn=run_fn, module_sha256=sha, **speed))
+    return TrainRequest(
+        program=program,
+        model_dir=model_dir,
+        model_run_dir=model_run_dir,
+        model_run_copy_dir=model_run_copy_dir,
+        keras=keras,
+        serving_image=serving_image, serving_accelerator=serving_accelerator, serving_image_region=serving_region,
+        tflite=tflite_export.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
+                                           values.get("tflite_tolerance")),
+        **fields,
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TuneRequest(FitRequest):
+    """Every input of a tune run (a keras-tuner search from the module's tuner_fn), resolved."""
+
+    module_file: str
+    best_hyperparameters_dir: str
+    tuner_fn: str = "tuner_fn"
+    tuner_results_file: str | None = None
+    module_sha256: str | None = None
+    max_trials: int | None = None
+    worker_timeout: float = 600.0
+
+    @property
+    def working_dir(self) -> str:
+        """keras-tuner's directory: stable under the checkpoint dir, so a re-run resumes the search."""
+        return os.path.join(self.checkpoint_dir, "tuner")
+
+
+def build_tune_request(
+    values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
+) -> TuneRequest:
+    """Validate raw values (keyed by flag name, dashes as underscores) into a TuneRequest."""
+    raw, examples_path = _fit_inputs(values, environ, kfp, examples_required=True)
+    environ, gcs_root = raw.environ, raw.gcs_root
+    module = module_file(values)
+    best_dir = values.get("best_hyperparameters_dir")
+    best_dir = os.path.normpath(storage.local_path(best_dir, gcs_root)) if best_dir else None
+    if not best_dir:
+        raise UserInputError("--best-hyperparameters-dir",
+                             "required: where best_hyperparameters.txt goes (the trainer's --hyperparameters)")
+    results_file = values.get("tuner_results_file") or None
+    if not results_file and values.get("tuner_results_dir"):
+        results_file = os.path.join(values["tuner_results_dir"], TUNER_RESULTS_FILE)
+    # Stable across restarts of the same job (same outputs): a re-run finds the search state again.
+    checkpoints = checkpoint_dir(values, environ, gcs_root, best_dir + ".checkpoints")
+    keras = keras_choice(values, environ)
+    if keras != "keras3":
+        raise UserInputError("--keras" if values.get("keras") else "TF_USE_LEGACY_KERAS",
+                             "keras-tuner searches Keras 3 models only (it rejects tf_keras models); "
+                             "use --keras keras3 / TF_USE_LEGACY_KERAS=0")
+    strategy = values.get("strategy") or "auto"
+    if strategy not in TUNE_STRATEGIES:
+        raise UserInputError("--strategy", f"expected one of {', '.join(TUNE_STRATEGIES)} for tuning (each replica "
+                                           f"runs its own trials; several replicas tune in parallel), got {strategy!r}")
+    max_trials = number("--max-trials", values.get("max_trials"), maximum=MAX_INT32,
+                        unit="trials (0: the tuner_fn's own)") or None
+    return TuneRequest(
+        module_file=module,
+        best_hyperparameters_dir=best_dir,
+        tuner_results_file=storage.local_path(results_file, gcs_root) if results_file else None,
+        max_trials=max_trials,
+        strategy=strategy,
+        **_fit_fields(fit_options.TUNE, raw, examples_path, checkpoints),
+    )

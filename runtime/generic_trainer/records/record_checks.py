@@ -1,0 +1,172 @@
+"""Bad data is bad input: the first records of each split decoded before user code runs, and a decode
+error the input pipeline raised while it ran traced to its split, file, record and feature.
+
+`check_first_records` (train and tune call it once TensorFlow is loaded, before the user's function)
+and `decode_error` (turns tf.io.parse_example's and the TFRecord reader's errors into a
+UserInputError, exit 2, or None when the records are fine and the user's own parsing is at fault).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from generic_trainer.errors import UserInputError
+from generic_trainer.records.example_files import read_records, split_files, split_name
+from generic_trainer.records.schemas import feature_spec_from_schema, load_schema
+
+_FIRST_RECORDS = 16  # records decoded per split before run_fn runs (plus the first of each file)
+_MAX_FILES_CHECKED = 64  # files per split whose first record is decoded too
+_LOCATE_RECORDS = 200_000  # records scanned, at most, to locate a record the input pipeline could not decode
+_DECODE_PATTERNS = (
+    re.compile(r"Feature: (?P<feature>\S+) \(data type: (?P<dtype>\w+)\) is required but could not be found"),
+    re.compile(r"Key: (?P<feature>[^,\s]+), Index: \d+\.\s+(?P<detail>[^\[]*?)\s*(\[|$)"),
+    re.compile(r"(?P<detail>Could not parse example input)"),
+)
+
+
+def _sample(pattern: str) -> Iterator[tuple[str, int, bytes]]:
+    """(file, record index, record): the split's first records, then the first record of each other file."""
+    files = split_files(pattern)
+    taken = 0
+    for path in files:
+        for index, record in enumerate(read_records(path, _FIRST_RECORDS - taken)):
+            taken += 1
+            yield path, index, record
+        if taken >= _FIRST_RECORDS:
+            break
+    for path in files[:_MAX_FILES_CHECKED]:
+        for record in read_records(path, 1):
+            yield path, 0, record
+
+
+def _decode_problem(record: bytes, spec: dict[str, Any] | None) -> str | None:
+    """Why `record` does not decode (as a tf.Example, against the parse spec when given), or None."""
+    import tensorflow as tf
+    from google.protobuf.message import DecodeError
+
+    if spec is None:
+        try:
+            tf.train.Example.FromString(record)
+        except DecodeError:
+            return "it is not a serialized tf.Example"
+        return None
+    try:
+        tf.io.parse_example(tf.constant([record]), spec)
+    except tf.errors.InvalidArgumentError as e:
+        return _describe_decode_error(e.message) or " ".join(e.message.split())[:300]
+    return None
+
+
+def _describe_decode_error(message: str) -> str | None:
+    """`feature 'x': <what TensorFlow said>` for a tf.io.parse_example error message, or None for other errors."""
+    for pattern in _DECODE_PATTERNS:
+        match = pattern.search(message)
+        if match:
+            groups = match.groupdict()
+            if groups.get("dtype"):
+                return f"feature {groups['feature']!r} ({groups['dtype']}) is required by the schema but missing"
+            detail = " ".join((groups.get("detail") or "").split()).rstrip(".")
+            if detail.startswith("Could not parse"):
+                return "it is not a serialized tf.Example"
+            return f"feature {groups['feature']!r}: {detail}"
+    return None
+
+
+def _bad_record(file_patterns: Sequence[str], spec: dict[str, Any] | None,
+                records: Callable[[str], Iterator[tuple[str, int, bytes]]],
+                batch: int = 512) -> str | None:
+    """The first record `records(pattern)` yields that does not decode, described, or None.
+
+    Records are decoded a batch at a time; only a batch that fails is decoded record by record.
+    """
+    def first_problem(pattern: str, chunk: list[tuple[str, int, bytes]]) -> str | None:
+        if spec is not None and _decode_problem_batch([r for _, _, r in chunk], spec) is None:
+            return None
+        for path, index, record in chunk:
+            problem = _decode_problem(record, spec)
+            if problem:
+                return f"split {split_name(pattern)!r}, {path}, record {index}: {problem}"
+        return None
+
+    for pattern in file_patterns:
+        chunk: list[tuple[str, int, bytes]] = []
+        for item in records(pattern):
+            chunk.append(item)
+            if len(chunk) == batch:
+                problem = first_problem(pattern, chunk)
+                if problem:
+                    return problem
+                chunk = []
+        problem = first_problem(pattern, chunk) if chunk else None
+        if problem:
+            return problem
+    return None
+
+
+def _decode_problem_batch(records: list[bytes], spec: dict[str, Any]) -> str | None:
+    import tensorflow as tf
+
+    try:
+        tf.io.parse_example(tf.constant(records), spec)
+    except tf.errors.InvalidArgumentError as e:
+        return e.message
+    return None
+
+
+def _spec(schema_path: str | None) -> dict[str, Any] | None:
+    return feature_spec_from_schema(load_schema(schema_path)) if schema_path else None
+
+
+def check_first_records(file_patterns: Sequence[str], schema_path: str | None,
+                        input_name: str = "--examples") -> None:
+    """Decode the first records of each split (and the first of each file) before user code runs.
+
+    Each must be a tf.Example and, with a schema, parse with `tf.io.parse_example` against the
+    schema's feature spec (required features present, types and sizes as declared). Needs TensorFlow.
+    """
+    problem = _bad_record(file_patterns, _spec(schema_path), _sample)
+    if problem:
+        raise UserInputError(input_name, f"bad data in {problem}" + (
+            f" (schema {schema_path})" if schema_path else ""))
+
+
+def decode_error(error: BaseException, file_patterns: Sequence[str], schema_path: str | None,
+                 input_name: str = "--examples") -> UserInputError | None:
+    """A UserInputError for a decode error the input pipeline raised while user code ran, else None.
+
+    tf.io.parse_example's InvalidArgumentError (missing feature, wrong type or size, not a
+    tf.Example) and DataLossError (damaged TFRecord) are bad data, not the user's code: the files
+    are scanned (up to a bound) to name the split, file and record. When every record decodes
+    against the schema, the module's own parsing is at fault and None is returned (a user-code error).
+    """
+    import tensorflow as tf
+
+    splits = ", ".join(repr(split_name(p)) for p in file_patterns)
+    if isinstance(error, tf.errors.DataLossError):
+        return UserInputError(input_name, f"a damaged TFRecord in one of the splits {splits}: {error.message}")
+    what = _describe_decode_error(error.message) if isinstance(error, tf.errors.InvalidArgumentError) else None
+    if what is None:
+        return None
+    cut_short = []
+
+    def every_record(pattern: str) -> Iterator[tuple[str, int, bytes]]:
+        budget = _LOCATE_RECORDS // max(1, len(file_patterns))
+        for path in split_files(pattern):
+            for index, record in enumerate(read_records(path, budget)):
+                budget -= 1
+                yield path, index, record
+            if budget <= 0:
+                cut_short.append(pattern)
+                return
+
+    try:
+        located = _bad_record(file_patterns, _spec(schema_path), every_record)
+    except (UserInputError, OSError, tf.errors.OpError):
+        located, cut_short = None, ["(scan failed)"]
+    if located is None and not cut_short:
+        return None  # every record decodes against the schema: the module's own parsing disagrees with it
+    where = located or f"one of the splits {splits}: {what}"
+    return UserInputError(input_name, f"bad data in {where} (found while the input pipeline read it"
+                                      + (f"; schema {schema_path})" if schema_path else ")"))
