@@ -77,8 +77,10 @@ def _declarations():
 
 
 REQUESTS = {"train": "intake.fit_request:TrainRequest", "tune": "intake.fit_request:TuneRequest",
-            "evaluate": "intake.judge_request:EvaluateRequest", "infra-validate": "intake.judge_request:InfraValidateRequest",
-            "import-examples": "intake.data_request:ImportExamplesRequest", "transform": "intake.data_request:TransformRequest"}
+            "evaluate": "intake.judge_request:EvaluateRequest",
+            "infra-validate": "intake.judge_request:InfraValidateRequest",
+            "import-examples": "intake.data_request:ImportExamplesRequest",
+            "transform": "intake.data_request:TransformRequest"}
 # Fields a checked option fills that live in the program of a train run, not on TrainRequest itself.
 PROGRAM_FIELDS = {"train": {"run_fn", "module_sha256"}}
 
