@@ -70,13 +70,14 @@ def flush_open_writers() -> int:
             log.debug("could not flush %r at exit: %s", obj, e)
     return flushed
 
-_CLUSTER_VARIABLES = ("TF_CONFIG", "CLUSTER_SPEC", "KERASTUNER_ORACLE_IP")
-
 
 def safe_to_skip_teardown(environ: dict[str, str] | None = None) -> bool:
-    """False for a replica of a cluster: other processes may wait on what its teardown does."""
+    """False for a replica of a cluster (cluster.configured) or of a distributed keras-tuner search
+    (keras-tuner's KERASTUNER_ORACLE_IP): other processes may wait on what its teardown does."""
+    from generic_trainer.fit import cluster
+
     environ = os.environ if environ is None else environ
-    return not any(environ.get(name, "").strip() for name in _CLUSTER_VARIABLES)
+    return not (cluster.configured(environ) or environ.get("KERASTUNER_ORACLE_IP", "").strip())
 
 
 def end(code: int) -> None:

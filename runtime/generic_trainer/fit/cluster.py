@@ -90,6 +90,12 @@ def _parse_json(name: str, value: str) -> dict:
     return parsed
 
 
+def configured(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether TF_CONFIG or CLUSTER_SPEC is set (not blank): this process is one replica of a cluster."""
+    environ = os.environ if environ is None else environ
+    return any(environ.get(name, "").strip() for name in ("TF_CONFIG", "CLUSTER_SPEC"))
+
+
 def resolve(environ: Mapping[str, str] | None = None) -> Cluster:
     """The cluster from TF_CONFIG (preferred: TensorFlow's own form) or Vertex's CLUSTER_SPEC."""
     environ = os.environ if environ is None else environ
