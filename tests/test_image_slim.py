@@ -29,12 +29,17 @@ NOT_IN_IMAGE = {
 }
 
 
-@pytest.fixture(scope="module")
-def slim():
-    spec = importlib.util.spec_from_file_location("trainer_image_slim", SLIM_PATH)
+def _load_script(path, name):
+    """One of the image's build scripts as a module (they are not part of the package)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def slim():
+    return _load_script(SLIM_PATH, "trainer_image_slim")
 
 
 def pins(lines):
@@ -182,10 +187,7 @@ DOCKERFILE = REPO / "images" / "trainer" / "Dockerfile"
 
 @pytest.fixture(scope="module")
 def elf():
-    spec = importlib.util.spec_from_file_location("trainer_image_elf", ELF_PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _load_script(ELF_PATH, "trainer_image_elf")
 
 
 def _extension(package: str, stem: str) -> Path:
