@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "images" / "trainer" / "Dockerfile"
 SMOKE = REPO / "images" / "trainer" / "smoke.sh"
 CUDA_LOCK = REPO / "images" / "trainer" / "cuda.lock"
+CUDA_BLACKWELL_LOCK = REPO / "images" / "trainer" / "cuda-blackwell.lock"
 RUNTIME_LOCK = REPO / "requirements" / "runtime.lock"
 DOCKERIGNORE = REPO / ".dockerignore"
 COMPONENT_YAMLS = sorted((REPO / "components").glob("*/component.yaml"))
@@ -116,28 +117,60 @@ def test_base_image_arg_drives_every_stage():
     assert " AS " not in f" {blocks[-1][0][1].upper()} ", "the final stage is the last, unnamed one"
 
 
-def test_default_image_is_gpu_capable():
-    """ACCELERATOR defaults to cuda, and cuda.lock pins exactly tensorflow's `and-cuda` extra."""
-    from importlib.metadata import requires, version
+def and_cuda_extra() -> dict:
+    """tensorflow's `and-cuda` extra: canonical name -> Requirement."""
+    from importlib.metadata import requires
 
     from packaging.requirements import Requirement
+
+    extra = [Requirement(r) for r in requires("tensorflow") or [] if 'extra == "and-cuda"' in r]
+    assert extra, "tensorflow has no and-cuda extra"
+    return {re.sub(r"[-_.]+", "-", req.name).lower(): req for req in extra}
+
+
+@pytest.mark.parametrize("lock", [CUDA_LOCK, CUDA_BLACKWELL_LOCK], ids=lambda p: p.name)
+def test_cuda_locks_pin_exactly_tensorflows_and_cuda_extra(lock):
+    from importlib.metadata import version
+
+    pins = lock_pins(lock)
+    runtime = lock_pins(RUNTIME_LOCK)
+    assert version("tensorflow") == runtime["tensorflow"], "the dev venv's tensorflow differs from the lock"
+    for name, req in and_cuda_extra().items():
+        pinned = pins.get(name) or runtime.get(name)
+        assert pinned, f"{name} (tensorflow[and-cuda]) is not pinned in {lock.name}"
+        assert req.specifier.contains(pinned), f"{name}=={pinned} does not satisfy {req.specifier}"
+    assert not set(pins) & set(runtime), f"{lock.name} repeats packages of runtime.lock"
+    assert all(name.startswith("nvidia-") for name in pins), f"{lock.name} holds only the CUDA libraries"
+
+
+def test_default_image_is_gpu_capable_with_the_cuda_tensorflow_is_built_with():
+    """ACCELERATOR defaults to cuda and CUDA_LOCK to cuda.lock: the lower bounds of the `and-cuda` extra, the
+    versions TensorFlow is built and tested with (its build info names the CUDA version, 12.5.1 for 2.21)."""
+    import importlib.util
 
     _, blocks = stages()
     for block in blocks:
         assert arg_default(block, "ACCELERATOR") in (None, "cuda")
-    assert arg_default(blocks[0], "ACCELERATOR") == "cuda"
+        assert arg_default(block, "CUDA_LOCK") in (None, "cuda.lock")
+    assert arg_default(blocks[0], "ACCELERATOR") == "cuda" and arg_default(blocks[0], "CUDA_LOCK") == "cuda.lock"
     pins = lock_pins(CUDA_LOCK)
-    runtime = lock_pins(RUNTIME_LOCK)
-    assert version("tensorflow") == runtime["tensorflow"], "the dev venv's tensorflow differs from the lock"
-    extra = [Requirement(r) for r in requires("tensorflow") or [] if 'extra == "and-cuda"' in r]
-    assert extra, "tensorflow has no and-cuda extra"
-    for req in extra:
-        name = re.sub(r"[-_.]+", "-", req.name).lower()
-        pinned = pins.get(name) or runtime.get(name)
-        assert pinned, f"{name} (tensorflow[and-cuda]) is not pinned in {CUDA_LOCK.name}"
-        assert req.specifier.contains(pinned), f"{name}=={pinned} does not satisfy {req.specifier}"
-    assert not set(pins) & set(runtime), "cuda.lock repeats packages of runtime.lock"
-    assert all(name.startswith("nvidia-") for name in pins), "cuda.lock holds only the CUDA libraries"
+    for name, req in and_cuda_extra().items():
+        lower = next(spec.version for spec in req.specifier if spec.operator == ">=")
+        assert pins.get(name, lower) == lower, f"cuda.lock pins {name}=={pins[name]}, not the extra's {lower}"
+    # tf.sysconfig.get_build_info()'s source, read without importing TensorFlow
+    build_info = Path(importlib.util.find_spec("tensorflow").origin).parent / "python/platform/build_info.py"
+    cuda = re.search(r"\('cuda_version', '([\d.]+)'\)", build_info.read_text()).group(1)  # "12.5.1"
+    assert pins["nvidia-cuda-runtime-cu12"].startswith(".".join(cuda.split(".")[:2]) + "."), (cuda, pins)
+
+
+def test_blackwell_lock_meets_nvidias_blackwell_minimums():
+    """B200/GB200/RTX PRO 6000 need CUDA >= 12.8 libraries and cuDNN >= 9.7 (NVIDIA's support matrices)."""
+    from packaging.version import Version
+
+    pins = lock_pins(CUDA_BLACKWELL_LOCK)
+    for name in ("nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cuda-nvrtc-cu12", "nvidia-nvjitlink-cu12"):
+        assert Version(pins[name]) >= Version("12.8"), (name, pins[name])
+    assert Version(pins["nvidia-cudnn-cu12"]) >= Version("9.7"), pins["nvidia-cudnn-cu12"]
 
 
 def test_dependencies_come_from_the_lock_files():
@@ -147,9 +180,10 @@ def test_dependencies_come_from_the_lock_files():
     runs = " ".join(rest for keyword, rest in builder if keyword == "RUN")
     assert "requirements/runtime.lock" in copies and RUNTIME_LOCK.is_file()
     assert "images/trainer/cuda.lock" in copies and CUDA_LOCK.is_file()
+    assert "images/trainer/cuda-blackwell.lock" in copies and CUDA_BLACKWELL_LOCK.is_file()
     # slim.py turns both lock files into the pins to install (minus what it leaves out), installed with
     # --no-deps: nothing is resolved at build time.
-    pins = r"python3 slim\.py requirements \"\$\{ACCELERATOR\}\" runtime\.lock cuda\.lock > requirements\.txt"
+    pins = r"python3 slim\.py requirements \"\$\{ACCELERATOR\}\" runtime\.lock \"\$\{CUDA_LOCK\}\" > requirements\.txt"
     assert re.search(pins, runs), "the pins must come from slim.py requirements over both lock files"
     assert re.search(r"pip install [^&;]*--no-deps -r requirements\.txt", runs), "install the pins with --no-deps"
     assert "images/trainer/slim.py" in copies
@@ -250,6 +284,7 @@ def test_dockerignore_excludes(path):
 
 
 @pytest.mark.parametrize("path", ["pyproject.toml", "requirements/runtime.lock", "images/trainer/cuda.lock",
+                                  "images/trainer/cuda-blackwell.lock",
                                   "images/trainer/slim.py", "images/trainer/elf.py", "images/trainer/entrypoint.sh",
                                   "runtime/generic_trainer/cli.py", "runtime/generic_trainer/__init__.py"])
 def test_dockerignore_keeps_what_the_build_reads(path):

@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 SLIM_PATH = REPO / "images" / "trainer" / "slim.py"
 RUNTIME_LOCK = REPO / "requirements" / "runtime.lock"
 CUDA_LOCK = REPO / "images" / "trainer" / "cuda.lock"
+CUDA_LOCKS = sorted((REPO / "images" / "trainer").glob("cuda*.lock"))
 RUNTIME = REPO / "runtime" / "generic_trainer"
 # Not in the image on purpose (the README says so): the runtime imports them lazily, with a clear error.
 NOT_IN_IMAGE = {
@@ -68,6 +69,13 @@ def test_cuda_requirements(slim):
 def test_bad_accelerator_is_refused(slim):
     with pytest.raises(SystemExit, match="ACCELERATOR must be cpu or cuda, not 'gpu'"):
         slim.requirements("gpu", str(RUNTIME_LOCK), str(CUDA_LOCK))
+
+
+def test_a_cuda_lock_that_is_not_there_is_refused_naming_the_ones_that_are(slim):
+    with pytest.raises(SystemExit, match=r"CUDA_LOCK '.*cuda-blackwel\.lock' is not a lock file here; expected one of "
+                                         r"\['cuda-blackwell\.lock', 'cuda\.lock'\]"):
+        slim.requirements("cuda", str(RUNTIME_LOCK), str(CUDA_LOCK.parent / "cuda-blackwel.lock"))
+    assert slim.requirements("cpu", str(RUNTIME_LOCK), "no-such.lock")  # the CPU image reads no CUDA lock
 
 
 def test_every_left_out_distribution_is_locked(slim):
@@ -287,8 +295,9 @@ def test_check_names_each_missing_cuda_library(elf, tmp_path):
     assert elf.main(["check", str(tmp_path), "--accelerator", "cpu"]) == 0
 
 
-def test_cuda_loaded_matches_what_prune_files_keeps(elf, slim, tmp_path):
-    """No PRUNE_GLOBS pattern removes a library TensorFlow or cuDNN loads, and cuda.lock installs each of them."""
+@pytest.mark.parametrize("lock", CUDA_LOCKS, ids=lambda p: p.name)
+def test_cuda_loaded_matches_what_prune_files_keeps(elf, slim, tmp_path, lock):
+    """No PRUNE_GLOBS pattern removes a library TensorFlow or cuDNN loads, and each CUDA lock installs them all."""
     for rel in elf.CUDA_LOADED:
         path = tmp_path / rel.replace("*", "9")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -296,9 +305,9 @@ def test_cuda_loaded_matches_what_prune_files_keeps(elf, slim, tmp_path):
     slim.prune_files(str(tmp_path))
     assert elf.missing_cuda(str(tmp_path)) == []
     packages = {name.removeprefix("nvidia-").removesuffix("-cu12").replace("-", "_")
-                for name, _ in slim.lock_lines(str(CUDA_LOCK))}
+                for name, _ in slim.lock_lines(str(lock))}
     for rel in elf.CUDA_LOADED:
-        assert rel.split("/")[1] in packages, f"{rel} comes from no package of cuda.lock"
+        assert rel.split("/")[1] in packages, f"{rel} comes from no package of {lock.name}"
 
 
 def test_the_builder_strips_and_checks_after_pruning():

@@ -102,6 +102,10 @@ def requirements(accelerator: str, runtime_lock: str, cuda_lock: str) -> list[st
     Never what LEAVE_OUT names."""
     if accelerator not in ("cpu", "cuda"):
         raise SystemExit(f"slim.py: ACCELERATOR must be cpu or cuda, not {accelerator!r}")
+    if accelerator == "cuda" and not os.path.isfile(cuda_lock):
+        here = sorted(f for f in os.listdir(os.path.dirname(cuda_lock) or ".") if f.startswith("cuda") and
+                      f.endswith(".lock"))
+        raise SystemExit(f"slim.py: CUDA_LOCK {cuda_lock!r} is not a lock file here; expected one of {here}")
     out = []
     for path in [runtime_lock, cuda_lock] if accelerator == "cuda" else [runtime_lock]:
         for name, line in lock_lines(path):

@@ -25,7 +25,7 @@
 # Usage: bash images/trainer/smoke.sh        (or: make image-test). Needs root, buildah, debootstrap
 # and docker.io (installed with apt-get when missing), the Debian mirror and PyPI, and the dev venv
 # (`make install`: kfp and the docker client library, for step 6).
-# Knobs (environment): ACCELERATOR=cpu|cuda (default cpu), IMAGE, DOCKER_IMAGE, BASE_IMAGE, WORK,
+# Knobs (environment): ACCELERATOR=cpu|cuda (default cpu), CUDA_LOCK (default cuda.lock), IMAGE, DOCKER_IMAGE, BASE_IMAGE, WORK,
 # REBUILD_BASE=1, SKIP_BUILD=1 (reuse $IMAGE), BUILD_ONLY=1, SKIP_PIPELINE=1, TRAIN_STEPS,
 # PIPELINE_TRAIN_STEPS, STORAGE_DRIVER (buildah's, default vfs), DOCKERD_STORAGE (overlay2 or vfs),
 # UV_CACHE (host uv cache mounted into the build, default ~/.cache/uv), DEBIAN_MIRROR,
@@ -34,6 +34,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ACCELERATOR=${ACCELERATOR:-cpu}
+CUDA_LOCK=${CUDA_LOCK:-cuda.lock}
 IMAGE=${IMAGE:-localhost/generic-trainer:smoke-${ACCELERATOR}}
 BASE_IMAGE=${BASE_IMAGE:-localhost/generic-trainer-base}
 WORK=${WORK:-$ROOT/out/image-smoke}
@@ -99,7 +100,7 @@ T_BUILD=
 if [ "${SKIP_BUILD:-0}" = 1 ] && bh inspect --type image "$IMAGE" >/dev/null 2>&1; then
   log "image $IMAGE: reusing (SKIP_BUILD=1)"
 else
-  log "building $IMAGE from images/trainer/Dockerfile (ACCELERATOR=$ACCELERATOR)"
+  log "building $IMAGE from images/trainer/Dockerfile (ACCELERATOR=$ACCELERATOR CUDA_LOCK=$CUDA_LOCK)"
   vols=()
   # The build's downloads go through this machine's TLS proxy, whose CA is only in the host's
   # bundle: mount it for the build, never bake it in.
@@ -108,7 +109,7 @@ else
   [ -d "$UV_CACHE" ] && vols+=(--volume "$UV_CACHE:/root/.cache/uv")
   t=$(now)
   nice -n 10 buildah --storage-driver "$STORAGE_DRIVER" bud --isolation chroot --network host "${vols[@]}" \
-    --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg ACCELERATOR="$ACCELERATOR" \
+    --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg ACCELERATOR="$ACCELERATOR" --build-arg CUDA_LOCK="$CUDA_LOCK" \
     -f "$ROOT/images/trainer/Dockerfile" -t "$IMAGE" "$ROOT" 2>&1 | tee "$WORK/build.log" \
     | grep -E '^(STEP|COMMIT)|error|Error' || true
   [ "${PIPESTATUS[0]}" = 0 ] || die "build failed, see $WORK/build.log"

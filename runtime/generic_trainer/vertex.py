@@ -23,6 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from generic_trainer import vertex_machines
 from generic_trainer.artifacts.redaction import redact
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.request import MAX_SECONDS, number
@@ -336,7 +337,6 @@ def _labels(pairs: Sequence[str] | None) -> dict[str, str]:
 def production_options(ns: argparse.Namespace, replica_count: int, accelerator_type: str | None,
                        accelerator_count: int) -> dict[str, Any]:
     """The JobOptions fields of the production flags (add_production_flags), validated; also checks the machines."""
-    from generic_trainer import vertex_machines
 
     def opt(name: str) -> Any:
         return getattr(ns, name, None) or None
@@ -480,6 +480,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def main(ns: argparse.Namespace) -> int:
     """Run the `vertex-job` verb from its parsed flags."""
     options = options_from_args(ns)
+    for note in sorted({vertex_machines.image_note(a) for a in (options.accelerator_type,
+                                                               options.chief_accelerator_type)} - {None}):
+        log.warning("%s", note)
     if ns.dry_run:
         print(json.dumps(dry_run(options), indent=2, sort_keys=True))
         return 0

@@ -19,6 +19,9 @@ ACCELERATOR_TYPES = (
     "NVIDIA_H200_141GB", "NVIDIA_B200", "NVIDIA_GB200", "NVIDIA_RTX_PRO_6000",
     "TPU_V2", "TPU_V3", "TPU_V4_POD", "TPU_V5_LITEPOD",
 )
+# GPUs NVIDIA supports from CUDA 12.8 and cuDNN 9.7 on: the default image's CUDA libraries (12.5 / 9.3, what
+# TensorFlow 2.21 is built with) predate them, images/trainer/cuda-blackwell.lock's do not.
+BLACKWELL_GPUS = ("NVIDIA_B200", "NVIDIA_GB200", "NVIDIA_RTX_PRO_6000")
 # CPU-only families: no accelerator may be attached.
 CPU_FAMILIES = ("n2", "n2d", "e2", "c2", "c2d", "m1", "c3", "n4")
 # N1 machines take these GPUs, in these counts per replica.
@@ -49,6 +52,15 @@ def _bundled(machine_type: str) -> tuple[str, int] | None:
     match = re.fullmatch(r"g2-standard-([0-9]+)", machine_type)
     if match and int(match.group(1)) in G2_L4_COUNTS:
         return "NVIDIA_L4", G2_L4_COUNTS[int(match.group(1))]
+    return None
+
+
+def image_note(accelerator_type: str | None) -> str | None:
+    """What an image needs for this accelerator beyond the default GPU image's CUDA libraries (None: nothing)."""
+    if accelerator_type in BLACKWELL_GPUS:
+        return (f"{accelerator_type} is a Blackwell GPU: the image must carry CUDA >= 12.8 and cuDNN >= 9.7 "
+                "libraries; the default GPU image has 12.5 / 9.3, so build it with --build-arg "
+                "CUDA_LOCK=cuda-blackwell.lock (README: Building the image)")
     return None
 
 
