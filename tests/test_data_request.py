@@ -61,3 +61,28 @@ def test_data_verbs_refuse_what_they_refused_before(tmp_path):
         build_import_examples_request({"input": "a.csv", "output": str(tmp_path / "full")}, environ={})
     with pytest.raises(UserInputError, match="^--output: required"):
         build_import_examples_request({"input": "a.csv"}, environ={})
+
+
+@pytest.mark.parametrize("field, value, want", [
+    ("splits", "train:3, eval:1", (("train", 3), ("eval", 1))),
+    ("splits", {"eval": 1, "train": "2"}, (("eval", 1), ("train", 2))),  # a dict keeps its order
+    ("input_splits", "train=a/*.csv,eval=b/x=1.csv", (("train", "a/*.csv"), ("eval", "b/x=1.csv"))),
+    ("input_splits", {"train": " a/*.csv "}, (("train", "a/*.csv"),)),
+])
+def test_split_pairs_from_a_string_or_a_kfp_dict(tmp_path, field, value, want):
+    source = {"input": "data/*.csv"} if field == "splits" else {}
+    request = build_import_examples_request({**source, field: value, "output": str(tmp_path / "out")}, environ={})
+    assert (request.splits if field == "splits" else request.input_splits) == want
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("splits", "train:2,eval", "--splits: expected name:buckets pairs with whole buckets >= 1"),
+    ("splits", "train:1.5", "--splits: expected name:buckets pairs with whole buckets >= 1"),
+    ("splits", "train:1,train:2", "--splits: a split name appears twice"),
+    ("input_splits", "train=a.csv,eval", "--input-splits: expected name=PATTERN pairs"),
+    ("input_splits", "train=a.csv,train=b.csv", "--input-splits: a split name appears twice"),
+])
+def test_bad_split_pairs_name_the_flag(tmp_path, field, value, message):
+    source = {"input": "data/*.csv"} if field == "splits" else {}
+    with pytest.raises(UserInputError, match=message):
+        build_import_examples_request({**source, field: value, "output": str(tmp_path / "out")}, environ={})

@@ -88,6 +88,13 @@ def _split_name(input_name: str, name: str) -> str:
     return name
 
 
+def _named_pairs(value: Any, separator: str) -> list[tuple[str, Any]]:
+    """A KFP dict's items in order, or `name<separator>value,...` split into pairs (a bare name pairs with "")."""
+    if isinstance(value, Mapping):
+        return list(value.items())
+    return [(part.split(separator, 1) + [""])[:2] for part in str(value).split(",") if part.strip()]
+
+
 def _hash_splits(value: Any) -> tuple[tuple[str, int], ...]:
     """`train:2,eval:1` -> (("train", 2), ("eval", 1)); the order decides which bucket range is whose.
 
@@ -95,10 +102,8 @@ def _hash_splits(value: Any) -> tuple[tuple[str, int], ...]:
     """
     if value is None or value == "" or value == {}:
         return DEFAULT_SPLITS
-    items = list(value.items()) if isinstance(value, Mapping) else [
-        tuple(part.split(":", 1)) if ":" in part else (part, "") for part in str(value).split(",") if part.strip()]
     splits = []
-    for name, buckets in items:
+    for name, buckets in _named_pairs(value, ":"):
         try:
             count = int(float(buckets))
         except (TypeError, ValueError):
@@ -116,10 +121,8 @@ def _input_splits(value: Any) -> tuple[tuple[str, str], ...]:
     """`train=PATTERN,eval=PATTERN` (or a KFP dict) -> (("train", PATTERN), ("eval", PATTERN))."""
     if value is None or value == "" or value == {}:
         return ()
-    items = list(value.items()) if isinstance(value, Mapping) else [
-        tuple(part.split("=", 1)) if "=" in part else (part, "") for part in str(value).split(",") if part.strip()]
     out = []
-    for name, pattern in items:
+    for name, pattern in _named_pairs(value, "="):
         if not str(pattern).strip():
             raise UserInputError("--input-splits", f"expected name=PATTERN pairs such as 'train=a/*.csv,eval=b/*.csv', "
                                                    f"got {value!r}")
