@@ -3,6 +3,7 @@ penguin pipeline, a chief pool of 1 plus a worker pool of N-1 (same image and co
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
@@ -267,6 +268,22 @@ def test_vertex_pipeline_refuses_bad_job_options_before_compiling(options, flag,
 
     with pytest.raises(UserInputError, match=f"^{flag}: .*{message}"):
         vertex_multiworker_pipeline.custom_job_trainer(**options)
+
+
+def test_vertex_pipeline_warns_when_a_pool_has_blackwell_gpus(caplog):
+    """As vertex-job does: a B200 chief over H100 workers needs the Blackwell CUDA image; H100s alone do not."""
+    h100 = {"machine_type": "a3-highgpu-1g", "accelerator_type": "NVIDIA_H100_80GB", "accelerator_count": 1}
+    with caplog.at_level(logging.WARNING, logger="generic_trainer.vertex"):
+        vertex_multiworker_pipeline.job_options(2, **h100)
+        assert not caplog.records
+        opts = vertex_multiworker_pipeline.job_options(2, **h100, chief_machine_type="a4-highgpu-8g",
+                                                       chief_accelerator_type="NVIDIA_B200",
+                                                       chief_accelerator_count=8)
+    assert opts["chief_accelerator_type"] == "NVIDIA_B200"
+    assert [r.getMessage() for r in caplog.records] == [
+        "NVIDIA_B200 is a Blackwell GPU: the image must carry CUDA >= 12.8 and cuDNN >= 9.7 libraries; the default "
+        "GPU image has 12.5 / 9.3, so build it with --build-arg CUDA_LOCK=cuda-blackwell.lock (README: Building the "
+        "image)"]
 
 
 def test_vertex_pipeline_command_line_names_the_bad_option(tmp_path):

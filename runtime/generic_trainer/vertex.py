@@ -336,7 +336,8 @@ def _labels(pairs: Sequence[str] | None) -> dict[str, str]:
 
 def production_options(ns: argparse.Namespace, replica_count: int, accelerator_type: str | None,
                        accelerator_count: int) -> dict[str, Any]:
-    """The JobOptions fields of the production flags (add_production_flags), validated; also checks the machines."""
+    """The JobOptions fields of the production flags (add_production_flags), validated; also checks the machines
+    and warns when a GPU needs more than the default image (vertex_machines.image_note)."""
 
     def opt(name: str) -> Any:
         return getattr(ns, name, None) or None
@@ -406,6 +407,9 @@ def production_options(ns: argparse.Namespace, replica_count: int, accelerator_t
                    reduction_server_image=opt("reduction_server_image") or REDUCTION_SERVER_IMAGE)
     elif opt("reduction_server_machine_type") or opt("reduction_server_image"):
         raise UserInputError("--reduction-server-count", "required with --reduction-server-machine-type/-image")
+    for note in sorted({vertex_machines.image_note(a) for a in (accelerator_type, out.get("chief_accelerator_type"))}
+                       - {None}):
+        log.warning("%s", note)
     return out
 
 
@@ -480,9 +484,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def main(ns: argparse.Namespace) -> int:
     """Run the `vertex-job` verb from its parsed flags."""
     options = options_from_args(ns)
-    for note in sorted({vertex_machines.image_note(a) for a in (options.accelerator_type,
-                                                               options.chief_accelerator_type)} - {None}):
-        log.warning("%s", note)
     if ns.dry_run:
         print(json.dumps(dry_run(options), indent=2, sort_keys=True))
         return 0
