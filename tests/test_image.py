@@ -22,6 +22,7 @@ DOCKERFILE = REPO / "images" / "trainer" / "Dockerfile"
 SMOKE = REPO / "images" / "trainer" / "smoke.sh"
 CUDA_LOCK = REPO / "images" / "trainer" / "cuda.lock"
 CUDA_BLACKWELL_LOCK = REPO / "images" / "trainer" / "cuda-blackwell.lock"
+CUDA_LOCKS = sorted((REPO / "images" / "trainer").glob("cuda*.lock"))  # the choices of ARG CUDA_LOCK
 RUNTIME_LOCK = REPO / "requirements" / "runtime.lock"
 DOCKERIGNORE = REPO / ".dockerignore"
 COMPONENT_YAMLS = sorted((REPO / "components").glob("*/component.yaml"))
@@ -85,12 +86,17 @@ def env_vars(block: list[tuple[str, str]]) -> dict[str, str]:
     return found
 
 
+def canonical(name: str) -> str:
+    """PEP 503 normalised distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def lock_pins(path: Path) -> dict[str, str]:
     pins = {}
     for line in path.read_text().splitlines():
         m = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)", line)
         if m:
-            pins[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+            pins[canonical(m.group(1))] = m.group(2)
     return pins
 
 
@@ -125,10 +131,10 @@ def and_cuda_extra() -> dict:
 
     extra = [Requirement(r) for r in requires("tensorflow") or [] if 'extra == "and-cuda"' in r]
     assert extra, "tensorflow has no and-cuda extra"
-    return {re.sub(r"[-_.]+", "-", req.name).lower(): req for req in extra}
+    return {canonical(req.name): req for req in extra}
 
 
-@pytest.mark.parametrize("lock", [CUDA_LOCK, CUDA_BLACKWELL_LOCK], ids=lambda p: p.name)
+@pytest.mark.parametrize("lock", CUDA_LOCKS, ids=lambda p: p.name)
 def test_cuda_locks_pin_exactly_tensorflows_and_cuda_extra(lock):
     from importlib.metadata import version
 
