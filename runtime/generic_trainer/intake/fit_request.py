@@ -40,8 +40,8 @@ from generic_trainer.intake.request import (
     out_dir,
     raw_inputs,
 )
-from generic_trainer.judge import tflite_export
-from generic_trainer.judge.tflite_export import TFLiteOptions
+from generic_trainer.tflite import options as tflite_options
+from generic_trainer.tflite.options import TFLiteOptions
 
 TUNER_RESULTS_FILE = "tuner_results.json"
 
@@ -116,7 +116,7 @@ class TrainRequest(FitRequest):
     serving_image: str | None = None
     serving_accelerator: str = "cpu"
     serving_image_region: str = "us"
-    tflite: TFLiteOptions | None = None  # --export-tflite (tflite_export); None: no TFLite export
+    tflite: TFLiteOptions | None = None  # --export-tflite (tflite/); None: no TFLite export
 
     @property
     def task(self) -> TaskProgram | None:
@@ -284,7 +284,7 @@ def build_train_request(
         model_run_copy_dir=model_run_copy_dir,
         keras=keras,
         serving_image=serving_image, serving_accelerator=serving_accelerator, serving_image_region=serving_region,
-        tflite=tflite_export.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
+        tflite=tflite_options.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
                                            values.get("tflite_tolerance")),
         **fields,
     )

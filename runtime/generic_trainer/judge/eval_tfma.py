@@ -342,7 +342,7 @@ def _metrics_spec(spec: dict[str, Any], path: str, native: dict[str, Any], model
 
 
 def to_native(value: Mapping[str, Any]) -> dict[str, Any]:
-    """The native config (a dict for eval_config.parse_eval_config) of a TFMA EvalConfig (JSON or normalized)."""
+    """The native config (a dict for eval_config_reader.parse_eval_config) of a TFMA EvalConfig (JSON or normalized)."""
     config = normalize(value)
     if not config.get("model_specs"):
         raise UserInputError("eval_config.model_specs", "required: a TFMA EvalConfig needs a model spec with a "
