@@ -117,6 +117,11 @@ def test_input_splits_and_parquet(tmp_path, capsys):
     train = sorted((_example(r) for r in _records(out / "Split-train")), key=lambda e: e["x"])
     assert train == [{"x": [1], "y": [b"a"], "z": [0.5]}, {"x": [2], "z": [1.5]}, {"x": [3], "y": [b"c"]}]
     assert [_example(r) for r in _records(out / "Split-eval")] == [{"x": [9], "y": [b"e"], "z": [2.5]}]
+    from generic_trainer.records.schemas import load_schema
+
+    schema = {f.name: f for f in load_schema(str(out / "schema.pbtxt")).feature}  # one value per cell: shape [1]
+    assert [d.size for d in schema["x"].shape.dim] == [1] and not schema["y"].HasField("shape")
+    assert (schema["y"].value_count.min, schema["y"].value_count.max, schema["y"].presence.min_fraction) == (1, 1, 0.75)
 
 
 def test_beam_args_reach_the_pipeline_options(tmp_path, capsys):
@@ -341,3 +346,65 @@ def test_tfrecord_records_that_are_not_tf_examples_name_file_and_record(tmp_path
     assert _run(["--format", "tfrecord", "--input", str(tmp_path / "types" / "a"), "--schema",
                  str(tmp_path / "schema.pbtxt"), "--output", str(tmp_path / "out"), "--splits", "all:1"]) == 0
     assert json.loads(capsys.readouterr().out)["num_examples"] == {"all": 4}
+
+
+def test_inferred_shapes_follow_value_counts_across_files():
+    """SchemaGen's infer_feature_shape=True on merged facts: one count everywhere -> shape; else value_count only."""
+    from generic_trainer.beam import inference, tfrecords
+
+    files = []
+    for counts in ({"img": 4, "label": 1, "tags": 2, "opt": 1}, {"img": 4, "label": 1, "tags": 3}):
+        facts = {"rows": 0, "columns": {}, "seen": {}}
+        for row in range(2):
+            tfrecords.add_facts(facts, {name: (1, n) for name, n in counts.items()}, f"f record {row + 1}")
+        files.append(facts)
+    merged = inference.merge_inference(files)
+    schema = {f.name: f for f in inference.schema_from_inference(merged, inference.feature_names(merged)).feature}
+    assert [d.size for d in schema["img"].shape.dim] == [4] and [d.size for d in schema["label"].shape.dim] == [1]
+    assert not schema["tags"].HasField("shape") and (schema["tags"].value_count.min, schema["tags"].value_count.max) \
+        == (1, 0)
+    assert not schema["opt"].HasField("shape") and schema["opt"].presence.min_fraction == 0.5
+    assert (schema["opt"].value_count.min, schema["opt"].value_count.max) == (1, 1)
+    assert inference.kind_conflict(merged) is None
+    tfrecords.add_facts(files[1], {"img": (0, 4)}, "g record 9")
+    assert inference.kind_conflict(inference.merge_inference(files)) == (
+        "feature 'img' holds int64_list (INT) in g record 9 but float_list (FLOAT) in f record 1; a feature has one "
+        "type in every example")
+
+
+def test_csv_byte_order_mark_is_no_part_of_the_header(tmp_path, capsys):
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf" + (PENGUIN / "penguins.csv").read_bytes())
+    assert _run(["--input", str(tmp_path / "bom.csv"), "--schema", str(PENGUIN / "schema.pbtxt"),
+                 "--output", str(tmp_path / "given")]) == 0
+    assert sum(json.loads(capsys.readouterr().out)["num_examples"].values()) == 333
+    (tmp_path / "small.csv").write_bytes("\ufeffspecies,island\n1,Dream\n2,Biscoe\n".encode())
+    assert _run(["--input", str(tmp_path / "small.csv"), "--splits", "all:1",
+                 "--output", str(tmp_path / "inferred")]) == 0
+    capsys.readouterr()
+    from generic_trainer.records.schemas import load_schema
+
+    assert [f.name for f in load_schema(str(tmp_path / "inferred")).feature] == ["species", "island"]
+    assert sorted(_example(r)["species"] for r in _records(tmp_path / "inferred" / "Split-all")) == [[1], [2]]
+
+
+def test_csv_without_a_column_name_or_without_rows_is_refused(tmp_path, capsys):
+    (tmp_path / "noname.csv").write_text("a,,c\n1,2,3\n")
+    assert _run(["--input", str(tmp_path / "noname.csv"), "--output", str(tmp_path / "out")]) == 2
+    assert _error(capsys) == (f"--input: {tmp_path / 'noname.csv'}: column 2 (counting from 1) has no name; every "
+                              "column needs one (it becomes the feature's name)")
+    _no_leftovers(tmp_path, "out")
+    (tmp_path / "header.csv").write_text("species,island\n\n")
+    assert _run(["--input", str(tmp_path / "header.csv"), "--output", str(tmp_path / "out")]) == 2
+    assert _error(capsys) == (f"--input: {tmp_path / 'header.csv'} has a header line but no rows; expected at least "
+                              "one example")
+    _no_leftovers(tmp_path, "out")
+    (tmp_path / "rows.csv").write_text("species,island\n1,Dream\n")
+    assert _run(["--input-splits", f"train={tmp_path}/rows.csv,eval={tmp_path}/header.csv",
+                 "--output", str(tmp_path / "out")]) == 2
+    assert f"--input-splits: {tmp_path / 'header.csv'} has a header line but no rows" in _error(capsys)
+    _no_leftovers(tmp_path, "out")
+    (tmp_path / "empty.tfrecord").write_bytes(b"")
+    assert _run(["--format", "tfrecord", "--input", str(tmp_path / "empty.tfrecord"),
+                 "--output", str(tmp_path / "out")]) == 2
+    assert "empty.tfrecord holds no records (it is empty)" in _error(capsys)
+    _no_leftovers(tmp_path, "out")
