@@ -408,3 +408,23 @@ def test_csv_without_a_column_name_or_without_rows_is_refused(tmp_path, capsys):
                  "--output", str(tmp_path / "out")]) == 2
     assert "empty.tfrecord holds no records (it is empty)" in _error(capsys)
     _no_leftovers(tmp_path, "out")
+
+
+@pytest.mark.slow  # starts Beam worker processes (about 20 s of CPU)
+def test_tfrecord_import_runs_in_worker_processes(tmp_path, capsys):
+    """Large input runs on one worker process per core (forced here on small files): every record once, the
+    schema facts merged across the workers."""
+    src = tmp_path / "in"
+    src.mkdir()
+    examples = [_mnist_like(i, tags=1 if i % 5 else 2) for i in range(40)]
+    for k in range(4):
+        _write_tfrecords(src / f"part-{k}", [e.SerializeToString() for e in examples[k::4]], gzipped=k % 2 == 0)
+    out = tmp_path / "out"
+    assert _run(["--format", "tfrecord", "--input", str(src / "part-*"), "--output", str(out), "--splits", "all:1",
+                 "--beam-pipeline-args=--direct_running_mode=multi_processing --direct_num_workers=2"]) == 0
+    assert "direct_num_workers=2 direct_running_mode=multi_processing" in capsys.readouterr().err
+    assert sorted(_records(out / "Split-all")) == sorted(e.SerializeToString(deterministic=True) for e in examples)
+    from generic_trainer.records.schemas import load_schema
+
+    schema = {f.name: f for f in load_schema(str(out)).feature}
+    assert [d.size for d in schema["image_floats"].shape.dim] == [784] and not schema["tags"].HasField("shape")
