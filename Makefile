@@ -43,8 +43,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run_all.py
 
-image-test:
-	bash images/trainer/smoke.sh
+# The image test needs the dev venv too (kfp and the docker client, for the pipeline step): PY is its python.
+image-test: $(STAMP)
+	PY=$(abspath $(PY)) bash images/trainer/smoke.sh
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
