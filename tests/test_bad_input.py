@@ -389,7 +389,7 @@ def test_traversing_split_name_on_the_cli_reads_nothing_outside(layout, capsys):
 
 @pytest.mark.parametrize("content, message", [
     (b"\xff\xfe{\x00}\x00", "is not UTF-8 text"),
-    (b"{\"units\": 3,", "is not JSON"),
+    (b"{\"units\": 3,", "is not valid JSON"),
     (b"[1, 2]", "must hold a JSON object, got list"),
     ("{\"name\": \"caf\u00e9\"}".encode("latin-1"), "is not UTF-8 text"),
 ])

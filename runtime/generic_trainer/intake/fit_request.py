@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import bounded_parse, storage
 from generic_trainer.artifacts.redaction import redact, secret_key_names
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import fit_options, options
@@ -131,18 +131,7 @@ def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> di
     from generic_trainer.records import example_files
 
     path = example_files.one_file(path, input_name, usual="keras-tuner's best_hyperparameters.txt")
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except UnicodeDecodeError as e:
-        raise UserInputError(input_name, f"{path} is not UTF-8 text (byte {e.start}: {e.reason}); expected a "
-                                         "JSON object such as keras-tuner's best_hyperparameters.txt") from None
-    except OSError as e:
-        raise UserInputError(input_name, f"{path} cannot be read: {e.strerror or e}") from None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserInputError(input_name, f"{path} is not JSON ({e.msg} at line {e.lineno})") from None
+    value = bounded_parse.load_json(bounded_parse.read_text(path, input_name), input_name, where=f"{path} is ")
     if not isinstance(value, dict):
         raise UserInputError(input_name, f"{path} must hold a JSON object, got {type(value).__name__}")
     return value
@@ -190,7 +179,8 @@ def _task_program(values: Mapping[str, Any], gcs_root: str, keras: str, sha256: 
         raise UserInputError("--mode", f"expected one of {', '.join(task_config.MODES)}, got {mode!r}")
     files = values.get("config_file") or []
     if isinstance(files, str):
-        files = [f for f in (files.split(",") if not files.lstrip().startswith("[") else json.loads(files)) if f]
+        listed = bounded_parse.load_json(files, "--config-file") if files.lstrip().startswith("[") else None
+        files = [f for f in (files.split(",") if listed is None else listed) if f]
     config_files = []
     for f in files:
         path = storage.local_path(str(f).strip(), gcs_root)
