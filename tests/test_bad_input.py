@@ -98,7 +98,7 @@ def test_every_numeric_flag_refuses_non_finite_and_out_of_range(verb, flag, layo
     for bad in BAD_NUMBERS:
         argv = _base_args(verb, layout) + [f"{flag}={bad}"]
         if verb == "vertex-job":
-            argv += ["--", "train", "--examples", "gs://b/x"]
+            argv += ["--", "train", "--examples", "gs://b/x", "--module-file", "gs://b/m.py"]
         code, err = _main(argv, capsys)
         assert code == 2, (flag, bad, err[-800:])
         assert flag in err, (flag, bad, err[-800:])

@@ -31,6 +31,7 @@ from generic_trainer.intake.request import (
     check_gcs_timeout,
     checkpoint_dir,
     examples_dir,
+    existing,
     existing_path,
     ints_from_floats,
     json_object,
@@ -38,6 +39,7 @@ from generic_trainer.intake.request import (
     module_file,
     number,
     out_dir,
+    output_file,
     raw_inputs,
 )
 from generic_trainer.judge import tflite_export
@@ -315,8 +317,20 @@ def build_tune_request(
         results_file = os.path.join(values["tuner_results_dir"], TUNER_RESULTS_FILE)
     # Stable across restarts of the same job (same outputs): a re-run finds the search state again.
     checkpoints = checkpoint_dir(values, environ, gcs_root, best_dir + ".checkpoints")
-    keras = keras_choice(values, environ)
-    if keras != "keras3":
+    strategy, max_trials = _tune_values(values, environ)
+    return TuneRequest(
+        module_file=module,
+        best_hyperparameters_dir=best_dir,
+        tuner_results_file=storage.local_path(results_file, gcs_root) if results_file else None,
+        max_trials=max_trials,
+        strategy=strategy,
+        **_fit_fields(fit_options.TUNE, raw, examples_path, checkpoints),
+    )
+
+
+def _tune_values(values: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[str, int | None]:
+    """tune's own checks that read no file: Keras 3, --strategy, --max-trials."""
+    if keras_choice(values, environ) != "keras3":
         raise UserInputError("--keras" if values.get("keras") else "TF_USE_LEGACY_KERAS",
                              "keras-tuner searches Keras 3 models only (it rejects tf_keras models); "
                              "use --keras keras3 / TF_USE_LEGACY_KERAS=0")
@@ -326,11 +340,36 @@ def build_tune_request(
                                            f"runs its own trials; several replicas tune in parallel), got {strategy!r}")
     max_trials = number("--max-trials", values.get("max_trials"), maximum=MAX_INT32,
                         unit="trials (0: the tuner_fn's own)") or None
-    return TuneRequest(
-        module_file=module,
-        best_hyperparameters_dir=best_dir,
-        tuner_results_file=storage.local_path(results_file, gcs_root) if results_file else None,
-        max_trials=max_trials,
-        strategy=strategy,
-        **_fit_fields(fit_options.TUNE, raw, examples_path, checkpoints),
-    )
+    return strategy, max_trials
+
+
+def check_values(verb: Verb, values: Mapping[str, Any], environ: Mapping[str, str]) -> None:
+    """The checks of a train or tune request that read no file: what `vertex-job` runs on the container's
+    args before it builds a job (their paths are read on the container's machine, so not here)."""
+    raw = raw_inputs(values, environ, None)
+    for o in verb.options():
+        if o.check and o.check not in (existing, output_file) and values.get(o.name) is not None:
+            o.check(raw, o.flag, values[o.name])
+    _custom_config(raw)
+    task = values.get("task") if verb is fit_options.TRAIN else None
+    if task and values.get("module_file"):
+        raise UserInputError("--task", "give either --task module:Class or --module-file (run_fn), not both")
+    if not task:
+        module_file(values)
+        if not values.get("examples"):
+            raise UserInputError("--examples", "required: the examples directory (TFX layout Split-<name>/*.gz)")
+    if verb is fit_options.TUNE:
+        _tune_values(values, environ)
+        if not values.get("best_hyperparameters_dir"):
+            raise UserInputError("--best-hyperparameters-dir", "required: where best_hyperparameters.txt goes")
+        return
+    from generic_trainer.artifacts import serving_container
+
+    keras = keras_choice(values, environ)
+    serving_container.check_options(values.get("serving_image"), values.get("serving_accelerator"),
+                                    values.get("serving_image_region"))
+    tflite_export.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
+                                values.get("tflite_tolerance"))
+    _speed_fields(values)
+    if task:  # its config files are read on the container's machine
+        _task_program({**values, "config_file": None}, raw.gcs_root, keras, None)
