@@ -51,8 +51,9 @@ docs: $(STAMP)
 docs-serve: docs
 	$(VENV)/bin/mkdocs serve
 
-image-test:
-	bash images/trainer/smoke.sh
+# The image test needs the dev venv too (kfp and the docker client, for the pipeline step): PY is its python.
+image-test: $(STAMP)
+	PY=$(abspath $(PY)) bash images/trainer/smoke.sh
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

@@ -330,4 +330,19 @@ def test_smoke_script_is_wired():
     proc = subprocess.run(["bash", "-n", str(SMOKE)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"^image-test:.*\n\tbash images/trainer/smoke\.sh", makefile, re.M)
+    assert re.search(r"^image-test:.*\n\tPY=.+ bash images/trainer/smoke\.sh", makefile, re.M)
+
+
+def test_image_test_installs_the_dev_venv_first(tmp_path):
+    """`make image-test` on a fresh clone (no .venv) installs the dev venv before the smoke script runs,
+    and hands the script that venv's python (the script needs kfp and the docker client from it)."""
+    venv = "fresh-clone-venv"
+    proc = subprocess.run(["make", "-n", "-C", str(REPO), f"VENV={tmp_path / venv}", "image-test"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    smoke = next(i for i, line in enumerate(lines) if "images/trainer/smoke.sh" in line)
+    install = next(i for i, line in enumerate(lines) if f"-m venv {tmp_path / venv}" in line)
+    assert install < smoke, proc.stdout
+    assert any("-r requirements/dev.lock" in line for line in lines[install:smoke]), proc.stdout
+    assert f"PY={tmp_path / venv}/bin/python " in lines[smoke], lines[smoke]

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 
+from generic_trainer.artifacts import bounded_parse
 from generic_trainer.errors import EXIT_CLUSTER, ClusterError, UserInputError
 
 log = logging.getLogger(__name__)
@@ -81,10 +82,7 @@ def _normalize(cluster: Mapping[str, list], task_type: str, task_index: int, sou
 
 
 def _parse_json(name: str, value: str) -> dict:
-    try:
-        parsed = json.loads(value)
-    except json.JSONDecodeError as e:
-        raise UserInputError(name, f"not valid JSON ({e})") from None
+    parsed = bounded_parse.load_json(value, name)
     if not isinstance(parsed, dict) or "cluster" not in parsed or "task" not in parsed:
         raise UserInputError(name, 'expected {"cluster": {...}, "task": {"type": ..., "index": ...}}')
     return parsed

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
-import json
 import logging
 import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import bounded_parse, storage
 from generic_trainer.errors import UserInputError
 
 GCS_ROOT_ENV = "GENERIC_TRAINER_GCS_ROOT"
@@ -126,11 +125,8 @@ def ints_from_floats(value: Any) -> Any:
 def json_object(input_name: str, value: Any) -> dict[str, Any]:
     if value is None or value == "":
         return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise UserInputError(input_name, f"not valid JSON ({e.msg} at position {e.pos})") from None
+    value = bounded_parse.load_json(value, input_name) if isinstance(value, str) else \
+        bounded_parse.check_depth(value, input_name)
     if not isinstance(value, dict):
         raise UserInputError(input_name, f"expected a JSON object ({{...}}), got {type(value).__name__}")
     return value

@@ -6,13 +6,13 @@ The format is described in eval_config.py.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from generic_trainer.artifacts import bounded_parse
 from generic_trainer.errors import UserInputError
 from generic_trainer.judge.eval_config import (
     BUILTIN_METRICS,
@@ -162,10 +162,8 @@ def _custom_metric(key: str, entry: Any) -> CustomMetric:
                                                               "keras.metrics.AUC (module.Class)")
     config = entry.get("config") or {}
     if isinstance(config, str):  # TFMA writes the config as a JSON string
-        try:
-            config = json.loads(config if config.lstrip().startswith("{") else "{" + config + "}")
-        except json.JSONDecodeError as e:
-            raise UserInputError(f"eval_config.{key}.config", f"not valid JSON ({e.msg})") from None
+        config = bounded_parse.load_json(config if config.lstrip().startswith("{") else "{" + config + "}",
+                                         f"eval_config.{key}.config")
     if not isinstance(config, Mapping):
         raise UserInputError(f"eval_config.{key}.config", f"expected an object of constructor arguments, got "
                                                           f"{config!r}")
@@ -254,14 +252,10 @@ def _read(value: Any, gcs_root: str) -> Any:
         if not os.path.isfile(path):
             raise UserInputError(INPUT, f"{value} is neither a JSON object, a TFMA EvalConfig text proto nor an "
                                         "existing file")
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = bounded_parse.read_text(path, INPUT)
     if not text.lstrip().startswith("{"):
         return eval_tfma.parse_text_proto(text)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserInputError(INPUT, f"not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    return bounded_parse.load_json(text, INPUT)
 
 
 def parse_eval_config(value: Any, gcs_root: str = "/gcs") -> EvalConfig:
