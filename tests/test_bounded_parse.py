@@ -17,7 +17,7 @@ from generic_trainer.artifacts import bounded_parse, kfp_io
 from generic_trainer.artifacts.bounded_parse import MAX_DEPTH, MAX_NODES
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit import cluster
-from generic_trainer.judge import eval_config, eval_tfma
+from generic_trainer.judge import eval_config_reader, eval_tfma
 from generic_trainer.task import config as task_config
 
 
@@ -127,7 +127,7 @@ def test_deep_json_is_refused_wherever_the_user_gives_json(depth, tmp_path):
     with pytest.raises(UserInputError, match=f"^TF_CONFIG: {limit}"):
         cluster.resolve({"TF_CONFIG": text})
     with pytest.raises(UserInputError, match=f"^--eval-config: {limit}"):
-        eval_config.parse_eval_config(text)
+        eval_config_reader.parse_eval_config(text)
     with pytest.raises(UserInputError, match="nested deeper than the limit"):
         eval_tfma.parse_text_proto("model_specs " + "{ a " * depth + "}" * depth)
 
