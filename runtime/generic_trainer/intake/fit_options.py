@@ -187,6 +187,9 @@ TRAIN_TFLITE = Group("TFLite", description="also write <model-dir>/Format-TFLite
                         "none, 0.05 for float16, 0.1 for dynamic."), None)),
 ))
 
+ACCELERATOR_PARAM = value(str, ("auto: every GPU of the machine, failing before training when TensorFlow cannot use\n"
+                                 "them; gpu: fail without one; cpu: train on the CPU on purpose."), "auto")
+
 TRAIN_SPEED = Group("speed", description="applied to every model.compile in the module that does not set them "
                                           "itself", options=(
     Option("mixed_precision",
@@ -225,13 +228,15 @@ TRAIN = Verb(
         TRAIN_SERVING,
         TRAIN_TFLITE,
         TRAIN_SPEED,
-        *common_groups(checks={"strategy": text("auto"), "cluster_timeout": duration()}, params={
+        *common_groups(checks={"strategy": text("auto"), "cluster_timeout": duration(), "accelerator": text("auto")},
+                       params={
             "keras": value(str, "What tf.keras means for the module: keras3 or tf_keras (unset: keras3, unless the "
                                 "image\nsets TF_USE_LEGACY_KERAS=1).", None),
             "strategy": value(str, "tf.distribute strategy: auto, default, one_device, mirrored or "
                                    "multi_worker_mirrored.", "auto"),
             "cluster_timeout": value(float, "Multi-worker: seconds to wait for every replica to connect before failing "
                                             "(default 900).", None),
+            "accelerator": ACCELERATOR_PARAM,
         }),
     ),
 )
@@ -289,9 +294,10 @@ TUNE = Verb(
                param=value(int, "Override the tuner's max_trials (0: the tuner_fn's own).", 0)),
         )),
         TUNE_OUTPUTS,
-        *common_groups(TUNE_STRATEGIES, cluster_timeout=False, params={
+        *common_groups(TUNE_STRATEGIES, cluster_timeout=False, checks={"accelerator": text("auto")}, params={
             "strategy": value(str, "tf.distribute strategy of each trial: auto, default, one_device or mirrored.",
                               "auto"),
+            "accelerator": ACCELERATOR_PARAM,
         }),
         Group("cluster", (
         Option("worker_timeout", check=duration(600.0),

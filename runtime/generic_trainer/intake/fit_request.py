@@ -94,6 +94,7 @@ class FitRequest:
     eval_splits: tuple[str, ...] = ("eval",)
     custom_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     strategy: str = "auto"
+    accelerator: str = "auto"  # auto | gpu | cpu: see fit/accelerator.py
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
 
