@@ -124,3 +124,11 @@ def test_train_with_a_gpu_tensorflow_cannot_use_stops_before_training_unless_cpu
     assert "strategy=_DefaultDistributionStrategy" in line
     assert "gpus_found=1 (nvidia-smi: NVIDIA H100 80GB HBM3; CUDA_VISIBLE_DEVICES='0')" in line
     assert "gpus_registered=0" in line and line.endswith("gpus_used=0")
+
+
+def test_tensorflows_log_is_read_on_its_way_to_stderr(capfd):
+    """What C++ code writes to file descriptor 2 inside the block reaches stderr as before, and is read."""
+    with accelerator.tee_stderr() as text:
+        os.write(2, H100_LOG.encode())
+    assert accelerator.libraries_not_loaded("".join(text)) == ["libcusolver.so.11"]
+    assert "Skipping registering GPU devices" in capfd.readouterr().err

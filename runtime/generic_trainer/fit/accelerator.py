@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 
 from generic_trainer.errors import UserInputError
@@ -108,30 +108,40 @@ def check(accelerator: str, presence: GpuPresence, registered: int, not_loaded: 
 
 
 @contextlib.contextmanager
-def _tee_stderr() -> Iterator[list[str]]:
-    """Collect what is written to file descriptor 2 (TensorFlow's C++ log) in the block, then write it on."""
+def tee_stderr() -> Iterator[list[str]]:
+    """Collect what is written to file descriptor 2 (TensorFlow's C++ log) in the block, passing it on as it
+    comes (a thread copies a pipe to the real stderr: nothing is held back if the process dies)."""
+    chunks: list[bytes] = []
     text: list[str] = []
     sys.stderr.flush()
     saved = os.dup(2)
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield text
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            data = tmp.read()
-            os.write(2, data)
-            text.append(data.decode(errors="replace"))
+    read_end, write_end = os.pipe()
+
+    def copy() -> None:
+        while data := os.read(read_end, 65536):
+            os.write(saved, data)
+            chunks.append(data)
+
+    thread = threading.Thread(target=copy, name="stderr-tee", daemon=True)
+    thread.start()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield text
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # closes the pipe's last write end: the thread reads to the end and stops
+        thread.join(timeout=10)
+        os.close(read_end)
+        os.close(saved)
+        text.append(b"".join(chunks).decode(errors="replace"))
 
 
 def registered_gpus() -> tuple[int, list[str], bool]:
     """(GPUs TensorFlow registered, libraries its log says it could not load, whether it is a CUDA build).
 
     Imports TensorFlow; its C++ log of the import and device registration is read on the way to stderr."""
-    with _tee_stderr() as text:
+    with tee_stderr() as text:
         import tensorflow as tf
 
         count = len(tf.config.list_physical_devices("GPU"))
