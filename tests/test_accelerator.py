@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN, run_cli
-
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit import accelerator
 

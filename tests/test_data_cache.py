@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from datagen import write_schema, write_split
-
 from generic_trainer import data
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.fit_request import build_train_request
