@@ -217,9 +217,12 @@ def test_eval_mode_and_init_checkpoint_is_restored_only_without_a_checkpoint(lin
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.slow
-def test_mixed_precision(linear_module, linear_data, tmp_path, dtype):
+def test_mixed_precision(linear_module, linear_data, tmp_path, dtype, caplog):
+    import logging
+
     import keras
 
+    caplog.set_level(logging.INFO, logger="generic_trainer.task")
     result, controller = _run(linear_module, linear_data, tmp_path, "train_and_eval",
                               f"runtime.mixed_precision_dtype={dtype},trainer.train_steps=20,"
                               "trainer.validation_interval=20", export_dir=str(tmp_path / "serving"))
@@ -229,6 +232,8 @@ def test_mixed_precision(linear_module, linear_data, tmp_path, dtype):
     assert result.global_step == 20 and np.isfinite(result.eval_logs["loss"])
     assert keras.mixed_precision.global_policy().name == "float32"  # the policy does not leak out of the run
     assert (tmp_path / "serving" / "saved_model.pb").is_file()
+    assert (f"mixed precision: runtime.mixed_precision_dtype={dtype}, the model was built with the mixed_{dtype} "
+            f"policy (compute {dtype}, variables float32)") in caplog.text
 
 
 @pytest.mark.slow

@@ -112,7 +112,10 @@ def resolve(environ: Mapping[str, str] | None = None) -> Cluster:
 
 
 def choose_strategy(requested: str, num_gpus: int, cluster: Cluster) -> str:
-    """The strategy name for `requested` ("auto" or an explicit name) on this hardware and cluster."""
+    """The strategy name for `requested` ("auto" or an explicit name) on this hardware and cluster.
+
+    auto: multi_worker_mirrored on a cluster, mirrored on several GPUs, else the default strategy (no wrapper,
+    like a plain script: Keras' auto jit applies on one GPU); an explicit name is taken as it is."""
     if requested not in STRATEGIES:
         raise UserInputError("--strategy", f"{requested!r} is not one of {', '.join(STRATEGIES)}")
     if cluster.task_type in ("ps", "evaluator"):
@@ -124,9 +127,10 @@ def choose_strategy(requested: str, num_gpus: int, cluster: Cluster) -> str:
     if requested == "auto":
         if cluster.is_multi_worker:
             return "multi_worker_mirrored"
-        if num_gpus > 1:
-            return "mirrored"
-        return "one_device" if num_gpus == 1 else "default"
+        # One GPU (or none), one worker: no strategy wrapper, as in a plain Keras script. TensorFlow places the
+        # ops on the GPU itself, and Keras' jit_compile="auto" compiles the step with XLA there, which it never
+        # does under a tf.distribute strategy (OneDeviceStrategy included).
+        return "mirrored" if num_gpus > 1 else "default"
     if cluster.is_multi_worker and requested != "multi_worker_mirrored":
         raise UserInputError(
             "--strategy",

@@ -96,6 +96,8 @@ class FitRequest:
     eval_splits: tuple[str, ...] = ("eval",)
     custom_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     strategy: str = "auto"
+    accelerator: str = "auto"  # auto | gpu | cpu: see fit/accelerator.py
+    cache_examples: str = "auto"  # auto | memory | off: the data accessor's record cache (records/example_dataset.py)
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
 

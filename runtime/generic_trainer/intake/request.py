@@ -57,6 +57,18 @@ def text(default: str | None = None) -> Callable[[RawInputs, str, Any], Any]:
     return lambda raw, flag, value: value or default
 
 
+def one_of(choices: tuple[str, ...], default: str) -> Callable[[RawInputs, str, Any], str]:
+    """One of `choices`, or `default` when unset or empty (a KFP parameter is not checked by argparse)."""
+    def check(raw: RawInputs, flag: str, value: Any) -> str:
+        if value in (None, ""):
+            return default
+        if value not in choices:
+            raise UserInputError(flag, f"expected one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    return check
+
+
 def existing(raw: RawInputs, flag: str, value: Any) -> str | None:
     """An input path that must exist (gs:// mapped under the gcs root); None when not given."""
     return existing_path(flag, value, raw.gcs_root)
