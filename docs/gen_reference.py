@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import os
 import pathlib
 import re
 import sys
@@ -55,6 +56,7 @@ def cli_page() -> str:
     """Every verb: its summary, usage and flags by group, as `generic-trainer VERB --help` shows them."""
     from generic_trainer import cli
 
+    os.environ["COLUMNS"] = "112"  # argparse wraps the usage lines at the terminal's width: make it fixed
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {a.dest: a.help for a in sub._choices_actions}
@@ -64,7 +66,9 @@ def cli_page() -> str:
              _table(["verb", "what it does"], ((f"[`{n}`](#{n})", helps.get(n, "")) for n in sub.choices)), "\n",
              f"{parser.epilog}\n\n"]
     for name, verb_parser in sub.choices.items():
-        parts.append(f"## {name}\n\n{verb_parser.description or helps.get(name, '')}\n\n")
+        first, *rest = verb_parser.format_usage().removeprefix("usage: ").rstrip().splitlines()
+        usage = "\n".join([first] + [line[len("usage: "):] for line in rest])
+        parts.append(f"## {name}\n\n{verb_parser.description or helps.get(name, '')}\n\n```\n{usage}\n```\n\n")
         for group in verb_parser._action_groups:
             actions = [a for a in group._group_actions if a.option_strings and a.dest != "help"]
             if not actions:

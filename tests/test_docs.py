@@ -75,3 +75,17 @@ def test_the_readme_is_a_front_door_whose_links_resolve():
     assert links
     for link in links:
         assert (REPO / link).exists(), f"README links to {link}, which does not exist"
+
+
+def test_the_guides_flag_tables_name_only_flags_that_exist():
+    """A guide's hand-written flag table explains flags; one a verb no longer has is a stale page."""
+    from generic_trainer import cli
+
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {s for parser in sub.choices.values() for a in parser._actions for s in a.option_strings}
+    named = {(page.name, flag) for page in DOCS.glob("*/*.md") if page.parent.name != "reference"
+             for line in page.read_text().splitlines() if line.startswith("| `--")
+             for flag in re.findall(r"`(--[a-z][a-z0-9-]*)", line.split(" | ")[0])}
+    assert named, "no flag tables found"
+    stale = sorted((page, flag) for page, flag in named if flag not in flags)
+    assert stale == [], f"flags named in the guides that no verb has: {stale}"
