@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import REPO, cli_env
+from conftest import PENGUIN, REPO, cli_env, run_cli
 from generic_trainer.fit import keras2_signature
 
 SCRIPT = REPO / "tests" / "modules" / "keras2_saving" / "save_models.py"
@@ -95,3 +95,26 @@ def test_keras2_saves_of_a_keras3_model_write_tf_keras_serving_default(saved, mo
         served = signature(**feed)
         for key, value in expected.items():
             np.testing.assert_allclose(served[key].numpy(), value, rtol=1e-5, atol=1e-6, err_msg=f"{how} {key}")
+
+
+@pytest.mark.slow
+def test_a_penguin_simple_style_module_saved_under_keras3_is_fed_by_feature_name_and_evaluated(tmp_path):
+    """The tutorial's `model.save(dir, save_format='tf')` under Keras 3: serving_default takes the features by
+    name, as under Keras 2, so a TF Serving client written for it (and evaluate) can feed it."""
+    import tensorflow as tf
+
+    module = REPO / "tests" / "modules" / "keras2_saving" / "penguin_simple_style.py"
+    train = run_cli(["train", "--keras", "keras3", "--examples", PENGUIN / "data", "--schema", PENGUIN / "schema.pbtxt",
+                     "--module-file", module, "--model-dir", tmp_path / "model", "--train-steps", "20",
+                     "--eval-steps", "2"])
+    assert train.returncode == 0, train.stderr[-4000:]
+    assert "serving_default as Keras 2 wrote it: inputs bill_length_mm, bill_depth_mm" in train.stderr
+    signature = tf.saved_model.load(str(tmp_path / "model" / "Format-Serving")).signatures["serving_default"]
+    assert sorted(signature.structured_input_signature[1]) == sorted(
+        ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"])
+    assert list(signature.structured_outputs) == ["dense_1"]
+    evaluate = run_cli(["evaluate", "--model", tmp_path / "model", "--examples", PENGUIN / "data", "--schema",
+                        PENGUIN / "schema.pbtxt", "--eval-config", '{"label_key": "species"}',
+                        "--blessing-dir", tmp_path / "blessing", "--metrics-file", tmp_path / "metrics.json"])
+    assert evaluate.returncode == 0, evaluate.stderr[-4000:]
+    assert '"example_count"' in (tmp_path / "metrics.json").read_text()
