@@ -135,6 +135,8 @@ def _tfx_tree(root: Path) -> Path:
     (flat / "helper.py").write_text("from tfx.examples.mnist import helper_base as base\nrun_fn = lambda a: base\n")
     (models / "keras_model" / "unknown.py").write_text("from tfx.experimental.templates.taxi.models import nothing\n")
     (models / "keras_model" / "elsewhere.py").write_text("from tfx.experimental.other import features\n")
+    (models / "keras_model" / "bare.py").write_text(
+        "import tfx.orchestration.pipeline\ndef run_fn(fn_args):\n    return tfx.orchestration.pipeline.Pipeline\n")
     return root
 
 
@@ -155,9 +157,12 @@ def test_tfx_paths_to_files_beside_the_module_or_above_it_in_its_tree_load_those
             with pytest.raises(UserCodeError) as raised:  # elsewhere: no folder above is named other
                 user_module.load(str(keras_model / f"{name}.py"), str(tmp_path / "dl"))
             assert f"the module imports {missing}, which generic-trainer does not provide" in str(raised.value)
+        bare = user_module.load(str(keras_model / "bare.py"), str(tmp_path / "dl"))  # `import a.b.c` alone: at use
+        with pytest.raises(ImportError, match="the module imports tfx.orchestration.pipeline.Pipeline, which"):
+            bare.run_fn(None)
     finally:
         tfx_imports.uninstall()
-        for name in ("model", "helper", "unknown", "elsewhere"):
+        for name in ("model", "helper", "unknown", "elsewhere", "bare"):
             sys.modules.pop(name, None)
     assert not [n for n in sys.modules if n.startswith("tfx.")], "uninstall removes the tree's modules too"
 
