@@ -22,7 +22,7 @@ from generic_trainer.fit import keras2_signature
 
 SCRIPT = REPO / "tests" / "modules" / "keras2_saving" / "save_models.py"
 MODELS = ["penguin_simple", "functional_dict", "functional_unnamed", "sequential_input_shape",
-          "sequential_named_input", "subclassed"]
+          "sequential_named_input", "sequential_built_by_call", "subclassed"]
 HOWS = ["model_save", "save_model", "plain_save"]
 
 

@@ -47,6 +47,12 @@ def sequential_named_input():
     return keras.Sequential([keras.Input(shape=(3,), name="feats"), keras.layers.Dense(2, activation="softmax")])
 
 
+def sequential_built_by_call():
+    model = keras.Sequential([keras.layers.Dense(3), keras.layers.Dense(1)])
+    model(np.zeros([5, 2], np.float32))
+    return model
+
+
 class Subclassed(keras.Model):
     def __init__(self):
         super().__init__()
@@ -64,7 +70,7 @@ def subclassed():
 
 
 MODELS = [penguin_simple, functional_dict, functional_unnamed, sequential_input_shape, sequential_named_input,
-          subclassed]
+          sequential_built_by_call, subclassed]
 
 
 def set_weights(model) -> None:
