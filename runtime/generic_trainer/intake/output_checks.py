@@ -116,7 +116,7 @@ def check_overlaps(request: Any, fields: tuple[tuple[str, str, str], ...] = OUTP
             if (attr, other) not in NESTING and (other, attr) not in NESTING:
                 raise UserInputError(flag, f"{path} lies inside {other_flag} {other_path}; give each output "
                                            "its own place (one would delete or mix into the other)")
-        for other, other_flag, other_path in ins:
+        for _, other_flag, other_path in ins:
             if _inside(path, other_path) or _inside(other_path, path):
                 where = "inside" if _inside(path, other_path) else "around"
                 raise UserInputError(flag, f"{path} lies {where} the input {other_flag} {other_path}; an output "
