@@ -12,7 +12,6 @@ SIGTERM ends the run with `Preempted` (exit 143), after a backup when `fit` runs
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -91,7 +90,8 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
     """
     cluster = cluster_lib.resolve()
     publishes = cluster.is_chief and (not request.task or request.task.mode in ("train", "train_and_eval"))
-    with outputs.exclusive(request.model_dir, "--model-dir") if publishes else contextlib.nullcontext():
+    held = [(request.model_dir, "--model-dir"), (request.checkpoint_dir, "--checkpoint-dir")] if publishes else []
+    with outputs.exclusive_all(held):  # a second run on either fails at once, naming this one
         if request.task:  # the Task API: the runtime's own loop (generic_trainer.task)
             from generic_trainer.task import runner
 

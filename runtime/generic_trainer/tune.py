@@ -13,7 +13,6 @@ published when no trial completed.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import glob
 import json
@@ -87,9 +86,9 @@ def run(request: TuneRequest, before_publish: Callable[[TuneResult], None] | Non
     from generic_trainer.artifacts import outputs
 
     role = tuner_cluster.resolve_role(cluster_lib.resolve())
-    held = outputs.exclusive(request.best_hyperparameters_dir, "--best-hyperparameters-dir") \
-        if role.serves_oracle else contextlib.nullcontext()
-    with held:
+    held = [(request.best_hyperparameters_dir, "--best-hyperparameters-dir"),
+            (request.checkpoint_dir, "--checkpoint-dir")] if role.serves_oracle else []
+    with outputs.exclusive_all(held):
         examples = inputs.check_examples_and_schema(request)
         scratch = tempfile.mkdtemp(prefix="generic-trainer-tune-")
         try:

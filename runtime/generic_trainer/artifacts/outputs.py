@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from generic_trainer.artifacts import files, storage
@@ -88,6 +88,21 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+@contextlib.contextmanager
+def exclusive_all(dirs: Sequence[tuple[str | None, str]], new: Sequence[str] = ()) -> Iterator[None]:
+    """Hold every local directory of `dirs` ((path, flag), ...; None and gs:// URIs skipped) for this run, as
+    `exclusive` does. Those whose flag is in `new` must still be absent or empty once held (a run that
+    finished meanwhile wrote it: UserInputError rather than replacing its output)."""
+    with contextlib.ExitStack() as stack:
+        for directory, flag in dirs:
+            if directory and not storage.is_gcs_uri(directory):
+                stack.enter_context(exclusive(directory, flag))
+                if flag in new and os.path.isdir(directory) and os.listdir(directory):
+                    raise UserInputError(flag, f"{directory} was written by another run meanwhile; give a new "
+                                               "directory (outputs are written whole, never over an older one)")
+        yield
 
 
 def publish(staging: str, final_dir: str) -> None:
