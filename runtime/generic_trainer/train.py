@@ -21,7 +21,7 @@ from typing import Any
 
 from generic_trainer.artifacts import model_artifact, outputs, serving_container, storage
 from generic_trainer.artifacts.results import TrainResult
-from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
+from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit import inputs, keras_multiworker, user_module
 from generic_trainer.fit.fn_args import FnArgs
@@ -58,8 +58,6 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
             raise
         except SystemExit as e:
             raise user_module.exit_error(e, "run_fn") from None
-        except tf.errors.DataLossError as e:
-            raise UserInputError("--examples", f"corrupt TFRecord data while training: {e.message}") from e
         except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
                 tf.errors.CancelledError) as e:
             if not multi_worker:
