@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import files, storage
 from generic_trainer.artifacts.redaction import redact, secret_key_names
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import fit_options, options
@@ -132,8 +132,7 @@ def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> di
 
     path = example_files.one_file(path, input_name, usual="keras-tuner's best_hyperparameters.txt")
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = files.read_small(path, input_name)  # bounded: /dev/zero or a FIFO is refused, not read for ever
     except UnicodeDecodeError as e:
         raise UserInputError(input_name, f"{path} is not UTF-8 text (byte {e.start}: {e.reason}); expected a "
                                          "JSON object such as keras-tuner's best_hyperparameters.txt") from None
