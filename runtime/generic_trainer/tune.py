@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import files, storage
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit import inputs, user_module
@@ -397,7 +397,7 @@ def _publish(request: TuneRequest, result: TuneResult, before_publish=None) -> T
     if request.tuner_results_file:
         storage.write_file_atomic(request.tuner_results_file, json.dumps(tuner_results(result), indent=2) + "\n")
     if request.metrics_file:
-        storage.write_file_atomic(request.metrics_file, json.dumps(flat_metrics(result), indent=2, sort_keys=True))
+        storage.write_file_atomic(request.metrics_file, files.dumps_strict(flat_metrics(result), "metric", indent=2, sort_keys=True))
     if request.report_file:
         storage.write_file_atomic(request.report_file, render_report(result))
     result.best_hyperparameters_file = os.path.join(request.best_hyperparameters_dir, BEST_HYPERPARAMETERS_FILE)
