@@ -397,7 +397,8 @@ def _publish(request: TuneRequest, result: TuneResult, before_publish=None) -> T
     if request.tuner_results_file:
         storage.write_file_atomic(request.tuner_results_file, json.dumps(tuner_results(result), indent=2) + "\n")
     if request.metrics_file:
-        storage.write_file_atomic(request.metrics_file, files.dumps_strict(flat_metrics(result), "metric", indent=2, sort_keys=True))
+        text = files.dumps_strict(flat_metrics(result), "metric", indent=2, sort_keys=True)
+        storage.write_file_atomic(request.metrics_file, text)
     if request.report_file:
         storage.write_file_atomic(request.report_file, render_report(result))
     result.best_hyperparameters_file = os.path.join(request.best_hyperparameters_dir, BEST_HYPERPARAMETERS_FILE)
