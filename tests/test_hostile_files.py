@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN, run_cli
-from generic_trainer.artifacts import files, outputs, storage
+from generic_trainer.artifacts import files, outputs
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.intake import output_checks
 from generic_trainer.intake.fit_request import build_train_request, load_hyperparameters
@@ -85,8 +85,10 @@ def test_atomic_write_never_replaces_a_special_file(tmp_path):
     assert target.read_text() == "keep" and (tmp_path / "out.json").read_text() == "new"
 
 
-@pytest.mark.parametrize("target, kind", [("/dev/null", "/dev/null is a character device"),
-                                          ("/proc/self/fd/1", "/proc/self/fd/1 is a FIFO (named pipe) (it is a symlink")])
+@pytest.mark.parametrize("target, kind", [
+    ("/dev/null", "/dev/null is a character device"),
+    ("/proc/self/fd/1", "/proc/self/fd/1 is a FIFO (named pipe) (it is a symlink"),
+])
 def test_the_cli_refuses_special_metrics_files_before_tensorflow(tmp_path, target, kind):
     proc = run_cli(["train", "--examples", PENGUIN / "data", "--module-file", PENGUIN / "module.py",
                     "--model-dir", tmp_path / "model", "--metrics-file", target], timeout=120)  # stdout: a pipe
