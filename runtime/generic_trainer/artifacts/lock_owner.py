@@ -33,7 +33,9 @@ def describe_owner(owner: dict) -> str:
     started = owner.get("started")
     ok = isinstance(started, (int, float)) and not isinstance(started, bool) and 0 <= started < 1e11
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)) if ok else "at an unknown time"
-    return f"pid {owner['pid']} on host {short(owner.get('host'))} (started {when})"
+    host = owner.get("host")
+    host = host if isinstance(host, str) and host.isprintable() and len(host) <= 80 else short(host)
+    return f"pid {owner['pid']} on host {host} (started {when})"
 
 
 def taken_over(owner: dict) -> str:
