@@ -451,3 +451,20 @@ def test_run_fn_changing_directory_and_returning_nan_metrics(tmp_path):
     assert metrics["acc\\nERROR forged: line\\x00"] == 0.5
     assert "metric loss is nan" in proc.stderr and "notes" in proc.stderr
     assert not any(line.startswith("ERROR forged") for line in proc.stderr.splitlines())
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage appended"])
+def test_a_data_loss_error_while_training_names_split_and_file(tmp_path, damage):
+    """What the input pipeline's DataLossError becomes (train's run_fn path and the Task loops use it)."""
+    import tensorflow as tf
+    from generic_trainer.records import record_checks
+
+    data = tmp_path / "data"
+    shutil.copytree(PENGUIN / "data", data)
+    victim = sorted((data / "Split-eval").iterdir())[0]
+    raw = victim.read_bytes()
+    victim.write_bytes(raw[:-40] if damage == "truncated" else raw + b"\x00garbage after the gzip stream")
+    error = tf.errors.DataLossError(None, None, "corrupted record at 12345")
+    bad = record_checks.decode_error(error, [str(data / "Split-train" / "*"), str(data / "Split-eval" / "*")], None)
+    assert bad is not None and bad.exit_code == 2
+    assert f"split 'eval', {victim}:" in str(bad) and "corrupted record at 12345" in str(bad)
