@@ -356,7 +356,6 @@ def test_hyperparameters_reads_are_bounded(tmp_path, path, monkeypatch):
         os.mkfifo(tmp_path / "fifo")
     if path == "big":
         monkeypatch.setattr(files, "MAX_SMALL_FILE", 1000)
-        monkeypatch.setattr(files.read_small, "__defaults__", (1000,))
         (tmp_path / "big").write_text("{" + " " * 2000 + "}")
     target = path if path.startswith("/") else str(tmp_path / path)
     with pytest.raises(UserInputError, match="not a regular file|larger than the limit of 1,000 bytes") as e:

@@ -64,8 +64,10 @@ def not_replaceable(path: str) -> str | None:
     return f"{path} is a {kind}, not a regular file; an output file replaces only a regular file"
 
 
-def read_bounded(path: str, limit: int = MAX_SMALL_FILE) -> bytes:
-    """The bytes of the regular file `path`; UnreadableFile when it is not one or holds more than `limit` bytes."""
+def read_bounded(path: str, limit: int | None = None) -> bytes:
+    """The bytes of the regular file `path`; UnreadableFile when it is not one or holds more than `limit` bytes
+    (MAX_SMALL_FILE by default)."""
+    limit = MAX_SMALL_FILE if limit is None else limit
     kind = special_kind(path)
     if kind is not None:
         raise UnreadableFile(f"{path} is a {kind}, not a regular file")
@@ -76,7 +78,7 @@ def read_bounded(path: str, limit: int = MAX_SMALL_FILE) -> bytes:
     return data
 
 
-def read_small(path: str, input_name: str, limit: int = MAX_SMALL_FILE) -> str:
+def read_small(path: str, input_name: str, limit: int | None = None) -> str:
     """The UTF-8 text of the file `path` read as the input `input_name`: UserInputError (exit 2) when it is
     not a regular file or larger than `limit`; UnicodeDecodeError and OSError as reading it would raise."""
     try:
