@@ -210,6 +210,9 @@ def test_two_import_examples_into_one_output(tmp_path):
     ({"metrics_file": "{data}/Split-train/m.json"}, "--metrics-file"),
     ({"metrics_file": "{t}/ck/m.json", "checkpoint_dir": "{t}/ck"}, "--metrics-file"),
     ({"report_file": "{t}/m.json", "metrics_file": "{t}/m.json"}, "--metrics-file"),
+    ({"metrics_file": "{t}/model/Format-Serving/m.json"}, "--metrics-file"),
+    ({"report_file": "{t}/model/schemata/r.html"}, "--report-file"),
+    ({"checkpoint_dir": "{t}/model"}, "--model-dir"),  # one path for two outputs
     ({"model_dir": "{t}", "examples": "{t}/model/data"}, "--model-dir"),
 ])
 def test_overlapping_outputs_and_inputs_are_refused(tmp_path, values, flag):
@@ -227,6 +230,9 @@ def test_overlapping_outputs_and_inputs_are_refused(tmp_path, values, flag):
 
 def test_the_default_layout_nests_without_complaint(tmp_path):
     _check(build_train_request(_train_values(tmp_path), environ={}))  # model/logs, model/logs/checkpoints
+    # Output files beside the model (not in the parts a model replaces) or in its logs are fine too.
+    _check(build_train_request(_train_values(tmp_path, metrics_file=str(tmp_path / "model" / "metrics.json"),
+                                             report_file=str(tmp_path / "model" / "logs" / "r.html")), environ={}))
 
 
 def test_overlap_is_refused_by_the_cli_before_tensorflow(tmp_path):

@@ -8,7 +8,8 @@ immutable directories and Cloud Storage FUSE alike. An output file that exists a
 file (a device, FIFO or socket, or a symlink to one) is refused: it would be replaced. An output under
 the gs:// mount root whose bucket is not mounted there is refused (it would be written to the machine's
 own disk and lost). No output may lie inside another (but for the runtime's own layout: `logs/` in the
-model dir, checkpoints in the logs) or inside an input, nor an input inside an output.
+model dir, checkpoints in the logs; and an output file in the model dir outside the parts a model
+replaces, or in the logs) or inside an input, nor an input inside an output.
 A failure is one UserInputError naming the flag.
 """
 
@@ -19,6 +20,8 @@ import uuid
 from typing import Any
 
 from generic_trainer.artifacts import files, storage
+from generic_trainer.artifacts.model_artifact import EXTRA_DIRS
+from generic_trainer.artifacts.outputs import EVAL_DIR, SERVING_DIR
 from generic_trainer.errors import UserInputError
 
 # request attribute -> (flag, "dir" | "file"); the same names in every verb's request.
@@ -44,6 +47,8 @@ INPUT_FIELDS = (("examples", "--examples"), ("schema", "--schema"), ("transform_
 # (inner, outer): outputs the runtime itself nests (the defaults: <model-dir>/logs, <logs>/checkpoints).
 NESTING = {("model_run_dir", "model_dir"), ("model_run_copy_dir", "model_dir"), ("checkpoint_dir", "model_run_dir"),
            ("checkpoint_dir", "model_run_copy_dir")}
+# Dirs an output file may lie in (a metrics file beside the model), but for the parts the runtime replaces whole.
+FILE_HOSTS = {"model_dir": (SERVING_DIR, EVAL_DIR, *EXTRA_DIRS), "model_run_dir": (), "model_run_copy_dir": ()}
 # Output dirs published by renaming a staging sibling into place: their parent must be writable too.
 PUBLISHED_DIRS = ("model_dir", "best_hyperparameters_dir", "blessing_dir")
 
@@ -97,26 +102,38 @@ def _inside(inner: str, outer: str) -> bool:
     return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
 
 
+def _allowed(inner: tuple[str, str, str, str], outer: tuple[str, str, str, str]) -> bool:
+    """Whether the output `inner` may lie in `outer` ((attr, flag, real path, kind) each): the runtime's own
+    nesting, or an output file in a dir of FILE_HOSTS outside the parts the runtime replaces whole."""
+    (attr, _, path, kind), (other, _, other_path, _) = inner, outer
+    if (attr, other) in NESTING:
+        return True
+    if kind == "file" and other in FILE_HOSTS and path != other_path:
+        return not any(_inside(path, os.path.join(other_path, part)) for part in FILE_HOSTS[other])
+    return False
+
+
 def check_overlaps(request: Any, fields: tuple[tuple[str, str, str], ...] = OUTPUT_FIELDS) -> None:
     """UserInputError when an output lies inside another output or an input, or an input inside an output
     (`--checkpoint-dir` in `--model-dir`, `--model-dir` in `--examples`): publishing one would delete or
-    mix into the other. The runtime's own nesting (NESTING) is allowed."""
+    mix into the other. The runtime's own nesting is allowed (`_allowed`); the innermost dir decides
+    (`<model-dir>/logs/checkpoints` lies in the logs, which may lie in the model dir)."""
     def real(attr: str) -> str | None:
         path = getattr(request, attr, None)
         return os.path.realpath(path) if isinstance(path, str) and path and not storage.is_gcs_uri(path) else None
 
-    outs = [(attr, flag, real(attr)) for attr, flag, _ in fields if real(attr)]
+    outs = [(attr, flag, real(attr), kind) for attr, flag, kind in fields if real(attr)]
     written = {attr for attr, _, _ in fields}
-    ins = [(attr, flag, real(attr)) for attr, flag in INPUT_FIELDS if attr not in written and real(attr)]
-    for attr, flag, path in outs:
-        containers = [(a, f, p) for a, f, p in outs if a != attr and _inside(path, p) and p != path]
-        innermost = max(containers, key=lambda c: len(c[2]), default=None)
-        same = [(a, f, p) for a, f, p in outs if a != attr and p == path and (attr, a) not in NESTING]
-        for other, other_flag, other_path in ([innermost] if innermost else []) + same:
-            if (attr, other) not in NESTING and (other, attr) not in NESTING:
-                raise UserInputError(flag, f"{path} lies inside {other_flag} {other_path}; give each output "
-                                           "its own place (one would delete or mix into the other)")
-        for _, other_flag, other_path in ins:
+    ins = [(flag, real(attr)) for attr, flag in INPUT_FIELDS if attr not in written and real(attr)]
+    for out in outs:
+        attr, flag, path, _ = out
+        containers = [o for o in outs if o[0] != attr and _inside(path, o[2])]
+        innermost = max(containers, key=lambda o: len(o[2]), default=None)
+        for other in containers:
+            if (other is innermost or other[2] == path) and not _allowed(out, other):
+                raise UserInputError(flag, f"{path} lies inside {other[1]} {other[2]}; give each output its own "
+                                           "place (one would delete or mix into the other)")
+        for other_flag, other_path in ins:
             if _inside(path, other_path) or _inside(other_path, path):
                 where = "inside" if _inside(path, other_path) else "around"
                 raise UserInputError(flag, f"{path} lies {where} the input {other_flag} {other_path}; an output "
