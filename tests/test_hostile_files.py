@@ -473,3 +473,38 @@ def test_a_data_loss_error_while_training_names_split_and_file(tmp_path, damage)
     bad = record_checks.decode_error(error, [str(data / "Split-train" / "*"), str(data / "Split-eval" / "*")], None)
     assert bad is not None and bad.exit_code == 2
     assert f"split 'eval', {victim}:" in str(bad) and "corrupted record at 12345" in str(bad)
+
+
+def _live_lock(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
+                                "run_id": "the first run"}))
+
+
+def _heavy_after(args: list) -> tuple[int, list[str], str]:
+    import subprocess
+
+    code = ("import sys, json; from generic_trainer.cli import main; c = main(sys.argv[1:]); "
+            f"print(json.dumps([c, [m for m in {HEAVY!r} if m in sys.modules]]))")
+    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300)
+    code, heavy = json.loads(proc.stdout.strip().splitlines()[-1])
+    return code, heavy, proc.stderr
+
+
+def test_a_train_on_a_checkpoint_dir_in_use_fails_at_once(tmp_path):
+    _live_lock(tmp_path / ".ck.lock")
+    code, heavy, err = _heavy_after(["train", "--examples", PENGUIN / "data", "--module-file", PENGUIN / "module.py",
+                                     "--model-dir", tmp_path / "model-b", "--checkpoint-dir", tmp_path / "ck"])
+    assert code == 2 and heavy == [], err[-2000:]  # before TensorFlow loads
+    assert f"--checkpoint-dir: {tmp_path / 'ck'} is in use by another run: pid {os.getpid()}" in err
+    assert not (tmp_path / ".model-b.lock").exists() and not (tmp_path / "model-b").exists()
+
+
+def test_a_transform_into_a_transform_graph_in_use_fails_at_once(tmp_path):
+    _live_lock(tmp_path / ".graph.lock")
+    code, heavy, err = _heavy_after(["transform", "--examples", PENGUIN / "data", "--schema", PENGUIN / "schema.pbtxt",
+                                     "--module-file", PENGUIN / "module_transform.py",
+                                     "--transform-graph", tmp_path / "graph"])
+    assert code == 2 and heavy == [], err[-2000:]
+    assert f"--transform-graph: {tmp_path / 'graph'} is in use by another run: pid {os.getpid()}" in err
+    assert not (tmp_path / "graph").exists()
