@@ -395,7 +395,8 @@ def flat_metrics(result: TuneResult) -> dict[str, float]:
 def _publish(request: TuneRequest, result: TuneResult, before_publish=None) -> TuneResult:
     """Write the outputs; the best hyperparameters last, whole (a staging dir renamed into place)."""
     if request.tuner_results_file:
-        storage.write_file_atomic(request.tuner_results_file, json.dumps(tuner_results(result), indent=2) + "\n")
+        text = files.dumps_strict(tuner_results(result), "trial value", indent=2) + "\n"  # a diverged trial: null
+        storage.write_file_atomic(request.tuner_results_file, text)
     if request.metrics_file:
         text = files.dumps_strict(flat_metrics(result), "metric", indent=2, sort_keys=True)
         storage.write_file_atomic(request.metrics_file, text)
