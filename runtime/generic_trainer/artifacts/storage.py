@@ -17,9 +17,13 @@ import threading
 import time
 import uuid
 
-from generic_trainer.artifacts.files import UnreadableFile, read_bounded
-from generic_trainer.artifacts.files import write_file_atomic  # noqa: F401 (callers write through storage)
+from generic_trainer.artifacts.files import (
+    UnreadableFile,
+    read_bounded,
+    write_file_atomic,  # noqa: F401 (callers write through storage)
+)
 from generic_trainer.artifacts.lock_owner import describe_owner, pid_alive, taken_over, valid_pid
+
 DEFAULT_MOUNT_ROOTS = {"gs://": "/gcs", "s3://": "/s3", "minio://": "/minio", "oci://": "/oci"}
 
 
