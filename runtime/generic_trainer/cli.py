@@ -158,6 +158,8 @@ def run_verb(args: argparse.Namespace, verb: VerbRun) -> int:
     """request -> log -> check the outputs are writable (before TensorFlow) -> run -> executor output -> print."""
     from generic_trainer.artifacts import kfp_io
 
+    if args.executor_output_file:  # absolute now: user code may change the working directory
+        args.executor_output_file = os.path.abspath(args.executor_output_file)
     values, kfp = _raw_values(args)
     request = verb.build(values, kfp=kfp)
     for line in verb.describe(request):

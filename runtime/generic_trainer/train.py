@@ -12,7 +12,6 @@ SIGTERM ends the run with `Preempted` (exit 143), after a backup when `fit` runs
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -22,7 +21,7 @@ from typing import Any
 
 from generic_trainer.artifacts import model_artifact, outputs, serving_container, storage
 from generic_trainer.artifacts.results import TrainResult
-from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
+from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
 from generic_trainer.fit import accelerator, inputs, keras_multiworker, user_module
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.fn_args import FnArgs
@@ -59,8 +58,6 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
             raise
         except SystemExit as e:
             raise user_module.exit_error(e, "run_fn") from None
-        except tf.errors.DataLossError as e:
-            raise UserInputError("--examples", f"corrupt TFRecord data while training: {e.message}") from e
         except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
                 tf.errors.CancelledError) as e:
             if not multi_worker:
@@ -91,7 +88,8 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
     """
     cluster = cluster_lib.resolve()
     publishes = cluster.is_chief and (not request.task or request.task.mode in ("train", "train_and_eval"))
-    with outputs.exclusive(request.model_dir, "--model-dir") if publishes else contextlib.nullcontext():
+    held = [(request.model_dir, "--model-dir"), (request.checkpoint_dir, "--checkpoint-dir")] if publishes else []
+    with outputs.exclusive_all(held):  # a second run on either fails at once, naming this one
         if request.task:  # the Task API: the runtime's own loop (generic_trainer.task)
             from generic_trainer.task import runner
 

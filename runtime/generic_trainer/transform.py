@@ -129,7 +129,16 @@ def _user_error(guarded: _GuardedFn) -> UserCodeError:
 
 
 def run(request: TransformRequest) -> TransformResult:
-    """Analyze, write the transform graph and (when asked) the transformed examples."""
+    """Analyze, write the transform graph and (when asked) the transformed examples. Its outputs are held
+    for the run: a second run into them fails at once (exit 2) naming this one."""
+    from generic_trainer.artifacts import outputs
+
+    held = [(request.transform_graph, "--transform-graph"), (request.transformed_examples, "--transformed-examples")]
+    with outputs.exclusive_all(held, new=("--transform-graph", "--transformed-examples")):
+        return _transform(request)
+
+
+def _transform(request: TransformRequest) -> TransformResult:
     from generic_trainer.records.example_files import split_file_patterns
     from generic_trainer.records.schemas import load_schema
 

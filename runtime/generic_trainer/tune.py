@@ -13,7 +13,6 @@ published when no trial completed.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import glob
 import json
@@ -25,7 +24,7 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import files, storage
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
 from generic_trainer.fit import accelerator, inputs, user_module
 from generic_trainer.fit import cluster as cluster_lib
@@ -87,9 +86,9 @@ def run(request: TuneRequest, before_publish: Callable[[TuneResult], None] | Non
     from generic_trainer.artifacts import outputs
 
     role = tuner_cluster.resolve_role(cluster_lib.resolve())
-    held = outputs.exclusive(request.best_hyperparameters_dir, "--best-hyperparameters-dir") \
-        if role.serves_oracle else contextlib.nullcontext()
-    with held:
+    held = [(request.best_hyperparameters_dir, "--best-hyperparameters-dir"),
+            (request.checkpoint_dir, "--checkpoint-dir")] if role.serves_oracle else []
+    with outputs.exclusive_all(held):
         examples = inputs.check_examples_and_schema(request)
         scratch = tempfile.mkdtemp(prefix="generic-trainer-tune-")
         try:
@@ -396,9 +395,11 @@ def flat_metrics(result: TuneResult) -> dict[str, float]:
 def _publish(request: TuneRequest, result: TuneResult, before_publish=None) -> TuneResult:
     """Write the outputs; the best hyperparameters last, whole (a staging dir renamed into place)."""
     if request.tuner_results_file:
-        storage.write_file_atomic(request.tuner_results_file, json.dumps(tuner_results(result), indent=2) + "\n")
+        text = files.dumps_strict(tuner_results(result), "trial value", indent=2) + "\n"  # a diverged trial: null
+        storage.write_file_atomic(request.tuner_results_file, text)
     if request.metrics_file:
-        storage.write_file_atomic(request.metrics_file, json.dumps(flat_metrics(result), indent=2, sort_keys=True))
+        text = files.dumps_strict(flat_metrics(result), "metric", indent=2, sort_keys=True)
+        storage.write_file_atomic(request.metrics_file, text)
     if request.report_file:
         storage.write_file_atomic(request.report_file, render_report(result))
     result.best_hyperparameters_file = os.path.join(request.best_hyperparameters_dir, BEST_HYPERPARAMETERS_FILE)

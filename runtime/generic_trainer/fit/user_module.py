@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Callable
 from types import ModuleType
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import files, storage
 from generic_trainer.errors import UserCodeError, UserInputError
 from generic_trainer.fit import tfx_imports
 
@@ -32,6 +32,9 @@ def _looks_like_path(spec: str) -> bool:
 
 def fetch(spec: str, download_dir: str) -> str | None:
     """The local file behind `spec` (downloading a gs:// one), or None for a dotted module name."""
+    if "://" in spec and not spec.endswith(".py"):
+        raise UserInputError(INPUT, f"{spec} does not end in .py; expected a .py file (Python imports a module "
+                                    "file by its .py name)")
     if storage.is_gcs_uri(spec):
         try:
             return storage.download_gcs(spec, download_dir, siblings_suffix=".py")
@@ -49,6 +52,12 @@ def fetch(spec: str, download_dir: str) -> str | None:
         raise UserInputError(INPUT, f"{spec} is a directory; expected a .py file")
     if not os.access(spec, os.R_OK):
         raise UserInputError(INPUT, f"{spec} is not readable")
+    kind = files.special_kind(spec)
+    if kind:
+        raise UserInputError(INPUT, f"{spec} is a {kind}; expected a .py file")
+    if not spec.endswith(".py"):
+        raise UserInputError(INPUT, f"{spec} does not end in .py; Python imports a module file by its .py name "
+                                    "(rename it, or give a module name on the Python path)")
     return os.path.abspath(spec)
 
 
@@ -75,8 +84,10 @@ def check_sha256(path: str | None, expected: str | None) -> None:
         return
     if path is None:
         raise UserInputError("--module-sha256", "a hash pin needs a module file (path or gs:// URI)")
-    with open(path, "rb") as f:
-        actual = hashlib.sha256(f.read()).hexdigest()
+    try:
+        actual = hashlib.sha256(files.read_bounded(path)).hexdigest()
+    except files.UnreadableFile as e:
+        raise UserInputError(INPUT, str(e)) from None
     if actual != expected.lower():
         raise UserInputError(
             "--module-sha256", f"module file hash {actual} differs from the pinned {expected}; refusing to run it"
@@ -93,8 +104,7 @@ def check_syntax(path: str | None) -> None:
     if path is None:
         return
     try:
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
+        source = files.read_small(path, INPUT)
         compile(source, path, "exec")
     except UnicodeDecodeError:
         raise UserInputError(INPUT, f"{path} is not UTF-8 Python source") from None

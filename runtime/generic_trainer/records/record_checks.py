@@ -13,12 +13,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.records.example_files import read_records, split_files, split_name
+from generic_trainer.records.example_files import damaged_file, read_records, split_files, split_name
 from generic_trainer.records.schemas import feature_spec_from_schema, load_schema
 
 _FIRST_RECORDS = 16  # records decoded per split before run_fn runs (plus the first of each file)
 _MAX_FILES_CHECKED = 64  # files per split whose first record is decoded too
 _LOCATE_RECORDS = 200_000  # records scanned, at most, to locate a record the input pipeline could not decode
+NOT_AN_EXAMPLE = "it is not a serialized tf.Example"
 _DECODE_PATTERNS = (
     re.compile(r"Feature: (?P<feature>\S+) \(data type: (?P<dtype>\w+)\) is required but could not be found"),
     re.compile(r"Key: (?P<feature>[^,\s]+), Index: \d+\.\s+(?P<detail>[^\[]*?)\s*(\[|$)"),
@@ -50,12 +51,14 @@ def _decode_problem(record: bytes, spec: dict[str, Any] | None) -> str | None:
         try:
             tf.train.Example.FromString(record)
         except DecodeError:
-            return "it is not a serialized tf.Example"
+            return NOT_AN_EXAMPLE
         return None
     try:
         tf.io.parse_example(tf.constant([record]), spec)
     except tf.errors.InvalidArgumentError as e:
         return _describe_decode_error(e.message) or " ".join(e.message.split())[:300]
+    except UnicodeDecodeError:  # TensorFlow's error text quoted the record's bytes, which are not UTF-8
+        return NOT_AN_EXAMPLE
     return None
 
 
@@ -69,7 +72,7 @@ def _describe_decode_error(message: str) -> str | None:
                 return f"feature {groups['feature']!r} ({groups['dtype']}) is required by the schema but missing"
             detail = " ".join((groups.get("detail") or "").split()).rstrip(".")
             if detail.startswith("Could not parse"):
-                return "it is not a serialized tf.Example"
+                return NOT_AN_EXAMPLE
             return f"feature {groups['feature']!r}: {detail}"
     return None
 
@@ -112,6 +115,8 @@ def _decode_problem_batch(records: list[bytes], spec: dict[str, Any]) -> str | N
         tf.io.parse_example(tf.constant(records), spec)
     except tf.errors.InvalidArgumentError as e:
         return e.message
+    except UnicodeDecodeError:  # an error text quoting bytes that are not UTF-8: some record is not a tf.Example
+        return NOT_AN_EXAMPLE
     return None
 
 
@@ -145,8 +150,11 @@ def decode_error(error: BaseException, file_patterns: Sequence[str], schema_path
 
     splits = ", ".join(repr(split_name(p)) for p in file_patterns)
     if isinstance(error, tf.errors.DataLossError):
-        return UserInputError(input_name, f"a damaged TFRecord in one of the splits {splits}: {error.message}")
+        where = damaged_file(file_patterns) or f"one of the splits {splits}"
+        return UserInputError(input_name, f"damaged TFRecord data in {where} (TensorFlow said: {error.message})")
     what = _describe_decode_error(error.message) if isinstance(error, tf.errors.InvalidArgumentError) else None
+    if isinstance(error, UnicodeDecodeError):  # TensorFlow's error text quoted record bytes that are not UTF-8
+        what = NOT_AN_EXAMPLE
     if what is None:
         return None
     cut_short = []

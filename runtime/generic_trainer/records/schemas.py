@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from generic_trainer.artifacts import files
 from generic_trainer.errors import UserInputError
 from generic_trainer.records.example_files import one_file
 
@@ -33,8 +34,7 @@ def load_schema(path: str, input_name: str = "--schema") -> schema_pb2.Schema:
     if not os.path.isfile(path):
         raise UserInputError(input_name, f"{path} does not exist; expected a schema.pbtxt file or its directory")
     try:
-        with open(path, encoding="utf-8") as f:
-            schema = text_format.Parse(f.read(), schema_pb2.Schema())
+        schema = text_format.Parse(files.read_small(path, input_name), schema_pb2.Schema())
     except (text_format.ParseError, UnicodeDecodeError) as e:
         raise UserInputError(input_name, f"{path} is not a text-format tensorflow-metadata Schema: {e}") from e
     if not schema.feature:

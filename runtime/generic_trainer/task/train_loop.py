@@ -76,7 +76,12 @@ class TrainLoop:
         except TrainerError:
             raise
         except tf.errors.DataLossError as e:
-            raise UserInputError("task.train_data.input_path", f"corrupt TFRecord data: {e.message}") from e
+            from generic_trainer.records.example_files import damaged_file
+
+            where = damaged_file(s.task.params.train_data.file_patterns())
+            detail = f" in {where}" if where else ""
+            raise UserInputError("task.train_data.input_path",
+                                 f"damaged TFRecord data{detail} (TensorFlow said: {e.message})") from e
         except tf.errors.OutOfRangeError:
             raise UserCodeError(
                 f"the training data ran out at step {step}: {type(s.task).__name__}.build_inputs should "
