@@ -70,8 +70,9 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
                 f"it resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
                 f"{' '.join(e.message.split())[:600]}") from None
         except Exception as e:
-            bad_data = record_checks.decode_error(e, [*fn_args.train_files, *fn_args.eval_files],
-                                                  fn_args.schema_path)
+            bad_data = record_checks.decode_error(
+                e, [*fn_args.train_files, *fn_args.eval_files], fn_args.schema_path,
+                transformed_schema_path=inputs.transformed_schema_file(fn_args.transform_graph_path))
             if bad_data is not None:  # the input pipeline could not decode the examples: bad input, not code
                 raise bad_data from e
             tb = user_module.format_traceback(e)
@@ -128,7 +129,8 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
     from generic_trainer.fit import checkpointing
     from generic_trainer.records import record_checks
 
-    record_checks.check_first_records(examples.all_files, examples.schema_file)  # TensorFlow is loaded now
+    record_checks.check_first_records(examples.all_files, examples.schema_file,  # TensorFlow is loaded now
+                                      transformed_schema_path=examples.transformed_schema_file)
 
     program = request.program
     module = user_module.import_module(module_path, program.module_file)
