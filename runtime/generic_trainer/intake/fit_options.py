@@ -226,8 +226,9 @@ TRAIN = Verb(
         TRAIN_TFLITE,
         TRAIN_SPEED,
         *common_groups(checks={"strategy": text("auto"), "cluster_timeout": duration()}, params={
-            "keras": value(str, "What tf.keras means for the module: keras3 or tf_keras (unset: keras3, unless the "
-                                "image\nsets TF_USE_LEGACY_KERAS=1).", None),
+            "keras": value(str, "What tf.keras means for the module: auto, keras3 or tf_keras (unset: auto, the "
+                                "tf.keras TFX\ngives the module: tf_keras when it imports tfx, tensorflow_transform "
+                                "or tfx_bsl,\nelse Keras 3; a set TF_USE_LEGACY_KERAS decides instead).", None),
             "strategy": value(str, "tf.distribute strategy: auto, default, one_device, mirrored or "
                                    "multi_worker_mirrored.", "auto"),
             "cluster_timeout": value(float, "Multi-worker: seconds to wait for every replica to connect before failing "
