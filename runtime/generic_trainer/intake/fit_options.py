@@ -28,7 +28,9 @@ def _training_inputs(function: Option) -> tuple[Option, ...]:
     return (
         Option("examples", help="examples in TFX layout: DIR/Split-<name>/*.gz (gs:// allowed)", metavar="DIR",
                param=artifact("Dataset",
-                              "Examples in TFX layout: Split-<name>/*.gz (gzipped TFRecords of tf.Example).")),
+                              "Examples in TFX layout: Split-<name>/*.gz (gzipped TFRecords of tf.Example):\n"
+                              "the import step's, or Transform's transformed_examples (TFX's wiring, with\n"
+                              "the raw schema and the transform_graph).")),
         Option("module_file", help="user module: a .py file, a gs:// URI, or a dotted module name",
                metavar="PATH_OR_URI",
                param=value(str, "The user module: a .py path, a gs:// URI, or a dotted module name in the image.", "")),
@@ -38,7 +40,8 @@ def _training_inputs(function: Option) -> tuple[Option, ...]:
         Option("schema", check=existing,
                help="tensorflow-metadata Schema (schema.pbtxt or its dir)", metavar="FILE_OR_DIR",
                param=artifact("Artifact",
-                              "tensorflow-metadata Schema (schema.pbtxt or a dir holding one), fn_args.schema_path.",
+                              "tensorflow-metadata Schema (schema.pbtxt or a dir holding one), fn_args.schema_path:\n"
+                              "the raw schema; with transform_graph, examples may follow its transformed_metadata.",
                               None)),
         Option("transform_graph", check=existing,
                help="tensorflow-transform output dir (fn_args.transform_output)", metavar="DIR",
