@@ -208,13 +208,19 @@ def test_train_with_raw_examples_and_the_transform_graph(xf_graph, tmp_path):
 
 
 @pytest.mark.slow
-def test_tune_with_raw_examples_and_the_transform_graph(xf_graph, tmp_path):
-    proc = run_cli(["tune", "--examples", str(PENGUIN / "data"), "--transform-graph", str(xf_graph),
+@pytest.mark.parametrize("wiring", ["raw examples", "TFX's: transformed examples and the raw schema"])
+def test_tune_with_the_transform_graph(xf_graph, tmp_path, wiring):
+    if wiring == "raw examples":
+        examples, more, expected = PENGUIN / "data", [], "applying the transform graph"
+    else:
+        examples, more = xf_graph.parent / "transformed_examples", ["--schema", str(PENGUIN / "schema.pbtxt")]
+        expected = "parsing the examples as they are"
+    proc = run_cli(["tune", "--examples", str(examples), "--transform-graph", str(xf_graph), *more,
                     "--module-file", str(XF_MODULE), "--best-hyperparameters-dir", str(tmp_path / "best"),
                     "--tuner-results-file", str(tmp_path / "results.json"), "--train-steps", "10",
                     "--eval-steps", "3", "--max-trials", "2"], timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert "applying the transform graph" in proc.stderr
+    assert expected in proc.stderr
     assert len(json.loads((tmp_path / "results.json").read_text())) == 2
     assert os.listdir(tmp_path / "best") == ["best_hyperparameters.txt"]
 
