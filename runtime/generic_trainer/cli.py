@@ -77,7 +77,8 @@ def _setup_logging(level: str) -> None:
 
 _LIBRARY_DIRS = ("site-packages", "dist-packages")
 # Library files that log through absl only what the user asked for: `model.summary(print_fn=absl.logging.info)`.
-_ASKED_FOR = (os.path.join("keras", "src", "utils", "summary_utils.py"),)
+_ASKED_FOR = (os.path.join("keras", "src", "utils", "summary_utils.py"),  # Keras 3
+              os.path.join("tf_keras", "src", "utils", "layer_utils.py"))  # tf_keras (--keras tf_keras / auto)
 
 
 def user_absl_records(record: logging.LogRecord) -> bool:
