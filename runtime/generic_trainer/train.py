@@ -83,6 +83,15 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
     return returned, record
 
 
+def _raw_eval_files(request: TrainRequest, examples: inputs.ExampleInputs, transformed_splits: list[str]) -> list[str]:
+    """The eval splits the serving model can be fed (raw examples): not Transform's transformed examples."""
+    raw = [f for f in examples.eval_files if f not in transformed_splits]
+    if request.tflite is not None and not raw:
+        log.info("the eval examples are Transform's transformed examples (TFX's wiring), which the serving model "
+                 "does not take: the TFLite model is checked against the SavedModel on random inputs")
+    return raw
+
+
 def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
     """Train as `request` says; raises a TrainerError subclass on anything the user must fix.
 
@@ -129,8 +138,8 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
     from generic_trainer.fit import checkpointing
     from generic_trainer.records import record_checks
 
-    record_checks.check_first_records(examples.all_files, examples.schema_file,  # TensorFlow is loaded now
-                                      transformed_schema_path=examples.transformed_schema_file)
+    transformed_splits = record_checks.check_first_records(  # TensorFlow is loaded now
+        examples.all_files, examples.schema_file, transformed_schema_path=examples.transformed_schema_file)
 
     program = request.program
     module = user_module.import_module(module_path, program.module_file)
@@ -180,8 +189,8 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
             log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
             return result
         result.model_info = outputs.validate_serving_model(serving_dir)
-        model_artifact.stage_extras(staging_root, serving_dir, result, request.tflite, examples.eval_files,
-                                     examples.schema_file)
+        model_artifact.stage_extras(staging_root, serving_dir, result, request.tflite,
+                                     _raw_eval_files(request, examples, transformed_splits), examples.schema_file)
         # Everything else first, the model last: a failure before it publishes nothing.
         _write_run_outputs(request, result)
         if before_publish is not None:

@@ -123,9 +123,9 @@ def _spec(schema_path: str | None) -> dict[str, Any] | None:
 
 
 def _bad_split(pattern: str, schema_paths: Sequence[str | None],
-               records: Callable[[str], Iterator[tuple[str, int, bytes]]]) -> str | None:
-    """Why the split's records fit none of `schema_paths` (each problem, naming its schema), or None when they fit
-    one of them (the first that fits is logged when it is not the first given)."""
+               records: Callable[[str], Iterator[tuple[str, int, bytes]]]) -> tuple[str | None, str | None]:
+    """(why the split's records fit none of `schema_paths`, each problem naming its schema, or None; the first
+    schema they fit, logged when it is not the first given)."""
     problems = []
     for schema_path in schema_paths:
         problem = _bad_record([pattern], _spec(schema_path), records)
@@ -133,12 +133,12 @@ def _bad_split(pattern: str, schema_paths: Sequence[str | None],
             if problems:
                 log.info("split %r follows the schema %s (not %s)", split_name(pattern), schema_path,
                          schema_paths[0])
-            return None
+            return None, schema_path
         problems.append(problem + (f" (schema {schema_path})" if schema_path else ""))
     if len(problems) == 1:
-        return problems[0]
+        return problems[0], None
     return "; and against ".join(problems) + ": the records fit neither the raw schema nor the transform graph's " \
-        "transformed_metadata"
+        "transformed_metadata", None
 
 
 def record_schemas(schema_path: str | None, transformed_schema_path: str | None) -> list[str | None]:
@@ -150,20 +150,24 @@ def record_schemas(schema_path: str | None, transformed_schema_path: str | None)
 
 
 def check_first_records(file_patterns: Sequence[str], schema_path: str | None,
-                        input_name: str = "--examples", transformed_schema_path: str | None = None) -> None:
+                        input_name: str = "--examples", transformed_schema_path: str | None = None) -> list[str]:
     """Decode the first records of each split (and the first of each file) before user code runs.
 
     Each must be a tf.Example and, with a schema, parse with `tf.io.parse_example` against the
     schema's feature spec (required features present, types and sizes as declared). With
     `transformed_schema_path` (the transform graph's transformed_metadata), a split whose records
     fit it rather than the raw schema is fine too: only records that fit neither are bad input.
-    Needs TensorFlow.
+    Returns the patterns whose records follow the transformed schema (not the raw one). Needs TensorFlow.
     """
     schema_paths = record_schemas(schema_path, transformed_schema_path)
+    transformed = []
     for pattern in file_patterns:
-        problem = _bad_split(pattern, schema_paths, _sample)
+        problem, followed = _bad_split(pattern, schema_paths, _sample)
         if problem:
             raise UserInputError(input_name, f"bad data in {problem}")
+        if followed is not None and followed == transformed_schema_path and followed != schema_path:
+            transformed.append(pattern)
+    return transformed
 
 
 def decode_error(error: BaseException, file_patterns: Sequence[str], schema_path: str | None,
@@ -198,7 +202,7 @@ def decode_error(error: BaseException, file_patterns: Sequence[str], schema_path
 
     schema_paths = record_schemas(schema_path, transformed_schema_path)
     try:
-        located = next((p for p in (_bad_split(pattern, schema_paths, every_record) for pattern in file_patterns)
+        located = next((p for p in (_bad_split(pattern, schema_paths, every_record)[0] for pattern in file_patterns)
                         if p), None)
     except (UserInputError, OSError, tf.errors.OpError):
         located, cut_short = None, ["(scan failed)"]
