@@ -335,3 +335,25 @@ def test_a_module_passing_its_raw_schema_reads_a_feature_the_graph_does_not_know
            "'island', 'sex', 'species', 'tags', 'year'] label=species_xf" in proc.stdout
     assert "applying the transform graph" in proc.stderr and "lack (species_xf)" in proc.stderr
     assert (tmp_path / "model" / "Format-Serving" / "saved_model.pb").exists()
+
+
+@pytest.mark.slow
+def test_record_checks_tell_which_splits_follow_the_transformed_schema(xf_graph, tmp_path):
+    import tensorflow as tf
+    from generic_trainer.records import record_checks
+
+    raw_schema = str(PENGUIN / "schema.pbtxt")
+    xf_schema = str(xf_graph / "transformed_metadata" / "schema.pbtxt")
+    raw = [str(PENGUIN / "data" / f"Split-{s}" / "*") for s in ("train", "eval")]
+    transformed = [str(xf_graph.parent / "transformed_examples" / f"Split-{s}" / "*") for s in ("train", "eval")]
+    assert record_checks.check_first_records(raw + transformed, raw_schema, transformed_schema_path=xf_schema) == (
+        transformed)
+    assert record_checks.check_first_records(raw, raw_schema, transformed_schema_path=xf_schema) == []
+    with pytest.raises(UserInputError) as e:  # without the transform graph, only the raw schema counts
+        record_checks.check_first_records(transformed, raw_schema)
+    assert "is required by the schema but missing" in str(e.value) and xf_schema not in str(e.value)
+    # An error the input pipeline raised: the records fit the transformed schema, so the module's parsing is at fault.
+    error = tf.errors.InvalidArgumentError(None, None, "Feature: species (data type: int64) is required but could "
+                                                       "not be found.")
+    assert record_checks.decode_error(error, transformed, raw_schema, transformed_schema_path=xf_schema) is None
+    assert record_checks.decode_error(error, transformed, raw_schema) is not None
