@@ -13,6 +13,7 @@ SIGTERM ends the run with `Preempted` (exit 143), after a backup when `fit` runs
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -24,7 +25,7 @@ from generic_trainer.artifacts import model_artifact, outputs, serving_container
 from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
 from generic_trainer.fit import cluster as cluster_lib
-from generic_trainer.fit import inputs, keras_multiworker, user_module
+from generic_trainer.fit import inputs, keras_auto, keras_multiworker, user_module
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.fit.preemption import WATCHER
 from generic_trainer.intake.fit_request import TrainRequest
@@ -116,6 +117,10 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
     WATCHER.install(where=f"the backup in {request.checkpoint_dir}")
     try:
         module_path = user_module.fetch(request.program.module_file, os.path.join(scratch, "module"))
+        keras, why = keras_auto.decide_fetched(request.keras, request.keras_reason, module_path)
+        if why != request.keras_reason:
+            log.info("tf.keras is %s: %s", "Keras 2 (tf_keras)" if keras == "tf_keras" else "Keras 3", why)
+            request = dataclasses.replace(request, keras=keras, keras_reason=why)
         user_module.check_sha256(module_path, request.program.module_sha256)
         user_module.check_syntax(module_path)
         return _run(request, cluster, module_path, examples, scratch, before_publish)

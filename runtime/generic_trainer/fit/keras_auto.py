@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from generic_trainer.artifacts import storage
 
 TFX_PACKAGES = ("tfx", "tensorflow_transform", "tfx_bsl")
+NOT_READ = "cannot be read before it is fetched"  # in the reason while the module is not read: see decide_fetched
 _MAX_FILES = 200  # files of the module's own tree read, at most
 _WHY_TF_KERAS = ("TFX gives such modules Keras 2 (tf_keras) as tf.keras: importing tensorflow_transform sets "
                  "TF_USE_LEGACY_KERAS=1 when it is unset; pass --keras keras3 to give it Keras 3")
@@ -28,8 +29,8 @@ def choose(module_file: str, gcs_root: str = "/gcs") -> tuple[str, str]:
     """("tf_keras" or "keras3", why) for the run_fn module `module_file` (path, gs:// URI or dotted name)."""
     path = source_file(module_file, gcs_root)
     if path is None:
-        return "keras3", (f"the module {module_file} cannot be read before it is fetched, so its imports are not "
-                          "known; Keras 3 (pass --keras tf_keras for a module written for TFX's tf.keras)")
+        return "keras3", (f"the module {module_file} {NOT_READ}, so its imports are not known; Keras 3 (pass "
+                          "--keras tf_keras for a module written for TFX's tf.keras)")
     found = tfx_import(path)
     if found is None:
         return "keras3", (f"neither {os.path.basename(path)} nor a file of its own that it imports imports "
@@ -38,6 +39,16 @@ def choose(module_file: str, gcs_root: str = "/gcs") -> tuple[str, str]:
     names = [os.path.basename(c) for c in chain]
     via = names[0] + "".join(f" imports {name}, which" for name in names[1:])
     return "tf_keras", f"{via} imports {package} (line {line}): {_WHY_TF_KERAS}"
+
+
+def decide_fetched(keras: str, reason: str, module_path: str | None) -> tuple[str, str]:
+    """(keras, reason) once the module is fetched (a gs:// or s3:// module not mounted): decided from its file
+    when `choose` could not read it and TensorFlow is not loaded yet (TF_USE_LEGACY_KERAS set to match)."""
+    if NOT_READ not in reason or module_path is None or "tensorflow" in sys.modules:
+        return keras, reason
+    keras, why = choose(module_path)
+    os.environ["TF_USE_LEGACY_KERAS"] = "1" if keras == "tf_keras" else "0"
+    return keras, f"--keras auto (decided once fetched): {why}"
 
 
 def source_file(module_file: str, gcs_root: str = "/gcs") -> str | None:
