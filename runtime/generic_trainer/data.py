@@ -69,8 +69,9 @@ class DataAccessor:
         `options`: `DatasetOptions` or tfx_bsl's `TensorFlowDatasetOptions`. `schema`: a Schema
         proto or the path of one. Elements are dicts of tensors (dense `[batch, *shape]`,
         `tf.SparseTensor` for var-len features), or `(features, label)` with `label_key`.
-        With a transform graph, a schema asking for transformed features of raw examples gets
-        the raw examples parsed and transformed in the pipeline (`transform_plan`).
+        The schema's features are read from the files, as tfx_bsl reads them. With a transform
+        graph, features asked for that the files lack and the graph outputs come from the graph
+        applied to the examples in the pipeline (`transform_plan`); the others are read as they are.
         """
         options = as_dataset_options(options)
         if isinstance(schema, (str, os.PathLike)):
