@@ -77,7 +77,8 @@ def _setup_logging(level: str) -> None:
 
 _LIBRARY_DIRS = ("site-packages", "dist-packages")
 # Library files that log through absl only what the user asked for: `model.summary(print_fn=absl.logging.info)`.
-_ASKED_FOR = (os.path.join("keras", "src", "utils", "summary_utils.py"),)
+_ASKED_FOR = (os.path.join("keras", "src", "utils", "summary_utils.py"),  # Keras 3
+              os.path.join("tf_keras", "src", "utils", "layer_utils.py"))  # tf_keras (--keras tf_keras / auto)
 
 
 def user_absl_records(record: logging.LogRecord) -> bool:
@@ -162,6 +163,9 @@ def run_verb(args: argparse.Namespace, verb: VerbRun) -> int:
         args.executor_output_file = os.path.abspath(args.executor_output_file)
     values, kfp = _raw_values(args)
     request = verb.build(values, kfp=kfp)
+    # Keras 3 unless asked (tensorflow-transform would set TF_USE_LEGACY_KERAS=1 on import when it is unset);
+    # the training verbs decide it for the user's module in their run step (_choose_keras).
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
     for line in verb.describe(request):
         log.info("%s", line)
     output_checks.check_outputs(request, args.executor_output_file, verb.outputs)
@@ -184,7 +188,8 @@ def _describe_train(r: TrainRequest) -> list[str]:
     lines = [f"train request: examples={r.examples} module={module} run_fn={run_fn} model_dir={r.model_dir} "
              f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} train_steps={r.train_steps} "
              f"eval_steps={r.eval_steps} strategy={r.strategy} keras={r.keras} "
-             f"custom_config={json.dumps(r.redacted_custom_config())}"]
+             f"custom_config={json.dumps(r.redacted_custom_config())}",
+             f"tf.keras is {'Keras 2 (tf_keras)' if r.keras == 'tf_keras' else 'Keras 3'}: {r.keras_reason}"]
     if t:
         from generic_trainer.artifacts.redaction import redact
         from generic_trainer.task.config import parse_params_override
@@ -221,7 +226,8 @@ def _describe_tune(r: TuneRequest) -> list[str]:
             f"best_hyperparameters_dir={r.best_hyperparameters_dir} checkpoint_dir={r.checkpoint_dir} "
             f"train_steps={r.train_steps} eval_steps={r.eval_steps} "
             f"max_trials={r.max_trials or _OWN_MAX_TRIALS} "
-            f"worker_timeout={r.worker_timeout:g}s custom_config={json.dumps(r.redacted_custom_config())}"]
+            f"worker_timeout={r.worker_timeout:g}s custom_config={json.dumps(r.redacted_custom_config())}",
+            "tf.keras is Keras 3: keras-tuner searches Keras 3 models"]
 
 
 def _run_tune(request: TuneRequest, on_result: Callable[[Any], None]) -> Any:

@@ -12,6 +12,7 @@ SIGTERM ends the run with `Preempted` (exit 143), after a backup when `fit` runs
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -22,7 +23,7 @@ from typing import Any
 from generic_trainer.artifacts import model_artifact, outputs, serving_container, storage
 from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
-from generic_trainer.fit import accelerator, inputs, keras_multiworker, user_module
+from generic_trainer.fit import accelerator, inputs, keras_auto, keras_multiworker, user_module
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.fit.preemption import WATCHER
@@ -67,8 +68,9 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
                 f"it resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
                 f"{' '.join(e.message.split())[:600]}") from None
         except Exception as e:
-            bad_data = record_checks.decode_error(e, [*fn_args.train_files, *fn_args.eval_files],
-                                                  fn_args.schema_path)
+            bad_data = record_checks.decode_error(
+                e, [*fn_args.train_files, *fn_args.eval_files], fn_args.schema_path,
+                transformed_schema_path=inputs.transformed_schema_file(fn_args.transform_graph_path))
             if bad_data is not None:  # the input pipeline could not decode the examples: bad input, not code
                 raise bad_data from e
             tb = user_module.format_traceback(e)
@@ -77,6 +79,15 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
             WATCHER.reset_deferral()  # a fit that raised never reached its train end
     WATCHER.raise_if_requested("SIGTERM received while run_fn ran")
     return returned, record
+
+
+def _raw_eval_files(request: TrainRequest, examples: inputs.ExampleInputs, transformed_splits: list[str]) -> list[str]:
+    """The eval splits the serving model can be fed (raw examples): not Transform's transformed examples."""
+    raw = [f for f in examples.eval_files if f not in transformed_splits]
+    if request.tflite is not None and not raw:
+        log.info("the eval examples are Transform's transformed examples (TFX's wiring), which the serving model "
+                 "does not take: the TFLite model is checked against the SavedModel on random inputs")
+    return raw
 
 
 def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
@@ -104,6 +115,10 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
     WATCHER.install(where=f"the backup in {request.checkpoint_dir}")
     try:
         module_path = user_module.fetch(request.program.module_file, os.path.join(scratch, "module"))
+        keras, why = keras_auto.decide_fetched(request.keras, request.keras_reason, module_path)
+        if why != request.keras_reason:
+            log.info("tf.keras is %s: %s", "Keras 2 (tf_keras)" if keras == "tf_keras" else "Keras 3", why)
+            request = dataclasses.replace(request, keras=keras, keras_reason=why)
         user_module.check_sha256(module_path, request.program.module_sha256)
         user_module.check_syntax(module_path)
         return _run(request, cluster, module_path, examples, scratch, before_publish)
@@ -126,7 +141,8 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
     from generic_trainer.fit import checkpointing
     from generic_trainer.records import record_checks
 
-    record_checks.check_first_records(examples.all_files, examples.schema_file)  # TensorFlow is loaded now
+    transformed_splits = record_checks.check_first_records(  # TensorFlow is loaded now
+        examples.all_files, examples.schema_file, transformed_schema_path=examples.transformed_schema_file)
 
     program = request.program
     module = user_module.import_module(module_path, program.module_file)
@@ -176,8 +192,8 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
             log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
             return result
         result.model_info = outputs.validate_serving_model(serving_dir)
-        model_artifact.stage_extras(staging_root, serving_dir, result, request.tflite, examples.eval_files,
-                                     examples.schema_file)
+        model_artifact.stage_extras(staging_root, serving_dir, result, request.tflite,
+                                     _raw_eval_files(request, examples, transformed_splits), examples.schema_file)
         # Everything else first, the model last: a failure before it publishes nothing.
         _write_run_outputs(request, result)
         if before_publish is not None:

@@ -110,7 +110,8 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, 
     # Replicas tune in parallel, each on its own: the strategy is per replica (several GPUs -> mirrored).
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster_lib.SINGLE)
     strategy = cluster_lib.create_strategy(strategy_name, cluster_lib.SINGLE, num_gpus)
-    record_checks.check_first_records(examples.all_files, examples.schema_file)  # TensorFlow is loaded now
+    record_checks.check_first_records(examples.all_files, examples.schema_file,  # TensorFlow is loaded now
+                                      transformed_schema_path=examples.transformed_schema_file)
     if not role.distributed:
         who = "the only replica"
     elif role.serves_oracle:

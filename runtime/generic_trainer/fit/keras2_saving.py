@@ -29,12 +29,17 @@ log = logging.getLogger(__name__)
 
 _KERAS3_REFUSALS = ("Keras 3", "Invalid filepath extension for saving", "File format not supported",
                     "fit_generator", "evaluate_generator", "predict_generator", "keras.layers.experimental")
+_KERAS2_IDIOM = "A KerasTensor cannot be used as input to a TensorFlow function"
 _SAVED_MODEL_FORMATS = ("tf", "tensorflow", "saved_model", "savedmodel")
 
 
 def hint(exc: BaseException, tf_keras_possible: bool = True) -> str:
     """What to do about an error Keras 3 raised for a Keras 2 API ('' for any other error)."""
     text = f"{type(exc).__name__}: {exc}"
+    if _KERAS2_IDIOM in text:  # tf ops on symbolic Keras inputs: Keras 2 wraps them in layers, Keras 3 refuses
+        return (" (a Keras 2 idiom, a TensorFlow op on symbolic Keras inputs, which Keras 3 refuses: " + (
+            "run with --keras tf_keras to give the module Keras 2 (tf_keras) as tf.keras, as TFX does, or "
+            if tf_keras_possible else "keras-tuner needs Keras 3, so ") + "wrap the op in a Keras layer)")
     if not any(marker in text for marker in _KERAS3_REFUSALS):
         return ""
     if tf_keras_possible:
