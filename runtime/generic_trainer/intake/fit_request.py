@@ -384,7 +384,7 @@ def check_values(verb: Verb, values: Mapping[str, Any], environ: Mapping[str, st
         return
     from generic_trainer.artifacts import serving_container
 
-    keras = keras_choice(values, environ)
+    keras, _ = keras_choice(values, environ)
     serving_container.check_options(values.get("serving_image"), values.get("serving_accelerator"),
                                     values.get("serving_image_region"))
     tflite_options.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
