@@ -114,13 +114,14 @@ def test_tuner_interface():
 
 
 def test_runtime_maps_every_artifact_of_the_components():
-    """Each input/output artifact name of the YAML is one kfp_io turns into a request value."""
-    from generic_trainer.artifacts import kfp_io
+    """Each input/output artifact name of the YAML is one kfp_io turns into a request value (the maps it is
+    handed are derived from the declarations: intake.declarations.ARTIFACTS)."""
+    from generic_trainer.intake.declarations import ARTIFACTS
 
     for name in build.COMPONENTS:
         iface = _interface(REPO / "components" / name / "component.yaml")
-        assert set(iface["inputDefinitions"]["artifacts"]) <= set(kfp_io.INPUT_ARTIFACTS)
-        assert set(iface["outputDefinitions"]["artifacts"]) <= set(kfp_io.OUTPUT_ARTIFACTS)
+        assert set(iface["inputDefinitions"]["artifacts"]) <= set(ARTIFACTS.inputs)
+        assert set(iface["outputDefinitions"]["artifacts"]) <= set(ARTIFACTS.outputs)
 
 
 @pytest.mark.parametrize("verb, path", [("train", TRAINER_YAML), ("tune", TUNER_YAML)])
@@ -159,7 +160,7 @@ OUTPUT_FLAGS = {"model": "model_dir", "model_run": "model_run_dir", "report": "r
 def test_component_inputs_match_the_cli_flags(verb, path):
     """Every flag of the verb is a component input (or output), unless listed above with its reason."""
     from generic_trainer import cli
-    from generic_trainer.artifacts import kfp_io
+    from generic_trainer.intake.declarations import ARTIFACTS
 
     sub = cli.build_parser()._subparsers._group_actions[0].choices[verb]
     flags = {a.dest for a in sub._actions if a.dest != "help"}
@@ -167,7 +168,7 @@ def test_component_inputs_match_the_cli_flags(verb, path):
     covered = set()
     for name in iface["inputDefinitions"]["parameters"]:
         covered |= GROUPED.get(name, {name})
-    covered |= {kfp_io.INPUT_ARTIFACTS[name] for name in iface["inputDefinitions"]["artifacts"]}
+    covered |= {ARTIFACTS.inputs[name] for name in iface["inputDefinitions"]["artifacts"]}
     covered |= {OUTPUT_FLAGS[name] for name in iface["outputDefinitions"]["artifacts"]}
     allowed = set(CLI_ONLY) | set(CLI_ONLY_BY_VERB.get(verb, {}))
     assert flags - covered - allowed == set(), "flags the component lacks"

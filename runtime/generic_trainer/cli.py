@@ -120,14 +120,15 @@ def _choose_keras(keras: str | None) -> None:
     os.environ["TF_USE_LEGACY_KERAS"] = "1" if keras == "tf_keras" else "0"
 
 
-def _raw_values(args: argparse.Namespace) -> tuple[dict, object]:
+def _raw_values(args: argparse.Namespace, declaration: options.Verb) -> tuple[dict, object]:
     """Flag values, overlaid by the executor input's when running under KFP."""
     from generic_trainer.artifacts import kfp_io
 
     values = {k: v for k, v in vars(args).items() if v is not None}
     if not args.executor_input:
         return values, None
-    kfp_values, kfp = kfp_io.parse(kfp_io.load(args.executor_input), gcs_root(values))
+    kfp_values, kfp = kfp_io.parse(kfp_io.load(args.executor_input), gcs_root(values),
+                                   options.artifact_maps(declaration))
     values.update({k: v for k, v in kfp_values.items() if v is not None})
     return values, kfp
 
@@ -152,7 +153,7 @@ class VerbRun:
     run: Callable[[Any, Callable[[Any], None]], Any]
     kfp_outputs: Callable[[Any, Any], KfpOutputValues]
     summary: Callable[[Any], dict[str, Any] | None] = lambda result: result.summary()
-    outputs: tuple[tuple[str, str, str], ...] = output_checks.OUTPUT_FIELDS  # (attribute, flag, dir|file)
+    declaration: options.Verb = fit_options.TRAIN  # its outputs and KFP artifacts are derived from it
 
 
 def run_verb(args: argparse.Namespace, verb: VerbRun) -> int:
@@ -161,14 +162,14 @@ def run_verb(args: argparse.Namespace, verb: VerbRun) -> int:
 
     if args.executor_output_file:  # absolute now: user code may change the working directory
         args.executor_output_file = os.path.abspath(args.executor_output_file)
-    values, kfp = _raw_values(args)
+    values, kfp = _raw_values(args, verb.declaration)
     request = verb.build(values, kfp=kfp)
     # Keras 3 unless asked (tensorflow-transform would set TF_USE_LEGACY_KERAS=1 on import when it is unset);
     # the training verbs decide it for the user's module in their run step (_choose_keras).
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
     for line in verb.describe(request):
         log.info("%s", line)
-    output_checks.check_outputs(request, args.executor_output_file, verb.outputs)
+    output_checks.check_outputs(request, args.executor_output_file, output_checks.verb_outputs(verb.declaration))
 
     def on_result(result: Any) -> None:
         if request.kfp is not None:
@@ -330,14 +331,15 @@ OWN_MAIN = {"vertex-job": _vertex_job, "export-tflite": _export_tflite}
 RUNS = {
     "train": VerbRun(build_train_request, _describe_train, _run_train, _train_outputs, _train_summary),
     "tune": VerbRun(build_tune_request, _describe_tune, _run_tune, _metadata("tune"),
-                    lambda result: result.summary() if result.is_chief else None),
-    "evaluate": VerbRun(build_evaluate_request, _describe_evaluate, _runs("evaluate"), _metadata("evaluate")),
+                    lambda result: result.summary() if result.is_chief else None, fit_options.TUNE),
+    "evaluate": VerbRun(build_evaluate_request, _describe_evaluate, _runs("evaluate"), _metadata("evaluate"),
+                        declaration=judge_options.EVALUATE),
     "infra-validate": VerbRun(build_infra_validate_request, _describe_infra_validate, _runs("infra_validate"),
-                              _infra_validate_outputs),
+                              _infra_validate_outputs, declaration=judge_options.INFRA_VALIDATE),
     "import-examples": VerbRun(build_import_examples_request, _describe_import_examples, _runs("import_examples"),
-                               _metadata("import_examples"), outputs=output_checks.IMPORT_EXAMPLES_OUTPUTS),
+                               _metadata("import_examples"), declaration=data_options.IMPORT_EXAMPLES),
     "transform": VerbRun(build_transform_request, _describe_transform, _run_transform, _metadata("transform"),
-                         outputs=output_checks.TRANSFORM_OUTPUTS),
+                         declaration=data_options.TRANSFORM),
 }
 
 

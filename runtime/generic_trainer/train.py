@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from generic_trainer.artifacts import model_artifact, outputs, serving_container, storage
+from generic_trainer.artifacts import model_artifact, outputs, publisher, serving_container
 from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
 from generic_trainer.fit import accelerator, inputs, keras_auto, keras_multiworker, user_module
@@ -143,86 +143,61 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
 
     transformed_splits = record_checks.check_first_records(  # TensorFlow is loaded now
         examples.all_files, examples.schema_file, transformed_schema_path=examples.transformed_schema_file)
-
     program = request.program
     module = user_module.import_module(module_path, program.module_file)
     run_fn = user_module.get_function(module, program.run_fn, "--run-fn")
     log.info("user module %s, calling %s", getattr(module, "__file__", program.module_file), program.run_fn)
 
-    final_serving = os.path.join(request.model_dir, outputs.SERVING_DIR)
-    final_eval = os.path.join(request.model_dir, outputs.EVAL_DIR)
     private = os.path.join(scratch, f"{cluster.task_type}-{cluster.task_index}")
-    if cluster.is_chief:
-        # A private staging dir beside the model dir (never inside it); published only after validation.
-        staging_root = storage.staging_dir_for(request.model_dir)
-        model_run_dir = working_dir = request.model_run_dir
-        os.makedirs(request.checkpoint_dir, exist_ok=True)
-    else:
-        # Workers must export too (saving is collective) but into private dirs removed afterwards.
-        staging_root = os.path.join(private, "model")
-        model_run_dir = working_dir = os.path.join(private, "model_run")
-    serving_dir = os.path.join(staging_root, outputs.SERVING_DIR)
-    eval_dir = os.path.join(staging_root, outputs.EVAL_DIR)
-    os.makedirs(model_run_dir, exist_ok=True)
+    staging = publisher.staging_for(request.model_dir, cluster.is_chief, private)
     backup = checkpointing.BackupAndRestore(
         request.checkpoint_dir, strategy=strategy, is_chief=cluster.is_chief, multi_worker=cluster.is_multi_worker,
         private_dir=os.path.join(private, "backup"),
         settings=checkpointing.run_settings(request.train_steps, request.hyperparameters, module_path))
-
-    fn_args = inputs.build_fn_args(
-        request, examples, working_dir=working_dir, strategy=strategy, num_gpus=num_gpus, is_chief=cluster.is_chief,
-        task_type=cluster.task_type, task_index=cluster.task_index, num_workers=max(cluster.num_workers, 1),
-        shard_data=cluster.is_multi_worker, serving_model_dir=serving_dir, eval_model_dir=eval_dir,
-        model_run_dir=model_run_dir, backup_and_restore=backup)
+    fn_args = _fn_args(request, examples, cluster, strategy, num_gpus, staging, private, backup)
     try:
-        returned, record = _call_run_fn(run_fn, fn_args, strategy, request.keras, speed_options(request),
-                                        multi_worker=cluster.is_multi_worker)
-        if returned is not None and not isinstance(returned, dict):
-            raise UserCodeError(f"run_fn returned a {type(returned).__name__}; expected None or a dict of metrics")
-        metrics = outputs.scalar_metrics(record.final_metrics())
-        metrics.update(outputs.scalar_metrics(returned or {}))
-        result = TrainResult(
-            is_chief=cluster.is_chief, model_dir=request.model_dir, serving_model_dir=final_serving,
-            metrics=metrics, model_info={}, strategy=type(strategy).__name__,
-            num_replicas=strategy.num_replicas_in_sync,
-            train_steps=backup.global_step or record.train_steps or request.train_steps,
-            devices=cluster_lib.strategy_devices(strategy),
-        )
+        result = _train(request, run_fn, fn_args, strategy, cluster, staging, backup)
         if not cluster.is_chief:
             log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
             return result
-        result.model_info = outputs.validate_serving_model(serving_dir)
-        model_artifact.stage_extras(staging_root, serving_dir, result, request.tflite,
-                                     _raw_eval_files(request, examples, transformed_splits), examples.schema_file)
-        # Everything else first, the model last: a failure before it publishes nothing.
-        _write_run_outputs(request, result)
-        if before_publish is not None:
-            before_publish(result)
-        outputs.publish(serving_dir, final_serving)
-        model_artifact.publish_extras(staging_root, request.model_dir)
-        if os.path.isdir(eval_dir) and os.listdir(eval_dir):
-            outputs.publish(eval_dir, final_eval)
+        staged = publisher.Staged(tflite_examples=_raw_eval_files(request, examples, transformed_splits),
+                                  schema_file=examples.schema_file)
+        publisher.publish_model(request, staging, result, staged, before_publish)
     finally:
-        shutil.rmtree(staging_root, ignore_errors=True)
+        staging.remove()
     checkpointing.clear(request.checkpoint_dir)  # published: the same command would now start afresh
-    log.info("serving model: %s (signatures %s)", final_serving, ", ".join(result.model_info["signatures"]))
-    model_artifact.raise_tflite_failure(result)
+    publisher.raise_tflite_failure(result)
     return result
 
 
-def _write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
-    """The chief's outputs besides the model: TensorBoard scalars, metrics file, report, log copy."""
-    metrics = result.metrics
-    log.info("final metrics: %s", " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
-    if metrics:
-        outputs.write_tensorboard_scalars(request.model_run_dir, metrics, step=result.train_steps or 0)
-    if request.metrics_file:
-        outputs.write_metrics_file(request.metrics_file, metrics)
-    if request.report_file:
-        from generic_trainer.artifacts import report
+def _fn_args(request: TrainRequest, examples: inputs.ExampleInputs, cluster: cluster_lib.Cluster, strategy,
+             num_gpus: int, staging: publisher.ModelStaging, private: str, backup) -> FnArgs:
+    """FnArgs of this replica: the chief's model_run_dir is the request's; a worker's is private."""
+    model_run_dir = request.model_run_dir if cluster.is_chief else os.path.join(private, "model_run")
+    if cluster.is_chief:
+        os.makedirs(request.checkpoint_dir, exist_ok=True)
+    os.makedirs(model_run_dir, exist_ok=True)
+    return inputs.build_fn_args(
+        request, examples, working_dir=model_run_dir, strategy=strategy, num_gpus=num_gpus, is_chief=cluster.is_chief,
+        task_type=cluster.task_type, task_index=cluster.task_index, num_workers=max(cluster.num_workers, 1),
+        shard_data=cluster.is_multi_worker, serving_model_dir=staging.serving_dir, eval_model_dir=staging.eval_dir,
+        model_run_dir=model_run_dir, backup_and_restore=backup)
 
-        report.write_train_report(request, result)
-    outputs.copy_model_run(request.model_run_dir, request.model_run_copy_dir)
+
+def _train(request: TrainRequest, run_fn, fn_args: FnArgs, strategy, cluster: cluster_lib.Cluster,
+           staging: publisher.ModelStaging, backup) -> TrainResult:
+    """Call run_fn; the result of this replica from what it returned and what `fit` recorded."""
+    returned, record = _call_run_fn(run_fn, fn_args, strategy, request.keras, speed_options(request),
+                                    multi_worker=cluster.is_multi_worker)
+    if returned is not None and not isinstance(returned, dict):
+        raise UserCodeError(f"run_fn returned a {type(returned).__name__}; expected None or a dict of metrics")
+    metrics = outputs.scalar_metrics(record.final_metrics())
+    metrics.update(outputs.scalar_metrics(returned or {}))
+    return TrainResult(
+        is_chief=cluster.is_chief, model_dir=request.model_dir, serving_model_dir=staging.final_serving,
+        metrics=metrics, model_info={}, strategy=type(strategy).__name__, num_replicas=strategy.num_replicas_in_sync,
+        train_steps=backup.global_step or record.train_steps or request.train_steps,
+        devices=cluster_lib.strategy_devices(strategy))
 
 
 def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[str, Any]]:

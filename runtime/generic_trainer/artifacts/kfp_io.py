@@ -14,38 +14,10 @@ from typing import Any
 
 from generic_trainer.artifacts import bounded_parse, files, storage
 from generic_trainer.errors import OutputError, UserInputError
+from generic_trainer.intake.options import ArtifactMaps
 from generic_trainer.intake.request import KfpOutputs
 
 INPUT = "--executor-input"
-
-# Input artifact name -> request key.
-INPUT_ARTIFACTS = {
-    "examples": "examples",
-    "schema": "schema",
-    "transform_graph": "transform_graph",
-    "hyperparameters": "hyperparameters",
-    "base_model": "base_model",
-    "model": "model",
-    "baseline_model": "baseline_model",
-    "model_blessing": "model_blessing",
-}
-# Output artifact name -> request key its local path fills.
-OUTPUT_ARTIFACTS = {
-    "model": "model_dir",
-    "model_run": "model_run_dir",
-    "metrics": None,
-    "report": "report_file",
-    "best_hyperparameters": "best_hyperparameters_dir",
-    "tuner_results": "tuner_results_dir",
-    "blessing": "blessing_dir",
-    "evaluation": "metrics_file",
-    # import-examples and transform
-    "examples": "output",
-    "output_schema": "schema_output",
-    "transform_graph": "transform_graph",
-    "transformed_examples": "transformed_examples",
-}
-
 
 def load(value: str) -> dict[str, Any]:
     """The executor input from a JSON string (what `{{$}}` becomes) or a path to a JSON file."""
@@ -110,8 +82,17 @@ def _flatten_args(prefix: str, args: Any) -> dict[str, Any]:
     return {f"{prefix}_steps": args.get("num_steps"), f"{prefix}_splits": args.get("splits")}
 
 
-def parse(executor_input: Mapping[str, Any], gcs_root: str = "/gcs") -> tuple[dict[str, Any], KfpOutputs]:
-    """Raw request values and the output locations from a KFP executor input."""
+def parse(executor_input: Mapping[str, Any], gcs_root: str = "/gcs",
+          artifacts: ArtifactMaps | None = None) -> tuple[dict[str, Any], KfpOutputs]:
+    """Raw request values and the output locations from a KFP executor input.
+
+    `artifacts`: which raw value each artifact fills, derived from the verb's declaration (the CLI passes
+    the running verb's); by default every component's (intake.declarations.ARTIFACTS).
+    """
+    if artifacts is None:
+        from generic_trainer.intake.declarations import ARTIFACTS
+
+        artifacts = ARTIFACTS
     inputs = _object(executor_input.get("inputs"), "inputs")
     values: dict[str, Any] = {}
     parameters = _object(inputs.get("parameterValues"), "inputs.parameterValues")
@@ -124,28 +105,28 @@ def parse(executor_input: Mapping[str, Any], gcs_root: str = "/gcs") -> tuple[di
             values[name] = value
     for name, entry in _object(inputs.get("artifacts"), "inputs.artifacts").items():
         artifact = _first_artifact(entry, f"inputs.artifacts.{name}")
-        if artifact is not None and name in INPUT_ARTIFACTS:
-            values[INPUT_ARTIFACTS[name]] = artifact["uri"]
+        if artifact is not None and name in artifacts.inputs:
+            values[artifacts.inputs[name]] = artifact["uri"]
     outputs = _object(executor_input.get("outputs"), "outputs", required=True)
-    artifacts: dict[str, dict[str, str]] = {}
+    locations: dict[str, dict[str, str]] = {}
     for name, entry in _object(outputs.get("artifacts"), "outputs.artifacts").items():
         artifact = _first_artifact(entry, f"outputs.artifacts.{name}", required=True)
         path = storage.local_path(artifact["uri"], gcs_root)
-        artifacts[name] = {
+        locations[name] = {
             "name": str(artifact.get("name") or ""),
             "uri": artifact["uri"],
             "path": path,
             "schema_title": str(_object(artifact.get("type"), f"outputs.artifacts.{name}.artifacts[0].type")
                                 .get("schemaTitle") or ""),
         }
-        key = OUTPUT_ARTIFACTS.get(name)
+        key = artifacts.outputs.get(name)
         if key:
             values[key] = path
     output_file = outputs.get("outputFile")
     if not isinstance(output_file, str) or not output_file:
         raise UserInputError(INPUT, "outputs.outputFile must be a non-empty string (the executor output path), "
                                     f"got {output_file!r}")
-    return values, KfpOutputs(output_file=os.path.abspath(output_file), artifacts=artifacts,
+    return values, KfpOutputs(output_file=os.path.abspath(output_file), artifacts=locations,
                               parameters=tuple(_object(outputs.get("parameters"), "outputs.parameters")))
 
 

@@ -54,12 +54,13 @@ IMPORT_EXAMPLES_INPUTS = Group("inputs", (
 
 IMPORT_EXAMPLES_OUTPUTS = Group("outputs", (
     Option("output", help="the Examples directory to create (must not exist, or be empty)", metavar="DIR",
+           output="dir",
            param=output("Dataset",
                         ("Examples in TFX layout: Split-<name>/data_tfrecord-*.gz (gzipped TFRecords of "
                          "tf.Example)\n"
                          "and schema.pbtxt; metadata: split_names, num_examples per split, feature_count."),
                         name="examples")),
-    Option("schema_output", help="also write schema.pbtxt into this directory", metavar="DIR",
+    Option("schema_output", help="also write schema.pbtxt into this directory", metavar="DIR", output="dir",
            param=output("Artifact", "Dir holding schema.pbtxt: the schema given, or the one inferred from the data.",
                         name="output_schema")),
 ))
@@ -99,10 +100,11 @@ TRANSFORM_INPUTS = Group("inputs", (
 
 TRANSFORM_OUTPUTS = Group("outputs", (
     Option("transform_graph", help="the transform graph to create (TFTransformOutput dir)", metavar="DIR",
+           output="dir",
            param=output("Artifact",
                         ("tf.Transform output (transform_fn/, transformed_metadata/, metadata/), the\n"
                          "trainer's transform_graph; metadata: analyze_splits, feature_count, raw_feature_count."))),
-    Option("transformed_examples", help="also write the transformed examples here", metavar="DIR",
+    Option("transformed_examples", help="also write the transformed examples here", metavar="DIR", output="dir",
            param=output("Dataset",
                         ("The transformed examples in TFX layout (Split-<name>/transformed_examples-*.gz);\n"
                          "metadata: split_names, num_examples per split, feature_count."))),

@@ -118,15 +118,16 @@ TRAIN_TASK = Group("Task API", description="train a generic_trainer.Task with th
 
 TRAIN_OUTPUTS = Group("outputs", (
     Option("model_dir", help="model output; serving model at DIR/Format-Serving (default $AIP_MODEL_DIR)",
-           metavar="DIR",
+           metavar="DIR", output="dir", published=True,
            param=output("Model", "The trained model; the serving SavedModel is at <model>/Format-Serving.",
                         name="model")),
     Option("model_run_dir", help="TensorBoard logs and run outputs (default $AIP_TENSORBOARD_LOG_DIR, else DIR/logs)",
-           metavar="DIR",
+           metavar="DIR", output="dir",
            param=output("Artifact", "TensorBoard logs of the run (fn_args.model_run_dir).", name="model_run")),
     Option("checkpoint_dir",
            help=("checkpoints, stable across restarts (default $AIP_CHECKPOINT_DIR, else "
                  "<model-run-dir>/checkpoints); with --run-id, under DIR/<run id>/<task name>"), metavar="DIR",
+           output="dir",
            param=value(str,
                        ("Base dir of the checkpoints (a gs:// URI on Vertex); the run's are under\n"
                         "<checkpoint_dir>/<pipeline run uuid>/<task name>, so a retried task resumes its own and "
@@ -135,8 +136,10 @@ TRAIN_OUTPUTS = Group("outputs", (
                         "artifact."), "")),
     *_run_identity(),
     Option("metrics_file", check=output_file, help="write the final eval metrics here as flat JSON", metavar="FILE",
-           param=output("Metrics", "The final evaluation and training metrics.", name="metrics")),
+           output="file", param=output("Metrics", "The final evaluation and training metrics.", name="metrics",
+                                       fills="")),
     Option("report_file", check=output_file, help="write an HTML report of the run here", metavar="FILE",
+           output="file",
            param=output("HTML", "HTML report of the run: loss and metric curves, resolved inputs, strategy, metrics.",
                         name="report")),
     # Output parameters: what a dsl.importer of google.UnmanagedContainerModel needs (Vertex AI Model Registry).
@@ -258,17 +261,18 @@ TRAIN = Verb(
 TUNE_OUTPUTS = Group("outputs", (
     Option("best_hyperparameters_dir",
            help="where best_hyperparameters.txt goes (keras-tuner HyperParameters config as JSON)", metavar="DIR",
+           output="dir", published=True,
            param=output("Artifact",
                         "Dir holding best_hyperparameters.txt (keras-tuner config JSON), for the trainer.",
                         name="best_hyperparameters")),
     Option("tuner_results_file", help="write every completed trial here, best first (TFX's tuner_results.json)",
-           metavar="FILE",
+           metavar="FILE", output="file",
            param=output("Artifact", "Every trial: tuner_results.json, a list of {trial_id, score, **values}.",
-                        name="tuner_results")),
+                        name="tuner_results", fills="tuner_results_dir")),
     Option("checkpoint_dir",
            help=("checkpoints, stable across restarts (default $AIP_CHECKPOINT_DIR, else "
                  "<best-hyperparameters-dir>.checkpoints); with --run-id, under DIR/<run id>/<task name>"),
-           metavar="DIR",
+           metavar="DIR", output="dir",
            param=value(str,
                        ("Base dir of the search state (keras-tuner's trials); the run's are under\n"
                         "<checkpoint_dir>/<pipeline run uuid>/<task name>, so a retried task resumes its own "
@@ -277,9 +281,10 @@ TUNE_OUTPUTS = Group("outputs", (
                         "best_hyperparameters."), "")),
     *_run_identity(),
     Option("metrics_file", check=output_file,
-           help="write the best score and trial counts here as flat JSON", metavar="FILE",
-           param=output("Metrics", "The best trial's score.", name="metrics")),
+           help="write the best score and trial counts here as flat JSON", metavar="FILE", output="file",
+           param=output("Metrics", "The best trial's score.", name="metrics", fills="")),
     Option("report_file", check=output_file, help="write an HTML report of the run here", metavar="FILE",
+           output="file",
            param=output("HTML", "HTML report of the search: trials table and score per trial.", name="report")),
 ))
 

@@ -59,17 +59,18 @@ EVALUATE_INPUTS = Group("inputs", (
 
 EVALUATE_OUTPUTS = Group("outputs", (
     Option("blessing_dir", help="where BLESSED or NOT_BLESSED goes (the reasons inside)", metavar="DIR",
+           output="dir", published=True,
            param=output("Artifact",
                         "TFX-style blessing dir: BLESSED or NOT_BLESSED (reasons inside); metadata blessed 1|0.",
                         name="blessing")),
     Option("metrics_file", check=output_file,
            help="write the whole evaluation (overall, slices, baseline, thresholds) here as JSON",
-           metavar="FILE",
+           metavar="FILE", output="file",
            param=output("Metrics",
                         ("Overall metrics as scalars (baseline_<name> for the baseline); the file holds "
                          "everything\n"
                          "as JSON (slices, confusion matrix, threshold checks)."), name="evaluation")),
-    Option("report_file", check=output_file, help="write an HTML report here", metavar="FILE",
+    Option("report_file", check=output_file, help="write an HTML report here", metavar="FILE", output="file",
            param=output("HTML", "HTML report: verdict, comparison with the baseline, slices, confusion matrix.",
                         name="report")),
 ))
@@ -140,12 +141,14 @@ INFRA_VALIDATE_SANDBOX = Group("sandbox", (
 
 INFRA_VALIDATE_OUTPUTS = Group("outputs", (
     Option("blessing_dir", help="where INFRA_BLESSED or INFRA_NOT_BLESSED goes", metavar="DIR",
+           output="dir", published=True,
            param=output("Artifact",
                         ("TFX-style blessing dir: INFRA_BLESSED or INFRA_NOT_BLESSED (the reason inside); "
                          "metadata\n"
                          "blessed 1|0, p50/p99 latency."), name="blessing")),
     Option("metrics_file", check=output_file, help="write load time and p50/p99 latency here as JSON", metavar="FILE",
-           param=output("Metrics", "Load time, p50 and p99 latency (ms), requests sent and failed.", name="metrics")),
+           output="file", param=output("Metrics", "Load time, p50 and p99 latency (ms), requests sent and failed.",
+                                       name="metrics", fills="")),
     Option("write_warmup", check=warmup_count,
            help="when INFRA_BLESSED, write N TF Serving warm-up requests (eval examples, one each) into the "
                 "model's assets.extra/tf_serving_warmup_requests (default 0: none; at most 1000)", metavar="N",

@@ -51,6 +51,7 @@ class Param:
     doc: str
     default: Any = REQUIRED
     name: str | None = None  # the component's name for it, when not the option's
+    fills: str | None = None  # an output artifact: the raw value its local path fills ("": none; None: the option's)
 
 
 def value(type_: type, doc: str, default: Any = REQUIRED, name: str | None = None) -> Param:
@@ -63,9 +64,12 @@ def artifact(cls: str, doc: str, default: Any = REQUIRED, name: str | None = Non
     return Param("input", cls, doc, default, name)
 
 
-def output(cls: str, doc: str, name: str | None = None) -> Param:
-    """An output artifact of kfp.dsl class `cls` ("Model", "Artifact", "Metrics", "HTML", "Dataset")."""
-    return Param("output", cls, doc, REQUIRED, name)
+def output(cls: str, doc: str, name: str | None = None, fills: str | None = None) -> Param:
+    """An output artifact of kfp.dsl class `cls` ("Model", "Artifact", "Metrics", "HTML", "Dataset").
+
+    Its local path fills the option's raw value, or `fills` ("": none; the metrics artifact's metadata
+    holds what --metrics-file would)."""
+    return Param("output", cls, doc, REQUIRED, name, fills)
 
 
 def output_value(type_: type, doc: str, name: str | None = None) -> Param:
@@ -92,6 +96,8 @@ class Option:
     param: Param | None = None
     check: Check | None = None
     field: str | None = None  # the request field `check` fills (default: name)
+    output: str | None = None  # an output path of the verb: "dir" or "file" (checked writable before any work)
+    published: bool = False  # an output dir published whole by renaming a staging sibling into place
 
     @property
     def flag(self) -> str:
@@ -134,6 +140,42 @@ class Verb:
     def options(self) -> Iterator[Option]:
         for group in self.groups:
             yield from group.options
+
+
+@dataclasses.dataclass(frozen=True)
+class ArtifactMaps:
+    """What KFP's artifacts fill: input artifact name -> raw key (its URI); output artifact name -> raw key
+    its local path fills (None: none). Derived from the declarations (`artifact_maps`), handed to kfp_io."""
+
+    inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    outputs: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+
+
+def artifact_maps(*verbs: Verb) -> ArtifactMaps:
+    """The artifact maps of `verbs`' components (one verb's, or several that agree on each name)."""
+    inputs: dict[str, str] = {}
+    outputs: dict[str, str | None] = {}
+    for verb in verbs:
+        for o in verb.options():
+            if o.param is not None and o.param.kind == "input":
+                inputs[o.param.name or o.name] = o.name
+            elif o.param is not None and o.param.kind == "output":
+                outputs[o.param.name or o.name] = o.name if o.param.fills is None else (o.param.fills or None)
+    return ArtifactMaps(inputs, outputs)
+
+
+# (request attribute, flag, "dir" | "file") of an output path.
+OutputField = tuple[str, str, str]
+
+
+def output_fields(verb: Verb) -> tuple[OutputField, ...]:
+    """The verb's output paths in declaration order (checked writable before any heavy work)."""
+    return tuple((o.field or o.name, o.flag, o.output) for o in verb.options() if o.output)
+
+
+def published_dirs(verb: Verb) -> tuple[str, ...]:
+    """The request attributes of the verb's output dirs published whole from a staging sibling."""
+    return tuple(o.field or o.name for o in verb.options() if o.output and o.published)
 
 
 def replace(options: tuple[Option, ...], **changes: Mapping[str, Any]) -> tuple[Option, ...]:

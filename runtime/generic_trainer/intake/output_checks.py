@@ -15,6 +15,7 @@ A failure is one UserInputError naming the flag.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from typing import Any
@@ -23,23 +24,29 @@ from generic_trainer.artifacts import files, storage
 from generic_trainer.artifacts.model_artifact import EXTRA_DIRS
 from generic_trainer.artifacts.outputs import EVAL_DIR, SERVING_DIR
 from generic_trainer.errors import UserInputError
+from generic_trainer.intake.options import OutputField, Verb, output_fields, published_dirs
 
-# request attribute -> (flag, "dir" | "file"); the same names in every verb's request.
-OUTPUT_FIELDS = (
-    ("model_dir", "--model-dir", "dir"),
-    ("model_run_dir", "--model-run-dir", "dir"),
-    ("model_run_copy_dir", "--model-run-dir", "dir"),
-    ("checkpoint_dir", "--checkpoint-dir", "dir"),
-    ("best_hyperparameters_dir", "--best-hyperparameters-dir", "dir"),
-    ("blessing_dir", "--blessing-dir", "dir"),
-    ("metrics_file", "--metrics-file", "file"),
-    ("report_file", "--report-file", "file"),
-    ("tuner_results_file", "--tuner-results-file", "file"),
-)
-# The data verbs' outputs (their request attributes differ: transform_graph is an input of train).
-IMPORT_EXAMPLES_OUTPUTS = (("output", "--output", "dir"), ("schema_output", "--schema-output", "dir"))
-TRANSFORM_OUTPUTS = (("transform_graph", "--transform-graph", "dir"),
-                     ("transformed_examples", "--transformed-examples", "dir"))
+
+@dataclasses.dataclass(frozen=True)
+class VerbOutputs:
+    """A verb's output paths, derived from its declaration (`verb_outputs`): (request attribute, flag,
+    "dir" | "file") of each, and those published whole by renaming a staging sibling into place."""
+
+    fields: tuple[OutputField, ...]
+    published: tuple[str, ...] = ()
+
+
+def verb_outputs(verb: Verb) -> VerbOutputs:
+    """The outputs `verb` declares (options with `output`), plus the copy of the logs the runtime keeps beside
+    --model-run-dir when TensorBoard's dir is the platform's (`model_run_copy_dir`)."""
+    fields: list[OutputField] = []
+    for field in output_fields(verb):
+        fields.append(field)
+        if field[0] == "model_run_dir":
+            fields.append(("model_run_copy_dir", field[1], "dir"))
+    return VerbOutputs(tuple(fields), published_dirs(verb))
+
+
 EXECUTOR_OUTPUT_FLAG = "--executor-output-file"
 # Inputs an output must not overlap (request attribute -> flag); those a verb writes are its outputs instead.
 INPUT_FIELDS = (("examples", "--examples"), ("schema", "--schema"), ("transform_graph", "--transform-graph"),
@@ -49,26 +56,26 @@ NESTING = {("model_run_dir", "model_dir"), ("model_run_copy_dir", "model_dir"), 
            ("checkpoint_dir", "model_run_copy_dir")}
 # Dirs an output file may lie in (a metrics file beside the model), but for the parts the runtime replaces whole.
 FILE_HOSTS = {"model_dir": (SERVING_DIR, EVAL_DIR, *EXTRA_DIRS), "model_run_dir": (), "model_run_copy_dir": ()}
-# Output dirs published by renaming a staging sibling into place: their parent must be writable too.
-PUBLISHED_DIRS = ("model_dir", "best_hyperparameters_dir", "blessing_dir")
 
-
-def check_outputs(request: Any, executor_output_file: str | None = None,
-                  fields: tuple[tuple[str, str, str], ...] = OUTPUT_FIELDS) -> None:
+def check_outputs(request: Any, executor_output_file: str | None = None, outputs: VerbOutputs | None = None) -> None:
     """Raise UserInputError for the first output of `request` that cannot be written.
 
-    `fields`: (request attribute, flag, "dir" | "file") of its outputs. A gs:// URI (a Beam runner
+    `outputs`: the verb's (the face passes them; by default train's). A gs:// URI (a Beam runner
     elsewhere writes it) is not checked here.
     """
+    if outputs is None:
+        from generic_trainer.intake.fit_options import TRAIN
+
+        outputs = verb_outputs(TRAIN)
     probed: dict[str, str | None] = {}
     gcs_root = getattr(request, "gcs_root", None)
-    check_overlaps(request, fields)
-    for attr, flag, kind in fields:
+    check_overlaps(request, outputs.fields)
+    for attr, flag, kind in outputs.fields:
         path = getattr(request, attr, None)
         if path and not storage.is_gcs_uri(path):
             check_mounted(flag, path, gcs_root)
             check_writable(flag, path, kind, probed)
-            if attr in PUBLISHED_DIRS:
+            if attr in outputs.published:
                 parent = os.path.dirname(os.path.normpath(os.path.abspath(path)))
                 check_writable(flag, parent, "dir", probed,
                                why=f" (the run stages {os.path.basename(os.path.normpath(path))} beside it, "
@@ -113,7 +120,7 @@ def _allowed(inner: tuple[str, str, str, str], outer: tuple[str, str, str, str])
     return False
 
 
-def check_overlaps(request: Any, fields: tuple[tuple[str, str, str], ...] = OUTPUT_FIELDS) -> None:
+def check_overlaps(request: Any, fields: tuple[OutputField, ...]) -> None:
     """UserInputError when an output lies inside another output or an input, or an input inside an output
     (`--checkpoint-dir` in `--model-dir`, `--model-dir` in `--examples`): publishing one would delete or
     mix into the other. The runtime's own nesting is allowed (`_allowed`); the innermost dir decides

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 
-from generic_trainer.artifacts import model_artifact, outputs, storage
+from generic_trainer.artifacts import outputs, publisher, storage
 from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import TrainerError, UserCodeError, UserInputError
 from generic_trainer.fit import accelerator, user_module
@@ -175,54 +175,52 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, task_cls: type[bas
     task = make_task(task_cls, experiment, request.model_run_dir)
     if cluster.is_chief:
         os.makedirs(request.model_run_dir, exist_ok=True)
-    final_serving = os.path.join(request.model_dir, outputs.SERVING_DIR)
-    staging = storage.staging_dir_for(request.model_dir) if cluster.is_chief else os.path.join(private, "model")
-    serving = os.path.join(staging, outputs.SERVING_DIR)
-    trains = request.task.mode in TRAIN_MODES
+    staging = publisher.staging_for(request.model_dir, cluster.is_chief, private)
     try:
-        result, _ = run_experiment(
-            task, experiment, request.task.mode, request.checkpoint_dir,
-            summary_dir=request.model_run_dir if cluster.is_chief else None, strategy=strategy, export_dir=serving,
-            is_chief=cluster.is_chief, private_dir=private,
-            export_when=lambda r: not _already_finished(request, experiment, r, cluster, final_serving))
-        exported = result.serving_model_dir is not None
-        train_result = TrainResult(
-            is_chief=cluster.is_chief, model_dir=request.model_dir, serving_model_dir=final_serving if trains else "",
-            metrics=outputs.scalar_metrics(result.metrics()), model_info={}, strategy=type(strategy).__name__,
-            num_replicas=strategy.num_replicas_in_sync, train_steps=result.global_step,
-            devices=cluster_lib.strategy_devices(strategy))
-        if cluster.is_chief:
-            if trains:
-                train_result.model_info = outputs.validate_serving_model(serving if exported else final_serving,
-                                                                         what=task_cls.__name__)
-            if exported:
-                model_artifact.stage_extras(staging, serving, train_result, request.tflite,
-                                            *_eval_examples(request))
-            elif trains:  # published by the run that exported it
-                train_result.schemata = model_artifact.published_schemata(request.model_dir)
-            # Everything else first, the model last: a failure before it publishes nothing.
-            _write_run_outputs(request, train_result)
-            if before_publish is not None:
-                before_publish(train_result)
-            if exported:
-                outputs.publish(serving, final_serving)
-                model_artifact.publish_extras(staging, request.model_dir)
-                log.info("serving model: %s (signatures %s)", final_serving,
-                         ", ".join(train_result.model_info["signatures"]))
-        if cluster.is_multi_worker and not cluster.is_chief:
-            barrier(strategy)  # the chief has published; now every worker may exit
-        elif cluster.is_multi_worker:
-            try:
-                barrier(strategy)
-            except Exception as e:  # the model is published: a worker lost now does not fail the run
-                log.warning("a worker did not reach the end of the run after the model was published: %s", e)
+        train_result = _run_and_publish(request, cluster, task, experiment, strategy, staging, private,
+                                         before_publish)
+        _end_together(cluster, strategy)
     finally:
         WATCHER.uninstall()
-        shutil.rmtree(staging, ignore_errors=True)
+        staging.remove()
     if not cluster.is_chief:
         log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
-    model_artifact.raise_tflite_failure(train_result)
+    publisher.raise_tflite_failure(train_result)
     return train_result
+
+
+def _run_and_publish(request: TrainRequest, cluster: cluster_lib.Cluster, task: base.Task,
+                     experiment: config.ExperimentConfig, strategy, staging: publisher.ModelStaging, private: str,
+                     before_publish: Callable[[TrainResult], None] | None) -> TrainResult:
+    """Run the mode; on the chief, hand what it exported to the publisher."""
+    trains = request.task.mode in TRAIN_MODES
+    result, _ = run_experiment(
+        task, experiment, request.task.mode, request.checkpoint_dir,
+        summary_dir=request.model_run_dir if cluster.is_chief else None, strategy=strategy,
+        export_dir=staging.serving_dir, is_chief=cluster.is_chief, private_dir=private,
+        export_when=lambda r: not _already_finished(request, experiment, r, cluster, staging.final_serving))
+    train_result = TrainResult(
+        is_chief=cluster.is_chief, model_dir=request.model_dir,
+        serving_model_dir=staging.final_serving if trains else "",
+        metrics=outputs.scalar_metrics(result.metrics()), model_info={}, strategy=type(strategy).__name__,
+        num_replicas=strategy.num_replicas_in_sync, train_steps=result.global_step,
+        devices=cluster_lib.strategy_devices(strategy))
+    if cluster.is_chief:
+        staged = publisher.Staged(result.serving_model_dir is not None, trains, type(task).__name__,
+                                  *_eval_examples(request))
+        publisher.publish_model(request, staging, train_result, staged, before_publish)
+    return train_result
+
+
+def _end_together(cluster: cluster_lib.Cluster, strategy) -> None:
+    """Several workers: wait for each other at the end (the chief has published by then)."""
+    if cluster.is_multi_worker and not cluster.is_chief:
+        barrier(strategy)  # the chief has published; now every worker may exit
+    elif cluster.is_multi_worker:
+        try:
+            barrier(strategy)
+        except Exception as e:  # the model is published: a worker lost now does not fail the run
+            log.warning("a worker did not reach the end of the run after the model was published: %s", e)
 
 
 def _eval_examples(request: TrainRequest) -> tuple[list[str], str | None]:
@@ -232,22 +230,6 @@ def _eval_examples(request: TrainRequest) -> tuple[list[str], str | None]:
     from generic_trainer.records import example_files
 
     return example_files.split_file_patterns(request.examples, request.eval_splits), resolve_schema_file(request.schema)
-
-
-def _write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
-    """The chief's outputs besides the model: TensorBoard scalars, metrics file, report, log copy."""
-    metrics = result.metrics
-    log.info("final metrics (step %d): %s", result.train_steps,
-             " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
-    if metrics:
-        outputs.write_tensorboard_scalars(request.model_run_dir, metrics, step=result.train_steps)
-    if request.metrics_file:
-        outputs.write_metrics_file(request.metrics_file, metrics)
-    if request.report_file:
-        from generic_trainer.artifacts import report
-
-        report.write_train_report(request, result)
-    outputs.copy_model_run(request.model_run_dir, request.model_run_copy_dir)
 
 
 def _use_gpus(requested: int, visible: int) -> int:

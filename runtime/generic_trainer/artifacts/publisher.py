@@ -1,0 +1,113 @@
+"""Staging and publishing a trained model: the one path every training run (run_fn or Task) hands its outputs to.
+
+A replica stages its model into a `ModelStaging`: the chief into a private sibling of the model dir
+(never inside it), a worker into a private dir of its own (saving is collective, so workers export
+too; what they write is removed). On the chief only, `publish_model` then, in this order:
+validates the serving model, stages the extras (predictSchemata, TFLite), writes the run outputs
+(TensorBoard scalars, metrics file, report, log copy), calls `before_publish(result)` (the CLI writes
+KFP's executor output there), and publishes the model last, whole (`Format-Serving`, its extras,
+`Format-Eval`): a failure at any step before publishes nothing. A TFLite export that failed ends the
+run with `raise_tflite_failure` once the model is published.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from generic_trainer.artifacts import model_artifact, outputs, storage
+
+if TYPE_CHECKING:
+    from generic_trainer.artifacts.results import TrainResult
+    from generic_trainer.intake.fit_request import TrainRequest
+
+log = logging.getLogger(__name__)
+
+raise_tflite_failure = model_artifact.raise_tflite_failure
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelStaging:
+    """Where one replica stages its model (`root`) and where the chief publishes it (`model_dir`)."""
+
+    model_dir: str
+    root: str
+
+    @property
+    def serving_dir(self) -> str:
+        return os.path.join(self.root, outputs.SERVING_DIR)
+
+    @property
+    def eval_dir(self) -> str:
+        return os.path.join(self.root, outputs.EVAL_DIR)
+
+    @property
+    def final_serving(self) -> str:
+        return os.path.join(self.model_dir, outputs.SERVING_DIR)
+
+    def remove(self) -> None:
+        """Remove what is left of the staging dir (everything, once published or on failure)."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def staging_for(model_dir: str, is_chief: bool, private_dir: str) -> ModelStaging:
+    """The chief's staging dir beside `model_dir`; a worker's inside its `private_dir` (removed afterwards)."""
+    root = storage.staging_dir_for(model_dir) if is_chief else os.path.join(private_dir, "model")
+    return ModelStaging(model_dir, root)
+
+
+@dataclasses.dataclass(frozen=True)
+class Staged:
+    """What a run staged: whether it exported a serving model into the staging dir (a Task run that finds
+    its model already published exports none), whether the run trains, what wrote the model (for
+    errors), and the eval examples and schema a TFLite export is checked on."""
+
+    exported: bool = True
+    trains: bool = True
+    what: str = "run_fn"
+    tflite_examples: Sequence[str] = ()
+    schema_file: str | None = None
+
+
+def publish_model(request: TrainRequest, staging: ModelStaging, result: TrainResult, staged: Staged,
+                  before_publish: Callable[[TrainResult], None] | None = None) -> None:
+    """Chief only: validate, stage the extras, write the run outputs, `before_publish`, publish the model last."""
+    if staged.trains:
+        result.model_info = outputs.validate_serving_model(
+            staging.serving_dir if staged.exported else staging.final_serving, what=staged.what)
+    if staged.exported:
+        model_artifact.stage_extras(staging.root, staging.serving_dir, result, request.tflite,
+                                    staged.tflite_examples, staged.schema_file)
+    elif staged.trains:  # published by the run that exported it
+        result.schemata = model_artifact.published_schemata(request.model_dir)
+    # Everything else first, the model last: a failure before it publishes nothing.
+    write_run_outputs(request, result)
+    if before_publish is not None:
+        before_publish(result)
+    if not staged.exported:
+        return
+    outputs.publish(staging.serving_dir, staging.final_serving)
+    model_artifact.publish_extras(staging.root, request.model_dir)
+    if os.path.isdir(staging.eval_dir) and os.listdir(staging.eval_dir):
+        outputs.publish(staging.eval_dir, os.path.join(request.model_dir, outputs.EVAL_DIR))
+    log.info("serving model: %s (signatures %s)", staging.final_serving, ", ".join(result.model_info["signatures"]))
+
+
+def write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
+    """The chief's outputs besides the model: TensorBoard scalars, metrics file, report, log copy."""
+    metrics = result.metrics
+    step = f" (step {result.train_steps})" if request.task else ""
+    log.info("final metrics%s: %s", step, " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
+    if metrics:
+        outputs.write_tensorboard_scalars(request.model_run_dir, metrics, step=result.train_steps or 0)
+    if request.metrics_file:
+        outputs.write_metrics_file(request.metrics_file, metrics)
+    if request.report_file:
+        from generic_trainer.artifacts import report
+
+        report.write_train_report(request, result)
+    outputs.copy_model_run(request.model_run_dir, request.model_run_copy_dir)

@@ -1,0 +1,15 @@
+"""Every verb's declaration with a KFP component, in `--help` order, and what is derived from all of them.
+
+The face (cli.py) hands each verb's own derived parts down (its artifact maps to kfp_io, its outputs
+to output_checks); `ARTIFACTS` is the union, for a caller that parses an executor input of any verb.
+"""
+
+from __future__ import annotations
+
+from generic_trainer.intake import data_options, fit_options, judge_options
+from generic_trainer.intake.options import ArtifactMaps, Verb, artifact_maps
+
+DECLARATIONS: tuple[Verb, ...] = (fit_options.TRAIN, fit_options.TUNE, judge_options.EVALUATE,
+                                  judge_options.INFRA_VALIDATE, data_options.IMPORT_EXAMPLES, data_options.TRANSFORM)
+# The artifact maps of every component (the verbs agree on each artifact name they share).
+ARTIFACTS: ArtifactMaps = artifact_maps(*DECLARATIONS)
