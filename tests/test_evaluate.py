@@ -112,6 +112,22 @@ def test_eval_config_travels_to_the_sandbox_exactly():
     assert config_from_json(json.loads(json.dumps(plain.to_json()))) == plain
 
 
+def test_the_request_travels_to_the_sandbox_whole(tmp_path):
+    """The sandbox's spec is the request's to_json: from_json gives the same request back (but `kfp`)."""
+    import dataclasses
+
+    from generic_trainer.intake.judge_request import EvaluateRequest
+
+    config = parse_eval_config({"label_key": "y", "slices": [["x"]], "thresholds": {"accuracy": {"lower_bound": 0.5}}})
+    request = EvaluateRequest(model=str(tmp_path / "m"), examples=str(tmp_path / "e"), eval_config=config,
+                              blessing_dir=str(tmp_path / "b"), baseline_model=str(tmp_path / "base"),
+                              eval_splits=("eval", "test"), batch_size=7, memory_limit=None, timeout=12.5)
+    back = EvaluateRequest.from_json(json.loads(json.dumps(request.to_json())))
+    assert back == request and isinstance(back.eval_splits, tuple) and back.eval_config == config
+    assert "kfp" not in request.to_json()
+    assert EvaluateRequest.from_json(dataclasses.replace(request, schema="s").to_json()).schema == "s"
+
+
 # --------------------------------------------------------------------------------------------
 # Metrics and thresholds, by hand
 # --------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ through the /gcs mount (configurable root), executor output from the chief only.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import sys
@@ -430,7 +431,7 @@ def test_non_chief_replica_never_writes_the_executor_output(tmp_path, monkeypatc
                            serving_model_dir="", metrics={}, model_info={}, strategy="MultiWorkerMirrored",
                            num_replicas=2, train_steps=1)
 
-    monkeypatch.setattr(train, "run", worker_run)
+    monkeypatch.setitem(cli.VERBS, "train", dataclasses.replace(train.VERB, run=worker_run))
     monkeypatch.setenv("CLUSTER_SPEC", json.dumps(spec))
     monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")  # the CLI sets it; restore it afterwards
     output_file = tmp_path / "executor_output.json"

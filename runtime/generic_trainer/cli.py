@@ -4,45 +4,29 @@ Parses flags (or KFP's executor input) into one request, sets what must be decid
 TensorFlow is imported (which Keras `tf.keras` means), runs the verb, and turns errors into
 one clear message and an exit code. `--help` and argument errors never import TensorFlow.
 
-The flags are not written here: each verb's are generated from its declaration (DECLARATIONS; see
-options.py for how to add one). Every verb runs through `run_verb` (request -> log -> outputs
-checked writable -> run -> executor output -> print); `RUNS` says what differs per verb.
+The flags are not written here: each verb's are generated from its declaration (see options.py for
+how to add one). Every verb module exports its `VerbContract` (intake/contract.py: declaration,
+build, describe, run, KFP outputs, summary); `run_verb` runs each in the one order written there.
+Importing the verb modules is light: TensorFlow, TFT, Beam and the cloud libraries load inside them.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import importlib
 import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from generic_trainer import evaluate, import_examples, infra_validate, train, transform, tune
 from generic_trainer.errors import TrainerError
-from generic_trainer.intake import data_options, fit_options, judge_options, options, output_checks
+from generic_trainer.intake import options, output_checks
 from generic_trainer.intake.common_options import EPILOG
-from generic_trainer.intake.data_request import (
-    ImportExamplesRequest,
-    TransformRequest,
-    build_import_examples_request,
-    build_transform_request,
-)
-from generic_trainer.intake.fit_request import TrainRequest, TuneRequest, build_train_request, build_tune_request
-from generic_trainer.intake.judge_request import (
-    EvaluateRequest,
-    InfraValidateRequest,
-    build_evaluate_request,
-    build_infra_validate_request,
-)
-from generic_trainer.intake.request import gcs_root
+from generic_trainer.intake.contract import RequestT, ResultT, VerbContract
+from generic_trainer.intake.request import KfpOutputs, gcs_root
 
 log = logging.getLogger("generic_trainer")
-# Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
-DECLARATIONS = (fit_options.TRAIN, fit_options.TUNE, judge_options.EVALUATE, judge_options.INFRA_VALIDATE,
-                data_options.IMPORT_EXAMPLES, data_options.TRANSFORM)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "or a Vertex AI custom job.", epilog=EPILOG)
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
-    for verb in DECLARATIONS:
-        options.add_parser(sub, verb, EPILOG)
+    for verb in VERBS.values():
+        options.add_parser(sub, verb.declaration, EPILOG)
     from generic_trainer import vertex  # light: google-cloud-aiplatform loads only when a job is built
 
     vertex.add_parser(sub)
@@ -120,7 +104,7 @@ def _choose_keras(keras: str | None) -> None:
     os.environ["TF_USE_LEGACY_KERAS"] = "1" if keras == "tf_keras" else "0"
 
 
-def _raw_values(args: argparse.Namespace, declaration: options.Verb) -> tuple[dict, object]:
+def _raw_values(args: argparse.Namespace, declaration: options.Verb) -> tuple[dict[str, object], KfpOutputs | None]:
     """Flag values, overlaid by the executor input's when running under KFP."""
     from generic_trainer.artifacts import kfp_io
 
@@ -133,184 +117,34 @@ def _raw_values(args: argparse.Namespace, declaration: options.Verb) -> tuple[di
     return values, kfp
 
 
-# (metadata of each output artifact, output parameter values or None), for kfp_io.write_executor_output
-KfpOutputValues = tuple[dict[str, Any], dict[str, Any] | None]
-
-
-@dataclasses.dataclass(frozen=True)
-class VerbRun:
-    """How the CLI runs one verb; `run_verb` does the steps every verb shares, in the same order.
-
-    build(values, kfp=) -> request; describe(request) -> the log lines saying what will run;
-    run(request, on_result) -> result, calling on_result(result) once the result is known and before
-    the verb publishes its main output (the executor output is written there); kfp_outputs(request,
-    result) -> (artifact metadata, output parameter values), under KFP only; summary(result) -> what is
-    printed (None: nothing, e.g. on a worker replica); outputs: the request's outputs checked writable.
-    """
-
-    build: Callable[..., Any]
-    describe: Callable[[Any], list[str]]
-    run: Callable[[Any, Callable[[Any], None]], Any]
-    kfp_outputs: Callable[[Any, Any], KfpOutputValues]
-    summary: Callable[[Any], dict[str, Any] | None] = lambda result: result.summary()
-    declaration: options.Verb = fit_options.TRAIN  # its outputs and KFP artifacts are derived from it
-
-
-def run_verb(args: argparse.Namespace, verb: VerbRun) -> int:
-    """request -> log -> check the outputs are writable (before TensorFlow) -> run -> executor output -> print."""
+def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) -> int:
+    """The one order of every verb (contract.py): request -> log -> outputs checked writable (before
+    TensorFlow) -> run, the executor output written in `before_publish` -> print the summary."""
     from generic_trainer.artifacts import kfp_io
 
     if args.executor_output_file:  # absolute now: user code may change the working directory
         args.executor_output_file = os.path.abspath(args.executor_output_file)
     values, kfp = _raw_values(args, verb.declaration)
-    request = verb.build(values, kfp=kfp)
-    # Keras 3 unless asked (tensorflow-transform would set TF_USE_LEGACY_KERAS=1 on import when it is unset);
-    # the training verbs decide it for the user's module in their run step (_choose_keras).
+    request = verb.build(values, os.environ, kfp)
+    # Decided before TensorFlow loads: Keras 3 unless the verb or the environment says otherwise
+    # (tensorflow-transform would set TF_USE_LEGACY_KERAS=1 on import when it is unset).
+    if verb.keras is not None:
+        _choose_keras(verb.keras(request))
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
     for line in verb.describe(request):
         log.info("%s", line)
     output_checks.check_outputs(request, args.executor_output_file, output_checks.verb_outputs(verb.declaration))
 
-    def on_result(result: Any) -> None:
-        if request.kfp is not None:
+    def before_publish(result: ResultT) -> None:
+        if kfp is not None:
             metadata, parameter_values = verb.kfp_outputs(request, result)
-            kfp_io.write_executor_output(request.kfp, metadata, parameter_values=parameter_values,
+            kfp_io.write_executor_output(kfp, metadata, parameter_values=parameter_values,
                                          output_file=args.executor_output_file)
 
-    summary = verb.summary(verb.run(request, on_result))
+    summary = verb.summary(verb.run(request, before_publish))
     if summary is not None:
         print(json.dumps(summary, indent=2))
     return 0
-
-
-def _describe_train(r: TrainRequest) -> list[str]:
-    t = r.task
-    module, run_fn = (r.program.module_file, r.program.run_fn) if not t else ("", "run_fn")
-    lines = [f"train request: examples={r.examples} module={module} run_fn={run_fn} model_dir={r.model_dir} "
-             f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} train_steps={r.train_steps} "
-             f"eval_steps={r.eval_steps} strategy={r.strategy} keras={r.keras} "
-             f"custom_config={json.dumps(r.redacted_custom_config())}",
-             f"tf.keras is {'Keras 2 (tf_keras)' if r.keras == 'tf_keras' else 'Keras 3'}: {r.keras_reason}"]
-    if t:
-        from generic_trainer.artifacts.redaction import redact
-        from generic_trainer.task.config import parse_params_override
-
-        config = f"({len(t.config)} chars)" if t.config else None
-        override = json.dumps(redact(parse_params_override(t.params_override))) if t.params_override else None
-        lines.append(f"task request: task={t.task} experiment={t.experiment} mode={t.mode} "
-                     f"config_files={list(t.config_files)} config={config} params_override={override}")
-    return lines
-
-
-def _run_train(request: TrainRequest, on_result: Callable[[Any], None]) -> Any:
-    _choose_keras(request.keras)
-    from generic_trainer import train
-
-    return train.run(request, before_publish=on_result)  # the executor output, before the model is published
-
-
-def _train_outputs(request: TrainRequest, result: Any) -> KfpOutputValues:
-    from generic_trainer import train
-
-    return train.kfp_metadata(request, result), train.kfp_parameters(request, result)
-
-
-def _train_summary(result: Any) -> dict[str, Any] | None:
-    return {"serving_model_dir": result.serving_model_dir, "metrics": result.metrics} if result.is_chief else None
-
-
-_OWN_MAX_TRIALS = "tuner_fn's"
-
-
-def _describe_tune(r: TuneRequest) -> list[str]:
-    return [f"tune request: examples={r.examples} module={r.module_file} tuner_fn={r.tuner_fn} "
-            f"best_hyperparameters_dir={r.best_hyperparameters_dir} checkpoint_dir={r.checkpoint_dir} "
-            f"train_steps={r.train_steps} eval_steps={r.eval_steps} "
-            f"max_trials={r.max_trials or _OWN_MAX_TRIALS} "
-            f"worker_timeout={r.worker_timeout:g}s custom_config={json.dumps(r.redacted_custom_config())}",
-            "tf.keras is Keras 3: keras-tuner searches Keras 3 models"]
-
-
-def _run_tune(request: TuneRequest, on_result: Callable[[Any], None]) -> Any:
-    _choose_keras("keras3")
-    from generic_trainer import tune
-
-    return tune.run(request, before_publish=on_result)  # the executor output before best_hyperparameters
-
-
-def _runs(verb_module: str) -> Callable[[Any, Callable[[Any], None]], Any]:
-    """The run step of a verb whose module's run(request) returns its result (imported when the verb runs)."""
-
-    def run(request: Any, on_result: Callable[[Any], None]) -> Any:
-        result = importlib.import_module(f"generic_trainer.{verb_module}").run(request)
-        on_result(result)
-        return result
-
-    return run
-
-
-def _metadata(verb_module: str) -> Callable[[Any, Any], KfpOutputValues]:
-    """The executor output of a verb whose outputs are its module's kfp_metadata and no output parameters."""
-
-    def outputs(request: Any, result: Any) -> KfpOutputValues:
-        return importlib.import_module(f"generic_trainer.{verb_module}").kfp_metadata(request, result), None
-
-    return outputs
-
-
-def _describe_evaluate(r: EvaluateRequest) -> list[str]:
-    return [f"evaluate request: model={r.model} baseline_model={r.baseline_model} examples={r.examples} "
-            f"splits={','.join(r.eval_splits)} schema={r.schema} blessing_dir={r.blessing_dir} "
-            f"eval_config={json.dumps(r.eval_config.to_json())} timeout={r.timeout:g}s "
-            f"memory_limit={r.memory_limit or 'none'}"]
-
-
-
-
-
-
-def _describe_infra_validate(r: InfraValidateRequest) -> list[str]:
-    return [f"infra-validate request: model={r.model} examples={r.examples} splits={','.join(r.eval_splits)} "
-            f"model_blessing={r.model_blessing} blessing_dir={r.blessing_dir} "
-            f"requests={r.num_requests:d} x {r.batch_size:d} examples timeout={r.timeout:g}s "
-            f"memory_limit={r.memory_limit or 'none'} schema={r.schema} write_warmup={r.write_warmup:d}"]
-
-
-
-
-def _infra_validate_outputs(request: InfraValidateRequest, result: Any) -> KfpOutputValues:
-    from generic_trainer import infra_validate
-
-    blessed = {"blessed": result.blessed} if "blessed" in request.kfp.parameters else None  # for dsl.If
-    return infra_validate.kfp_metadata(request, result), blessed
-
-
-def _describe_import_examples(r: ImportExamplesRequest) -> list[str]:
-    return [f"import-examples request: input={r.input_pattern} input_splits={dict(r.input_splits) or None} "
-            f"format={r.format} schema={r.schema} output={r.output} beam_args={list(r.beam_args)}"]
-
-
-
-
-
-
-def _describe_transform(r: TransformRequest) -> list[str]:
-    return [f"transform request: examples={r.examples} schema={r.schema} module={r.module_file} "
-            f"preprocessing_fn={r.preprocessing_fn} analyze_splits={','.join(r.analyze_splits)} "
-            f"transform_splits={','.join(r.transform_splits)} transform_graph={r.transform_graph} "
-            f"transformed_examples={r.transformed_examples} beam_args={list(r.beam_args)}"]
-
-
-def _run_transform(request: TransformRequest, on_result: Callable[[Any], None]) -> Any:
-    # tensorflow-transform sets TF_USE_LEGACY_KERAS=1 on import when it is unset; keep Keras 3 unless asked.
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
-    from generic_trainer import transform
-
-    result = transform.run(request)
-    on_result(result)
-    return result
-
-
 
 
 def _vertex_job(args: argparse.Namespace) -> int:
@@ -328,19 +162,11 @@ def _export_tflite(args: argparse.Namespace) -> int:
 # Verbs that declare their own flags in their module and have no KFP component of their own.
 OWN_MAIN = {"vertex-job": _vertex_job, "export-tflite": _export_tflite}
 
-RUNS = {
-    "train": VerbRun(build_train_request, _describe_train, _run_train, _train_outputs, _train_summary),
-    "tune": VerbRun(build_tune_request, _describe_tune, _run_tune, _metadata("tune"),
-                    lambda result: result.summary() if result.is_chief else None, fit_options.TUNE),
-    "evaluate": VerbRun(build_evaluate_request, _describe_evaluate, _runs("evaluate"), _metadata("evaluate"),
-                        declaration=judge_options.EVALUATE),
-    "infra-validate": VerbRun(build_infra_validate_request, _describe_infra_validate, _runs("infra_validate"),
-                              _infra_validate_outputs, declaration=judge_options.INFRA_VALIDATE),
-    "import-examples": VerbRun(build_import_examples_request, _describe_import_examples, _runs("import_examples"),
-                               _metadata("import_examples"), declaration=data_options.IMPORT_EXAMPLES),
-    "transform": VerbRun(build_transform_request, _describe_transform, _run_transform, _metadata("transform"),
-                         declaration=data_options.TRANSFORM),
-}
+# The verbs with a KFP component, in `--help` order: each module's VerbContract (contract.py).
+VERBS = {verb.name: verb for verb in (train.VERB, tune.VERB, evaluate.VERB, infra_validate.VERB,
+                                      import_examples.VERB, transform.VERB)}
+# Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
+DECLARATIONS = tuple(verb.declaration for verb in VERBS.values())
 
 
 def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> int:
@@ -354,7 +180,7 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     ending = argv is None if end_process is None else end_process
     try:
-        code = OWN_MAIN[args.verb](args) if args.verb in OWN_MAIN else run_verb(args, RUNS[args.verb])
+        code = OWN_MAIN[args.verb](args) if args.verb in OWN_MAIN else run_verb(args, VERBS[args.verb])
     except TrainerError as e:
         log.error("%s failed: %s", args.verb, e)
         code = e.exit_code
@@ -390,7 +216,7 @@ def end_without_stray_threads(code: int) -> None:
         log.warning("%d thread(s) still running after the run ended, not waited for: %s; ending the process "
                     "with exit code %d (threads a module starts should be daemon threads, or joined before "
                     "run_fn returns)", len(stray), ", ".join(repr(t.name) for t in stray), code)
-    if stray or process_exit.safe_to_skip_teardown():
+    if stray or process_exit.safe_to_skip_teardown(os.environ):
         process_exit.end(code)
 
 if __name__ == "__main__":

@@ -30,14 +30,20 @@ import json
 import logging
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from generic_trainer.artifacts import files, storage
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake.judge_request import EvaluateRequest
-from generic_trainer.judge import eval_batch, eval_metrics, eval_thresholds
+from generic_trainer.intake import judge_options
+from generic_trainer.intake.contract import VerbContract
+from generic_trainer.intake.judge_request import EvaluateRequest, build_evaluate_request
+from generic_trainer.judge import eval_batch, eval_thresholds
 from generic_trainer.judge.blessing import write_blessing
 from generic_trainer.judge.eval_config import EvalConfig
+
+if TYPE_CHECKING:  # numpy loads only when the evaluation runs (in the sandbox)
+    from generic_trainer.judge import eval_metrics
 from generic_trainer.judge.signature_feed import ServingModel
 from generic_trainer.records import example_files, schemas
 
@@ -118,12 +124,14 @@ def _dataset(request: EvaluateRequest) -> Any:
     return records.batch(request.batch_size).prefetch(2)
 
 
-def run(request: EvaluateRequest) -> EvaluateResult:
+def run(request: EvaluateRequest,
+        before_publish: Callable[[EvaluateResult], None] | None = None) -> EvaluateResult:
     """Evaluate the model (and baseline) in the sandbox, apply the thresholds, write the blessing, metrics and report.
 
     The models are served in a sandboxed child process (sandbox.py: CPU, an address-space limit, a limit on
     the time without progress): a model that hangs or runs out of memory is NOT_BLESSED with the reason.
     Input errors found there (a wrong label key, a signature that does not take tf.Examples) are raised here.
+    `before_publish(result)` runs once the metrics file and report are written, before the blessing.
     """
     started = time.monotonic()
     if request.schema:
@@ -133,7 +141,7 @@ def run(request: EvaluateRequest) -> EvaluateResult:
     for row in result.thresholds:
         log.info("threshold %s: %s", {True: "passed", False: "FAILED", None: "skipped"}[row["passed"]], row["message"])
     log.info("%s", "BLESSED" if result.blessed else "NOT_BLESSED: " + "; ".join(result.reasons))
-    write_outputs(request, result)
+    write_outputs(request, result, before_publish)
     return result
 
 
@@ -155,12 +163,8 @@ def _compute_in_sandbox(request: EvaluateRequest) -> EvaluateResult:
     work = tempfile.mkdtemp(prefix="evaluate-")
     try:
         spec_path, result_path = os.path.join(work, "spec.json"), os.path.join(work, "result.json")
-        spec = {"model": request.model, "baseline_model": request.baseline_model, "examples": request.examples,
-                "eval_splits": list(request.eval_splits), "batch_size": request.batch_size,
-                "eval_config": request.eval_config.to_json(), "gcs_root": request.gcs_root,
-                "schema": request.schema}
         with open(spec_path, "w", encoding="utf-8") as f:
-            json.dump(spec, f)
+            json.dump(request.to_json(), f)
         outcome = sandbox.run("generic_trainer.judge.sandbox", [f"{__name__}:compute_spec", spec_path, result_path],
                               limits, work, "evaluation process", echo=True)
         child: dict[str, Any] = {}
@@ -196,13 +200,8 @@ def config_from_json(value: dict[str, Any]) -> EvalConfig:
 
 def compute_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """In the sandbox (`python -m generic_trainer.judge.sandbox generic_trainer.evaluate:compute_spec ...`): the
-    evaluation of the spec `_compute_in_sandbox` wrote, as JSON."""
-    request = EvaluateRequest(model=spec["model"], examples=spec["examples"],
-                              eval_config=config_from_json(spec["eval_config"]), blessing_dir="",
-                              baseline_model=spec["baseline_model"], eval_splits=tuple(spec["eval_splits"]),
-                              batch_size=spec["batch_size"], gcs_root=spec["gcs_root"],
-                              schema=spec.get("schema"))
-    return dataclasses.asdict(compute(request))
+    evaluation of the request `_compute_in_sandbox` wrote (EvaluateRequest.to_json), as JSON."""
+    return dataclasses.asdict(compute(EvaluateRequest.from_json(spec)))
 
 
 def _load_models(request: EvaluateRequest) -> tuple[ServingModel, ServingModel | None, str, str | None]:
@@ -242,7 +241,7 @@ def _problem(config: EvalConfig, raw: dict[str, Any], labels_float: Any) -> tupl
 
 def compute(request: EvaluateRequest) -> EvaluateResult:
     """Serve the eval split to the model (and baseline) and compute the metrics and verdict (no outputs written)."""
-    from generic_trainer.judge import sandbox
+    from generic_trainer.judge import eval_metrics, sandbox
 
     started = time.monotonic()
     config = request.eval_config
@@ -301,6 +300,8 @@ def compute(request: EvaluateRequest) -> EvaluateResult:
 
 
 def _sliced_evaluation(config: EvalConfig, problem: str, num_classes: int) -> eval_metrics.SlicedEvaluation:
+    from generic_trainer.judge import eval_metrics
+
     make_custom = None
     if config.custom_metrics:
         import functools
@@ -313,6 +314,8 @@ def _sliced_evaluation(config: EvalConfig, problem: str, num_classes: int) -> ev
 
 def _result(request: EvaluateRequest, problem: str, key: str,
             evals: dict[str, eval_metrics.SlicedEvaluation]) -> EvaluateResult:
+    from generic_trainer.judge import eval_metrics
+
     config = request.eval_config
     names = config.metrics_for(problem)
     model, baseline = evals["model"], evals.get("baseline")
@@ -343,8 +346,10 @@ def _result(request: EvaluateRequest, problem: str, key: str,
         confidence_intervals=model.overall.intervals(names, config.ci_level))
 
 
-def write_outputs(request: EvaluateRequest, result: EvaluateResult) -> None:
-    """The metrics file, the report, then the blessing (last: a blessing means everything else is written)."""
+def write_outputs(request: EvaluateRequest, result: EvaluateResult,
+                  before_publish: Callable[[EvaluateResult], None] | None = None) -> None:
+    """The metrics file, the report, `before_publish`, then the blessing (last: a blessing means everything else
+    is written)."""
     if request.metrics_file:
         text = files.dumps_strict(result.to_json(request), "evaluation value", indent=2) + "\n"
         storage.write_file_atomic(request.metrics_file, text)
@@ -355,6 +360,8 @@ def write_outputs(request: EvaluateRequest, result: EvaluateResult) -> None:
 
         report.write(request.report_file, eval_report.render(request, result))
         log.info("report: %s", request.report_file)
+    if before_publish is not None:
+        before_publish(result)
     write_blessing(request.blessing_dir, result.blessed, result.reasons)
 
 
@@ -366,3 +373,16 @@ def kfp_metadata(request: EvaluateRequest, result: EvaluateResult) -> dict[str, 
     blessing = {"blessed": int(result.blessed), "current_model": request.model,
                 "baseline_model": request.baseline_model or "", "reasons": "; ".join(result.reasons)}
     return {"evaluation": scalars, "blessing": blessing, "report": {"blessed": int(result.blessed)}}
+
+
+def describe(r: EvaluateRequest) -> list[str]:
+    """The log lines saying what this evaluation will do."""
+    return [f"evaluate request: model={r.model} baseline_model={r.baseline_model} examples={r.examples} "
+            f"splits={','.join(r.eval_splits)} schema={r.schema} blessing_dir={r.blessing_dir} "
+            f"eval_config={json.dumps(r.eval_config.to_json())} timeout={r.timeout:g}s "
+            f"memory_limit={r.memory_limit or 'none'}"]
+
+
+VERB: VerbContract[EvaluateRequest, EvaluateResult] = VerbContract(
+    judge_options.EVALUATE, build_evaluate_request, describe, run,
+    lambda request, result: (kfp_metadata(request, result), None), lambda result: result.summary())

@@ -11,8 +11,8 @@ from (`--input-splits`). Without a schema tables are read twice: once to infer t
 counts), once to encode, so memory does not grow with the rows. TFRecord files (tfrecords.py, as TFX's
 ImportExampleGen) are read once: each record is parsed as a tf.Example, re-serialized deterministically
 (the bytes hashed and written) and counted for inference. The schema inferred is SchemaGen's with
-`infer_feature_shape=True` (inference.py). The splits' shards are written by Beam's workers in parallel;
-everything goes to a staging dir renamed into place when the pipeline has succeeded.
+`infer_feature_shape=True` (inference.py). Beam's workers write the shards into a staging dir, renamed
+into place once the pipeline has succeeded (after `before_publish`: contract.py).
 """
 
 from __future__ import annotations
@@ -20,11 +20,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from generic_trainer.artifacts import outputs
 from generic_trainer.beam import beam_run, inference, tabular, tfrecords
 from generic_trainer.errors import UserInputError
+from generic_trainer.intake import data_options, data_request
+from generic_trainer.intake.contract import VerbContract
 from generic_trainer.intake.data_request import ImportExamplesRequest
 
 log = logging.getLogger(__name__)
@@ -330,17 +333,16 @@ def _feature_count(schema_text: str) -> int:
     return len(text_format.Parse(schema_text, schema_pb2.Schema()).feature)
 
 
-def run(request: ImportExamplesRequest) -> ImportResult:
-    """Import the tables into a new Examples directory; returns the counts per split. Its outputs are held
-    for the run: a second run into them fails at once (exit 2) naming this one."""
-    from generic_trainer.artifacts import outputs
-
+def run(request: ImportExamplesRequest,
+        before_publish: Callable[[ImportResult], None] | None = None) -> ImportResult:
+    """Import the tables into a new Examples directory, held for the run (a second run into it fails at once,
+    exit 2, naming this one); `before_publish(result)` runs once it is staged, before it is published."""
     held = [(request.output, "--output"), (request.schema_output, "--schema-output")]
     with outputs.exclusive_all(held, new=("--output",)):
-        return _import(request)
+        return _import(request, before_publish)
 
 
-def _import(request: ImportExamplesRequest) -> ImportResult:
+def _import(request: ImportExamplesRequest, before_publish: Callable[[ImportResult], None] | None) -> ImportResult:
     """Import the files into a new Examples directory; returns the counts per split."""
     from generic_trainer.records.schemas import load_schema
 
@@ -363,17 +365,20 @@ def _import(request: ImportExamplesRequest) -> ImportResult:
         counts = _run_pipeline(request, sources, columns, schema, staging, options)
         with beam_run.open_binary(beam_run.join(staging, SCHEMA_FILE)) as f:
             schema_text = f.read().decode("utf-8")
+        result = ImportResult(output=request.output, counts=counts, feature_count=_feature_count(schema_text),
+                              schema_inferred=schema is None, seconds=time.monotonic() - started)
         if request.schema_output:
             schema_staging = beam_run.new_staging(request.schema_output)
             beam_run.write_text(beam_run.join(schema_staging, SCHEMA_FILE), schema_text)
+        if before_publish is not None:
+            before_publish(result)
+        if schema_staging:
             beam_run.publish(schema_staging, request.schema_output)
             schema_staging = None
         beam_run.publish(staging, request.output)
         staging = None
     finally:
         beam_run.discard(staging, schema_staging)
-    result = ImportResult(output=request.output, counts=counts, feature_count=_feature_count(schema_text),
-                          schema_inferred=schema is None, seconds=time.monotonic() - started)
     log.info("import-examples: wrote %s examples to %s in %.1f s (%.0f examples/s)",
              ", ".join(f"{n} {s}" for s, n in counts.items()), request.output, result.seconds,
              sum(counts.values()) / max(result.seconds, 1e-9))
@@ -386,6 +391,10 @@ def kfp_metadata(request: ImportExamplesRequest, result: ImportResult) -> dict[s
                 "feature_count": result.feature_count, "format": request.format}
     for split, n in result.counts.items():
         examples[f"num_examples_{split}"] = n
-    return {"examples": examples,
-            "output_schema": {"feature_count": result.feature_count,
-                              "inferred": result.schema_inferred, "file": SCHEMA_FILE}}
+    return {"examples": examples, "output_schema": {"feature_count": result.feature_count,
+                                                    "inferred": result.schema_inferred, "file": SCHEMA_FILE}}
+
+
+VERB: VerbContract[ImportExamplesRequest, ImportResult] = VerbContract(
+    data_options.IMPORT_EXAMPLES, data_request.build_import_examples_request, data_request.describe_import_examples,
+    run, lambda request, result: (kfp_metadata(request, result), None), lambda result: result.summary())

@@ -35,13 +35,14 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from generic_trainer.artifacts import files, outputs, storage
 from generic_trainer.errors import OutputError, UserInputError
-from generic_trainer.intake import output_checks
-from generic_trainer.intake.judge_request import InfraValidateRequest
+from generic_trainer.intake import judge_options, output_checks
+from generic_trainer.intake.contract import KfpOutputValues, VerbContract
+from generic_trainer.intake.judge_request import InfraValidateRequest, build_infra_validate_request
 from generic_trainer.judge import sandbox
 from generic_trainer.judge.blessing import BLESSED_FILE, NOT_BLESSED_FILE, write_blessing
 from generic_trainer.records import example_files, schemas
@@ -179,6 +180,25 @@ def _shape_problem(name: str, declared: dict[str, Any], got: dict[str, Any], siz
     return None
 
 
+def _request_problems(entry: dict[str, Any], declared: dict[str, Any], limits: sandbox.Limits) -> list[str]:
+    """What was wrong with one request's answer: it failed, or its outputs are not what the signature declares."""
+    if not entry.get("ok"):
+        error = entry.get("error") or ""
+        if sandbox.is_memory_error(error):
+            error = (f"out of memory (memory limit {sandbox.size_text(limits.memory_limit)}; raise --memory-limit "
+                     f"if the model needs more): {error}")
+        return [f"failed: {error}"]
+    problems = []
+    got = entry.get("outputs") or {}
+    if sorted(got) != sorted(declared):
+        problems.append(f"returned outputs {sorted(got)}, the signature declares {sorted(declared)}")
+    for name in sorted(set(got) & set(declared)):
+        problem = _shape_problem(name, declared[name], got[name], entry["size"])
+        if problem:
+            problems.append(problem)
+    return problems
+
+
 def _judge(request: InfraValidateRequest, result: dict[str, Any], outcome: sandbox.Outcome) -> InfraValidateResult:
     verdict = InfraValidateResult(blessed=False, reasons=[], batch_size=request.batch_size,
                                   load_seconds=result.get("load_seconds"),
@@ -205,21 +225,7 @@ def _judge(request: InfraValidateRequest, result: dict[str, Any], outcome: sandb
         else:
             verdict.requests_sent += 1
             label = f"request {verdict.requests_sent} ({size})"
-        problems = []
-        if not entry.get("ok"):
-            error = entry.get("error") or ""
-            if sandbox.is_memory_error(error):
-                error = (f"out of memory (memory limit {sandbox.size_text(limits.memory_limit)}; raise --memory-limit "
-                         f"if the model needs more): {error}")
-            problems.append(f"failed: {error}")
-        else:
-            got = entry.get("outputs") or {}
-            if sorted(got) != sorted(declared):
-                problems.append(f"returned outputs {sorted(got)}, the signature declares {sorted(declared)}")
-            for name in sorted(set(got) & set(declared)):
-                problem = _shape_problem(name, declared[name], got[name], entry["size"])
-                if problem:
-                    problems.append(problem)
+        problems = _request_problems(entry, declared, limits)
         if problems:
             verdict.requests_failed += not entry.get("warmup")
             failures.setdefault("; ".join(problems), []).append(label)
@@ -247,8 +253,10 @@ def _judge(request: InfraValidateRequest, result: dict[str, Any], outcome: sandb
     return verdict
 
 
-def run(request: InfraValidateRequest) -> InfraValidateResult:
-    """Validate the model in a sandboxed serving process; write the blessing (and metrics file)."""
+def run(request: InfraValidateRequest,
+        before_publish: Callable[[InfraValidateResult], None] | None = None) -> InfraValidateResult:
+    """Validate the model in a sandboxed serving process; write the metrics file, call `before_publish(result)`,
+    then write the blessing."""
     started = time.monotonic()
     if request.model_blessing:
         evaluator_blessed, why = _evaluator_verdict(request.model_blessing)
@@ -256,13 +264,13 @@ def run(request: InfraValidateRequest) -> InfraValidateResult:
             result = InfraValidateResult(blessed=False, reasons=[
                 f"the evaluator did not bless the model ({request.model_blessing}: {NOT_BLESSED_FILE}"
                 + (f": {why}" if why else "") + "); it was not loaded"], batch_size=request.batch_size)
-            return _finish(request, result, started)
+            return _finish(request, result, started, before_publish)
         log.info("the evaluator blessed the model (%s)", request.model_blessing)
     model_path = outputs.serving_model_path(request.model)
     if not any(os.path.isfile(os.path.join(model_path, f)) for f in ("saved_model.pb", "saved_model.pbtxt")):
         result = InfraValidateResult(blessed=False, batch_size=request.batch_size, reasons=[
             f"{model_path} holds no SavedModel (saved_model.pb): nothing a serving system could load"])
-        return _finish(request, result, started)
+        return _finish(request, result, started, before_publish)
     if request.schema:
         schemas.load_schema(request.schema)  # a broken schema is an input error before the model loads
     warmup_target = os.path.join(model_path, WARMUP_DIR, WARMUP_FILE)
@@ -288,7 +296,7 @@ def run(request: InfraValidateRequest) -> InfraValidateResult:
                      warmup_target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return _finish(request, result, started)
+    return _finish(request, result, started, before_publish)
 
 
 def publish_warmup(source: str, target: str) -> None:
@@ -308,7 +316,8 @@ def publish_warmup(source: str, target: str) -> None:
         raise OutputError(f"--write-warmup: could not write the warm-up requests to {target}: {e}") from e
 
 
-def _finish(request: InfraValidateRequest, result: InfraValidateResult, started: float) -> InfraValidateResult:
+def _finish(request: InfraValidateRequest, result: InfraValidateResult, started: float,
+            before_publish: Callable[[InfraValidateResult], None] | None) -> InfraValidateResult:
     result.seconds = time.monotonic() - started
     if result.blessed:
         log.info("INFRA_BLESSED: loaded in %.2f s; %d requests of %d examples, latency p50 %.2f ms, p99 %.2f ms",
@@ -320,6 +329,8 @@ def _finish(request: InfraValidateRequest, result: InfraValidateResult, started:
         body = {**result.summary(), "latencies_ms": result.latencies_ms, "signature": result.signature,
                 "warmup_file": result.warmup_file}
         storage.write_file_atomic(request.metrics_file, json.dumps(body, indent=2) + "\n")
+    if before_publish is not None:
+        before_publish(result)
     write_blessing(request.blessing_dir, result.blessed, result.reasons, INFRA_BLESSED_FILE, INFRA_NOT_BLESSED_FILE)
     return result
 
@@ -332,3 +343,22 @@ def kfp_metadata(request: InfraValidateRequest, result: InfraValidateResult) -> 
         blessing.update(warmup_file=result.warmup_file, warmup_requests=result.warmup_requests)
     blessing.update({k: v for k, v in result.metrics().items() if k.endswith(("_ms", "_seconds"))})
     return {"blessing": blessing, "metrics": result.metrics()}
+
+
+def kfp_outputs(request: InfraValidateRequest, result: InfraValidateResult) -> KfpOutputValues:
+    """The artifacts' metadata and, when the component declares it, the `blessed` output parameter (for dsl.If)."""
+    blessed = {"blessed": result.blessed} if request.kfp and "blessed" in request.kfp.parameters else None
+    return kfp_metadata(request, result), blessed
+
+
+def describe(r: InfraValidateRequest) -> list[str]:
+    """The log lines saying what this validation will do."""
+    return [f"infra-validate request: model={r.model} examples={r.examples} splits={','.join(r.eval_splits)} "
+            f"model_blessing={r.model_blessing} blessing_dir={r.blessing_dir} "
+            f"requests={r.num_requests:d} x {r.batch_size:d} examples timeout={r.timeout:g}s "
+            f"memory_limit={r.memory_limit or 'none'} schema={r.schema} write_warmup={r.write_warmup:d}"]
+
+
+VERB: VerbContract[InfraValidateRequest, InfraValidateResult] = VerbContract(
+    judge_options.INFRA_VALIDATE, build_infra_validate_request, describe, run, kfp_outputs,
+    lambda result: result.summary())

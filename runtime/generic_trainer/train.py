@@ -13,6 +13,7 @@ SIGTERM ends the run with `Preempted` (exit 143), after a backup when `fit` runs
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import shutil
@@ -27,7 +28,9 @@ from generic_trainer.fit import accelerator, inputs, keras_auto, keras_multiwork
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.fit.preemption import WATCHER
-from generic_trainer.intake.fit_request import TrainRequest
+from generic_trainer.intake import fit_options
+from generic_trainer.intake.contract import KfpOutputValues, Summary, VerbContract
+from generic_trainer.intake.fit_request import TrainRequest, build_train_request
 
 log = logging.getLogger(__name__)
 
@@ -250,3 +253,37 @@ def kfp_parameters(request: TrainRequest, result: TrainResult) -> dict[str, str]
         return {}
     return serving_container.kfp_parameters(model["uri"], outputs.SERVING_DIR, _serving_image(request, tf.__version__),
                                             result.schemata, declared=request.kfp.parameters)
+
+
+def kfp_outputs(request: TrainRequest, result: TrainResult) -> KfpOutputValues:
+    """The executor output of a train run: each artifact's metadata and the output parameters."""
+    return kfp_metadata(request, result), kfp_parameters(request, result)
+
+
+def describe(r: TrainRequest) -> list[str]:
+    """The log lines saying what this train run will do."""
+    t = r.task
+    module, run_fn = (r.program.module_file, r.program.run_fn) if not t else ("", "run_fn")
+    lines = [f"train request: examples={r.examples} module={module} run_fn={run_fn} model_dir={r.model_dir} "
+             f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} train_steps={r.train_steps} "
+             f"eval_steps={r.eval_steps} strategy={r.strategy} keras={r.keras} "
+             f"custom_config={json.dumps(r.redacted_custom_config())}",
+             f"tf.keras is {'Keras 2 (tf_keras)' if r.keras == 'tf_keras' else 'Keras 3'}: {r.keras_reason}"]
+    if t:
+        from generic_trainer.artifacts.redaction import redact
+        from generic_trainer.task.config import parse_params_override
+
+        config = f"({len(t.config)} chars)" if t.config else None
+        override = json.dumps(redact(parse_params_override(t.params_override))) if t.params_override else None
+        lines.append(f"task request: task={t.task} experiment={t.experiment} mode={t.mode} "
+                     f"config_files={list(t.config_files)} config={config} params_override={override}")
+    return lines
+
+
+def summary(result: TrainResult) -> Summary | None:
+    """What the chief prints: the serving model's path and the final metrics (a worker prints nothing)."""
+    return {"serving_model_dir": result.serving_model_dir, "metrics": result.metrics} if result.is_chief else None
+
+
+VERB: VerbContract[TrainRequest, TrainResult] = VerbContract(
+    fit_options.TRAIN, build_train_request, describe, run, kfp_outputs, summary, keras=lambda r: r.keras)

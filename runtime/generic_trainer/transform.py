@@ -28,6 +28,8 @@ from typing import Any
 from generic_trainer.beam import beam_run
 from generic_trainer.errors import UserCodeError, UserInputError
 from generic_trainer.fit import user_module
+from generic_trainer.intake import data_options, data_request
+from generic_trainer.intake.contract import VerbContract
 from generic_trainer.intake.data_request import TransformRequest
 
 log = logging.getLogger(__name__)
@@ -128,22 +130,21 @@ def _user_error(guarded: _GuardedFn) -> UserCodeError:
     return UserCodeError(f"{guarded.name} raised {type(e).__name__}: {e}\n{trace}")
 
 
-def run(request: TransformRequest) -> TransformResult:
+def run(request: TransformRequest, before_publish: Callable[[TransformResult], None] | None = None) -> TransformResult:
     """Analyze, write the transform graph and (when asked) the transformed examples. Its outputs are held
-    for the run: a second run into them fails at once (exit 2) naming this one."""
+    for the run: a second run into them fails at once (exit 2) naming this one. `before_publish(result)`
+    runs once both are staged, before they are published."""
     from generic_trainer.artifacts import outputs
 
     held = [(request.transform_graph, "--transform-graph"), (request.transformed_examples, "--transformed-examples")]
     with outputs.exclusive_all(held, new=("--transform-graph", "--transformed-examples")):
-        return _transform(request)
+        return _transform(request, before_publish)
 
 
-def _transform(request: TransformRequest) -> TransformResult:
+def _split_patterns(request: TransformRequest) -> dict[str, str]:
+    """The file pattern of each split read (analyzed or transformed); the analyzed ones must hold examples."""
     from generic_trainer.records.example_files import split_file_patterns
-    from generic_trainer.records.schemas import load_schema
 
-    started = time.monotonic()
-    schema = load_schema(request.schema)
     wanted = sorted(set(request.analyze_splits) | set(request.transform_splits if request.transformed_examples
                                                       else ()))
     patterns = dict(zip(wanted, split_file_patterns(request.examples, wanted), strict=True))
@@ -151,16 +152,18 @@ def _transform(request: TransformRequest) -> TransformResult:
         if not _has_records(os.path.dirname(patterns[split])):
             raise UserInputError("--analyze-splits", f"split {split!r} of {request.examples} holds no examples; "
                                                      "the analyzers need data")
-    uri_patterns = {s: beam_run.join(request.examples_uri, os.path.relpath(p, request.examples))
-                    for s, p in patterns.items()}
+    return patterns
+
+
+def _transform(request: TransformRequest, before_publish: Callable[[TransformResult], None] | None) -> TransformResult:
+    from generic_trainer.records.schemas import load_schema
+
+    started = time.monotonic()
+    schema = load_schema(request.schema)
+    patterns = _split_patterns(request)
     with tempfile.TemporaryDirectory(prefix="transform-module-") as download_dir:
         guarded = _load_fn(request, download_dir)
-        import apache_beam as beam
-        import tensorflow_transform.beam as tft_beam
-        from tensorflow_transform.tf_metadata import dataset_metadata
-        from tfx_bsl.public import tfxio
-
-        input_files = [e.path for s in wanted for e in os.scandir(os.path.dirname(patterns[s])) if e.is_file()]
+        input_files = [e.path for p in patterns.values() for e in os.scandir(os.path.dirname(p)) if e.is_file()]
         options = beam_run.pipeline_options(request.beam_args, beam_run.total_bytes(input_files))
         log.info("transform: analyze %s, transform %s, %d raw features; beam %s", ",".join(request.analyze_splits),
                  ",".join(request.transform_splits) if request.transformed_examples else "(no examples written)",
@@ -168,48 +171,18 @@ def _transform(request: TransformRequest) -> TransformResult:
         graph_staging = beam_run.new_staging(request.transform_graph)
         examples_staging = beam_run.new_staging(request.transformed_examples) if request.transformed_examples else None
         try:
-            pipeline = beam.Pipeline(options=options)
-            temp_dir = beam_run.join(graph_staging, ".temp_path")
-            try:
-                with tft_beam.Context(temp_dir=temp_dir):
-                    def source(split: str, purpose: str) -> tuple[Any, Any]:
-                        reader = tfxio.TFExampleRecord(file_pattern=uri_patterns[split], schema=schema,
-                                                       telemetry_descriptors=["generic-trainer", "transform"])
-                        data = pipeline | f"Read{purpose}[{split}]" >> reader.BeamSource()
-                        return data, reader.TensorAdapterConfig()
-
-                    sources = [source(s, "Analyze") for s in request.analyze_splits]
-                    adapter_config = sources[0][1]
-                    data = sources[0][0] if len(sources) == 1 else (
-                        [d for d, _ in sources] | "FlattenAnalyze" >> beam.Flatten())
-                    transform_fn = (data, adapter_config) | "Analyze" >> tft_beam.AnalyzeDataset(guarded)
-                    _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(graph_staging)
-                    _ = (dataset_metadata.DatasetMetadata(schema)
-                         | "WriteRawMetadata" >> tft_beam.WriteMetadata(
-                             beam_run.join(graph_staging, "metadata"), pipeline))
-                    if examples_staging:
-                        deferred = beam.pvalue.AsSingleton(transform_fn[1].deferred_metadata)
-                        encoder = _encoder_fn()
-                        for split in request.transform_splits:
-                            raw, config = source(split, "Transform")
-                            transformed, _ = ((raw, config), transform_fn) | f"Transform[{split}]" >> (
-                                tft_beam.TransformDataset(output_record_batches=True))
-                            _ = (transformed
-                                 | f"Encode[{split}]" >> beam.ParDo(encoder(split), deferred)
-                                 | f"Write[{split}]" >> beam.io.WriteToTFRecord(
-                                     beam_run.join(examples_staging, f"Split-{split}", TRANSFORMED_PREFIX),
-                                     file_name_suffix=".gz"))
-                    counters = beam_run.run(pipeline)
-            except (UserInputError, UserCodeError):
-                raise
-            except Exception:
-                if guarded.error is not None:
-                    raise _user_error(guarded) from None
-                raise
-            if guarded.error is not None:
-                raise _user_error(guarded)
-            beam_run.discard(temp_dir)
-            transformed_schema = _transformed_schema(graph_staging)
+            uri_patterns = {s: beam_run.join(request.examples_uri, os.path.relpath(p, request.examples))
+                            for s, p in patterns.items()}
+            counters = _run_guarded(request, guarded, schema, uri_patterns, options, graph_staging, examples_staging)
+            counts = beam_run.split_counts(counters, COUNTER_PREFIX, request.transform_splits) if (
+                request.transformed_examples) else {}
+            result = TransformResult(transform_graph=request.transform_graph,
+                                     transformed_examples=request.transformed_examples, counts=counts,
+                                     raw_feature_count=len(schema.feature),
+                                     feature_count=len(_transformed_schema(graph_staging).feature),
+                                     seconds=time.monotonic() - started)
+            if before_publish is not None:
+                before_publish(result)
             if examples_staging:
                 beam_run.publish(examples_staging, request.transformed_examples)
                 examples_staging = None
@@ -217,16 +190,69 @@ def _transform(request: TransformRequest) -> TransformResult:
             graph_staging = None
         finally:
             beam_run.discard(graph_staging, examples_staging)
-    counts = beam_run.split_counts(counters, COUNTER_PREFIX, request.transform_splits) if (
-        request.transformed_examples) else {}
-    result = TransformResult(transform_graph=request.transform_graph,
-                             transformed_examples=request.transformed_examples, counts=counts,
-                             raw_feature_count=len(schema.feature), feature_count=len(transformed_schema.feature),
-                             seconds=time.monotonic() - started)
     log.info("transform: wrote the transform graph to %s (%d features)%s in %.1f s", request.transform_graph,
              result.feature_count, f" and {', '.join(f'{n} {s}' for s, n in counts.items())} transformed examples "
              f"to {request.transformed_examples}" if counts else "", result.seconds)
     return result
+
+
+def _run_guarded(request: TransformRequest, guarded: _GuardedFn, schema: Any, uri_patterns: dict[str, str],
+                 options: Any, graph_staging: str, examples_staging: str | None) -> Any:
+    """Run the pipeline in a tf.Transform context; an error of preprocessing_fn is the user's (exit 3)."""
+    import apache_beam as beam
+    import tensorflow_transform.beam as tft_beam
+
+    pipeline = beam.Pipeline(options=options)
+    temp_dir = beam_run.join(graph_staging, ".temp_path")
+    try:
+        with tft_beam.Context(temp_dir=temp_dir):
+            _build_pipeline(pipeline, request, guarded, schema, uri_patterns, graph_staging, examples_staging)
+            counters = beam_run.run(pipeline)
+    except (UserInputError, UserCodeError):
+        raise
+    except Exception:
+        if guarded.error is not None:
+            raise _user_error(guarded) from None
+        raise
+    if guarded.error is not None:
+        raise _user_error(guarded)
+    beam_run.discard(temp_dir)
+    return counters
+
+
+def _build_pipeline(pipeline: Any, request: TransformRequest, guarded: _GuardedFn, schema: Any,
+                    uri_patterns: dict[str, str], graph_staging: str, examples_staging: str | None) -> None:
+    """Read, analyze, write the transform graph (and transform and write the examples) on `pipeline`."""
+    import apache_beam as beam
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform.tf_metadata import dataset_metadata
+    from tfx_bsl.public import tfxio
+
+    def source(split: str, purpose: str) -> tuple[Any, Any]:
+        reader = tfxio.TFExampleRecord(file_pattern=uri_patterns[split], schema=schema,
+                                       telemetry_descriptors=["generic-trainer", "transform"])
+        data = pipeline | f"Read{purpose}[{split}]" >> reader.BeamSource()
+        return data, reader.TensorAdapterConfig()
+
+    sources = [source(s, "Analyze") for s in request.analyze_splits]
+    adapter_config = sources[0][1]
+    data = sources[0][0] if len(sources) == 1 else ([d for d, _ in sources] | "FlattenAnalyze" >> beam.Flatten())
+    transform_fn = (data, adapter_config) | "Analyze" >> tft_beam.AnalyzeDataset(guarded)
+    _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(graph_staging)
+    _ = (dataset_metadata.DatasetMetadata(schema)
+         | "WriteRawMetadata" >> tft_beam.WriteMetadata(beam_run.join(graph_staging, "metadata"), pipeline))
+    if not examples_staging:
+        return
+    deferred = beam.pvalue.AsSingleton(transform_fn[1].deferred_metadata)
+    encoder = _encoder_fn()
+    for split in request.transform_splits:
+        raw, config = source(split, "Transform")
+        transformed, _ = ((raw, config), transform_fn) | f"Transform[{split}]" >> (
+            tft_beam.TransformDataset(output_record_batches=True))
+        _ = (transformed
+             | f"Encode[{split}]" >> beam.ParDo(encoder(split), deferred)
+             | f"Write[{split}]" >> beam.io.WriteToTFRecord(
+                 beam_run.join(examples_staging, f"Split-{split}", TRANSFORMED_PREFIX), file_name_suffix=".gz"))
 
 
 def _transformed_schema(graph_dir: str) -> Any:
@@ -246,3 +272,8 @@ def kfp_metadata(request: TransformRequest, result: TransformResult) -> dict[str
     for split, n in result.counts.items():
         examples[f"num_examples_{split}"] = n
     return {"transform_graph": graph, "transformed_examples": examples}
+
+
+VERB: VerbContract[TransformRequest, TransformResult] = VerbContract(
+    data_options.TRANSFORM, data_request.build_transform_request, data_request.describe_transform, run,
+    lambda request, result: (kfp_metadata(request, result), None), lambda result: result.summary())

@@ -29,7 +29,9 @@ from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
 from generic_trainer.fit import accelerator, inputs, user_module
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.fn_args import FnArgs
-from generic_trainer.intake.fit_request import TuneRequest
+from generic_trainer.intake import fit_options
+from generic_trainer.intake.contract import VerbContract
+from generic_trainer.intake.fit_request import TuneRequest, build_tune_request
 from generic_trainer.tuning import trial_log, tuner_cluster
 
 log = logging.getLogger(__name__)
@@ -466,3 +468,20 @@ def render_report(result: TuneResult) -> str:
                                                "error"]))],
         subtitle=f"{len(result.completed)} trial(s) completed, {failed} failed; objective {result.objective} "
                  f"({result.direction})")
+
+
+OWN_MAX_TRIALS = "tuner_fn's"
+
+
+def describe(r: TuneRequest) -> list[str]:
+    """The log lines saying what this search will do."""
+    return [f"tune request: examples={r.examples} module={r.module_file} tuner_fn={r.tuner_fn} "
+            f"best_hyperparameters_dir={r.best_hyperparameters_dir} checkpoint_dir={r.checkpoint_dir} "
+            f"train_steps={r.train_steps} eval_steps={r.eval_steps} max_trials={r.max_trials or OWN_MAX_TRIALS} "
+            f"worker_timeout={r.worker_timeout:g}s custom_config={json.dumps(r.redacted_custom_config())}",
+            "tf.keras is Keras 3: keras-tuner searches Keras 3 models"]
+
+
+VERB: VerbContract[TuneRequest, TuneResult] = VerbContract(
+    fit_options.TUNE, build_tune_request, describe, run, lambda request, result: (kfp_metadata(request, result), None),
+    lambda result: result.summary() if result.is_chief else None, keras=lambda request: "keras3")

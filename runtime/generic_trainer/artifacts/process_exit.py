@@ -26,6 +26,7 @@ import io
 import logging
 import os
 import sys
+from collections.abc import Mapping
 
 log = logging.getLogger(__name__)
 _IO_BASE = io.IOBase.__mro__[1]  # `_io._IOBase`: every file object's C base (io.IOBase is an ABC over it)
@@ -71,12 +72,12 @@ def flush_open_writers() -> int:
     return flushed
 
 
-def safe_to_skip_teardown(environ: dict[str, str] | None = None) -> bool:
+def safe_to_skip_teardown(environ: Mapping[str, str]) -> bool:
     """False for a replica of a cluster (cluster.configured) or of a distributed keras-tuner search
-    (keras-tuner's KERASTUNER_ORACLE_IP): other processes may wait on what its teardown does."""
+    (keras-tuner's KERASTUNER_ORACLE_IP): other processes may wait on what its teardown does. `environ`:
+    the process's, read by the face (cli.end_without_stray_threads)."""
     from generic_trainer.fit import cluster
 
-    environ = os.environ if environ is None else environ
     return not (cluster.configured(environ) or environ.get("KERASTUNER_ORACLE_IP", "").strip())
 
 

@@ -209,3 +209,17 @@ def build_transform_request(
         kfp=kfp,
         **options.checked_fields(data_options.TRANSFORM, beam.raw),
     )
+
+
+def describe_import_examples(r: ImportExamplesRequest) -> list[str]:
+    """The log lines saying what an import-examples run will do."""
+    return [f"import-examples request: input={r.input_pattern} input_splits={dict(r.input_splits) or None} "
+            f"format={r.format} schema={r.schema} output={r.output} beam_args={list(r.beam_args)}"]
+
+
+def describe_transform(r: TransformRequest) -> list[str]:
+    """The log lines saying what a transform run will do."""
+    return [f"transform request: examples={r.examples} schema={r.schema} module={r.module_file} "
+            f"preprocessing_fn={r.preprocessing_fn} analyze_splits={','.join(r.analyze_splits)} "
+            f"transform_splits={','.join(r.transform_splits)} transform_graph={r.transform_graph} "
+            f"transformed_examples={r.transformed_examples} beam_args={list(r.beam_args)}"]

@@ -23,10 +23,11 @@ from generic_trainer.intake.request import (
     raw_inputs,
     required_out_dir,
 )
+from generic_trainer.intake.request_json import JsonRequest
 
 
 @dataclasses.dataclass(frozen=True)
-class EvaluateRequest:
+class EvaluateRequest(JsonRequest):
     """Every input of an evaluate run: a model (and optional baseline) on the eval split, resolved."""
 
     model: str
@@ -43,6 +44,15 @@ class EvaluateRequest:
     kfp: KfpOutputs | None = None
     timeout: float = 300.0  # the sandboxed evaluation process: seconds without progress
     memory_limit: int | None = DEFAULT_PROBE_MEMORY  # its address space; None: no limit, GPUs
+
+    @classmethod
+    def decode_field(cls, name: str, value: object) -> object:
+        """`eval_config` through EvalConfig.from_json; the others as they are."""
+        if name != "eval_config":
+            return value
+        from generic_trainer.judge.eval_config import EvalConfig
+
+        return EvalConfig.from_json(value)
 
 
 def build_evaluate_request(

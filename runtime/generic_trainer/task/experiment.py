@@ -80,21 +80,29 @@ def barrier(strategy: Any) -> None:
     wait()
 
 
-def run_experiment(
-    task: Task,
-    experiment: ExperimentConfig,
-    mode: str,
-    checkpoint_dir: str,
-    summary_dir: str | None = None,
-    strategy: Any = None,
-    export_dir: str | None = None,
-    is_chief: bool = True,
-    private_dir: str | None = None,
-    *,
-    log_interval_s: float = 10.0,
-    eval_poll_s: float = 5.0,
-    export_when: Callable[[ExperimentResult], bool] | None = None,
-) -> tuple[ExperimentResult, Controller]:
+def _export(task: Task, state: TaskState, result: ExperimentResult, export_dir: str) -> None:
+    """The serving model (with the averaged weights, when the optimizer keeps them) into `export_dir`."""
+    with state.averaged_weights():
+        export_serving(task, state.model, export_dir)
+    result.serving_model_dir = export_dir
+
+
+def _best_checkpoint_exporter(t: Any, mode: str, checkpoint_dir: str, private_dir: str,
+                              is_chief: bool) -> checkpoints.BestCheckpointExporter | None:
+    """trainer.best_checkpoint_export_subdir's exporter (a worker's into its private dir); None when not asked."""
+    if not t.best_checkpoint_export_subdir or mode == "train":
+        return None
+    real = os.path.join(checkpoint_dir, t.best_checkpoint_export_subdir)
+    return checkpoints.BestCheckpointExporter(real if is_chief else os.path.join(private_dir, "best"),
+                                              t.best_checkpoint_eval_metric, t.best_checkpoint_metric_comp,
+                                              is_chief=is_chief)
+
+
+def run_experiment(task: Task, experiment: ExperimentConfig, mode: str, checkpoint_dir: str,
+                   summary_dir: str | None = None, strategy: Any = None, export_dir: str | None = None,
+                   is_chief: bool = True, private_dir: str | None = None, *, log_interval_s: float = 10.0,
+                   eval_poll_s: float = 5.0, export_when: Callable[[ExperimentResult], bool] | None = None,
+                   ) -> tuple[ExperimentResult, Controller]:
     """Run `task` in `mode` (train, eval, train_and_eval, continuous_eval) with `experiment`.
 
     Args:
@@ -106,10 +114,9 @@ def run_experiment(
       strategy: the tf.distribute strategy; default the current one.
       export_dir: after a train mode, the serving model is written here (`export.py`).
       is_chief: whether this worker writes the real checkpoints, summaries and exports.
-      private_dir: where a non-chief worker writes what it must (saving can be collective);
-        default a temporary dir, removed at the end.
-      log_interval_s: at most this many seconds between progress lines while training.
-      eval_poll_s: continuous_eval: seconds between looks for a new checkpoint.
+      private_dir: where a non-chief worker writes what it must (saving is collective); default a temp dir.
+      log_interval_s, eval_poll_s: at most this many seconds between progress lines while training;
+        continuous_eval: seconds between looks for a new checkpoint.
       export_when: called with the result before exporting; False skips the export (e.g. the
         serving model of a finished checkpoint is already published).
 
@@ -128,25 +135,18 @@ def run_experiment(
         write_params(experiment, checkpoint_dir)
     try:
         state = TaskState(task, experiment, strategy, training=training)
-        actions, exporter = [], None
-        if t.best_checkpoint_export_subdir and mode != "train":
-            real = os.path.join(checkpoint_dir, t.best_checkpoint_export_subdir)
-            exporter = checkpoints.BestCheckpointExporter(
-                real if is_chief else os.path.join(private_dir, "best"), t.best_checkpoint_eval_metric,
-                t.best_checkpoint_metric_comp, is_chief=is_chief)
-            actions.append(best_checkpoint_action(exporter, state))
+        exporter = _best_checkpoint_exporter(t, mode, checkpoint_dir, private_dir, is_chief)
         settings = ControllerSettings(checkpoint_dir=checkpoint_dir, summary_dir=summary_dir, is_chief=is_chief,
                                       private_dir=private_dir, log_interval_s=log_interval_s, eval_poll_s=eval_poll_s)
         controller = Controller(state, settings, trainer=TrainLoop(state) if training else None,
-                                evaluator=EvalLoop(state) if mode != "train" else None, eval_actions=actions)
+                                evaluator=EvalLoop(state) if mode != "train" else None,
+                                eval_actions=[best_checkpoint_action(exporter, state)] if exporter else [])
         try:
             result = controller.run(mode)
             if exporter is not None and is_chief and result.eval_history:
                 result.best_checkpoint_dir = exporter.export_dir
             if export_dir and training and (export_when is None or export_when(result)):
-                with state.averaged_weights():
-                    export_serving(task, state.model, export_dir)
-                result.serving_model_dir = export_dir
+                _export(task, state, result, export_dir)
         finally:
             controller.close()
     finally:
