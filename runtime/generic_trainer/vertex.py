@@ -20,7 +20,7 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer import vertex_machines
@@ -301,44 +301,6 @@ def _labels(pairs: Sequence[str] | None) -> dict[str, str]:
     return labels
 
 
-def _chief_options(opt: Callable[[str], Any], machine_type: str, accelerator_type: str | None,
-                   accelerator_count: int, allow_unknown: bool) -> dict[str, Any]:
-    """--chief-machine-type / --chief-accelerator-*: the chief's own machine (default: the workers')."""
-    chief_type = opt("chief_machine_type")
-    chief_count_given = _count("--chief-accelerator-count", opt("chief_accelerator_count"), 0, MAX_ACCELERATORS)
-    if not (chief_type or opt("chief_accelerator_type") or chief_count_given):
-        return {}
-    chief_accelerator = opt("chief_accelerator_type") or accelerator_type
-    if chief_accelerator and chief_accelerator.lower() == "none":
-        chief_accelerator = None
-    chief_count = (chief_count_given or accelerator_count or 1) if chief_accelerator else 0
-    chief_type = chief_type or machine_type
-    vertex_machines.check_machine(chief_type, chief_accelerator, chief_count, flag="--chief-machine-type",
-                                  allow_unknown=allow_unknown)
-    return {"chief_machine_type": chief_type, "chief_accelerator_type": chief_accelerator,
-            "chief_accelerator_count": chief_count}
-
-
-def _reduction_server_options(opt: Callable[[str], Any], replica_count: int, accelerator_type: str | None,
-                              allow_unknown: bool) -> dict[str, Any]:
-    """--reduction-server-*: Vertex's Reduction Server pool, for GPU workers only."""
-    servers = opt("reduction_server_count")
-    if not servers:
-        if opt("reduction_server_machine_type") or opt("reduction_server_image"):
-            raise UserInputError("--reduction-server-count", "required with --reduction-server-machine-type/-image")
-        return {}
-    servers = _count("--reduction-server-count", servers, 1, MAX_REPLICAS)
-    if replica_count < 2 or not accelerator_type:
-        raise UserInputError("--reduction-server-count", "Reduction Server speeds up all-reduce between GPU "
-                                                         "workers (NCCL): it needs --replica-count >= 2 and "
-                                                         "--accelerator-type")
-    server_type = opt("reduction_server_machine_type") or DEFAULT_REDUCTION_SERVER_MACHINE_TYPE
-    vertex_machines.check_machine(server_type, None, 0, flag="--reduction-server-machine-type",
-                                  allow_unknown=allow_unknown)
-    return {"reduction_server_count": servers, "reduction_server_machine_type": server_type,
-            "reduction_server_image": opt("reduction_server_image") or REDUCTION_SERVER_IMAGE}
-
-
 def production_options(ns: argparse.Namespace, replica_count: int, accelerator_type: str | None,
                        accelerator_count: int) -> dict[str, Any]:
     """The JobOptions fields of the production flags (add_production_flags), validated; also checks the machines
@@ -386,8 +348,32 @@ def production_options(ns: argparse.Namespace, replica_count: int, accelerator_t
             raise UserInputError("--persistent-resource-id", f"the job runs on the persistent resource's machines: "
                                                              f"--scheduling-strategy {strategy} does not apply")
         out["persistent_resource_id"] = resource
-    out.update(_chief_options(opt, machine_type, accelerator_type, accelerator_count, allow_unknown))
-    out.update(_reduction_server_options(opt, replica_count, accelerator_type, allow_unknown))
+    chief_type = opt("chief_machine_type")
+    chief_count_given = _count("--chief-accelerator-count", opt("chief_accelerator_count"), 0, MAX_ACCELERATORS)
+    if chief_type or opt("chief_accelerator_type") or chief_count_given:
+        chief_accelerator = opt("chief_accelerator_type") or accelerator_type
+        if chief_accelerator and chief_accelerator.lower() == "none":
+            chief_accelerator = None
+        chief_count = (chief_count_given or accelerator_count or 1) if chief_accelerator else 0
+        chief_type = chief_type or machine_type
+        vertex_machines.check_machine(chief_type, chief_accelerator, chief_count, flag="--chief-machine-type",
+                                      allow_unknown=allow_unknown)
+        out.update(chief_machine_type=chief_type, chief_accelerator_type=chief_accelerator,
+                   chief_accelerator_count=chief_count)
+    servers = opt("reduction_server_count")
+    if servers:
+        servers = _count("--reduction-server-count", servers, 1, MAX_REPLICAS)
+        if replica_count < 2 or not accelerator_type:
+            raise UserInputError("--reduction-server-count", "Reduction Server speeds up all-reduce between GPU "
+                                                             "workers (NCCL): it needs --replica-count >= 2 and "
+                                                             "--accelerator-type")
+        server_type = opt("reduction_server_machine_type") or DEFAULT_REDUCTION_SERVER_MACHINE_TYPE
+        vertex_machines.check_machine(server_type, None, 0, flag="--reduction-server-machine-type",
+                                      allow_unknown=allow_unknown)
+        out.update(reduction_server_count=servers, reduction_server_machine_type=server_type,
+                   reduction_server_image=opt("reduction_server_image") or REDUCTION_SERVER_IMAGE)
+    elif opt("reduction_server_machine_type") or opt("reduction_server_image"):
+        raise UserInputError("--reduction-server-count", "required with --reduction-server-machine-type/-image")
     for note in sorted({vertex_machines.image_note(a) for a in (accelerator_type, out.get("chief_accelerator_type"))}
                        - {None}):
         log.warning("%s", note)

@@ -138,46 +138,6 @@ def _source_columns(rep: schema_pb2.TensorRepresentation) -> list[str]:
     return []
 
 
-def _sparse_representation(sparse: schema_pb2.SparseFeature,
-                           remaining: dict[str, schema_pb2.Feature]) -> schema_pb2.TensorRepresentation:
-    """A sparse_feature's SparseTensor representation; its index and value features are taken from `remaining`."""
-    from tensorflow_metadata.proto.v0 import schema_pb2
-
-    representation = schema_pb2.TensorRepresentation
-    shape = schema_pb2.FixedShape()
-    for index in sparse.index_feature:
-        column = remaining.pop(index.name, None)
-        if column is None:
-            raise UserInputError(
-                "--schema", f"sparse_feature {sparse.name!r} names index feature {index.name!r}, not in the schema"
-            )
-        domain = column.int_domain
-        if column.HasField("int_domain"):
-            if not (domain.HasField("min") and domain.HasField("max")) or domain.min != 0:
-                raise UserInputError(
-                    "--schema",
-                    f"index feature {index.name!r} of sparse_feature {sparse.name!r} needs an int_domain "
-                    "with min 0 and a max",
-                )
-            shape.dim.add(size=domain.max + 1)
-        else:
-            shape.dim.add(size=-1)
-    if remaining.pop(sparse.value_feature.name, None) is None:
-        raise UserInputError(
-            "--schema",
-            f"sparse_feature {sparse.name!r} names value feature {sparse.value_feature.name!r}, "
-            "not in the schema (or already used)",
-        )
-    return representation(
-        sparse_tensor=representation.SparseTensor(
-            dense_shape=shape,
-            index_column_names=[i.name for i in sparse.index_feature],
-            value_column_name=sparse.value_feature.name,
-            already_sorted=sparse.is_sorted or None,
-        )
-    )
-
-
 def _infer_tensor_representations(schema: schema_pb2.Schema) -> dict[str, schema_pb2.TensorRepresentation]:
     from tensorflow_metadata.proto.v0 import path_pb2, schema_pb2
 
@@ -199,7 +159,38 @@ def _infer_tensor_representations(schema: schema_pb2.Schema) -> dict[str, schema
     for sparse in schema.sparse_feature:
         if not live(sparse):
             continue
-        result[sparse.name] = _sparse_representation(sparse, remaining)
+        shape = schema_pb2.FixedShape()
+        for index in sparse.index_feature:
+            column = remaining.pop(index.name, None)
+            if column is None:
+                raise UserInputError(
+                    "--schema", f"sparse_feature {sparse.name!r} names index feature {index.name!r}, not in the schema"
+                )
+            domain = column.int_domain
+            if column.HasField("int_domain"):
+                if not (domain.HasField("min") and domain.HasField("max")) or domain.min != 0:
+                    raise UserInputError(
+                        "--schema",
+                        f"index feature {index.name!r} of sparse_feature {sparse.name!r} needs an int_domain "
+                        "with min 0 and a max",
+                    )
+                shape.dim.add(size=domain.max + 1)
+            else:
+                shape.dim.add(size=-1)
+        if remaining.pop(sparse.value_feature.name, None) is None:
+            raise UserInputError(
+                "--schema",
+                f"sparse_feature {sparse.name!r} names value feature {sparse.value_feature.name!r}, "
+                "not in the schema (or already used)",
+            )
+        result[sparse.name] = representation(
+            sparse_tensor=representation.SparseTensor(
+                dense_shape=shape,
+                index_column_names=[i.name for i in sparse.index_feature],
+                value_column_name=sparse.value_feature.name,
+                already_sorted=sparse.is_sorted or None,
+            )
+        )
 
     for feature in remaining.values():
         if not live(feature):
