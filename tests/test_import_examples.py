@@ -428,3 +428,38 @@ def test_tfrecord_import_runs_in_worker_processes(tmp_path, capsys):
 
     schema = {f.name: f for f in load_schema(str(out)).feature}
     assert [d.size for d in schema["image_floats"].shape.dim] == [784] and not schema["tags"].HasField("shape")
+
+
+@pytest.mark.slow
+def test_executor_output_is_written_before_the_examples_are_published(tmp_path, monkeypatch, capsys):
+    """The one publish order of every verb (intake/contract.py): the executor output first, the main output
+    last; when writing the executor output fails, nothing is published (exit 4)."""
+    from generic_trainer.artifacts import kfp_io
+    from generic_trainer.errors import OutputError
+
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.csv").write_text("id,score\n1,0.5\n2,1.5\n")
+    real_write, seen = kfp_io.write_executor_output, []
+
+    def executor_input(out: Path) -> str:
+        return json.dumps({"inputs": {"parameterValues": {"input_pattern": str(src / "*.csv"), "splits": "only:1"}},
+                           "outputs": {"artifacts": {"examples": {"artifacts": [{"name": "e", "uri": str(out)}]}},
+                                       "outputFile": str(tmp_path / "executor_output.json")}})
+
+    def write(kfp, metadata, **kwargs):
+        seen.append((Path(kfp.path("examples")).exists(), dict(metadata["examples"])))
+        real_write(kfp, metadata, **kwargs)
+
+    monkeypatch.setattr(kfp_io, "write_executor_output", write)
+    assert _run(["--executor-input", executor_input(tmp_path / "out")]) == 0
+    assert seen == [(False, {"split_names": ["only"], "num_examples": {"only": 2}, "feature_count": 2,
+                             "format": "csv", "num_examples_only": 2})]
+    assert (tmp_path / "out" / "Split-only").is_dir() and (tmp_path / "executor_output.json").is_file()
+
+    def refuse(kfp, metadata, **kwargs):
+        raise OutputError("could not write the executor output: disk full")
+
+    monkeypatch.setattr(kfp_io, "write_executor_output", refuse)
+    assert _run(["--executor-input", executor_input(tmp_path / "out2")]) == 4
+    assert not (tmp_path / "out2").exists() and not [p for p in tmp_path.iterdir() if "staging" in p.name]
