@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer.artifacts import storage
+from generic_trainer.compat import keras_tuner, patched
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
 from generic_trainer.fit import accelerator, inputs, user_module
 from generic_trainer.fit import cluster as cluster_lib
@@ -194,11 +195,12 @@ def _retry_unfinished(oracle) -> None:
     keras-tuner's reload retries the trials its oracle.json lists as ongoing; a kill after a new
     trial's own file was written but before oracle.json was would leave that trial RUNNING forever.
     """
-    queued = set(oracle._retry_queue)
+    queue = keras_tuner.retry_queue(oracle)
+    queued = set(queue)
     for trial_id, trial in sorted(oracle.trials.items()):
         if trial.status == "RUNNING" and trial_id not in queued:
             log.info("trial %s was running when the last attempt stopped: it will run again", trial_id)
-            oracle._retry_queue.append(trial_id)
+            queue.append(trial_id)
 
 
 def _call_tuner_fn(tuner_fn, fn_args: FnArgs, name: str) -> tuple[Any, dict[str, Any]]:
@@ -279,24 +281,23 @@ def _search(tuner, fit_kwargs: dict[str, Any]) -> None:
 
 def _run_worker(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRequest) -> None:
     """A worker runs the trials the chief's oracle hands it, with heartbeats while each runs."""
-    tuner_cluster.limit_client_wait(request.worker_timeout)
     beat = tuner_cluster.Heartbeat(role.oracle_host, role.oracle_port,
                                    tuner_cluster.heartbeat_interval(request.worker_timeout)).start()
-    on_begin, on_end = tuner.on_trial_begin, tuner.on_trial_end
 
-    def on_trial_begin(trial):
+    def on_trial_begin(trial, on_begin):
         beat.trial_id = trial.trial_id
         log.info("running trial %s: %s", trial.trial_id, trial.hyperparameters.values)
         on_begin(trial)
 
-    def on_trial_end(trial):
+    def on_trial_end(trial, on_end):
         beat.trial_id = None
         log.info("trial %s %s", trial.trial_id, trial.status)
         on_end(trial)
 
-    tuner.on_trial_begin, tuner.on_trial_end = on_trial_begin, on_trial_end
     try:
-        _search(tuner, fit_kwargs)
+        with patched(keras_tuner.ClientWait(request.worker_timeout),
+                     keras_tuner.TrialHooks(tuner, on_trial_begin, on_trial_end)):
+            _search(tuner, fit_kwargs)
     finally:
         beat.stop()
     log.info("worker %s: the search is over; the chief publishes the outputs", role.tuner_id)

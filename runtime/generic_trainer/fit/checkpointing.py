@@ -41,6 +41,7 @@ from typing import Any
 import keras
 
 from generic_trainer.artifacts import storage
+from generic_trainer.compat import keras_resume
 from generic_trainer.errors import UserCodeError
 from generic_trainer.fit import backup_state
 from generic_trainer.fit.backup_state import STATE_FILE, backup_dir, read_state, run_settings
@@ -100,18 +101,6 @@ def weights_fingerprint(model) -> str:
     return digest.hexdigest()[:16]
 
 
-class _TfKerasResumePoint:
-    """What tf_keras' fit asks `model._training_state` for: the (epoch, step) to start at."""
-
-    def __init__(self, epoch: int, step: int):
-        self.epoch, self.step = epoch, step
-
-    def maybe_load_initial_counters_from_ckpt(self, steps_per_epoch, initial_epoch, mode=None):
-        if steps_per_epoch and self.step >= steps_per_epoch:
-            return self.epoch + 1, 0
-        return self.epoch, self.step
-
-
 class BackupAndRestore(keras.callbacks.Callback):
     """Chief-aware backup and restore of a `fit` run; works with Keras 3 and tf_keras models.
 
@@ -158,7 +147,7 @@ class BackupAndRestore(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.fit_index += 1
         self.epoch, self.step_in_epoch, self.steps_this_run = 0, 0, 0
-        self._skip, self._real_train_function = 0, None
+        self._skip, self._skipping, self._resume = 0, None, None
         self._last_save = self._last_agree_time = time.monotonic()
         self._last_saved_step = None
         self._next_agree, self._last_agree_step = 1, 0
@@ -205,16 +194,16 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch, logs=None):
         if self._skip > 0:
-            if self._real_train_function is None:
-                self._real_train_function = self.model.train_function
-                self.model.train_function = _skipped_step
+            if self._skipping is None:
+                self._skipping = keras_resume.SkipSteps(self.model)
+                self._skipping.apply()
             self._skip -= 1
-        elif self._real_train_function is not None:
+        elif self._skipping is not None:
             self._unskip()
 
     def on_train_batch_end(self, batch, logs=None):
         self.step_in_epoch = batch + 1
-        if self._real_train_function is not None:
+        if self._skipping is not None:
             return  # a skipped step: nothing trained
         self.steps_this_run += 1
         if self.steps_this_run < self._next_agree:
@@ -242,10 +231,9 @@ class BackupAndRestore(keras.callbacks.Callback):
             self._save()
             self._preempted()
         self.watcher.leave()
-        if self._tf_keras and isinstance(getattr(self.model, "_training_state", None), _TfKerasResumePoint):
-            self.model._training_state = None
-        elif not self._tf_keras:
-            self.model._initial_epoch = None
+        if self._resume is not None:
+            self._resume.undo()
+            self._resume = None
         self.global_step = self._global_step()
         resumed = f", resumed from step {self.resumed_from}" if self.resumed_from is not None else ""
         log.info("backup: fit done at global step %d (%d steps in this run%s)", self.global_step,
@@ -390,16 +378,16 @@ class BackupAndRestore(keras.callbacks.Callback):
         return None
 
     def _start_at(self, epoch: int, step: int) -> None:
-        if self._tf_keras:
-            self.model._training_state = _TfKerasResumePoint(epoch, step)
-        else:
-            self.model._initial_epoch = epoch
-            self._skip = step
+        self._resume = keras_resume.ResumeAt(self.model, epoch, step, tf_keras=self._tf_keras)
+        self._resume.ready()  # raises compat.Unsupported when this Keras has no resume point
+        self._resume.apply()
+        if not self._tf_keras:
+            self._skip = step  # tf_keras skips the steps itself
 
     def _unskip(self) -> None:
-        if self._real_train_function is not None:
-            self.model.train_function = self._real_train_function
-            self._real_train_function = None
+        if self._skipping is not None:
+            self._skipping.undo()
+            self._skipping = None
         self._skip = 0
 
     def _preempted(self) -> None:
@@ -410,7 +398,3 @@ class BackupAndRestore(keras.callbacks.Callback):
             raise self.watcher.error(f"SIGTERM received; saved global step {step} to {self.restore_dir}")
         raise self.watcher.error(f"SIGTERM received; the chief saved global step {step}")
 
-
-def _skipped_step(iterator):
-    """Keras 3's train function for a step that was done before the restart: no data, no computation."""
-    return {}
