@@ -260,7 +260,7 @@ def test_strategy_stand_ins_replace_the_classes_user_code_reaches_through_tf_dis
     with pytest.raises(ValueError):
         with compat.patched(patch):
             assert tf.distribute.MirroredStrategy is made["MirroredStrategy"]
-            assert made["MirroredStrategy"].original is originals["MirroredStrategy"]
+            assert made["MirroredStrategy"].original is originals[(tf.distribute.__name__, "MirroredStrategy")]
             raise ValueError
     assert classes() == originals
 
