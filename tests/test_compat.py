@@ -24,7 +24,7 @@ from generic_trainer.compat import (
 
 ALL_PATCHES = (model_methods.ModelMethods, tensorboard_hooks.IdleBatchHooks, keras_multiworker.MultiWorkerFit,
                keras_resume.ResumeAt, keras_resume.SkipSteps, strategy_classes.StrategyStandIns,
-               keras2_saving.SaveModel, keras_tuner.TrialHooks, keras_tuner.ClientWait)
+               keras2_saving.SaveModel, keras_tuner.TunerHooks, keras_tuner.OracleMethods, keras_tuner.ClientWait)
 
 
 # --- the context manager -----------------------------------------------------------------------
@@ -293,25 +293,30 @@ def _tuner(tmp_path, trials=2):
     return Scored(oracle=oracle, directory=str(tmp_path), project_name="p", overwrite=True)
 
 
-def test_trial_hooks_surround_every_trial_and_are_removed(tmp_path):
+def test_tuner_hooks_and_oracle_methods_see_every_trial_and_are_removed(tmp_path):
     tuner = _tuner(tmp_path)
     events = []
 
-    def begin(trial, original):
-        events.append(("begin", trial.trial_id))
-        original(trial)
+    def hook(name):
+        def call(original, *args, **kwargs):
+            events.append((name, *[getattr(a, "trial_id", a) for a in args]))
+            return original(*args, **kwargs)
 
-    def end(trial, original):
-        events.append(("end", trial.trial_id, trial.status))
-        original(trial)
+        return call
 
-    patch = keras_tuner.TrialHooks(tuner, begin, end)
-    assert patch.missing() == []
-    with compat.patched(patch):
+    tuner_hooks = ("pre_create_trial", "on_trial_begin", "on_trial_end")
+    hooks = keras_tuner.TunerHooks(tuner, **{n: hook(n) for n in tuner_hooks})
+    methods = keras_tuner.OracleMethods(tuner.oracle, **{n: hook(n) for n in ("create_trial", "end_trial", "save")})
+    assert hooks.missing() == [] and methods.missing() == []
+    with compat.patched(hooks, methods):
         tuner.search()
-    assert [e[0] for e in events] == ["begin", "end", "begin", "end"]
-    assert {e[2] for e in events if e[0] == "end"} == {"COMPLETED"}  # the originals ran: trials were ended
-    assert "on_trial_begin" not in vars(tuner) and "on_trial_end" not in vars(tuner)
+    names = [e[0] for e in events if e[0] != "save"]
+    trial = ["pre_create_trial", "create_trial", "on_trial_begin", "on_trial_end", "end_trial"]
+    assert names == trial + trial + ["pre_create_trial", "create_trial"]  # the third: STOPPED, max_trials reached
+    assert ("create_trial", tuner.tuner_id) in events and ("on_trial_end", "0") in events and ("save",) in events
+    assert {t.status for t in tuner.oracle.trials.values()} == {"COMPLETED"}  # the originals ran
+    assert not {"pre_create_trial", "on_trial_begin", "on_trial_end"} & set(vars(tuner))
+    assert not {"create_trial", "end_trial", "save"} & set(vars(tuner.oracle))
 
 
 def test_the_oracle_runs_a_queued_trial_again_before_new_ones(tmp_path):

@@ -154,8 +154,8 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, 
         if role.distributed:
             _run_chief(tuner, fit_kwargs, role, request, set_tuner_id)
         else:
-            trial_log.TrialLog(tuner.project_dir).attach(oracle)
-            _search(tuner, fit_kwargs)
+            with patched(trial_log.TrialLog(tuner.project_dir).patch(oracle)):
+                _search(tuner, fit_kwargs)
     return _publish(request, _result(role, oracle, tuner.project_dir), before_publish)
 
 
@@ -284,19 +284,19 @@ def _run_worker(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneR
     beat = tuner_cluster.Heartbeat(role.oracle_host, role.oracle_port,
                                    tuner_cluster.heartbeat_interval(request.worker_timeout)).start()
 
-    def on_trial_begin(trial, on_begin):
+    def on_trial_begin(on_begin, trial):
         beat.trial_id = trial.trial_id
         log.info("running trial %s: %s", trial.trial_id, trial.hyperparameters.values)
         on_begin(trial)
 
-    def on_trial_end(trial, on_end):
+    def on_trial_end(on_end, trial):
         beat.trial_id = None
         log.info("trial %s %s", trial.trial_id, trial.status)
         on_end(trial)
 
     try:
         with patched(keras_tuner.ClientWait(request.worker_timeout),
-                     keras_tuner.TrialHooks(tuner, on_trial_begin, on_trial_end)):
+                     keras_tuner.TunerHooks(tuner, on_trial_begin=on_trial_begin, on_trial_end=on_trial_end)):
             _search(tuner, fit_kwargs)
     finally:
         beat.stop()
@@ -308,23 +308,22 @@ def _run_chief(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRe
     tuner.save()  # the oracle and the host's tuner file: what a re-run reloads
     oracle = tuner.oracle
     server = tuner_cluster.OracleServer(oracle, role, request.worker_timeout, tuner.project_dir)
-    trial_log.TrialLog(tuner.project_dir, on_fatal=server.fail).attach(oracle)
-    server.start()
-    try:
-        # From here on this process's tuner is one more trial runner, using the oracle in-process.
-        set_tuner_id(role.tuner_id)
-        tuner.tuner_id = role.tuner_id
-        pre_create = tuner.pre_create_trial
 
-        def pre_create_trial():
-            server.check()  # a gone worker stops the chief before its next trial
-            pre_create()
+    def pre_create_trial(pre_create):
+        server.check()  # a gone worker stops the chief before its next trial
+        pre_create()
 
-        tuner.pre_create_trial = pre_create_trial
-        _search(tuner, fit_kwargs)
-        server.wait_for_workers()
-    finally:
-        server.stop()
+    with patched(trial_log.TrialLog(tuner.project_dir, on_fatal=server.fail).patch(oracle),
+                 keras_tuner.TunerHooks(tuner, pre_create_trial=pre_create_trial)):
+        server.start()
+        try:
+            # From here on this process's tuner is one more trial runner, using the oracle in-process.
+            set_tuner_id(role.tuner_id)
+            tuner.tuner_id = role.tuner_id
+            _search(tuner, fit_kwargs)
+            server.wait_for_workers()
+        finally:
+            server.stop()
 
 
 # --------------------------------------------------------------------------------------------

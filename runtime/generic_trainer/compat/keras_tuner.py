@@ -1,13 +1,16 @@
-"""keras-tuner internals: a tuner's trial hooks, an oracle's retry queue, the oracle client's wait.
+"""keras-tuner internals: a tuner's hooks, an oracle's methods and retry queue, the oracle client's wait.
 
-Assumes (keras-tuner 1.4): `BaseTuner.run_trial` is surrounded by `self.on_trial_begin(trial)` /
-`self.on_trial_end(trial)` looked up on the tuner at call time; `Oracle._retry_queue` is the list of
+Assumes (keras-tuner 1.4): `BaseTuner.search` calls `self.pre_create_trial()`, then the oracle's
+`create_trial`, and surrounds each trial with `self.on_trial_begin(trial)` / `self.on_trial_end(trial)`
+(which calls the oracle's `end_trial`), all looked up on the object at call time; the oracle saves
+itself with `self.save()`; `Oracle._retry_queue` is the list of
 trial ids `create_trial` pops (from the end) to run again before new ones; a worker's
 `keras_tuner.src.distribute.oracle_client.TIMEOUT` is the seconds each gRPC call to the chief waits.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -16,25 +19,38 @@ from generic_trainer.compat.base import Patch, Versions, log
 KERAS_TUNER = Versions("keras-tuner", "1.4", "1.5")
 
 
-class TrialHooks(Patch):
-    """`tuner.on_trial_begin` / `on_trial_end` become `begin(trial, original)` / `end(trial, original)`."""
+class _Wrapped(Patch):
+    """Methods of one keras-tuner object replaced by `functools.partial(hook, original)` (instance attributes)."""
 
     versions = (KERAS_TUNER,)
-    lost = "a worker's trials are not logged and send no heartbeat (the chief may drop a slow worker)"
     required = True
+    kind = ""
 
-    def __init__(self, tuner: Any, begin: Callable[[Any, Callable], Any], end: Callable[[Any, Callable], Any]):
+    def __init__(self, owner: Any, **hooks: Callable[..., Any]):
         super().__init__()
-        self.tuner, self.begin, self.end = tuner, begin, end
+        self.owner, self.hooks = owner, hooks
 
     def missing(self) -> list[str]:
-        return [f"Tuner.{name}" for name in ("on_trial_begin", "on_trial_end")
-                if not callable(getattr(self.tuner, name, None))]
+        return [f"{self.kind}.{name}" for name in self.hooks if not callable(getattr(self.owner, name, None))]
 
     def replacements(self) -> list[tuple[Any, str, Any]]:
-        on_begin, on_end = self.tuner.on_trial_begin, self.tuner.on_trial_end
-        return [(self.tuner, "on_trial_begin", lambda trial: self.begin(trial, on_begin)),
-                (self.tuner, "on_trial_end", lambda trial: self.end(trial, on_end))]
+        return [(self.owner, name, functools.partial(hook, getattr(self.owner, name)))
+                for name, hook in self.hooks.items()]
+
+
+class TunerHooks(_Wrapped):
+    """A tuner's hooks (`on_trial_begin`, `on_trial_end`, `pre_create_trial`) become `hook(original, *args)`."""
+
+    kind = "Tuner"
+    lost = "trials are not logged, workers send no heartbeat and the chief does not notice a gone worker"
+
+
+class OracleMethods(_Wrapped):
+    """An oracle's `create_trial`, `end_trial`, `save` become `hook(original, *args)`; the chief's gRPC
+    servicer calls them on the oracle, so trials run by workers go through them too."""
+
+    kind = "Oracle"
+    lost = "trials are not logged or recorded, and oracle.json gets no last-good copy"
 
 
 def retry_queue(oracle: Any) -> list[str]:
