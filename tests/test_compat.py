@@ -238,6 +238,26 @@ def test_tf_keras_fit_asks_the_training_state_where_to_start():
     assert model._training_state is None
 
 
+def test_tf_keras_callback_list_asks_what_the_mixin_declares_and_optimizers_build_early():
+    import inspect as inspect_module
+
+    import tf_keras
+    from tf_keras.src.callbacks import CallbackList
+
+    declared = [name for name in vars(keras_resume.TfKerasCallback) if name.startswith("_") and
+                not name.startswith("__")]
+    assert sorted(declared) == ["_chief_worker_only", "_implements_predict_batch_hooks",
+                                "_implements_test_batch_hooks", "_implements_train_batch_hooks", "_supports_tf_logs"]
+    source = inspect_module.getsource(CallbackList) + inspect_module.getsource(tf_keras.callbacks.Callback)
+    assert all(name in source and hasattr(tf_keras.callbacks.Callback(), name) for name in declared)
+
+    model = tf_keras.Sequential([tf_keras.layers.Dense(1, input_shape=(3,))])
+    model.compile(optimizer="adam", loss="mse")
+    assert len(model.optimizer.variables()) <= 1  # created on the first step, too late to restore into
+    keras_resume.build_optimizer(model)
+    assert len(model.optimizer.variables()) == 1 + 2 * len(model.trainable_variables)  # iterations, m and v
+
+
 def test_strategy_stand_ins_replace_the_classes_user_code_reaches_through_tf_distribute():
     import tensorflow as tf
 

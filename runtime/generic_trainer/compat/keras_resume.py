@@ -4,7 +4,9 @@ Assumes: tf_keras' `Model.fit` asks `model._training_state.maybe_load_initial_co
 steps_per_epoch, initial_epoch, mode)` (when `_training_state` is not None) for the (epoch, step)
 to start at, after the callbacks' `on_train_begin`; Keras 3's `fit` starts at
 `model._initial_epoch or initial_epoch`, read after `on_train_begin`, and calls
-`model.train_function(iterator)` anew at every step.
+`model.train_function(iterator)` anew at every step. tf_keras' `CallbackList` asks every callback
+the attributes `TfKerasCallback` declares; a tf_keras optimizer creates its variables on the first
+step unless built (`build`, or `_create_all_weights` for its legacy optimizers).
 """
 
 from __future__ import annotations
@@ -70,3 +72,30 @@ class SkipSteps(Patch):
 
     def replacements(self) -> list[tuple[Any, str, Any]]:
         return [(self.model, "train_function", _skipped_step)]
+
+
+class TfKerasCallback:
+    """Mixin of a Keras 3 callback that tf_keras models take too: what tf_keras' CallbackList asks of it."""
+
+    _supports_tf_logs = False
+    _chief_worker_only = False
+
+    def _implements_train_batch_hooks(self) -> bool:
+        return True
+
+    def _implements_test_batch_hooks(self) -> bool:
+        return False
+
+    def _implements_predict_batch_hooks(self) -> bool:
+        return False
+
+
+def build_optimizer(model: Any) -> None:
+    """Create the optimizer's variables now (tf_keras creates them on the first step) so they restore."""
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None or getattr(optimizer, "built", False) or getattr(optimizer, "_built", False):
+        return
+    if hasattr(optimizer, "build"):  # Keras 3, tf_keras
+        optimizer.build(model.trainable_variables)
+    elif hasattr(optimizer, "_create_all_weights"):  # tf_keras legacy optimizers
+        optimizer._create_all_weights(model.trainable_variables)

@@ -15,6 +15,7 @@ step (reading some variables is collective), but only the chief writes into
 When `fit` starts and a backup exists, every worker restores the chief's and training continues
 at the step where it was saved: completed epochs are skipped, and so are the completed steps of
 the epoch it was in (tf_keras skips them itself; on Keras 3 those steps run no computation).
+Where fit starts and the skipped steps are `compat.keras_resume`'s patches of Keras' internals.
 
 Layout: `ckpt-<global step>.index/.data-*` (a `tf.train.Checkpoint`) and `state.json` (`backup_state.py`),
 written last and atomically, so the latest state always names a complete checkpoint. A damaged newest
@@ -36,9 +37,7 @@ import logging
 import os
 import shutil
 import time
-from typing import Any
-
-import keras
+from typing import TYPE_CHECKING, Any
 
 from generic_trainer.artifacts import storage
 from generic_trainer.compat import keras_resume
@@ -47,7 +46,7 @@ from generic_trainer.fit import backup_state
 from generic_trainer.fit.backup_state import STATE_FILE, backup_dir, read_state, run_settings
 from generic_trainer.fit.checkpoint_files import checkpoint_steps, remove_checkpoints
 
-__all__ = ["BackupAndRestore", "STATE_FILE", "backup_dir", "clear", "read_state", "run_settings"]
+__all__ = ["BackupAndRestore", "BackupCallback", "STATE_FILE", "backup_dir", "clear", "read_state", "run_settings"]
 from generic_trainer.fit.preemption import WATCHER, Watcher
 
 log = logging.getLogger(__name__)
@@ -76,17 +75,6 @@ def _optimizer_variables(optimizer) -> list:
     return list(variables or [])
 
 
-def _build_optimizer(model) -> None:
-    """Create the optimizer's variables now (tf_keras creates them on the first step) so they restore."""
-    optimizer = getattr(model, "optimizer", None)
-    if optimizer is None or getattr(optimizer, "built", False) or getattr(optimizer, "_built", False):
-        return
-    if hasattr(optimizer, "build"):  # Keras 3, tf_keras
-        optimizer.build(model.trainable_variables)
-    elif hasattr(optimizer, "_create_all_weights"):  # tf_keras legacy optimizers
-        optimizer._create_all_weights(model.trainable_variables)
-
-
 def _numpy(variable):
     import numpy as np
 
@@ -101,16 +89,14 @@ def weights_fingerprint(model) -> str:
     return digest.hexdigest()[:16]
 
 
-class BackupAndRestore(keras.callbacks.Callback):
-    """Chief-aware backup and restore of a `fit` run; works with Keras 3 and tf_keras models.
+class BackupCallback(keras_resume.TfKerasCallback):
+    """The body of `BackupAndRestore`, the `keras.callbacks.Callback` made from it when first asked for
+    (so importing this module does not import Keras).
 
+    Chief-aware backup and restore of a `fit` run; works with Keras 3 and tf_keras models.
     Attributes a module may change before `fit`: `save_interval_s` (seconds between time-based
     saves; None: off), `save_every_steps` (None: off). Epoch ends and SIGTERM always save.
     """
-
-    # tf_keras' CallbackList asks these of every callback.
-    _supports_tf_logs = False
-    _chief_worker_only = False
 
     def __init__(self, checkpoint_dir: str, *, strategy=None, is_chief: bool = True, multi_worker: bool = False,
                  private_dir: str | None = None, save_interval_s: float | None = 600.0,
@@ -131,16 +117,6 @@ class BackupAndRestore(keras.callbacks.Callback):
         self.global_step: int | None = None  # after fit: the optimizer's step count
         self.resumed_from: int | None = None
         self.steps_this_run = 0
-
-    # tf_keras' CallbackList asks these of every callback.
-    def _implements_train_batch_hooks(self):
-        return True
-
-    def _implements_test_batch_hooks(self):
-        return False
-
-    def _implements_predict_batch_hooks(self):
-        return False
 
     # --- fit hooks ---------------------------------------------------------------------------
 
@@ -336,7 +312,7 @@ class BackupAndRestore(keras.callbacks.Callback):
     def _restore(self, state: dict[str, Any]) -> None:
         """Restore the newest readable checkpoint of this fit: the state's, else the one before it (warned);
         none readable: start afresh, the backup kept aside. A checkpoint of another model is exit 3."""
-        _build_optimizer(self.model)
+        keras_resume.build_optimizer(self.model)
         params = self.params or {}
         saved = [v.numpy() for v in self._variables().values()]  # put back when no checkpoint restores
         candidates = [state] + [c for c in (state.get("previous") or [])[:1]
@@ -398,3 +374,21 @@ class BackupAndRestore(keras.callbacks.Callback):
             raise self.watcher.error(f"SIGTERM received; saved global step {step} to {self.restore_dir}")
         raise self.watcher.error(f"SIGTERM received; the chief saved global step {step}")
 
+
+if TYPE_CHECKING:
+    import keras
+
+    class BackupAndRestore(BackupCallback, keras.callbacks.Callback):
+        """What `__getattr__` makes."""
+
+
+def __getattr__(name: str):
+    """`BackupAndRestore`: `BackupCallback` as a `keras.callbacks.Callback`, made once, when first used."""
+    if name != "BackupAndRestore":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import keras
+
+    cls = type("BackupAndRestore", (BackupCallback, keras.callbacks.Callback),
+               {"__module__": __name__, "__doc__": BackupCallback.__doc__})
+    globals()["BackupAndRestore"] = cls
+    return cls

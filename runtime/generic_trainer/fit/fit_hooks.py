@@ -5,7 +5,8 @@ reading the log progress with rate and ETA; and speed options (`--jit-compile`,
 `--steps-per-execution`, `--mixed-precision`) must reach models the runtime never sees. While
 `run_fn` runs, `recording_fit()` wraps `Model.fit` of Keras 3 (and tf_keras when loaded) to add a
 progress logger and keep the history, and `Model.compile` to apply compile defaults the module
-did not set itself. The wrappers are removed when the block ends.
+did not set itself. The wrappers are removed when the block ends (`compat.model_methods` replaces
+the methods; the wrappers' work is here).
 
 `keras.callbacks.TensorBoard` overrides the batch hooks even with `update_freq='epoch'`, where
 they write nothing but the train graph at the first batch: at every step they still call
@@ -13,7 +14,8 @@ they write nothing but the train graph at the first batch: at every step they st
 thread-safe Keras backend an overridden batch-end hook also makes the loop synchronous. So the
 per-epoch TensorBoard callback TFX modules add cost about a third of a small model's speed.
 Inside the wrapped fit, such a callback has Keras' default (empty) batch hooks and writes the
-graph at the first epoch end instead (`idle_batch_hooks`): the same event files, no per-step cost.
+graph at the first epoch end instead (`idle_batch_hooks`, through `compat.tensorboard_hooks`): the
+same event files, no per-step cost.
 """
 
 from __future__ import annotations
