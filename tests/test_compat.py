@@ -361,3 +361,14 @@ def test_client_wait_sets_the_oracle_clients_call_timeout():
     with compat.patched(patch):
         assert oracle_client.TIMEOUT == 12
     assert oracle_client.TIMEOUT == before
+
+
+def test_the_oracle_servicer_the_chief_subclasses_has_what_the_subclass_overrides():
+    """Not a patch (tuning/tuner_cluster.py subclasses it), but keras-tuner internals all the same."""
+    from keras_tuner.src.distribute.oracle_chief import OracleServicer
+
+    assert list(inspect.signature(OracleServicer.__init__).parameters) == ["self", "oracle"]
+    for name in ("CreateTrial", "UpdateTrial", "EndTrial", "GetTrial"):
+        assert list(inspect.signature(getattr(OracleServicer, name)).parameters) == ["self", "request", "context"]
+    source = inspect.getsource(OracleServicer)
+    assert "self.oracle = oracle" in source and "self.stop_triggered" in source
