@@ -62,5 +62,7 @@ def prepare(request: TrainRequest, strategy_name: str, cluster: Cluster, num_gpu
             raise UserInputError("--keras", unsupported_message(str(e))) from None
         log.warning("a Keras 3 model would not train here: %s", unsupported_message(str(e)))
         return None
-    log.info("Keras 3 Model.fit/evaluate made multi-worker safe while run_fn runs (keras issue 20585)")
-    return MultiWorkerFit()
+    patch = MultiWorkerFit()
+    log.info("Keras %s: Model.fit/evaluate made multi-worker safe while run_fn runs (keras issue 20585; "
+             "written for %s)", patch.versions[0].installed(), patch.versions[0])
+    return patch
