@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from generic_trainer import compat
 from generic_trainer.artifacts import model_artifact, outputs, serving_container, storage
 from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
@@ -136,7 +137,7 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
     strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
     WATCHER.install()  # again: TensorFlow's coordination service replaces the SIGTERM handler
     log.info("resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus)
-    keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
+    multi_worker_fit = keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
 
     from generic_trainer.fit import checkpointing
     from generic_trainer.records import record_checks
@@ -175,8 +176,9 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
         shard_data=cluster.is_multi_worker, serving_model_dir=serving_dir, eval_model_dir=eval_dir,
         model_run_dir=model_run_dir, backup_and_restore=backup)
     try:
-        returned, record = _call_run_fn(run_fn, fn_args, strategy, request.keras, speed_options(request),
-                                        multi_worker=cluster.is_multi_worker)
+        with compat.patched(multi_worker_fit):  # Keras 3's trainer fixed for several workers while run_fn runs
+            returned, record = _call_run_fn(run_fn, fn_args, strategy, request.keras, speed_options(request),
+                                            multi_worker=cluster.is_multi_worker)
         if returned is not None and not isinstance(returned, dict):
             raise UserCodeError(f"run_fn returned a {type(returned).__name__}; expected None or a dict of metrics")
         metrics = outputs.scalar_metrics(record.final_metrics())

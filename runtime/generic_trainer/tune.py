@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer.artifacts import files, storage
+from generic_trainer.compat import keras_tuner, patched
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
 from generic_trainer.fit import accelerator, inputs, user_module
 from generic_trainer.fit import cluster as cluster_lib
@@ -153,8 +154,8 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, 
         if role.distributed:
             _run_chief(tuner, fit_kwargs, role, request, set_tuner_id)
         else:
-            trial_log.TrialLog(tuner.project_dir).attach(oracle)
-            _search(tuner, fit_kwargs)
+            with patched(trial_log.TrialLog(tuner.project_dir).patch(oracle)):
+                _search(tuner, fit_kwargs)
     return _publish(request, _result(role, oracle, tuner.project_dir), before_publish)
 
 
@@ -194,11 +195,12 @@ def _retry_unfinished(oracle) -> None:
     keras-tuner's reload retries the trials its oracle.json lists as ongoing; a kill after a new
     trial's own file was written but before oracle.json was would leave that trial RUNNING forever.
     """
-    queued = set(oracle._retry_queue)
+    queue = keras_tuner.retry_queue(oracle)
+    queued = set(queue)
     for trial_id, trial in sorted(oracle.trials.items()):
         if trial.status == "RUNNING" and trial_id not in queued:
             log.info("trial %s was running when the last attempt stopped: it will run again", trial_id)
-            oracle._retry_queue.append(trial_id)
+            queue.append(trial_id)
 
 
 def _call_tuner_fn(tuner_fn, fn_args: FnArgs, name: str) -> tuple[Any, dict[str, Any]]:
@@ -279,24 +281,23 @@ def _search(tuner, fit_kwargs: dict[str, Any]) -> None:
 
 def _run_worker(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRequest) -> None:
     """A worker runs the trials the chief's oracle hands it, with heartbeats while each runs."""
-    tuner_cluster.limit_client_wait(request.worker_timeout)
     beat = tuner_cluster.Heartbeat(role.oracle_host, role.oracle_port,
                                    tuner_cluster.heartbeat_interval(request.worker_timeout)).start()
-    on_begin, on_end = tuner.on_trial_begin, tuner.on_trial_end
 
-    def on_trial_begin(trial):
+    def on_trial_begin(on_begin, trial):
         beat.trial_id = trial.trial_id
         log.info("running trial %s: %s", trial.trial_id, trial.hyperparameters.values)
         on_begin(trial)
 
-    def on_trial_end(trial):
+    def on_trial_end(on_end, trial):
         beat.trial_id = None
         log.info("trial %s %s", trial.trial_id, trial.status)
         on_end(trial)
 
-    tuner.on_trial_begin, tuner.on_trial_end = on_trial_begin, on_trial_end
     try:
-        _search(tuner, fit_kwargs)
+        with patched(keras_tuner.ClientWait(request.worker_timeout),
+                     keras_tuner.TunerHooks(tuner, on_trial_begin=on_trial_begin, on_trial_end=on_trial_end)):
+            _search(tuner, fit_kwargs)
     finally:
         beat.stop()
     log.info("worker %s: the search is over; the chief publishes the outputs", role.tuner_id)
@@ -307,23 +308,22 @@ def _run_chief(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRe
     tuner.save()  # the oracle and the host's tuner file: what a re-run reloads
     oracle = tuner.oracle
     server = tuner_cluster.OracleServer(oracle, role, request.worker_timeout, tuner.project_dir)
-    trial_log.TrialLog(tuner.project_dir, on_fatal=server.fail).attach(oracle)
-    server.start()
-    try:
-        # From here on this process's tuner is one more trial runner, using the oracle in-process.
-        set_tuner_id(role.tuner_id)
-        tuner.tuner_id = role.tuner_id
-        pre_create = tuner.pre_create_trial
 
-        def pre_create_trial():
-            server.check()  # a gone worker stops the chief before its next trial
-            pre_create()
+    def pre_create_trial(pre_create):
+        server.check()  # a gone worker stops the chief before its next trial
+        pre_create()
 
-        tuner.pre_create_trial = pre_create_trial
-        _search(tuner, fit_kwargs)
-        server.wait_for_workers()
-    finally:
-        server.stop()
+    with patched(trial_log.TrialLog(tuner.project_dir, on_fatal=server.fail).patch(oracle),
+                 keras_tuner.TunerHooks(tuner, pre_create_trial=pre_create_trial)):
+        server.start()
+        try:
+            # From here on this process's tuner is one more trial runner, using the oracle in-process.
+            set_tuner_id(role.tuner_id)
+            tuner.tuner_id = role.tuner_id
+            _search(tuner, fit_kwargs)
+            server.wait_for_workers()
+        finally:
+            server.stop()
 
 
 # --------------------------------------------------------------------------------------------
