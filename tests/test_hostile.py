@@ -38,16 +38,16 @@ def _nothing_published(tmp_path: Path) -> None:
 
 def test_exit_error_names_the_code_and_the_line():
     from generic_trainer.errors import EXIT_USER_CODE
-    from generic_trainer.fit import user_module
+    from generic_trainer.fit import user_code
 
-    def user_code(code):
+    def users_function(code):
         sys.exit(code)
 
     for code, asked in [(None, "sys.exit()"), (0, "sys.exit(0)"), (7, "sys.exit(7)"), ("bye", "sys.exit('bye')")]:
         try:
-            user_code(code)
+            users_function(code)
         except SystemExit as e:
-            error = user_module.exit_error(e, "run_fn")
+            error = user_code.exit_error(e, "run_fn")
         assert error.exit_code == EXIT_USER_CODE
         assert str(error).startswith(f"run_fn called {asked} at {__file__} line ")
 

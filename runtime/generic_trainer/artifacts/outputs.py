@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import run_record, storage
 from generic_trainer.errors import OutputError, UserInputError
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
             f"{e.age_s:.0f} s ago (lock file {e.lock_path}). Wait for that run to end or give another {flag}. "
             f"(A run that died releases it by itself: at once when it ran on this host, else "
             f"{lock.stale_after_s:.0f} s after its last heartbeat.)")) from None
+    run_record.note("held", directory)  # the supervisor releases it if the run never finishes
     try:
         for owner in taken_over:
             log.warning("%s: took over the lock of a run that is gone (%s)", flag, owner)
@@ -89,6 +90,7 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
         yield
     finally:
         lock.release()
+        run_record.note("released", directory)
 
 
 def publish(staging: str, final_dir: str) -> None:

@@ -1,0 +1,94 @@
+"""The run record: what a supervised run holds and how it ended, for the supervising parent process.
+
+The console script runs each verb in a child process (`generic_trainer.supervisor`). The child
+appends one JSON object per line to the record file the parent names in `RECORD_ENV`: the outputs
+it locks (`held` / `released`: their staging siblings go with them), the user code it calls
+(`calling` / `returned`), and, only once the runtime has finished its contract, its exit code with
+the printed summary and the staged executor output (`end`). A run that ends without `end` (user
+code called `os._exit`, a signal or a crash ended it) is exit 3, and the parent cleans what the
+record says it held. A leaf module (standard library only): every floor may note into it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+RECORD_ENV = "GENERIC_TRAINER_RUN_RECORD"
+_state = {"path": None}
+
+
+def claim(environ: dict[str, str] | None = None) -> str | None:
+    """In the child: take the record path from the environment (removed, so processes the run starts do
+    not write into it); returns it, or None when this process is not supervised."""
+    environ = os.environ if environ is None else environ
+    path = environ.pop(RECORD_ENV, None) or None
+    _state["path"] = path
+    return path
+
+
+def active() -> bool:
+    """Whether this process writes a run record (it runs under the supervisor)."""
+    return _state["path"] is not None
+
+
+def note(kind: str, value: Any = None, **extra: Any) -> None:
+    """Append one entry (a no-op when unsupervised). Never raises: the record must not fail a run."""
+    path = _state["path"]
+    if path is None:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"kind": kind, "value": value, **extra}, default=str) + "\n")
+    except (OSError, ValueError, TypeError):
+        pass
+
+
+def staged_executor_output() -> str | None:
+    """Where the child writes KFP's executor output: beside the record; the parent moves it to the path
+    KFP reads only when the run succeeded (None when unsupervised: written in place)."""
+    path = _state["path"]
+    return None if path is None else os.path.join(os.path.dirname(path), "executor_output.json")
+
+
+@dataclasses.dataclass
+class RunRecord:
+    """What the parent reads back: `end` is None when the runtime did not finish its contract."""
+
+    end: dict[str, Any] | None = None
+    held: list[str] = dataclasses.field(default_factory=list)
+    calling: list[str] = dataclasses.field(default_factory=list)  # user code running when it stopped, innermost last
+    last_called: str | None = None
+
+    @classmethod
+    def read(cls, path: str) -> RunRecord:
+        """Parse the record file (a missing file or a torn last line are an unfinished run)."""
+        record = cls()
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return record
+        for line in lines:
+            try:
+                entry = json.loads(line)
+                kind, value = entry["kind"], entry.get("value")
+            except (ValueError, KeyError, TypeError):
+                continue
+            record._add(kind, value, entry)
+        return record
+
+    def _add(self, kind: str, value: Any, entry: dict[str, Any]) -> None:
+        if kind == "held":
+            self.held.append(value)
+        elif kind == "released" and value in self.held:
+            self.held.remove(value)
+        elif kind == "calling":
+            self.calling.append(value)
+            self.last_called = value
+        elif kind == "returned" and value in self.calling:
+            del self.calling[len(self.calling) - 1 - self.calling[::-1].index(value)]
+        elif kind == "end" and isinstance(value, int):
+            self.end = entry
