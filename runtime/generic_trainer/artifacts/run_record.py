@@ -53,6 +53,20 @@ def staged_executor_output() -> str | None:
     return None if path is None else os.path.join(os.path.dirname(path), "executor_output.json")
 
 
+def ended_notes() -> dict[str, Any]:
+    """What the `end` entry carries: the summary and executor output noted before, and the standard
+    streams user code closed (their lines were lost; the parent says so)."""
+    record = RunRecord.read(_state["path"]) if _state["path"] else RunRecord()
+    closed = []
+    for fd, name in ((1, "stdout (fd 1)"), (2, "stderr (fd 2)")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.append(name)
+    return {"summary": record.summary, "executor_output": record.executor_output,
+            "executor_output_file": record.executor_output_file, "closed": closed}
+
+
 @dataclasses.dataclass
 class RunRecord:
     """What the parent reads back: `end` is None when the runtime did not finish its contract."""
@@ -61,6 +75,9 @@ class RunRecord:
     held: list[str] = dataclasses.field(default_factory=list)
     calling: list[str] = dataclasses.field(default_factory=list)  # user code running when it stopped, innermost last
     last_called: str | None = None
+    summary: Any = None
+    executor_output: str | None = None  # staged by the child
+    executor_output_file: str | None = None  # where KFP reads it
 
     @classmethod
     def read(cls, path: str) -> RunRecord:
@@ -90,5 +107,9 @@ class RunRecord:
             self.last_called = value
         elif kind == "returned" and value in self.calling:
             del self.calling[len(self.calling) - 1 - self.calling[::-1].index(value)]
+        elif kind == "summary":
+            self.summary = value
+        elif kind == "executor_output":
+            self.executor_output, self.executor_output_file = value, entry.get("final")
         elif kind == "end" and isinstance(value, int):
             self.end = entry

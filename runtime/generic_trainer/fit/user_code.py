@@ -92,11 +92,19 @@ def error_for(exc: BaseException, what: str, failed: str | None = None, data_inp
         return UserInputError(data_input, f"corrupt TFRecord data while training: {getattr(exc, 'message', exc)}")
     if lost_peer is not None and _tf_error(exc, LOST_PEER_ERRORS):
         return ClusterError(lost_peer(exc))
-    mapped = translate(exc) if translate is not None else None
+    mapped = _safely(translate, exc)
     if mapped is not None:
         return mapped
     head = f"{failed}:" if failed else f"{what} raised"
-    return UserCodeError(f"{head} {describe(exc)}{hint(exc) if hint else ''}\n{format_traceback(exc)}")
+    return UserCodeError(f"{head} {describe(exc)}{_safely(hint, exc) or ''}\n{format_traceback(exc)}")
+
+
+def _safely(helper: Callable[[Exception], Any] | None, exc: Exception) -> Any:
+    """helper(exc), or None when there is none or it fails on this exception (its `__str__` raises, ...)."""
+    try:
+        return helper(exc) if helper is not None else None
+    except Exception:
+        return None
 
 
 def call(fn: Callable[..., Any], *args: Any, what: str, failed: str | None = None, data_input: str | None = None,
