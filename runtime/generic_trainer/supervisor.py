@@ -103,11 +103,20 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def become_subreaper() -> None:
+    """Have processes orphaned below this one reparented to it (not to init), so `left_running` finds them."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
 class Masker:
     """Replaces every secret value in the bytes it is given with `***`."""
 
     def __init__(self, secrets: Iterable[str]):
-        self.secrets = sorted({s.encode("utf-8", "surrogateescape") for s in secrets}, key=len, reverse=True)
+        forms = set()
+        for secret in secrets:  # as written, and as JSON (once or twice escaped) or repr() would print it
+            once = json.dumps(secret)[1:-1]
+            forms |= {secret, once, json.dumps(once)[1:-1], repr(secret)[1:-1]}
+        self.secrets = sorted({f.encode("utf-8", "surrogateescape") for f in forms if f}, key=len, reverse=True)
 
     def __call__(self, data: bytes) -> bytes:
         for secret in self.secrets:
@@ -301,7 +310,7 @@ def run(verb: str, argv: list[str], secrets: Iterable[str]) -> int:
     """Run `python -m generic_trainer ARGV` as a supervised child; returns the run's exit code."""
     record_dir = tempfile.mkdtemp(prefix="generic-trainer-run-")
     record_path = os.path.join(record_dir, "record.jsonl")
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    become_subreaper()
     forwarded: set[int] = set()
     child = subprocess.Popen([sys.executable, "-m", "generic_trainer", *argv], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_parent,

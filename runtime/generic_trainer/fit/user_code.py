@@ -124,6 +124,8 @@ def call(fn: Callable[..., Any], *args: Any, what: str, failed: str | None = Non
         if mapped is e:
             raise
         raise mapped from (None if isinstance(e, SystemExit) else e)
+    finally:
+        run_record.note("returned", what)
 
 
 def call_raw(fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> Any:
