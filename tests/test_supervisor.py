@@ -14,7 +14,6 @@ import threading
 import time
 
 from conftest import cli_env, run_cli
-
 from generic_trainer import supervisor
 from generic_trainer.artifacts.redaction import secret_values
 

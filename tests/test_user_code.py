@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-
 from generic_trainer.artifacts import run_record
 from generic_trainer.errors import EXIT_USER_CODE, Preempted, UserCodeError, UserInputError
 from generic_trainer.fit import user_code
