@@ -222,8 +222,8 @@ def end_left_running(group: int, grace_s: float = GRACE_S) -> list[int]:
     _signal_all(procs, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        _reap()
         if not left_running(group):
+            _reap()  # the ones that ended are zombies until collected
             return list(procs)
         time.sleep(0.05)
     survivors = left_running(group)
