@@ -249,20 +249,24 @@ def _describe_ending(returncode: int, record: run_record.RunRecord) -> str:
 
 
 def _release_held(record: run_record.RunRecord) -> None:
-    """Release the output locks a dead child held and remove their staging dirs (as a later run would)."""
+    """Remove the staging dirs and the lock files of the outputs a dead child held (the locks name this
+    process as their owner, so no other run can have taken them meanwhile)."""
     from generic_trainer.artifacts import storage
 
-    for directory in record.held:
-        lock = storage.OutputLock(directory)
+    for directory, held in record.held.items():
         try:
-            lock.acquire()  # the owner (the child) is gone: its lock is taken over
-        except storage.LockHeld:
-            continue  # another run holds it now
+            with open(held["lock"], encoding="utf-8") as f:
+                owner = json.load(f)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not isinstance(owner, dict) or owner.get("run_id") != held.get("run_id"):
+            continue  # not the run's lock any more
+        for path in storage.remove_stale_staging(directory):
+            log.info("removed %s, left by the run", path)
         try:
-            for path in storage.remove_stale_staging(directory):
-                log.info("removed %s, left by the run", path)
-        finally:
-            lock.release()
+            os.remove(held["lock"])
+        except OSError:
+            continue
         log.info("released the lock on %s", directory)
 
 

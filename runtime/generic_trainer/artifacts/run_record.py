@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 RECORD_ENV = "GENERIC_TRAINER_RUN_RECORD"
-_state = {"path": None}
+_state: dict[str, Any] = {"path": None, "parent": None}
 
 
 def claim(environ: dict[str, str] | None = None) -> str | None:
@@ -25,8 +25,13 @@ def claim(environ: dict[str, str] | None = None) -> str | None:
     not write into it); returns it, or None when this process is not supervised."""
     environ = os.environ if environ is None else environ
     path = environ.pop(RECORD_ENV, None) or None
-    _state["path"] = path
+    _state["path"], _state["parent"] = path, os.getppid()
     return path
+
+
+def supervisor_pid() -> int:
+    """The supervising parent's pid (recorded as the owner of the output locks the run takes)."""
+    return _state["parent"]
 
 
 def active() -> bool:
@@ -72,7 +77,7 @@ class RunRecord:
     """What the parent reads back: `end` is None when the runtime did not finish its contract."""
 
     end: dict[str, Any] | None = None
-    held: list[str] = dataclasses.field(default_factory=list)
+    held: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # directory -> lock path, run_id
     calling: list[str] = dataclasses.field(default_factory=list)  # user code running when it stopped, innermost last
     last_called: str | None = None
     summary: Any = None
@@ -99,9 +104,9 @@ class RunRecord:
 
     def _add(self, kind: str, value: Any, entry: dict[str, Any]) -> None:
         if kind == "held":
-            self.held.append(value)
-        elif kind == "released" and value in self.held:
-            self.held.remove(value)
+            self.held[value] = entry
+        elif kind == "released":
+            self.held.pop(value, None)
         elif kind == "calling":
             self.calling.append(value)
             self.last_called = value
