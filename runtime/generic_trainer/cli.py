@@ -2,7 +2,8 @@
 
 Parses flags (or KFP's executor input) into one request, sets what must be decided before
 TensorFlow is imported (which Keras `tf.keras` means), runs the verb, and turns errors into
-one clear message and an exit code. `--help` and argument errors never import TensorFlow.
+one clear message and an exit code. `--help` and argument errors never import TensorFlow. As the
+process's entry point, the verb itself runs in a child process that supervisor.py watches.
 
 The flags are not written here: each verb's are generated from its declaration (DECLARATIONS; see
 options.py for how to add one). Every verb runs through `run_verb` (request -> log -> outputs

@@ -22,6 +22,7 @@ session and:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterable
 from typing import BinaryIO
 
@@ -71,11 +73,14 @@ def known_secrets(args: object) -> set[str]:
 
 
 def executor_output_path(final: str) -> str:
-    """Where the verb writes KFP's executor output: `final`, or when supervised a staged copy the parent
-    moves to `final` only once the run has succeeded (a failed run never leaves one)."""
-    staged = run_record.staged_executor_output()
+    """Where the verb writes KFP's executor output: `final`, or when supervised a staged sibling of it (the
+    write is tried where KFP reads it, before anything is published) that the parent renames to `final`
+    only once the run has succeeded, and removes otherwise: a failed run never leaves one."""
+    if not run_record.active():
+        return final
+    staged = f"{final}.staged-{uuid.uuid4().hex[:8]}"
     run_record.note("executor_output", staged, final=final)
-    return staged or final
+    return staged
 
 
 def print_summary(summary: dict) -> None:
@@ -280,33 +285,36 @@ def _finish(verb: str, child: subprocess.Popen, record: run_record.RunRecord, fo
                         code, f"signal {-child.returncode}" if child.returncode < 0 else f"status {child.returncode}")
         for what in record.end.get("closed") or []:
             log.warning("user code closed the process's %s: what was written to it after that was lost", what)
-        return _publish_executor_output(record.end) if code == 0 else code
+        return _succeeded(record) if code == 0 else _discard_executor_output(record, code)
     _release_held(record)
     sig = -child.returncode if child.returncode < 0 else 0
     if sig in forwarded and sig in _SIGNAL_EXITS:
         log.error("%s stopped: %s before it could save anything", verb, _describe_ending(child.returncode, record))
-        return _SIGNAL_EXITS[sig]
+        return _discard_executor_output(record, _SIGNAL_EXITS[sig])
     log.error("%s failed: the run %s, before it finished: no outputs were published; user code must return or "
               "raise, not end the process, so the run ends with exit code 3 (user code)", verb,
               _describe_ending(child.returncode, record))
-    return EXIT_USER_CODE
+    return _discard_executor_output(record, EXIT_USER_CODE)
 
 
-def _publish_executor_output(end: dict) -> int:
-    """Print the run's summary and move its staged executor output to where KFP reads it."""
-    if end.get("summary") is not None:
-        print_summary(end["summary"])
-    staged, final = end.get("executor_output"), end.get("executor_output_file")
-    if not staged or not final or not os.path.isfile(staged):
+def _discard_executor_output(record: run_record.RunRecord, code: int) -> int:
+    if record.executor_output:
+        with contextlib.suppress(OSError):
+            os.remove(record.executor_output)
+    return code
+
+
+def _succeeded(record: run_record.RunRecord) -> int:
+    """Print the run's summary and rename its staged executor output to where KFP reads it."""
+    if record.summary is not None:
+        print_summary(record.summary)
+    if not record.executor_output or not os.path.isfile(record.executor_output):
         return 0
-    from generic_trainer.artifacts import storage
-
     try:
-        with open(staged, encoding="utf-8") as f:
-            storage.write_file_atomic(final, f.read())
+        os.replace(record.executor_output, record.executor_output_file)
     except OSError as e:
-        log.error("could not write the executor output %s: %s", final, e.strerror or e)
-        return EXIT_BAD_OUTPUT
+        log.error("could not write the executor output %s: %s", record.executor_output_file, e.strerror or e)
+        return _discard_executor_output(record, EXIT_BAD_OUTPUT)
     return 0
 
 

@@ -3,8 +3,8 @@
 The console script runs each verb in a child process (`generic_trainer.supervisor`). The child
 appends one JSON object per line to the record file the parent names in `RECORD_ENV`: the outputs
 it locks (`held` / `released`: their staging siblings go with them), the user code it calls
-(`calling` / `returned`), and, only once the runtime has finished its contract, its exit code with
-the printed summary and the staged executor output (`end`). A run that ends without `end` (user
+(`calling` / `returned`), its summary and staged executor output, and, only once the runtime has
+finished its contract, its exit code (`end`). A run that ends without `end` (user
 code called `os._exit`, a signal or a crash ended it) is exit 3, and the parent cleans what the
 record says it held. A leaf module (standard library only): every floor may note into it.
 """
@@ -51,25 +51,15 @@ def note(kind: str, value: Any = None, **extra: Any) -> None:
         pass
 
 
-def staged_executor_output() -> str | None:
-    """Where the child writes KFP's executor output: beside the record; the parent moves it to the path
-    KFP reads only when the run succeeded (None when unsupervised: written in place)."""
-    path = _state["path"]
-    return None if path is None else os.path.join(os.path.dirname(path), "executor_output.json")
-
-
 def ended_notes() -> dict[str, Any]:
-    """What the `end` entry carries: the summary and executor output noted before, and the standard
-    streams user code closed (their lines were lost; the parent says so)."""
-    record = RunRecord.read(_state["path"]) if _state["path"] else RunRecord()
+    """What the `end` entry carries: the standard streams user code closed (their lines were lost)."""
     closed = []
     for fd, name in ((1, "stdout (fd 1)"), (2, "stderr (fd 2)")):
         try:
             os.fstat(fd)
         except OSError:
             closed.append(name)
-    return {"summary": record.summary, "executor_output": record.executor_output,
-            "executor_output_file": record.executor_output_file, "closed": closed}
+    return {"closed": closed}
 
 
 @dataclasses.dataclass
