@@ -1,12 +1,12 @@
 """The run record: what a supervised run holds and how it ended, for the supervising parent process.
 
 The console script runs each verb in a child process (`generic_trainer.supervisor`). The child
-appends one JSON object per line to the record file the parent names in `RECORD_ENV`: the outputs
-it locks (`held` / `released`: their staging siblings go with them), the user code it calls
-(`calling` / `returned`), its summary and staged executor output, and, only once the runtime has
-finished its contract, its exit code (`end`). A run that ends without `end` (user
-code called `os._exit`, a signal or a crash ended it) is exit 3, and the parent cleans what the
-record says it held. A leaf module (standard library only): every floor may note into it.
+appends one JSON object per line to the record file the parent names in `RECORD_ENV`: the outputs it
+locks (`held` / `released`: their staging siblings go with them), its summary and staged executor
+output, and, only once the runtime has finished its contract, its exit code (`end`). Which user code
+is running is kept in `<record>.calls` (`enter` / `leave`). A run that ends without `end` (user code
+called `os._exit`, a signal or a crash ended it) is exit 3, and the parent cleans what the record
+says it held. A leaf module (standard library only): every floor may note into it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 RECORD_ENV = "GENERIC_TRAINER_RUN_RECORD"
-_state: dict[str, Any] = {"path": None, "parent": None}
+_state: dict[str, Any] = {"path": None, "parent": None, "calling": [], "last": None}
 
 
 def claim(environ: dict[str, str] | None = None) -> str | None:
@@ -47,6 +47,33 @@ def note(kind: str, value: Any = None, **extra: Any) -> None:
     try:
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps({"kind": kind, "value": value, **extra}, default=str) + "\n")
+    except (OSError, ValueError, TypeError):
+        pass
+
+
+def enter(what: str) -> None:
+    """User code `what` starts running (the call stack is rewritten in `<record>.calls`, never appended:
+    a Task method called per batch must not grow the record)."""
+    _state["calling"].append(what)
+    _state["last"] = what
+    _write_calls()
+
+
+def leave(what: str) -> None:
+    """User code `what` returned or raised."""
+    calling = _state["calling"]
+    if what in calling:
+        del calling[len(calling) - 1 - calling[::-1].index(what)]
+    _write_calls()
+
+
+def _write_calls() -> None:
+    path = _state["path"]
+    if path is None:
+        return
+    try:
+        with open(path + ".calls", "w", encoding="utf-8") as f:
+            f.write(json.dumps({"calling": _state["calling"], "last": _state["last"]}))
     except (OSError, ValueError, TypeError):
         pass
 
@@ -82,7 +109,13 @@ class RunRecord:
             with open(path, encoding="utf-8", errors="replace") as f:
                 lines = f.read().splitlines()
         except OSError:
-            return record
+            lines = []
+        try:
+            with open(path + ".calls", encoding="utf-8") as f:
+                calls = json.load(f)
+            record.calling, record.last_called = list(calls["calling"]), calls["last"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # none ran, or the process died while rewriting it
         for line in lines:
             try:
                 entry = json.loads(line)
@@ -97,11 +130,6 @@ class RunRecord:
             self.held[value] = entry
         elif kind == "released":
             self.held.pop(value, None)
-        elif kind == "calling":
-            self.calling.append(value)
-            self.last_called = value
-        elif kind == "returned" and value in self.calling:
-            del self.calling[len(self.calling) - 1 - self.calling[::-1].index(value)]
         elif kind == "summary":
             self.summary = value
         elif kind == "executor_output":

@@ -116,7 +116,7 @@ def call(fn: Callable[..., Any], *args: Any, what: str, failed: str | None = Non
     blamed for corrupt TFRecord data; lost_peer(exc): the message when a peer was lost (None: the run
     has no peers); translate(exc): a mapping tried first (None to fall through); hint(exc): appended.
     """
-    run_record.note("calling", what)
+    run_record.enter(what)
     try:
         return fn(*args, **kwargs)
     except BaseException as e:  # noqa: BLE001 - the boundary: every ending is mapped here
@@ -125,18 +125,18 @@ def call(fn: Callable[..., Any], *args: Any, what: str, failed: str | None = Non
             raise
         raise mapped from (None if isinstance(e, SystemExit) else e)
     finally:
-        run_record.note("returned", what)
+        run_record.leave(what)
 
 
 def call_raw(fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> Any:
     """`fn(*args, **kwargs)` noted in the run record as the user code `what`, its exceptions unmapped: for
     code a library calls back (tf.Transform traces preprocessing_fn), whose caller keeps what it raised
     and maps it with `error_for` once the library has stopped."""
-    run_record.note("calling", what)
+    run_record.enter(what)
     try:
         return fn(*args, **kwargs)
     finally:
-        run_record.note("returned", what)
+        run_record.leave(what)
 
 
 @contextlib.contextmanager
