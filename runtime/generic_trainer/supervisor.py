@@ -215,10 +215,16 @@ def _signal_all(procs: dict[int, int], sig: int) -> None:
             pass
 
 
-def end_left_running(group: int, grace_s: float = GRACE_S) -> list[int]:
+def end_left_running(group: int, grace_s: float = GRACE_S, settle_s: float = 1.0) -> list[int]:
     """Name and end the processes the run left running (SIGTERM to their groups, SIGKILL after
-    `grace_s`); returns their pids."""
+    `grace_s`); returns their pids. Helpers that end by themselves once the run is gone
+    (multiprocessing's resource tracker) get `settle_s` first."""
     procs = left_running(group)
+    deadline = time.monotonic() + settle_s
+    while procs and time.monotonic() < deadline:
+        time.sleep(0.05)
+        _reap()
+        procs = left_running(group)
     for pid, pgid in procs.items():
         log.warning("process left running by the run: pid %d (process group %d): %s; ending it", pid, pgid,
                     _command_line(pid))
