@@ -103,3 +103,21 @@ def test_argument_errors_and_bad_input_keep_their_exit_codes_through_the_supervi
                     "--model-dir", tmp_path / "model"], timeout=120)
     assert proc.returncode == 2 and "--examples" in proc.stderr
     assert "failed: the run" not in proc.stderr  # the child finished its contract: its code stands
+
+
+def test_without_the_supervisor_log_records_are_masked_too():
+    """cli.main(argv) in-process (tests, notebooks) and GENERIC_TRAINER_SUPERVISE=0 run without the parent: what
+    they log through the root handlers is masked by a filter."""
+    import io
+    import logging
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        supervisor.mask_logs({"TOKEN-S3CRET-42"})
+        logging.getLogger("generic_trainer").error("%s failed: %s", "train", "auth failed for token TOKEN-S3CRET-42")
+    finally:
+        root.removeHandler(handler)
+    assert stream.getvalue() == "train failed: auth failed for token ***\n"

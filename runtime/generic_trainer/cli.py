@@ -347,8 +347,10 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     ending = argv is None if end_process is None else end_process
     supervised = run_record.claim() is not None
+    secrets = supervisor.known_secrets(args)
     if ending and not supervised and supervisor.wanted():  # user code runs in a child the parent watches
-        return supervisor.run(args.verb, list(sys.argv[1:] if argv is None else argv), supervisor.known_secrets(args))
+        return supervisor.run(args.verb, list(sys.argv[1:] if argv is None else argv), secrets)
+    supervisor.mask_logs(secrets)
     try:
         code = OWN_MAIN[args.verb](args) if args.verb in OWN_MAIN else run_verb(args, RUNS[args.verb])
     except TrainerError as e:

@@ -129,6 +129,29 @@ class Masker:
         return data
 
 
+class MaskingFilter(logging.Filter):
+    """A logging filter masking secret values in each record (for a verb run without the supervisor:
+    in-process `cli.main(argv)`, GENERIC_TRAINER_SUPERVISE=0)."""
+
+    def __init__(self, secrets: Iterable[str]):
+        super().__init__()
+        self.mask = Masker(secrets)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        masked = self.mask(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+        if masked != text:
+            record.msg, record.args = masked, ()
+        return True
+
+
+def mask_logs(secrets: set[str]) -> None:
+    """Mask `secrets` in what this process logs through its root handlers."""
+    if secrets:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(MaskingFilter(secrets))
+
+
 def relay(source: int, sink: BinaryIO, mask: Masker, idle_s: float = 0.5) -> None:
     """Copy `source` (a pipe's fd) to `sink` until EOF, masked; whole lines at once so a secret is never
     split (a partial line waits at most `idle_s`). Writing stops if `sink` fails; reading never does."""
