@@ -27,7 +27,7 @@ from typing import Any
 from generic_trainer.artifacts import files, storage
 from generic_trainer.compat import keras_tuner, patched
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
-from generic_trainer.fit import accelerator, inputs, user_module
+from generic_trainer.fit import accelerator, inputs, user_code, user_module
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.intake.fit_request import TuneRequest
@@ -93,12 +93,11 @@ def run(request: TuneRequest, before_publish: Callable[[TuneResult], None] | Non
         examples = inputs.check_examples_and_schema(request)
         scratch = tempfile.mkdtemp(prefix="generic-trainer-tune-")
         try:
-            module_path = user_module.fetch(request.module_file, os.path.join(scratch, "module"))
-            user_module.check_sha256(module_path, request.module_sha256)
-            user_module.check_syntax(module_path)
-            return _run(request, role, module_path, examples, before_publish)
-        except SystemExit as e:  # at import, or in the search (the model-building function, callbacks)
-            raise user_module.exit_error(e, f"module {request.module_file}") from None
+            with user_code.guard(f"module {request.module_file}"):  # the model-building function, callbacks
+                module_path = user_module.fetch(request.module_file, os.path.join(scratch, "module"))
+                user_module.check_sha256(module_path, request.module_sha256)
+                user_module.check_syntax(module_path)
+                return _run(request, role, module_path, examples, before_publish)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -207,22 +206,15 @@ def _call_tuner_fn(tuner_fn, fn_args: FnArgs, name: str) -> tuple[Any, dict[str,
     """Call the user's tuner_fn and check it returned a tuner and the kwargs of its search()."""
     import keras_tuner
 
-    try:
-        result = tuner_fn(fn_args)
-    except TrainerError:
-        raise
-    except SystemExit as e:
-        raise user_module.exit_error(e, name) from None
-    except Exception as e:
-        tb = user_module.format_traceback(e)
+    def hint(e: Exception) -> str:
         innermost = traceback.extract_tb(e.__traceback__)[-1].filename if e.__traceback__ else ""
-        hint = ""
         if f"{os.sep}keras_tuner{os.sep}" in innermost:
-            hint = " (raised by keras-tuner while setting up the search space: check the hyperparameters it declares)"
+            return " (raised by keras-tuner while setting up the search space: check the hyperparameters it declares)"
         from generic_trainer.fit import keras2_saving
 
-        hint = hint or keras2_saving.hint(e, tf_keras_possible=False)
-        raise UserCodeError(f"{name} raised {type(e).__name__}: {e}{hint}\n{tb}") from e
+        return keras2_saving.hint(e, tf_keras_possible=False)
+
+    result = user_code.call(tuner_fn, fn_args, what=name, hint=hint)
     if isinstance(result, tuple) and len(result) == 2 and not hasattr(result, "tuner"):
         tuner, fit_kwargs = result
     else:
@@ -261,22 +253,18 @@ def _search(tuner, fit_kwargs: dict[str, Any]) -> None:
 
     from generic_trainer.fit import fit_hooks
 
-    try:
-        with fit_hooks.recording_fit("keras3"):
-            tuner.search(**fit_kwargs)
-    except TrainerError:
-        raise
-    except grpc.RpcError as e:
-        raise ClusterError(f"lost the tuner oracle at {os.environ.get('KERASTUNER_ORACLE_IP')}:"
-                           f"{os.environ.get('KERASTUNER_ORACLE_PORT')}: {e.code()} {e.details()}") from e
-    except kt_errors.FatalError as e:
-        hint = ""
-        if "tf_keras" in str(e):
+    def translate(e: Exception) -> TrainerError | None:
+        if isinstance(e, grpc.RpcError):
+            return ClusterError(f"lost the tuner oracle at {os.environ.get('KERASTUNER_ORACLE_IP')}:"
+                                f"{os.environ.get('KERASTUNER_ORACLE_PORT')}: {e.code()} {e.details()}")
+        if isinstance(e, kt_errors.FatalError):
             hint = "\nkeras-tuner searches Keras 3 models: build them with `import keras`, not tf_keras."
-        raise UserCodeError(f"the search stopped: {type(e).__name__}: {e}{hint}") from e
-    except Exception as e:
-        tb = user_module.format_traceback(e)
-        raise UserCodeError(f"the search failed: {type(e).__name__}: {e}\n{tb}") from e
+            return UserCodeError(f"the search stopped: {user_code.describe(e)}{hint if 'tf_keras' in str(e) else ''}")
+        return None
+
+    with fit_hooks.recording_fit("keras3"):
+        user_code.call(lambda: tuner.search(**fit_kwargs), what="the search", failed="the search failed",
+                       translate=translate)
 
 
 def _run_worker(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRequest) -> None:
