@@ -2,7 +2,8 @@
 
 Parses flags (or KFP's executor input) into one request, sets what must be decided before
 TensorFlow is imported (which Keras `tf.keras` means), runs the verb, and turns errors into
-one clear message and an exit code. `--help` and argument errors never import TensorFlow.
+one clear message and an exit code. `--help` and argument errors never import TensorFlow. As the
+process's entry point, the verb itself runs in a child process that supervisor.py watches.
 
 The flags are not written here: each verb's are generated from its declaration (see options.py for
 how to add one). Every verb module exports its `VerbContract` (intake/contract.py: declaration,
@@ -13,13 +14,13 @@ Importing the verb modules is light: TensorFlow, TFT, Beam and the cloud librari
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 from collections.abc import Sequence
 
-from generic_trainer import evaluate, import_examples, infra_validate, train, transform, tune
+from generic_trainer import evaluate, import_examples, infra_validate, supervisor, train, transform, tune
+from generic_trainer.artifacts import run_record
 from generic_trainer.errors import TrainerError
 from generic_trainer.intake import options, output_checks
 from generic_trainer.intake.common_options import EPILOG
@@ -138,12 +139,12 @@ def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) ->
     def before_publish(result: ResultT) -> None:
         if kfp is not None:
             metadata, parameter_values = verb.kfp_outputs(request, result)
-            kfp_io.write_executor_output(kfp, metadata, parameter_values=parameter_values,
-                                         output_file=args.executor_output_file)
+            path = supervisor.executor_output_path(args.executor_output_file or kfp.output_file)
+            kfp_io.write_executor_output(kfp, metadata, parameter_values=parameter_values, output_file=path)
 
     summary = verb.summary(verb.run(request, before_publish))
     if summary is not None:
-        print(json.dumps(summary, indent=2))
+        supervisor.print_summary(summary)
     return 0
 
 
@@ -179,6 +180,11 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     _setup_logging(args.log_level)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     ending = argv is None if end_process is None else end_process
+    supervised = run_record.claim() is not None
+    secrets = supervisor.known_secrets(args)
+    if ending and not supervised and supervisor.wanted():  # user code runs in a child the parent watches
+        return supervisor.run(args.verb, list(sys.argv[1:] if argv is None else argv), secrets)
+    supervisor.mask_logs(secrets)
     try:
         code = OWN_MAIN[args.verb](args) if args.verb in OWN_MAIN else run_verb(args, VERBS[args.verb])
     except TrainerError as e:
@@ -192,6 +198,8 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
             raise
         log.exception("%s failed with an unexpected error (a bug of generic-trainer: please report it)", args.verb)
         code = 1
+    if supervised:
+        run_record.note("end", code, **run_record.ended_notes())
     if ending:
         end_without_stray_threads(code)
     return code

@@ -21,10 +21,11 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from generic_trainer import compat
 from generic_trainer.artifacts import model_artifact, outputs, publisher, serving_container
 from generic_trainer.artifacts.results import TrainResult
-from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
-from generic_trainer.fit import accelerator, inputs, keras_auto, keras_multiworker, user_module
+from generic_trainer.errors import TrainerError, UserCodeError
+from generic_trainer.fit import accelerator, inputs, keras_auto, keras_multiworker, user_code, user_module
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.fit.preemption import WATCHER
@@ -49,35 +50,24 @@ def speed_options(request: TrainRequest):
 
 
 def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None, multi_worker: bool = False):
-    import tensorflow as tf
-
     from generic_trainer.fit import fit_hooks, keras2_saving, module_strategy
     from generic_trainer.records import record_checks
+
+    def bad_data(e: Exception) -> TrainerError | None:  # the input pipeline could not decode the examples
+        return record_checks.decode_error(
+            e, [*fn_args.train_files, *fn_args.eval_files], fn_args.schema_path,
+            transformed_schema_path=inputs.transformed_schema_file(fn_args.transform_graph_path))
+
+    def lost_peer(e: Exception) -> str:
+        return ("lost contact with another replica while training (preempted or crashed?); restart the job: it "
+                f"resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
+                f"{' '.join(getattr(e, 'message', str(e)).split())[:600]}")
 
     with strategy.scope(), module_strategy.substitute(strategy), keras2_saving.bridge(keras_mode), \
             fit_hooks.recording_fit(keras_mode, speed=speed) as record:
         try:
-            returned = run_fn(fn_args)
-        except TrainerError:
-            raise
-        except SystemExit as e:
-            raise user_module.exit_error(e, "run_fn") from None
-        except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
-                tf.errors.CancelledError) as e:
-            if not multi_worker:
-                raise UserCodeError(f"run_fn raised {type(e).__name__}: {e}") from e
-            raise ClusterError(
-                "lost contact with another replica while training (preempted or crashed?); restart the job: "
-                f"it resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
-                f"{' '.join(e.message.split())[:600]}") from None
-        except Exception as e:
-            bad_data = record_checks.decode_error(
-                e, [*fn_args.train_files, *fn_args.eval_files], fn_args.schema_path,
-                transformed_schema_path=inputs.transformed_schema_file(fn_args.transform_graph_path))
-            if bad_data is not None:  # the input pipeline could not decode the examples: bad input, not code
-                raise bad_data from e
-            tb = user_module.format_traceback(e)
-            raise UserCodeError(f"run_fn raised {type(e).__name__}: {e}{keras2_saving.hint(e)}\n{tb}") from e
+            returned = user_code.call(run_fn, fn_args, what="run_fn", data_input="--examples", translate=bad_data,
+                                      lost_peer=lost_peer if multi_worker else None, hint=keras2_saving.hint)
         finally:
             WATCHER.reset_deferral()  # a fit that raised never reached its train end
     WATCHER.raise_if_requested("SIGTERM received while run_fn ran")
@@ -117,16 +107,15 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
     scratch = tempfile.mkdtemp(prefix="generic-trainer-")
     WATCHER.install(where=f"the backup in {request.checkpoint_dir}")
     try:
-        module_path = user_module.fetch(request.program.module_file, os.path.join(scratch, "module"))
-        keras, why = keras_auto.decide_fetched(request.keras, request.keras_reason, module_path)
-        if why != request.keras_reason:
-            log.info("tf.keras is %s: %s", "Keras 2 (tf_keras)" if keras == "tf_keras" else "Keras 3", why)
-            request = dataclasses.replace(request, keras=keras, keras_reason=why)
-        user_module.check_sha256(module_path, request.program.module_sha256)
-        user_module.check_syntax(module_path)
-        return _run(request, cluster, module_path, examples, scratch, before_publish)
-    except SystemExit as e:  # at import, or anywhere else the module's code runs
-        raise user_module.exit_error(e, f"module {request.program.module_file}") from None
+        with user_code.guard(f"module {request.program.module_file}"):  # anywhere else the module's code runs
+            module_path = user_module.fetch(request.program.module_file, os.path.join(scratch, "module"))
+            keras, why = keras_auto.decide_fetched(request.keras, request.keras_reason, module_path)
+            if why != request.keras_reason:
+                log.info("tf.keras is %s: %s", "Keras 2 (tf_keras)" if keras == "tf_keras" else "Keras 3", why)
+                request = dataclasses.replace(request, keras=keras, keras_reason=why)
+            user_module.check_sha256(module_path, request.program.module_sha256)
+            user_module.check_syntax(module_path)
+            return _run(request, cluster, module_path, examples, scratch, before_publish)
     finally:
         WATCHER.uninstall()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -139,7 +128,7 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
     strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
     WATCHER.install()  # again: TensorFlow's coordination service replaces the SIGTERM handler
     log.info("resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus)
-    keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
+    multi_worker_fit = keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
 
     from generic_trainer.fit import checkpointing
     from generic_trainer.records import record_checks
@@ -159,7 +148,8 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
         settings=checkpointing.run_settings(request.train_steps, request.hyperparameters, module_path))
     fn_args = _fn_args(request, examples, cluster, strategy, num_gpus, staging, private, backup)
     try:
-        result = _train(request, run_fn, fn_args, strategy, cluster, staging, backup)
+        with compat.patched(multi_worker_fit):  # Keras 3's trainer fixed for several workers while run_fn runs
+            result = _train(request, run_fn, fn_args, strategy, cluster, staging, backup)
         if not cluster.is_chief:
             log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
             return result

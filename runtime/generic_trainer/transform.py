@@ -27,7 +27,7 @@ from typing import Any
 
 from generic_trainer.beam import beam_run
 from generic_trainer.errors import UserCodeError, UserInputError
-from generic_trainer.fit import user_module
+from generic_trainer.fit import user_code, user_module
 from generic_trainer.intake import data_options, data_request
 from generic_trainer.intake.contract import VerbContract
 from generic_trainer.intake.data_request import TransformRequest
@@ -62,9 +62,9 @@ class _GuardedFn:
         self.fn, self.name, self.error = fn, name, None
 
     def __call__(self, inputs: Any) -> Any:
-        try:
-            outputs = self.fn(inputs)
-        except Exception as e:
+        try:  # the raw exception goes on through tf.Transform; user_code maps it once the pipeline stopped
+            outputs = user_code.call_raw(self.fn, inputs, what=self.name)
+        except BaseException as e:  # sys.exit() too: never an ending of the process
             if self.error is None:
                 self.error = e
             raise
@@ -124,10 +124,8 @@ def _load_fn(request: TransformRequest, download_dir: str) -> _GuardedFn:
     return _GuardedFn(fn, request.preprocessing_fn)
 
 
-def _user_error(guarded: _GuardedFn) -> UserCodeError:
-    e = guarded.error
-    trace = user_module.format_traceback(e)
-    return UserCodeError(f"{guarded.name} raised {type(e).__name__}: {e}\n{trace}")
+def _user_error(guarded: _GuardedFn) -> BaseException:
+    return user_code.error_for(guarded.error, guarded.name)
 
 
 def run(request: TransformRequest, before_publish: Callable[[TransformResult], None] | None = None) -> TransformResult:
@@ -210,7 +208,7 @@ def _run_guarded(request: TransformRequest, guarded: _GuardedFn, schema: Any, ur
             counters = beam_run.run(pipeline)
     except (UserInputError, UserCodeError):
         raise
-    except Exception:
+    except BaseException:  # what preprocessing_fn raised, as tf.Transform or Beam passed it on
         if guarded.error is not None:
             raise _user_error(guarded) from None
         raise

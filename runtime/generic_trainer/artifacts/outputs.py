@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from generic_trainer.artifacts import files, storage
+from generic_trainer.artifacts import files, run_record, storage
 from generic_trainer.errors import OutputError, UserInputError
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,8 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
     """Hold `directory` for this run: a second run on it fails at once (UserInputError naming `flag`
     and the run holding it). Inside, staging left by runs that died is removed."""
     lock = storage.OutputLock(directory)
+    if run_record.active():  # supervised: the run lives as long as its supervising parent, which releases it
+        lock.owner["pid"] = run_record.supervisor_pid()
     try:
         taken_over = lock.acquire()
     except storage.LockHeld as e:
@@ -80,6 +82,7 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
             f"{e.age_s:.0f} s ago (lock file {e.lock_path}). Wait for that run to end or give another {flag}. "
             f"(A run that died releases it by itself: at once when it ran on this host, else "
             f"{lock.stale_after_s:.0f} s after its last heartbeat.)")) from None
+    run_record.note("held", directory, lock=lock.path, run_id=lock.owner["run_id"])
     try:
         for owner in taken_over:
             log.warning("%s: took over %s", flag, owner)
@@ -88,6 +91,7 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
         yield
     finally:
         lock.release()
+        run_record.note("released", directory)
 
 
 @contextlib.contextmanager

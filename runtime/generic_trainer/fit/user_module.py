@@ -15,13 +15,12 @@ import importlib
 import importlib.util
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from types import ModuleType
 
 from generic_trainer.artifacts import files, storage
 from generic_trainer.errors import UserCodeError, UserInputError
-from generic_trainer.fit import tfx_imports
+from generic_trainer.fit import tfx_imports, user_code
 
 INPUT = "--module-file"
 
@@ -94,11 +93,6 @@ def check_sha256(path: str | None, expected: str | None) -> None:
         )
 
 
-def format_traceback(exc: BaseException) -> str:
-    """The full traceback of an exception user code raised, as printed (for UserCodeError messages)."""
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-
-
 def check_syntax(path: str | None) -> None:
     """Compile the module file without running it: syntax errors surface before TensorFlow loads."""
     if path is None:
@@ -123,14 +117,14 @@ def import_module(path: str | None, spec: str) -> ModuleType:
     tfx_imports.install()
     if path is None:
         try:
-            return importlib.import_module(spec)
-        except ModuleNotFoundError as e:
-            if e.name and spec.startswith(e.name):
+            return user_code.call(importlib.import_module, spec, what=f"module {spec}",
+                                  failed=f"importing module {spec} failed")
+        except UserCodeError as e:
+            missing = e.__cause__
+            if isinstance(missing, ModuleNotFoundError) and missing.name and spec.startswith(missing.name):
                 raise UserInputError(
                     INPUT, f"no module named {spec!r} (not a file path, gs:// URI or installed module)") from None
-            raise UserCodeError(f"importing module {spec} failed:\n{format_traceback(e)}") from e
-        except Exception as e:
-            raise UserCodeError(f"importing module {spec} failed:\n{format_traceback(e)}") from e
+            raise
     directory = os.path.dirname(path)
     if directory not in sys.path:
         sys.path.insert(0, directory)
@@ -140,11 +134,11 @@ def import_module(path: str | None, spec: str) -> ModuleType:
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module  # so pickling / Keras serialization can find the module's classes
     try:
-        module_spec.loader.exec_module(module)
-    except Exception as e:
+        user_code.call(module_spec.loader.exec_module, module, what=f"module {path}",
+                       failed=f"importing module {path} failed")
+    except BaseException:
         sys.modules.pop(name, None)
-        raise UserCodeError(
-            f"importing module {path} failed: {type(e).__name__}: {e}\n{format_traceback(e)}") from e
+        raise
     return module
 
 
@@ -168,17 +162,3 @@ def load(spec: str, download_dir: str, sha256: str | None = None) -> ModuleType:
     check_sha256(path, sha256)
     check_syntax(path)
     return import_module(path, spec)
-
-
-def exit_error(exc: SystemExit, what: str) -> UserCodeError:
-    """User code that called `sys.exit()` / `exit()`, as a UserCodeError (exit 3) naming the code it asked for.
-
-    `what` names the code that ran (`run_fn`, `tuner_fn`, `module m.py`). The process must not end with the
-    code the module chose: 0 would claim a success without a model, any other code would be unexplained.
-    """
-    asked = "sys.exit()" if exc.code is None else f"sys.exit({exc.code!r})"
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "_sitebuiltins" not in f.filename]
-    where = f" at {frames[-1].filename} line {frames[-1].lineno}" if frames else ""
-    return UserCodeError(f"{what} called {asked}{where} before the run finished (no model or outputs were "
-                         "published); user code must return or raise, not end the process, so the run ends with "
-                         "exit code 3 (user code)")
