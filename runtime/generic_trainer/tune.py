@@ -156,7 +156,7 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, 
             _run_chief(tuner, fit_kwargs, role, request, set_tuner_id)
         else:
             with patched(trial_log.TrialLog(tuner.project_dir).patch(oracle)):
-                _search(tuner, fit_kwargs)
+                _search(tuner, fit_kwargs, role)
     return _publish(request, _result(role, oracle, tuner.project_dir), before_publish)
 
 
@@ -248,8 +248,8 @@ def _check_directory(tuner, working_dir: str, holds_oracle: bool) -> None:
                     project_dir, working_dir)
 
 
-def _search(tuner, fit_kwargs: dict[str, Any]) -> None:
-    """tuner.search(**fit_kwargs), with user failures turned into UserCodeError."""
+def _search(tuner, fit_kwargs: dict[str, Any], role: tuner_cluster.TunerRole) -> None:
+    """tuner.search(**fit_kwargs), with user failures turned into UserCodeError (a lost oracle: ClusterError)."""
     import grpc
     from keras_tuner import errors as kt_errors
 
@@ -257,8 +257,8 @@ def _search(tuner, fit_kwargs: dict[str, Any]) -> None:
 
     def translate(e: Exception) -> TrainerError | None:
         if isinstance(e, grpc.RpcError):
-            return ClusterError(f"lost the tuner oracle at {os.environ.get('KERASTUNER_ORACLE_IP')}:"
-                                f"{os.environ.get('KERASTUNER_ORACLE_PORT')}: {e.code()} {e.details()}")
+            return ClusterError(f"lost the tuner oracle at {role.oracle_host}:{role.oracle_port}: "
+                                f"{e.code()} {e.details()}")
         if isinstance(e, kt_errors.FatalError):
             hint = "\nkeras-tuner searches Keras 3 models: build them with `import keras`, not tf_keras."
             return UserCodeError(f"the search stopped: {user_code.describe(e)}{hint if 'tf_keras' in str(e) else ''}")
@@ -287,7 +287,7 @@ def _run_worker(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneR
     try:
         with patched(keras_tuner.ClientWait(request.worker_timeout),
                      keras_tuner.TunerHooks(tuner, on_trial_begin=on_trial_begin, on_trial_end=on_trial_end)):
-            _search(tuner, fit_kwargs)
+            _search(tuner, fit_kwargs, role)
     finally:
         beat.stop()
     log.info("worker %s: the search is over; the chief publishes the outputs", role.tuner_id)
@@ -310,7 +310,7 @@ def _run_chief(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRe
             # From here on this process's tuner is one more trial runner, using the oracle in-process.
             set_tuner_id(role.tuner_id)
             tuner.tuner_id = role.tuner_id
-            _search(tuner, fit_kwargs)
+            _search(tuner, fit_kwargs, role)
             server.wait_for_workers()
         finally:
             server.stop()
