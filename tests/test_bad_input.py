@@ -22,6 +22,7 @@ from generic_trainer import cli
 from generic_trainer.artifacts import kfp_io, storage
 from generic_trainer.artifacts.redaction import redact
 from generic_trainer.errors import UserInputError
+from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.fit_request import build_train_request, load_hyperparameters
 from generic_trainer.records import example_files
 
@@ -552,7 +553,7 @@ def test_gcs_default_deadline_is_well_under_a_minute(monkeypatch, tmp_path):
     monkeypatch.delenv(storage.GCS_TIMEOUT_ENV, raising=False)
     started = time.monotonic()
     with pytest.raises(storage.GcsUnavailable, match=re.escape(f"Cloud Storage at {host} did not answer within 20 s")):
-        storage.download_gcs("gs://bucket/module.py", str(tmp_path))
+        storage.download_gcs("gs://bucket/module.py", str(tmp_path), settings=storage_settings(os.environ))
     assert time.monotonic() - started < 40
 
 
@@ -562,10 +563,11 @@ def test_gcs_download_works_within_the_deadline(gcs_emulator, monkeypatch, tmp_p
     gcs_upload(host, bucket, "mods/helper.py", b"Y = 2\n")
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
     monkeypatch.setenv(storage.GCS_TIMEOUT_ENV, "10")
-    path = storage.download_gcs(uri, str(tmp_path / "dl"), siblings_suffix=".py")
+    path = storage.download_gcs(uri, str(tmp_path / "dl"), siblings_suffix=".py", settings=storage_settings(os.environ))
     assert Path(path).read_text() == "X = 1\n" and (tmp_path / "dl" / "helper.py").read_text() == "Y = 2\n"
     with pytest.raises(FileNotFoundError):
-        storage.download_gcs(f"gs://{bucket}/mods/absent.py", str(tmp_path / "dl2"))
+        storage.download_gcs(f"gs://{bucket}/mods/absent.py", str(tmp_path / "dl2"),
+                             settings=storage_settings(os.environ))
     assert os.listdir(tmp_path / "dl2") == []
 
 

@@ -208,3 +208,20 @@ def test_tft_keras2_warning_is_dropped_other_absl_warnings_kept():
         "TF_USE_LEGACY_KERAS is set to 0, which will not use Keras 2. Tensorflow Transform is only compatible "
         "with Keras 2. Please set TF_USE_LEGACY_KERAS=1."))
     assert cli._drop_tft_keras_warning(record("something else went wrong"))
+
+
+def test_storage_settings_are_read_from_the_environment_at_the_edge(tmp_path):
+    """The request carries what the storage helpers need; they read no environment themselves."""
+    from generic_trainer.artifacts.storage_settings import DEFAULT_MINIO_ENDPOINT, StorageSettings
+    from generic_trainer.intake.environment import storage_settings
+    from generic_trainer.intake.fit_request import build_train_request
+
+    env = {"GENERIC_TRAINER_GCS_TIMEOUT": "7", "STORAGE_EMULATOR_HOST": "http://127.0.0.1:1",
+           "GENERIC_TRAINER_MINIO_ENDPOINT": "http://minio:9000"}
+    assert storage_settings(env) == StorageSettings(7.0, "http://127.0.0.1:1", "http://minio:9000")
+    assert storage_settings(env).gcs_endpoint == "http://127.0.0.1:1"
+    assert storage_settings({"GENERIC_TRAINER_GCS_TIMEOUT": "nan"}) == StorageSettings(20.0, None,
+                                                                                      DEFAULT_MINIO_ENDPOINT)
+    request = build_train_request({"examples": str(PENGUIN / "data"), "module_file": "m.py",
+                                   "model_dir": str(tmp_path / "m")}, environ=env)
+    assert request.storage == storage_settings(env)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 
 import pytest
 from conftest import gcs_upload
 from generic_trainer.errors import UserCodeError, UserInputError
 from generic_trainer.fit import user_module
+from generic_trainer.intake.environment import storage_settings  # the edge reads the environment
 
 
 def _pkg(tmp_path, monkeypatch):
@@ -61,7 +63,7 @@ def test_gcs_module_brings_its_siblings(tmp_path, gcs_emulator, monkeypatch):
     gcs_upload(host, bucket, "team/other/unrelated.py", b"raise SystemExit('must not be fetched')\n")
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
     try:
-        module = user_module.load(uri, str(tmp_path / "dl"))
+        module = user_module.load(uri, str(tmp_path / "dl"), settings=storage_settings(os.environ))
         assert module.run_fn(None) == "sibling"
         assert sorted(p.name for p in (tmp_path / "dl").iterdir()) == ["gcs_mod_for_test.py", "gcs_sibling_for_test.py"]
     finally:
@@ -110,18 +112,20 @@ def test_s3_and_minio_modules_bring_their_siblings(tmp_path, s3_server, monkeypa
     monkeypatch.setenv(env, s3_server)
     uri = f"{scheme}://mlpipeline/team/m/s3_mod_for_test.py"
     try:
-        module = user_module.load(uri, str(tmp_path / "dl"))
+        module = user_module.load(uri, str(tmp_path / "dl"), settings=storage_settings(os.environ))
         assert module.run_fn(None) == f"from {scheme}"
         assert sorted(p.name for p in (tmp_path / "dl").iterdir()) == ["s3_mod_for_test.py", "s3_sibling_for_test.py"]
         sha = hashlib.sha256(S3_MODULE).hexdigest()
         with pytest.raises(UserInputError, match="differs from the pinned"):
-            user_module.load(uri, str(tmp_path / "dl2"), sha256=sha.replace(sha[0], "0" if sha[0] != "0" else "1"))
+            user_module.load(uri, str(tmp_path / "dl2"), sha256=sha.replace(sha[0], "0" if sha[0] != "0" else "1"),
+                             settings=storage_settings(os.environ))
     finally:
         for name in ("s3_mod_for_test", "s3_sibling_for_test"):
             sys.modules.pop(name, None)
     with pytest.raises(UserInputError, match=f"--module-file: {scheme}://mlpipeline/team/m/absent.py not found in "
                                              f"{'MinIO' if scheme == 'minio' else 'S3'}"):
-        user_module.fetch(f"{scheme}://mlpipeline/team/m/absent.py", str(tmp_path / "dl3"))
+        user_module.fetch(f"{scheme}://mlpipeline/team/m/absent.py", str(tmp_path / "dl3"),
+                          settings=storage_settings(os.environ))
 
 
 def test_minio_endpoint_unreachable_is_named(tmp_path, monkeypatch):
@@ -133,7 +137,7 @@ def test_minio_endpoint_unreachable_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     with pytest.raises(UserInputError, match="--module-file: could not download minio://b/m.py from MinIO: "
                                              "EndpointConnectionError"):
-        user_module.fetch("minio://b/m.py", str(tmp_path / "dl"))
+        user_module.fetch("minio://b/m.py", str(tmp_path / "dl"), settings=storage_settings(os.environ))
 
 
 def test_mounted_s3_and_minio_modules_need_no_boto3(tmp_path, monkeypatch):

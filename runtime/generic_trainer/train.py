@@ -108,7 +108,8 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
     WATCHER.install(where=f"the backup in {request.checkpoint_dir}")
     try:
         with user_code.guard(f"module {request.program.module_file}"):  # anywhere else the module's code runs
-            module_path = user_module.fetch(request.program.module_file, os.path.join(scratch, "module"))
+            module_path = user_module.fetch(request.program.module_file, os.path.join(scratch, "module"),
+                                            request.storage)
             keras, why = keras_auto.decide_fetched(request.keras, request.keras_reason, module_path)
             if why != request.keras_reason:
                 log.info("tf.keras is %s: %s", "Keras 2 (tf_keras)" if keras == "tf_keras" else "Keras 3", why)

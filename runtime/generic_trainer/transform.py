@@ -119,7 +119,7 @@ def _encoder_fn() -> Any:
 
 
 def _load_fn(request: TransformRequest, download_dir: str) -> _GuardedFn:
-    module = user_module.load(request.module_file, download_dir, request.module_sha256)
+    module = user_module.load(request.module_file, download_dir, request.module_sha256, request.storage)
     fn = user_module.get_function(module, request.preprocessing_fn, "--preprocessing-fn")
     return _GuardedFn(fn, request.preprocessing_fn)
 

@@ -96,7 +96,7 @@ def run(request: TuneRequest, before_publish: Callable[[TuneResult], None] | Non
         scratch = tempfile.mkdtemp(prefix="generic-trainer-tune-")
         try:
             with user_code.guard(f"module {request.module_file}"):  # the model-building function, callbacks
-                module_path = user_module.fetch(request.module_file, os.path.join(scratch, "module"))
+                module_path = user_module.fetch(request.module_file, os.path.join(scratch, "module"), request.storage)
                 user_module.check_sha256(module_path, request.module_sha256)
                 user_module.check_syntax(module_path)
                 return _run(request, role, module_path, examples, before_publish)

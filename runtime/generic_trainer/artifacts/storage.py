@@ -9,7 +9,6 @@ directory cannot move the outputs. KFP hands the container URIs; on Vertex `gs:/
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import socket
@@ -23,6 +22,7 @@ from generic_trainer.artifacts.files import (
     write_file_atomic,  # noqa: F401 (callers write through storage)
 )
 from generic_trainer.artifacts.lock_owner import describe_owner, pid_alive, taken_over, valid_pid
+from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, GCS_TIMEOUT_ENV, StorageSettings
 
 DEFAULT_MOUNT_ROOTS = {"gs://": "/gcs", "s3://": "/s3", "minio://": "/minio", "oci://": "/oci"}
 
@@ -46,36 +46,14 @@ def split_gcs_uri(uri: str) -> tuple[str, str]:
     return bucket, name
 
 
-GCS_TIMEOUT_ENV = "GENERIC_TRAINER_GCS_TIMEOUT"
-DEFAULT_GCS_TIMEOUT = 20.0  # seconds a Cloud Storage operation retries before it fails
-DEFAULT_GCS_ENDPOINT = "https://storage.googleapis.com"
-
-
 class GcsUnavailable(OSError):
     """Cloud Storage did not answer within the retry deadline (refused, unreachable, or kept failing)."""
 
 
-def gcs_timeout() -> float:
-    """Seconds a Cloud Storage operation may take, retries included: $GENERIC_TRAINER_GCS_TIMEOUT or 20.
-
-    The request check (request.py) refuses a malformed value with exit 2; here it falls back to the default.
-    """
-    try:
-        seconds = float(os.environ.get(GCS_TIMEOUT_ENV) or DEFAULT_GCS_TIMEOUT)
-    except ValueError:
-        return DEFAULT_GCS_TIMEOUT
-    return seconds if math.isfinite(seconds) and seconds > 0 else DEFAULT_GCS_TIMEOUT
-
-
-def gcs_endpoint() -> str:
-    """The Cloud Storage endpoint the client talks to (the emulator's when STORAGE_EMULATOR_HOST is set)."""
-    return os.environ.get("STORAGE_EMULATOR_HOST") or DEFAULT_GCS_ENDPOINT
-
-
-def _gcs_client():  # pragma: no cover - trivial
+def _gcs_client(settings: StorageSettings):  # pragma: no cover - trivial
     from google.cloud import storage
 
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
+    if settings.emulator_host:
         return storage.Client.create_anonymous_client()
     return storage.Client()
 
@@ -94,21 +72,22 @@ class _Deadline:
         return {"retry": DEFAULT_RETRY.with_timeout(left), "timeout": left}
 
 
-def download_gcs(uri: str, dest_dir: str, siblings_suffix: str | None = None) -> str:
+def download_gcs(uri: str, dest_dir: str, siblings_suffix: str | None = None,
+                 settings: StorageSettings = DEFAULT_SETTINGS) -> str:
     """Download the object `uri` into `dest_dir` and return its local path.
 
     With `siblings_suffix` (e.g. ".py"), objects with that suffix in the same "folder" come too,
     so a module that imports a file next to it works. Raises FileNotFoundError when `uri` is absent,
-    GcsUnavailable (naming the endpoint) when Cloud Storage does not answer within `gcs_timeout()`.
+    GcsUnavailable (naming the endpoint) when Cloud Storage does not answer within `settings.gcs_timeout`.
     """
     from google.api_core import exceptions
 
     bucket_name, name = split_gcs_uri(uri)
-    deadline = _Deadline(gcs_timeout())
+    deadline = _Deadline(settings.gcs_timeout)
     os.makedirs(dest_dir, exist_ok=True)
     target = os.path.join(dest_dir, os.path.basename(name))
     try:
-        client = _gcs_client()
+        client = _gcs_client(settings)
         bucket = client.bucket(bucket_name)
         try:
             bucket.blob(name).download_to_filename(target, **deadline.kwargs())
@@ -124,26 +103,24 @@ def download_gcs(uri: str, dest_dir: str, siblings_suffix: str | None = None) ->
                     blob.download_to_filename(os.path.join(dest_dir, os.path.basename(blob.name)),
                                               **deadline.kwargs())
     except (exceptions.RetryError, exceptions.ServiceUnavailable, ConnectionError, TimeoutError) as e:
-        raise GcsUnavailable(_unavailable_message(e, deadline.seconds)) from None
+        raise GcsUnavailable(_unavailable_message(e, deadline.seconds, settings)) from None
     except Exception as e:
         if type(e).__module__.startswith(("requests", "urllib3")):  # connection errors not retried
-            raise GcsUnavailable(_unavailable_message(e, deadline.seconds)) from None
+            raise GcsUnavailable(_unavailable_message(e, deadline.seconds, settings)) from None
         raise
     return target
 
 
-def _unavailable_message(error: BaseException, seconds: float) -> str:
+def _unavailable_message(error: BaseException, seconds: float, settings: StorageSettings) -> str:
     cause = error.cause if getattr(error, "cause", None) is not None else error
     detail = " ".join(str(cause).split())[:300]
-    return (f"Cloud Storage at {gcs_endpoint()} did not answer within {seconds:g} s ({type(cause).__name__}: "
+    return (f"Cloud Storage at {settings.gcs_endpoint} did not answer within {seconds:g} s ({type(cause).__name__}: "
             f"{detail}); check the endpoint and network, or set {GCS_TIMEOUT_ENV} to wait longer")
 
 
 # S3-compatible stores: s3:// (AWS S3, or any endpoint in $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL, which boto3
 # reads itself) and minio:// (KFP's on-cluster MinIO, at $GENERIC_TRAINER_MINIO_ENDPOINT or KFP's default service).
 S3_PREFIXES = ("s3://", "minio://")
-MINIO_ENDPOINT_ENV = "GENERIC_TRAINER_MINIO_ENDPOINT"
-DEFAULT_MINIO_ENDPOINT = "http://minio-service.kubeflow:9000"
 
 
 def is_s3_uri(uri: str) -> bool:
@@ -157,7 +134,8 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
-def download_s3(uri: str, dest_dir: str, siblings_suffix: str | None = None) -> str:
+def download_s3(uri: str, dest_dir: str, siblings_suffix: str | None = None,
+                settings: StorageSettings = DEFAULT_SETTINGS) -> str:
     """Download the object `uri` (s3:// or minio://) into `dest_dir` with boto3; returns its local path.
 
     With `siblings_suffix`, objects with that suffix in the same "folder" come too. Raises FileNotFoundError when
@@ -166,9 +144,7 @@ def download_s3(uri: str, dest_dir: str, siblings_suffix: str | None = None) -> 
     import boto3
     from botocore.exceptions import ClientError
 
-    endpoint = None
-    if uri.startswith("minio://"):
-        endpoint = os.environ.get(MINIO_ENDPOINT_ENV) or DEFAULT_MINIO_ENDPOINT
+    endpoint = settings.minio_endpoint if uri.startswith("minio://") else None
     client = boto3.client("s3", endpoint_url=endpoint)
     bucket, key = split_s3_uri(uri)
     os.makedirs(dest_dir, exist_ok=True)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from generic_trainer.artifacts import files, storage
+from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserCodeError, UserInputError
 from generic_trainer.fit import tfx_imports, user_code
 
@@ -29,20 +30,21 @@ def _looks_like_path(spec: str) -> bool:
     return spec.endswith(".py") or os.sep in spec or spec.startswith(".")
 
 
-def fetch(spec: str, download_dir: str) -> str | None:
-    """The local file behind `spec` (downloading a gs:// one), or None for a dotted module name."""
+def fetch(spec: str, download_dir: str, settings: StorageSettings = DEFAULT_SETTINGS) -> str | None:
+    """The local file behind `spec` (downloading a gs://, s3:// or minio:// one with `settings`, the request's),
+    or None for a dotted module name."""
     if "://" in spec and not spec.endswith(".py"):
         raise UserInputError(INPUT, f"{spec} does not end in .py; expected a .py file (Python imports a module "
                                     "file by its .py name)")
     if storage.is_gcs_uri(spec):
         try:
-            return storage.download_gcs(spec, download_dir, siblings_suffix=".py")
+            return storage.download_gcs(spec, download_dir, siblings_suffix=".py", settings=settings)
         except FileNotFoundError:
             raise UserInputError(INPUT, f"{spec} not found in Cloud Storage") from None
         except Exception as e:  # credentials, network: name the input, keep the cause short.
             raise UserInputError(INPUT, f"could not download {spec}: {type(e).__name__}: {e}") from None
     if storage.is_s3_uri(spec):
-        return _fetch_s3(spec, download_dir)
+        return _fetch_s3(spec, download_dir, settings)
     if not _looks_like_path(spec):
         return None
     if not os.path.exists(spec):
@@ -60,14 +62,14 @@ def fetch(spec: str, download_dir: str) -> str | None:
     return os.path.abspath(spec)
 
 
-def _fetch_s3(spec: str, download_dir: str) -> str:
+def _fetch_s3(spec: str, download_dir: str, settings: StorageSettings) -> str:
     """An s3:// or minio:// module: the file where KFP mounts it (/s3, /minio) if it is there, else downloaded."""
     mounted = storage.local_path(spec)
     if os.path.isfile(mounted):
         return mounted
     store = "MinIO" if spec.startswith("minio://") else "S3"
     try:
-        return storage.download_s3(spec, download_dir, siblings_suffix=".py")
+        return storage.download_s3(spec, download_dir, siblings_suffix=".py", settings=settings)
     except ImportError:
         raise UserInputError(INPUT, f"{spec} is not mounted at {mounted}, and boto3 (not in the image) is not "
                                     "installed to download it: mount the bucket there, or install "
@@ -156,9 +158,10 @@ def get_function(module: ModuleType, name: str, input_name: str) -> Callable:
     )
 
 
-def load(spec: str, download_dir: str, sha256: str | None = None) -> ModuleType:
+def load(spec: str, download_dir: str, sha256: str | None = None,
+         settings: StorageSettings = DEFAULT_SETTINGS) -> ModuleType:
     """Fetch, verify and import the user's module."""
-    path = fetch(spec, download_dir)
+    path = fetch(spec, download_dir, settings)
     check_sha256(path, sha256)
     check_syntax(path)
     return import_module(path, spec)

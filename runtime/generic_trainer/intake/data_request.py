@@ -12,8 +12,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import data_options, options
+from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.request import (
     SPLIT_NAME_PATTERN,
     KfpOutputs,
@@ -180,6 +182,7 @@ class TransformRequest:
     beam_args: tuple[str, ...] = ()
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
+    storage: StorageSettings = DEFAULT_SETTINGS  # from the environment (intake/environment.py)
 
 
 def build_transform_request(
@@ -207,6 +210,7 @@ def build_transform_request(
         beam_args=beam.beam_args,
         gcs_root=gcs_root,
         kfp=kfp,
+        storage=storage_settings(beam.raw.environ),
         **options.checked_fields(data_options.TRANSFORM, beam.raw),
     )
 

@@ -20,8 +20,10 @@ from typing import Any
 
 from generic_trainer.artifacts import bounded_parse, storage
 from generic_trainer.artifacts.redaction import redact, secret_key_names
+from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import fit_options, options
+from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.options import Verb
 from generic_trainer.intake.request import (
     MAX_INT32,
@@ -100,6 +102,7 @@ class FitRequest:
     cache_examples: str = "auto"  # auto | memory | off: the data accessor's record cache (records/example_dataset.py)
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
+    storage: StorageSettings = DEFAULT_SETTINGS  # from the environment (intake/environment.py)
 
     def redacted_custom_config(self) -> dict[str, Any]:
         """custom_config with secret values replaced, safe to log or write to metadata."""
@@ -249,7 +252,7 @@ def _fit_fields(verb: Verb, raw: RawInputs, examples: str, checkpoint_dir: str) 
     """
     return {"examples": examples, "checkpoint_dir": checkpoint_dir, "hyperparameters": _hyperparameters(raw),
             "custom_config": _custom_config(raw), "gcs_root": raw.gcs_root, "kfp": raw.kfp,
-            **options.checked_fields(verb, raw)}
+            "storage": storage_settings(raw.environ), **options.checked_fields(verb, raw)}
 
 
 def build_train_request(

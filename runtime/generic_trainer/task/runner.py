@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from generic_trainer.artifacts import outputs, publisher, storage
 from generic_trainer.artifacts.results import TrainResult
+from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit import accelerator, user_code, user_module
 from generic_trainer.fit import cluster as cluster_lib
@@ -50,11 +51,12 @@ def _renamed(e: UserInputError) -> UserInputError:
     return UserInputError(INPUT, message[len(prefix):] if message.startswith(prefix) else message)
 
 
-def load_task_class(spec: str, download_dir: str, sha256: str | None = None) -> type[base.Task]:
+def load_task_class(spec: str, download_dir: str, sha256: str | None = None,
+                    settings: StorageSettings = DEFAULT_SETTINGS) -> type[base.Task]:
     """Fetch and import the module of `spec` and return its checked Task class."""
     module_spec, attr = split_task_spec(spec)
     try:
-        path = user_module.fetch(module_spec, download_dir)
+        path = user_module.fetch(module_spec, download_dir, settings)
         user_module.check_sha256(path, sha256)
         module = user_module.import_module(path, module_spec)
     except UserInputError as e:
@@ -139,7 +141,8 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
     scratch = tempfile.mkdtemp(prefix="generic-trainer-task-")
     try:
         with user_code.guard(f"the Task {program.task}"):  # at import or in any of the Task's methods
-            task_cls = load_task_class(program.task, os.path.join(scratch, "module"), program.module_sha256)
+            task_cls = load_task_class(program.task, os.path.join(scratch, "module"), program.module_sha256,
+                                       request.storage)
             experiment = resolve_experiment(task_cls, request)
             return _run(request, cluster, task_cls, experiment, scratch, before_publish)
     finally:
