@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generic_trainer.artifacts import bounded_parse, files, storage
 from generic_trainer.errors import OutputError, UserInputError
-from generic_trainer.intake.options import ArtifactMaps
 from generic_trainer.intake.request import KfpOutputs
+
+if TYPE_CHECKING:
+    from generic_trainer.intake.options import ArtifactMaps
 
 INPUT = "--executor-input"
 
