@@ -34,7 +34,7 @@ TRANSFORM_OUTPUTS = (("transform_graph", "--transform-graph", "dir"),
                      ("transformed_examples", "--transformed-examples", "dir"))
 EXECUTOR_OUTPUT_FLAG = "--executor-output-file"
 # Output dirs published by renaming a staging sibling into place: their parent must be writable too.
-PUBLISHED_DIRS = ("model_dir", "best_hyperparameters_dir", "blessing_dir")
+PUBLISHED_DIRS = ("model_dir", "best_hyperparameters_dir", "blessing_dir", "pushed_model_dir")
 
 
 def check_outputs(request: Any, executor_output_file: str | None = None,
