@@ -1,7 +1,8 @@
 """The request of push: a model, its blessings and a destination, resolved and checked before anything is copied.
 
-No TensorFlow: the model is checked to hold a SavedModel (saved_model.pb), the blessings to be blessing dirs of
-their kind, the destination to be a directory (or a gs:// URI under the Cloud Storage FUSE mount) outside the model.
+No TensorFlow: the model is checked to hold a SavedModel (saved_model.pb), the blessings to be directories (push.py
+reads their verdicts, a dir without the markers of its kind being exit 2 there, still before anything is copied),
+the destination to be a directory (or a gs:// URI under the Cloud Storage FUSE mount) outside the model.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from generic_trainer.artifacts import outputs, storage
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import options, push_options
 from generic_trainer.intake.request import KfpOutputs, existing_path, model_dir, raw_inputs
-from generic_trainer.judge.blessing import read_verdict
 
 FLAG = "--push-destination"
 # request attribute -> (flag, "dir" | "file"): checked writable before anything is copied
@@ -100,10 +100,12 @@ def build_push_request(values: Mapping[str, Any], environ: Mapping[str, str] | N
     if not values.get("model_blessing"):
         raise UserInputError("--model-blessing", "required: the evaluator's blessing dir (BLESSED or NOT_BLESSED)")
     blessings = {}
-    for key, kind in (("model_blessing", "model"), ("infra_blessing", "infra")):
-        path = existing_path("--" + key.replace("_", "-"), values.get(key), raw.gcs_root)
+    for key, kind in (("model_blessing", "the evaluator"), ("infra_blessing", "the infra-validator")):
+        flag = "--" + key.replace("_", "-")
+        path = existing_path(flag, values.get(key), raw.gcs_root)
+        if path and not os.path.isdir(path):
+            raise UserInputError(flag, f"{values.get(key)} is not a directory (expected {kind}'s blessing dir)")
         if path:
-            read_verdict(path, kind, "--" + key.replace("_", "-"))  # a blessing of its kind, or exit 2 now
             blessings[key] = os.path.abspath(path)
     uri = destination_value(values.get("push_destination"))
     destination, on_fuse = _destination(uri, raw.gcs_root, model)
