@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 OUT    ?= out/demo
 
-.PHONY: install demo test test-fast test-e2e test-all lint bench image-test clean
+.PHONY: install demo test test-fast test-e2e test-all lint bench image-test docs docs-serve clean
 
 $(STAMP): pyproject.toml requirements/dev.lock
 	python3 -m venv $(VENV)
@@ -43,8 +43,17 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run_all.py
 
-image-test:
-	bash images/trainer/smoke.sh
+# The manual (docs/, mkdocs): the reference pages regenerated from the declarations, then the site in out/site.
+docs: $(STAMP)
+	$(PY) docs/gen_reference.py
+	$(VENV)/bin/mkdocs build --strict
+
+docs-serve: docs
+	$(VENV)/bin/mkdocs serve
+
+# The image test needs the dev venv too (kfp and the docker client, for the pipeline step): PY is its python.
+image-test: $(STAMP)
+	PY=$(abspath $(PY)) bash images/trainer/smoke.sh
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

@@ -98,7 +98,7 @@ def test_every_numeric_flag_refuses_non_finite_and_out_of_range(verb, flag, layo
     for bad in BAD_NUMBERS:
         argv = _base_args(verb, layout) + [f"{flag}={bad}"]
         if verb == "vertex-job":
-            argv += ["--", "train", "--examples", "gs://b/x"]
+            argv += ["--", "train", "--examples", "gs://b/x", "--module-file", "gs://b/m.py"]
         code, err = _main(argv, capsys)
         assert code == 2, (flag, bad, err[-800:])
         assert flag in err, (flag, bad, err[-800:])
@@ -389,7 +389,7 @@ def test_traversing_split_name_on_the_cli_reads_nothing_outside(layout, capsys):
 
 @pytest.mark.parametrize("content, message", [
     (b"\xff\xfe{\x00}\x00", "is not UTF-8 text"),
-    (b"{\"units\": 3,", "is not JSON"),
+    (b"{\"units\": 3,", "is not valid JSON"),
     (b"[1, 2]", "must hold a JSON object, got list"),
     ("{\"name\": \"caf\u00e9\"}".encode("latin-1"), "is not UTF-8 text"),
 ])

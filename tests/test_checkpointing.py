@@ -258,3 +258,123 @@ def test_a_killed_run_is_not_resumed_by_a_run_with_other_train_steps(tmp_path):
     assert not (checkpoints / "backup").exists()  # published: removed
     superseded = json.loads((checkpoints / "backup.superseded" / checkpointing.STATE_FILE).read_text())
     assert superseded["global_step"] >= killed_at
+
+
+# --- damaged and edited backups: never blamed on user code, never a half-trained model published as done ----
+
+
+@pytest.fixture(scope="module")
+def stopped_backup(tmp_path_factory):
+    """A Keras 3 run stopped by SIGTERM during step 7: ckpt-5 (epoch end) and ckpt-7 in its backup (made once)."""
+    import keras
+
+    directory = tmp_path_factory.mktemp("stopped")
+    watcher = Watcher()
+    with pytest.raises(Preempted):
+        _model(keras).fit(_data(), epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0,
+                          callbacks=[_stop_after(keras, watcher, 7),
+                                     checkpointing.BackupAndRestore(str(directory), watcher=watcher)])
+    return directory
+
+
+@pytest.fixture(scope="module")
+def reference_weights() -> list:
+    import keras
+
+    reference = _model(keras)
+    reference.fit(_data(), epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0)
+    return _weights(reference)
+
+
+def _copy(stopped_backup, tmp_path):
+    import shutil
+
+    shutil.copytree(stopped_backup / "backup", tmp_path / "backup")
+    return tmp_path / "backup"
+
+
+def _resume(tmp_path, caplog):
+    import logging
+
+    import keras
+
+    caplog.set_level(logging.INFO, "generic_trainer.fit.checkpointing")
+    model = _model(keras)
+    backup = checkpointing.BackupAndRestore(str(tmp_path), watcher=Watcher())
+    model.fit(_data(), epochs=EPOCHS, steps_per_epoch=STEPS, callbacks=[backup], verbose=0)
+    return backup, model
+
+
+def _same(model, reference_weights) -> None:
+    for got, want in zip(_weights(model), reference_weights, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("damage", ["truncate-data", "truncate-index", "garble-data", "delete-data"])
+def test_a_damaged_newest_checkpoint_resumes_from_the_older_one_with_a_warning(stopped_backup, reference_weights,
+                                                                               tmp_path, caplog, damage):
+    backup = _copy(stopped_backup, tmp_path)
+    state = checkpointing.read_state(str(tmp_path))
+    assert state["prefix"] == "ckpt-7" and [p["prefix"] for p in state["previous"]] == ["ckpt-5"]
+    data, index = backup / "ckpt-7.data-00000-of-00001", backup / "ckpt-7.index"
+    if damage == "truncate-data":
+        data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    elif damage == "truncate-index":
+        index.write_bytes(index.read_bytes()[:20])
+    elif damage == "garble-data":
+        data.write_bytes(b"\0" * data.stat().st_size)
+    else:
+        data.unlink()
+    resumed, model = _resume(tmp_path, caplog)
+    assert (resumed.resumed_from, resumed.steps_this_run, resumed.global_step) == (5, 10, 15)
+    assert f"checkpoint {backup}/ckpt-7 cannot be resumed" in caplog.text
+    assert f"resuming from the older checkpoint {backup}/ckpt-5" in caplog.text
+    _same(model, reference_weights)
+
+
+@pytest.mark.parametrize("content", [b'{"prefix": "ckpt-7", "global_st', b"", b"[7]", b"\xff\xfe{}",
+                                     b'{"a": ' * 3000 + b"1" + b"}" * 3000])
+def test_a_damaged_state_json_starts_afresh_saying_why(stopped_backup, reference_weights, tmp_path, caplog, content):
+    state_file = _copy(stopped_backup, tmp_path) / checkpointing.STATE_FILE
+    state_file.write_bytes(content)
+    resumed, model = _resume(tmp_path, caplog)
+    assert resumed.resumed_from is None and resumed.steps_this_run == EPOCHS * STEPS == _steps(model)
+    assert f"cannot be resumed: state.json is damaged or was edited ({state_file}" in caplog.text
+    assert "training starts afresh; the old backup is kept in" in caplog.text
+    assert (tmp_path / "backup.superseded" / "ckpt-7.index").exists()  # nothing deleted
+    _same(model, reference_weights)
+
+
+@pytest.mark.parametrize("edit, why", [
+    ({"global_step": -5}, "global_step is -5, expected a whole number >= 0"),
+    ({"prefix": "../../elsewhere/ckpt-7"}, "prefix is '../../elsewhere/ckpt-7', expected ckpt-7"),
+    ({"prefix": "/tmp/ckpt-7"}, "prefix is '/tmp/ckpt-7', expected ckpt-7"),
+    ({"epoch": -1}, "epoch is -1"),
+    ({"step_in_epoch": "2"}, "step_in_epoch is '2'"),
+    ({"global_step": True}, "global_step is True"),
+    ({"global_step": 1e30}, "global_step is 1e+30"),
+    ({"global_step": 9, "prefix": "ckpt-9"}, "its checkpoint"),
+    ({"epoch": 99}, "past the fit's 3 epochs"),
+    ({"epoch": 3, "step_in_epoch": 2}, "past the fit's 3 epochs"),
+    ({"step_in_epoch": 999}, "past the fit's 5 steps per epoch"),
+    ({"global_step": 5, "prefix": "ckpt-5", "previous": []}, "it holds global step 7, not the 5 of state.json"),
+    ({"fit_index": 4}, "says fit #1 finished, but its checkpoint is at global step 7, before that fit's end (15)"),
+])
+def test_an_edited_state_json_never_resumes_into_a_half_trained_model(stopped_backup, reference_weights, tmp_path,
+                                                                      caplog, edit, why):
+    """An edited state.json (a negative step, a path out of the backup, a position past the fit) never resumes
+    into '0 steps in this run': the run starts afresh, or from the older checkpoint when its state is sound,
+    saying which file and why; either way it trains every step and ends with the weights of a run never stopped."""
+    backup = _copy(stopped_backup, tmp_path)
+    state = json.loads((backup / checkpointing.STATE_FILE).read_text())
+    if edit.get("prefix") == "ckpt-5":  # ckpt-7's files under ckpt-5's name
+        for suffix in (".index", ".data-00000-of-00001"):
+            (backup / f"ckpt-7{suffix}").replace(backup / f"ckpt-5{suffix}")
+    state.update(edit)
+    (backup / checkpointing.STATE_FILE).write_text(json.dumps(state))
+    resumed, model = _resume(tmp_path, caplog)
+    assert why in caplog.text and "(0 steps in this run" not in caplog.text
+    assert resumed.resumed_from in (None, 5) and resumed.global_step == EPOCHS * STEPS == _steps(model)
+    if resumed.resumed_from is None:
+        assert "training starts afresh; the old backup is kept in" in caplog.text
+    _same(model, reference_weights)  # a failed read is undone: the fresh run starts from the module's weights

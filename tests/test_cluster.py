@@ -89,7 +89,7 @@ TWO = cluster_lib.resolve(_tf_config({"worker": ["a:1", "b:1"]}, "worker", 1))
 
 @pytest.mark.parametrize(("requested", "gpus", "cluster", "expected"), [
     ("auto", 0, cluster_lib.SINGLE, "default"),
-    ("auto", 1, cluster_lib.SINGLE, "one_device"),
+    ("auto", 1, cluster_lib.SINGLE, "default"),  # no wrapper on one GPU: Keras' auto XLA applies (issue 26)
     ("auto", 4, cluster_lib.SINGLE, "mirrored"),
     ("auto", 0, TWO, "multi_worker_mirrored"),
     ("auto", 8, TWO, "multi_worker_mirrored"),

@@ -76,7 +76,8 @@ def test_trainer_interface():
     params = iface["inputDefinitions"]["parameters"]
     assert {n: p["parameterType"] for n, p in params.items()} == {
         "module_file": "STRING", "run_fn": "STRING", "train_args": "STRUCT", "eval_args": "STRUCT",
-        "custom_config": "STRUCT", "strategy": "STRING", "keras": "STRING", "module_sha256": "STRING",
+        "custom_config": "STRUCT", "strategy": "STRING", "accelerator": "STRING", "cache_examples": "STRING",
+        "keras": "STRING", "module_sha256": "STRING",
         "task": "STRING", "experiment": "STRING", "config": "STRING", "mode": "STRING", "config_file": "LIST",
         "params_override": "STRING", "checkpoint_dir": "STRING", "cluster_timeout": "NUMBER_DOUBLE",
         "mixed_precision": "STRING", "jit_compile": "BOOLEAN", "steps_per_execution": "NUMBER_INTEGER",
@@ -105,7 +106,7 @@ def test_tuner_interface():
     assert {n: p["parameterType"] for n, p in params.items()} == {
         "module_file": "STRING", "tuner_fn": "STRING", "train_args": "STRUCT", "eval_args": "STRUCT",
         "custom_config": "STRUCT", "max_trials": "NUMBER_INTEGER", "module_sha256": "STRING",
-        "worker_timeout": "NUMBER_DOUBLE", "strategy": "STRING", "checkpoint_dir": "STRING"}
+        "worker_timeout": "NUMBER_DOUBLE", "strategy": "STRING", "accelerator": "STRING", "checkpoint_dir": "STRING"}
     assert params["tuner_fn"]["defaultValue"] == "tuner_fn"
     outputs = {n: a["artifactType"]["schemaTitle"] for n, a in iface["outputDefinitions"]["artifacts"].items()}
     assert outputs == {"best_hyperparameters": "system.Artifact", "tuner_results": "system.Artifact",

@@ -86,3 +86,10 @@ def test_bad_split_pairs_name_the_flag(tmp_path, field, value, message):
     source = {"input": "data/*.csv"} if field == "splits" else {}
     with pytest.raises(UserInputError, match=message):
         build_import_examples_request({**source, field: value, "output": str(tmp_path / "out")}, environ={})
+
+
+def test_import_format_tfrecord_is_accepted_and_an_unknown_one_named(tmp_path):
+    values = {"input": "data/*", "output": str(tmp_path / "out")}
+    assert build_import_examples_request({**values, "format": "TFRecord"}, environ={}).format == "tfrecord"
+    with pytest.raises(UserInputError, match="^--format: expected csv, parquet or tfrecord, got 'avro'"):
+        build_import_examples_request({**values, "format": "avro"}, environ={})

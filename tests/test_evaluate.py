@@ -15,7 +15,8 @@ from datagen import write_schema, write_split
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.judge_request import build_evaluate_request
 from generic_trainer.judge import eval_metrics
-from generic_trainer.judge.eval_config import SliceSpec, parse_eval_config
+from generic_trainer.judge.eval_config import SliceSpec
+from generic_trainer.judge.eval_config_reader import parse_eval_config
 from generic_trainer.judge.eval_thresholds import check_thresholds
 
 # --------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ import pytest
 from generic_trainer.errors import UserInputError
 from generic_trainer.judge import eval_metrics
 from generic_trainer.judge.eval_bootstrap import Resampler, interval
-from generic_trainer.judge.eval_config import CustomMetric, SliceSpec, parse_eval_config
+from generic_trainer.judge.eval_config import CustomMetric, SliceSpec
+from generic_trainer.judge.eval_config_reader import parse_eval_config
 from generic_trainer.judge.eval_thresholds import check_slice_thresholds
 
 CLASSIFICATION = ["example_count", "weighted_example_count", "accuracy", "loss", "auc", "precision", "recall", "f1"]

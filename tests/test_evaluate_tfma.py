@@ -14,7 +14,8 @@ from conftest import run_cli
 from datagen import write_split
 from generic_trainer.errors import UserInputError
 from generic_trainer.judge import textproto
-from generic_trainer.judge.eval_config import CustomMetric, SliceSpec, SliceThreshold, Threshold, parse_eval_config
+from generic_trainer.judge.eval_config import CustomMetric, SliceSpec, SliceThreshold, Threshold
+from generic_trainer.judge.eval_config_reader import parse_eval_config
 
 TEXT = """
 # the penguin pipeline's TFMA config, as a TFX user writes it

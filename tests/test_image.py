@@ -162,11 +162,23 @@ def test_default_image_is_gpu_capable_with_the_cuda_tensorflow_is_built_with():
     pins = lock_pins(CUDA_LOCK)
     for name, req in and_cuda_extra().items():
         lower = next(spec.version for spec in req.specifier if spec.operator == ">=")
+        if name == "nvidia-cuda-nvcc-cu12":  # ptxas: newer on purpose (test_every_lock_takes_ptxas_from_cuda_12_6_3)
+            continue
         assert pins.get(name, lower) == lower, f"cuda.lock pins {name}=={pins[name]}, not the extra's {lower}"
     # tf.sysconfig.get_build_info()'s source, read without importing TensorFlow
     build_info = Path(importlib.util.find_spec("tensorflow").origin).parent / "python/platform/build_info.py"
     cuda = re.search(r"\('cuda_version', '([\d.]+)'\)", build_info.read_text()).group(1)  # "12.5.1"
     assert pins["nvidia-cuda-runtime-cu12"].startswith(".".join(cuda.split(".")[:2]) + "."), (cuda, pins)
+
+
+@pytest.mark.parametrize("lock", CUDA_LOCKS, ids=lambda p: p.name)
+def test_every_lock_takes_ptxas_from_cuda_12_6_3(lock):
+    """XLA runs ptxas (nvidia-cuda-nvcc-cu12) and logs an error on every GPU run when it comes from CUDA <= 12.6.2
+    ("miscompile certain edge cases around clamping. Please upgrade to CUDA 12.6.3 or newer"): 12.6.85 is
+    CUDA 12.6.3's. The rest of cuda.lock stays at the versions TensorFlow is built with."""
+    from packaging.version import Version
+
+    assert Version(lock_pins(lock)["nvidia-cuda-nvcc-cu12"]) >= Version("12.6.85")
 
 
 def test_blackwell_lock_meets_nvidias_blackwell_minimums():
@@ -330,4 +342,19 @@ def test_smoke_script_is_wired():
     proc = subprocess.run(["bash", "-n", str(SMOKE)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"^image-test:.*\n\tbash images/trainer/smoke\.sh", makefile, re.M)
+    assert re.search(r"^image-test:.*\n\tPY=.+ bash images/trainer/smoke\.sh", makefile, re.M)
+
+
+def test_image_test_installs_the_dev_venv_first(tmp_path):
+    """`make image-test` on a fresh clone (no .venv) installs the dev venv before the smoke script runs,
+    and hands the script that venv's python (the script needs kfp and the docker client from it)."""
+    venv = "fresh-clone-venv"
+    proc = subprocess.run(["make", "-n", "-C", str(REPO), f"VENV={tmp_path / venv}", "image-test"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    smoke = next(i for i, line in enumerate(lines) if "images/trainer/smoke.sh" in line)
+    install = next(i for i, line in enumerate(lines) if f"-m venv {tmp_path / venv}" in line)
+    assert install < smoke, proc.stdout
+    assert any("-r requirements/dev.lock" in line for line in lines[install:smoke]), proc.stdout
+    assert f"PY={tmp_path / venv}/bin/python " in lines[smoke], lines[smoke]

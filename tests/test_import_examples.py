@@ -117,6 +117,11 @@ def test_input_splits_and_parquet(tmp_path, capsys):
     train = sorted((_example(r) for r in _records(out / "Split-train")), key=lambda e: e["x"])
     assert train == [{"x": [1], "y": [b"a"], "z": [0.5]}, {"x": [2], "z": [1.5]}, {"x": [3], "y": [b"c"]}]
     assert [_example(r) for r in _records(out / "Split-eval")] == [{"x": [9], "y": [b"e"], "z": [2.5]}]
+    from generic_trainer.records.schemas import load_schema
+
+    schema = {f.name: f for f in load_schema(str(out / "schema.pbtxt")).feature}  # one value per cell: shape [1]
+    assert [d.size for d in schema["x"].shape.dim] == [1] and not schema["y"].HasField("shape")
+    assert (schema["y"].value_count.min, schema["y"].value_count.max, schema["y"].presence.min_fraction) == (1, 1, 0.75)
 
 
 def test_beam_args_reach_the_pipeline_options(tmp_path, capsys):
@@ -229,3 +234,197 @@ def test_help_and_argument_errors_load_no_heavy_library(tmp_path, args, message)
     assert exit_code == (0 if message is None else 2)
     if message:
         assert message in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# TFRecords of tf.Example (TFX's ImportExampleGen)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _mnist_like(index: int, tags: int | None = None):
+    """A tf.Example as TFX's mnist pipeline reads: 784 image floats and a class; `tags` varies per example."""
+    import tensorflow as tf
+
+    feature = {"image_floats": tf.train.Feature(float_list=tf.train.FloatList(value=[(index * 7 + i) % 256 / 255.0
+                                                                                     for i in range(784)])),
+               "image_class": tf.train.Feature(int64_list=tf.train.Int64List(value=[index % 10]))}
+    if tags is not None:
+        feature["tags"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"t%d" % i for i in range(tags)]))
+    return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def _write_tfrecords(path: Path, payloads: list[bytes], gzipped: bool) -> None:
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path), options="GZIP" if gzipped else None) as writer:
+        for payload in payloads:
+            writer.write(payload)
+
+
+def test_tfrecord_import_splits_like_import_example_gen_and_infers_shapes(tmp_path, capsys):
+    import tensorflow as tf
+
+    src = tmp_path / "in"
+    src.mkdir()
+    examples = [_mnist_like(i, tags=i % 3 + 1) for i in range(60)]
+    # Compression found by content: the gzipped file has no .gz name, the plain one has.
+    _write_tfrecords(src / "part-a.tfrecord", [e.SerializeToString() for e in examples[:40]], gzipped=True)
+    _write_tfrecords(src / "part-b.gz", [e.SerializeToString() for e in examples[40:]], gzipped=False)
+    out = tmp_path / "examples"
+    assert _run(["--format", "tfrecord", "--input", str(src / "*"), "--output", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    train, evals = _records(out / "Split-train"), _records(out / "Split-eval")
+    assert summary["num_examples"] == {"train": len(train), "eval": len(evals)} and len(train) + len(evals) == 60
+    assert summary["feature_count"] == 3 and summary["schema"] == "inferred" and train and evals
+    # ImportExampleGen: parse each record as a tf.Example, hash its deterministic serialization (train:2, eval:1).
+    canonical = {e.SerializeToString(deterministic=True) for e in examples}
+    assert set(train) | set(evals) == canonical
+    for records, expected in ((train, 0), (evals, 1)):
+        assert all((int(hashlib.sha256(r).hexdigest(), 16) % 3 >= 2) == bool(expected) for r in records)
+    # SchemaGen(infer_feature_shape=True): the same number of values everywhere -> that shape; varying -> none.
+    from generic_trainer.records.schemas import feature_spec_from_schema, load_schema
+
+    schema = {f.name: f for f in load_schema(str(out / "schema.pbtxt")).feature}
+    assert [d.size for d in schema["image_floats"].shape.dim] == [784]
+    assert [d.size for d in schema["image_class"].shape.dim] == [1]
+    assert not schema["tags"].HasField("shape") and schema["tags"].value_count.min == 1
+    assert not schema["tags"].value_count.HasField("max") and schema["tags"].presence.min_fraction == 1.0
+    # TensorFlow reads the written split with the inferred schema's spec, image as a dense [784] tensor.
+    spec = feature_spec_from_schema(load_schema(str(out / "schema.pbtxt")))
+    dataset = tf.data.TFRecordDataset(sorted(str(p) for p in (out / "Split-eval").glob("*.gz")), "GZIP")
+    batch = next(iter(dataset.batch(100).map(lambda x: tf.io.parse_example(x, spec))))
+    assert batch["image_floats"].shape == (len(evals), 784) and isinstance(batch["tags"], tf.SparseTensor)
+
+    split_out = tmp_path / "by-pattern"  # --input-splits: one pattern per split, no hashing
+    assert _run(["--format", "tfrecord", "--input-splits", f"train={src}/part-a.tfrecord,eval={src}/part-b.gz",
+                 "--output", str(split_out)]) == 0
+    assert json.loads(capsys.readouterr().out)["num_examples"] == {"train": 40, "eval": 20}
+    assert _records(split_out / "Split-eval") == [e.SerializeToString(deterministic=True) for e in examples[40:]]
+
+
+def test_tfrecord_records_that_are_not_tf_examples_name_file_and_record(tmp_path, capsys):
+    import tensorflow as tf
+
+    good = [_mnist_like(i).SerializeToString() for i in range(4)]
+    sequence = tf.train.SequenceExample()
+    sequence.context.feature["image_class"].int64_list.value.append(1)
+    sequence.feature_lists.feature_list["frames"].feature.add().float_list.value.append(0.5)
+    cases = {
+        "sequence": (good[:2] + [sequence.SerializeToString()] + good[2:], "record 3: not a tf.Example"),
+        "random": ([good[0], bytes(range(256)) * 3], "record 2: not a tf.Example"),
+    }
+    for name, (payloads, expected) in cases.items():
+        _write_tfrecords(tmp_path / f"{name}.tfrecord", payloads, gzipped=name == "random")
+        assert _run(["--format", "tfrecord", "--input", str(tmp_path / f"{name}.tfrecord"),
+                     "--output", str(tmp_path / "out")]) == 2
+        assert f"{tmp_path / f'{name}.tfrecord'} {expected}" in _error(capsys)
+        _no_leftovers(tmp_path, "out")
+    # A gzip stream cut short, a CSV given as TFRecords, and a feature whose type differs between files.
+    _write_tfrecords(tmp_path / "whole.gz", good, gzipped=True)
+    (tmp_path / "cut.gz").write_bytes((tmp_path / "whole.gz").read_bytes()[:-40])
+    (tmp_path / "table.csv").write_text("a,b\n1,2\n")
+    other = tf.train.Example()
+    other.features.feature["image_class"].float_list.value.append(1.0)
+    (tmp_path / "types").mkdir()
+    _write_tfrecords(tmp_path / "types" / "a", good, gzipped=False)
+    _write_tfrecords(tmp_path / "types" / "b", [other.SerializeToString()], gzipped=False)
+    for pattern, expected in ((tmp_path / "cut.gz", f"{tmp_path / 'cut.gz'} record "),
+                              (tmp_path / "table.csv", f"{tmp_path / 'table.csv'} record 1: "),
+                              (tmp_path / "types" / "*", "feature 'image_class' holds int64_list (INT) in ")):
+        assert _run(["--format", "tfrecord", "--input", str(pattern), "--output", str(tmp_path / "out")]) == 2
+        message = _error(capsys)
+        assert expected in message, message
+        _no_leftovers(tmp_path, "out")
+    assert f"float_list (FLOAT) in {tmp_path / 'types' / 'b'} record 1" in message
+    # With a schema: a record's features must have its types and fixed shapes.
+    (tmp_path / "schema.pbtxt").write_text(
+        'feature { name: "image_class" type: INT presence { min_fraction: 1 } shape { dim { size: 1 } } }\n'
+        'feature { name: "image_floats" type: FLOAT presence { min_fraction: 1 } shape { dim { size: 784 } } }\n')
+    assert _run(["--format", "tfrecord", "--input", str(tmp_path / "types" / "b"), "--schema",
+                 str(tmp_path / "schema.pbtxt"), "--output", str(tmp_path / "out")]) == 2
+    assert "b record 1: feature 'image_class' is float_list (FLOAT), the schema says INT" in _error(capsys)
+    assert _run(["--format", "tfrecord", "--input", str(tmp_path / "types" / "a"), "--schema",
+                 str(tmp_path / "schema.pbtxt"), "--output", str(tmp_path / "out"), "--splits", "all:1"]) == 0
+    assert json.loads(capsys.readouterr().out)["num_examples"] == {"all": 4}
+
+
+def test_inferred_shapes_follow_value_counts_across_files():
+    """SchemaGen's infer_feature_shape=True on merged facts: one count everywhere -> shape; else value_count only."""
+    from generic_trainer.beam import inference, tfrecords
+
+    files = []
+    for counts in ({"img": 4, "label": 1, "tags": 2, "opt": 1}, {"img": 4, "label": 1, "tags": 3}):
+        facts = {"rows": 0, "columns": {}, "seen": {}}
+        for row in range(2):
+            tfrecords.add_facts(facts, {name: (1, n) for name, n in counts.items()}, f"f record {row + 1}")
+        files.append(facts)
+    merged = inference.merge_inference(files)
+    schema = {f.name: f for f in inference.schema_from_inference(merged, inference.feature_names(merged)).feature}
+    assert [d.size for d in schema["img"].shape.dim] == [4] and [d.size for d in schema["label"].shape.dim] == [1]
+    assert not schema["tags"].HasField("shape") and (schema["tags"].value_count.min, schema["tags"].value_count.max) \
+        == (1, 0)
+    assert not schema["opt"].HasField("shape") and schema["opt"].presence.min_fraction == 0.5
+    assert (schema["opt"].value_count.min, schema["opt"].value_count.max) == (1, 1)
+    assert inference.kind_conflict(merged) is None
+    tfrecords.add_facts(files[1], {"img": (0, 4)}, "g record 9")
+    assert inference.kind_conflict(inference.merge_inference(files)) == (
+        "feature 'img' holds int64_list (INT) in g record 9 but float_list (FLOAT) in f record 1; a feature has one "
+        "type in every example")
+
+
+def test_csv_byte_order_mark_is_no_part_of_the_header(tmp_path, capsys):
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf" + (PENGUIN / "penguins.csv").read_bytes())
+    assert _run(["--input", str(tmp_path / "bom.csv"), "--schema", str(PENGUIN / "schema.pbtxt"),
+                 "--output", str(tmp_path / "given")]) == 0
+    assert sum(json.loads(capsys.readouterr().out)["num_examples"].values()) == 333
+    (tmp_path / "small.csv").write_bytes("\ufeffspecies,island\n1,Dream\n2,Biscoe\n".encode())
+    assert _run(["--input", str(tmp_path / "small.csv"), "--splits", "all:1",
+                 "--output", str(tmp_path / "inferred")]) == 0
+    capsys.readouterr()
+    from generic_trainer.records.schemas import load_schema
+
+    assert [f.name for f in load_schema(str(tmp_path / "inferred")).feature] == ["species", "island"]
+    assert sorted(_example(r)["species"] for r in _records(tmp_path / "inferred" / "Split-all")) == [[1], [2]]
+
+
+def test_csv_without_a_column_name_or_without_rows_is_refused(tmp_path, capsys):
+    (tmp_path / "noname.csv").write_text("a,,c\n1,2,3\n")
+    assert _run(["--input", str(tmp_path / "noname.csv"), "--output", str(tmp_path / "out")]) == 2
+    assert _error(capsys) == (f"--input: {tmp_path / 'noname.csv'}: column 2 (counting from 1) has no name; every "
+                              "column needs one (it becomes the feature's name)")
+    _no_leftovers(tmp_path, "out")
+    (tmp_path / "header.csv").write_text("species,island\n\n")
+    assert _run(["--input", str(tmp_path / "header.csv"), "--output", str(tmp_path / "out")]) == 2
+    assert _error(capsys) == (f"--input: {tmp_path / 'header.csv'} has a header line but no rows; expected at least "
+                              "one example")
+    _no_leftovers(tmp_path, "out")
+    (tmp_path / "rows.csv").write_text("species,island\n1,Dream\n")
+    assert _run(["--input-splits", f"train={tmp_path}/rows.csv,eval={tmp_path}/header.csv",
+                 "--output", str(tmp_path / "out")]) == 2
+    assert f"--input-splits: {tmp_path / 'header.csv'} has a header line but no rows" in _error(capsys)
+    _no_leftovers(tmp_path, "out")
+    (tmp_path / "empty.tfrecord").write_bytes(b"")
+    assert _run(["--format", "tfrecord", "--input", str(tmp_path / "empty.tfrecord"),
+                 "--output", str(tmp_path / "out")]) == 2
+    assert "empty.tfrecord holds no records (it is empty)" in _error(capsys)
+    _no_leftovers(tmp_path, "out")
+
+
+@pytest.mark.slow  # starts Beam worker processes (about 20 s of CPU)
+def test_tfrecord_import_runs_in_worker_processes(tmp_path, capsys):
+    """Large input runs on one worker process per core (forced here on small files): every record once, the
+    schema facts merged across the workers."""
+    src = tmp_path / "in"
+    src.mkdir()
+    examples = [_mnist_like(i, tags=1 if i % 5 else 2) for i in range(40)]
+    for k in range(4):
+        _write_tfrecords(src / f"part-{k}", [e.SerializeToString() for e in examples[k::4]], gzipped=k % 2 == 0)
+    out = tmp_path / "out"
+    assert _run(["--format", "tfrecord", "--input", str(src / "part-*"), "--output", str(out), "--splits", "all:1",
+                 "--beam-pipeline-args=--direct_running_mode=multi_processing --direct_num_workers=2"]) == 0
+    assert "direct_num_workers=2 direct_running_mode=multi_processing" in capsys.readouterr().err
+    assert sorted(_records(out / "Split-all")) == sorted(e.SerializeToString(deterministic=True) for e in examples)
+    from generic_trainer.records.schemas import load_schema
+
+    schema = {f.name: f for f in load_schema(str(out)).feature}
+    assert [d.size for d in schema["image_floats"].shape.dim] == [784] and not schema["tags"].HasField("shape")

@@ -217,9 +217,12 @@ def test_eval_mode_and_init_checkpoint_is_restored_only_without_a_checkpoint(lin
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.slow
-def test_mixed_precision(linear_module, linear_data, tmp_path, dtype):
+def test_mixed_precision(linear_module, linear_data, tmp_path, dtype, caplog):
+    import logging
+
     import keras
 
+    caplog.set_level(logging.INFO, logger="generic_trainer.task")
     result, controller = _run(linear_module, linear_data, tmp_path, "train_and_eval",
                               f"runtime.mixed_precision_dtype={dtype},trainer.train_steps=20,"
                               "trainer.validation_interval=20", export_dir=str(tmp_path / "serving"))
@@ -229,6 +232,8 @@ def test_mixed_precision(linear_module, linear_data, tmp_path, dtype):
     assert result.global_step == 20 and np.isfinite(result.eval_logs["loss"])
     assert keras.mixed_precision.global_policy().name == "float32"  # the policy does not leak out of the run
     assert (tmp_path / "serving" / "saved_model.pb").is_file()
+    assert (f"mixed precision: runtime.mixed_precision_dtype={dtype}, the model was built with the mixed_{dtype} "
+            f"policy (compute {dtype}, variables float32)") in caplog.text
 
 
 @pytest.mark.slow
@@ -300,6 +305,75 @@ def test_best_checkpoint_exporter_compares_and_keeps_one(tmp_path):
     assert lower.maybe_export(ckpt, {"loss": 2.0}, 1) and not lower.maybe_export(ckpt, {"loss": 3.0}, 2)
     with pytest.raises(UserInputError, match="'accuracy' is not a validation metric; there are: loss"):
         BestCheckpointExporter(str(tmp_path / "x"), "accuracy", "higher").maybe_export(ckpt, {"loss": 1.0}, 1)
+
+
+@pytest.mark.slow
+def test_a_damaged_newest_task_checkpoint_restores_the_one_before_it(linear_module, linear_data, tmp_path, caplog):
+    """Truncated, garbled or missing checkpoint files: the newest readable one is restored, the damaged one named;
+    the `checkpoint` state file is never followed out of the dir; none readable is exit 2 naming them."""
+    import logging
+    import shutil
+
+    caplog.set_level(logging.INFO, "generic_trainer.task")
+    every10 = "trainer.checkpoint_interval=10,trainer.steps_per_loop=10,trainer.max_to_keep=5"
+    trained, _ = _run(linear_module, linear_data, tmp_path / "a", "train", "trainer.train_steps=30," + every10)
+    ckpt = tmp_path / "a" / "ckpt"
+    assert _ckpt_steps(ckpt) == [10, 20, 30]
+    reference, _ = _run(linear_module, linear_data, tmp_path / "a", "eval")
+    shutil.copytree(ckpt, tmp_path / "upto20" / "ckpt", ignore=shutil.ignore_patterns("ckpt-30.*"))
+    before, _ = _run(linear_module, linear_data, tmp_path / "upto20", "eval")  # ckpt-20's model
+    damages = {
+        "truncated data": lambda d: (d / "ckpt-30.data-00000-of-00001").write_bytes(
+            (d / "ckpt-30.data-00000-of-00001").read_bytes()[:10]),
+        "truncated index": lambda d: (d / "ckpt-30.index").write_bytes((d / "ckpt-30.index").read_bytes()[:9]),
+        "zeroed data": lambda d: (d / "ckpt-30.data-00000-of-00001").write_bytes(b"\0" * 64),
+        "data deleted": lambda d: (d / "ckpt-30.data-00000-of-00001").unlink(),
+    }
+    for name, damage in damages.items():
+        run = tmp_path / name.replace(" ", "-")
+        shutil.copytree(ckpt, run / "ckpt")
+        damage(run / "ckpt")
+        caplog.clear()
+        evaluated, _ = _run(linear_module, linear_data, run, "eval")
+        assert evaluated.restored_from == str(run / "ckpt" / "ckpt-20") and evaluated.global_step == 20, name
+        assert f"checkpoint {run / 'ckpt' / 'ckpt-30'} cannot be restored" in caplog.text, name
+        assert evaluated.eval_logs == pytest.approx(before.eval_logs, rel=1e-6), name
+    resumed, _ = _run(linear_module, linear_data, tmp_path / "data-deleted", "train",
+                      "trainer.train_steps=40," + every10)
+    assert resumed.initial_step == 20 and resumed.global_step == 40
+
+    # the `checkpoint` state file garbled, or naming a path outside: the checkpoints on disk count
+    for text in ('model_checkpoint_path: "../../elsewhere/ckpt-99"\n', "garbage {{{"):
+        (ckpt / "checkpoint").write_text(text)
+        evaluated, _ = _run(linear_module, linear_data, tmp_path / "a", "eval")
+        assert evaluated.restored_from == str(ckpt / "ckpt-30")
+        assert evaluated.eval_logs == pytest.approx(reference.eval_logs, rel=1e-6)
+
+    for step in (10, 20, 30):
+        (ckpt / f"ckpt-{step}.index").write_bytes(b"not an index")
+    with pytest.raises(UserInputError, match=rf"^--checkpoint-dir: no checkpoint in {re.escape(str(ckpt))} can be "
+                                             rf"restored \({re.escape(str(ckpt))}/ckpt-30: "):
+        _run(linear_module, linear_data, tmp_path / "a", "eval")
+    assert trained.global_step == 30
+
+
+def test_a_damaged_best_checkpoint_info_json(tmp_path, caplog):
+    import tensorflow as tf
+    from generic_trainer.task.checkpoints import resolve_checkpoint
+
+    (tmp_path / "best").mkdir()
+    for text in ('{"mse": 0.5, "best_ckpt_pa', "[1]", '{"mse": "x", "best_ckpt_path": 5}'):
+        (tmp_path / "best" / "info.json").write_text(text)
+        exporter = BestCheckpointExporter(str(tmp_path / "best"), "mse", "lower")  # the best so far is unknown
+        assert exporter.best is None
+        if text.startswith("{\"mse\": \"x\""):
+            with pytest.raises(UserInputError, match="holds no checkpoint"):
+                resolve_checkpoint(str(tmp_path / "best"))
+        else:
+            with pytest.raises(UserInputError, match=r"^task.init_checkpoint: .*info.json"):
+                resolve_checkpoint(str(tmp_path / "best"))
+    assert "the best checkpoint so far is not known" in caplog.text
+    assert exporter.maybe_export(tf.train.Checkpoint(v=tf.Variable(1.0)), {"mse": 0.9}, 3)
 
 
 def _task_args(data: dict, tmp: Path, mode: str, override: str) -> list:

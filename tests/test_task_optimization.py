@@ -280,7 +280,7 @@ def test_with_base_learning_rate_keeps_the_schedule():
 
 def test_ema_decay_follows_model_garden():
     from generic_trainer.task.ema import decay_at
-    from generic_trainer.task.optimization_config import EMAConfig
+    from generic_trainer.task.optimizer_blocks import EMAConfig
 
     dynamic = EMAConfig(average_decay=0.99)
     # min(average_decay, (1 + t) / (10 + t)) with t = step - start_step

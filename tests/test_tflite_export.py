@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import PENGUIN, REPO, run_cli, shared_across_workers
 from generic_trainer.errors import UserInputError
-from generic_trainer.judge.tflite_export import DEFAULT_TOLERANCES, TFLiteOptions, check_options
+from generic_trainer.tflite.options import DEFAULT_TOLERANCES, TFLiteOptions, check_options
 
 STRING_MODULE = REPO / "tests" / "modules" / "tflite" / "string_input.py"
 
@@ -213,7 +213,7 @@ def test_vocabulary_read_from_a_file_converts_and_is_checked_on_examples(tmp_pat
     tf.Transform's are): the TFLite model takes the parsed features and looks the strings up."""
     import numpy as np
     import tensorflow as tf
-    from generic_trainer.judge import tflite_export
+    from generic_trainer.tflite import export as tflite_export
 
     (tmp_path / "vocab.txt").write_text("adelie\ngentoo\nchinstrap\n")
 

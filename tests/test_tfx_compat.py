@@ -106,11 +106,65 @@ def test_a_module_and_its_sibling_load_with_their_tfx_imports(tmp_path):
         with pytest.raises(UserCodeError) as raised:
             user_module.load(str(tmp_path / "bad_module.py"), str(tmp_path / "dl"))
         assert "importing module" in str(raised.value).splitlines()[0]
-        assert "the module imports tfx.orchestration, which generic-trainer does not provide" in str(raised.value)
+        # with a module loaded, tfx.orchestration may be a package on the way to a file of its tree: the file is named
+        assert "the module imports tfx.orchestration.pipeline, which generic-trainer does not provide" in str(
+            raised.value)
     finally:
         tfx_imports.uninstall()
         for name in ("my_base", "my_module", "bad_module"):
             sys.modules.pop(name, None)
+
+
+def _tfx_tree(root: Path) -> Path:
+    """Files laid out as TFX's taxi template and mnist example are (written here: no TFX file is copied)."""
+    models = root / "taxi" / "models"
+    (models / "keras_model").mkdir(parents=True)
+    (models / "features.py").write_text("LABEL_KEY = 'tips'\n")
+    (models / "keras_model" / "constants.py").write_text("HIDDEN_UNITS = [8, 4]\n")
+    (models / "keras_model" / "model.py").write_text(textwrap.dedent("""
+        from tfx.experimental.templates.taxi.models import features
+        from tfx.experimental.templates.taxi.models.keras_model import constants
+        import tfx.experimental.templates.taxi.models.keras_model.constants as same_constants
+
+        def run_fn(fn_args):
+            return features.LABEL_KEY, constants.HIDDEN_UNITS, same_constants is constants
+    """))
+    flat = root / "flat"
+    flat.mkdir()
+    (flat / "helper_base.py").write_text("from tfx.components.trainer.fn_args_utils import DataAccessor\nNAME = 'b'\n")
+    (flat / "helper.py").write_text("from tfx.examples.mnist import helper_base as base\nrun_fn = lambda a: base\n")
+    (models / "keras_model" / "unknown.py").write_text("from tfx.experimental.templates.taxi.models import nothing\n")
+    (models / "keras_model" / "elsewhere.py").write_text("from tfx.experimental.other import features\n")
+    (models / "keras_model" / "bare.py").write_text(
+        "import tfx.orchestration.pipeline\ndef run_fn(fn_args):\n    return tfx.orchestration.pipeline.Pipeline\n")
+    return root
+
+
+def test_tfx_paths_to_files_beside_the_module_or_above_it_in_its_tree_load_those_files(tmp_path):
+    """`from tfx.experimental.templates.taxi.models import features` loads .../taxi/models/features.py; an
+    unknown tfx path is still an import error naming it (exit 3 in a run)."""
+    root = _tfx_tree(tmp_path)
+    keras_model = root / "taxi" / "models" / "keras_model"
+    try:
+        module = user_module.load(str(keras_model / "model.py"), str(tmp_path / "dl"))
+        assert module.run_fn(None) == ("tips", [8, 4], True)
+        assert sys.modules["tfx.experimental.templates.taxi.models.features"].__file__ == str(
+            root / "taxi" / "models" / "features.py")
+        helper = user_module.load(str(root / "flat" / "helper.py"), str(tmp_path / "dl"))
+        assert helper.run_fn(None).NAME == "b" and helper.run_fn(None).__name__ == "tfx.examples.mnist.helper_base"
+        for name, missing in (("unknown", "tfx.experimental.templates.taxi.models.nothing"),
+                              ("elsewhere", "tfx.experimental.other.features")):
+            with pytest.raises(UserCodeError) as raised:  # elsewhere: no folder above is named other
+                user_module.load(str(keras_model / f"{name}.py"), str(tmp_path / "dl"))
+            assert f"the module imports {missing}, which generic-trainer does not provide" in str(raised.value)
+        bare = user_module.load(str(keras_model / "bare.py"), str(tmp_path / "dl"))  # `import a.b.c` alone: at use
+        with pytest.raises(ImportError, match="the module imports tfx.orchestration.pipeline.Pipeline, which"):
+            bare.run_fn(None)
+    finally:
+        tfx_imports.uninstall()
+        for name in ("model", "helper", "unknown", "elsewhere", "bare"):
+            sys.modules.pop(name, None)
+    assert not [n for n in sys.modules if n.startswith("tfx.")], "uninstall removes the tree's modules too"
 
 
 def test_an_installed_tfx_is_left_alone(tmp_path, monkeypatch):

@@ -426,3 +426,17 @@ def test_bad_tuner_fn_fails_clearly_and_writes_nothing(regression, tmp_path, cap
         assert needle in stderr, stderr[-4000:]
     for output in ("best", "results.json", "metrics.json", "report.html"):
         assert not (tmp_path / output).exists(), output
+
+
+@pytest.mark.parametrize("content", ['{"t1": {"status": "RUNNING"', "[1, 2]", '{"t1": 5}', "[" * 5000 + "]" * 5000,
+                                     "\udcff"])
+def test_a_damaged_trial_log_is_ignored_with_a_warning(tmp_path, caplog, content):
+    """The search's own trial log, truncated by a kill or edited: ignored (warned), never a crash of the search."""
+    from generic_trainer.tuning import trial_log
+
+    path = tmp_path / trial_log.FILE_NAME
+    path.write_bytes(content.encode("utf-8", "surrogateescape"))
+    assert trial_log.TrialLog(str(tmp_path)).records == {}
+    assert str(path) in caplog.text
+    path.write_text('{"t1": {"status": "COMPLETED", "attempts": 1}}')
+    assert trial_log.TrialLog(str(tmp_path)).records == {"t1": {"status": "COMPLETED", "attempts": 1}}

@@ -80,12 +80,13 @@ def test_a_blackwell_gpu_warns_that_the_image_needs_the_blackwell_cuda_libraries
 
 def test_dry_run_single_replica_cpu_tune_job(capsys):
     spec = _dry_run(capsys, [*BASE, "--boot-disk-size-gb", "200", "--", "tune", "--examples", "gs://b/d",
-                             "--module-file", "m.py", "--max-trials", "8"])
+                             "--module-file", "m.py", "--max-trials", "8", "--best-hyperparameters-dir", "gs://b/hp"])
     assert spec["customJob"] == {
         "displayName": "generic-trainer-tune",
         "jobSpec": {
             "workerPoolSpecs": [_pool(1, ["tune", "--examples", "gs://b/d", "--module-file", "m.py",
-                                          "--max-trials", "8"], {"machineType": "n1-standard-4"}, disk_gb=200)],
+                                          "--max-trials", "8", "--best-hyperparameters-dir", "gs://b/hp"],
+                                      {"machineType": "n1-standard-4"}, disk_gb=200)],
             "baseOutputDirectory": {"outputUriPrefix": "gs://my-bucket/runs/7"},
         },
     }
@@ -108,6 +109,64 @@ def test_bad_flags_name_the_flag(capsys, extra, rest, flag):
     captured = capsys.readouterr()  # the CLI logs to stderr
     assert f"vertex-job failed: {flag}: " in captured.err
     assert captured.out == ""
+
+
+@pytest.mark.parametrize("rest, message", [
+    (["--train-steps", "-5"], "-- train: --train-steps: expected a whole number of steps >= 0"),
+    (["--train-steps=inf"], "-- train: --train-steps: expected a whole number"),
+    (["--eval-steps", "1e400"], "-- train: --eval-steps: expected a whole number"),
+    (["--train-stepz", "5"], "-- train: unknown flags --train-stepz"),
+    (["--custom-confg", '{"token": "TYPO-S3CRET"}'], "-- train: unknown flags --custom-confg"),
+    (["--bogus=1", "--also"], "-- train: unknown flags --bogus, --also"),
+    (["--train-steps"], "-- train: argument --train-steps: expected one argument"),
+    (["--custom-config", '{"epochs": 2'], "-- train: --custom-config: not valid JSON"),
+    (["--custom-config", "[1, 2]"], "-- train: --custom-config: expected a JSON object"),
+    (["--custom-config", '{"a": ' * 500 + "1" + "}" * 500], "-- train: --custom-config: nested deeper than the limit"),
+    (["--custom-config", '{"secret_keys": 7}'], "-- train: --custom-config: secret_keys: expected a key name"),
+    (["--train-splits", "../etc"], "-- train: --train-splits:"),
+    (["--strategy", "tpu"], "-- train: argument --strategy: invalid choice"),
+    (["--mixed-precision", "fp8"], "-- train: argument --mixed-precision: invalid choice"),
+    (["--task", "t.py:T"], "-- train: --task: give either --task module:Class or --module-file"),
+    (["--help"], "-- train: --help is not an argument for a job"),
+])
+def test_container_args_are_checked_by_the_trainers_parser_before_the_job_is_built(capsys, rest, message):
+    """What the container would refuse (exit 2) is refused here, naming the argument, before any job exists."""
+    assert cli.main([*BASE, "--dry-run", "--", *TRAIN_ARGS, *rest]) == 2
+    captured = capsys.readouterr()
+    assert f"vertex-job failed: {message}" in captured.err, captured.err[-1500:]
+    assert "the container's arguments" in captured.err and captured.out == ""
+    assert "S3CRET" not in captured.err and "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("rest, message", [
+    (["tune", "--examples", "gs://b/d", "--module-file", "m.py"], "-- tune: --best-hyperparameters-dir: required"),
+    (["tune", "--examples", "gs://b/d", "--module-file", "m.py", "--best-hyperparameters-dir", "gs://b/h",
+      "--max-trials", "-1"], "-- tune: --max-trials: expected a whole number"),
+    (["tune", "--examples", "gs://b/d", "--module-file", "m.py", "--best-hyperparameters-dir", "gs://b/h",
+      "--strategy", "multi_worker_mirrored"], "-- tune: argument --strategy: invalid choice"),
+    (["--module-file", "gs://b/m.py"], "-- train: --examples: required"),
+    (["--examples", "gs://b/d"], "-- train: --module-file: required"),
+    (["--task", "t.py:T", "--params-override", "trainer.train_steps=[[["], "-- train: --params-override: not valid"),
+    (["--task", "t.py:T", "--params-override", "{a: &a [*a]}"], "-- train: --params-override: the alias *a"),
+    (["--task", "t.py:T", "--mode", "fit"], "-- train: argument --mode: invalid choice"),
+    (["--task", "t.py:T", "--keras", "tf_keras"], "-- train: --keras: the Task API runs Keras 3"),
+])
+def test_container_args_of_tune_and_task_runs_are_checked(capsys, rest, message):
+    assert cli.main([*BASE, "--dry-run", "--", *rest]) == 2
+    assert f"vertex-job failed: {message}" in capsys.readouterr().err
+
+
+def test_container_args_checks_read_no_file_and_see_the_jobs_env(capsys):
+    """Paths are the container's (read there, not here); --env reaches the checks as the container's environment."""
+    ok = ["--examples", "gs://nowhere/d", "--module-file", "gs://nowhere/m.py", "--hyperparameters", "gs://no/hp.txt",
+          "--schema", "/not/here/schema.pbtxt", "--metrics-file", "/not/here/m.json"]
+    spec = _dry_run(capsys, [*BASE, "--", *ok])
+    assert spec["customJob"]["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"] == ["train", *ok]
+    task = ["--task", "gs://b/t.py:T", "--config-file", "gs://b/missing.yaml"]
+    assert _dry_run(capsys, [*BASE, "--", *task])
+    assert cli.main([*BASE, "--env", "TF_USE_LEGACY_KERAS=1", "--dry-run", "--", "tune", "--examples", "gs://b/d",
+                     "--module-file", "m.py", "--best-hyperparameters-dir", "gs://b/h"]) == 2
+    assert "-- tune: TF_USE_LEGACY_KERAS: keras-tuner searches Keras 3 models only" in capsys.readouterr().err
 
 
 def test_required_flags_and_gs_base_dir(capsys):
@@ -389,13 +448,14 @@ def test_options_are_frozen_and_pools_match():
     ns = argparse.Namespace(project="p", region="r", image="i", base_output_dir="gs://b/x/", replica_count="4",
                             machine_type=None, accelerator_type=None, accelerator_count=None,
                             boot_disk_size_gb="100", service_account=None, tensorboard=None, display_name=None,
-                            env=None, restart_job_on_worker_restart=False, container_args=["--", "--examples", "e"])
+                            env=None, restart_job_on_worker_restart=False,
+                            container_args=["--", "--examples", "e", "--module-file", "m.py"])
     options = vertex.options_from_args(ns)
     assert options.base_output_dir == "gs://b/x" and options.staging_bucket == "gs://b"
     pools = vertex.worker_pool_specs(options)
     assert [p["replica_count"] for p in pools] == [1, 3]
     assert pools[0]["container_spec"] == pools[1]["container_spec"]
-    assert pools[0]["container_spec"]["args"] == ["train", "--examples", "e"]
+    assert pools[0]["container_spec"]["args"] == ["train", "--examples", "e", "--module-file", "m.py"]
     with pytest.raises(UserInputError, match="--"):
         vertex.container_args(["--"])
 

@@ -10,8 +10,9 @@
 #      command (`docker run IMAGE generic-trainer ...`, `python`, `sh`, as kfp.local's DockerRunner does);
 #      then every verb's --help; `ldd` on every shared library under tensorflow/ and nvidia/ (only the
 #      driver's libcuda.so.1 may be missing); for ACCELERATOR=cuda every nvidia/*/lib library opened with
-#      dlopen(RTLD_NOW) and TensorFlow checked to be the CUDA build (the GPU image runs with
-#      CUDA_VISIBLE_DEVICES="": it trains on the CPU);
+#      dlopen(RTLD_NOW), every soname TensorFlow's GPU loader opens resolved the way dlopen from
+#      libtensorflow_framework.so.2 finds it (images/trainer/dlopen_check.py), and TensorFlow checked to be
+#      the CUDA build (the GPU image runs with CUDA_VISIBLE_DEVICES="": it trains on the CPU);
 #   5. runs the README's `docker run` command on the bundled penguin example (mounted read-only, as the
 #      non-root user 1000:1000), checks the model (loaded and called inside the image), metrics and
 #      report; checks that no heavy optional library (tensorflow-transform, Beam, kfp, Google Cloud
@@ -281,6 +282,12 @@ grep -v ': libcuda\.so\.1$' "$WORK/ldd.txt" && die "shared libraries that do not
 echo "ldd: nothing unresolved but $(wc -l <"$WORK/ldd.txt") x libcuda.so.1 (the driver's, injected by the container runtime on a GPU host)"
 
 if [ "$ACCELERATOR" = cuda ]; then
+  log "GPU image: every CUDA library TensorFlow opens resolves by soname, as dlopen from libtensorflow_framework.so.2 searches"
+  # (its RUNPATH, LD_LIBRARY_PATH, the ld.so cache: TensorFlow skips the GPU when one does not, and trains on the CPU)
+  docker run --rm --user 1000:1000 -v "$ROOT/images/trainer:/tmp/check:ro" "$DOCKER_IMAGE" \
+    sh -c 'python /tmp/check/dlopen_check.py "$(python -c "import sysconfig; print(sysconfig.get_path(\"purelib\"))")"' \
+    2>&1 | tee "$WORK/dlopen.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || die "CUDA libraries TensorFlow opens do not resolve in the image (above)"
   log "GPU image: every CUDA library opens (dlopen RTLD_NOW, no GPU here), TensorFlow is the CUDA build"
   drun python -c '
 import ctypes, glob, os, sysconfig

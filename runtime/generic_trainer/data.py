@@ -49,9 +49,10 @@ class DataAccessor:
     data_view_decode_fn = None  # TFX's is None unless the examples carry a Data View (none here)
 
     def __init__(self, transform_graph: str | None = None, raw_schema: str | None = None,
-                 examples: str = "--examples"):
+                 examples: str = "--examples", cache: str = "auto"):
         self.transform_graph = transform_graph
         self.raw_schema = raw_schema
+        self.cache = cache  # --cache-examples: auto | memory | off (example_dataset.make_dataset)
         self.examples = examples  # how errors name the examples input
         self._schemas: tuple[schema_pb2.Schema, str, schema_pb2.Schema] | None = None
         self._transform_layer: Any = None
@@ -81,8 +82,8 @@ class DataAccessor:
             spec, renames = parser_config(schema)
             keep = {renames.get(key, key) for key in spec} | ({options.label_key} if options.label_key else set())
             return make_dataset(patterns, options, self._transform_schemas()[0], transform=self._layer(),
-                                keep=sorted(keep))
-        return make_dataset(patterns, options, schema)
+                                keep=sorted(keep), cache=self.cache)
+        return make_dataset(patterns, options, schema, cache=self.cache)
 
     def record_batch_factory(
         self,

@@ -205,6 +205,41 @@ def compute_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return dataclasses.asdict(compute(request))
 
 
+def _load_models(request: EvaluateRequest) -> tuple[ServingModel, ServingModel | None, str, str | None]:
+    """The candidate and baseline (None without one) and the output key to read from each."""
+    from generic_trainer.judge import sandbox
+
+    sandbox.progress("loading the model")
+    candidate = ServingModel(request.model, "--model", request.schema)
+    baseline = None
+    if request.baseline_model:
+        sandbox.progress("loading the baseline model")
+        baseline = ServingModel(request.baseline_model, "--baseline-model", request.schema)
+    log.info("model: %s (serving_default outputs %s)", candidate.path, ", ".join(candidate.output_keys))
+    if baseline:
+        log.info("baseline model: %s (serving_default outputs %s)", baseline.path, ", ".join(baseline.output_keys))
+    else:
+        log.info("no baseline model: change thresholds are skipped; the model is judged on its bounds only")
+    prediction_key = request.eval_config.prediction_key
+    key = candidate.output_key(prediction_key)
+    base_key = baseline.output_key(prediction_key or (key if key in baseline.output_keys else None)) \
+        if baseline else None
+    return candidate, baseline, key, base_key
+
+
+def _problem(config: EvalConfig, raw: dict[str, Any], labels_float: Any) -> tuple[str, int]:
+    """The problem and class count the first batch shows; the baseline must be the same kind of model."""
+    problem, num_classes = eval_batch.infer_problem(config, raw["model"], labels_float, "--model")
+    if "baseline" in raw:
+        base_problem = eval_batch.infer_problem(dataclasses.replace(config, problem=problem), raw["baseline"],
+                                                labels_float, "--baseline-model")
+        if base_problem != (problem, num_classes):
+            raise UserInputError("--baseline-model", f"the baseline is a {base_problem[0]} model with "
+                                                     f"{base_problem[1]} classes; the model: {problem} with "
+                                                     f"{num_classes}")
+    return problem, num_classes
+
+
 def compute(request: EvaluateRequest) -> EvaluateResult:
     """Serve the eval split to the model (and baseline) and compute the metrics and verdict (no outputs written)."""
     from generic_trainer.judge import sandbox
@@ -218,20 +253,7 @@ def compute(request: EvaluateRequest) -> EvaluateResult:
 
         for metric in config.custom_metrics:  # a class that does not import fails before any model loads
             eval_keras_metrics.resolve(metric.class_path, metric.name)
-    sandbox.progress("loading the model")
-    candidate = ServingModel(request.model, "--model", request.schema)
-    baseline = None
-    if request.baseline_model:
-        sandbox.progress("loading the baseline model")
-        baseline = ServingModel(request.baseline_model, "--baseline-model", request.schema)
-    log.info("model: %s (serving_default outputs %s)", candidate.path, ", ".join(candidate.output_keys))
-    if baseline:
-        log.info("baseline model: %s (serving_default outputs %s)", baseline.path, ", ".join(baseline.output_keys))
-    else:
-        log.info("no baseline model: change thresholds are skipped; the model is judged on its bounds only")
-    key = candidate.output_key(config.prediction_key)
-    base_key = baseline.output_key(config.prediction_key or (key if key in baseline.output_keys else None)) \
-        if baseline else None
+    candidate, baseline, key, base_key = _load_models(request)
     slice_features = config.slice_features
     resampler = None
     if config.ci_samples:
@@ -251,14 +273,7 @@ def compute(request: EvaluateRequest) -> EvaluateResult:
         if baseline:
             raw["baseline"] = baseline.predict(batch, base_key)
         if problem is None:
-            problem, num_classes = eval_batch.infer_problem(config, raw["model"], labels_float, "--model")
-            if baseline:
-                base_problem = eval_batch.infer_problem(dataclasses.replace(config, problem=problem), raw["baseline"],
-                                             labels_float, "--baseline-model")
-                if base_problem != (problem, num_classes):
-                    raise UserInputError("--baseline-model", f"the baseline is a {base_problem[0]} model with "
-                                                             f"{base_problem[1]} classes; the model: {problem} with "
-                                                             f"{num_classes}")
+            problem, num_classes = _problem(config, raw, labels_float)
             evals = {name: _sliced_evaluation(config, problem, num_classes) for name in raw}
         label_values = eval_batch.label_array(labels, problem, num_classes, config, seen)
         multiplicity = resampler.draw(len(serialized)) if resampler else None

@@ -4,7 +4,7 @@
         [--tflite-quantization none|dynamic|float16] [--tflite-tolerance X]
 
 What `train --export-tflite` does after training, for a model already trained: the conversion and its
-check against the SavedModel (tflite_export; on the eval examples when --examples is given, else on
+check against the SavedModel (tflite/export.py; on the eval examples when --examples is given, else on
 random inputs), written to a private staging dir beside the output and published whole. `--output`
 may be the model dir itself (then `Format-TFLite` lands beside `Format-Serving`).
 """
@@ -21,7 +21,8 @@ from generic_trainer.artifacts import outputs, storage
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import output_checks
 from generic_trainer.intake.request import gcs_root as resolve_gcs_root
-from generic_trainer.judge import tflite_export
+from generic_trainer.tflite import export as tflite_export
+from generic_trainer.tflite import options as tflite_options
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def add_parser(sub, epilog: str) -> None:
     g.add_argument("--schema", metavar="FILE_OR_DIR", help="tensorflow-metadata Schema: the feature types of "
                                                            "the examples")
     g.add_argument("--eval-splits", metavar="a,b", help="splits to check on (default eval)")
-    g.add_argument("--tflite-quantization", choices=tflite_export.QUANTIZATIONS, default="none",
+    g.add_argument("--tflite-quantization", choices=tflite_options.QUANTIZATIONS, default="none",
                    help="post-training quantization (default none)")
     g.add_argument("--tflite-tolerance", metavar="X",
                    help="largest absolute output difference accepted (default 1e-4 for none, 0.05 for float16, "
@@ -67,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
     if not os.path.isfile(os.path.join(saved_model, "saved_model.pb")):
         raise UserInputError("--model", f"{args.model} holds no SavedModel (saved_model.pb in it or in its "
                                         f"{outputs.SERVING_DIR}/)")
-    options = tflite_export.check_options(True, args.tflite_quantization, args.tflite_tolerance)
+    options = tflite_options.check_options(True, args.tflite_quantization, args.tflite_tolerance)
     example_files: list[str] = []
     if args.examples:
         splits = [s for s in (args.eval_splits or "eval").split(",") if s]
@@ -87,10 +88,10 @@ def main(args: argparse.Namespace) -> int:
     with outputs.exclusive(output, "--output"):
         staging = storage.staging_dir_for(output)
         try:
-            record = tflite_export.export(saved_model, os.path.join(staging, tflite_export.TFLITE_DIR), options,
+            record = tflite_export.export(saved_model, os.path.join(staging, tflite_options.TFLITE_DIR), options,
                                           example_files, schema_file)
-            outputs.publish(os.path.join(staging, tflite_export.TFLITE_DIR),
-                            os.path.join(output, tflite_export.TFLITE_DIR))
+            outputs.publish(os.path.join(staging, tflite_options.TFLITE_DIR),
+                            os.path.join(output, tflite_options.TFLITE_DIR))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     print(json.dumps({"tflite_model": os.path.join(output, record["path"]), **record}, indent=2))

@@ -23,8 +23,8 @@ from typing import Any
 from generic_trainer.artifacts import model_artifact, outputs, serving_container, storage
 from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
+from generic_trainer.fit import accelerator, inputs, keras_multiworker, user_module
 from generic_trainer.fit import cluster as cluster_lib
-from generic_trainer.fit import inputs, keras_multiworker, user_module
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.fit.preemption import WATCHER
 from generic_trainer.intake.fit_request import TrainRequest
@@ -118,11 +118,11 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
 
 def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, examples: inputs.ExampleInputs,
          scratch: str, before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
-    num_gpus = cluster_lib.count_gpus()
+    num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator)
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster)
     strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
     WATCHER.install()  # again: TensorFlow's coordination service replaces the SIGTERM handler
-    log.info("resolved %s gpus=%d", cluster_lib.describe(strategy, cluster), num_gpus)
+    log.info("resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus)
     keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
 
     from generic_trainer.fit import checkpointing

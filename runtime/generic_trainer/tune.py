@@ -27,8 +27,8 @@ from typing import Any
 
 from generic_trainer.artifacts import storage
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
+from generic_trainer.fit import accelerator, inputs, user_module
 from generic_trainer.fit import cluster as cluster_lib
-from generic_trainer.fit import inputs, user_module
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.intake.fit_request import TuneRequest
 from generic_trainer.tuning import trial_log, tuner_cluster
@@ -107,7 +107,7 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, 
          before_publish: Callable[[TuneResult], None] | None = None) -> TuneResult:
     from generic_trainer.records import record_checks
 
-    num_gpus = cluster_lib.count_gpus()
+    num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator)
     # Replicas tune in parallel, each on its own: the strategy is per replica (several GPUs -> mirrored).
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster_lib.SINGLE)
     strategy = cluster_lib.create_strategy(strategy_name, cluster_lib.SINGLE, num_gpus)
@@ -118,8 +118,8 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, 
         who = f"{role.tuner_id} (chief: serves the oracle at {role.bind_address}, publishes the outputs)"
     else:
         who = f"{role.tuner_id} (worker: the oracle is at {role.oracle_host}:{role.oracle_port})"
-    log.info("tuning as %s: strategy=%s replicas_in_sync=%d gpus=%d working_dir=%s", who, type(strategy).__name__,
-             strategy.num_replicas_in_sync, num_gpus, request.working_dir)
+    log.info("tuning as %s: strategy=%s replicas_in_sync=%d %s gpus_used=%d working_dir=%s", who,
+             type(strategy).__name__, strategy.num_replicas_in_sync, gpu_words, num_gpus, request.working_dir)
 
     module = user_module.import_module(module_path, request.module_file)
     tuner_fn = user_module.get_function(module, request.tuner_fn, "--tuner-fn")

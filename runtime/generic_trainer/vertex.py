@@ -24,14 +24,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer import vertex_machines
-from generic_trainer.artifacts.redaction import redact
 from generic_trainer.errors import UserInputError
+from generic_trainer.intake.container_args import check_container_args, container_args, loggable_args
 from generic_trainer.intake.request import MAX_SECONDS, number
 
 log = logging.getLogger(__name__)
 
 ENTRYPOINT = "generic-trainer"
-VERBS = ("train", "tune")
 DEFAULT_MACHINE_TYPE = "n1-standard-4"
 DRY_RUN_NAME = "DRY-RUN"
 SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START", "ON_DEMAND")
@@ -100,40 +99,6 @@ def _env(pairs: Sequence[str] | None) -> dict[str, str]:
     return env
 
 
-def container_args(args: Sequence[str]) -> tuple[str, ...]:
-    """The container's args after `--`: the verb first (train when none is given), then its flags."""
-    args = list(args)
-    if args and args[0] == "--":
-        args = args[1:]
-    if not args:
-        raise UserInputError("--", "expected the trainer's arguments after `--`, e.g. "
-                                   "-- --examples gs://B/examples --module-file gs://B/module.py")
-    if args[0] not in VERBS:
-        if not args[0].startswith("-"):
-            raise UserInputError("--", f"unknown verb {args[0]!r}; expected one of {', '.join(VERBS)} or flags")
-        args = ["train", *args]
-    if any(a == "--executor-input" or a.startswith("--executor-input=") for a in args):
-        raise UserInputError("--", "--executor-input is for KFP; a custom job passes the trainer's flags directly")
-    return tuple(args)
-
-
-def loggable_args(args: Sequence[str]) -> list[str]:
-    """The container args with `--custom-config`'s secret values masked (redaction.redact), for the log."""
-    out, after_flag = [], False
-    for arg in args:
-        flag, eq, value = arg.partition("=")
-        if after_flag or (eq and flag == "--custom-config"):
-            text = arg if after_flag else value
-            try:
-                masked = json.dumps(redact(json.loads(text)))
-            except (ValueError, TypeError, AttributeError):
-                masked = "***"
-            arg = masked if after_flag else f"--custom-config={masked}"
-        out.append(arg)
-        after_flag = arg == "--custom-config"
-    return out
-
-
 def options_from_args(ns: argparse.Namespace) -> JobOptions:
     """Validate the parsed `vertex-job` flags into JobOptions."""
     for flag in ("project", "region", "image", "base_output_dir"):
@@ -150,13 +115,15 @@ def options_from_args(ns: argparse.Namespace) -> JobOptions:
         raise UserInputError("--tensorboard", "Vertex AI TensorBoard needs --service-account (the job's identity "
                                               "must be allowed to write to the TensorBoard instance)")
     args = container_args(ns.container_args)
+    env = _env(ns.env)
+    check_container_args(args, env)
     return JobOptions(
         project=ns.project, region=ns.region, image=ns.image, base_output_dir=ns.base_output_dir.rstrip("/"),
         container_args=args, replica_count=replicas, machine_type=ns.machine_type or DEFAULT_MACHINE_TYPE,
         accelerator_type=ns.accelerator_type or None, accelerator_count=accelerator_count,
         boot_disk_size_gb=_count("--boot-disk-size-gb", ns.boot_disk_size_gb, 10, MAX_BOOT_DISK_GB),
         service_account=ns.service_account or None, tensorboard=ns.tensorboard or None,
-        display_name=ns.display_name or f"generic-trainer-{args[0]}", env=_env(ns.env),
+        display_name=ns.display_name or f"generic-trainer-{args[0]}", env=env,
         restart_job_on_worker_restart=bool(ns.restart_job_on_worker_restart),
         **production_options(ns, replicas, ns.accelerator_type or None, accelerator_count),
     )

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import bounded_parse, storage
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.intake.request import KfpOutputs
 
@@ -57,12 +57,9 @@ def load(value: str) -> dict[str, Any]:
     if not value.lstrip().startswith("{"):
         if not os.path.isfile(value):
             raise UserInputError(INPUT, "expected the executor input JSON ('{{$}}') or a file holding it")
-        with open(value, encoding="utf-8") as f:
-            text = f.read()
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserInputError(INPUT, f"not valid JSON ({e.msg} at position {e.pos})") from None
+        text = bounded_parse.read_text(value, INPUT)
+    # KFP's own levels (inputs.parameterValues.custom_config) come on top of a parameter's own nesting
+    parsed = bounded_parse.load_json(text, INPUT, max_depth=bounded_parse.MAX_DEPTH + 4)
     if not isinstance(parsed, dict):
         raise UserInputError(INPUT, "expected KFP's executor input: an object with 'inputs' and 'outputs', got "
                                     f"{type(parsed).__name__}")
@@ -108,10 +105,7 @@ def _flatten_args(prefix: str, args: Any) -> dict[str, Any]:
     if args in (None, "", {}):
         return {}
     if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
-            raise UserInputError(f"{prefix}_args", "expected a JSON object like {\"num_steps\": 100}") from None
+        args = bounded_parse.load_json(args, f"{prefix}_args")
     if not isinstance(args, dict):
         raise UserInputError(f"{prefix}_args", "expected an object like {\"num_steps\": 100, \"splits\": [\"train\"]}")
     unknown = set(args) - {"num_steps", "splits"}

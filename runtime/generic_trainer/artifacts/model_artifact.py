@@ -18,15 +18,16 @@ from typing import Any
 
 from generic_trainer.artifacts import serving_container, storage
 from generic_trainer.artifacts.results import TrainResult
-from generic_trainer.judge import tflite_export
+from generic_trainer.tflite import export as tflite_export
+from generic_trainer.tflite import options as tflite_options
 
 log = logging.getLogger(__name__)
 
-EXTRA_DIRS = (serving_container.SCHEMATA_DIR, tflite_export.TFLITE_DIR)
+EXTRA_DIRS = (serving_container.SCHEMATA_DIR, tflite_options.TFLITE_DIR)
 
 
 def stage_extras(staging_root: str, serving_dir: str, result: TrainResult,
-                 tflite: tflite_export.TFLiteOptions | None = None, example_files: Sequence[str] = (),
+                 tflite: tflite_options.TFLiteOptions | None = None, example_files: Sequence[str] = (),
                  schema_file: str | None = None) -> None:
     """Write the schemata (and the TFLite model) of the validated SavedModel at `serving_dir` into
     `staging_root`; records them on `result` (`schemata`, `tflite`, `tflite_error`)."""
@@ -35,10 +36,10 @@ def stage_extras(staging_root: str, serving_dir: str, result: TrainResult,
     if tflite is None:
         return
     try:
-        result.tflite = tflite_export.export(serving_dir, os.path.join(staging_root, tflite_export.TFLITE_DIR),
+        result.tflite = tflite_export.export(serving_dir, os.path.join(staging_root, tflite_options.TFLITE_DIR),
                                              tflite, example_files, schema_file)
-    except tflite_export.TFLiteExportError as e:
-        shutil.rmtree(os.path.join(staging_root, tflite_export.TFLITE_DIR), ignore_errors=True)
+    except tflite_options.TFLiteExportError as e:
+        shutil.rmtree(os.path.join(staging_root, tflite_options.TFLITE_DIR), ignore_errors=True)
         result.tflite_error = str(e)
         log.error("TFLite export failed; the SavedModel is published without it: %s", e)
 
@@ -66,9 +67,9 @@ def published_schemata(model_dir: str) -> tuple[str, ...]:
 def raise_tflite_failure(result: TrainResult) -> None:
     """End the run with the TFLite failure (exit 4) when there was one; the SavedModel is published by now."""
     if result.tflite_error:
-        raise tflite_export.TFLiteExportError(
+        raise tflite_options.TFLiteExportError(
             f"{result.tflite_error}. The SavedModel is published at {result.serving_model_dir}; no "
-            f"{tflite_export.TFLITE_DIR} was written (convert it later with `generic-trainer export-tflite`)")
+            f"{tflite_options.TFLITE_DIR} was written (convert it later with `generic-trainer export-tflite`)")
 
 
 def kfp_metadata(result: TrainResult) -> dict[str, Any]:

@@ -100,6 +100,17 @@ def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return ticks
 
 
+def _axis_ranges(series: Iterable[Sequence[tuple[float, float]]]) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(x_lo, x_hi), (y_lo, y_hi) spanning every point: never empty, y padded by 5% (10% of a flat line)."""
+    points = [p for pts in series for p in pts]
+    x_lo, x_hi = min(x for x, _ in points), max(x for x, _ in points)
+    y_lo, y_hi = min(y for _, y in points), max(y for _, y in points)
+    if x_hi == x_lo:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    pad = (abs(y_lo) * 0.1 or 1.0) if y_hi == y_lo else (y_hi - y_lo) * 0.05
+    return (x_lo, x_hi), (y_lo - pad, y_hi + pad)
+
+
 def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], x_label: str = "step",
                y_label: str = "", width: int = 520, height: int = 280) -> str:
     """An inline SVG line chart of `series` (name -> [(x, y), ...]); non-finite points are skipped."""
@@ -108,18 +119,7 @@ def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], 
     clean = {name: pts for name, pts in clean.items() if pts}
     if not clean:
         return f'<p class="note">{esc(title)}: nothing logged.</p>'
-    xs = [x for pts in clean.values() for x, _ in pts]
-    ys = [y for pts in clean.values() for _, y in pts]
-    x_lo, x_hi = min(xs), max(xs)
-    y_lo, y_hi = min(ys), max(ys)
-    if x_hi == x_lo:
-        x_lo, x_hi = x_lo - 1, x_hi + 1
-    if y_hi == y_lo:
-        pad = abs(y_lo) * 0.1 or 1.0
-        y_lo, y_hi = y_lo - pad, y_hi + pad
-    else:
-        pad = (y_hi - y_lo) * 0.05
-        y_lo, y_hi = y_lo - pad, y_hi + pad
+    (x_lo, x_hi), (y_lo, y_hi) = _axis_ranges(clean.values())
     left, right, top, bottom = 58, 12, 42, 44
     plot_w, plot_h = width - left - right, height - top - bottom
 

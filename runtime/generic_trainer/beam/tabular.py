@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 INT, FLOAT, BYTES = "INT", "FLOAT", "BYTES"
 TYPE_LEVELS = (INT, FLOAT, BYTES)  # inference only ever moves right
-FORMATS = ("csv", "parquet")
+FORMATS = ("csv", "parquet")  # tfrecords.py reads the third, "tfrecord"
 CSV_BLOCK_BYTES = 1 << 20
 PARQUET_BATCH_ROWS = 16384
 
@@ -49,7 +49,7 @@ def read_columns(path: str, fmt: str, opener: Opener) -> list[str]:
         with opener(path) as f:
             return list(pq.ParquetFile(f).schema_arrow.names)
     with opener(path) as f:
-        text = io.TextIOWrapper(f, encoding="utf-8", newline="")
+        text = io.TextIOWrapper(f, encoding="utf-8-sig", newline="")  # a UTF-8 byte order mark is no part of a name
         try:
             header = next(csv.reader(text), None)
         except (UnicodeDecodeError, csv.Error) as e:
@@ -57,6 +57,22 @@ def read_columns(path: str, fmt: str, opener: Opener) -> list[str]:
     if not header:
         raise ValueError("it is empty (expected a header line naming the columns)")
     return list(header)
+
+
+def has_rows(path: str, fmt: str, opener: Opener) -> bool:
+    """True when a table holds at least one row below its header (a CSV file's blank lines are no rows)."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        with opener(path) as f:
+            return pq.ParquetFile(f).metadata.num_rows > 0
+    with opener(path) as f:
+        reader = csv.reader(io.TextIOWrapper(f, encoding="utf-8-sig", newline=""))
+        try:
+            next(reader, None)
+            return any(row for row in reader)
+        except (UnicodeDecodeError, csv.Error):
+            return True  # damage: the full read names the line
 
 
 def parquet_kinds(path: str, opener: Opener) -> dict[str, str | None]:
@@ -120,7 +136,8 @@ def iter_batches(path: str, fmt: str, columns: Sequence[str], kinds: Mapping[str
 
 
 def infer_batch(batch: Any) -> dict[str, Any]:
-    """Per-batch facts for inference: {"rows": n, "columns": {name: [level or -1, non-null count]}}."""
+    """Per-batch facts for inference (inference.py's form): {"rows": n, "columns": {name: [level or -1, non-null
+    count, 1, 1]}} (a cell holds one value)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -144,45 +161,8 @@ def infer_batch(batch: Any) -> dict[str, Any]:
                 break
         else:
             level = 2
-        out["columns"][name] = [level, len(values)]
+        out["columns"][name] = [level, len(values), 1, 1] if len(values) else [-1, 0, None, None]
     return out
-
-
-def merge_inference(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Combine infer_batch results (and earlier merges)."""
-    merged: dict[str, Any] = {"rows": 0, "columns": {}}
-    for part in parts:
-        merged["rows"] += part["rows"]
-        for name, (level, count) in part["columns"].items():
-            old = merged["columns"].get(name, [-1, 0])
-            merged["columns"][name] = [max(old[0], level), old[1] + count]
-    return merged
-
-
-def kinds_from_inference(inference: Mapping[str, Any], columns: Sequence[str]) -> dict[str, str]:
-    """Column -> INT/FLOAT/BYTES (a column with no value at all is BYTES)."""
-    return {c: TYPE_LEVELS[max(inference["columns"].get(c, [-1, 0])[0], 0)] for c in columns}
-
-
-def schema_from_inference(inference: Mapping[str, Any], columns: Sequence[str]) -> Any:
-    """A tensorflow-metadata Schema: always-present columns dense (shape [1]), others optional with one value."""
-    from tensorflow_metadata.proto.v0 import schema_pb2
-
-    kinds = kinds_from_inference(inference, columns)
-    rows = inference["rows"]
-    schema = schema_pb2.Schema()
-    for name in columns:
-        present = inference["columns"].get(name, [-1, 0])[1]
-        feature = schema.feature.add(name=name, type=getattr(schema_pb2, kinds[name]))
-        feature.presence.min_count = 1 if present else 0
-        if rows and present == rows:
-            feature.presence.min_fraction = 1.0
-            feature.shape.dim.add(size=1)
-        else:
-            feature.presence.min_fraction = present / rows if rows else 0.0
-            feature.value_count.min = 1
-            feature.value_count.max = 1
-    return schema
 
 
 def kinds_from_schema(schema: Any) -> dict[str, str]:
@@ -315,7 +295,7 @@ def locate_csv_problem(path: str, kinds: Mapping[str, str], opener: Opener, sour
     Slow (Python's csv module): called only after the fast reader failed, to name the place.
     """
     with opener(path) as f:
-        reader = csv.reader(io.TextIOWrapper(f, encoding="utf-8", newline=""))
+        reader = csv.reader(io.TextIOWrapper(f, encoding="utf-8-sig", newline=""))
         try:
             header = next(reader)
             for row in reader:

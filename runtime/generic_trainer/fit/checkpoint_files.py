@@ -10,11 +10,13 @@ path's best-checkpoint export and warm starts). No TensorFlow here.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
 from typing import Any
+
+from generic_trainer.artifacts import bounded_parse
+from generic_trainer.errors import UserInputError
 
 
 def _files(directory: str, name: str) -> list[tuple[str, int, str]]:
@@ -47,9 +49,21 @@ def remove_checkpoints(directory: str, name: str, keep: Iterable[str]) -> None:
                 pass
 
 
+class DamagedState(ValueError):
+    """A checkpoint's JSON file that cannot be read: truncated, not JSON, not an object, too large or deep."""
+
+
+MAX_STATE_BYTES = 1024 * 1024
+
+
 def read_json(path: str) -> dict[str, Any] | None:
-    """The JSON object in `path`, or None when there is no such file."""
-    if not os.path.isfile(path):
+    """The JSON object in `path`, or None when there is no such file; DamagedState (naming it) when it is not one."""
+    if not os.path.lexists(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        value = bounded_parse.load_json(bounded_parse.read_text(path, path, MAX_STATE_BYTES), path)
+    except UserInputError as e:
+        raise DamagedState(str(e)) from None
+    if not isinstance(value, dict):
+        raise DamagedState(f"{path}: holds a {type(value).__name__}, expected a JSON object")
+    return value

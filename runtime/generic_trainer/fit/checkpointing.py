@@ -16,11 +16,10 @@ When `fit` starts and a backup exists, every worker restores the chief's and tra
 at the step where it was saved: completed epochs are skipped, and so are the completed steps of
 the epoch it was in (tf_keras skips them itself; on Keras 3 those steps run no computation).
 
-Layout: `ckpt-<global step>.index/.data-*` (a `tf.train.Checkpoint`) and `state.json`
-(`{"prefix", "global_step", "epoch", "step_in_epoch", "fit_index", "settings", "fit"}`), written
-last and atomically, so the latest state always names a complete checkpoint. The runtime deletes
-the backup once the run's outputs are published, so running the same command after a success
-trains afresh.
+Layout: `ckpt-<global step>.index/.data-*` (a `tf.train.Checkpoint`) and `state.json` (`backup_state.py`),
+written last and atomically, so the latest state always names a complete checkpoint. A damaged newest
+checkpoint falls back to the one before it; a damaged or edited state.json starts afresh (warned). The
+runtime deletes the backup once the outputs are published: the same command after a success trains afresh.
 
 A backup is resumed only by a run with the same settings: the run's (`settings`: train steps,
 hyperparameters, custom config, the module file's hash, as the runtime passes them) and the fit's
@@ -43,59 +42,22 @@ import keras
 
 from generic_trainer.artifacts import storage
 from generic_trainer.errors import UserCodeError
-from generic_trainer.fit.checkpoint_files import checkpoint_steps, read_json, remove_checkpoints
+from generic_trainer.fit import backup_state
+from generic_trainer.fit.backup_state import STATE_FILE, backup_dir, read_state, run_settings
+from generic_trainer.fit.checkpoint_files import checkpoint_steps, remove_checkpoints
+
+__all__ = ["BackupAndRestore", "STATE_FILE", "backup_dir", "clear", "read_state", "run_settings"]
 from generic_trainer.fit.preemption import WATCHER, Watcher
 
 log = logging.getLogger(__name__)
 
-BACKUP_SUBDIR = "backup"
 SUPERSEDED_SUBDIR = "backup.superseded"
-STATE_FILE = "state.json"
 KEEP = 2  # checkpoints kept: the latest and the one before it
 # On several workers the replicas agree (one small all-reduce) whether any got SIGTERM and whether a
 # save is due about this often; the chief sets the number of steps to the next agreement from its
 # step time, so fast steps do not each pay for one.
 AGREE_EVERY_S = 1.0
 MAX_AGREE_INTERVAL = 1000
-
-
-def backup_dir(checkpoint_dir: str) -> str:
-    return os.path.join(checkpoint_dir, BACKUP_SUBDIR)
-
-
-def read_state(checkpoint_dir: str) -> dict[str, Any] | None:
-    """The latest saved state in `checkpoint_dir`, or None."""
-    return read_json(os.path.join(backup_dir(checkpoint_dir), STATE_FILE))
-
-
-def run_settings(train_steps: int | None, hyperparameters: Any, module_file: str | None) -> dict[str, Any]:
-    """The settings of a run a backup must share to be resumed (values that may be secret are hashed).
-
-    Custom config is not among them: it also carries run-specific values (output paths, ids) that a
-    restarted attempt may be given anew, and what the model is made of shows in the fit's signature.
-    """
-    module_hash = None
-    if module_file and os.path.isfile(module_file):
-        with open(module_file, "rb") as f:
-            module_hash = hashlib.sha256(f.read()).hexdigest()[:16]
-    return {"train_steps": train_steps, "hyperparameters": _digest(hyperparameters), "module": module_hash}
-
-
-def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _differences(saved: dict[str, Any] | None, current: dict[str, Any] | None) -> list[str]:
-    """What differs between two settings dicts, readable ('train_steps 3000 -> 20', 'module changed')."""
-    if not saved or not current:
-        return []  # a backup of an earlier version, or a caller that gives none: not compared
-    out = []
-    for key in sorted(set(saved) | set(current)):
-        old, new = saved.get(key), current.get(key)
-        if old != new:
-            shown = isinstance(old, (int, float, type(None))) and isinstance(new, (int, float, type(None)))
-            out.append(f"{key} {old} -> {new}" if shown else f"{key} changed")
-    return out
 
 
 def clear(checkpoint_dir: str) -> None:
@@ -206,19 +168,32 @@ class BackupAndRestore(keras.callbacks.Callback):
             raise UserCodeError("fn_args.backup_and_restore needs a built model before fit (give it a "
                                 "keras.Input, or call model.build(input_shape) or model(batch) first)")
         self.watcher.enter()
-        state = read_state(self.checkpoint_dir)
+        try:
+            state = read_state(self.checkpoint_dir)
+            problem = backup_state.state_problem(state, self.restore_dir) if state is not None else None
+        except backup_state.DamagedState as e:
+            state, problem = {}, str(e)
         if state is None:
             return
+        if problem:
+            self._supersede(f"cannot be resumed: {STATE_FILE} is damaged or was edited ({problem})")
+            return
         saved_fit = int(state.get("fit_index", 0))
-        differs = _differences(state.get("settings"), self.settings)
+        differs = backup_state.differences(state.get("settings"), self.settings)
         if not differs and saved_fit == self.fit_index:
-            differs = _differences(state.get("fit"), self._fit_signature())
+            differs = backup_state.differences(state.get("fit"), self._fit_signature())
         if differs:
-            self._supersede(differs)
+            self._supersede(f"was made by a run with other settings ({', '.join(differs)})")
+            return
+        params = self.params or {}
+        done = self._global_step() + int(params.get("epochs") or 0) * int(params.get("steps") or 0)
+        if saved_fit > self.fit_index and state["global_step"] < done:  # the steps of this fit are not in it
+            self._supersede(f"cannot be resumed: {STATE_FILE} says fit #{self.fit_index + 1} finished, but its "
+                            f"checkpoint is at global step {state['global_step']}, before that fit's end ({done})")
             return
         if saved_fit > self.fit_index:
             log.info("backup: fit #%d finished before the restart; skipping it", self.fit_index + 1)
-            self._start_at(int((self.params or {}).get("epochs") or 0), 0)
+            self._start_at(int(params.get("epochs") or 0), 0)
             return
         if saved_fit < self.fit_index:
             return
@@ -286,13 +261,13 @@ class BackupAndRestore(keras.callbacks.Callback):
         variables = [f"{tuple(v.shape)}:{getattr(v.dtype, 'name', v.dtype)}" for v in self.model.weights]
         optimizer = getattr(self.model, "optimizer", None)
         return {"epochs": params.get("epochs"), "steps_per_epoch": params.get("steps"),
-                "variables": _digest([type(optimizer).__name__, variables])}
+                "variables": backup_state.digest([type(optimizer).__name__, variables])}
 
-    def _supersede(self, differs: list[str]) -> None:
-        """Start this fit afresh: the backup belongs to a run with other settings (kept aside, not resumed)."""
+    def _supersede(self, why: str) -> None:
+        """Start this fit afresh: the backup cannot be resumed (`why`); it is kept aside, not deleted."""
         kept = os.path.join(self.checkpoint_dir, SUPERSEDED_SUBDIR)
-        log.warning("backup: %s was made by a run with other settings (%s): training starts afresh; the old "
-                    "backup is kept in %s", self.restore_dir, ", ".join(differs), kept)
+        log.warning("backup: %s %s: training starts afresh; the old backup is kept in %s", self.restore_dir, why,
+                    kept)
         if self.is_chief:
             shutil.rmtree(kept, ignore_errors=True)
             try:
@@ -359,19 +334,48 @@ class BackupAndRestore(keras.callbacks.Callback):
             return
         state = {"prefix": os.path.basename(prefix), "global_step": step, "epoch": self.epoch,
                  "step_in_epoch": self.step_in_epoch, "fit_index": self.fit_index, "time": time.time(),
-                 "settings": self.settings, "fit": self._fit_signature()}
+                 "settings": self.settings, "fit": self._fit_signature(),
+                 "previous": backup_state.previous_states(self.checkpoint_dir)}
         storage.write_file_atomic(os.path.join(self.save_dir, STATE_FILE), json.dumps(state) + "\n")
         self._remove_old(os.path.basename(prefix))
-        log.info("backup: saved global step %d (%s) to %s in %.1f s", step, _position(self.epoch, self.step_in_epoch),
-                 prefix, time.monotonic() - started)
+        log.info("backup: saved global step %d (%s) to %s in %.1f s", step,
+                 backup_state.position(self.epoch, self.step_in_epoch), prefix, time.monotonic() - started)
 
     def _remove_old(self, latest: str) -> None:
         keep = [f"ckpt-{step}" for step in checkpoint_steps(self.save_dir, "ckpt")[-KEEP:]] + [latest]
         remove_checkpoints(self.save_dir, "ckpt", keep)
 
     def _restore(self, state: dict[str, Any]) -> None:
-        prefix = os.path.join(self.restore_dir, state["prefix"])
+        """Restore the newest readable checkpoint of this fit: the state's, else the one before it (warned);
+        none readable: start afresh, the backup kept aside. A checkpoint of another model is exit 3."""
         _build_optimizer(self.model)
+        params = self.params or {}
+        saved = [v.numpy() for v in self._variables().values()]  # put back when no checkpoint restores
+        candidates = [state] + [c for c in (state.get("previous") or [])[:1]
+                                if isinstance(c, dict) and c.get("fit_index", 0) == state.get("fit_index", 0)]
+        damaged = []
+        for candidate in candidates:
+            prefix = os.path.join(self.restore_dir, str(candidate.get("prefix")))
+            problem = backup_state.state_problem(candidate, self.restore_dir, params.get("epochs"),
+                                                 params.get("steps"))
+            if problem is None:
+                problem = self._read_checkpoint(prefix, int(candidate["global_step"]))
+            if problem is None:
+                if damaged:
+                    log.warning("backup: %s; resuming from the older checkpoint %s", "; ".join(damaged), prefix)
+                epoch, step = int(candidate["epoch"]), int(candidate["step_in_epoch"])
+                self.resumed_from = self._last_saved_step = int(candidate["global_step"])
+                log.info("backup: resuming from %s: global step %d (%s)", prefix, self.resumed_from,
+                         backup_state.position(epoch, step))
+                self._start_at(epoch, step)
+                return
+            damaged.append(f"checkpoint {prefix} cannot be resumed: {problem}")
+        for variable, value in zip(self._variables().values(), saved, strict=True):
+            variable.assign(value)
+        self._supersede("holds no checkpoint that can be resumed (" + "; ".join(damaged) + ")")
+
+    def _read_checkpoint(self, prefix: str, global_step: int) -> str | None:
+        """Read the checkpoint `prefix` into the model and optimizer; why it cannot be resumed, or None."""
         try:
             self._checkpoint().read(prefix).assert_existing_objects_matched()
         except (AssertionError, ValueError) as e:
@@ -379,14 +383,11 @@ class BackupAndRestore(keras.callbacks.Callback):
                 f"the backup {prefix} does not fit this model (was the module changed?): {str(e)[:500]}. "
                 f"Delete {self.restore_dir} or use another --checkpoint-dir to start afresh."
             ) from None
-        except Exception as e:  # NotFoundError, DataLossError: a damaged backup
-            raise UserCodeError(f"could not read the backup {prefix}: {type(e).__name__}: {str(e)[:500]}. "
-                                f"Delete {self.restore_dir} to start afresh.") from None
-        epoch, step = int(state["epoch"]), int(state["step_in_epoch"])
-        self.resumed_from = int(state["global_step"])
-        self._last_saved_step = self.resumed_from
-        log.info("backup: resuming from %s: global step %d (%s)", prefix, self.resumed_from, _position(epoch, step))
-        self._start_at(epoch, step)
+        except Exception as e:  # NotFoundError, DataLossError: a damaged (truncated, garbled) checkpoint file
+            return f"its files are damaged ({type(e).__name__}: {' '.join(str(e).split())[:300]})"
+        if self._global_step() != global_step:
+            return f"it holds global step {self._global_step()}, not the {global_step} of {STATE_FILE}"
+        return None
 
     def _start_at(self, epoch: int, step: int) -> None:
         if self._tf_keras:
@@ -408,11 +409,6 @@ class BackupAndRestore(keras.callbacks.Callback):
         if self.is_chief:
             raise self.watcher.error(f"SIGTERM received; saved global step {step} to {self.restore_dir}")
         raise self.watcher.error(f"SIGTERM received; the chief saved global step {step}")
-
-
-def _position(epoch: int, step_in_epoch: int) -> str:
-    """'after epoch 2' or 'epoch 3 step 4' (1-based epochs, as Keras logs them)."""
-    return f"epoch {epoch + 1} step {step_in_epoch}" if step_in_epoch else f"after epoch {epoch}"
 
 
 def _skipped_step(iterator):

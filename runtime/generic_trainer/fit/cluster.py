@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 
+from generic_trainer.artifacts import bounded_parse
 from generic_trainer.errors import EXIT_CLUSTER, ClusterError, UserInputError
 
 log = logging.getLogger(__name__)
@@ -81,10 +82,7 @@ def _normalize(cluster: Mapping[str, list], task_type: str, task_index: int, sou
 
 
 def _parse_json(name: str, value: str) -> dict:
-    try:
-        parsed = json.loads(value)
-    except json.JSONDecodeError as e:
-        raise UserInputError(name, f"not valid JSON ({e})") from None
+    parsed = bounded_parse.load_json(value, name)
     if not isinstance(parsed, dict) or "cluster" not in parsed or "task" not in parsed:
         raise UserInputError(name, 'expected {"cluster": {...}, "task": {"type": ..., "index": ...}}')
     return parsed
@@ -114,7 +112,10 @@ def resolve(environ: Mapping[str, str] | None = None) -> Cluster:
 
 
 def choose_strategy(requested: str, num_gpus: int, cluster: Cluster) -> str:
-    """The strategy name for `requested` ("auto" or an explicit name) on this hardware and cluster."""
+    """The strategy name for `requested` ("auto" or an explicit name) on this hardware and cluster.
+
+    auto: multi_worker_mirrored on a cluster, mirrored on several GPUs, else the default strategy (no wrapper,
+    like a plain script: Keras' auto jit applies on one GPU); an explicit name is taken as it is."""
     if requested not in STRATEGIES:
         raise UserInputError("--strategy", f"{requested!r} is not one of {', '.join(STRATEGIES)}")
     if cluster.task_type in ("ps", "evaluator"):
@@ -126,9 +127,10 @@ def choose_strategy(requested: str, num_gpus: int, cluster: Cluster) -> str:
     if requested == "auto":
         if cluster.is_multi_worker:
             return "multi_worker_mirrored"
-        if num_gpus > 1:
-            return "mirrored"
-        return "one_device" if num_gpus == 1 else "default"
+        # One GPU (or none), one worker: no strategy wrapper, as in a plain Keras script. TensorFlow places the
+        # ops on the GPU itself, and Keras' jit_compile="auto" compiles the step with XLA there, which it never
+        # does under a tf.distribute strategy (OneDeviceStrategy included).
+        return "mirrored" if num_gpus > 1 else "default"
     if cluster.is_multi_worker and requested != "multi_worker_mirrored":
         raise UserInputError(
             "--strategy",

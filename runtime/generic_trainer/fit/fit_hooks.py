@@ -252,6 +252,12 @@ def _graph_first(method: Any) -> Any:
     return hook
 
 
+def _is_dataset(x: Any) -> bool:
+    """Whether x is a tf.data.Dataset (without importing TensorFlow when nothing has)."""
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(x, tf.data.Dataset)
+
+
 @contextlib.contextmanager
 def recording_fit(keras_mode: str = "keras3", interval_s: float = 30.0,
                   speed: SpeedOptions | None = None) -> Iterator[FitRecord]:
@@ -276,6 +282,8 @@ def recording_fit(keras_mode: str = "keras3", interval_s: float = 30.0,
 
         def fit(self, *args, __original=original, __cls=model_cls, **kwargs):
             kwargs.setdefault("verbose", 0)
+            if "shuffle" not in kwargs and _is_dataset(args[0] if args else kwargs.get("x")):
+                kwargs["shuffle"] = False  # Keras ignores it for a tf.data.Dataset but warns on every fit otherwise
             kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [_callback_for(__cls, interval_s)]
             with idle_batch_hooks(kwargs["callbacks"]):
                 history = __original(self, *args, **kwargs)

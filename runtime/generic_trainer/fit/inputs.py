@@ -76,7 +76,7 @@ def build_fn_args(request: FitRequest, examples: ExampleInputs, *, working_dir: 
     from generic_trainer.fit import sharding
 
     accessor: data.DataAccessor | sharding.ShardingDataAccessor = data.DataAccessor(
-        transform_graph=request.transform_graph, raw_schema=examples.schema_file)
+        transform_graph=request.transform_graph, raw_schema=examples.schema_file, cache=request.cache_examples)
     if shard_data:
         accessor = sharding.ShardingDataAccessor(accessor, num_workers)
     return FnArgs(

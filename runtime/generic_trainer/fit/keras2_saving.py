@@ -6,7 +6,10 @@ argument is deprecated in Keras 3"). While the user's function runs under Keras 
 answers a save to a SavedModel (save_format 'tf'/'tensorflow', `signatures` or `options` given,
 or a path that is neither `.keras` nor `.h5`) with `tf.saved_model.save(model, path, signatures,
 options)`, as Keras 2 did; `.keras` / `.h5` saves go to Keras 3 unchanged.
-`tf.saved_model.save(model, dir, signatures=...)` works on Keras 3 models as it is. Keras 2
+Without `signatures`, `serving_default` is the one Keras 2 wrote for the model (`keras2_signature`:
+inputs named after the Input layers, outputs after the output layers), not Keras 3's
+(`inputs`, `inputs_1`, `output_0`). `tf.saved_model.save(model, dir, signatures=...)` works on
+Keras 3 models as it is. Keras 2
 APIs that cannot be bridged (loading a SavedModel with `load_model`, `keras.optimizers.legacy`,
 ...) still fail; `hint()` adds what to do to their error (`--keras tf_keras`).
 """
@@ -19,6 +22,8 @@ import os
 import sys
 from collections.abc import Iterator
 from typing import Any
+
+from generic_trainer.fit import keras2_signature
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,8 @@ def _saved_model_saver(original):
 
         if os.path.exists(path) and not overwrite:
             raise FileExistsError(f"{path} exists and model.save(..., overwrite=False) was asked")
+        if signatures is None:
+            signatures = _keras2_default_signature(model)
         names = sorted(signatures) if isinstance(signatures, dict) else ["serving_default"]
         log.info("Keras 2 save of a Keras 3 model (save_format=%s) to %s: writing a SavedModel with "
                  "tf.saved_model.save, signatures %s", save_format, path, ", ".join(names))
@@ -67,6 +74,21 @@ def _saved_model_saver(original):
 
     save_model.__wrapped__ = original
     return save_model
+
+
+def _keras2_default_signature(model) -> dict | None:
+    """`serving_default` named as Keras 2 named it (None: Keras 3's default, when the model's inputs are unknown)."""
+    serving_default = keras2_signature.default_signature(model)
+    if serving_default is None:
+        log.warning("the model's input shapes are not known (it was never called or takes several arguments): "
+                    "serving_default is Keras 3's (inputs `inputs`, ..., output `output_0`), not Keras 2's")
+        return None
+    import tensorflow as tf
+
+    inputs = [spec.name for spec in tf.nest.flatten(serving_default.structured_input_signature)]
+    log.info("serving_default as Keras 2 wrote it: inputs %s, outputs %s", ", ".join(inputs),
+             ", ".join(sorted(serving_default.structured_outputs)))
+    return {"serving_default": serving_default}
 
 
 @contextlib.contextmanager

@@ -4,10 +4,16 @@
 `sys.meta_path`, so it is only asked about `tfx` after every real finder said no: where the
 real `tfx` package is installed it is found first and this finder never installs. The finder
 answers the import paths TFX module files use with small stand-in modules whose attributes
-are the runtime's equivalents (`generic_trainer.tfx`, `fn_args`, `data`); any other `tfx`
-import fails with an ImportError that names it and lists what is supported. It stays
-installed for the rest of the process, because modules also import `tfx` lazily inside
-`run_fn` and keras deserialization may re-import them.
+are the runtime's equivalents (`generic_trainer.tfx`, `fn_args`, `data`). TFX's example and
+template modules also import their own helper files by their `tfx` path
+(`from tfx.examples.mnist import mnist_utils_native_keras_base as base`,
+`from tfx.experimental.templates.taxi.models import features`): such an import loads the file
+when it sits beside a module `user_module` loaded (`add_module_dir`), or in a folder above it
+whose trailing folder names are those of the import's package (`.../taxi/models/features.py`),
+under its `tfx` name; the packages on the way are empty stand-ins. Any other `tfx` import fails
+with an ImportError that names it and lists what is supported. It stays installed for the rest
+of the process, because modules also import `tfx` lazily inside `run_fn` and keras
+deserialization may re-import them.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import logging
+import os
 import sys
 import types
 from typing import Any
@@ -51,6 +58,45 @@ MODULES: dict[str, dict[str, tuple[str, str]]] = {
     "tfx.dsl.io.fileio": {name: (f"{_TFX}:fileio", name) for name in FILEIO_NAMES},
 }
 _MARK = "__generic_trainer_stand_in__"
+_MODULE_DIRS: list[str] = []  # folders of the modules user_module loaded, searched for `tfx.*` files
+_TREE_MODULES: set[str] = set()  # the `tfx.*` names loaded from those folders
+
+
+def add_module_dir(directory: str) -> None:
+    """Let `tfx.*` imports load files beside the module in `directory` or in its tree (see the module doc)."""
+    directory = os.path.abspath(directory)
+    if directory not in _MODULE_DIRS:
+        _MODULE_DIRS.append(directory)
+
+
+def _matched(folder: str, packages: list[str]) -> int:
+    """How many of `folder`'s last names are the last names of `packages` (0: none)."""
+    names = folder.split(os.sep)[1:]
+    return max((n for n in range(1, min(len(names), len(packages)) + 1) if names[-n:] == packages[-n:]), default=0)
+
+
+def module_file(fullname: str) -> str | None:
+    """The file a `tfx.a.b.leaf` import names in a loaded module's tree: beside the module, or in a folder
+    above it whose last folder names are the import's last package names (None when there is none). Where
+    several fit, the folder matching most package names wins, then the module loaded last."""
+    *packages, leaf = fullname.split(".")[1:] or [""]
+    best: tuple[int, str] | None = None
+    for directory in reversed(_MODULE_DIRS):
+        folder = directory
+        while leaf and os.path.dirname(folder) != folder:
+            matched = _matched(folder, packages)
+            candidate = os.path.join(folder, leaf + ".py")
+            if (matched or folder == directory) and (best is None or matched > best[0]) and os.path.isfile(candidate):
+                best = (matched, candidate)
+            folder = os.path.dirname(folder)
+    return best[1] if best else None
+
+
+def _may_be_tree_package(fullname: str) -> bool:
+    """Whether an unknown `tfx.*` name may be a package on the way to a file of a module's tree."""
+    parent = fullname.rpartition(".")[0]
+    parent_is_leaf_stand_in = parent in MODULES and not _children(parent)
+    return bool(_MODULE_DIRS) and not fullname.startswith("tfx.v1.") and not parent_is_leaf_stand_in
 
 
 def supported() -> str:
@@ -62,8 +108,9 @@ def supported() -> str:
 def unsupported_message(name: str) -> str:
     return (f"the module imports {name}, which generic-trainer does not provide: TFX is not installed, and only "
             f"these tfx imports resolve to the runtime's equivalents: {supported()}. Remove that import from the "
-            f"module (the runtime replaces TFX's components and orchestration); a file beside the module is "
-            f"imported by its own name (`import penguin_utils_base`, not `from tfx.examples.penguin import ...`).")
+            f"module (the runtime replaces TFX's components and orchestration). A `tfx` path to a file of the "
+            f"module's own (`from tfx.examples.penguin import penguin_utils_base`) loads that file when it sits "
+            f"beside the module or in a folder above it named as in the import (`.../penguin/penguin_utils_base.py`).")
 
 
 def _children(name: str) -> list[str]:
@@ -86,8 +133,10 @@ def _module_getattr(name: str):
             raise AttributeError(attribute)
         if attribute in _children(name):
             return importlib.import_module(f"{name}.{attribute}")
-        if attribute in MODULES[name]:
+        if attribute in MODULES.get(name, {}):
             return _resolve(MODULES[name][attribute])
+        if module_file(f"{name}.{attribute}"):
+            return importlib.import_module(f"{name}.{attribute}")
         # ImportError, not AttributeError: `from tfx.x import Y` then shows this message, not Python's generic one.
         raise ImportError(unsupported_message(f"{name}.{attribute}"), name=f"{name}.{attribute}")
 
@@ -98,7 +147,7 @@ class _StandInLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         module = types.ModuleType(spec.name, f"generic-trainer's stand-in for {spec.name} (TFX is not installed)")
         module.__getattr__ = _module_getattr(spec.name)
-        module.__all__ = sorted(MODULES[spec.name]) + _children(spec.name)
+        module.__all__ = sorted(MODULES.get(spec.name, {})) + _children(spec.name)
         setattr(module, _MARK, True)
         return module
 
@@ -115,7 +164,14 @@ class TfxFinder(importlib.abc.MetaPathFinder):
         if fullname != "tfx" and not getattr(sys.modules.get("tfx"), _MARK, False):
             return None  # the real tfx (imported some other way): not ours to answer
         if fullname not in MODULES:
-            raise ModuleNotFoundError(unsupported_message(fullname), name=fullname)
+            path = module_file(fullname)
+            if path is not None:
+                log.info("import %s: loading %s (a file of the module's own tree)", fullname, path)
+                _TREE_MODULES.add(fullname)
+                return importlib.util.spec_from_file_location(fullname, path)
+            if not _may_be_tree_package(fullname):
+                raise ModuleNotFoundError(unsupported_message(fullname), name=fullname)
+            return importlib.machinery.ModuleSpec(fullname, _StandInLoader(), is_package=True)
         is_package = bool(_children(fullname))
         return importlib.machinery.ModuleSpec(fullname, _StandInLoader(), is_package=is_package)
 
@@ -132,8 +188,11 @@ def install() -> bool:
 
 
 def uninstall() -> None:
-    """Remove the finder and the stand-in modules (tests)."""
+    """Remove the finder, the stand-in modules and the tree files loaded by `tfx` paths (tests)."""
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, TfxFinder)]
     for name in [n for n, m in sys.modules.items() if n == "tfx" or n.startswith("tfx.")]:
-        if getattr(sys.modules[name], _MARK, False):
+        if getattr(sys.modules[name], _MARK, False) or name in _TREE_MODULES:
             del sys.modules[name]
+    _MODULE_DIRS.clear()
+    _TREE_MODULES.clear()
+

@@ -107,7 +107,8 @@ def import_module(path: str | None, spec: str) -> ModuleType:
     """Import the module at `path` (or the dotted name `spec` when `path` is None).
 
     The module's folder goes first on `sys.path` (it may import files beside it), and its `tfx`
-    imports resolve to the runtime's equivalents when TFX itself is not installed.
+    imports resolve to the runtime's equivalents when TFX itself is not installed, including `tfx`
+    paths to files beside it or in its tree (`tfx_imports.module_file`).
     """
     tfx_imports.install()
     if path is None:
@@ -123,6 +124,7 @@ def import_module(path: str | None, spec: str) -> ModuleType:
     directory = os.path.dirname(path)
     if directory not in sys.path:
         sys.path.insert(0, directory)
+    tfx_imports.add_module_dir(directory)  # `from tfx.examples.x import sibling` loads the file beside it
     name = os.path.splitext(os.path.basename(path))[0]
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)

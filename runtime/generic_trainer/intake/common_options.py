@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from generic_trainer.errors import UserInputError
+from generic_trainer.fit.accelerator import ACCELERATORS
 from generic_trainer.fit.cluster import STRATEGIES
 from generic_trainer.intake.options import Check, Group, Option, Param
 from generic_trainer.intake.request import KERAS_CHOICES, seconds
@@ -46,6 +47,10 @@ def common_groups(strategies: tuple[str, ...] = STRATEGIES, cluster_timeout: boo
                    help="tf.distribute strategy; auto (default) matches GPUs" + (
                        " and TF_CONFIG/CLUSTER_SPEC" if "multi_worker_mirrored" in strategies else "")
                    + "; any other value wins over a Task config's runtime.distribution_strategy"),
+            Option("accelerator", choices=ACCELERATORS,
+                   help="auto (default): train on every GPU this machine has, and fail (exit 2) before training "
+                        "when TensorFlow cannot use them; gpu: also fail when there is none; cpu: train on the "
+                        "CPU on purpose"),
         ]
         if cluster_timeout:
             runtime.append(Option("cluster_timeout", metavar="SECONDS", type=seconds_flag,

@@ -25,15 +25,21 @@ IMPORT_EXAMPLES_INPUTS = Group("inputs", (
     Option("input", help="files to read, a glob (gs:// allowed), e.g. 'data/*.csv'", metavar="PATTERN",
            param=value(str, "Files to read, a glob (gs:// allowed). Give it or input_splits.", "",
                        name="input_pattern")),
-    Option("format", help="file format (default csv; CSV needs a header line)", choices=("csv", "parquet"),
-           param=value(str, "csv (with a header line) or parquet.", "csv")),
+    Option("format", help=("file format (default csv; CSV needs a header line; tfrecord: TFRecord files of "
+                           "tf.Example, gzipped or plain, as TFX's ImportExampleGen)"),
+           choices=("csv", "parquet", "tfrecord"),
+           param=value(str, ("csv (with a header line), parquet, or tfrecord (TFRecord files of tf.Example,\n"
+                             "gzipped or plain, as TFX's ImportExampleGen reads)."), "csv")),
     Option("schema", check=existing,
-           help="tensorflow-metadata Schema giving each column's type; the columns must match its features",
+           help=("tensorflow-metadata Schema giving each column's type; the columns must match its features "
+                 "(tfrecord: each record's features must be in it, with its types and fixed shapes)"),
            metavar="FILE_OR_DIR",
            param=artifact("Artifact",
                           ("tensorflow-metadata Schema giving each column's type; the columns must match its "
                            "features.\n"
-                           "Without it types are inferred (INT, FLOAT or BYTES per column)."), None)),
+                           "Without it types are inferred (INT, FLOAT or BYTES per column) and a feature with\n"
+                           "the same number of values in every example gets that shape (SchemaGen's\n"
+                           "infer_feature_shape=True)."), None)),
     Option("splits", help="hash buckets per split (default train:2,eval:1, as TFX's CsvExampleGen)",
            metavar="name:buckets,...",
            param=value(str,
@@ -59,12 +65,14 @@ IMPORT_EXAMPLES_OUTPUTS = Group("outputs", (
 ))
 
 IMPORT_EXAMPLES = Verb(
-    "import-examples", help="CSV or Parquet files to TFX Examples (ExampleGen's layout), on Apache Beam",
-    description="Read tables, encode each row as a tf.Example (empty cells left out), split the rows by a "
-                "stable hash (or take one pattern per split), and write <output>/Split-<name>/*.gz plus "
-                "<output>/schema.pbtxt (the schema given, or inferred: INT, FLOAT or BYTES per column).",
-    component=Component("generic_import_examples", "Imports CSV or Parquet files as TFX Examples on Apache Beam "
-                                                   "(TFX CsvExampleGen compatible layout)."),
+    "import-examples", help="CSV, Parquet or TFRecord files to TFX Examples (ExampleGen's layout), on Apache Beam",
+    description="Read tables (encoding each row as a tf.Example, empty cells left out) or TFRecords of "
+                "tf.Example, split the examples by a stable hash (or take one pattern per split), and write "
+                "<output>/Split-<name>/*.gz plus <output>/schema.pbtxt (the schema given, or inferred: INT, "
+                "FLOAT or BYTES per feature, and a fixed shape where every example has the same number of "
+                "values).",
+    component=Component("generic_import_examples", "Imports CSV, Parquet or TFRecord files as TFX Examples on "
+                                                   "Apache Beam (TFX CsvExampleGen / ImportExampleGen layout)."),
     groups=(IMPORT_EXAMPLES_INPUTS, IMPORT_EXAMPLES_OUTPUTS, BEAM,
             *common_groups(cluster_timeout=False, training=False)),
 )

@@ -62,7 +62,7 @@ def beam_inputs(values: Mapping[str, Any], environ: Mapping[str, str] | None = N
 
 @dataclasses.dataclass(frozen=True)
 class ImportExamplesRequest:
-    """Every input of an import-examples run: tables (CSV or Parquet) to TFX Examples, resolved.
+    """Every input of an import-examples run: tables (CSV or Parquet) or TFRecords to TFX Examples, resolved.
 
     Either `input_pattern` with hash `splits` ((name, buckets), ...), or `input_splits` ((name, pattern), ...).
     Patterns and outputs are local paths (gs:// through the /gcs mount), or gs:// URIs when Beam runs
@@ -138,8 +138,8 @@ def build_import_examples_request(
     """Validate raw values (keyed by flag name, dashes as underscores) into an ImportExamplesRequest."""
     beam = beam_inputs(values, environ, kfp)
     fmt = (values.get("format") or "csv").lower()
-    if fmt not in ("csv", "parquet"):
-        raise UserInputError("--format", f"expected csv or parquet, got {values.get('format')!r}")
+    if fmt not in ("csv", "parquet", "tfrecord"):
+        raise UserInputError("--format", f"expected csv, parquet or tfrecord, got {values.get('format')!r}")
     pattern = values.get("input") or values.get("input_pattern") or None
     input_splits = _input_splits(values.get("input_splits"))
     if bool(pattern) == bool(input_splits):

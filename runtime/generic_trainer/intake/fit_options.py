@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from generic_trainer.fit.accelerator import ACCELERATORS
 from generic_trainer.intake import options
 from generic_trainer.intake.common_options import common_groups
 from generic_trainer.intake.options import Component, Group, Option, Verb, artifact, output, output_value, value
@@ -15,6 +16,7 @@ from generic_trainer.intake.request import (
     TUNE_STRATEGIES,
     duration,
     existing,
+    one_of,
     output_file,
     sha256,
     splits,
@@ -187,6 +189,11 @@ TRAIN_TFLITE = Group("TFLite", description="also write <model-dir>/Format-TFLite
                         "none, 0.05 for float16, 0.1 for dynamic."), None)),
 ))
 
+CACHE_CHOICES = ("auto", "memory", "off")  # records/example_dataset.py's cache modes
+ACCELERATOR_CHECK = one_of(ACCELERATORS, "auto")
+ACCELERATOR_PARAM = value(str, ("auto: every GPU of the machine, failing before training when TensorFlow cannot use\n"
+                                 "them; gpu: fail without one; cpu: train on the CPU on purpose."), "auto")
+
 TRAIN_SPEED = Group("speed", description="applied to every model.compile in the module that does not set them "
                                           "itself", options=(
     Option("mixed_precision",
@@ -201,6 +208,11 @@ TRAIN_SPEED = Group("speed", description="applied to every model.compile in the 
            param=value(bool,
                        "Compile train/eval steps with XLA (model.compile(jit_compile=...)); unset: Keras' default.",
                        None)),
+    Option("cache_examples", check=one_of(CACHE_CHOICES, "auto"), choices=CACHE_CHOICES,
+           help=("keep the decompressed records of the data accessor's datasets in memory after the first epoch "
+                 "(auto: when they fit, see the docs; memory: always; off: never)"),
+           param=value(str, ("auto, memory or off: keep the data accessor's decompressed records in memory after\n"
+                             "the first epoch (auto: when they fit)."), "auto")),
     Option("steps_per_execution",
            help=("batches run per tf.function call (model.compile(steps_per_execution=N)); callbacks then see "
                  "every N-th batch"), metavar="N",
@@ -225,13 +237,16 @@ TRAIN = Verb(
         TRAIN_SERVING,
         TRAIN_TFLITE,
         TRAIN_SPEED,
-        *common_groups(checks={"strategy": text("auto"), "cluster_timeout": duration()}, params={
+        *common_groups(checks={"strategy": text("auto"), "cluster_timeout": duration(),
+                               "accelerator": ACCELERATOR_CHECK},
+                       params={
             "keras": value(str, "What tf.keras means for the module: keras3 or tf_keras (unset: keras3, unless the "
                                 "image\nsets TF_USE_LEGACY_KERAS=1).", None),
             "strategy": value(str, "tf.distribute strategy: auto, default, one_device, mirrored or "
                                    "multi_worker_mirrored.", "auto"),
             "cluster_timeout": value(float, "Multi-worker: seconds to wait for every replica to connect before failing "
                                             "(default 900).", None),
+            "accelerator": ACCELERATOR_PARAM,
         }),
     ),
 )
@@ -289,9 +304,11 @@ TUNE = Verb(
                param=value(int, "Override the tuner's max_trials (0: the tuner_fn's own).", 0)),
         )),
         TUNE_OUTPUTS,
-        *common_groups(TUNE_STRATEGIES, cluster_timeout=False, params={
+        *common_groups(TUNE_STRATEGIES, cluster_timeout=False, checks={"accelerator": ACCELERATOR_CHECK},
+                       params={
             "strategy": value(str, "tf.distribute strategy of each trial: auto, default, one_device or mirrored.",
                               "auto"),
+            "accelerator": ACCELERATOR_PARAM,
         }),
         Group("cluster", (
         Option("worker_timeout", check=duration(600.0),

@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import bounded_parse, storage
 from generic_trainer.artifacts.redaction import redact, secret_key_names
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import fit_options, options
@@ -31,6 +31,7 @@ from generic_trainer.intake.request import (
     check_gcs_timeout,
     checkpoint_dir,
     examples_dir,
+    existing,
     existing_path,
     ints_from_floats,
     json_object,
@@ -38,10 +39,11 @@ from generic_trainer.intake.request import (
     module_file,
     number,
     out_dir,
+    output_file,
     raw_inputs,
 )
-from generic_trainer.judge import tflite_export
-from generic_trainer.judge.tflite_export import TFLiteOptions
+from generic_trainer.tflite import options as tflite_options
+from generic_trainer.tflite.options import TFLiteOptions
 
 TUNER_RESULTS_FILE = "tuner_results.json"
 
@@ -94,6 +96,8 @@ class FitRequest:
     eval_splits: tuple[str, ...] = ("eval",)
     custom_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     strategy: str = "auto"
+    accelerator: str = "auto"  # auto | gpu | cpu: see fit/accelerator.py
+    cache_examples: str = "auto"  # auto | memory | off: the data accessor's record cache (records/example_dataset.py)
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
 
@@ -116,7 +120,7 @@ class TrainRequest(FitRequest):
     serving_image: str | None = None
     serving_accelerator: str = "cpu"
     serving_image_region: str = "us"
-    tflite: TFLiteOptions | None = None  # --export-tflite (tflite_export); None: no TFLite export
+    tflite: TFLiteOptions | None = None  # --export-tflite (tflite/); None: no TFLite export
 
     @property
     def task(self) -> TaskProgram | None:
@@ -131,18 +135,7 @@ def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> di
     from generic_trainer.records import example_files
 
     path = example_files.one_file(path, input_name, usual="keras-tuner's best_hyperparameters.txt")
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except UnicodeDecodeError as e:
-        raise UserInputError(input_name, f"{path} is not UTF-8 text (byte {e.start}: {e.reason}); expected a "
-                                         "JSON object such as keras-tuner's best_hyperparameters.txt") from None
-    except OSError as e:
-        raise UserInputError(input_name, f"{path} cannot be read: {e.strerror or e}") from None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserInputError(input_name, f"{path} is not JSON ({e.msg} at line {e.lineno})") from None
+    value = bounded_parse.load_json(bounded_parse.read_text(path, input_name), input_name, where=f"{path} is ")
     if not isinstance(value, dict):
         raise UserInputError(input_name, f"{path} must hold a JSON object, got {type(value).__name__}")
     return value
@@ -190,7 +183,8 @@ def _task_program(values: Mapping[str, Any], gcs_root: str, keras: str, sha256: 
         raise UserInputError("--mode", f"expected one of {', '.join(task_config.MODES)}, got {mode!r}")
     files = values.get("config_file") or []
     if isinstance(files, str):
-        files = [f for f in (files.split(",") if not files.lstrip().startswith("[") else json.loads(files)) if f]
+        listed = bounded_parse.load_json(files, "--config-file") if files.lstrip().startswith("[") else None
+        files = [f for f in (files.split(",") if listed is None else listed) if f]
     config_files = []
     for f in files:
         path = storage.local_path(str(f).strip(), gcs_root)
@@ -284,7 +278,7 @@ def build_train_request(
         model_run_copy_dir=model_run_copy_dir,
         keras=keras,
         serving_image=serving_image, serving_accelerator=serving_accelerator, serving_image_region=serving_region,
-        tflite=tflite_export.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
+        tflite=tflite_options.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
                                            values.get("tflite_tolerance")),
         **fields,
     )
@@ -325,8 +319,20 @@ def build_tune_request(
         results_file = os.path.join(values["tuner_results_dir"], TUNER_RESULTS_FILE)
     # Stable across restarts of the same job (same outputs): a re-run finds the search state again.
     checkpoints = checkpoint_dir(values, environ, gcs_root, best_dir + ".checkpoints")
-    keras = keras_choice(values, environ)
-    if keras != "keras3":
+    strategy, max_trials = _tune_values(values, environ)
+    return TuneRequest(
+        module_file=module,
+        best_hyperparameters_dir=best_dir,
+        tuner_results_file=storage.local_path(results_file, gcs_root) if results_file else None,
+        max_trials=max_trials,
+        strategy=strategy,
+        **_fit_fields(fit_options.TUNE, raw, examples_path, checkpoints),
+    )
+
+
+def _tune_values(values: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[str, int | None]:
+    """tune's own checks that read no file: Keras 3, --strategy, --max-trials."""
+    if keras_choice(values, environ) != "keras3":
         raise UserInputError("--keras" if values.get("keras") else "TF_USE_LEGACY_KERAS",
                              "keras-tuner searches Keras 3 models only (it rejects tf_keras models); "
                              "use --keras keras3 / TF_USE_LEGACY_KERAS=0")
@@ -336,11 +342,36 @@ def build_tune_request(
                                            f"runs its own trials; several replicas tune in parallel), got {strategy!r}")
     max_trials = number("--max-trials", values.get("max_trials"), maximum=MAX_INT32,
                         unit="trials (0: the tuner_fn's own)") or None
-    return TuneRequest(
-        module_file=module,
-        best_hyperparameters_dir=best_dir,
-        tuner_results_file=storage.local_path(results_file, gcs_root) if results_file else None,
-        max_trials=max_trials,
-        strategy=strategy,
-        **_fit_fields(fit_options.TUNE, raw, examples_path, checkpoints),
-    )
+    return strategy, max_trials
+
+
+def check_values(verb: Verb, values: Mapping[str, Any], environ: Mapping[str, str]) -> None:
+    """The checks of a train or tune request that read no file: what `vertex-job` runs on the container's
+    args before it builds a job (their paths are read on the container's machine, so not here)."""
+    raw = raw_inputs(values, environ, None)
+    for o in verb.options():
+        if o.check and o.check not in (existing, output_file) and values.get(o.name) is not None:
+            o.check(raw, o.flag, values[o.name])
+    _custom_config(raw)
+    task = values.get("task") if verb is fit_options.TRAIN else None
+    if task and values.get("module_file"):
+        raise UserInputError("--task", "give either --task module:Class or --module-file (run_fn), not both")
+    if not task:
+        module_file(values)
+        if not values.get("examples"):
+            raise UserInputError("--examples", "required: the examples directory (TFX layout Split-<name>/*.gz)")
+    if verb is fit_options.TUNE:
+        _tune_values(values, environ)
+        if not values.get("best_hyperparameters_dir"):
+            raise UserInputError("--best-hyperparameters-dir", "required: where best_hyperparameters.txt goes")
+        return
+    from generic_trainer.artifacts import serving_container
+
+    keras = keras_choice(values, environ)
+    serving_container.check_options(values.get("serving_image"), values.get("serving_accelerator"),
+                                    values.get("serving_image_region"))
+    tflite_options.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
+                                values.get("tflite_tolerance"))
+    _speed_fields(values)
+    if task:  # its config files are read on the container's machine
+        _task_program({**values, "config_file": None}, raw.gcs_root, keras, None)

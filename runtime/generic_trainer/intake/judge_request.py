@@ -49,7 +49,7 @@ def build_evaluate_request(
     values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
 ) -> EvaluateRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into an EvaluateRequest."""
-    from generic_trainer.judge.eval_config import parse_eval_config
+    from generic_trainer.judge.eval_config_reader import parse_eval_config
 
     raw = raw_inputs(values, environ, kfp)
     gcs_root = raw.gcs_root

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
-import json
 import logging
 import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import bounded_parse, storage
 from generic_trainer.errors import UserInputError
 
 GCS_ROOT_ENV = "GENERIC_TRAINER_GCS_ROOT"
@@ -56,6 +55,18 @@ def raw_inputs(values: Mapping[str, Any], environ: Mapping[str, str] | None = No
 def text(default: str | None = None) -> Callable[[RawInputs, str, Any], Any]:
     """The value as given, or `default` when unset or empty."""
     return lambda raw, flag, value: value or default
+
+
+def one_of(choices: tuple[str, ...], default: str) -> Callable[[RawInputs, str, Any], str]:
+    """One of `choices`, or `default` when unset or empty (a KFP parameter is not checked by argparse)."""
+    def check(raw: RawInputs, flag: str, value: Any) -> str:
+        if value in (None, ""):
+            return default
+        if value not in choices:
+            raise UserInputError(flag, f"expected one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    return check
 
 
 def existing(raw: RawInputs, flag: str, value: Any) -> str | None:
@@ -126,11 +137,8 @@ def ints_from_floats(value: Any) -> Any:
 def json_object(input_name: str, value: Any) -> dict[str, Any]:
     if value is None or value == "":
         return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise UserInputError(input_name, f"not valid JSON ({e.msg} at position {e.pos})") from None
+    value = bounded_parse.load_json(value, input_name) if isinstance(value, str) else \
+        bounded_parse.check_depth(value, input_name)
     if not isinstance(value, dict):
         raise UserInputError(input_name, f"expected a JSON object ({{...}}), got {type(value).__name__}")
     return value

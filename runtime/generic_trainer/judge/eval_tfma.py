@@ -293,13 +293,11 @@ def _metric(config: dict[str, Any], path: str, weighted: bool) -> tuple[Any, str
             raise UserInputError(_key(f"{path}.class_name"), f"TFMA's {class_name} is not supported; use a Keras "
                                                              f"metric or one of {', '.join(TFMA_BUILTINS)}")
         module = "keras.metrics"  # TFMA looks a bare class name up in its metrics, then in Keras'
-    import json
+    from generic_trainer.artifacts import bounded_parse
 
-    try:
-        text = config.get("config", "")
-        settings = json.loads(text if not text or text.lstrip().startswith("{") else "{" + text + "}") if text else {}
-    except json.JSONDecodeError as e:
-        raise UserInputError(_key(f"{path}.config"), f"not valid JSON ({e.msg})") from None
+    text = config.get("config", "")
+    settings = bounded_parse.load_json(text if text.lstrip().startswith("{") else "{" + text + "}",
+                                       _key(f"{path}.config")) if text else {}
     if not isinstance(settings, Mapping):
         raise UserInputError(_key(f"{path}.config"), f"expected a JSON object of constructor arguments, got {text!r}")
     if class_name == "AUC" and module == "keras.metrics" and not config.get("module"):
@@ -342,7 +340,7 @@ def _metrics_spec(spec: dict[str, Any], path: str, native: dict[str, Any], model
 
 
 def to_native(value: Mapping[str, Any]) -> dict[str, Any]:
-    """The native config (a dict for eval_config.parse_eval_config) of a TFMA EvalConfig (JSON or normalized)."""
+    """The native config (a dict for eval_config_reader.parse_eval_config) of a TFMA EvalConfig (JSON or normalized)."""
     config = normalize(value)
     if not config.get("model_specs"):
         raise UserInputError("eval_config.model_specs", "required: a TFMA EvalConfig needs a model spec with a "

@@ -2,7 +2,8 @@
 
 Parent side: `run(command, limits)` starts `python -m <module> ARGS` in a new session (its own process
 group), without the cluster variables (TF_CONFIG, CLUSTER_SPEC), on CPU when `limits.cpu_only` (GPU drivers
-reserve more address space than any sensible limit), and waits. The whole group is killed when the child
+reserve more address space than any sensible limit), else with GPU memory growth on (TF_FORCE_GPU_ALLOW_GROWTH,
+so sandboxes can share a GPU), and waits. The whole group is killed when the child
 runs past `limits.timeout`: the total time, or with `limits.idle` the time since the child last reported
 progress. While it runs, its address space and resident memory are sampled from /proc. Its output
 (stdout and stderr) is kept (the last lines) and, with `echo`, copied to this process's stderr as it comes.
@@ -107,7 +108,10 @@ def is_memory_error(text: str) -> bool:
 
 def _child_env(limits: Limits, progress_file: str) -> dict[str, str]:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1", PROGRESS_ENV: progress_file,
-           LOG_LEVEL_ENV: logging.getLevelName(logging.getLogger().getEffectiveLevel())}
+           LOG_LEVEL_ENV: logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+           # On a GPU, TensorFlow would take all of its memory at start: grow as needed, so the sandboxes of
+           # evaluate and infra-validate (and a training job beside them) can share one GPU.
+           "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
     if limits.cpu_only:
         env["CUDA_VISIBLE_DEVICES"] = "-1"
     if limits.memory_limit:

@@ -14,6 +14,8 @@ import dataclasses
 import re
 from typing import Any
 
+from generic_trainer.artifacts.bounded_parse import MAX_DEPTH
+
 _TOKEN = re.compile(r"""
     (?P<space>\s+|\#[^\n]*)
   | (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
@@ -82,7 +84,7 @@ def _where(text: str, pos: int) -> str:
 
 class _Parser:
     def __init__(self, text: str):
-        self.text, self.tokens, self.i = text, _tokens(text), 0
+        self.text, self.tokens, self.i, self.depth = text, _tokens(text), 0, 0
 
     def peek(self) -> tuple[str, str, int] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -134,9 +136,13 @@ class _Parser:
         return [self.scalar()]
 
     def nested(self) -> list[tuple[str, Any]]:
-        opening = self.take()[1]
+        opening, pos = self.take()[1:]
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ValueError(f"messages nested deeper than the limit of {MAX_DEPTH} levels at {_where(self.text, pos)}")
         fields = self.message(_CLOSE[opening])
         self.take(_CLOSE[opening])
+        self.depth -= 1
         return fields
 
     def scalar(self) -> Scalar:

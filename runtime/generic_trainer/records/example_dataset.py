@@ -2,9 +2,11 @@
 
 `make_dataset(patterns, options, schema)` gives the batches tfx_bsl's
 `TFExampleRecord(...).TensorFlowDataset(options)` gives: the same parsing config (schemas.parser_config),
-tensors and order of elements for the same options and seeds. File readers hand records over in
-blocks rather than one by one, and batches are parsed in parallel (tfx_bsl parses on one thread),
-with the label popped in the same step (bench/README.md). `DatasetOptions` has the fields and
+tensors and order of elements for the same options and seeds. One file at a time is read by one
+reader over the file list; several at a time, file readers hand records over in blocks rather than
+one by one. The serialized records are shuffled, then batches are parsed in parallel (tfx_bsl parses
+on one thread), with the label popped in the same step (bench/README.md). Records read more than
+once can be kept in memory after the first epoch (`caches`). `DatasetOptions` has the fields and
 defaults of tfx_bsl's `TensorFlowDatasetOptions`; `as_dataset_options` takes either.
 TensorFlow is imported inside the functions.
 """
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 AUTOTUNE = -1  # the value of tf.data.AUTOTUNE, without importing TensorFlow
 _READ_BLOCK = 128  # records a file reader hands over at a time
 _READ_AHEAD = 2  # blocks a file reader reads ahead (memory: cycle length x 3 blocks)
+CACHE_AUTO_BYTES = 1 << 30  # cache="auto" keeps the records in memory up to this size (decompressed)
+GZIP_EXPANSION = 8  # how much larger than its .gz file a split's records are counted (tf.Examples: 3-8x)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,9 +71,10 @@ def check_batch_size(batch_size: object) -> None:
 
 def make_dataset(patterns: list[str], options: DatasetOptions, schema: schema_pb2.Schema,
                  transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                 keep: Sequence[str] | None = None) -> tf.data.Dataset:
+                 keep: Sequence[str] | None = None, cache: str = "auto") -> tf.data.Dataset:
     """The batches of tfx_bsl's TensorFlowDataset; with `transform`, parsed batches go through it and
-    its outputs named in `keep` are the features."""
+    its outputs named in `keep` are the features. `cache` (see `caches`): keep the decompressed records in
+    memory after the first epoch, so later epochs only shuffle and parse."""
     import tensorflow as tf
 
     spec, renames = parser_config(schema)
@@ -80,21 +85,9 @@ def make_dataset(patterns: list[str], options: DatasetOptions, schema: schema_pb
             "label_key", f"{label_key!r} is not a tensor of the schema; tensors: {', '.join(sorted(tensor_names))}"
         )
 
-    compression_of = compression_fn(patterns)
-
-    threads = options.reader_num_threads
-
-    def read(path: tf.Tensor) -> tf.data.Dataset:
-        records = tf.data.TFRecordDataset(path, compression_of(path))
-        if threads == 1:
-            return records
-        # Each open file is read and decompressed in a background thread that hands records
-        # over in blocks: tfx_bsl's parallel interleave hands them over one by one, which costs
-        # more CPU than reading them. The order of records does not change.
-        return records.batch(_READ_BLOCK).prefetch(_READ_AHEAD).unbatch()
-
-    files = tf.data.Dataset.list_files(patterns, shuffle=options.shuffle, seed=options.shuffle_seed)
-    dataset = files.interleave(read, cycle_length=_cycle_length(threads))
+    dataset = _records(patterns, options)
+    if caches(cache, options, patterns):
+        dataset = dataset.cache()
     if options.shuffle:
         dataset = dataset.shuffle(options.shuffle_buffer_size, options.shuffle_seed)
     if options.num_epochs != 1:
@@ -120,6 +113,50 @@ def make_dataset(patterns: list[str], options: DatasetOptions, schema: schema_pb
     tf_options = tf.data.Options()
     tf_options.deterministic = not options.sloppy_ordering
     return dataset.with_options(tf_options)
+
+
+def _records(patterns: list[str], options: DatasetOptions) -> tf.data.Dataset:
+    """The serialized records of the files, in tfx_bsl's order: list the files, interleave their readers."""
+    import tensorflow as tf
+
+    compression_of = compression_fn(patterns)
+    threads = options.reader_num_threads
+
+    def read(path: tf.Tensor) -> tf.data.Dataset:
+        records = tf.data.TFRecordDataset(path, compression_of(path))
+        if threads == 1:
+            return records
+        # Each open file is read and decompressed in a background thread that hands records
+        # over in blocks: tfx_bsl's parallel interleave hands them over one by one, which costs
+        # more CPU than reading them. The order of records does not change.
+        return records.batch(_READ_BLOCK).prefetch(_READ_AHEAD).unbatch()
+
+    files = tf.data.Dataset.list_files(patterns, shuffle=options.shuffle, seed=options.shuffle_seed)
+    cycle, kind = _cycle_length(threads), compression_of("")
+    if cycle == 1 and isinstance(kind, str):
+        # One file at a time, all compressed alike: one reader over the file names gives the interleave's
+        # order without its per-record cost (the parallel map after it pulls the records in its own thread).
+        return tf.data.TFRecordDataset(files, kind)
+    return files.interleave(read, cycle_length=cycle)
+
+
+def caches(mode: str, options: DatasetOptions, patterns: list[str]) -> bool:
+    """Whether the decompressed records are cached in memory after the first pass (mode memory: always; off:
+    never; auto: when they are read more than once, fit in CACHE_AUTO_BYTES (gzip files are counted at
+    GZIP_EXPANSION times their size) and no shuffle_seed pins tfx_bsl's order of later epochs: with the
+    cache, the files come in the first epoch's order every epoch; records are still shuffled every epoch)."""
+    if mode in ("memory", "off"):
+        return mode == "memory"
+    if options.num_epochs == 1 or (options.shuffle and options.shuffle_seed is not None):
+        return False
+    import tensorflow as tf
+
+    total = 0
+    for path in {f for p in patterns for f in tf.io.gfile.glob(p)}:
+        total += tf.io.gfile.stat(path).length * (GZIP_EXPANSION if path.endswith(".gz") else 1)
+        if total > CACHE_AUTO_BYTES:
+            return False
+    return True
 
 
 def _cycle_length(reader_num_threads: int) -> int:

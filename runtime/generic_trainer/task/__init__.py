@@ -11,6 +11,7 @@ The package, one job per module:
   overrides.py           applying override mappings onto configs (unknown keys refused, values coerced)
   resolve.py             one run's config: override order, then checks for the mode
   optimization_config.py trainer.optimizer_config (Model Garden's one-of form) and its checks
+  optimizer_blocks.py    its optimizer, learning-rate, warm-up and EMA blocks
   optimizers.py, schedules.py, layerwise.py, ema.py   what that config builds
   experiment.py          run_experiment: builds the parts below, runs a mode, exports
   state.py               the model, optimizer, metrics, EMA, global step and their checkpoint
@@ -40,14 +41,8 @@ from generic_trainer.task.config import (
     write_params_yaml,
 )
 from generic_trainer.task.experiment import run_experiment
-from generic_trainer.task.optimization_config import (
-    EMAConfig,
-    LearningRateConfig,
-    OptimizationConfig,
-    OptimizerConfig,
-    OptimizerTypeConfig,
-    WarmupConfig,
-)
+from generic_trainer.task.optimization_config import OptimizationConfig, OptimizerConfig
+from generic_trainer.task.optimizer_blocks import EMAConfig, LearningRateConfig, OptimizerTypeConfig, WarmupConfig
 from generic_trainer.task.overrides import build_optimization_config, override
 from generic_trainer.task.resolve import RunInputs, build_experiment, validate
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from generic_trainer.artifacts import storage
 from generic_trainer.errors import UserInputError
-from generic_trainer.fit.checkpoint_files import read_json, remove_checkpoints
+from generic_trainer.fit.checkpoint_files import DamagedState, read_json, remove_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +37,11 @@ def resolve_checkpoint(path: str, input_name: str = "task.init_checkpoint") -> s
     import tensorflow as tf
 
     if os.path.isdir(path):
-        ckpt = (read_json(os.path.join(path, INFO_FILE)) or {}).get("best_ckpt_path")
-        if ckpt:
+        try:
+            ckpt = (read_json(os.path.join(path, INFO_FILE)) or {}).get("best_ckpt_path")
+        except DamagedState as e:
+            raise UserInputError(input_name, f"{e} (a best-checkpoint export's {INFO_FILE})") from None
+        if isinstance(ckpt, str) and ckpt:
             return os.path.join(path, os.path.basename(ckpt))
         latest = tf.train.latest_checkpoint(path)
         if latest:
@@ -90,8 +93,12 @@ class BestCheckpointExporter:
         self.is_chief = is_chief
         self.best: float | None = None
         os.makedirs(export_dir, exist_ok=True)
-        info = self.read_info(export_dir)
-        if info is not None and metric_name in info:
+        try:
+            info = self.read_info(export_dir)
+        except DamagedState as e:
+            log.warning("%s: the best checkpoint so far is not known; the next evaluation is exported", e)
+            info = None
+        if info is not None and isinstance(info.get(metric_name), (int, float)):
             self.best = float(info[metric_name])
             log.info("best checkpoint so far: %s=%.4g at step %s", metric_name, self.best,
                      info.get("best_ckpt_global_step"))

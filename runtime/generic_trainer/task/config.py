@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from generic_trainer.artifacts import bounded_parse
 from generic_trainer.errors import UserInputError
 from generic_trainer.task.optimization_config import OptimizationConfig, OptimizerConfig
 from generic_trainer.task.overrides import build_optimization_config
@@ -171,28 +172,14 @@ def get_experiment(name: str, input_name: str = "--experiment") -> ExperimentCon
 
 
 def _yaml_load(text: str, source: str) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise UserInputError(source, f"not valid YAML/JSON{where}: {getattr(e, 'problem', None) or e}") from None
+    """YAML (or JSON) text within the bounds of `bounded_parse` (nesting, alias expansion, size)."""
+    return bounded_parse.load_yaml(text, source)
 
 
 def load_config_file(path: str, source: str | None = None) -> dict[str, Any]:
     """A YAML (or JSON) config file as a mapping (empty file -> {})."""
     source = source or f"--config-file {path}"
-    if not os.path.isfile(path):
-        raise UserInputError(source, f"{path} does not exist" if not os.path.exists(path) else f"{path} is not a file")
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except UnicodeDecodeError as e:
-        raise UserInputError(source, f"{path} is not UTF-8 text (byte {e.start}: {e.reason}); expected YAML or JSON") \
-            from None
-    parsed = _yaml_load(text, source)
+    parsed = _yaml_load(bounded_parse.read_text(path, source), source)
     if parsed is None:
         return {}
     if not isinstance(parsed, Mapping):
@@ -204,7 +191,7 @@ def parse_config_text(text: str | Mapping[str, Any] | None, source: str = "confi
     """Inline YAML/JSON (the KFP `config` parameter); a mapping passes through."""
     if text is None or (isinstance(text, str) and not text.strip()):
         return {}
-    parsed = text if isinstance(text, Mapping) else _yaml_load(text, source)
+    parsed = bounded_parse.check_depth(text, source) if isinstance(text, Mapping) else _yaml_load(text, source)
     if parsed is None:
         return {}
     if not isinstance(parsed, Mapping):
@@ -265,7 +252,7 @@ def parse_params_override(text: str | None, source: str = "--params-override") -
             if not isinstance(node, dict):
                 raise UserInputError(source, f"{key}: {part} is given both a value and sub-keys")
         node[parts[-1]] = value
-    return out
+    return bounded_parse.check_depth(out, source)
 
 
 

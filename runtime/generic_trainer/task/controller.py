@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserCodeError, UserInputError
+from generic_trainer.fit.checkpoint_files import checkpoint_steps
 from generic_trainer.fit.preemption import WATCHER
 from generic_trainer.fit.progress import fmt_eta
 from generic_trainer.task.config import MODES, TRAIN_MODES
@@ -105,29 +106,49 @@ class Controller:
     # ---- checkpoints ------------------------------------------------------------------------
 
     def restore(self) -> str | None:
-        """Restore the latest checkpoint of the run (all workers read the chief's), else Task.initialize."""
-        import tensorflow as tf
+        """Restore the newest readable checkpoint of the run (all workers read the chief's), else Task.initialize.
 
+        The checkpoints are those on disk (`ckpt-<step>.index` in the checkpoint dir, never a path the
+        `checkpoint` state file names); a damaged one (truncated, garbled) is skipped with a warning naming
+        it and the one before it restored; none readable is exit 2 naming them.
+        """
         s, checkpoint_dir = self.state, self.settings.checkpoint_dir
-        latest = tf.train.latest_checkpoint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
-        if latest:
-            status = s.checkpoint.restore(latest)
-            try:
-                if s.training:
-                    status.assert_existing_objects_matched()
-                else:
-                    status.expect_partial()
-            except AssertionError as e:
-                raise UserInputError("--checkpoint-dir", f"{latest} does not match this model and optimizer "
-                                     f"(use a fresh checkpoint dir for a changed model): {str(e)[:400]}") from None
-            log.info("restored checkpoint %s (step %d)", latest, s.step)
+        damaged = []
+        for step in reversed(checkpoint_steps(checkpoint_dir, "ckpt")):
+            path = os.path.join(checkpoint_dir, f"ckpt-{step}")
+            problem = self._read_checkpoint(path)
+            if problem:
+                log.warning("checkpoint %s cannot be restored (%s); trying the one before it", path, problem)
+                damaged.append(f"{path}: {problem}")
+                continue
+            log.info("restored checkpoint %s (step %d)", path, s.step)
             s.start_ema()
-            return latest
+            return path
+        if damaged:
+            raise UserInputError("--checkpoint-dir", f"no checkpoint in {checkpoint_dir} can be restored ("
+                                 + "; ".join(damaged)[:1500] + "); move them away to start afresh")
         if s.task.params.init_checkpoint:
             log.info("no checkpoint in %s: initializing from task.init_checkpoint %s", checkpoint_dir,
                      s.task.params.init_checkpoint)
         s.call("initialize", s.task.initialize, s.model)
         s.start_ema()
+        return None
+
+    def _read_checkpoint(self, path: str) -> str | None:
+        """Restore `path` into the run's state; why it cannot be (a damaged file), or None. Another model's
+        checkpoint is exit 2."""
+        s = self.state
+        try:
+            status = s.checkpoint.restore(path)
+            if s.training:
+                status.assert_existing_objects_matched()
+            else:
+                status.expect_partial()
+        except AssertionError as e:
+            raise UserInputError("--checkpoint-dir", f"{path} does not match this model and optimizer "
+                                 f"(use a fresh checkpoint dir for a changed model): {str(e)[:400]}") from None
+        except Exception as e:  # DataLossError, NotFoundError, IndexError ("Read less bytes"): a damaged file
+            return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
         return None
 
     def save(self) -> None:

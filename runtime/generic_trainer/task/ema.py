@@ -21,7 +21,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from generic_trainer.task.optimization_config import EMAConfig
+from generic_trainer.task.optimizer_blocks import EMAConfig
 
 
 def decay_at(config: EMAConfig, step: Any) -> Any:

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from generic_trainer.artifacts import bounded_parse
 from generic_trainer.task import checkpoints
 from generic_trainer.task.base import Task
 from generic_trainer.task.config import TRAIN_MODES, ExperimentConfig, as_dict, write_params_yaml
@@ -44,13 +45,10 @@ def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
 
 def write_params(experiment: ExperimentConfig, checkpoint_dir: str) -> None:
     """Write params.yaml into the checkpoint dir, logging which keys differ from the one already there."""
-    import yaml
-
     path = os.path.join(checkpoint_dir, "params.yaml")
     if os.path.isfile(path):
         try:
-            with open(path, encoding="utf-8") as f:
-                old = _flat(yaml.safe_load(f) or {})
+            old = _flat(bounded_parse.load_yaml(bounded_parse.read_text(path, path), path) or {})
             new = _flat(as_dict(experiment))
             changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
             if changed:

@@ -33,6 +33,72 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise _CoercionError(f"expected true or false, got {value!r}")
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            try:
+                as_float = float(value)
+            except ValueError:
+                as_float = None
+            if as_float is not None and as_float.is_integer():
+                return int(as_float)
+    raise _CoercionError(f"expected an integer, got {value!r}")
+
+
+def _to_float(value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            pass
+    raise _CoercionError(f"expected a number, got {value!r}")
+
+
+def _to_str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise _CoercionError(f"expected a string, got {value!r}")
+
+
+_SCALARS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
+
+
+def _coerce_union(value: Any, args: tuple[Any, ...], tp: Any) -> Any:
+    """`value` as the first member of the union that takes it (None, "none" and "null" for an Optional)."""
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+        if type(None) in args:
+            return None
+    errors = []
+    for arg in args:
+        if arg is type(None):
+            continue
+        try:
+            return _coerce(value, arg)
+        except _CoercionError as e:
+            errors.append(str(e))
+    raise _CoercionError(" or ".join(errors) or f"expected {_type_name(tp)}")
+
+
 def _coerce(value: Any, tp: Any) -> Any:
     """`value` as type `tp`, or _CoercionError saying what was expected."""
     origin = typing.get_origin(tp)
@@ -40,59 +106,9 @@ def _coerce(value: Any, tp: Any) -> Any:
     if tp is Any:
         return value
     if origin is typing.Union or (hasattr(types, "UnionType") and isinstance(tp, types.UnionType)):
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            if type(None) in args:
-                return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg)
-            except _CoercionError as e:
-                errors.append(str(e))
-        raise _CoercionError(" or ".join(errors) or f"expected {_type_name(tp)}")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
-            return value.strip().lower() in _TRUE
-        raise _CoercionError(f"expected true or false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool):
-            raise _CoercionError(f"expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                try:
-                    as_float = float(value)
-                except ValueError:
-                    as_float = None
-                if as_float is not None and as_float.is_integer():
-                    return int(as_float)
-        raise _CoercionError(f"expected an integer, got {value!r}")
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                pass
-        raise _CoercionError(f"expected a number, got {value!r}")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise _CoercionError(f"expected a string, got {value!r}")
+        return _coerce_union(value, args, tp)
+    if tp in _SCALARS:
+        return _SCALARS[tp](value)
     if tp in (list, tuple) or origin in (list, tuple, Sequence):
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",")] if value.strip() else []

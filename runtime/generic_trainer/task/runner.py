@@ -20,8 +20,8 @@ from collections.abc import Callable
 from generic_trainer.artifacts import model_artifact, outputs, storage
 from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import TrainerError, UserCodeError, UserInputError
+from generic_trainer.fit import accelerator, user_module
 from generic_trainer.fit import cluster as cluster_lib
-from generic_trainer.fit import user_module
 from generic_trainer.fit.inputs import resolve_schema_file
 from generic_trainer.fit.preemption import WATCHER
 from generic_trainer.intake.fit_request import TrainRequest
@@ -155,10 +155,11 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
 def _run(request: TrainRequest, cluster: cluster_lib.Cluster, task_cls: type[base.Task],
          experiment: config.ExperimentConfig, scratch: str,
          before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
-    num_gpus = _use_gpus(experiment.runtime.num_gpus, cluster_lib.count_gpus())
+    registered, gpu_words = accelerator.usable_gpus(request.accelerator)
+    num_gpus = _use_gpus(experiment.runtime.num_gpus, registered)
     strategy_name = cluster_lib.choose_strategy(experiment.runtime.distribution_strategy, num_gpus, cluster)
     strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
-    log.info("resolved %s gpus=%d", cluster_lib.describe(strategy, cluster), num_gpus)
+    log.info("resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus)
     # after the strategy: TensorFlow's coordination service replaces the SIGTERM handler
     WATCHER.install(where=f"the latest checkpoint in {request.checkpoint_dir}")
     t, d = experiment.trainer, experiment.task

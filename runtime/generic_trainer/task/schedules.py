@@ -37,8 +37,12 @@ def _make_classes() -> dict[str, type]:
     """The schedule classes (made on first use: they subclass a Keras class, and Keras loads lazily)."""
     import keras
 
-    ops = keras.ops
     base = _keras_schedule_base()
+    return {**_decay_classes(base, keras.ops), "warmup": _warmup_class(base, keras.ops)}
+
+
+def _decay_classes(base: type, ops: Any) -> dict[str, type]:
+    """The decay schedules, each a formula over the (offset) step, subclassing Keras' schedule `base`."""
 
     class Schedule(base):
         """A schedule from a formula over the (offset) step; `get_config` returns its parameters."""
@@ -92,6 +96,13 @@ def _make_classes() -> dict[str, type]:
             p = self.params
             return p["initial_learning_rate"] * ops.power(ops.maximum(_float(step), 1.0), float(p["power"]))
 
+    return {"stepwise": Stepwise, "exponential": Exponential, "polynomial": Polynomial, "cosine": Cosine,
+            "power": Power}
+
+
+def _warmup_class(base: type, ops: Any) -> type:
+    """The warm-up schedule (linear or polynomial) in front of another schedule, subclassing `base`."""
+
     class Warmup(base):
         """A warm-up in front of `after` (a schedule or a number); hands over at `warmup_steps`."""
 
@@ -119,8 +130,7 @@ def _make_classes() -> dict[str, type]:
             return {"kind": self.kind, "after": after, "warmup_steps": self.warmup_steps,
                     "warmup_learning_rate": self.warmup_learning_rate, "power": self.power}
 
-    return {"stepwise": Stepwise, "exponential": Exponential, "polynomial": Polynomial, "cosine": Cosine,
-            "power": Power, "warmup": Warmup}
+    return Warmup
 
 
 _CLASSES: dict[str, type] = {}

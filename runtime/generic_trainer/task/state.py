@@ -114,6 +114,11 @@ class TaskState:
             keras.mixed_precision.set_global_policy(policy)
         if model is None:
             raise UserCodeError(f"{type(task).__name__}.build_model returned None; return a Keras model")
+        if dtype in MIXED_DTYPES:
+            applied = getattr(getattr(model, "dtype_policy", None), "name", "?")
+            log.info("mixed precision: runtime.mixed_precision_dtype=%s, the model was built with the %s policy "
+                     "(compute %s, variables %s)", dtype, applied, getattr(model, "compute_dtype", "?"),
+                     getattr(model, "variable_dtype", "?"))
         if not getattr(model, "built", True) or (self.training and not model.trainable_variables):
             raise UserCodeError(
                 f"{type(task).__name__}.build_model returned a model without variables: return a built model "

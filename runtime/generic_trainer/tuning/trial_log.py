@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from generic_trainer.artifacts import storage
-from generic_trainer.errors import TrainerError, UserCodeError
+from generic_trainer.artifacts import bounded_parse, storage
+from generic_trainer.errors import TrainerError, UserCodeError, UserInputError
 from generic_trainer.fit.progress import fmt_eta  # one ETA format for all logs
 
 log = logging.getLogger("generic_trainer.tuner")
@@ -48,10 +48,14 @@ class TrialLog:
         self.oracle = None
         if os.path.isfile(self.path):
             try:
-                with open(self.path, encoding="utf-8") as f:
-                    self.records = json.load(f)
-            except (OSError, json.JSONDecodeError):
-                log.warning("ignoring unreadable %s", self.path)
+                records = bounded_parse.load_json(bounded_parse.read_text(self.path, self.path), self.path)
+            except UserInputError as e:
+                records = None
+                log.warning("ignoring the unreadable trial log (%s)", e)
+            if isinstance(records, dict) and all(isinstance(r, dict) for r in records.values()):
+                self.records = records
+            elif records is not None:
+                log.warning("ignoring %s: expected an object of trial records", self.path)
 
     def attach(self, oracle) -> TrialLog:
         """Wrap `oracle.create_trial` and `oracle.end_trial` (instance attributes; the gRPC servicer calls them)."""
