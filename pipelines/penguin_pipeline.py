@@ -1,16 +1,18 @@
 """The penguin example as a KFP v2 pipeline: from a CSV to a blessed model.
 
-    csv_uri ──> generic-import-examples ─ examples, output_schema ─> generic-transform ─ transform_graph
-    schema_uri (column types) ──┘                                                          │
-        examples + schema + transform_graph ─> generic-tuner ─ best_hyperparameters ─> generic-trainer ─ model
-    baseline_model_uri ─(if set)─> import-baseline-model ─> generic-evaluator ─> evaluation, blessing, report
+    csv_uri ──> generic-import-examples ─ examples, output_schema ─> generic-transform ─ transform_graph,
+    schema_uri (column types) ──┘                                                         transformed_examples
+        transformed_examples + schema + transform_graph ─> generic-tuner ─ best_hyperparameters ─> generic-trainer
+    baseline_model_uri ─(if set)─> import-baseline-model ─> generic-evaluator (raw examples) ─> blessing, report
                                                                     │ model + blessing
                                                           generic-infra-validator ─> blessing (INFRA_BLESSED), metrics
 
 import-examples turns the CSV into TFX Examples (train/eval by a stable hash), transform runs the module's
-preprocessing_fn with tensorflow-transform on Beam, and the tuner and trainer read the raw examples
-with the transform graph (module_transform.py applies it in its input pipeline and in the serving
-model, so the evaluator and the infra-validator send raw tf.Examples). The evaluator compares the new
+preprocessing_fn with tensorflow-transform on Beam and writes the transformed examples, and the tuner and
+trainer are wired as TFX wires its Trainer: `examples` = Transform's transformed examples, `schema` = the
+raw schema, `transform_graph` (module_transform.py asks for the transformed schema; its serving model
+applies the transform graph to raw tf.Examples, so the evaluator and the infra-validator send raw
+examples). The evaluator compares the new
 model with `baseline_model_uri` (e.g. the model now serving) when it is set, and judges it on the eval
 config's bounds alone when it is empty (the first model). The infra-validator does not load a model
 the evaluator did not bless; when it blesses one, it writes `warmup_requests` TF Serving warm-up requests
@@ -93,14 +95,14 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
         examples, schema = imported.outputs["examples"], imported.outputs["output_schema"]
         transform = transform_op(examples=examples, schema=schema, module_file=module_file,
                                  beam_pipeline_args=beam_pipeline_args)
-        transform_graph = transform.outputs["transform_graph"]
+        transform_graph, transformed = transform.outputs["transform_graph"], transform.outputs["transformed_examples"]
         tuned: dict[str, Any] = {}
         if tuner_op is not None:
-            tuner_task = tuner_op(examples=examples, schema=schema, transform_graph=transform_graph,
+            tuner_task = tuner_op(examples=transformed, schema=schema, transform_graph=transform_graph,
                                   module_file=module_file, train_args=tuner_train_args, eval_args=eval_args,
                                   custom_config=custom_config, max_trials=max_trials)
             tuned["hyperparameters"] = tuner_task.outputs["best_hyperparameters"]
-        trainer = trainer_op(examples=examples, schema=schema, transform_graph=transform_graph,
+        trainer = trainer_op(examples=transformed, schema=schema, transform_graph=transform_graph,
                              module_file=module_file, train_args=train_args, eval_args=eval_args,
                              custom_config=custom_config, export_tflite=export_tflite,
                              tflite_quantization=tflite_quantization, **tuned)

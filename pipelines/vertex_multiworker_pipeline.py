@@ -29,7 +29,7 @@ from typing import Any
 from pipelines import components
 
 PIPELINE_NAME = "generic-trainer-vertex-multiworker"
-# vertex-job's production flags (generic_trainer.vertex.add_production_flags), as custom_job_trainer's keywords.
+# vertex-job's production flags (generic_trainer.intake.vertex_options), as custom_job_trainer's keywords.
 PRODUCTION_OPTIONS = (
     "scheduling_strategy", "max_wait_duration", "timeout", "network", "reserved_ip_range", "label",
     "encryption_spec_key_name", "persistent_resource_id", "chief_machine_type", "chief_accelerator_type",
@@ -45,7 +45,7 @@ def job_options(replica_count: int, machine_type: str, accelerator_type: str, ac
     `production` holds flag-style values: durations like "12h", `label` as ["key=value", ...] (or a dict),
     `reserved_ip_range` as a list of names.
     """
-    from generic_trainer import vertex
+    from generic_trainer.intake import vertex_options
 
     unknown = set(production) - set(PRODUCTION_OPTIONS)
     if unknown:
@@ -53,8 +53,8 @@ def job_options(replica_count: int, machine_type: str, accelerator_type: str, ac
     if isinstance(production.get("label"), Mapping):
         production["label"] = [f"{k}={v}" for k, v in production["label"].items()]
     ns = argparse.Namespace(machine_type=machine_type, region=None, **production)
-    return vertex.production_options(ns, replica_count, accelerator_type or None,
-                                      accelerator_count if accelerator_type else 0)
+    return vertex_options.production_options(ns, replica_count, accelerator_type or None,
+                                              accelerator_count if accelerator_type else 0)
 
 
 def custom_job_trainer(
@@ -196,8 +196,8 @@ def compile_pipeline(output: str, **job_options: Any) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from generic_trainer import vertex
     from generic_trainer.errors import UserInputError
+    from generic_trainer.intake import vertex_options
 
     parser = argparse.ArgumentParser(prog="python -m pipelines.vertex_multiworker_pipeline",
                                      description=__doc__.split("\n")[0])
@@ -214,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-evaluate", dest="evaluate", action="store_false",
                         help="train only: no evaluator, infra-validator or Model Registry upload")
     parser.add_argument("--image", help="compile the trainer for this image (default: the checked-in YAML)")
-    vertex.add_production_flags(parser)
+    vertex_options.add_production_flags(parser)
     args = parser.parse_args(argv)
     production = {k: getattr(args, k) for k in PRODUCTION_OPTIONS if getattr(args, k) not in (None, False)}
     try:

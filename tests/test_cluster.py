@@ -160,7 +160,7 @@ def test_keras_3_that_cannot_be_fixed_fails_at_start_with_what_to_do(monkeypatch
     def unsupported():
         raise keras_multiworker.Unsupported("its TensorFlow trainer lacks reduce_per_replica")
 
-    monkeypatch.setattr(keras_multiworker, "install", unsupported)
+    monkeypatch.setattr(keras_multiworker, "check", unsupported)
     with pytest.raises(UserInputError) as raised:
         keras_multiworker.prepare(request, "multi_worker_mirrored", TWO)
     message = str(raised.value)

@@ -146,7 +146,7 @@ CLI_ONLY = {
     "log_level": "KFP and Vertex log viewers filter by level themselves; INFO is what a run should show",
 }
 CLI_ONLY_BY_VERB = {
-    "tune": {"keras": "keras-tuner searches Keras 3 models only: the flag has one valid value, keras3"},
+    "tune": {"keras": "keras-tuner searches Keras 3 models only: auto and keras3 both mean Keras 3"},
 }
 # Component inputs that carry several flags, or outputs that give a flag its value.
 GROUPED = {"train_args": {"train_steps", "train_splits"}, "eval_args": {"eval_steps", "eval_splits"}}

@@ -38,16 +38,16 @@ def _nothing_published(tmp_path: Path) -> None:
 
 def test_exit_error_names_the_code_and_the_line():
     from generic_trainer.errors import EXIT_USER_CODE
-    from generic_trainer.fit import user_module
+    from generic_trainer.fit import user_code
 
-    def user_code(code):
+    def users_function(code):
         sys.exit(code)
 
     for code, asked in [(None, "sys.exit()"), (0, "sys.exit(0)"), (7, "sys.exit(7)"), ("bye", "sys.exit('bye')")]:
         try:
-            user_code(code)
+            users_function(code)
         except SystemExit as e:
-            error = user_module.exit_error(e, "run_fn")
+            error = user_code.exit_error(e, "run_fn")
         assert error.exit_code == EXIT_USER_CODE
         assert str(error).startswith(f"run_fn called {asked} at {__file__} line ")
 
@@ -94,6 +94,113 @@ def test_sys_exit_in_a_task_method_is_a_user_code_failure(tmp_path):
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "called sys.exit(5)" in proc.stderr and "exit_task.py line" in proc.stderr
     assert not (tmp_path / "model" / "Format-Serving").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Endings no `except` sees (the supervisor), children left running, exceptions hard to report
+# --------------------------------------------------------------------------------------------
+
+
+def _endings(tmp_path: Path, do: str, **config) -> list:
+    return _train("user_endings.py", tmp_path, "--custom-config", json.dumps({"do": do, **config}))
+
+
+def _no_lock_or_staging(tmp_path: Path) -> None:
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".model"))
+    assert left == [], left  # .model.lock, .model.staging-*
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("do, how", [
+    ("os_exit", "the run ended with exit status 0 (os._exit() or a library ending the process) while run_fn ran"),
+    ("kill_self", "the run was killed by SIGKILL (the out-of-memory killer, or a kill from outside?) while run_fn ran"),
+])
+def test_ending_the_process_in_run_fn_is_exit_3_and_releases_the_lock(tmp_path, do, how):
+    proc = run_cli(_endings(tmp_path, do))
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert f"train failed: {how}, before it finished: no outputs were published" in proc.stderr
+    assert f"released the lock on {tmp_path / 'model'}" in proc.stderr
+    assert proc.stdout == ""
+    _nothing_published(tmp_path)
+    _no_lock_or_staging(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_process_left_running_by_run_fn_is_named_and_ended_and_does_not_hold_the_pipe(tmp_path):
+    """`generic-trainer train ... | cat` waited for the `sleep 1000` run_fn left holding stdout: now the run ends
+    at once, naming the process and ending it."""
+    proc = subprocess.Popen([sys.executable, "-m", "generic_trainer", *map(str, _endings(tmp_path, "child",
+                                                                                          pid_dir=str(tmp_path)))],
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=600)  # without the fix: until the sleep ends (1000 s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    assert json.loads(out)["serving_model_dir"] == str(tmp_path / "model" / "Format-Serving")
+    sleeper = int((tmp_path / "sleeper.pid").read_text())
+    assert f"process left running by the run: pid {sleeper} (process group " in err and "sleep 1000" in err
+    assert not os.path.exists(f"/proc/{sleeper}")
+
+
+def _kfp_train(tmp_path: Path, config: dict) -> tuple[list, Path]:
+    out = tmp_path / "kfp"
+
+    def art(name: str, schema: str) -> dict:
+        return {"artifacts": [{"name": name, "uri": str(out / name), "type": {"schemaTitle": schema}}]}
+
+    executor_input = {
+        "inputs": {"parameterValues": {"module_file": str(HOSTILE / "user_endings.py"), "custom_config": config,
+                                       "schema": str(PENGUIN / "schema.pbtxt")},
+                   "artifacts": {"examples": {"artifacts": [{"uri": str(PENGUIN / "data"), "name": "examples"}]}}},
+        "outputs": {"outputFile": str(out / "executor_output.json"),
+                    "artifacts": {"model": art("model", "system.Model"), "metrics": art("metrics", "system.Metrics")}},
+    }
+    return ["train", "--executor-input", json.dumps(executor_input)], out / "executor_output.json"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["cli", "kfp"])
+def test_a_secret_in_an_exception_message_is_masked_in_every_line(tmp_path, form):
+    config = {"do": "secret", "api_token": "TOKEN-S3CRET-42"}
+    if form == "cli":
+        args, executor_output = _train("user_endings.py", tmp_path, "--custom-config", json.dumps(config)), None
+    else:
+        args, executor_output = _kfp_train(tmp_path, config)
+    proc = run_cli(args)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "TOKEN-S3CRET-42" not in proc.stdout + proc.stderr
+    assert "train failed: run_fn raised RuntimeError: auth failed for token ***" in proc.stderr
+    assert 'raise RuntimeError(f"auth failed for token' in proc.stderr  # the traceback is there, masked
+    assert proc.stderr.count("auth failed for token ***") >= 2
+    if executor_output is not None:
+        assert not executor_output.exists()  # never written for a failed run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("do, first_line", [
+    ("bad_str", "train failed: run_fn raised BadStr: <its message could not be read: str() raised ValueError>"),
+    ("base_exception", "train failed: run_fn raised NotAnException: stop everything (a BaseException that is not an "
+                       "Exception: raise an Exception subclass)"),
+])
+def test_exceptions_hard_to_report_are_user_code_failures_not_bugs(tmp_path, do, first_line):
+    proc = run_cli(_endings(tmp_path, do))
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert first_line in proc.stderr and "a bug of generic-trainer" not in proc.stderr
+    _nothing_published(tmp_path)
+    _no_lock_or_staging(tmp_path)
+
+
+@pytest.mark.slow
+def test_closing_stdout_and_stderr_after_a_good_model_is_a_success(tmp_path):
+    proc = run_cli(_endings(tmp_path, "close_fds"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["serving_model_dir"] == str(tmp_path / "model" / "Format-Serving")
+    assert (tmp_path / "model" / "Format-Serving" / "saved_model.pb").is_file()
+    assert "user code closed the process's stdout (fd 1)" in proc.stderr
+    assert "user code closed the process's stderr (fd 2)" in proc.stderr
 
 
 # --------------------------------------------------------------------------------------------

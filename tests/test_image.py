@@ -229,7 +229,7 @@ def test_final_stage_runtime_contract():
     assert uid.isdigit() and int(uid) != 0, f"USER {users[-1]} must be a numeric non-root uid"
     assert keywords.index("USER") < keywords.index("ENTRYPOINT")
     env = env_vars(final)
-    assert env.get("TF_USE_LEGACY_KERAS") in ("0", "1"), "TF_USE_LEGACY_KERAS must be set explicitly"
+    assert "TF_USE_LEGACY_KERAS" not in env, "TF_USE_LEGACY_KERAS set in the image would turn --keras auto off"
     assert "/opt/venv/bin" in env.get("PATH", "")
     # KFP v2's launcher writes /gcs, /minio, /s3 at the root: they must exist for a non-root user.
     runs = " ".join(rest for k, rest in final if k == "RUN")

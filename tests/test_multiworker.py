@@ -211,7 +211,8 @@ def _mw_args(data: Path, model_dir: Path, checkpoint_dir: Path, result_dir: Path
     config = {"result_dir": str(result_dir), "step_sleep": 0.2, "epochs": 4}
     return ["train", "--examples", data / "data", "--schema", data / "schema.pbtxt", "--module-file", MW_MODULE,
             "--model-dir", model_dir, "--metrics-file", model_dir / "metrics.json", "--checkpoint-dir", checkpoint_dir,
-            "--train-steps", "40", "--eval-steps", "8", "--custom-config", json.dumps(config), *extra]
+            "--train-steps", "40", "--eval-steps", "8", "--custom-config", json.dumps(config), "--keras", "keras3",
+            *extra]  # Keras 3 unless `extra` says --keras tf_keras (the module imports tfx_bsl: auto gives tf_keras)
 
 
 def _wait_for_backup(state_file: Path, min_step: int, procs: list[subprocess.Popen], replicas: Replicas) -> int:
@@ -359,7 +360,8 @@ def test_keras_3_fit_that_cannot_run_on_two_workers_stops_before_its_first_step(
     cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
     config = json.dumps({"steps_per_execution": 4})
     args = ["train", "--examples", synthetic / "data", "--schema", synthetic / "schema.pbtxt", "--module-file",
-            MW_MODULE, "--model-dir", tmp_path / "model", "--custom-config", config, "--cluster-timeout", "180"]
+            MW_MODULE, "--model-dir", tmp_path / "model", "--custom-config", config, "--cluster-timeout", "180",
+            "--keras", "keras3"]
     procs = [replicas.start(f"worker{i}", args, _tf_config(cluster, "worker", i)) for i in range(2)]
     for rc, output in replicas.wait(procs):
         assert rc == 3, output[-4000:]

@@ -43,9 +43,12 @@ def test_penguin_pipeline_wires_import_transform_tuner_and_trainer(tmp_path):
     trainer = tasks["generic-trainer"]["inputs"]
     assert trainer["artifacts"]["hyperparameters"]["taskOutputArtifact"] == {
         "outputArtifactKey": "best_hyperparameters", "producerTask": "generic-tuner"}
-    for task in ("generic-trainer", "generic-tuner"):
+    for task in ("generic-trainer", "generic-tuner"):  # TFX's wiring: Transform's examples, the raw schema, the graph
         artifacts = tasks[task]["inputs"]["artifacts"]
-        assert artifacts["examples"]["taskOutputArtifact"]["producerTask"] == "generic-import-examples"
+        assert artifacts["examples"]["taskOutputArtifact"] == {
+            "outputArtifactKey": "transformed_examples", "producerTask": "generic-transform"}
+        assert artifacts["schema"]["taskOutputArtifact"] == {
+            "outputArtifactKey": "output_schema", "producerTask": "generic-import-examples"}
         assert artifacts["transform_graph"]["taskOutputArtifact"] == {
             "outputArtifactKey": "transform_graph", "producerTask": "generic-transform"}
     tuner = tasks["generic-tuner"]["inputs"]

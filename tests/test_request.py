@@ -29,7 +29,9 @@ def test_defaults_follow_tfx(tmp_path):
     assert req.train_steps is None and req.eval_steps is None and req.custom_config == {}
     assert req.model_run_dir == str(tmp_path / "model" / "logs")
     assert req.checkpoint_dir == str(tmp_path / "model" / "logs" / "checkpoints")
-    assert req.keras == "keras3" and req.strategy == "auto"
+    # --keras auto: penguin's module.py imports tensorflow_transform and tfx_bsl, so TFX would give it tf_keras
+    assert req.keras == "tf_keras" and req.strategy == "auto"
+    assert req.keras_reason.startswith("--keras auto: module.py imports tensorflow_transform")
 
 
 def test_num_steps_zero_means_none_and_splits_parse(tmp_path):
@@ -65,9 +67,13 @@ def test_metrics_and_report_files_on_gcs_map_to_the_mount(tmp_path):
     assert local.metrics_file == str(tmp_path / "m.json") and local.report_file is None
 
 def test_legacy_keras_from_environment(tmp_path):
-    assert build_train_request(_values(tmp_path), environ={"TF_USE_LEGACY_KERAS": "1"}).keras == "tf_keras"
+    legacy = build_train_request(_values(tmp_path), environ={"TF_USE_LEGACY_KERAS": "1"})
+    assert legacy.keras == "tf_keras" and legacy.keras_reason == "TF_USE_LEGACY_KERAS=1 is set"
     explicit = build_train_request(_values(tmp_path, keras="keras3"), environ={"TF_USE_LEGACY_KERAS": "1"})
-    assert explicit.keras == "keras3"
+    assert explicit.keras == "keras3" and explicit.keras_reason == "--keras keras3"
+    # Set to 0 (as an image may), the variable decides as well: Keras 3 even for a module that imports TFX.
+    zero = build_train_request(_values(tmp_path), environ={"TF_USE_LEGACY_KERAS": "0"})
+    assert zero.keras == "keras3" and "TF_USE_LEGACY_KERAS=0" in zero.keras_reason
 
 
 def test_hyperparameters_from_dir_or_file(tmp_path):

@@ -365,7 +365,9 @@ def test_tfx_tutorial_style_module_trains_with_default_flags_and_is_judged_by_ev
     log = proc.stderr
     assert ("module asked for MirroredStrategy; using _DefaultDistributionStrategy (TensorFlow's default "
             "strategy, one device)") in log
-    assert "Keras 2 save of a Keras 3 model (save_format=tf)" in log
+    # --keras auto: the module imports tfx, so it gets the tf.keras TFX gives it, Keras 2, which saves natively
+    assert "tf.keras is Keras 2 (tf_keras): --keras auto: tfx_style_module.py imports tfx (line 19)" in log
+    assert "Keras 2 save of a Keras 3 model" not in log
     # the module's absl lines (its sibling's too) and Python logging, with who wrote them
     assert "INFO tfx_style_base (absl): tfx-style base: schema with 8 features" in log
     assert "INFO tfx_style_module (absl): tfx-style module: absl says training for 60 steps" in log
@@ -411,7 +413,7 @@ def test_unbridgeable_keras2_api_exits_3_naming_tf_keras_and_leaves_no_model(tmp
     saved = tmp_path / "saved"
     saved.mkdir()
     (saved / "saved_model.pb").write_bytes(b"")
-    args = _train_args(tmp_path, warm_start=str(saved))
+    args = [*_train_args(tmp_path, warm_start=str(saved)), "--keras", "keras3"]  # Keras 3 asked for explicitly
     args[args.index(MODULE)] = module
     proc = run_cli(args)
     assert proc.returncode == 3, proc.stderr[-3000:]

@@ -118,6 +118,10 @@ def test_module_and_examples_from_gcs(tmp_path: Path, gcs_emulator):
     ], env={"STORAGE_EMULATOR_HOST": host, "GENERIC_TRAINER_GCS_ROOT": str(gcs_root)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (gcs_root / bucket / "out" / "model" / "Format-Serving" / "saved_model.pb").is_file()
+    # --keras auto: the module is not mounted, so it is read once downloaded, before TensorFlow loads
+    assert "cannot be read before it is fetched" in proc.stderr
+    assert ("tf.keras is Keras 2 (tf_keras): --keras auto (decided once fetched): regress_module.py imports tfx_bsl "
+            "(line 13)") in proc.stderr
 
 
 # --- bad input: one clear message naming the input, non-zero exit, nothing half-written ---------------

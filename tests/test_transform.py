@@ -193,3 +193,16 @@ def test_preprocessing_fn_that_raises(tmp_path):
     assert message == "preprocessing_fn raised KeyError: 'no_such_feature'"
     assert 'inputs["no_such_feature"]' in proc.stderr  # the user's traceback follows
     _no_outputs(tmp_path)
+
+
+@pytest.mark.slow
+def test_preprocessing_fn_that_calls_sys_exit_0_is_a_user_code_failure(tmp_path):
+    module = tmp_path / "quits.py"
+    module.write_text("import sys\n\n\ndef preprocessing_fn(inputs):\n    sys.exit(0)\n")
+    proc = _transform("--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "schema.pbtxt"),
+                      "--module-file", str(module), "--transform-graph", str(tmp_path / "graph"),
+                      "--transformed-examples", str(tmp_path / "tx"))
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert _error_line(proc.stderr).startswith(f"preprocessing_fn called sys.exit(0) at {module} line 5 before the "
+                                               "run finished")
+    _no_outputs(tmp_path)

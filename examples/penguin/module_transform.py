@@ -5,11 +5,14 @@ line `from tfx import v1 as tfx` -> `from generic_trainer import tfx`. It define
 
   preprocessing_fn(inputs): the Transform step (z-score of numeric features, vocabularies of
                             string features); `generic-trainer transform` runs it on Beam.
-  run_fn(fn_args):          reads the RAW examples, applies the transform graph from
-                            `fn_args.transform_output` in the input pipeline, trains a Keras 3
-                            classifier, and exports a SavedModel whose `serving_default` takes
-                            raw serialized tf.Example (`examples`), applies the transform graph
-                            and returns class probabilities.
+  run_fn(fn_args):          reads the transformed features, as TFX's Trainer modules do: it asks
+                            the data accessor for `transformed_metadata.schema`. Fed Transform's
+                            transformed examples (TFX's wiring, and the penguin pipeline's), it
+                            reads them as they are; fed raw examples with `--transform-graph`,
+                            the accessor applies the graph in the input pipeline. It trains a
+                            Keras 3 classifier and exports a SavedModel whose `serving_default`
+                            takes raw serialized tf.Example (`examples`), applies the transform
+                            graph and returns class probabilities.
   tuner_fn(fn_args):        a keras-tuner RandomSearch of the same model on the same inputs.
 
 Optional `custom_config` keys: `epochs` (default 5), `batch_size` (default 32).
@@ -68,20 +71,14 @@ def _input_fn(
     file_pattern: list[str],
     data_accessor: tfx.components.DataAccessor,
     tf_transform_output: tft.TFTransformOutput,
-    tft_layer: Any,
     batch_size: int,
 ) -> tf.data.Dataset:
-    """(transformed features, label) batches of the raw examples, repeating forever."""
-    dataset = data_accessor.tf_dataset_factory(
+    """(transformed features, label) batches, repeating forever."""
+    return data_accessor.tf_dataset_factory(
         file_pattern,
         tfxio.TensorFlowDatasetOptions(batch_size=batch_size, label_key=_LABEL_KEY),
-        tf_transform_output.raw_metadata.schema,
+        tf_transform_output.transformed_metadata.schema,
     )
-
-    def transform(features: dict[str, tf.Tensor], label: tf.Tensor) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
-        return tft_layer(features), label
-
-    return dataset.map(transform)
 
 
 def _build_keras_model(hp: keras_tuner.HyperParameters, tf_transform_output: tft.TFTransformOutput) -> keras.Model:
@@ -139,8 +136,8 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
 
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     tft_layer = tf_transform_output.transform_features_layer()
-    train_ds = _input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, tft_layer, batch_size)
-    eval_ds = _input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, tft_layer, batch_size)
+    train_ds = _input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, batch_size)
+    eval_ds = _input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size)
 
     hp = _get_hyperparameters()
     if fn_args.hyperparameters:
@@ -174,7 +171,6 @@ def tuner_fn(fn_args: tfx.components.FnArgs) -> tfx.components.TunerFnResult:
     train_steps = int(fn_args.train_steps or _DEFAULT_TRAIN_STEPS)
     eval_steps = int(fn_args.eval_steps or _DEFAULT_EVAL_STEPS)
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
-    tft_layer = tf_transform_output.transform_features_layer()
 
     tuner = keras_tuner.RandomSearch(
         lambda hp: _build_keras_model(hp, tf_transform_output),
@@ -188,9 +184,8 @@ def tuner_fn(fn_args: tfx.components.FnArgs) -> tfx.components.TunerFnResult:
     return tfx.components.TunerFnResult(
         tuner=tuner,
         fit_kwargs={
-            "x": _input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, tft_layer, batch_size),
-            "validation_data": _input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, tft_layer,
-                                         batch_size),
+            "x": _input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, batch_size),
+            "validation_data": _input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size),
             "steps_per_epoch": train_steps,
             "validation_steps": eval_steps,
         },

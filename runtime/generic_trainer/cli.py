@@ -2,7 +2,8 @@
 
 Parses flags (or KFP's executor input) into one request, sets what must be decided before
 TensorFlow is imported (which Keras `tf.keras` means), runs the verb, and turns errors into
-one clear message and an exit code. `--help` and argument errors never import TensorFlow.
+one clear message and an exit code. `--help` and argument errors never import TensorFlow. As the
+process's entry point, the verb itself runs in a child process that supervisor.py watches.
 
 The flags are not written here: each verb's are generated from its declaration (DECLARATIONS; see
 options.py for how to add one). Every verb runs through `run_verb` (request -> log -> outputs
@@ -21,6 +22,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from generic_trainer import supervisor
+from generic_trainer.artifacts import run_record
 from generic_trainer.errors import TrainerError
 from generic_trainer.intake import data_options, fit_options, judge_options, options, output_checks, push_options
 from generic_trainer.intake.common_options import EPILOG
@@ -78,7 +81,8 @@ def _setup_logging(level: str) -> None:
 
 _LIBRARY_DIRS = ("site-packages", "dist-packages")
 # Library files that log through absl only what the user asked for: `model.summary(print_fn=absl.logging.info)`.
-_ASKED_FOR = (os.path.join("keras", "src", "utils", "summary_utils.py"),)
+_ASKED_FOR = (os.path.join("keras", "src", "utils", "summary_utils.py"),  # Keras 3
+              os.path.join("tf_keras", "src", "utils", "layer_utils.py"))  # tf_keras (--keras tf_keras / auto)
 
 
 def user_absl_records(record: logging.LogRecord) -> bool:
@@ -159,8 +163,13 @@ def run_verb(args: argparse.Namespace, verb: VerbRun) -> int:
     """request -> log -> check the outputs are writable (before TensorFlow) -> run -> executor output -> print."""
     from generic_trainer.artifacts import kfp_io
 
+    if args.executor_output_file:  # absolute now: user code may change the working directory
+        args.executor_output_file = os.path.abspath(args.executor_output_file)
     values, kfp = _raw_values(args)
     request = verb.build(values, kfp=kfp)
+    # Keras 3 unless asked (tensorflow-transform would set TF_USE_LEGACY_KERAS=1 on import when it is unset);
+    # the training verbs decide it for the user's module in their run step (_choose_keras).
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
     for line in verb.describe(request):
         log.info("%s", line)
     output_checks.check_outputs(request, args.executor_output_file, verb.outputs)
@@ -168,12 +177,12 @@ def run_verb(args: argparse.Namespace, verb: VerbRun) -> int:
     def on_result(result: Any) -> None:
         if request.kfp is not None:
             metadata, parameter_values = verb.kfp_outputs(request, result)
-            kfp_io.write_executor_output(request.kfp, metadata, parameter_values=parameter_values,
-                                         output_file=args.executor_output_file)
+            path = supervisor.executor_output_path(args.executor_output_file or request.kfp.output_file)
+            kfp_io.write_executor_output(request.kfp, metadata, parameter_values=parameter_values, output_file=path)
 
     summary = verb.summary(verb.run(request, on_result))
     if summary is not None:
-        print(json.dumps(summary, indent=2))
+        supervisor.print_summary(summary)
     return 0
 
 
@@ -183,7 +192,8 @@ def _describe_train(r: TrainRequest) -> list[str]:
     lines = [f"train request: examples={r.examples} module={module} run_fn={run_fn} model_dir={r.model_dir} "
              f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} train_steps={r.train_steps} "
              f"eval_steps={r.eval_steps} strategy={r.strategy} keras={r.keras} "
-             f"custom_config={json.dumps(r.redacted_custom_config())}"]
+             f"custom_config={json.dumps(r.redacted_custom_config())}",
+             f"tf.keras is {'Keras 2 (tf_keras)' if r.keras == 'tf_keras' else 'Keras 3'}: {r.keras_reason}"]
     if t:
         from generic_trainer.artifacts.redaction import redact
         from generic_trainer.task.config import parse_params_override
@@ -220,7 +230,8 @@ def _describe_tune(r: TuneRequest) -> list[str]:
             f"best_hyperparameters_dir={r.best_hyperparameters_dir} checkpoint_dir={r.checkpoint_dir} "
             f"train_steps={r.train_steps} eval_steps={r.eval_steps} "
             f"max_trials={r.max_trials or _OWN_MAX_TRIALS} "
-            f"worker_timeout={r.worker_timeout:g}s custom_config={json.dumps(r.redacted_custom_config())}"]
+            f"worker_timeout={r.worker_timeout:g}s custom_config={json.dumps(r.redacted_custom_config())}",
+            "tf.keras is Keras 3: keras-tuner searches Keras 3 models"]
 
 
 def _run_tune(request: TuneRequest, on_result: Callable[[Any], None]) -> Any:
@@ -356,6 +367,11 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     _setup_logging(args.log_level)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     ending = argv is None if end_process is None else end_process
+    supervised = run_record.claim() is not None
+    secrets = supervisor.known_secrets(args)
+    if ending and not supervised and supervisor.wanted():  # user code runs in a child the parent watches
+        return supervisor.run(args.verb, list(sys.argv[1:] if argv is None else argv), secrets)
+    supervisor.mask_logs(secrets)
     try:
         code = OWN_MAIN[args.verb](args) if args.verb in OWN_MAIN else run_verb(args, RUNS[args.verb])
     except TrainerError as e:
@@ -369,6 +385,8 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
             raise
         log.exception("%s failed with an unexpected error (a bug of generic-trainer: please report it)", args.verb)
         code = 1
+    if supervised:
+        run_record.note("end", code, **run_record.ended_notes())
     if ending:
         end_without_stray_threads(code)
     return code

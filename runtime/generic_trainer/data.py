@@ -6,11 +6,12 @@ uses; the pipeline itself is example_dataset.py). Beyond tfx_bsl: compression is
 file by content, `sloppy_ordering`, `parser_num_threads` and `prefetch_buffer_size` are honoured,
 and inputs a user can fix raise `UserInputError`.
 
-With `--transform-graph`, a module asking for features only the transform produces (TFX modules
-ask for `transformed_metadata.schema` and a `*_xf` label, as TFX feeds them Transform's
-materialised examples) gets raw examples parsed with the raw schema and the transform graph
-applied in the same tf.data map (`transform_plan` decides; transformed examples are parsed as
-they are). `record_batch_factory` gives tfx_bsl's Arrow RecordBatches (tfx_bsl imported only then).
+As tfx_bsl, the features of the schema a module gives are read from the files. With
+`--transform-graph`, a feature the module asks for that the files lack and the transform graph
+outputs (TFX modules ask for `transformed_metadata.schema` and a `*_xf` label, as TFX feeds them
+Transform's materialised examples) comes from the raw examples parsed with the raw schema and the
+transform graph applied in the same tf.data map (`transform_plan` decides); every other feature is
+parsed as it is. `record_batch_factory` gives tfx_bsl's Arrow RecordBatches (tfx_bsl imported only then).
 
 User modules import `DataAccessor`, `DatasetOptions` and `load_schema` from here (the last two
 live in example_dataset.py and schemas.py). TensorFlow is imported inside the functions that
@@ -22,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from generic_trainer.errors import UserInputError
 from generic_trainer.records.example_dataset import DatasetOptions, as_dataset_options, check_batch_size, make_dataset
@@ -69,8 +70,9 @@ class DataAccessor:
         `options`: `DatasetOptions` or tfx_bsl's `TensorFlowDatasetOptions`. `schema`: a Schema
         proto or the path of one. Elements are dicts of tensors (dense `[batch, *shape]`,
         `tf.SparseTensor` for var-len features), or `(features, label)` with `label_key`.
-        With a transform graph, a schema asking for transformed features of raw examples gets
-        the raw examples parsed and transformed in the pipeline (`transform_plan`).
+        The schema's features are read from the files, as tfx_bsl reads them. With a transform
+        graph, features asked for that the files lack and the graph outputs come from the graph
+        applied to the examples in the pipeline (`transform_plan`); the others are read as they are.
         """
         options = as_dataset_options(options)
         if isinstance(schema, (str, os.PathLike)):
@@ -78,11 +80,9 @@ class DataAccessor:
         if schema is None:
             raise UserInputError("schema", "tf_dataset_factory needs a schema (fn_args.schema_path)")
         patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
-        if self.transform_graph and self._transform_on_the_fly(patterns, schema, options.label_key):
-            spec, renames = parser_config(schema)
-            keep = {renames.get(key, key) for key in spec} | ({options.label_key} if options.label_key else set())
-            return make_dataset(patterns, options, self._transform_schemas()[0], transform=self._layer(),
-                                keep=sorted(keep), cache=self.cache)
+        plan = self._plan(patterns, schema, options.label_key) if self.transform_graph else None
+        if plan is not None and plan.apply:
+            return self._transformed_dataset(patterns, options, schema, plan)
         return make_dataset(patterns, options, schema, cache=self.cache)
 
     def record_batch_factory(
@@ -139,28 +139,51 @@ class DataAccessor:
             self._schemas = (raw, source, transformed)
         return self._schemas
 
-    def _transform_on_the_fly(self, patterns: list[str], schema: schema_pb2.Schema, label_key: str | None) -> bool:
+    def _plan(self, patterns: list[str], schema: schema_pb2.Schema, label_key: str | None) -> Plan:
         raw, raw_source, transformed = self._transform_schemas()
         record, files = _first_record_kinds(patterns)
-        apply, reason = transform_plan(schema, label_key, raw, transformed, record, files,
-                                       where=(f"{', '.join(patterns)} ({self.examples})",
-                                              f"raw schema {raw_source}",
-                                              f"{self.transform_graph}/transformed_metadata"))
-        if apply:
-            missing = [f.name for f in raw.feature
-                       if f.HasField("shape") and f.presence.min_fraction == 1 and f.name not in record]
+        plan = transform_plan(schema, label_key, raw, transformed, record, files,
+                              where=(f"{', '.join(patterns)} ({self.examples})", f"raw schema {raw_source}",
+                                     f"{self.transform_graph}/transformed_metadata"))
+        if plan.apply:
+            missing = [f.name for f in raw.feature if _required(f) and f.name not in record]
             if missing:
                 raise UserInputError(self.examples, f"{files[0]} lacks raw features {', '.join(missing)} that the "
-                                     f"raw schema ({raw_source}) requires, so the transform graph cannot be applied")
-        key = f"{apply}|{','.join(patterns)}"
+                                     f"raw schema ({raw_source}) requires, so the transform graph cannot be applied "
+                                     f"to give {', '.join(plan.from_transform)}")
+        key = f"{plan.apply}|{','.join(patterns)}"
         if key not in self._logged:
             self._logged.add(key)
-            if apply:
+            if plan.apply:
                 log.info("%s: applying the transform graph %s in the input pipeline (%s)", ", ".join(patterns),
-                         self.transform_graph, reason)
+                         self.transform_graph, plan.reason)
             else:
-                log.info("%s: parsing the examples as they are (%s)", ", ".join(patterns), reason)
-        return apply
+                log.info("%s: parsing the examples as they are (%s)", ", ".join(patterns), plan.reason)
+        return plan
+
+    def _transformed_dataset(self, patterns: list[str], options: DatasetOptions, schema: schema_pb2.Schema,
+                             plan: Plan) -> tf.data.Dataset:
+        """Examples parsed with the raw schema (and the features asked for that the files hold), the transform
+        graph applied; its outputs in `plan.from_transform`, the other features as parsed."""
+        from tensorflow_metadata.proto.v0 import schema_pb2
+
+        raw = self._transform_schemas()[0]
+        spec, renames = parser_config(raw)
+        raw_inputs = {renames.get(key, key) for key in spec}
+        parsed = schema_pb2.Schema()
+        parsed.CopyFrom(raw)
+        for feature in schema.feature:
+            if feature.name not in plan.from_transform and feature.name not in raw_inputs:
+                parsed.feature.add().CopyFrom(feature)
+        spec, renames = parser_config(schema)
+        keep = sorted({renames.get(key, key) for key in spec} | ({options.label_key} if options.label_key else set()))
+        layer, from_transform = self._layer(), set(plan.from_transform)
+
+        def transform(features: dict[str, Any]) -> dict[str, Any]:
+            outputs = layer({key: value for key, value in features.items() if key in raw_inputs})
+            return {key: outputs[key] if key in from_transform else features[key] for key in keep}
+
+        return make_dataset(patterns, options, parsed, transform=transform, keep=keep, cache=self.cache)
 
     def _layer(self) -> Any:
         """The transform graph as a function of parsed raw features (TFT's transform_features_layer)."""
@@ -175,6 +198,15 @@ _KINDS = {1: "bytes_list", 2: "int64_list", 3: "float_list"}  # schema_pb2 BYTES
 _MATERIALISED = "transformed_examples"  # how TFX's Transform names the files of its transformed examples
 
 
+class Plan(NamedTuple):
+    """What `transform_plan` decided: apply the transform graph or not, why, and which of the features
+    asked for come out of the transform graph (the others are parsed from the files as they are)."""
+
+    apply: bool
+    reason: str
+    from_transform: tuple[str, ...] = ()
+
+
 def transform_plan(
     requested: schema_pb2.Schema,
     label_key: str | None,
@@ -183,55 +215,80 @@ def transform_plan(
     record: dict[str, str | None] | None,
     files: Sequence[str],
     where: tuple[str, str, str] = ("--examples", "the raw schema", "the transform graph's output"),
-) -> tuple[bool, str]:
+) -> Plan:
     """Whether a dataset asked for with `requested` (and `label_key`) needs the transform graph
-    applied to the examples, and why.
+    applied to the examples, why, and which features it gives.
 
-    The module asks for transformed features when a feature it asks for (or its label) is a
-    transformed feature and not a raw one of that type, or when `requested` is the transformed
-    schema itself (and not the raw one). Then the examples are raw unless their first record
-    (`record`: feature name -> tf.train.Feature kind) holds those transformed features; when raw
-    and transformed features have the same names and types, files named like Transform's
-    materialised output (`transformed_examples-*`) are taken as transformed, others as raw.
-    `where` names (the examples, the raw schema, the transformed schema) in messages.
-    A feature in neither schema is a UserInputError naming it.
+    As tfx_bsl, the features of `requested` are read from the files (`record`: feature name ->
+    tf.train.Feature kind of their first record). A feature asked for that the files lack (or
+    hold with another type), and that the transform graph outputs with that type, comes from the
+    transform graph applied to the examples (parsed with the raw schema). When `requested` is the
+    transformed schema itself, the examples are judged whole: raw (every feature from the graph)
+    or Transform's output (read as they are); when its features have the names and types of raw
+    ones, files named like Transform's materialised output (`transformed_examples-*`) are taken
+    as transformed, others as raw. A required feature in neither the files nor the graph's output
+    is a UserInputError naming it. `where` names (examples, raw schema, transformed schema).
     """
+    if record is None:
+        return Plan(False, "the examples hold no records")
+    xf_types = {f.name: f.type for f in transformed.feature}
+
+    def refuse(what: str, unknown: list[str]) -> UserInputError:
+        return UserInputError(where[0], f"the module asks for {what}{', '.join(map(repr, unknown))}, which is neither "
+                              f"in the examples (the first record of {files[0]} holds {', '.join(sorted(record))}) "
+                              f"nor a transformed feature ({where[2]}: {', '.join(sorted(xf_types))})")
+
+    if requested == transformed and requested != raw:
+        if label_key is not None and label_key not in record and label_key not in xf_types:
+            raise refuse("label_key ", [label_key])
+        return _whole_schema_plan(requested, label_key, raw, transformed, record, files)
+    asked = {f.name: f for f in requested.feature}
+    names = list(asked) + ([label_key] if label_key is not None and label_key not in asked else [])
+
+    def in_files(name: str) -> bool:
+        return name in record and (name not in asked or record[name] == _KINDS.get(asked[name].type))
+
+    missing = [n for n in names if not in_files(n)]
+    from_xf = tuple(n for n in missing if n in xf_types and (n not in asked or asked[n].type == xf_types[n]))
+    unknown = [n for n in missing if n not in from_xf and (n not in asked or _required(asked[n]))]
+    if unknown:
+        raise refuse("label_key " if unknown == [label_key] else "feature(s) ", unknown)
+    if from_xf:
+        return Plan(True, f"the module asks for transformed features the examples lack ({', '.join(from_xf)})",
+                    from_xf)
+    if requested == raw:
+        return Plan(False, "the module asks for the raw schema")
+    return Plan(False, "the examples hold every feature the module asks for")
+
+
+def _required(feature: schema_pb2.Feature) -> bool:
+    """A feature tfx_bsl parses as a FixedLenFeature without default: every example must hold it."""
+    return feature.HasField("shape") and feature.presence.min_fraction == 1
+
+
+def _whole_schema_plan(requested: schema_pb2.Schema, label_key: str | None, raw: schema_pb2.Schema,
+                       transformed: schema_pb2.Schema, record: dict[str, str | None], files: Sequence[str]) -> Plan:
+    """The module asks for the transformed schema itself: the examples are Transform's output or raw ones."""
     raw_types = {f.name: f.type for f in raw.feature}
     xf_types = {f.name: f.type for f in transformed.feature}
-    asked = {f.name: f.type for f in requested.feature}
-    names = list(asked) + ([label_key] if label_key is not None and label_key not in asked else [])
-    unknown = [n for n in names if n not in raw_types and n not in xf_types]
-    if unknown:
-        what = "label_key " if unknown == [label_key] else "feature(s) "
-        raise UserInputError(where[0], f"the module asks for {what}{', '.join(map(repr, unknown))}, which is neither a "
-                             f"raw feature ({where[1]}: {', '.join(sorted(raw_types))}) nor a transformed one "
-                             f"({where[2]}: {', '.join(sorted(xf_types))})")
-    if requested == raw:
-        return False, "the module asks for the raw schema"
-
-    def transformed_only(name: str) -> bool:
-        if name not in xf_types:
-            return False
-        return name not in raw_types or (name in asked and asked[name] != raw_types[name])
-
-    only = [n for n in names if transformed_only(n)]
-    if not only and requested != transformed:
-        return False, "every feature the module asks for is a raw feature"
-    if record is None:
-        return False, "the examples hold no records"
+    names = list(xf_types) + ([label_key] if label_key is not None and label_key not in xf_types else [])
+    every = tuple(n for n in names if n in xf_types)
+    only = [n for n in names if n in xf_types and (n not in raw_types or raw_types[n] != xf_types[n])]
     if only:
         if all(record.get(n) == _KINDS.get(xf_types[n]) for n in only):
-            return False, f"the examples hold the transformed features {', '.join(only)}"
-        return True, f"the module asks for transformed features ({', '.join(only)}) and the examples are raw"
+            return Plan(False, f"the examples hold the transformed features {', '.join(only)}")
+        return Plan(True, f"the module asks for transformed features ({', '.join(only)}) and the examples are raw",
+                    every)
     extra = sorted(set(record) - set(xf_types))
     if extra:
-        return True, f"the module asks for the transformed schema; the examples hold raw features ({', '.join(extra)})"
+        return Plan(True, f"the module asks for the transformed schema; the examples hold raw features "
+                          f"({', '.join(extra)})", every)
     if files and all(os.path.basename(f).startswith(_MATERIALISED) for f in files):
-        return False, (f"the module asks for the transformed schema; files named {_MATERIALISED}-* are "
-                       "Transform's output")
-    return True, ("the module asks for the transformed schema, whose features have the names and types of the raw "
-                  "ones; the examples are taken as raw (Transform's materialised examples are named "
-                  f"{_MATERIALISED}-*)")
+        return Plan(False, f"the module asks for the transformed schema; files named {_MATERIALISED}-* are "
+                           "Transform's output")
+    return Plan(True, "the module asks for the transformed schema, whose features have the names and types of the "
+                      "raw ones; the examples are taken as raw (Transform's materialised examples are named "
+                      f"{_MATERIALISED}-*)", every)
 
 
 def _first_record_kinds(patterns: list[str]) -> tuple[dict[str, str | None] | None, list[str]]:

@@ -32,7 +32,7 @@ import os
 import time
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import files, storage
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.judge_request import EvaluateRequest
 from generic_trainer.judge import eval_batch, eval_metrics, eval_thresholds
@@ -346,7 +346,8 @@ def _result(request: EvaluateRequest, problem: str, key: str,
 def write_outputs(request: EvaluateRequest, result: EvaluateResult) -> None:
     """The metrics file, the report, then the blessing (last: a blessing means everything else is written)."""
     if request.metrics_file:
-        storage.write_file_atomic(request.metrics_file, json.dumps(result.to_json(request), indent=2) + "\n")
+        text = files.dumps_strict(result.to_json(request), "evaluation value", indent=2) + "\n"
+        storage.write_file_atomic(request.metrics_file, text)
         log.info("metrics: %s", request.metrics_file)
     if request.report_file:
         from generic_trainer.artifacts import report

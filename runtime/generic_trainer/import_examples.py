@@ -331,6 +331,16 @@ def _feature_count(schema_text: str) -> int:
 
 
 def run(request: ImportExamplesRequest) -> ImportResult:
+    """Import the tables into a new Examples directory; returns the counts per split. Its outputs are held
+    for the run: a second run into them fails at once (exit 2) naming this one."""
+    from generic_trainer.artifacts import outputs
+
+    held = [(request.output, "--output"), (request.schema_output, "--schema-output")]
+    with outputs.exclusive_all(held, new=("--output",)):
+        return _import(request)
+
+
+def _import(request: ImportExamplesRequest) -> ImportResult:
     """Import the files into a new Examples directory; returns the counts per split."""
     from generic_trainer.records.schemas import load_schema
 

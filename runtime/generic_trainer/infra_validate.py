@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from generic_trainer.artifacts import outputs, storage
+from generic_trainer.artifacts import files, outputs, storage
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.intake import output_checks
 from generic_trainer.intake.judge_request import InfraValidateRequest
@@ -288,6 +288,8 @@ def run(request: InfraValidateRequest) -> InfraValidateResult:
 
 def publish_warmup(source: str, target: str) -> None:
     """Copy the warm-up file into the model: a temporary sibling renamed into place (whole or not at all)."""
+    if files.not_replaceable(target):
+        raise OutputError(f"cannot write the warm-up file: {files.not_replaceable(target)}")
     if os.path.exists(target):
         log.warning("replacing the warm-up file already in the model: %s", target)
     tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.tmp-{uuid.uuid4().hex[:8]}")

@@ -12,7 +12,7 @@ SIGTERM ends the run with `Preempted` (exit 143), after a backup when `fit` runs
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -20,10 +20,11 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from generic_trainer import compat
 from generic_trainer.artifacts import model_artifact, outputs, serving_container, storage
 from generic_trainer.artifacts.results import TrainResult
-from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
-from generic_trainer.fit import accelerator, inputs, keras_multiworker, user_module
+from generic_trainer.errors import TrainerError, UserCodeError
+from generic_trainer.fit import accelerator, inputs, keras_auto, keras_multiworker, user_code, user_module
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.fit.preemption import WATCHER
@@ -46,40 +47,37 @@ def speed_options(request: TrainRequest):
 
 
 def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None, multi_worker: bool = False):
-    import tensorflow as tf
-
     from generic_trainer.fit import fit_hooks, keras2_saving, module_strategy
     from generic_trainer.records import record_checks
+
+    def bad_data(e: Exception) -> TrainerError | None:  # the input pipeline could not decode the examples
+        return record_checks.decode_error(
+            e, [*fn_args.train_files, *fn_args.eval_files], fn_args.schema_path,
+            transformed_schema_path=inputs.transformed_schema_file(fn_args.transform_graph_path))
+
+    def lost_peer(e: Exception) -> str:
+        return ("lost contact with another replica while training (preempted or crashed?); restart the job: it "
+                f"resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
+                f"{' '.join(getattr(e, 'message', str(e)).split())[:600]}")
 
     with strategy.scope(), module_strategy.substitute(strategy), keras2_saving.bridge(keras_mode), \
             fit_hooks.recording_fit(keras_mode, speed=speed) as record:
         try:
-            returned = run_fn(fn_args)
-        except TrainerError:
-            raise
-        except SystemExit as e:
-            raise user_module.exit_error(e, "run_fn") from None
-        except tf.errors.DataLossError as e:
-            raise UserInputError("--examples", f"corrupt TFRecord data while training: {e.message}") from e
-        except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.AbortedError,
-                tf.errors.CancelledError) as e:
-            if not multi_worker:
-                raise UserCodeError(f"run_fn raised {type(e).__name__}: {e}") from e
-            raise ClusterError(
-                "lost contact with another replica while training (preempted or crashed?); restart the job: "
-                f"it resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
-                f"{' '.join(e.message.split())[:600]}") from None
-        except Exception as e:
-            bad_data = record_checks.decode_error(e, [*fn_args.train_files, *fn_args.eval_files],
-                                                  fn_args.schema_path)
-            if bad_data is not None:  # the input pipeline could not decode the examples: bad input, not code
-                raise bad_data from e
-            tb = user_module.format_traceback(e)
-            raise UserCodeError(f"run_fn raised {type(e).__name__}: {e}{keras2_saving.hint(e)}\n{tb}") from e
+            returned = user_code.call(run_fn, fn_args, what="run_fn", data_input="--examples", translate=bad_data,
+                                      lost_peer=lost_peer if multi_worker else None, hint=keras2_saving.hint)
         finally:
             WATCHER.reset_deferral()  # a fit that raised never reached its train end
     WATCHER.raise_if_requested("SIGTERM received while run_fn ran")
     return returned, record
+
+
+def _raw_eval_files(request: TrainRequest, examples: inputs.ExampleInputs, transformed_splits: list[str]) -> list[str]:
+    """The eval splits the serving model can be fed (raw examples): not Transform's transformed examples."""
+    raw = [f for f in examples.eval_files if f not in transformed_splits]
+    if request.tflite is not None and not raw:
+        log.info("the eval examples are Transform's transformed examples (TFX's wiring), which the serving model "
+                 "does not take: the TFLite model is checked against the SavedModel on random inputs")
+    return raw
 
 
 def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
@@ -91,7 +89,8 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
     """
     cluster = cluster_lib.resolve()
     publishes = cluster.is_chief and (not request.task or request.task.mode in ("train", "train_and_eval"))
-    with outputs.exclusive(request.model_dir, "--model-dir") if publishes else contextlib.nullcontext():
+    held = [(request.model_dir, "--model-dir"), (request.checkpoint_dir, "--checkpoint-dir")] if publishes else []
+    with outputs.exclusive_all(held):  # a second run on either fails at once, naming this one
         if request.task:  # the Task API: the runtime's own loop (generic_trainer.task)
             from generic_trainer.task import runner
 
@@ -105,12 +104,15 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
     scratch = tempfile.mkdtemp(prefix="generic-trainer-")
     WATCHER.install(where=f"the backup in {request.checkpoint_dir}")
     try:
-        module_path = user_module.fetch(request.program.module_file, os.path.join(scratch, "module"))
-        user_module.check_sha256(module_path, request.program.module_sha256)
-        user_module.check_syntax(module_path)
-        return _run(request, cluster, module_path, examples, scratch, before_publish)
-    except SystemExit as e:  # at import, or anywhere else the module's code runs
-        raise user_module.exit_error(e, f"module {request.program.module_file}") from None
+        with user_code.guard(f"module {request.program.module_file}"):  # anywhere else the module's code runs
+            module_path = user_module.fetch(request.program.module_file, os.path.join(scratch, "module"))
+            keras, why = keras_auto.decide_fetched(request.keras, request.keras_reason, module_path)
+            if why != request.keras_reason:
+                log.info("tf.keras is %s: %s", "Keras 2 (tf_keras)" if keras == "tf_keras" else "Keras 3", why)
+                request = dataclasses.replace(request, keras=keras, keras_reason=why)
+            user_module.check_sha256(module_path, request.program.module_sha256)
+            user_module.check_syntax(module_path)
+            return _run(request, cluster, module_path, examples, scratch, before_publish)
     finally:
         WATCHER.uninstall()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -123,12 +125,13 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
     strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
     WATCHER.install()  # again: TensorFlow's coordination service replaces the SIGTERM handler
     log.info("resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus)
-    keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
+    multi_worker_fit = keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
 
     from generic_trainer.fit import checkpointing
     from generic_trainer.records import record_checks
 
-    record_checks.check_first_records(examples.all_files, examples.schema_file)  # TensorFlow is loaded now
+    transformed_splits = record_checks.check_first_records(  # TensorFlow is loaded now
+        examples.all_files, examples.schema_file, transformed_schema_path=examples.transformed_schema_file)
 
     program = request.program
     module = user_module.import_module(module_path, program.module_file)
@@ -161,8 +164,9 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
         shard_data=cluster.is_multi_worker, serving_model_dir=serving_dir, eval_model_dir=eval_dir,
         model_run_dir=model_run_dir, backup_and_restore=backup)
     try:
-        returned, record = _call_run_fn(run_fn, fn_args, strategy, request.keras, speed_options(request),
-                                        multi_worker=cluster.is_multi_worker)
+        with compat.patched(multi_worker_fit):  # Keras 3's trainer fixed for several workers while run_fn runs
+            returned, record = _call_run_fn(run_fn, fn_args, strategy, request.keras, speed_options(request),
+                                            multi_worker=cluster.is_multi_worker)
         if returned is not None and not isinstance(returned, dict):
             raise UserCodeError(f"run_fn returned a {type(returned).__name__}; expected None or a dict of metrics")
         metrics = outputs.scalar_metrics(record.final_metrics())
@@ -178,8 +182,8 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
             log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
             return result
         result.model_info = outputs.validate_serving_model(serving_dir)
-        model_artifact.stage_extras(staging_root, serving_dir, result, request.tflite, examples.eval_files,
-                                     examples.schema_file)
+        model_artifact.stage_extras(staging_root, serving_dir, result, request.tflite,
+                                     _raw_eval_files(request, examples, transformed_splits), examples.schema_file)
         # Everything else first, the model last: a failure before it publishes nothing.
         _write_run_outputs(request, result)
         if before_publish is not None:

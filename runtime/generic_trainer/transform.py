@@ -27,7 +27,7 @@ from typing import Any
 
 from generic_trainer.beam import beam_run
 from generic_trainer.errors import UserCodeError, UserInputError
-from generic_trainer.fit import user_module
+from generic_trainer.fit import user_code, user_module
 from generic_trainer.intake.data_request import TransformRequest
 
 log = logging.getLogger(__name__)
@@ -60,9 +60,9 @@ class _GuardedFn:
         self.fn, self.name, self.error = fn, name, None
 
     def __call__(self, inputs: Any) -> Any:
-        try:
-            outputs = self.fn(inputs)
-        except Exception as e:
+        try:  # the raw exception goes on through tf.Transform; user_code maps it once the pipeline stopped
+            outputs = user_code.call_raw(self.fn, inputs, what=self.name)
+        except BaseException as e:  # sys.exit() too: never an ending of the process
             if self.error is None:
                 self.error = e
             raise
@@ -122,14 +122,21 @@ def _load_fn(request: TransformRequest, download_dir: str) -> _GuardedFn:
     return _GuardedFn(fn, request.preprocessing_fn)
 
 
-def _user_error(guarded: _GuardedFn) -> UserCodeError:
-    e = guarded.error
-    trace = user_module.format_traceback(e)
-    return UserCodeError(f"{guarded.name} raised {type(e).__name__}: {e}\n{trace}")
+def _user_error(guarded: _GuardedFn) -> BaseException:
+    return user_code.error_for(guarded.error, guarded.name)
 
 
 def run(request: TransformRequest) -> TransformResult:
-    """Analyze, write the transform graph and (when asked) the transformed examples."""
+    """Analyze, write the transform graph and (when asked) the transformed examples. Its outputs are held
+    for the run: a second run into them fails at once (exit 2) naming this one."""
+    from generic_trainer.artifacts import outputs
+
+    held = [(request.transform_graph, "--transform-graph"), (request.transformed_examples, "--transformed-examples")]
+    with outputs.exclusive_all(held, new=("--transform-graph", "--transformed-examples")):
+        return _transform(request)
+
+
+def _transform(request: TransformRequest) -> TransformResult:
     from generic_trainer.records.example_files import split_file_patterns
     from generic_trainer.records.schemas import load_schema
 
@@ -193,7 +200,7 @@ def run(request: TransformRequest) -> TransformResult:
                     counters = beam_run.run(pipeline)
             except (UserInputError, UserCodeError):
                 raise
-            except Exception:
+            except BaseException:  # what preprocessing_fn raised, as tf.Transform or Beam passed it on
                 if guarded.error is not None:
                     raise _user_error(guarded) from None
                 raise

@@ -13,7 +13,6 @@ published when no trial completed.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import glob
 import json
@@ -25,9 +24,10 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import files, storage
+from generic_trainer.compat import keras_tuner, patched
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
-from generic_trainer.fit import accelerator, inputs, user_module
+from generic_trainer.fit import accelerator, inputs, user_code, user_module
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.intake.fit_request import TuneRequest
@@ -87,18 +87,17 @@ def run(request: TuneRequest, before_publish: Callable[[TuneResult], None] | Non
     from generic_trainer.artifacts import outputs
 
     role = tuner_cluster.resolve_role(cluster_lib.resolve())
-    held = outputs.exclusive(request.best_hyperparameters_dir, "--best-hyperparameters-dir") \
-        if role.serves_oracle else contextlib.nullcontext()
-    with held:
+    held = [(request.best_hyperparameters_dir, "--best-hyperparameters-dir"),
+            (request.checkpoint_dir, "--checkpoint-dir")] if role.serves_oracle else []
+    with outputs.exclusive_all(held):
         examples = inputs.check_examples_and_schema(request)
         scratch = tempfile.mkdtemp(prefix="generic-trainer-tune-")
         try:
-            module_path = user_module.fetch(request.module_file, os.path.join(scratch, "module"))
-            user_module.check_sha256(module_path, request.module_sha256)
-            user_module.check_syntax(module_path)
-            return _run(request, role, module_path, examples, before_publish)
-        except SystemExit as e:  # at import, or in the search (the model-building function, callbacks)
-            raise user_module.exit_error(e, f"module {request.module_file}") from None
+            with user_code.guard(f"module {request.module_file}"):  # the model-building function, callbacks
+                module_path = user_module.fetch(request.module_file, os.path.join(scratch, "module"))
+                user_module.check_sha256(module_path, request.module_sha256)
+                user_module.check_syntax(module_path)
+                return _run(request, role, module_path, examples, before_publish)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -111,7 +110,8 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, 
     # Replicas tune in parallel, each on its own: the strategy is per replica (several GPUs -> mirrored).
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster_lib.SINGLE)
     strategy = cluster_lib.create_strategy(strategy_name, cluster_lib.SINGLE, num_gpus)
-    record_checks.check_first_records(examples.all_files, examples.schema_file)  # TensorFlow is loaded now
+    record_checks.check_first_records(examples.all_files, examples.schema_file,  # TensorFlow is loaded now
+                                      transformed_schema_path=examples.transformed_schema_file)
     if not role.distributed:
         who = "the only replica"
     elif role.serves_oracle:
@@ -153,8 +153,8 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, 
         if role.distributed:
             _run_chief(tuner, fit_kwargs, role, request, set_tuner_id)
         else:
-            trial_log.TrialLog(tuner.project_dir).attach(oracle)
-            _search(tuner, fit_kwargs)
+            with patched(trial_log.TrialLog(tuner.project_dir).patch(oracle)):
+                _search(tuner, fit_kwargs)
     return _publish(request, _result(role, oracle, tuner.project_dir), before_publish)
 
 
@@ -194,33 +194,27 @@ def _retry_unfinished(oracle) -> None:
     keras-tuner's reload retries the trials its oracle.json lists as ongoing; a kill after a new
     trial's own file was written but before oracle.json was would leave that trial RUNNING forever.
     """
-    queued = set(oracle._retry_queue)
+    queue = keras_tuner.retry_queue(oracle)
+    queued = set(queue)
     for trial_id, trial in sorted(oracle.trials.items()):
         if trial.status == "RUNNING" and trial_id not in queued:
             log.info("trial %s was running when the last attempt stopped: it will run again", trial_id)
-            oracle._retry_queue.append(trial_id)
+            queue.append(trial_id)
 
 
 def _call_tuner_fn(tuner_fn, fn_args: FnArgs, name: str) -> tuple[Any, dict[str, Any]]:
     """Call the user's tuner_fn and check it returned a tuner and the kwargs of its search()."""
     import keras_tuner
 
-    try:
-        result = tuner_fn(fn_args)
-    except TrainerError:
-        raise
-    except SystemExit as e:
-        raise user_module.exit_error(e, name) from None
-    except Exception as e:
-        tb = user_module.format_traceback(e)
+    def hint(e: Exception) -> str:
         innermost = traceback.extract_tb(e.__traceback__)[-1].filename if e.__traceback__ else ""
-        hint = ""
         if f"{os.sep}keras_tuner{os.sep}" in innermost:
-            hint = " (raised by keras-tuner while setting up the search space: check the hyperparameters it declares)"
+            return " (raised by keras-tuner while setting up the search space: check the hyperparameters it declares)"
         from generic_trainer.fit import keras2_saving
 
-        hint = hint or keras2_saving.hint(e, tf_keras_possible=False)
-        raise UserCodeError(f"{name} raised {type(e).__name__}: {e}{hint}\n{tb}") from e
+        return keras2_saving.hint(e, tf_keras_possible=False)
+
+    result = user_code.call(tuner_fn, fn_args, what=name, hint=hint)
     if isinstance(result, tuple) and len(result) == 2 and not hasattr(result, "tuner"):
         tuner, fit_kwargs = result
     else:
@@ -259,44 +253,39 @@ def _search(tuner, fit_kwargs: dict[str, Any]) -> None:
 
     from generic_trainer.fit import fit_hooks
 
-    try:
-        with fit_hooks.recording_fit("keras3"):
-            tuner.search(**fit_kwargs)
-    except TrainerError:
-        raise
-    except grpc.RpcError as e:
-        raise ClusterError(f"lost the tuner oracle at {os.environ.get('KERASTUNER_ORACLE_IP')}:"
-                           f"{os.environ.get('KERASTUNER_ORACLE_PORT')}: {e.code()} {e.details()}") from e
-    except kt_errors.FatalError as e:
-        hint = ""
-        if "tf_keras" in str(e):
+    def translate(e: Exception) -> TrainerError | None:
+        if isinstance(e, grpc.RpcError):
+            return ClusterError(f"lost the tuner oracle at {os.environ.get('KERASTUNER_ORACLE_IP')}:"
+                                f"{os.environ.get('KERASTUNER_ORACLE_PORT')}: {e.code()} {e.details()}")
+        if isinstance(e, kt_errors.FatalError):
             hint = "\nkeras-tuner searches Keras 3 models: build them with `import keras`, not tf_keras."
-        raise UserCodeError(f"the search stopped: {type(e).__name__}: {e}{hint}") from e
-    except Exception as e:
-        tb = user_module.format_traceback(e)
-        raise UserCodeError(f"the search failed: {type(e).__name__}: {e}\n{tb}") from e
+            return UserCodeError(f"the search stopped: {user_code.describe(e)}{hint if 'tf_keras' in str(e) else ''}")
+        return None
+
+    with fit_hooks.recording_fit("keras3"):
+        user_code.call(lambda: tuner.search(**fit_kwargs), what="the search", failed="the search failed",
+                       translate=translate)
 
 
 def _run_worker(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRequest) -> None:
     """A worker runs the trials the chief's oracle hands it, with heartbeats while each runs."""
-    tuner_cluster.limit_client_wait(request.worker_timeout)
     beat = tuner_cluster.Heartbeat(role.oracle_host, role.oracle_port,
                                    tuner_cluster.heartbeat_interval(request.worker_timeout)).start()
-    on_begin, on_end = tuner.on_trial_begin, tuner.on_trial_end
 
-    def on_trial_begin(trial):
+    def on_trial_begin(on_begin, trial):
         beat.trial_id = trial.trial_id
         log.info("running trial %s: %s", trial.trial_id, trial.hyperparameters.values)
         on_begin(trial)
 
-    def on_trial_end(trial):
+    def on_trial_end(on_end, trial):
         beat.trial_id = None
         log.info("trial %s %s", trial.trial_id, trial.status)
         on_end(trial)
 
-    tuner.on_trial_begin, tuner.on_trial_end = on_trial_begin, on_trial_end
     try:
-        _search(tuner, fit_kwargs)
+        with patched(keras_tuner.ClientWait(request.worker_timeout),
+                     keras_tuner.TunerHooks(tuner, on_trial_begin=on_trial_begin, on_trial_end=on_trial_end)):
+            _search(tuner, fit_kwargs)
     finally:
         beat.stop()
     log.info("worker %s: the search is over; the chief publishes the outputs", role.tuner_id)
@@ -307,23 +296,22 @@ def _run_chief(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRe
     tuner.save()  # the oracle and the host's tuner file: what a re-run reloads
     oracle = tuner.oracle
     server = tuner_cluster.OracleServer(oracle, role, request.worker_timeout, tuner.project_dir)
-    trial_log.TrialLog(tuner.project_dir, on_fatal=server.fail).attach(oracle)
-    server.start()
-    try:
-        # From here on this process's tuner is one more trial runner, using the oracle in-process.
-        set_tuner_id(role.tuner_id)
-        tuner.tuner_id = role.tuner_id
-        pre_create = tuner.pre_create_trial
 
-        def pre_create_trial():
-            server.check()  # a gone worker stops the chief before its next trial
-            pre_create()
+    def pre_create_trial(pre_create):
+        server.check()  # a gone worker stops the chief before its next trial
+        pre_create()
 
-        tuner.pre_create_trial = pre_create_trial
-        _search(tuner, fit_kwargs)
-        server.wait_for_workers()
-    finally:
-        server.stop()
+    with patched(trial_log.TrialLog(tuner.project_dir, on_fatal=server.fail).patch(oracle),
+                 keras_tuner.TunerHooks(tuner, pre_create_trial=pre_create_trial)):
+        server.start()
+        try:
+            # From here on this process's tuner is one more trial runner, using the oracle in-process.
+            set_tuner_id(role.tuner_id)
+            tuner.tuner_id = role.tuner_id
+            _search(tuner, fit_kwargs)
+            server.wait_for_workers()
+        finally:
+            server.stop()
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,9 +384,11 @@ def flat_metrics(result: TuneResult) -> dict[str, float]:
 def _publish(request: TuneRequest, result: TuneResult, before_publish=None) -> TuneResult:
     """Write the outputs; the best hyperparameters last, whole (a staging dir renamed into place)."""
     if request.tuner_results_file:
-        storage.write_file_atomic(request.tuner_results_file, json.dumps(tuner_results(result), indent=2) + "\n")
+        text = files.dumps_strict(tuner_results(result), "trial value", indent=2) + "\n"  # a diverged trial: null
+        storage.write_file_atomic(request.tuner_results_file, text)
     if request.metrics_file:
-        storage.write_file_atomic(request.metrics_file, json.dumps(flat_metrics(result), indent=2, sort_keys=True))
+        text = files.dumps_strict(flat_metrics(result), "metric", indent=2, sort_keys=True)
+        storage.write_file_atomic(request.metrics_file, text)
     if request.report_file:
         storage.write_file_atomic(request.report_file, render_report(result))
     result.best_hyperparameters_file = os.path.join(request.best_hyperparameters_dir, BEST_HYPERPARAMETERS_FILE)

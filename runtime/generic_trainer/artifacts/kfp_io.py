@@ -8,12 +8,11 @@ Only the chief calls `write_executor_output`: several replicas writing one file 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
-from generic_trainer.artifacts import bounded_parse, storage
+from generic_trainer.artifacts import bounded_parse, files, storage
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.intake.request import KfpOutputs
 
@@ -149,7 +148,7 @@ def parse(executor_input: Mapping[str, Any], gcs_root: str = "/gcs") -> tuple[di
     if not isinstance(output_file, str) or not output_file:
         raise UserInputError(INPUT, "outputs.outputFile must be a non-empty string (the executor output path), "
                                     f"got {output_file!r}")
-    return values, KfpOutputs(output_file=output_file, artifacts=artifacts,
+    return values, KfpOutputs(output_file=os.path.abspath(output_file), artifacts=artifacts,
                               parameters=tuple(_object(outputs.get("parameters"), "outputs.parameters")))
 
 
@@ -173,7 +172,7 @@ def write_executor_output(
     if parameter_values:
         body["parameterValues"] = dict(parameter_values)
     path = output_file or kfp.output_file
-    try:
-        storage.write_file_atomic(path, json.dumps(body, indent=2, default=str))
-    except OSError as e:
-        raise OutputError(f"could not write the executor output {path}: {e.strerror or e}") from e
+    try:  # strict JSON: KFP's launcher does not parse NaN / Infinity (a diverged loss is written as null)
+        files.write_file_atomic(path, files.dumps_strict(body, "executor output value", indent=2, default=str))
+    except files.OutputWriteError as e:
+        raise OutputError(f"could not write the executor output {path}: {e.reason}") from e

@@ -10,14 +10,13 @@ TensorBoard scalars under the model run.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import files, run_record, storage
 from generic_trainer.errors import OutputError, UserInputError
 
 log = logging.getLogger(__name__)
@@ -73,6 +72,8 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
     """Hold `directory` for this run: a second run on it fails at once (UserInputError naming `flag`
     and the run holding it). Inside, staging left by runs that died is removed."""
     lock = storage.OutputLock(directory)
+    if run_record.active():  # supervised: the run lives as long as its supervising parent, which releases it
+        lock.owner["pid"] = run_record.supervisor_pid()
     try:
         taken_over = lock.acquire()
     except storage.LockHeld as e:
@@ -81,14 +82,31 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
             f"{e.age_s:.0f} s ago (lock file {e.lock_path}). Wait for that run to end or give another {flag}. "
             f"(A run that died releases it by itself: at once when it ran on this host, else "
             f"{lock.stale_after_s:.0f} s after its last heartbeat.)")) from None
+    run_record.note("held", directory, lock=lock.path, run_id=lock.owner["run_id"])
     try:
         for owner in taken_over:
-            log.warning("%s: took over the lock of a run that is gone (%s)", flag, owner)
+            log.warning("%s: took over %s", flag, owner)
         for path in storage.remove_stale_staging(directory):
             log.info("%s: removed %s, left by a run that did not finish", flag, path)
         yield
     finally:
         lock.release()
+        run_record.note("released", directory)
+
+
+@contextlib.contextmanager
+def exclusive_all(dirs: Sequence[tuple[str | None, str]], new: Sequence[str] = ()) -> Iterator[None]:
+    """Hold every local directory of `dirs` ((path, flag), ...; None and gs:// URIs skipped) for this run, as
+    `exclusive` does. Those whose flag is in `new` must still be absent or empty once held (a run that
+    finished meanwhile wrote it: UserInputError rather than replacing its output)."""
+    with contextlib.ExitStack() as stack:
+        for directory, flag in dirs:
+            if directory and not storage.is_gcs_uri(directory):
+                stack.enter_context(exclusive(directory, flag))
+                if flag in new and os.path.isdir(directory) and os.listdir(directory):
+                    raise UserInputError(flag, f"{directory} was written by another run meanwhile; give a new "
+                                               "directory (outputs are written whole, never over an older one)")
+        yield
 
 
 def publish(staging: str, final_dir: str) -> None:
@@ -97,31 +115,57 @@ def publish(staging: str, final_dir: str) -> None:
     log.info("published %s", final_dir)
 
 
+def metric_name(key: Any) -> str:
+    """A metric's name as logs and files show it: control characters (newline, NUL, ...) escaped, so a
+    name cannot start a forged log line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(key))
+
+
 def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """The numeric scalars of `metrics` (what KFP's Metrics artifact and the JSON file carry)."""
-    out = {}
+    """The numeric scalars of `metrics` (what KFP's Metrics artifact and the JSON file carry), names escaped
+    (`metric_name`); values that are not numbers are left out with a warning naming them."""
+    out, dropped = {}, []
     for key, value in metrics.items():
         try:
             number = float(value.numpy() if hasattr(value, "numpy") else value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
+            dropped.append(metric_name(key))
             continue
-        out[str(key)] = number
+        out[metric_name(key)] = number
+    if dropped:
+        log.warning("metrics that are not single numbers are left out of the metrics file and KFP's metrics: %s",
+                    ", ".join(dropped))
     return out
 
 
 def write_metrics_file(path: str, metrics: Mapping[str, float]) -> None:
-    storage.write_file_atomic(path, json.dumps(dict(metrics), indent=2, sort_keys=True) + "\n")
+    """The flat JSON metrics file: strict JSON (NaN / infinity written as null, with a warning naming the metric);
+    a write that fails is exit 4 naming `path` (files.write_file_atomic)."""
+    files.write_file_atomic(path, files.dumps_strict(dict(metrics), "metric", indent=2, sort_keys=True) + "\n")
 
 
 def write_tensorboard_scalars(log_dir: str, metrics: Mapping[str, float], step: int) -> None:
-    """Final metrics as TensorBoard scalars under `<log_dir>/final`, so every run has them."""
+    """Final metrics as TensorBoard scalars under `<log_dir>/final`, so every run has them.
+
+    A write that fails (a full disk) is OutputError (exit 4) naming the directory; the event file it
+    left is removed.
+    """
     import tensorflow as tf
 
-    writer = tf.summary.create_file_writer(os.path.join(log_dir, "final"))
-    with writer.as_default():
-        for key, value in metrics.items():
-            tf.summary.scalar(key, value, step=step)
-    writer.close()
+    final = os.path.join(log_dir, "final")
+    before = set(files.listdir(final))
+    try:
+        writer = tf.summary.create_file_writer(final)
+        with writer.as_default():
+            for key, value in metrics.items():
+                tf.summary.scalar(key, value, step=step)
+        writer.close()
+    except (OSError, tf.errors.OpError) as e:
+        for name in set(files.listdir(final)) - before:
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(final, name))
+        detail = getattr(e, "message", None) or getattr(e, "strerror", None) or str(e)
+        raise OutputError(f"could not write the TensorBoard summaries in {final}: {detail}") from e
 
 
 def copy_model_run(model_run_dir: str, copy_dir: str | None) -> None:

@@ -6,6 +6,7 @@ masks its params.yaml with it, the CLI and the Vertex launcher mask what they lo
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -58,3 +59,51 @@ def _redact_value(value: Any, listed: set[str]) -> Any:
     if isinstance(value, (list, tuple)):
         return [_redact_value(v, listed) for v in value]
     return value
+
+
+MIN_SECRET_CHARS = 4  # shorter values ("1", "abc") would mask unrelated text all over the log
+_MAX_DEPTH = 64
+
+
+def secret_values(value: Any) -> set[str]:
+    """Every value under a secret key (as `redact` judges keys), at any depth, as text: what the supervisor
+    masks in every line the run writes. JSON text inside strings (`--custom-config`, the executor input's
+    custom_config parameter, `--custom-config=JSON` in a list of container arguments) is searched too;
+    values shorter than MIN_SECRET_CHARS are not masked."""
+    found: set[str] = set()
+    _collect(value, set(), False, found, 0)
+    return {v for v in found if len(v) >= MIN_SECRET_CHARS}
+
+
+def _json_inside(text: str) -> Any:
+    body = text.split("=", 1)[1] if text.startswith("--") and "=" in text else text
+    if not body.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _collect(value: Any, listed: set[str], secret: bool, found: set[str], depth: int) -> None:
+    if depth > _MAX_DEPTH or value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        inner = _json_inside(value)
+        if secret:
+            found.add(value)
+        if inner is not None:
+            _collect(inner, listed, secret, found, depth + 1)
+    elif isinstance(value, (int, float)):
+        if secret:
+            found.add(str(value))
+    elif isinstance(value, Mapping):
+        try:
+            listed = listed | secret_key_names(value)
+        except UserInputError:
+            secret = True  # a malformed secret_keys: every value is treated as secret
+        for k, v in value.items():
+            _collect(v, listed, secret or (k != "secret_keys" and is_secret_key(k, listed)), found, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _collect(v, listed, secret, found, depth + 1)

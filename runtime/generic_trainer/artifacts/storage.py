@@ -1,7 +1,8 @@
 """Where things live: URIs to local paths, Cloud Storage downloads, whole-or-nothing publishing, locks.
 
-A leaf module: imports nothing of generic_trainer's, and google-cloud-storage only when a
-download is asked for. KFP hands the container URIs; on Vertex `gs://b/x` is mounted at
+Imports only `files` of generic_trainer's (atomic writes, bounded reads), and google-cloud-storage only
+when a download is asked for. Every local path it gives is absolute, so a `run_fn` that changes the working
+directory cannot move the outputs. KFP hands the container URIs; on Vertex `gs://b/x` is mounted at
 `/gcs/b/x` (Cloud Storage FUSE). The mount root is a parameter so tests map it to a temp dir.
 """
 
@@ -16,6 +17,13 @@ import threading
 import time
 import uuid
 
+from generic_trainer.artifacts.files import (
+    UnreadableFile,
+    read_bounded,
+    write_file_atomic,  # noqa: F401 (callers write through storage)
+)
+from generic_trainer.artifacts.lock_owner import describe_owner, pid_alive, taken_over, valid_pid
+
 DEFAULT_MOUNT_ROOTS = {"gs://": "/gcs", "s3://": "/s3", "minio://": "/minio", "oci://": "/oci"}
 
 
@@ -24,12 +32,12 @@ def is_gcs_uri(uri: str) -> bool:
 
 
 def local_path(uri: str, gcs_root: str = "/gcs") -> str:
-    """The local path of `uri` as kfp's `Artifact.path` gives it (`gs://b/x` -> `<gcs_root>/b/x`)."""
+    """The absolute local path of `uri` as kfp's `Artifact.path` gives it (`gs://b/x` -> `<gcs_root>/b/x`)."""
     for prefix, root in DEFAULT_MOUNT_ROOTS.items():
         if uri.startswith(prefix):
             root = gcs_root if prefix == "gs://" else root
-            return os.path.join(root, uri[len(prefix):])
-    return uri
+            return os.path.abspath(os.path.join(root, uri[len(prefix):]))
+    return os.path.abspath(uri)
 
 
 def split_gcs_uri(uri: str) -> tuple[str, str]:
@@ -274,21 +282,14 @@ class LockHeld(Exception):
         super().__init__(f"{lock_path} is held by {describe_owner(owner)}")
 
 
-def describe_owner(owner: dict) -> str:
-    """'pid 123 on host h (started 2026-01-01T00:00:00Z)' from a lock file's owner record."""
-    if not owner:
-        return "a run that has not yet recorded its pid and host"
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(owner.get("started", 0)))
-    return f"pid {owner.get('pid')} on host {owner.get('host')} (started {started})"
-
-
 class OutputLock:
     """An exclusive lock on an output directory, held for a whole run: `<parent>/.<name>.lock`.
 
     The lock is a file created with O_CREAT|O_EXCL holding its owner (pid, host, start time, run
     id); the owner refreshes its modification time every `heartbeat_s` seconds. A lock is stale,
     and is taken over, when its owner ran on this host and that pid is gone (SIGKILL, OOM), or when
-    its heartbeat is older than `stale_after_s` (an owner on another machine that died).
+    its heartbeat is older than `stale_after_s` (an owner on another machine that died), or when it
+    records no pid a run could have written (a foreign or garbled file: `lock_owner.valid_pid`).
     Works on local disks and NFS v3+. Cloud Storage FUSE (`/gcs`) has no flock and no hard
     links; its O_EXCL is a lookup before the create, not a GCS precondition, so two replicas
     on different machines starting within the same moment could both win there.
@@ -306,8 +307,8 @@ class OutputLock:
         self._thread: threading.Thread | None = None
 
     def acquire(self) -> list[str]:
-        """Take the lock or raise LockHeld; returns the stale owners taken over (descriptions)."""
-        taken_over = []
+        """Take the lock or raise LockHeld; returns the stale or foreign lock files taken over (descriptions)."""
+        taken = []
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         for _ in range(5):
             try:
@@ -318,14 +319,14 @@ class OutputLock:
                     continue
                 if not self._is_stale(owner, age):
                     raise LockHeld(self.path, owner, age) from None
-                taken_over.append(describe_owner(owner))
+                taken.append(taken_over(owner))
                 self._remove_if_same(owner)
                 continue
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(json.dumps(self.owner) + "\n")
             self._thread = threading.Thread(target=self._heartbeat, name="output-lock-heartbeat", daemon=True)
             self._thread.start()
-            return taken_over
+            return taken
         owner, age = self._read()
         raise LockHeld(self.path, owner or {}, age)
 
@@ -346,22 +347,26 @@ class OutputLock:
 
     def _read(self) -> tuple[dict | None, float]:
         try:
-            age = time.time() - os.stat(self.path).st_mtime
-            with open(self.path, encoding="utf-8") as f:
-                text = f.read()
+            age = time.time() - os.lstat(self.path).st_mtime
+            text = read_bounded(self.path, 64 * 1024)
         except FileNotFoundError:
             return None, 0.0
+        except (OSError, UnreadableFile):
+            return {"pid": "unreadable"}, age  # not a lock file any run wrote: foreign, judged as stale
         try:
             owner = json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             owner = {}  # being written right now, or cut short by a crash: judged by its age
         return (owner if isinstance(owner, dict) else {}), age
 
     def _is_stale(self, owner: dict, age: float) -> bool:
+        """Stale: old, or its pid on this host is gone, or it records no pid a run could have (a foreign file)."""
         if age > self.stale_after_s:
             return True
-        if owner.get("host") == socket.gethostname() and isinstance(owner.get("pid"), int):
-            return not _pid_alive(owner["pid"])
+        if owner and valid_pid(owner.get("pid")) is None:
+            return True  # not written by a run (garbage, another tool's): no live run holds it
+        if owner.get("host") == socket.gethostname() and valid_pid(owner.get("pid")):
+            return not pid_alive(owner["pid"])
         return False
 
     def _remove_if_same(self, owner: dict) -> None:
@@ -379,22 +384,3 @@ class OutputLock:
                 os.utime(self.path)
             except OSError:
                 pass
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def write_file_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` through a temporary sibling and a rename."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)

@@ -15,6 +15,7 @@ step (reading some variables is collective), but only the chief writes into
 When `fit` starts and a backup exists, every worker restores the chief's and training continues
 at the step where it was saved: completed epochs are skipped, and so are the completed steps of
 the epoch it was in (tf_keras skips them itself; on Keras 3 those steps run no computation).
+Where fit starts and the skipped steps are `compat.keras_resume`'s patches of Keras' internals.
 
 Layout: `ckpt-<global step>.index/.data-*` (a `tf.train.Checkpoint`) and `state.json` (`backup_state.py`),
 written last and atomically, so the latest state always names a complete checkpoint. A damaged newest
@@ -36,17 +37,16 @@ import logging
 import os
 import shutil
 import time
-from typing import Any
-
-import keras
+from typing import TYPE_CHECKING, Any
 
 from generic_trainer.artifacts import storage
+from generic_trainer.compat import keras_resume
 from generic_trainer.errors import UserCodeError
 from generic_trainer.fit import backup_state
 from generic_trainer.fit.backup_state import STATE_FILE, backup_dir, read_state, run_settings
 from generic_trainer.fit.checkpoint_files import checkpoint_steps, remove_checkpoints
 
-__all__ = ["BackupAndRestore", "STATE_FILE", "backup_dir", "clear", "read_state", "run_settings"]
+__all__ = ["BackupAndRestore", "BackupCallback", "STATE_FILE", "backup_dir", "clear", "read_state", "run_settings"]
 from generic_trainer.fit.preemption import WATCHER, Watcher
 
 log = logging.getLogger(__name__)
@@ -75,17 +75,6 @@ def _optimizer_variables(optimizer) -> list:
     return list(variables or [])
 
 
-def _build_optimizer(model) -> None:
-    """Create the optimizer's variables now (tf_keras creates them on the first step) so they restore."""
-    optimizer = getattr(model, "optimizer", None)
-    if optimizer is None or getattr(optimizer, "built", False) or getattr(optimizer, "_built", False):
-        return
-    if hasattr(optimizer, "build"):  # Keras 3, tf_keras
-        optimizer.build(model.trainable_variables)
-    elif hasattr(optimizer, "_create_all_weights"):  # tf_keras legacy optimizers
-        optimizer._create_all_weights(model.trainable_variables)
-
-
 def _numpy(variable):
     import numpy as np
 
@@ -100,28 +89,14 @@ def weights_fingerprint(model) -> str:
     return digest.hexdigest()[:16]
 
 
-class _TfKerasResumePoint:
-    """What tf_keras' fit asks `model._training_state` for: the (epoch, step) to start at."""
+class BackupCallback(keras_resume.TfKerasCallback):
+    """The body of `BackupAndRestore`, the `keras.callbacks.Callback` made from it when first asked for
+    (so importing this module does not import Keras).
 
-    def __init__(self, epoch: int, step: int):
-        self.epoch, self.step = epoch, step
-
-    def maybe_load_initial_counters_from_ckpt(self, steps_per_epoch, initial_epoch, mode=None):
-        if steps_per_epoch and self.step >= steps_per_epoch:
-            return self.epoch + 1, 0
-        return self.epoch, self.step
-
-
-class BackupAndRestore(keras.callbacks.Callback):
-    """Chief-aware backup and restore of a `fit` run; works with Keras 3 and tf_keras models.
-
+    Chief-aware backup and restore of a `fit` run; works with Keras 3 and tf_keras models.
     Attributes a module may change before `fit`: `save_interval_s` (seconds between time-based
     saves; None: off), `save_every_steps` (None: off). Epoch ends and SIGTERM always save.
     """
-
-    # tf_keras' CallbackList asks these of every callback.
-    _supports_tf_logs = False
-    _chief_worker_only = False
 
     def __init__(self, checkpoint_dir: str, *, strategy=None, is_chief: bool = True, multi_worker: bool = False,
                  private_dir: str | None = None, save_interval_s: float | None = 600.0,
@@ -143,22 +118,12 @@ class BackupAndRestore(keras.callbacks.Callback):
         self.resumed_from: int | None = None
         self.steps_this_run = 0
 
-    # tf_keras' CallbackList asks these of every callback.
-    def _implements_train_batch_hooks(self):
-        return True
-
-    def _implements_test_batch_hooks(self):
-        return False
-
-    def _implements_predict_batch_hooks(self):
-        return False
-
     # --- fit hooks ---------------------------------------------------------------------------
 
     def on_train_begin(self, logs=None):
         self.fit_index += 1
         self.epoch, self.step_in_epoch, self.steps_this_run = 0, 0, 0
-        self._skip, self._real_train_function = 0, None
+        self._skip, self._skipping, self._resume = 0, None, None
         self._last_save = self._last_agree_time = time.monotonic()
         self._last_saved_step = None
         self._next_agree, self._last_agree_step = 1, 0
@@ -205,16 +170,16 @@ class BackupAndRestore(keras.callbacks.Callback):
 
     def on_train_batch_begin(self, batch, logs=None):
         if self._skip > 0:
-            if self._real_train_function is None:
-                self._real_train_function = self.model.train_function
-                self.model.train_function = _skipped_step
+            if self._skipping is None:
+                self._skipping = keras_resume.SkipSteps(self.model)
+                self._skipping.apply()
             self._skip -= 1
-        elif self._real_train_function is not None:
+        elif self._skipping is not None:
             self._unskip()
 
     def on_train_batch_end(self, batch, logs=None):
         self.step_in_epoch = batch + 1
-        if self._real_train_function is not None:
+        if self._skipping is not None:
             return  # a skipped step: nothing trained
         self.steps_this_run += 1
         if self.steps_this_run < self._next_agree:
@@ -242,10 +207,9 @@ class BackupAndRestore(keras.callbacks.Callback):
             self._save()
             self._preempted()
         self.watcher.leave()
-        if self._tf_keras and isinstance(getattr(self.model, "_training_state", None), _TfKerasResumePoint):
-            self.model._training_state = None
-        elif not self._tf_keras:
-            self.model._initial_epoch = None
+        if self._resume is not None:
+            self._resume.undo()
+            self._resume = None
         self.global_step = self._global_step()
         resumed = f", resumed from step {self.resumed_from}" if self.resumed_from is not None else ""
         log.info("backup: fit done at global step %d (%d steps in this run%s)", self.global_step,
@@ -348,7 +312,7 @@ class BackupAndRestore(keras.callbacks.Callback):
     def _restore(self, state: dict[str, Any]) -> None:
         """Restore the newest readable checkpoint of this fit: the state's, else the one before it (warned);
         none readable: start afresh, the backup kept aside. A checkpoint of another model is exit 3."""
-        _build_optimizer(self.model)
+        keras_resume.build_optimizer(self.model)
         params = self.params or {}
         saved = [v.numpy() for v in self._variables().values()]  # put back when no checkpoint restores
         candidates = [state] + [c for c in (state.get("previous") or [])[:1]
@@ -390,16 +354,16 @@ class BackupAndRestore(keras.callbacks.Callback):
         return None
 
     def _start_at(self, epoch: int, step: int) -> None:
-        if self._tf_keras:
-            self.model._training_state = _TfKerasResumePoint(epoch, step)
-        else:
-            self.model._initial_epoch = epoch
-            self._skip = step
+        self._resume = keras_resume.ResumeAt(self.model, epoch, step, tf_keras=self._tf_keras)
+        self._resume.ready()  # raises compat.Unsupported when this Keras has no resume point
+        self._resume.apply()
+        if not self._tf_keras:
+            self._skip = step  # tf_keras skips the steps itself
 
     def _unskip(self) -> None:
-        if self._real_train_function is not None:
-            self.model.train_function = self._real_train_function
-            self._real_train_function = None
+        if self._skipping is not None:
+            self._skipping.undo()
+            self._skipping = None
         self._skip = 0
 
     def _preempted(self) -> None:
@@ -411,6 +375,20 @@ class BackupAndRestore(keras.callbacks.Callback):
         raise self.watcher.error(f"SIGTERM received; the chief saved global step {step}")
 
 
-def _skipped_step(iterator):
-    """Keras 3's train function for a step that was done before the restart: no data, no computation."""
-    return {}
+if TYPE_CHECKING:
+    import keras
+
+    class BackupAndRestore(BackupCallback, keras.callbacks.Callback):
+        """What `__getattr__` makes."""
+
+
+def __getattr__(name: str):
+    """`BackupAndRestore`: `BackupCallback` as a `keras.callbacks.Callback`, made once, when first used."""
+    if name != "BackupAndRestore":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import keras
+
+    cls = type("BackupAndRestore", (BackupCallback, keras.callbacks.Callback),
+               {"__module__": __name__, "__doc__": BackupCallback.__doc__})
+    globals()["BackupAndRestore"] = cls
+    return cls

@@ -5,7 +5,8 @@ reading the log progress with rate and ETA; and speed options (`--jit-compile`,
 `--steps-per-execution`, `--mixed-precision`) must reach models the runtime never sees. While
 `run_fn` runs, `recording_fit()` wraps `Model.fit` of Keras 3 (and tf_keras when loaded) to add a
 progress logger and keep the history, and `Model.compile` to apply compile defaults the module
-did not set itself. The wrappers are removed when the block ends.
+did not set itself. The wrappers are removed when the block ends (`compat.model_methods` replaces
+the methods; the wrappers' work is here).
 
 `keras.callbacks.TensorBoard` overrides the batch hooks even with `update_freq='epoch'`, where
 they write nothing but the train graph at the first batch: at every step they still call
@@ -13,7 +14,8 @@ they write nothing but the train graph at the first batch: at every step they st
 thread-safe Keras backend an overridden batch-end hook also makes the loop synchronous. So the
 per-epoch TensorBoard callback TFX modules add cost about a third of a small model's speed.
 Inside the wrapped fit, such a callback has Keras' default (empty) batch hooks and writes the
-graph at the first epoch end instead (`idle_batch_hooks`): the same event files, no per-step cost.
+graph at the first epoch end instead (`idle_batch_hooks`, through `compat.tensorboard_hooks`): the
+same event files, no per-step cost.
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ import logging
 import sys
 import threading
 import time
-import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from generic_trainer import compat
 from generic_trainer.fit.progress import fmt_eta
 
 log = logging.getLogger("generic_trainer.progress")
@@ -132,18 +134,6 @@ class FitRecord:
         return self.epochs_run * self.steps_per_epoch if self.steps_per_epoch else None
 
 
-def _model_classes(keras_mode: str) -> list[Any]:
-    classes = []
-    import keras
-
-    classes.append(keras.Model)
-    if keras_mode == "tf_keras" or "tf_keras" in sys.modules:
-        import tf_keras
-
-        classes.append(tf_keras.Model)
-    return classes
-
-
 def _callback_for(model_cls: Any, interval_s: float) -> Any:
     base = sys.modules[model_cls.__module__.split(".")[0]].callbacks.Callback
     cls = type("GenericTrainerProgress", (ProgressLog, base), {})
@@ -184,72 +174,28 @@ def _set_policy(keras_mode: str, policy: str | None) -> Any:
     return lambda: [m.mixed_precision.set_global_policy(p) for m, p in previous]
 
 
-_BATCH_HOOKS = ("on_batch_begin", "on_batch_end", "on_train_batch_begin", "on_train_batch_end",
-                "on_test_batch_begin", "on_test_batch_end", "on_predict_batch_begin", "on_predict_batch_end")
 _idle_logged = False
-
-
-def _tensorboard_hooks_idle(callback: Any) -> bool:
-    """Whether a Keras 3 TensorBoard callback's batch hooks write nothing but the train graph.
-
-    True for `update_freq='epoch'`, no profiling, no `write_steps_per_second`, no batch hook
-    overridden by a subclass, and no default summary writer recording (the hooks' `batch_*`
-    scalars would go to one).
-    """
-    import keras
-
-    board = keras.callbacks.TensorBoard
-    if not isinstance(callback, board) or not hasattr(callback, "_write_keras_model_train_graph"):
-        return False
-    if any(getattr(type(callback), name) is not getattr(board, name) for name in _BATCH_HOOKS):
-        return False
-    if callback.update_freq != "epoch" or getattr(callback, "_should_trace", True) or callback.write_steps_per_second:
-        return False
-    import tensorflow as tf
-
-    return not bool(tf.summary.should_record_summaries())
 
 
 @contextlib.contextmanager
 def idle_batch_hooks(callbacks: Sequence[Any]) -> Iterator[list[Any]]:
     """Within the block, TensorBoard callbacks whose batch hooks do nothing at their settings have
     Keras' default batch hooks (no per-step work; Keras sees no batch hook overridden) and write the
-    train graph at the first epoch end (or train end) instead of the first batch end. Yields the
-    callbacks changed; the block's end restores them."""
-    import keras
+    train graph at the first epoch end (or train end) instead of the first batch end
+    (`compat.tensorboard_hooks`). Yields the callbacks changed; the block's end restores them."""
+    from generic_trainer.compat import tensorboard_hooks
 
-    changed = [cb for cb in callbacks if _tensorboard_hooks_idle(cb)]
-    base = keras.callbacks.Callback
-    for cb in changed:
-        for name in _BATCH_HOOKS:
-            setattr(cb, name, types.MethodType(getattr(base, name), cb))
-        for name in ("on_epoch_end", "on_train_end"):
-            setattr(cb, name, types.MethodType(_graph_first(getattr(type(cb), name)), cb))
-    if changed:
-        global _idle_logged
-        if not _idle_logged:
-            _idle_logged = True
-            log.info("TensorBoard callback with update_freq='epoch': its batch hooks do nothing at these "
-                     "settings, so they are skipped and cost no time per step (the train graph is written "
-                     "at the first epoch end)")
-    try:
+    idle = tensorboard_hooks.IdleBatchHooks(callbacks)
+    with compat.patched(idle if idle.changed else None) as applied:
+        changed = idle.changed if applied else []
+        if changed:
+            global _idle_logged
+            if not _idle_logged:
+                _idle_logged = True
+                log.info("TensorBoard callback with update_freq='epoch': its batch hooks do nothing at these "
+                         "settings, so they are skipped and cost no time per step (the train graph is written "
+                         "at the first epoch end)")
         yield changed
-    finally:
-        for cb in changed:
-            for name in (*_BATCH_HOOKS, "on_epoch_end", "on_train_end"):
-                cb.__dict__.pop(name, None)
-
-
-def _graph_first(method: Any) -> Any:
-    """`method` of a TensorBoard callback, writing the pending train graph first."""
-
-    def hook(self, *args, **kwargs):
-        if getattr(self, "_should_write_train_graph", False):
-            self._should_write_train_graph = False
-            self._write_keras_model_train_graph()
-        return method(self, *args, **kwargs)
-
-    return hook
 
 
 def _is_dataset(x: Any) -> bool:
@@ -258,46 +204,56 @@ def _is_dataset(x: Any) -> bool:
     return tf is not None and isinstance(x, tf.data.Dataset)
 
 
-@contextlib.contextmanager
-def recording_fit(keras_mode: str = "keras3", interval_s: float = 30.0,
-                  speed: SpeedOptions | None = None) -> Iterator[FitRecord]:
-    """Within the block, every Model.fit logs progress and leaves its history in the yielded record,
-    and every Model.compile gets `speed`'s defaults for arguments the caller did not pass."""
-    record = FitRecord()
-    originals = []
-    compile_defaults = (speed or SpeedOptions()).compile_defaults()
-    restore_policy = _set_policy(keras_mode, (speed or SpeedOptions()).mixed_precision)
-    for model_cls in _model_classes(keras_mode):
-        if compile_defaults:
-            original_compile = model_cls.compile
+def _compile_wrapper(compile_defaults: dict[str, Any]) -> Any:
+    def make(original: Any, model_cls: type) -> Any:
+        def compile(self, *args, **kwargs):  # noqa: A001 - Keras' name
+            for key, value in compile_defaults.items():
+                kwargs.setdefault(key, value)
+            return original(self, *args, **kwargs)
 
-            def compile(self, *args, __original=original_compile, **kwargs):  # noqa: A001 - Keras' name
-                for key, value in compile_defaults.items():
-                    kwargs.setdefault(key, value)
-                return __original(self, *args, **kwargs)
+        compile.__wrapped__ = original
+        return compile
 
-            model_cls.compile = compile
-            originals.append((model_cls, "compile", original_compile))
-        original = model_cls.fit
+    return make
 
-        def fit(self, *args, __original=original, __cls=model_cls, **kwargs):
+
+def _fit_wrapper(record: FitRecord, interval_s: float) -> Any:
+    def make(original: Any, model_cls: type) -> Any:
+        def fit(self, *args, **kwargs):
             kwargs.setdefault("verbose", 0)
             if "shuffle" not in kwargs and _is_dataset(args[0] if args else kwargs.get("x")):
                 kwargs["shuffle"] = False  # Keras ignores it for a tf.data.Dataset but warns on every fit otherwise
-            kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [_callback_for(__cls, interval_s)]
+            kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [_callback_for(model_cls, interval_s)]
             with idle_batch_hooks(kwargs["callbacks"]):
-                history = __original(self, *args, **kwargs)
+                history = original(self, *args, **kwargs)
             if history is not None and getattr(history, "history", None) is not None:
                 record.histories.append({k: list(v) for k, v in history.history.items()})
                 record.epochs_run += len(next(iter(history.history.values()), []))
                 record.steps_per_epoch = (getattr(history, "params", None) or {}).get("steps")
             return history
 
-        model_cls.fit = fit
-        originals.append((model_cls, "fit", original))
+        fit.__wrapped__ = original
+        return fit
+
+    return make
+
+
+@contextlib.contextmanager
+def recording_fit(keras_mode: str = "keras3", interval_s: float = 30.0,
+                  speed: SpeedOptions | None = None, patches: Sequence[compat.Patch] = ()) -> Iterator[FitRecord]:
+    """Within the block, every Model.fit logs progress and leaves its history in the yielded record,
+    and every Model.compile gets `speed`'s defaults for arguments the caller did not pass
+    (`compat.model_methods`); `patches` are applied for the block too."""
+    from generic_trainer.compat import model_methods
+
+    record = FitRecord()
+    compile_defaults = (speed or SpeedOptions()).compile_defaults()
+    wrappers = {"fit": _fit_wrapper(record, interval_s)}
+    if compile_defaults:
+        wrappers["compile"] = _compile_wrapper(compile_defaults)
+    restore_policy = _set_policy(keras_mode, (speed or SpeedOptions()).mixed_precision)
     try:
-        yield record
+        with compat.patched(model_methods.ModelMethods(keras_mode, wrappers), *patches):
+            yield record
     finally:
-        for model_cls, name, original in originals:
-            setattr(model_cls, name, original)
         restore_policy()

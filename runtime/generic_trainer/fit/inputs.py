@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from typing import TYPE_CHECKING
 
 from generic_trainer.fit.fn_args import FnArgs
@@ -29,6 +30,7 @@ class ExampleInputs:
     train_files: tuple[str, ...]
     eval_files: tuple[str, ...]
     schema_file: str | None
+    transformed_schema_file: str | None = None  # the transform graph's transformed_metadata: records may follow it
 
     @property
     def all_files(self) -> list[str]:
@@ -39,6 +41,13 @@ class ExampleInputs:
 def resolve_schema_file(path: str | None) -> str | None:
     """A schema artifact is a dir holding one .pbtxt (TFX SchemaGen) or the file itself."""
     return example_files.one_file(path, "--schema", "*.pbtxt", "SchemaGen's schema.pbtxt") if path else path
+
+
+def transformed_schema_file(transform_graph: str | None) -> str | None:
+    """The transform graph's transformed_metadata/schema.pbtxt (the schema of Transform's transformed examples),
+    or None without a graph or without that file."""
+    path = os.path.join(transform_graph, "transformed_metadata", "schema.pbtxt") if transform_graph else None
+    return path if path and os.path.isfile(path) else None
 
 
 def check_examples_and_schema(request: FitRequest) -> ExampleInputs:
@@ -56,7 +65,8 @@ def check_examples_and_schema(request: FitRequest) -> ExampleInputs:
     log.info("examples: %s (train splits %s, eval splits %s, %d files)%s", request.examples,
              ",".join(request.train_splits), ",".join(request.eval_splits), n_files,
              f"; schema {schema_file} ({len(schema.feature)} features)" if schema is not None else "")
-    return ExampleInputs(tuple(train_files), tuple(eval_files), schema_file)
+    return ExampleInputs(tuple(train_files), tuple(eval_files), schema_file,
+                         transformed_schema_file(request.transform_graph))
 
 
 def build_fn_args(request: FitRequest, examples: ExampleInputs, *, working_dir: str, strategy: tf.distribute.Strategy,

@@ -19,22 +19,27 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 from collections.abc import Iterator
 from typing import Any
 
+from generic_trainer import compat
 from generic_trainer.fit import keras2_signature
 
 log = logging.getLogger(__name__)
 
 _KERAS3_REFUSALS = ("Keras 3", "Invalid filepath extension for saving", "File format not supported",
                     "fit_generator", "evaluate_generator", "predict_generator", "keras.layers.experimental")
+_KERAS2_IDIOM = "A KerasTensor cannot be used as input to a TensorFlow function"
 _SAVED_MODEL_FORMATS = ("tf", "tensorflow", "saved_model", "savedmodel")
 
 
 def hint(exc: BaseException, tf_keras_possible: bool = True) -> str:
     """What to do about an error Keras 3 raised for a Keras 2 API ('' for any other error)."""
     text = f"{type(exc).__name__}: {exc}"
+    if _KERAS2_IDIOM in text:  # tf ops on symbolic Keras inputs: Keras 2 wraps them in layers, Keras 3 refuses
+        return (" (a Keras 2 idiom, a TensorFlow op on symbolic Keras inputs, which Keras 3 refuses: " + (
+            "run with --keras tf_keras to give the module Keras 2 (tf_keras) as tf.keras, as TFX does, or "
+            if tf_keras_possible else "keras-tuner needs Keras 3, so ") + "wrap the op in a Keras layer)")
     if not any(marker in text for marker in _KERAS3_REFUSALS):
         return ""
     if tf_keras_possible:
@@ -93,25 +98,12 @@ def _keras2_default_signature(model) -> dict | None:
 
 @contextlib.contextmanager
 def bridge(keras_mode: str) -> Iterator[None]:
-    """While the block runs under Keras 3, Keras 2 SavedModel saves write a SavedModel (restored after)."""
+    """While the block runs under Keras 3, Keras 2 SavedModel saves write a SavedModel (restored after;
+    `compat.keras2_saving` replaces Keras' `save_model`)."""
     if keras_mode != "keras3":
         yield
         return
-    import tensorflow as tf
-    from keras.src.saving import saving_api
+    from generic_trainer.compat import keras2_saving
 
-    _ = tf.keras.models.save_model  # loads tf.keras now, so that its reference is patched and restored too
-    original = saving_api.save_model
-    replacement = _saved_model_saver(original)
-    # Model.save calls saving_api.save_model; keras.saving / keras.models / tf.keras.models hold their own references.
-    _replace_everywhere(original, replacement)
-    try:
+    with compat.patched(keras2_saving.SaveModel(_saved_model_saver)):
         yield
-    finally:
-        _replace_everywhere(replacement, original)
-
-
-def _replace_everywhere(old, new) -> None:
-    for name, module in list(sys.modules.items()):
-        if (name == "keras" or name.startswith("keras.")) and getattr(module, "save_model", None) is old:
-            module.save_model = new

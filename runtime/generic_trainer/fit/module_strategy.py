@@ -9,7 +9,8 @@ Strategy, OneDeviceStrategy or CentralStorageStrategy returns the runtime's stra
 per kind), after checking that devices the module names exist; TPUStrategy and
 ParameterServerStrategy fail with UserCodeError. `isinstance` against the stand-ins still checks
 against TensorFlow's classes. `tf.distribute.get_strategy()` needs no stand-in: inside the
-runtime's scope it already returns the runtime's strategy. Everything is restored on exit.
+runtime's scope it already returns the runtime's strategy. Everything is restored on exit
+(`compat.strategy_classes` replaces the classes).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from generic_trainer import compat
 from generic_trainer.errors import UserCodeError
 
 log = logging.getLogger(__name__)
@@ -127,24 +129,16 @@ def _stand_in(name: str, original: type, answer) -> type:
 
 @contextlib.contextmanager
 def substitute(strategy: Any) -> Iterator[None]:
-    """While the block runs, strategies the user's code creates are answered with `strategy`."""
-    import tensorflow as tf
+    """While the block runs, strategies the user's code creates are answered with `strategy`
+    (the classes are replaced by `compat.strategy_classes`)."""
+    from generic_trainer.compat import strategy_classes
 
     answer = _Answer(strategy)
-    patched: list[tuple[Any, str, Any]] = []
-    for namespace in (tf.distribute, tf.distribute.experimental):
-        for name in SUBSTITUTED + REFUSED:
-            original = getattr(namespace, name, None)
-            if not isinstance(original, type):
-                continue
-            if name in REFUSED:
-                stand_in = _stand_in(name, original, lambda kind, args, kwargs: answer.refuse(kind))
-            else:
-                stand_in = _stand_in(name, original, answer.substitute)
-            patched.append((namespace, name, original))
-            setattr(namespace, name, stand_in)
-    try:
+
+    def stand_in(name: str, original: type) -> type:
+        if name in REFUSED:
+            return _stand_in(name, original, lambda kind, args, kwargs: answer.refuse(kind))
+        return _stand_in(name, original, answer.substitute)
+
+    with compat.patched(strategy_classes.StrategyStandIns(stand_in)):
         yield
-    finally:
-        for namespace, name, original in reversed(patched):
-            setattr(namespace, name, original)

@@ -15,13 +15,12 @@ import importlib
 import importlib.util
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from types import ModuleType
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import files, storage
 from generic_trainer.errors import UserCodeError, UserInputError
-from generic_trainer.fit import tfx_imports
+from generic_trainer.fit import tfx_imports, user_code
 
 INPUT = "--module-file"
 
@@ -32,6 +31,9 @@ def _looks_like_path(spec: str) -> bool:
 
 def fetch(spec: str, download_dir: str) -> str | None:
     """The local file behind `spec` (downloading a gs:// one), or None for a dotted module name."""
+    if "://" in spec and not spec.endswith(".py"):
+        raise UserInputError(INPUT, f"{spec} does not end in .py; expected a .py file (Python imports a module "
+                                    "file by its .py name)")
     if storage.is_gcs_uri(spec):
         try:
             return storage.download_gcs(spec, download_dir, siblings_suffix=".py")
@@ -49,6 +51,12 @@ def fetch(spec: str, download_dir: str) -> str | None:
         raise UserInputError(INPUT, f"{spec} is a directory; expected a .py file")
     if not os.access(spec, os.R_OK):
         raise UserInputError(INPUT, f"{spec} is not readable")
+    kind = files.special_kind(spec)
+    if kind:
+        raise UserInputError(INPUT, f"{spec} is a {kind}; expected a .py file")
+    if not spec.endswith(".py"):
+        raise UserInputError(INPUT, f"{spec} does not end in .py; Python imports a module file by its .py name "
+                                    "(rename it, or give a module name on the Python path)")
     return os.path.abspath(spec)
 
 
@@ -75,17 +83,14 @@ def check_sha256(path: str | None, expected: str | None) -> None:
         return
     if path is None:
         raise UserInputError("--module-sha256", "a hash pin needs a module file (path or gs:// URI)")
-    with open(path, "rb") as f:
-        actual = hashlib.sha256(f.read()).hexdigest()
+    try:
+        actual = hashlib.sha256(files.read_bounded(path)).hexdigest()
+    except files.UnreadableFile as e:
+        raise UserInputError(INPUT, str(e)) from None
     if actual != expected.lower():
         raise UserInputError(
             "--module-sha256", f"module file hash {actual} differs from the pinned {expected}; refusing to run it"
         )
-
-
-def format_traceback(exc: BaseException) -> str:
-    """The full traceback of an exception user code raised, as printed (for UserCodeError messages)."""
-    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 def check_syntax(path: str | None) -> None:
@@ -93,8 +98,7 @@ def check_syntax(path: str | None) -> None:
     if path is None:
         return
     try:
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
+        source = files.read_small(path, INPUT)
         compile(source, path, "exec")
     except UnicodeDecodeError:
         raise UserInputError(INPUT, f"{path} is not UTF-8 Python source") from None
@@ -113,14 +117,14 @@ def import_module(path: str | None, spec: str) -> ModuleType:
     tfx_imports.install()
     if path is None:
         try:
-            return importlib.import_module(spec)
-        except ModuleNotFoundError as e:
-            if e.name and spec.startswith(e.name):
+            return user_code.call(importlib.import_module, spec, what=f"module {spec}",
+                                  failed=f"importing module {spec} failed")
+        except UserCodeError as e:
+            missing = e.__cause__
+            if isinstance(missing, ModuleNotFoundError) and missing.name and spec.startswith(missing.name):
                 raise UserInputError(
                     INPUT, f"no module named {spec!r} (not a file path, gs:// URI or installed module)") from None
-            raise UserCodeError(f"importing module {spec} failed:\n{format_traceback(e)}") from e
-        except Exception as e:
-            raise UserCodeError(f"importing module {spec} failed:\n{format_traceback(e)}") from e
+            raise
     directory = os.path.dirname(path)
     if directory not in sys.path:
         sys.path.insert(0, directory)
@@ -130,11 +134,11 @@ def import_module(path: str | None, spec: str) -> ModuleType:
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module  # so pickling / Keras serialization can find the module's classes
     try:
-        module_spec.loader.exec_module(module)
-    except Exception as e:
+        user_code.call(module_spec.loader.exec_module, module, what=f"module {path}",
+                       failed=f"importing module {path} failed")
+    except BaseException:
         sys.modules.pop(name, None)
-        raise UserCodeError(
-            f"importing module {path} failed: {type(e).__name__}: {e}\n{format_traceback(e)}") from e
+        raise
     return module
 
 
@@ -158,17 +162,3 @@ def load(spec: str, download_dir: str, sha256: str | None = None) -> ModuleType:
     check_sha256(path, sha256)
     check_syntax(path)
     return import_module(path, spec)
-
-
-def exit_error(exc: SystemExit, what: str) -> UserCodeError:
-    """User code that called `sys.exit()` / `exit()`, as a UserCodeError (exit 3) naming the code it asked for.
-
-    `what` names the code that ran (`run_fn`, `tuner_fn`, `module m.py`). The process must not end with the
-    code the module chose: 0 would claim a success without a model, any other code would be unexplained.
-    """
-    asked = "sys.exit()" if exc.code is None else f"sys.exit({exc.code!r})"
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "_sitebuiltins" not in f.filename]
-    where = f" at {frames[-1].filename} line {frames[-1].lineno}" if frames else ""
-    return UserCodeError(f"{what} called {asked}{where} before the run finished (no model or outputs were "
-                         "published); user code must return or raise, not end the process, so the run ends with "
-                         "exit code 3 (user code)")

@@ -41,8 +41,10 @@ def common_groups(strategies: tuple[str, ...] = STRATEGIES, cluster_timeout: boo
     if training:
         runtime += [
             Option("keras", choices=KERAS_CHOICES,
-                   help="what tf.keras means for the user's module: Keras 3 (default) or legacy tf_keras (default "
-                        "tf_keras when TF_USE_LEGACY_KERAS=1 is set; decided before TensorFlow loads)"),
+                   help="what tf.keras means for the user's module: auto (default: what TFX gives it, tf_keras when "
+                        "the module or a file of its own it imports imports tfx, tensorflow_transform or tfx_bsl, "
+                        "else Keras 3; Keras 3 for --task and tune), keras3 or tf_keras; unset, a set "
+                        "TF_USE_LEGACY_KERAS decides; decided before TensorFlow loads"),
             Option("strategy", choices=strategies,
                    help="tf.distribute strategy; auto (default) matches GPUs" + (
                        " and TF_CONFIG/CLUSTER_SPEC" if "multi_worker_mirrored" in strategies else "")

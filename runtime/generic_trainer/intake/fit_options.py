@@ -30,7 +30,9 @@ def _training_inputs(function: Option) -> tuple[Option, ...]:
     return (
         Option("examples", help="examples in TFX layout: DIR/Split-<name>/*.gz (gs:// allowed)", metavar="DIR",
                param=artifact("Dataset",
-                              "Examples in TFX layout: Split-<name>/*.gz (gzipped TFRecords of tf.Example).")),
+                              "Examples in TFX layout: Split-<name>/*.gz (gzipped TFRecords of tf.Example):\n"
+                              "the import step's, or Transform's transformed_examples (TFX's wiring, with\n"
+                              "the raw schema and the transform_graph).")),
         Option("module_file", help="user module: a .py file, a gs:// URI, or a dotted module name",
                metavar="PATH_OR_URI",
                param=value(str, "The user module: a .py path, a gs:// URI, or a dotted module name in the image.", "")),
@@ -40,7 +42,8 @@ def _training_inputs(function: Option) -> tuple[Option, ...]:
         Option("schema", check=existing,
                help="tensorflow-metadata Schema (schema.pbtxt or its dir)", metavar="FILE_OR_DIR",
                param=artifact("Artifact",
-                              "tensorflow-metadata Schema (schema.pbtxt or a dir holding one), fn_args.schema_path.",
+                              "tensorflow-metadata Schema (schema.pbtxt or a dir holding one), fn_args.schema_path:\n"
+                              "the raw schema; with transform_graph, examples may follow its transformed_metadata.",
                               None)),
         Option("transform_graph", check=existing,
                help="tensorflow-transform output dir (fn_args.transform_output)", metavar="DIR",
@@ -240,8 +243,9 @@ TRAIN = Verb(
         *common_groups(checks={"strategy": text("auto"), "cluster_timeout": duration(),
                                "accelerator": ACCELERATOR_CHECK},
                        params={
-            "keras": value(str, "What tf.keras means for the module: keras3 or tf_keras (unset: keras3, unless the "
-                                "image\nsets TF_USE_LEGACY_KERAS=1).", None),
+            "keras": value(str, "What tf.keras means for the module: auto, keras3 or tf_keras (unset: auto, the "
+                                "tf.keras TFX\ngives the module: tf_keras when it imports tfx, tensorflow_transform "
+                                "or tfx_bsl,\nelse Keras 3; a set TF_USE_LEGACY_KERAS decides instead).", None),
             "strategy": value(str, "tf.distribute strategy: auto, default, one_device, mirrored or "
                                    "multi_worker_mirrored.", "auto"),
             "cluster_timeout": value(float, "Multi-worker: seconds to wait for every replica to connect before failing "

@@ -114,7 +114,8 @@ class TrainRequest(FitRequest):
     model_dir: str
     model_run_dir: str
     model_run_copy_dir: str | None = None  # also gets model_run_dir's logs at the end (see build_train_request)
-    keras: str = "keras3"
+    keras: str = "keras3"  # what tf.keras is for the program: keras3 or tf_keras (--keras auto resolved)
+    keras_reason: str = ""  # why (logged)
     cluster_timeout: float | None = None
     # The serving container the model artifact names for Vertex AI Model Registry (serving_container).
     serving_image: str | None = None
@@ -175,7 +176,7 @@ def _task_program(values: Mapping[str, Any], gcs_root: str, keras: str, sha256: 
     """The Task API's inputs: --task, --experiment, --config-file, config, --params-override, --mode."""
     from generic_trainer.task import config as task_config
 
-    if keras != "keras3":
+    if keras == "tf_keras":
         raise UserInputError("--keras", "the Task API runs Keras 3 (its own loop works under every strategy); "
                                         "tf_keras is for run_fn modules")
     mode = values.get("mode") or "train_and_eval"
@@ -201,6 +202,20 @@ def _task_program(values: Mapping[str, Any], gcs_root: str, keras: str, sha256: 
     return TaskProgram(task=values["task"], module_sha256=sha256, experiment=values.get("experiment") or None,
                        config_files=tuple(config_files), config=config or None, params_override=params_override,
                        mode=mode)
+
+
+def _train_keras(values: Mapping[str, Any], environ: Mapping[str, str], gcs_root: str) -> tuple[str, str]:
+    """(keras3 or tf_keras, why) of a train run: --keras, else TF_USE_LEGACY_KERAS, else auto: Keras 3 for the
+    Task API, and for a run_fn module the tf.keras TFX would give it (keras_auto, from its source)."""
+    keras, reason = keras_choice(values, environ)
+    if keras != "auto":
+        return keras, reason
+    if values.get("task"):
+        return "keras3", "--keras auto: the Task API runs Keras 3"
+    from generic_trainer.fit import keras_auto
+
+    keras, why = keras_auto.choose(str(values.get("module_file")), gcs_root)
+    return keras, f"--keras auto: {why}"
 
 
 def _hyperparameters(raw: RawInputs) -> Mapping[str, Any] | None:
@@ -261,7 +276,7 @@ def build_train_request(
         model_run_dir, model_run_copy_dir = tensorboard_dir, model_run_dir
     checkpoints = checkpoint_dir(values, environ, gcs_root, os.path.join(model_run_copy_dir or model_run_dir,
                                                                          "checkpoints"))
-    keras = keras_choice(values, environ)
+    keras, keras_reason = _train_keras(values, environ, gcs_root)
     fields = _fit_fields(fit_options.TRAIN, raw, examples_path, checkpoints)
     from generic_trainer.artifacts import serving_container
 
@@ -277,6 +292,7 @@ def build_train_request(
         model_run_dir=model_run_dir,
         model_run_copy_dir=model_run_copy_dir,
         keras=keras,
+        keras_reason=keras_reason,
         serving_image=serving_image, serving_accelerator=serving_accelerator, serving_image_region=serving_region,
         tflite=tflite_options.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
                                            values.get("tflite_tolerance")),
@@ -332,7 +348,8 @@ def build_tune_request(
 
 def _tune_values(values: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[str, int | None]:
     """tune's own checks that read no file: Keras 3, --strategy, --max-trials."""
-    if keras_choice(values, environ) != "keras3":
+    keras, _ = keras_choice(values, environ)
+    if keras not in ("auto", "keras3"):
         raise UserInputError("--keras" if values.get("keras") else "TF_USE_LEGACY_KERAS",
                              "keras-tuner searches Keras 3 models only (it rejects tf_keras models); "
                              "use --keras keras3 / TF_USE_LEGACY_KERAS=0")
@@ -367,7 +384,7 @@ def check_values(verb: Verb, values: Mapping[str, Any], environ: Mapping[str, st
         return
     from generic_trainer.artifacts import serving_container
 
-    keras = keras_choice(values, environ)
+    keras, _ = keras_choice(values, environ)
     serving_container.check_options(values.get("serving_image"), values.get("serving_accelerator"),
                                     values.get("serving_image_region"))
     tflite_options.check_options(values.get("export_tflite"), values.get("tflite_quantization"),

@@ -1,10 +1,16 @@
-"""Every output path of a request checked writable before any heavy work (no TensorFlow here).
+"""Every output path of a request checked before any heavy work (no TensorFlow here).
 
 A read-only or file-typed `--model-dir`, an unwritable `--metrics-file` or executor-output file
 would otherwise fail after minutes of training, or after the model was published. Each output
 (and, for a path that does not exist yet, the nearest existing directory above it) is checked by
 creating and removing a small probe file there, which is what counts on read-only mounts,
-immutable directories and Cloud Storage FUSE alike. A failure is one UserInputError naming the flag.
+immutable directories and Cloud Storage FUSE alike. An output file that exists and is not a regular
+file (a device, FIFO or socket, or a symlink to one) is refused: it would be replaced. An output under
+the gs:// mount root whose bucket is not mounted there is refused (it would be written to the machine's
+own disk and lost). No output may lie inside another (but for the runtime's own layout: `logs/` in the
+model dir, checkpoints in the logs; and an output file in the model dir outside the parts a model
+replaces, or in the logs) or inside an input, nor an input inside an output.
+A failure is one UserInputError naming the flag.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ import os
 import uuid
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import files, storage
+from generic_trainer.artifacts.model_artifact import EXTRA_DIRS
+from generic_trainer.artifacts.outputs import EVAL_DIR, SERVING_DIR
 from generic_trainer.errors import UserInputError
 
 # request attribute -> (flag, "dir" | "file"); the same names in every verb's request.
@@ -33,6 +41,14 @@ IMPORT_EXAMPLES_OUTPUTS = (("output", "--output", "dir"), ("schema_output", "--s
 TRANSFORM_OUTPUTS = (("transform_graph", "--transform-graph", "dir"),
                      ("transformed_examples", "--transformed-examples", "dir"))
 EXECUTOR_OUTPUT_FLAG = "--executor-output-file"
+# Inputs an output must not overlap (request attribute -> flag); those a verb writes are its outputs instead.
+INPUT_FIELDS = (("examples", "--examples"), ("schema", "--schema"), ("transform_graph", "--transform-graph"),
+                ("base_model", "--base-model"), ("model", "--model"), ("baseline_model", "--baseline-model"))
+# (inner, outer): outputs the runtime itself nests (the defaults: <model-dir>/logs, <logs>/checkpoints).
+NESTING = {("model_run_dir", "model_dir"), ("model_run_copy_dir", "model_dir"), ("checkpoint_dir", "model_run_dir"),
+           ("checkpoint_dir", "model_run_copy_dir")}
+# Dirs an output file may lie in (a metrics file beside the model), but for the parts the runtime replaces whole.
+FILE_HOSTS = {"model_dir": (SERVING_DIR, EVAL_DIR, *EXTRA_DIRS), "model_run_dir": (), "model_run_copy_dir": ()}
 # Output dirs published by renaming a staging sibling into place: their parent must be writable too.
 PUBLISHED_DIRS = ("model_dir", "best_hyperparameters_dir", "blessing_dir", "pushed_model_dir")
 
@@ -45,9 +61,12 @@ def check_outputs(request: Any, executor_output_file: str | None = None,
     elsewhere writes it) is not checked here.
     """
     probed: dict[str, str | None] = {}
+    gcs_root = getattr(request, "gcs_root", None)
+    check_overlaps(request, fields)
     for attr, flag, kind in fields:
         path = getattr(request, attr, None)
         if path and not storage.is_gcs_uri(path):
+            check_mounted(flag, path, gcs_root)
             check_writable(flag, path, kind, probed)
             if attr in PUBLISHED_DIRS:
                 parent = os.path.dirname(os.path.normpath(os.path.abspath(path)))
@@ -57,7 +76,68 @@ def check_outputs(request: Any, executor_output_file: str | None = None,
     kfp = getattr(request, "kfp", None)
     output_file = executor_output_file or (kfp.output_file if kfp is not None else None)
     if output_file:
+        check_mounted(EXECUTOR_OUTPUT_FLAG, output_file, gcs_root)
         check_writable(EXECUTOR_OUTPUT_FLAG, output_file, "file", probed)
+
+
+def check_mounted(flag: str, path: str, gcs_root: str | None) -> None:
+    """UserInputError when `path` lies under the gs:// mount root but its bucket is not mounted there: the
+    output would be written to this machine's own disk and lost when it ends (as a gs:// input is refused)."""
+    if not gcs_root:
+        return
+    root, path = os.path.abspath(gcs_root), os.path.abspath(path)
+    if not path.startswith(root + os.sep):
+        return
+    bucket = os.path.relpath(path, root).split(os.sep)[0]
+    if not os.path.isdir(os.path.join(root, bucket)):
+        mount = f"{root} does not exist" if not os.path.isdir(root) else f"{root} holds no {bucket}/"
+        raise UserInputError(flag, f"gs://{bucket}/{os.path.relpath(path, os.path.join(root, bucket))} is not "
+                                   f"mounted: Cloud Storage is read and written through {root} (Cloud Storage FUSE, "
+                                   f"as on Vertex AI), and {mount}; an output written there would stay on this "
+                                   "machine's disk and be lost. Mount the bucket there, or set --gcs-root "
+                                   "(GENERIC_TRAINER_GCS_ROOT) to where it is mounted")
+
+
+def _inside(inner: str, outer: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def _allowed(inner: tuple[str, str, str, str], outer: tuple[str, str, str, str]) -> bool:
+    """Whether the output `inner` may lie in `outer` ((attr, flag, real path, kind) each): the runtime's own
+    nesting, or an output file in a dir of FILE_HOSTS outside the parts the runtime replaces whole."""
+    (attr, _, path, kind), (other, _, other_path, _) = inner, outer
+    if (attr, other) in NESTING:
+        return True
+    if kind == "file" and other in FILE_HOSTS and path != other_path:
+        return not any(_inside(path, os.path.join(other_path, part)) for part in FILE_HOSTS[other])
+    return False
+
+
+def check_overlaps(request: Any, fields: tuple[tuple[str, str, str], ...] = OUTPUT_FIELDS) -> None:
+    """UserInputError when an output lies inside another output or an input, or an input inside an output
+    (`--checkpoint-dir` in `--model-dir`, `--model-dir` in `--examples`): publishing one would delete or
+    mix into the other. The runtime's own nesting is allowed (`_allowed`); the innermost dir decides
+    (`<model-dir>/logs/checkpoints` lies in the logs, which may lie in the model dir)."""
+    def real(attr: str) -> str | None:
+        path = getattr(request, attr, None)
+        return os.path.realpath(path) if isinstance(path, str) and path and not storage.is_gcs_uri(path) else None
+
+    outs = [(attr, flag, real(attr), kind) for attr, flag, kind in fields if real(attr)]
+    written = {attr for attr, _, _ in fields}
+    ins = [(flag, real(attr)) for attr, flag in INPUT_FIELDS if attr not in written and real(attr)]
+    for out in outs:
+        attr, flag, path, _ = out
+        containers = [o for o in outs if o[0] != attr and _inside(path, o[2])]
+        innermost = max(containers, key=lambda o: len(o[2]), default=None)
+        for other in containers:
+            if (other is innermost or other[2] == path) and not _allowed(out, other):
+                raise UserInputError(flag, f"{path} lies inside {other[1]} {other[2]}; give each output its own "
+                                           "place (one would delete or mix into the other)")
+        for other_flag, other_path in ins:
+            if _inside(path, other_path) or _inside(other_path, path):
+                where = "inside" if _inside(path, other_path) else "around"
+                raise UserInputError(flag, f"{path} lies {where} the input {other_flag} {other_path}; an output "
+                                           "must not be written into an input, nor hold one")
 
 
 def _nearest_existing(path: str) -> str:
@@ -88,10 +168,12 @@ def check_writable(flag: str, path: str, kind: str, probed: dict[str, str | None
     path = os.path.normpath(os.path.abspath(path))
     if os.path.exists(path):
         if kind == "dir" and not os.path.isdir(path):
-            raise UserInputError(flag, f"{path} is a file; expected a directory (or a path where one can be "
-                                       "created)")
+            raise UserInputError(flag, f"{path} is a {files.special_kind(path) or 'file'}; expected a directory (or "
+                                       "a path where one can be created)")
         if kind == "file" and os.path.isdir(path):
             raise UserInputError(flag, f"{path} is a directory; expected a file path")
+        if kind == "file" and files.not_replaceable(path):
+            raise UserInputError(flag, f"{files.not_replaceable(path)}: give a file path (or a new one)")
         if kind == "file" and not os.access(path, os.W_OK):
             raise UserInputError(flag, f"{path} exists and cannot be replaced (it is read-only)")
         directory = path if kind == "dir" else os.path.dirname(path)

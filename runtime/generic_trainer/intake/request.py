@@ -23,7 +23,7 @@ from generic_trainer.artifacts import bounded_parse, storage
 from generic_trainer.errors import UserInputError
 
 GCS_ROOT_ENV = "GENERIC_TRAINER_GCS_ROOT"
-KERAS_CHOICES = ("keras3", "tf_keras")
+KERAS_CHOICES = ("auto", "keras3", "tf_keras")
 TUNE_STRATEGIES = ("auto", "default", "one_device", "mirrored")
 log = logging.getLogger(__name__)
 
@@ -290,12 +290,19 @@ def module_file(values: Mapping[str, Any]) -> str:
     return values["module_file"]
 
 
-def keras_choice(values: Mapping[str, Any], environ: Mapping[str, str]) -> str:
-    legacy = environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
-    keras = values.get("keras") or ("tf_keras" if legacy else "keras3")
-    if keras not in KERAS_CHOICES:
-        raise UserInputError("--keras", f"expected one of {', '.join(KERAS_CHOICES)}, got {keras!r}")
-    return keras
+def keras_choice(values: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[str, str]:
+    """(--keras as asked: auto, keras3 or tf_keras; why). Unset, TF_USE_LEGACY_KERAS decides when it is set
+    (1/true/yes: tf_keras, anything else: keras3), else auto."""
+    keras = values.get("keras")
+    if keras:
+        if keras not in KERAS_CHOICES:
+            raise UserInputError("--keras", f"expected one of {', '.join(KERAS_CHOICES)}, got {keras!r}")
+        return keras, f"--keras {keras}"
+    legacy = environ.get("TF_USE_LEGACY_KERAS")
+    if legacy:
+        keras = "tf_keras" if legacy.lower() in ("1", "true", "yes") else "keras3"
+        return keras, f"TF_USE_LEGACY_KERAS={legacy} is set"
+    return "auto", "--keras auto"
 
 
 def seconds(input_name: str, value: Any, default: float | None = None) -> float | None:

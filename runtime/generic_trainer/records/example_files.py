@@ -18,6 +18,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from generic_trainer.artifacts import files
 from generic_trainer.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -68,10 +69,41 @@ def split_file_patterns(examples_dir: str, splits: Sequence[str], input_name: st
                 f"splits present: {', '.join(present) or 'none'}",
             )
         path = os.path.join(examples_dir, split_dir)
+        check_split_entries(path, split, input_name)
         if not any(e.is_file() and not e.name.startswith(".") for e in os.scandir(path)):
             raise UserInputError(input_name, f"split {split!r} ({path}) holds no files")
         patterns.append(os.path.join(path, "*"))
     return patterns
+
+
+def check_split_entries(path: str, split: str, input_name: str = "--examples") -> None:
+    """UserInputError naming the first entry of the split dir `path` that is not a regular file: the readers
+    take every name in it (a FIFO would block them for ever, `/dev/zero` never ends, a directory such as
+    `.ipynb_checkpoints` fails them late), so a split holds its record files only."""
+    for entry in sorted(os.scandir(path), key=lambda e: e.name):
+        kind = files.special_kind(entry.path)
+        if kind is None and not os.path.exists(entry.path):
+            kind = f"symlink to {os.path.realpath(entry.path)}, which does not exist"
+        if kind is not None:
+            raise UserInputError(input_name, f"split {split!r}: {entry.path} is a {kind}, not a record file; a "
+                                             "split directory holds its record files only (move it out)")
+
+
+def damaged_file(file_patterns: Sequence[str], budget: int = 200_000) -> str | None:
+    """"split 'x', <file>: <what is wrong>" for the first file whose records cannot be read to their end (a
+    truncated gzip stream, garbage after it, a record cut short), reading at most `budget` records; else None."""
+    for pattern in file_patterns:
+        for path in split_files(pattern):
+            try:
+                for _ in read_records(path, budget, damaged_input="--examples"):
+                    budget -= 1
+            except UserInputError:
+                return f"split {split_name(pattern)!r}, {path}: it ends inside a record"
+            except (OSError, EOFError, zlib.error) as e:
+                return f"split {split_name(pattern)!r}, {path}: {type(e).__name__}: {e}"
+            if budget <= 0:
+                return None
+    return None
 
 
 def check_readable(file_patterns: Sequence[str], input_name: str = "--examples") -> int:

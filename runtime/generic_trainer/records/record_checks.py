@@ -8,17 +8,21 @@ UserInputError, exit 2, or None when the records are fine and the user's own par
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.records.example_files import read_records, split_files, split_name
+from generic_trainer.records.example_files import damaged_file, read_records, split_files, split_name
 from generic_trainer.records.schemas import feature_spec_from_schema, load_schema
+
+log = logging.getLogger(__name__)
 
 _FIRST_RECORDS = 16  # records decoded per split before run_fn runs (plus the first of each file)
 _MAX_FILES_CHECKED = 64  # files per split whose first record is decoded too
 _LOCATE_RECORDS = 200_000  # records scanned, at most, to locate a record the input pipeline could not decode
+NOT_AN_EXAMPLE = "it is not a serialized tf.Example"
 _DECODE_PATTERNS = (
     re.compile(r"Feature: (?P<feature>\S+) \(data type: (?P<dtype>\w+)\) is required but could not be found"),
     re.compile(r"Key: (?P<feature>[^,\s]+), Index: \d+\.\s+(?P<detail>[^\[]*?)\s*(\[|$)"),
@@ -50,12 +54,14 @@ def _decode_problem(record: bytes, spec: dict[str, Any] | None) -> str | None:
         try:
             tf.train.Example.FromString(record)
         except DecodeError:
-            return "it is not a serialized tf.Example"
+            return NOT_AN_EXAMPLE
         return None
     try:
         tf.io.parse_example(tf.constant([record]), spec)
     except tf.errors.InvalidArgumentError as e:
         return _describe_decode_error(e.message) or " ".join(e.message.split())[:300]
+    except UnicodeDecodeError:  # TensorFlow's error text quoted the record's bytes, which are not UTF-8
+        return NOT_AN_EXAMPLE
     return None
 
 
@@ -69,7 +75,7 @@ def _describe_decode_error(message: str) -> str | None:
                 return f"feature {groups['feature']!r} ({groups['dtype']}) is required by the schema but missing"
             detail = " ".join((groups.get("detail") or "").split()).rstrip(".")
             if detail.startswith("Could not parse"):
-                return "it is not a serialized tf.Example"
+                return NOT_AN_EXAMPLE
             return f"feature {groups['feature']!r}: {detail}"
     return None
 
@@ -112,6 +118,8 @@ def _decode_problem_batch(records: list[bytes], spec: dict[str, Any]) -> str | N
         tf.io.parse_example(tf.constant(records), spec)
     except tf.errors.InvalidArgumentError as e:
         return e.message
+    except UnicodeDecodeError:  # an error text quoting bytes that are not UTF-8: some record is not a tf.Example
+        return NOT_AN_EXAMPLE
     return None
 
 
@@ -119,34 +127,73 @@ def _spec(schema_path: str | None) -> dict[str, Any] | None:
     return feature_spec_from_schema(load_schema(schema_path)) if schema_path else None
 
 
+def _bad_split(pattern: str, schema_paths: Sequence[str | None],
+               records: Callable[[str], Iterator[tuple[str, int, bytes]]]) -> tuple[str | None, str | None]:
+    """(why the split's records fit none of `schema_paths`, each problem naming its schema, or None; the first
+    schema they fit, logged when it is not the first given)."""
+    problems = []
+    for schema_path in schema_paths:
+        problem = _bad_record([pattern], _spec(schema_path), records)
+        if problem is None:
+            if problems:
+                log.info("split %r follows the schema %s (not %s)", split_name(pattern), schema_path,
+                         schema_paths[0])
+            return None, schema_path
+        problems.append(problem + (f" (schema {schema_path})" if schema_path else ""))
+    if len(problems) == 1:
+        return problems[0], None
+    return "; and against ".join(problems) + ": the records fit neither the raw schema nor the transform graph's " \
+        "transformed_metadata", None
+
+
+def record_schemas(schema_path: str | None, transformed_schema_path: str | None) -> list[str | None]:
+    """The schemas a split's records may follow: the raw schema (--schema), then, with a transform graph, its
+    transformed_metadata (TFX feeds the Trainer Transform's transformed examples with the raw schema)."""
+    if schema_path and transformed_schema_path:
+        return [schema_path, transformed_schema_path]
+    return [schema_path]
+
+
 def check_first_records(file_patterns: Sequence[str], schema_path: str | None,
-                        input_name: str = "--examples") -> None:
+                        input_name: str = "--examples", transformed_schema_path: str | None = None) -> list[str]:
     """Decode the first records of each split (and the first of each file) before user code runs.
 
     Each must be a tf.Example and, with a schema, parse with `tf.io.parse_example` against the
-    schema's feature spec (required features present, types and sizes as declared). Needs TensorFlow.
+    schema's feature spec (required features present, types and sizes as declared). With
+    `transformed_schema_path` (the transform graph's transformed_metadata), a split whose records
+    fit it rather than the raw schema is fine too: only records that fit neither are bad input.
+    Returns the patterns whose records follow the transformed schema (not the raw one). Needs TensorFlow.
     """
-    problem = _bad_record(file_patterns, _spec(schema_path), _sample)
-    if problem:
-        raise UserInputError(input_name, f"bad data in {problem}" + (
-            f" (schema {schema_path})" if schema_path else ""))
+    schema_paths = record_schemas(schema_path, transformed_schema_path)
+    transformed = []
+    for pattern in file_patterns:
+        problem, followed = _bad_split(pattern, schema_paths, _sample)
+        if problem:
+            raise UserInputError(input_name, f"bad data in {problem}")
+        if followed is not None and followed == transformed_schema_path and followed != schema_path:
+            transformed.append(pattern)
+    return transformed
 
 
 def decode_error(error: BaseException, file_patterns: Sequence[str], schema_path: str | None,
-                 input_name: str = "--examples") -> UserInputError | None:
+                 input_name: str = "--examples", transformed_schema_path: str | None = None) -> UserInputError | None:
     """A UserInputError for a decode error the input pipeline raised while user code ran, else None.
 
     tf.io.parse_example's InvalidArgumentError (missing feature, wrong type or size, not a
     tf.Example) and DataLossError (damaged TFRecord) are bad data, not the user's code: the files
     are scanned (up to a bound) to name the split, file and record. When every record decodes
-    against the schema, the module's own parsing is at fault and None is returned (a user-code error).
+    against the schema (or, with `transformed_schema_path`, a split against the transform graph's
+    transformed_metadata), the module's own parsing is at fault and None is returned (a user-code error).
     """
     import tensorflow as tf
 
     splits = ", ".join(repr(split_name(p)) for p in file_patterns)
     if isinstance(error, tf.errors.DataLossError):
-        return UserInputError(input_name, f"a damaged TFRecord in one of the splits {splits}: {error.message}")
+        where = damaged_file(file_patterns) or f"one of the splits {splits}"
+        return UserInputError(input_name, f"damaged TFRecord data in {where} (TensorFlow said: {error.message})")
     what = _describe_decode_error(error.message) if isinstance(error, tf.errors.InvalidArgumentError) else None
+    if isinstance(error, UnicodeDecodeError):  # TensorFlow's error text quoted record bytes that are not UTF-8
+        what = NOT_AN_EXAMPLE
     if what is None:
         return None
     cut_short = []
@@ -161,12 +208,13 @@ def decode_error(error: BaseException, file_patterns: Sequence[str], schema_path
                 cut_short.append(pattern)
                 return
 
+    schema_paths = record_schemas(schema_path, transformed_schema_path)
     try:
-        located = _bad_record(file_patterns, _spec(schema_path), every_record)
+        located = next((p for p in (_bad_split(pattern, schema_paths, every_record)[0] for pattern in file_patterns)
+                        if p), None)
     except (UserInputError, OSError, tf.errors.OpError):
         located, cut_short = None, ["(scan failed)"]
     if located is None and not cut_short:
         return None  # every record decodes against the schema: the module's own parsing disagrees with it
-    where = located or f"one of the splits {splits}: {what}"
-    return UserInputError(input_name, f"bad data in {where} (found while the input pipeline read it"
-                                      + (f"; schema {schema_path})" if schema_path else ")"))
+    where = located or f"one of the splits {splits}: {what}" + (f" (schema {schema_path})" if schema_path else "")
+    return UserInputError(input_name, f"bad data in {where} (found while the input pipeline read it)")

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from generic_trainer.artifacts import files
 from generic_trainer.errors import UserInputError
 from generic_trainer.records.example_files import one_file
 
@@ -33,8 +34,7 @@ def load_schema(path: str, input_name: str = "--schema") -> schema_pb2.Schema:
     if not os.path.isfile(path):
         raise UserInputError(input_name, f"{path} does not exist; expected a schema.pbtxt file or its directory")
     try:
-        with open(path, encoding="utf-8") as f:
-            schema = text_format.Parse(f.read(), schema_pb2.Schema())
+        schema = text_format.Parse(files.read_small(path, input_name), schema_pb2.Schema())
     except (text_format.ParseError, UnicodeDecodeError) as e:
         raise UserInputError(input_name, f"{path} is not a text-format tensorflow-metadata Schema: {e}") from e
     if not schema.feature:
@@ -138,62 +138,24 @@ def _source_columns(rep: schema_pb2.TensorRepresentation) -> list[str]:
     return []
 
 
+def _live(feature: schema_pb2.Feature | schema_pb2.SparseFeature) -> bool:
+    """Whether tfx_bsl reads the feature (not deprecated, not in a lifecycle stage it skips)."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    skipped = {schema_pb2.DEPRECATED, schema_pb2.DISABLED, schema_pb2.PLANNED, schema_pb2.ALPHA,
+               schema_pb2.DEBUG_ONLY, schema_pb2.VALIDATION_DERIVED}
+    return not (feature.deprecated or feature.lifecycle_stage in skipped)
+
+
 def _infer_tensor_representations(schema: schema_pb2.Schema) -> dict[str, schema_pb2.TensorRepresentation]:
     from tensorflow_metadata.proto.v0 import path_pb2, schema_pb2
 
     representation = schema_pb2.TensorRepresentation
-    skipped_stages = {
-        schema_pb2.DEPRECATED,
-        schema_pb2.DISABLED,
-        schema_pb2.PLANNED,
-        schema_pb2.ALPHA,
-        schema_pb2.DEBUG_ONLY,
-        schema_pb2.VALIDATION_DERIVED,
-    }
-
-    def live(feature: schema_pb2.Feature | schema_pb2.SparseFeature) -> bool:
-        return not (feature.deprecated or feature.lifecycle_stage in skipped_stages)
-
-    result: dict[str, schema_pb2.TensorRepresentation] = {}
     remaining = {f.name: f for f in schema.feature}
-    for sparse in schema.sparse_feature:
-        if not live(sparse):
-            continue
-        shape = schema_pb2.FixedShape()
-        for index in sparse.index_feature:
-            column = remaining.pop(index.name, None)
-            if column is None:
-                raise UserInputError(
-                    "--schema", f"sparse_feature {sparse.name!r} names index feature {index.name!r}, not in the schema"
-                )
-            domain = column.int_domain
-            if column.HasField("int_domain"):
-                if not (domain.HasField("min") and domain.HasField("max")) or domain.min != 0:
-                    raise UserInputError(
-                        "--schema",
-                        f"index feature {index.name!r} of sparse_feature {sparse.name!r} needs an int_domain "
-                        "with min 0 and a max",
-                    )
-                shape.dim.add(size=domain.max + 1)
-            else:
-                shape.dim.add(size=-1)
-        if remaining.pop(sparse.value_feature.name, None) is None:
-            raise UserInputError(
-                "--schema",
-                f"sparse_feature {sparse.name!r} names value feature {sparse.value_feature.name!r}, "
-                "not in the schema (or already used)",
-            )
-        result[sparse.name] = representation(
-            sparse_tensor=representation.SparseTensor(
-                dense_shape=shape,
-                index_column_names=[i.name for i in sparse.index_feature],
-                value_column_name=sparse.value_feature.name,
-                already_sorted=sparse.is_sorted or None,
-            )
-        )
-
+    result = {sparse.name: _sparse_representation(sparse, remaining) for sparse in schema.sparse_feature
+              if _live(sparse)}
     for feature in remaining.values():
-        if not live(feature):
+        if not _live(feature):
             continue
         if feature.type == schema_pb2.STRUCT:
             raise UserInputError("--schema", f"feature {feature.name!r} is a STRUCT, which tf.Example cannot hold")
@@ -215,6 +177,46 @@ def _infer_tensor_representations(schema: schema_pb2.Schema) -> dict[str, schema
             varlen = representation.VarLenSparseTensor(column_name=feature.name)
             result[feature.name] = representation(varlen_sparse_tensor=varlen)
     return result
+
+
+def _sparse_representation(sparse: schema_pb2.SparseFeature,
+                           remaining: dict[str, schema_pb2.Feature]) -> schema_pb2.TensorRepresentation:
+    """A sparse_feature's SparseTensor; its index and value features are taken out of `remaining`."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    representation = schema_pb2.TensorRepresentation
+    shape = schema_pb2.FixedShape()
+    for index in sparse.index_feature:
+        column = remaining.pop(index.name, None)
+        if column is None:
+            raise UserInputError(
+                "--schema", f"sparse_feature {sparse.name!r} names index feature {index.name!r}, not in the schema"
+            )
+        domain = column.int_domain
+        if column.HasField("int_domain"):
+            if not (domain.HasField("min") and domain.HasField("max")) or domain.min != 0:
+                raise UserInputError(
+                    "--schema",
+                    f"index feature {index.name!r} of sparse_feature {sparse.name!r} needs an int_domain "
+                    "with min 0 and a max",
+                )
+            shape.dim.add(size=domain.max + 1)
+        else:
+            shape.dim.add(size=-1)
+    if remaining.pop(sparse.value_feature.name, None) is None:
+        raise UserInputError(
+            "--schema",
+            f"sparse_feature {sparse.name!r} names value feature {sparse.value_feature.name!r}, "
+            "not in the schema (or already used)",
+        )
+    return representation(
+        sparse_tensor=representation.SparseTensor(
+            dense_shape=shape,
+            index_column_names=[i.name for i in sparse.index_feature],
+            value_column_name=sparse.value_feature.name,
+            already_sorted=sparse.is_sorted or None,
+        )
+    )
 
 
 def _default_values(name: str, default: schema_pb2.TensorRepresentation.DefaultValue, dtype: tf.DType,

@@ -140,4 +140,9 @@ class EvalLoop:
         except TrainerError:
             raise
         except tf.errors.DataLossError as e:
-            raise UserInputError("task.validation_data.input_path", f"corrupt TFRecord data: {e.message}") from e
+            from generic_trainer.records.example_files import damaged_file
+
+            where = damaged_file(s.task.params.validation_data.file_patterns())
+            detail = f" in {where}" if where else ""
+            raise UserInputError("task.validation_data.input_path",
+                                 f"damaged TFRecord data{detail} (TensorFlow said: {e.message})") from e

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from generic_trainer.errors import TrainerError, UserCodeError
-from generic_trainer.fit import user_module
+from generic_trainer.errors import UserCodeError
+from generic_trainer.fit import user_code
 from generic_trainer.task.base import Task
 from generic_trainer.task.state import call_user
 
@@ -48,8 +48,8 @@ def export_serving(task: Task, model: Any, export_dir: str) -> None:
             # "serve", also written as serving_default (the first endpoint), as model.export names it
             archive.add_endpoint("serve", serve, _model_input_signature(model))
         archive.write_out(export_dir, verbose=False)
-    except TrainerError:
-        raise
-    except Exception as e:
-        tb = user_module.format_traceback(e)
-        raise UserCodeError(f"exporting the serving model failed: {type(e).__name__}: {e}\n{tb}") from e
+    except Exception as e:  # the Task's serving functions run while the archive is traced and written
+        mapped = user_code.error_for(e, "the serving export", failed="exporting the serving model failed")
+        if mapped is e:
+            raise
+        raise mapped from e

@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 from generic_trainer.artifacts import model_artifact, outputs, storage
 from generic_trainer.artifacts.results import TrainResult
-from generic_trainer.errors import TrainerError, UserCodeError, UserInputError
-from generic_trainer.fit import accelerator, user_module
+from generic_trainer.errors import UserInputError
+from generic_trainer.fit import accelerator, user_code, user_module
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.inputs import resolve_schema_file
 from generic_trainer.fit.preemption import WATCHER
@@ -117,16 +117,11 @@ def make_task(task_cls: type[base.Task], experiment: config.ExperimentConfig, lo
     """Instantiate the Task (passing `experiment` when its __init__ takes it)."""
     params = inspect.signature(task_cls).parameters
     takes_experiment = "experiment" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-    try:
-        if takes_experiment:
-            task = task_cls(experiment.task, logging_dir=logging_dir, experiment=experiment)
-        else:
-            task = task_cls(experiment.task, logging_dir=logging_dir)
-            task.experiment = experiment
-    except TrainerError:
-        raise
-    except Exception as e:
-        raise UserCodeError(f"{task_cls.__name__}(params) raised {type(e).__name__}: {e}") from e
+    what = f"{task_cls.__name__}(params)"
+    if takes_experiment:
+        return user_code.call(task_cls, experiment.task, logging_dir=logging_dir, experiment=experiment, what=what)
+    task = user_code.call(task_cls, experiment.task, logging_dir=logging_dir, what=what)
+    task.experiment = experiment
     return task
 
 
@@ -143,11 +138,10 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
                                        f"{cluster.source} names {cluster.num_workers} workers")
     scratch = tempfile.mkdtemp(prefix="generic-trainer-task-")
     try:
-        task_cls = load_task_class(program.task, os.path.join(scratch, "module"), program.module_sha256)
-        experiment = resolve_experiment(task_cls, request)
-        return _run(request, cluster, task_cls, experiment, scratch, before_publish)
-    except SystemExit as e:  # at import or in any of the Task's methods
-        raise user_module.exit_error(e, f"the Task {program.task}") from None
+        with user_code.guard(f"the Task {program.task}"):  # at import or in any of the Task's methods
+            task_cls = load_task_class(program.task, os.path.join(scratch, "module"), program.module_sha256)
+            experiment = resolve_experiment(task_cls, request)
+            return _run(request, cluster, task_cls, experiment, scratch, before_publish)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

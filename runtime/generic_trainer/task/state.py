@@ -18,8 +18,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from generic_trainer.errors import TrainerError, UserCodeError
-from generic_trainer.fit import user_module
+from generic_trainer.errors import UserCodeError
+from generic_trainer.fit import user_code
 from generic_trainer.task import ema
 from generic_trainer.task.base import Task
 from generic_trainer.task.config import DataConfig, ExperimentConfig
@@ -31,13 +31,7 @@ MIXED_DTYPES = ("float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
 
 def call_user(task: Task, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call the Task method `fn` (named `name`), turning its exceptions into a UserCodeError naming it."""
-    try:
-        return fn(*args, **kwargs)
-    except TrainerError:
-        raise
-    except Exception as e:
-        tb = user_module.format_traceback(e)
-        raise UserCodeError(f"{type(task).__name__}.{name} raised {type(e).__name__}: {e}\n{tb}") from e
+    return user_code.call(fn, *args, what=f"{type(task).__name__}.{name}", **kwargs)
 
 
 def format_logs(logs: dict[str, float]) -> str:

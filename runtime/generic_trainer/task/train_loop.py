@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from generic_trainer.errors import ClusterError, TrainerError, UserCodeError, UserInputError
-from generic_trainer.fit import user_module
+from generic_trainer.errors import TrainerError, UserCodeError, UserInputError
+from generic_trainer.fit import user_code
 from generic_trainer.task.state import TaskState, host_logs
 
 
@@ -71,21 +71,25 @@ class TrainLoop:
         for m in s.train_metrics + [s.train_loss]:
             m.reset_state()
         step = s.step
-        try:
-            self._loop_fn(self._iterator, tf.constant(num_steps, tf.int64))
-        except TrainerError:
-            raise
-        except tf.errors.DataLossError as e:
-            raise UserInputError("task.train_data.input_path", f"corrupt TFRecord data: {e.message}") from e
-        except tf.errors.OutOfRangeError:
-            raise UserCodeError(
-                f"the training data ran out at step {step}: {type(s.task).__name__}.build_inputs should "
-                "repeat training data (dataset.repeat()) when params.is_training") from None
-        except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.CancelledError,
-                tf.errors.AbortedError) as e:
-            raise ClusterError(f"lost the cluster at step {step} ({type(e).__name__}): a peer worker stopped or cannot "
-                               f"be reached; restart the job to resume from the last checkpoint. {e}") from e
-        except Exception as e:
-            tb = user_module.format_traceback(e)
-            raise UserCodeError(f"training step failed at step {step}: {type(e).__name__}: {e}\n{tb}") from e
+
+        def ran_out(e: Exception) -> TrainerError | None:
+            if isinstance(e, tf.errors.DataLossError):
+                from generic_trainer.records.example_files import damaged_file
+
+                where = damaged_file(s.task.params.train_data.file_patterns())
+                detail = f" in {where}" if where else ""
+                return UserInputError("task.train_data.input_path",
+                                      f"damaged TFRecord data{detail} (TensorFlow said: {e.message})")
+            if not isinstance(e, tf.errors.OutOfRangeError):
+                return None
+            return UserCodeError(f"the training data ran out at step {step}: {type(s.task).__name__}.build_inputs "
+                                 "should repeat training data (dataset.repeat()) when params.is_training")
+
+        def lost_peer(e: Exception) -> str:
+            return (f"lost the cluster at step {step} ({type(e).__name__}): a peer worker stopped or cannot be "
+                    f"reached; restart the job to resume from the last checkpoint. {e}")
+
+        user_code.call(self._loop_fn, self._iterator, tf.constant(num_steps, tf.int64),
+                       what=f"{type(s.task).__name__}.train_step", failed=f"training step failed at step {step}",
+                       data_input="task.train_data.input_path", lost_peer=lost_peer, translate=ran_out)
         return host_logs(self._results_fn())

@@ -1,10 +1,10 @@
 """What the oracle hands out and gets back: which tuner ran each trial, for how long, and how it ended.
 
-`TrialLog.attach(oracle)` wraps the oracle's `create_trial` / `end_trial` on the replica that holds
-the oracle (the only replica, or the chief), so trials run by workers are seen too. Each start and
-end is logged as one line (hyperparameter values, score, best so far, trials done, ETA) in place of
-keras-tuner's printed tables, and the records are saved beside the search state so a resumed
-search still knows who ran the trials of the attempt before.
+`compat.patched(TrialLog(...).patch(oracle))` wraps the oracle's `create_trial` / `end_trial` /
+`save` on the replica that holds the oracle (the only replica, or the chief), so trials run by
+workers are seen too. Each start and end is logged as one line (hyperparameter values, score,
+best so far, trials done, ETA) in place of keras-tuner's printed tables, and the records are saved
+beside the search state so a resumed search still knows who ran the trials of the attempt before.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from generic_trainer.artifacts import bounded_parse, storage
+from generic_trainer.compat import keras_tuner
 from generic_trainer.errors import TrainerError, UserCodeError, UserInputError
 from generic_trainer.fit.progress import fmt_eta  # one ETA format for all logs
 
@@ -57,18 +58,17 @@ class TrialLog:
             elif records is not None:
                 log.warning("ignoring %s: expected an object of trial records", self.path)
 
-    def attach(self, oracle) -> TrialLog:
-        """Wrap `oracle.create_trial` and `oracle.end_trial` (instance attributes; the gRPC servicer calls them)."""
+    def patch(self, oracle) -> keras_tuner.OracleMethods:
+        """The patch that wraps `oracle.create_trial`, `end_trial` and `save` (the gRPC servicer calls them)."""
         self.oracle = oracle
-        create_trial, end_trial = oracle.create_trial, oracle.end_trial
 
-        def logged_create_trial(tuner_id, *args, **kwargs):
+        def logged_create_trial(create_trial, tuner_id, *args, **kwargs):
             trial = create_trial(tuner_id, *args, **kwargs)
             if trial.status == "RUNNING":
                 self._started(trial, tuner_id)
             return trial
 
-        def logged_end_trial(trial, *args, **kwargs):
+        def logged_end_trial(end_trial, trial, *args, **kwargs):
             try:
                 end_trial(trial, *args, **kwargs)
             except RuntimeError as e:
@@ -80,16 +80,12 @@ class TrialLog:
                 raise error from e
             self._ended(oracle.trials[trial.trial_id])
 
-        save = oracle.save
-
-        def save_with_backup(*args, **kwargs):
+        def save_with_backup(save, *args, **kwargs):
             save(*args, **kwargs)  # under the oracle's lock when called by create_trial / end_trial
             self._backup_oracle_state()
 
-        oracle.create_trial = logged_create_trial
-        oracle.end_trial = logged_end_trial
-        oracle.save = save_with_backup
-        return self
+        return keras_tuner.OracleMethods(oracle, create_trial=logged_create_trial, end_trial=logged_end_trial,
+                                         save=save_with_backup)
 
     def _backup_oracle_state(self) -> None:
         source = os.path.join(os.path.dirname(self.path), "oracle.json")

@@ -127,13 +127,6 @@ def environment(role: TunerRole, tuner_id_now: str | None = None) -> Iterator[Ca
                 os.environ[k] = v
 
 
-def limit_client_wait(seconds: float) -> None:
-    """Workers: give up on an unreachable oracle after `seconds` (keras-tuner waits an hour per call)."""
-    from keras_tuner.src.distribute import oracle_client
-
-    oracle_client.TIMEOUT = max(1, int(seconds))
-
-
 class OracleServer:
     """The chief's gRPC server for the oracle, with a deadline on silent workers.
 
