@@ -25,7 +25,7 @@ from typing import Any
 from generic_trainer import supervisor
 from generic_trainer.artifacts import run_record
 from generic_trainer.errors import TrainerError
-from generic_trainer.intake import data_options, fit_options, judge_options, options, output_checks
+from generic_trainer.intake import data_options, fit_options, judge_options, options, output_checks, push_options
 from generic_trainer.intake.common_options import EPILOG
 from generic_trainer.intake.data_request import (
     ImportExamplesRequest,
@@ -40,12 +40,13 @@ from generic_trainer.intake.judge_request import (
     build_evaluate_request,
     build_infra_validate_request,
 )
+from generic_trainer.intake.push_request import PUSH_OUTPUTS, PushRequest, build_push_request
 from generic_trainer.intake.request import gcs_root
 
 log = logging.getLogger("generic_trainer")
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
 DECLARATIONS = (fit_options.TRAIN, fit_options.TUNE, judge_options.EVALUATE, judge_options.INFRA_VALIDATE,
-                data_options.IMPORT_EXAMPLES, data_options.TRANSFORM)
+                data_options.IMPORT_EXAMPLES, data_options.TRANSFORM, push_options.PUSH)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -315,6 +316,17 @@ def _run_transform(request: TransformRequest, on_result: Callable[[Any], None]) 
 
 
 
+def _describe_push(r: PushRequest) -> list[str]:
+    return [f"push request: model={r.model} model_blessing={r.model_blessing} infra_blessing={r.infra_blessing} "
+            f"push_destination={r.destination_uri} pushed_model_dir={r.pushed_model_dir}"]
+
+
+def _run_push(request: PushRequest, on_result: Callable[[Any], None]) -> Any:
+    from generic_trainer import push
+
+    return push.run(request, before_publish=on_result)  # the executor output, before the version dir appears
+
+
 def _vertex_job(args: argparse.Namespace) -> int:
     from generic_trainer import vertex
 
@@ -341,6 +353,7 @@ RUNS = {
                                _metadata("import_examples"), outputs=output_checks.IMPORT_EXAMPLES_OUTPUTS),
     "transform": VerbRun(build_transform_request, _describe_transform, _run_transform, _metadata("transform"),
                          outputs=output_checks.TRANSFORM_OUTPUTS),
+    "push": VerbRun(build_push_request, _describe_push, _run_push, _metadata("push"), outputs=PUSH_OUTPUTS),
 }
 
 

@@ -6,13 +6,13 @@ tf.Examples from the examples (plain Python, cycling when there are fewer), and 
 own address space (RLIMIT_AS; it runs on CPU, since GPU drivers reserve more than any sensible limit),
 loads the SavedModel and sends a warm-up request, then the timed requests, to `serving_default`, in the
 signature's own input form (signature_feed.py: serialized tf.Examples, or tensors parsed from them through
-the schema; an input the examples cannot feed is a UserInputError, exit 2). The probe is killed, with its
-whole process group, when it runs past the time limit.
+the schema). The probe is killed, with its whole process group, when it runs past the time limit.
 
 The model is INFRA_BLESSED when the probe loaded it and every request succeeded with exactly the
 output keys the signature declares, each with the declared dtype, rank and fixed dimensions and one
 row per example. Otherwise it is INFRA_NOT_BLESSED with the reason (time limit, memory, a load error,
-a failing request, a wrong shape).
+a failing request, a wrong shape, a serving input no feature of the examples can feed: TFX's InfraValidator
+gives a model its requests cannot reach a verdict too, so a pipeline's `dsl.If` skips the push).
 With `--model-blessing`, a model the evaluator did not bless is INFRA_NOT_BLESSED without being loaded.
 Latency is the wall time of each `serving_default` call inside the probe (p50 and p99 of the timed
 requests). A broken model is a result, not a failure: the verb exits 0.
@@ -43,13 +43,17 @@ from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.intake import output_checks
 from generic_trainer.intake.judge_request import InfraValidateRequest
 from generic_trainer.judge import sandbox
-from generic_trainer.judge.blessing import BLESSED_FILE, NOT_BLESSED_FILE, write_blessing
+from generic_trainer.judge.blessing import (
+    INFRA_BLESSED_FILE,
+    INFRA_NOT_BLESSED_FILE,
+    NOT_BLESSED_FILE,
+    read_verdict,
+    write_blessing,
+)
 from generic_trainer.records import example_files, schemas
 
 log = logging.getLogger(__name__)
 
-INFRA_BLESSED_FILE = "INFRA_BLESSED"
-INFRA_NOT_BLESSED_FILE = "INFRA_NOT_BLESSED"
 WARMUP_DIR = "assets.extra"  # TF Serving's place for the warm-up file, inside the SavedModel
 WARMUP_FILE = "tf_serving_warmup_requests"
 MAX_REASONS = 5
@@ -129,18 +133,6 @@ def _requests(request: InfraValidateRequest, encoded: list[str]) -> list[list[st
     return [[encoded[0]], batch(0)] + [batch(i) for i in range(request.num_requests)]
 
 
-def _evaluator_verdict(blessing_dir: str) -> tuple[bool, str]:
-    """(blessed, reasons) from an evaluator blessing dir."""
-    if os.path.isfile(os.path.join(blessing_dir, BLESSED_FILE)):
-        return True, ""
-    path = os.path.join(blessing_dir, NOT_BLESSED_FILE)
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            return False, "; ".join(line.strip() for line in f if line.strip())
-    raise UserInputError("--model-blessing", f"{blessing_dir} holds neither {BLESSED_FILE} nor {NOT_BLESSED_FILE} "
-                                             "(expected the evaluator's blessing)")
-
-
 def probe_limits(request: InfraValidateRequest) -> sandbox.Limits:
     """The serving process's limits: --timeout in total, --memory-limit, on CPU."""
     return sandbox.Limits(timeout=request.timeout, memory_limit=request.memory_limit)
@@ -148,10 +140,7 @@ def probe_limits(request: InfraValidateRequest) -> sandbox.Limits:
 
 def _run_probe(request: InfraValidateRequest, model_path: str, batches: list[list[str]], warmup: list[str],
                work: str) -> tuple[dict[str, Any], sandbox.Outcome]:
-    """Run the probe in the sandbox (its files in `work`); returns (its result JSON, how it ended).
-
-    An input the examples cannot feed (the probe's `input_error`) is raised here as a UserInputError.
-    """
+    """Run the probe in the sandbox (its files in `work`); returns (its result JSON, how it ended)."""
     spec_path, result_path = (os.path.join(work, n) for n in ("spec.json", "result.json"))
     with open(spec_path, "w", encoding="utf-8") as f:
         json.dump({"model": model_path, "warmup": WARMUP_REQUESTS, "requests": batches, "schema": request.schema,
@@ -162,8 +151,6 @@ def _run_probe(request: InfraValidateRequest, model_path: str, batches: list[lis
     if os.path.isfile(result_path):
         with open(result_path, encoding="utf-8") as f:
             result = json.load(f)
-    if result.get("input_error"):
-        raise UserInputError(result["input_error"]["input"], result["input_error"]["message"])
     return result, outcome
 
 
@@ -179,25 +166,12 @@ def _shape_problem(name: str, declared: dict[str, Any], got: dict[str, Any], siz
     return None
 
 
-def _judge(request: InfraValidateRequest, result: dict[str, Any], outcome: sandbox.Outcome) -> InfraValidateResult:
-    verdict = InfraValidateResult(blessed=False, reasons=[], batch_size=request.batch_size,
-                                  load_seconds=result.get("load_seconds"),
-                                  signature={k: result[k] for k in ("inputs", "outputs") if k in result})
-    limits = probe_limits(request)
-    stage = result.get("finished") or result.get("stage") or "starting"
-    if outcome.code != 0 or outcome.timed_out or result.get("stage") != "done":
-        if outcome.code == 0 and not outcome.timed_out:  # exited without finishing its result
-            outcome = dataclasses.replace(outcome, code=None)
-        verdict.reasons.append(sandbox.failure(outcome, limits, stage) or f"the serving process stopped while {stage}")
-    elif result.get("error"):
-        error = result["error"]
-        if sandbox.is_memory_error(error):
-            error = sandbox.memory_reason(stage, limits, error)
-        verdict.reasons.append(error)
-    declared = result.get("outputs") or {}
+def _judge_requests(verdict: InfraValidateResult, entries: list[dict[str, Any]], declared: dict[str, Any],
+                    limits: sandbox.Limits) -> None:
+    """Count the requests the probe sent, their latency, and one reason per kind of failure into `verdict`."""
     failures: dict[str, list[str]] = {}  # problem -> the requests that had it
     warmups = 0
-    for entry in result.get("requests") or []:
+    for entry in entries:
         size = f"{entry['size']} example{'s' if entry['size'] != 1 else ''}"
         if entry.get("warmup"):
             warmups += 1
@@ -228,6 +202,27 @@ def _judge(request: InfraValidateRequest, result: dict[str, Any], outcome: sandb
     for problem, labels in failures.items():
         others = f" and {len(labels) - 1} more request{'s' if len(labels) > 2 else ''}" if len(labels) > 1 else ""
         verdict.reasons.append(f"{labels[0]}{others}: {problem}")
+
+
+def _judge(request: InfraValidateRequest, result: dict[str, Any], outcome: sandbox.Outcome) -> InfraValidateResult:
+    verdict = InfraValidateResult(blessed=False, reasons=[], batch_size=request.batch_size,
+                                  load_seconds=result.get("load_seconds"),
+                                  signature={k: result[k] for k in ("inputs", "outputs") if k in result})
+    limits = probe_limits(request)
+    stage = result.get("finished") or result.get("stage") or "starting"
+    if outcome.code != 0 or outcome.timed_out or result.get("stage") != "done":
+        if outcome.code == 0 and not outcome.timed_out:  # exited without finishing its result
+            outcome = dataclasses.replace(outcome, code=None)
+        verdict.reasons.append(sandbox.failure(outcome, limits, stage) or f"the serving process stopped while {stage}")
+    elif result.get("error"):
+        error = result["error"]
+        if sandbox.is_memory_error(error):
+            error = sandbox.memory_reason(stage, limits, error)
+        verdict.reasons.append(error)
+    elif result.get("input_error"):  # the examples cannot feed serving_default: a verdict, not a failed run
+        verdict.reasons.append(f"{result['input_error']['input']}: {result['input_error']['message']}")
+    declared = result.get("outputs") or {}
+    _judge_requests(verdict, result.get("requests") or [], declared, limits)
     if not verdict.reasons and not declared:
         verdict.reasons.append("serving_default declares no outputs")
     if not verdict.reasons and verdict.requests_sent < request.num_requests:
@@ -251,11 +246,11 @@ def run(request: InfraValidateRequest) -> InfraValidateResult:
     """Validate the model in a sandboxed serving process; write the blessing (and metrics file)."""
     started = time.monotonic()
     if request.model_blessing:
-        evaluator_blessed, why = _evaluator_verdict(request.model_blessing)
+        evaluator_blessed, why = read_verdict(request.model_blessing, "model", "--model-blessing")
         if not evaluator_blessed:
             result = InfraValidateResult(blessed=False, reasons=[
                 f"the evaluator did not bless the model ({request.model_blessing}: {NOT_BLESSED_FILE}"
-                + (f": {why}" if why else "") + "); it was not loaded"], batch_size=request.batch_size)
+                + (f": {'; '.join(why)}" if why else "") + "); it was not loaded"], batch_size=request.batch_size)
             return _finish(request, result, started)
         log.info("the evaluator blessed the model (%s)", request.model_blessing)
     model_path = outputs.serving_model_path(request.model)

@@ -28,6 +28,7 @@ INPUT_ARTIFACTS = {
     "model": "model",
     "baseline_model": "baseline_model",
     "model_blessing": "model_blessing",
+    "infra_blessing": "infra_blessing",
 }
 # Output artifact name -> request key its local path fills.
 OUTPUT_ARTIFACTS = {
@@ -44,6 +45,8 @@ OUTPUT_ARTIFACTS = {
     "output_schema": "schema_output",
     "transform_graph": "transform_graph",
     "transformed_examples": "transformed_examples",
+    # push
+    "pushed_model": "pushed_model_dir",
 }
 
 

@@ -50,7 +50,7 @@ NESTING = {("model_run_dir", "model_dir"), ("model_run_copy_dir", "model_dir"), 
 # Dirs an output file may lie in (a metrics file beside the model), but for the parts the runtime replaces whole.
 FILE_HOSTS = {"model_dir": (SERVING_DIR, EVAL_DIR, *EXTRA_DIRS), "model_run_dir": (), "model_run_copy_dir": ()}
 # Output dirs published by renaming a staging sibling into place: their parent must be writable too.
-PUBLISHED_DIRS = ("model_dir", "best_hyperparameters_dir", "blessing_dir")
+PUBLISHED_DIRS = ("model_dir", "best_hyperparameters_dir", "blessing_dir", "pushed_model_dir")
 
 
 def check_outputs(request: Any, executor_output_file: str | None = None,
