@@ -63,6 +63,35 @@ def test_speed_options_reach_the_modules_compile_and_are_undone():
     assert plain.steps_per_execution == 1 and plain.layers[1].compute_dtype == "float32"
 
 
+@pytest.mark.slow
+def test_datasets_reaching_fit_are_prefetched_to_the_device_with_the_same_batches(caplog):
+    """On CPU the target device is forced to /device:CPU:0 (a GPU run gets /device:GPU:0): the module still
+    transforms the dataset (`take`) before fit, and SGD from the same weights ends in the same weights only
+    if fit saw the same batches in the same order, in training and in validation."""
+    import keras
+    import tensorflow as tf
+
+    x, y = _data()
+
+    def train(device):
+        keras.utils.set_random_seed(0)
+        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8).repeat()
+        with fit_hooks.recording_fit(prefetch_device=device) as record:
+            model = _model()
+            model.compile("sgd", "sparse_categorical_crossentropy")
+            model.fit(data.take(12), epochs=2, steps_per_epoch=5, validation_data=data.take(3), validation_steps=3)
+        return [w.numpy() for w in model.weights], record.histories
+
+    with caplog.at_level(logging.INFO, logger="generic_trainer.progress"):
+        plain_weights, plain_history = train(None)
+        assert "prefetch to device" not in caplog.text
+        weights, history = train("/device:CPU:0")
+    assert "prefetch to device: model.fit's batches are copied to /device:CPU:0" in caplog.text
+    assert history == plain_history and len(history[0]["val_loss"]) == 2
+    for got, want in zip(weights, plain_weights, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_module_choices_win_over_runtime_defaults():
     speed = fit_hooks.SpeedOptions(jit_compile=True, steps_per_execution=8)
     with fit_hooks.recording_fit(speed=speed):

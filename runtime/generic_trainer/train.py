@@ -46,7 +46,8 @@ def speed_options(request: TrainRequest):
     return speed
 
 
-def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None, multi_worker: bool = False):
+def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None, multi_worker: bool = False,
+                 prefetch_device: str | None = None):
     from generic_trainer.fit import fit_hooks, keras2_saving, module_strategy
     from generic_trainer.records import record_checks
 
@@ -61,7 +62,7 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
                 f"{' '.join(getattr(e, 'message', str(e)).split())[:600]}")
 
     with strategy.scope(), module_strategy.substitute(strategy), keras2_saving.bridge(keras_mode), \
-            fit_hooks.recording_fit(keras_mode, speed=speed) as record:
+            fit_hooks.recording_fit(keras_mode, speed=speed, prefetch_device=prefetch_device) as record:
         try:
             returned = user_code.call(run_fn, fn_args, what="run_fn", data_input="--examples", translate=bad_data,
                                       lost_peer=lost_peer if multi_worker else None, hint=keras2_saving.hint)
@@ -166,7 +167,8 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
     try:
         with compat.patched(multi_worker_fit):  # Keras 3's trainer fixed for several workers while run_fn runs
             returned, record = _call_run_fn(run_fn, fn_args, strategy, request.keras, speed_options(request),
-                                            multi_worker=cluster.is_multi_worker)
+                                            multi_worker=cluster.is_multi_worker,
+                                            prefetch_device=cluster_lib.prefetch_device(strategy_name, num_gpus))
         if returned is not None and not isinstance(returned, dict):
             raise UserCodeError(f"run_fn returned a {type(returned).__name__}; expected None or a dict of metrics")
         metrics = outputs.scalar_metrics(record.final_metrics())

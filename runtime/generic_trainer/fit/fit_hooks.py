@@ -217,10 +217,42 @@ def _compile_wrapper(compile_defaults: dict[str, Any]) -> Any:
     return make
 
 
-def _fit_wrapper(record: FitRecord, interval_s: float) -> Any:
+class DevicePrefetch:
+    """Ends the tf.data datasets `model.fit` gets (x, validation_data) with `prefetch_to_device(device)`, so
+    the next batch is copied to the GPU while the step runs. Applied only where the dataset reaches fit: a
+    module may still transform the dataset the data accessor returned, and nothing may follow
+    prefetch_to_device in a pipeline (TensorFlow's rule: its elements live on the device)."""
+
+    def __init__(self, device: str | None):
+        self.device = device
+        self.logged = False
+
+    def apply(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
+        """(args, kwargs) with the datasets among x and validation_data prefetched to the device."""
+        if not self.device:
+            return args, kwargs
+        if args and _is_dataset(args[0]):
+            args = (self._on_device(args[0]), *args[1:])
+        for key in ("x", "validation_data"):
+            if _is_dataset(kwargs.get(key)):
+                kwargs[key] = self._on_device(kwargs[key])
+        return args, kwargs
+
+    def _on_device(self, dataset: Any) -> Any:
+        import tensorflow as tf
+
+        if not self.logged:
+            self.logged = True
+            log.info("prefetch to device: model.fit's batches are copied to %s ahead of each step "
+                     "(GENERIC_TRAINER_PREFETCH_TO_DEVICE=off turns it off)", self.device)
+        return dataset.apply(tf.data.experimental.prefetch_to_device(self.device))
+
+
+def _fit_wrapper(record: FitRecord, interval_s: float, prefetch: DevicePrefetch | None = None) -> Any:
     def make(original: Any, model_cls: type) -> Any:
         def fit(self, *args, **kwargs):
             kwargs.setdefault("verbose", 0)
+            args, kwargs = (prefetch or DevicePrefetch(None)).apply(args, kwargs)
             if "shuffle" not in kwargs and _is_dataset(args[0] if args else kwargs.get("x")):
                 kwargs["shuffle"] = False  # Keras ignores it for a tf.data.Dataset but warns on every fit otherwise
             kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [_callback_for(model_cls, interval_s)]
@@ -240,15 +272,17 @@ def _fit_wrapper(record: FitRecord, interval_s: float) -> Any:
 
 @contextlib.contextmanager
 def recording_fit(keras_mode: str = "keras3", interval_s: float = 30.0,
-                  speed: SpeedOptions | None = None, patches: Sequence[compat.Patch] = ()) -> Iterator[FitRecord]:
-    """Within the block, every Model.fit logs progress and leaves its history in the yielded record,
-    and every Model.compile gets `speed`'s defaults for arguments the caller did not pass
-    (`compat.model_methods`); `patches` are applied for the block too."""
+                  speed: SpeedOptions | None = None, patches: Sequence[compat.Patch] = (),
+                  prefetch_device: str | None = None) -> Iterator[FitRecord]:
+    """Within the block, every Model.fit logs progress and leaves its history in the yielded record
+    (its datasets prefetched to `prefetch_device` when given: `DevicePrefetch`), and every Model.compile
+    gets `speed`'s defaults for arguments the caller did not pass (`compat.model_methods`); `patches` are
+    applied for the block too."""
     from generic_trainer.compat import model_methods
 
     record = FitRecord()
     compile_defaults = (speed or SpeedOptions()).compile_defaults()
-    wrappers = {"fit": _fit_wrapper(record, interval_s)}
+    wrappers = {"fit": _fit_wrapper(record, interval_s, DevicePrefetch(prefetch_device))}
     if compile_defaults:
         wrappers["compile"] = _compile_wrapper(compile_defaults)
     restore_policy = _set_policy(keras_mode, (speed or SpeedOptions()).mixed_precision)
