@@ -26,6 +26,7 @@ from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import TrainerError, UserCodeError
 from generic_trainer.fit import accelerator, inputs, keras_auto, keras_multiworker, user_code, user_module
 from generic_trainer.fit import cluster as cluster_lib
+from generic_trainer.fit.cluster import prefetch_device
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.fit.preemption import WATCHER
 from generic_trainer.intake.fit_request import TrainRequest
@@ -167,8 +168,7 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
     try:
         with compat.patched(multi_worker_fit):  # Keras 3's trainer fixed for several workers while run_fn runs
             returned, record = _call_run_fn(run_fn, fn_args, strategy, request.keras, speed_options(request),
-                                            multi_worker=cluster.is_multi_worker,
-                                            prefetch_device=cluster_lib.prefetch_device(strategy_name, num_gpus))
+                                            cluster.is_multi_worker, prefetch_device(strategy_name, num_gpus))
         if returned is not None and not isinstance(returned, dict):
             raise UserCodeError(f"run_fn returned a {type(returned).__name__}; expected None or a dict of metrics")
         metrics = outputs.scalar_metrics(record.final_metrics())

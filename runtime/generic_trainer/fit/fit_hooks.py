@@ -228,8 +228,9 @@ class DevicePrefetch:
         self.logged = False
 
     def apply(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
-        """(args, kwargs) with the datasets among x and validation_data prefetched to the device."""
-        if not self.device:
+        """(args, kwargs) with the datasets among x and validation_data prefetched to the device; not with a
+        `class_weight` (Keras maps the dataset to add the weights, after it reached fit)."""
+        if not self.device or kwargs.get("class_weight") is not None:
             return args, kwargs
         if args and _is_dataset(args[0]):
             args = (self._on_device(args[0]), *args[1:])
