@@ -90,6 +90,13 @@ def test_datasets_reaching_fit_are_prefetched_to_the_device_with_the_same_batche
     assert history == plain_history and len(history[0]["val_loss"]) == 2
     for got, want in zip(weights, plain_weights, strict=True):
         np.testing.assert_array_equal(got, want)
+    # A dataset the module prefetched to a device itself is left as it is; class_weight leaves fit's data alone.
+    prefetch = fit_hooks.DevicePrefetch("/device:CPU:0")
+    data = tf.data.Dataset.range(4).batch(2)
+    on_device = data.apply(tf.data.experimental.prefetch_to_device("/device:CPU:0"))
+    assert prefetch.apply((on_device,), {})[0][0] is on_device
+    assert prefetch.apply((data,), {})[0][0] is not data
+    assert prefetch.apply((data,), {"class_weight": {0: 1.0}})[0][0] is data
 
 
 def test_module_choices_win_over_runtime_defaults():

@@ -242,11 +242,23 @@ class DevicePrefetch:
     def _on_device(self, dataset: Any) -> Any:
         import tensorflow as tf
 
+        if _copied_to_a_device(dataset):
+            return dataset  # the module prefetched it to a device itself
         if not self.logged:
             self.logged = True
             log.info("prefetch to device: model.fit's batches are copied to %s ahead of each step "
                      "(GENERIC_TRAINER_PREFETCH_TO_DEVICE=off turns it off)", self.device)
         return dataset.apply(tf.data.experimental.prefetch_to_device(self.device))
+
+
+def _copied_to_a_device(dataset: Any) -> bool:
+    """Whether the dataset ends with copy_to_device (prefetch_to_device is one, then a prefetch on the device).
+    Looks at TensorFlow's dataset classes by name: if they change, this says False and the copy is added."""
+    for _ in range(3):  # the dataset, its prefetch, an options dataset
+        if type(dataset).__name__ == "_CopyToDeviceDataset":
+            return True
+        dataset = getattr(dataset, "_input_dataset", None)
+    return False
 
 
 def _fit_wrapper(record: FitRecord, interval_s: float, prefetch: DevicePrefetch | None = None) -> Any:
