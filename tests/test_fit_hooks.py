@@ -64,20 +64,23 @@ def test_speed_options_reach_the_modules_compile_and_are_undone():
 
 
 @pytest.mark.slow
-def test_datasets_reaching_fit_are_prefetched_to_the_device_with_the_same_batches(caplog):
+@pytest.mark.parametrize("keras_mode", ["keras3", "tf_keras"])
+def test_datasets_reaching_fit_are_prefetched_to_the_device_with_the_same_batches(caplog, keras_mode):
     """On CPU the target device is forced to /device:CPU:0 (a GPU run gets /device:GPU:0): the module still
     transforms the dataset (`take`) before fit, and SGD from the same weights ends in the same weights only
     if fit saw the same batches in the same order, in training and in validation."""
-    import keras
+    import importlib
+
     import tensorflow as tf
 
+    k = importlib.import_module("keras" if keras_mode == "keras3" else "tf_keras")
     x, y = _data()
 
     def train(device):
-        keras.utils.set_random_seed(0)
+        k.utils.set_random_seed(0)
         data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8).repeat()
-        with fit_hooks.recording_fit(prefetch_device=device) as record:
-            model = _model()
+        with fit_hooks.recording_fit(keras_mode, prefetch_device=device) as record:
+            model = k.Sequential([k.Input((3,)), k.layers.Dense(4), k.layers.Dense(2, activation="softmax")])
             model.compile("sgd", "sparse_categorical_crossentropy")
             model.fit(data.take(12), epochs=2, steps_per_epoch=5, validation_data=data.take(3), validation_steps=3)
         return [w.numpy() for w in model.weights], record.histories
