@@ -1,8 +1,9 @@
 """The verbs as KFP v2 container components (trainer, tuner, evaluator, infra-validator, import-examples,
-transform).
+transform, pusher).
 
 Each component's inputs and outputs are generated from its verb's declaration in the runtime
-(generic_trainer/intake/fit_options.py, judge_options.py, data_options.py; see generic_trainer/intake/options.py):
+(generic_trainer/intake/fit_options.py, judge_options.py, data_options.py, push_options.py; see
+generic_trainer/intake/options.py):
 the same table that makes the CLI flags and checks the request, so an input is added in one place.
 
 Each component runs the image's `generic-trainer` with the whole executor input (`{{$}}`) and the
@@ -10,7 +11,7 @@ executor-output path, so the runtime reads every input and output location from 
 
     command: [generic-trainer]
     args:    [VERB, --executor-input, {{$}}, --executor-output-file, {{$.outputs.output_file}}]
-    (VERB: train, tune, evaluate, infra-validate, import-examples or transform)
+    (VERB: train, tune, evaluate, infra-validate, import-examples, transform or push)
 
 `command` equals the image's ENTRYPOINT (images/trainer/Dockerfile), so the same container also
 runs under `docker run IMAGE train ...` and as a Vertex AI custom job.
@@ -113,3 +114,10 @@ def transform_component(image: str | None = None) -> Any:
     from generic_trainer.intake.data_options import TRANSFORM
 
     return component(TRANSFORM, image)
+
+
+def pusher_component(image: str | None = None) -> Any:
+    """The pusher component (`generic-trainer push`) for `image` (see resolve_image)."""
+    from generic_trainer.intake.push_options import PUSH
+
+    return component(PUSH, image)

@@ -12,6 +12,7 @@ EVALUATOR_YAML = os.path.join(REPO, "components", "evaluator", "component.yaml")
 INFRA_VALIDATOR_YAML = os.path.join(REPO, "components", "infra_validator", "component.yaml")
 IMPORT_EXAMPLES_YAML = os.path.join(REPO, "components", "import_examples", "component.yaml")
 TRANSFORM_YAML = os.path.join(REPO, "components", "transform", "component.yaml")
+PUSHER_YAML = os.path.join(REPO, "components", "pusher", "component.yaml")
 
 
 def trainer(image: str | None = None) -> Any:
@@ -78,3 +79,14 @@ def transform(image: str | None = None) -> Any:
     from kfp import components
 
     return components.load_component_from_file(TRANSFORM_YAML)
+
+
+def pusher(image: str | None = None) -> Any:
+    """The pusher component: the checked-in YAML, or (with `image`) compiled for that image."""
+    if image:
+        from components import specs
+
+        return specs.pusher_component(image)
+    from kfp import components
+
+    return components.load_component_from_file(PUSHER_YAML)

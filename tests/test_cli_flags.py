@@ -80,7 +80,7 @@ REQUESTS = {"train": "intake.fit_request:TrainRequest", "tune": "intake.fit_requ
             "evaluate": "intake.judge_request:EvaluateRequest",
             "infra-validate": "intake.judge_request:InfraValidateRequest",
             "import-examples": "intake.data_request:ImportExamplesRequest",
-            "transform": "intake.data_request:TransformRequest"}
+            "transform": "intake.data_request:TransformRequest", "push": "intake.push_request:PushRequest"}
 # Fields a checked option fills that live in the program of a train run, not on TrainRequest itself.
 PROGRAM_FIELDS = {"train": {"run_fn", "module_sha256"}}
 
@@ -101,7 +101,7 @@ def test_every_component_input_is_declared_once_per_verb():
     from components import build
 
     names = {"train": "trainer", "tune": "tuner", "evaluate": "evaluator", "infra-validate": "infra_validator",
-             "import-examples": "import_examples", "transform": "transform"}
+             "import-examples": "import_examples", "transform": "transform", "push": "pusher"}
     import yaml
 
     for verb in _declarations():

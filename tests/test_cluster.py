@@ -102,6 +102,20 @@ def test_strategy_choice_from_gpus_and_cluster(requested, gpus, cluster, expecte
     assert cluster_lib.choose_strategy(requested, gpus, cluster) == expected
 
 
+@pytest.mark.parametrize(("requested", "gpus", "cluster", "expected"), [
+    ("auto", 1, cluster_lib.SINGLE, "/device:GPU:0"),  # one GPU, no strategy wrapper: batches go to the GPU
+    ("auto", 0, cluster_lib.SINGLE, None),  # CPU: nothing to copy
+    ("auto", 4, cluster_lib.SINGLE, None),  # mirrored: its distributed dataset prefetches to the devices itself
+    ("auto", 1, TWO, None),  # multi-worker mirrored: the same
+    ("one_device", 1, cluster_lib.SINGLE, None),  # OneDeviceStrategy distributes (and prefetches) its dataset
+])
+def test_batches_are_prefetched_to_the_device_only_on_one_gpu_without_a_strategy(requested, gpus, cluster, expected):
+    name = cluster_lib.choose_strategy(requested, gpus, cluster)
+    assert cluster_lib.prefetch_device(name, gpus, environ={}) == expected
+    off = {cluster_lib.PREFETCH_ENV: "off"}
+    assert cluster_lib.prefetch_device(name, gpus, environ=off) is None
+
+
 def test_strategy_choices_that_cannot_work_are_refused():
     with pytest.raises(UserInputError, match="--strategy: TF_CONFIG names 2 replicas but strategy 'mirrored' "
                                              "trains on one"):

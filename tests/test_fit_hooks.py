@@ -63,6 +63,45 @@ def test_speed_options_reach_the_modules_compile_and_are_undone():
     assert plain.steps_per_execution == 1 and plain.layers[1].compute_dtype == "float32"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("keras_mode", ["keras3", "tf_keras"])
+def test_datasets_reaching_fit_are_prefetched_to_the_device_with_the_same_batches(caplog, keras_mode):
+    """On CPU the target device is forced to /device:CPU:0 (a GPU run gets /device:GPU:0): the module still
+    transforms the dataset (`take`) before fit, and SGD from the same weights ends in the same weights only
+    if fit saw the same batches in the same order, in training and in validation."""
+    import importlib
+
+    import tensorflow as tf
+
+    k = importlib.import_module("keras" if keras_mode == "keras3" else "tf_keras")
+    x, y = _data()
+
+    def train(device):
+        k.utils.set_random_seed(0)
+        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8).repeat()
+        with fit_hooks.recording_fit(keras_mode, prefetch_device=device) as record:
+            model = k.Sequential([k.Input((3,)), k.layers.Dense(4), k.layers.Dense(2, activation="softmax")])
+            model.compile("sgd", "sparse_categorical_crossentropy")
+            model.fit(data.take(12), epochs=2, steps_per_epoch=5, validation_data=data.take(3), validation_steps=3)
+        return [w.numpy() for w in model.weights], record.histories
+
+    with caplog.at_level(logging.INFO, logger="generic_trainer.progress"):
+        plain_weights, plain_history = train(None)
+        assert "prefetch to device" not in caplog.text
+        weights, history = train("/device:CPU:0")
+    assert "prefetch to device: model.fit's batches are copied to /device:CPU:0" in caplog.text
+    assert history == plain_history and len(history[0]["val_loss"]) == 2
+    for got, want in zip(weights, plain_weights, strict=True):
+        np.testing.assert_array_equal(got, want)
+    # A dataset the module prefetched to a device itself is left as it is; class_weight leaves fit's data alone.
+    prefetch = fit_hooks.DevicePrefetch("/device:CPU:0")
+    data = tf.data.Dataset.range(4).batch(2)
+    on_device = data.apply(tf.data.experimental.prefetch_to_device("/device:CPU:0"))
+    assert prefetch.apply((on_device,), {})[0][0] is on_device
+    assert prefetch.apply((data,), {})[0][0] is not data
+    assert prefetch.apply((data,), {"class_weight": {0: 1.0}})[0][0] is data
+
+
 def test_module_choices_win_over_runtime_defaults():
     speed = fit_hooks.SpeedOptions(jit_compile=True, steps_per_execution=8)
     with fit_hooks.recording_fit(speed=speed):

@@ -1,7 +1,8 @@
 """signature_feed.py through evaluate and infra-validate: models whose serving_default takes tensors (a Keras 3
 `model.export()`, the Task API's default export) are fed from the examples through the schema; an input no
-feature matches is an exit-2 error naming it; `--write-warmup` writes TF Serving warm-up requests that replay
-against the model, and nothing when the model is not INFRA_BLESSED."""
+feature matches is an exit-2 error naming it (evaluate), and INFRA_NOT_BLESSED with that reason, exit 0, in
+infra-validate (TFX's InfraValidator gives a verdict, so a pipeline's dsl.If skips the push); `--write-warmup`
+writes TF Serving warm-up requests that replay against the model, and nothing when the model is not INFRA_BLESSED."""
 
 from __future__ import annotations
 
@@ -195,11 +196,32 @@ def test_task_default_export_evaluated_and_infra_validated(task_model, tmp_path)
 
 
 @pytest.mark.slow
-def test_unmatched_input_is_an_input_error_naming_it(tmp_path):
+def test_unmatched_input_is_infra_not_blessed_naming_it(tmp_path):
+    """infra-validate (KFP form): a verdict, exit 0, blessed False for dsl.If, the reason evaluate's exit 2 gives."""
     model = tiny_models.float_input(str(tmp_path / "float_input"))  # serving_default(x: float32[None, 4])
-    proc = run_cli(["infra-validate", "--model", model, "--examples", PENGUIN / "data", "--blessing-dir",
-                    tmp_path / "blessing", "--num-requests", "1", "--write-warmup", "2"])
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "--model: serving_default input 'x' (float32[None, 4]) matches no feature of the examples" in proc.stderr
-    assert "features (in the first eval example): bill_depth_mm (FLOAT), bill_length_mm (FLOAT)" in proc.stderr
-    assert not (tmp_path / "blessing").exists() and not (tmp_path / "float_input" / "assets.extra").exists()
+    out = tmp_path / "out"
+
+    def artifact(name: str, title: str, uri) -> dict:
+        return {"artifacts": [{"name": name, "type": {"schemaTitle": title}, "uri": str(uri), "metadata": {}}]}
+
+    executor_input = {
+        "inputs": {"parameterValues": {"num_requests": 1, "write_warmup": 2},
+                   "artifacts": {"model": artifact("m", "system.Model", model),
+                                 "examples": artifact("e", "system.Dataset", PENGUIN / "data")}},
+        "outputs": {"artifacts": {"blessing": artifact("b", "system.Artifact", out / "blessing"),
+                                  "metrics": artifact("mt", "system.Metrics", out / "metrics")},
+                    "parameters": {"blessed": {"outputFile": str(out / "blessed")}},
+                    "outputFile": str(out / "executor_output.json")},
+    }
+    proc = run_cli(["infra-validate", "--executor-input", json.dumps(executor_input)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reason = "--model: serving_default input 'x' (float32[None, 4]) matches no feature of the examples"
+    features = "features (in the first eval example): bill_depth_mm (FLOAT), bill_length_mm (FLOAT)"
+    written = (out / "blessing" / "INFRA_NOT_BLESSED").read_text()
+    assert reason in written and features in written and "keras.Input(name=...)" in written
+    assert not (out / "blessing" / "INFRA_BLESSED").exists()
+    assert f"INFRA_NOT_BLESSED: {reason}" in proc.stderr
+    output = json.loads((out / "executor_output.json").read_text())
+    assert output["parameterValues"] == {"blessed": False}
+    assert reason in output["artifacts"]["blessing"]["artifacts"][0]["metadata"]["reasons"]
+    assert not (tmp_path / "float_input" / "assets.extra").exists()  # no warm-up requests for a model not blessed

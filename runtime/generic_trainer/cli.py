@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from generic_trainer import evaluate, import_examples, infra_validate, supervisor, train, transform, tune
+from generic_trainer import evaluate, import_examples, infra_validate, push, supervisor, train, transform, tune
 from generic_trainer.artifacts import run_record
 from generic_trainer.errors import TrainerError
 from generic_trainer.intake import options, output_checks
@@ -165,7 +165,7 @@ OWN_MAIN = {"vertex-job": _vertex_job, "export-tflite": _export_tflite}
 
 # The verbs with a KFP component, in `--help` order: each module's VerbContract (contract.py).
 VERBS = {verb.name: verb for verb in (train.VERB, tune.VERB, evaluate.VERB, infra_validate.VERB,
-                                      import_examples.VERB, transform.VERB)}
+                                      import_examples.VERB, transform.VERB, push.VERB)}
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
 DECLARATIONS = tuple(verb.declaration for verb in VERBS.values())
 

@@ -6,13 +6,13 @@ tf.Examples from the examples (plain Python, cycling when there are fewer), and 
 own address space (RLIMIT_AS; it runs on CPU, since GPU drivers reserve more than any sensible limit),
 loads the SavedModel and sends a warm-up request, then the timed requests, to `serving_default`, in the
 signature's own input form (signature_feed.py: serialized tf.Examples, or tensors parsed from them through
-the schema; an input the examples cannot feed is a UserInputError, exit 2). The probe is killed, with its
-whole process group, when it runs past the time limit.
+the schema). The probe is killed, with its whole process group, when it runs past the time limit.
 
 The model is INFRA_BLESSED when the probe loaded it and every request succeeded with exactly the
 output keys the signature declares, each with the declared dtype, rank and fixed dimensions and one
 row per example. Otherwise it is INFRA_NOT_BLESSED with the reason (time limit, memory, a load error,
-a failing request, a wrong shape).
+a failing request, a wrong shape, a serving input no feature of the examples can feed: TFX's InfraValidator
+gives a model its requests cannot reach a verdict too, so a pipeline's `dsl.If` skips the push).
 With `--model-blessing`, a model the evaluator did not bless is INFRA_NOT_BLESSED without being loaded.
 Latency is the wall time of each `serving_default` call inside the probe (p50 and p99 of the timed
 requests). A broken model is a result, not a failure: the verb exits 0.
@@ -44,13 +44,17 @@ from generic_trainer.intake import judge_options, output_checks
 from generic_trainer.intake.contract import KfpOutputValues, VerbContract
 from generic_trainer.intake.judge_request import InfraValidateRequest, build_infra_validate_request
 from generic_trainer.judge import sandbox
-from generic_trainer.judge.blessing import BLESSED_FILE, NOT_BLESSED_FILE, write_blessing
+from generic_trainer.judge.blessing import (
+    INFRA_BLESSED_FILE,
+    INFRA_NOT_BLESSED_FILE,
+    NOT_BLESSED_FILE,
+    read_verdict,
+    write_blessing,
+)
 from generic_trainer.records import example_files, schemas
 
 log = logging.getLogger(__name__)
 
-INFRA_BLESSED_FILE = "INFRA_BLESSED"
-INFRA_NOT_BLESSED_FILE = "INFRA_NOT_BLESSED"
 WARMUP_DIR = "assets.extra"  # TF Serving's place for the warm-up file, inside the SavedModel
 WARMUP_FILE = "tf_serving_warmup_requests"
 MAX_REASONS = 5
@@ -130,18 +134,6 @@ def _requests(request: InfraValidateRequest, encoded: list[str]) -> list[list[st
     return [[encoded[0]], batch(0)] + [batch(i) for i in range(request.num_requests)]
 
 
-def _evaluator_verdict(blessing_dir: str) -> tuple[bool, str]:
-    """(blessed, reasons) from an evaluator blessing dir."""
-    if os.path.isfile(os.path.join(blessing_dir, BLESSED_FILE)):
-        return True, ""
-    path = os.path.join(blessing_dir, NOT_BLESSED_FILE)
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            return False, "; ".join(line.strip() for line in f if line.strip())
-    raise UserInputError("--model-blessing", f"{blessing_dir} holds neither {BLESSED_FILE} nor {NOT_BLESSED_FILE} "
-                                             "(expected the evaluator's blessing)")
-
-
 def probe_limits(request: InfraValidateRequest) -> sandbox.Limits:
     """The serving process's limits: --timeout in total, --memory-limit, on CPU."""
     return sandbox.Limits(timeout=request.timeout, memory_limit=request.memory_limit)
@@ -149,10 +141,7 @@ def probe_limits(request: InfraValidateRequest) -> sandbox.Limits:
 
 def _run_probe(request: InfraValidateRequest, model_path: str, batches: list[list[str]], warmup: list[str],
                work: str) -> tuple[dict[str, Any], sandbox.Outcome]:
-    """Run the probe in the sandbox (its files in `work`); returns (its result JSON, how it ended).
-
-    An input the examples cannot feed (the probe's `input_error`) is raised here as a UserInputError.
-    """
+    """Run the probe in the sandbox (its files in `work`); returns (its result JSON, how it ended)."""
     spec_path, result_path = (os.path.join(work, n) for n in ("spec.json", "result.json"))
     with open(spec_path, "w", encoding="utf-8") as f:
         json.dump({"model": model_path, "warmup": WARMUP_REQUESTS, "requests": batches, "schema": request.schema,
@@ -163,8 +152,6 @@ def _run_probe(request: InfraValidateRequest, model_path: str, batches: list[lis
     if os.path.isfile(result_path):
         with open(result_path, encoding="utf-8") as f:
             result = json.load(f)
-    if result.get("input_error"):
-        raise UserInputError(result["input_error"]["input"], result["input_error"]["message"])
     return result, outcome
 
 
@@ -180,23 +167,42 @@ def _shape_problem(name: str, declared: dict[str, Any], got: dict[str, Any], siz
     return None
 
 
-def _request_problems(entry: dict[str, Any], declared: dict[str, Any], limits: sandbox.Limits) -> list[str]:
-    """What was wrong with one request's answer: it failed, or its outputs are not what the signature declares."""
-    if not entry.get("ok"):
-        error = entry.get("error") or ""
-        if sandbox.is_memory_error(error):
-            error = (f"out of memory (memory limit {sandbox.size_text(limits.memory_limit)}; raise --memory-limit "
-                     f"if the model needs more): {error}")
-        return [f"failed: {error}"]
-    problems = []
-    got = entry.get("outputs") or {}
-    if sorted(got) != sorted(declared):
-        problems.append(f"returned outputs {sorted(got)}, the signature declares {sorted(declared)}")
-    for name in sorted(set(got) & set(declared)):
-        problem = _shape_problem(name, declared[name], got[name], entry["size"])
-        if problem:
-            problems.append(problem)
-    return problems
+def _judge_requests(verdict: InfraValidateResult, entries: list[dict[str, Any]], declared: dict[str, Any],
+                    limits: sandbox.Limits) -> None:
+    """Count the requests the probe sent, their latency, and one reason per kind of failure into `verdict`."""
+    failures: dict[str, list[str]] = {}  # problem -> the requests that had it
+    warmups = 0
+    for entry in entries:
+        size = f"{entry['size']} example{'s' if entry['size'] != 1 else ''}"
+        if entry.get("warmup"):
+            warmups += 1
+            label = f"warm-up request {warmups} ({size})"
+        else:
+            verdict.requests_sent += 1
+            label = f"request {verdict.requests_sent} ({size})"
+        problems = []
+        if not entry.get("ok"):
+            error = entry.get("error") or ""
+            if sandbox.is_memory_error(error):
+                error = (f"out of memory (memory limit {sandbox.size_text(limits.memory_limit)}; raise --memory-limit "
+                         f"if the model needs more): {error}")
+            problems.append(f"failed: {error}")
+        else:
+            got = entry.get("outputs") or {}
+            if sorted(got) != sorted(declared):
+                problems.append(f"returned outputs {sorted(got)}, the signature declares {sorted(declared)}")
+            for name in sorted(set(got) & set(declared)):
+                problem = _shape_problem(name, declared[name], got[name], entry["size"])
+                if problem:
+                    problems.append(problem)
+        if problems:
+            verdict.requests_failed += not entry.get("warmup")
+            failures.setdefault("; ".join(problems), []).append(label)
+        elif not entry.get("warmup"):
+            verdict.latencies_ms.append(entry["seconds"] * 1000.0)
+    for problem, labels in failures.items():
+        others = f" and {len(labels) - 1} more request{'s' if len(labels) > 2 else ''}" if len(labels) > 1 else ""
+        verdict.reasons.append(f"{labels[0]}{others}: {problem}")
 
 
 def _judge(request: InfraValidateRequest, result: dict[str, Any], outcome: sandbox.Outcome) -> InfraValidateResult:
@@ -214,26 +220,10 @@ def _judge(request: InfraValidateRequest, result: dict[str, Any], outcome: sandb
         if sandbox.is_memory_error(error):
             error = sandbox.memory_reason(stage, limits, error)
         verdict.reasons.append(error)
+    elif result.get("input_error"):  # the examples cannot feed serving_default: a verdict, not a failed run
+        verdict.reasons.append(f"{result['input_error']['input']}: {result['input_error']['message']}")
     declared = result.get("outputs") or {}
-    failures: dict[str, list[str]] = {}  # problem -> the requests that had it
-    warmups = 0
-    for entry in result.get("requests") or []:
-        size = f"{entry['size']} example{'s' if entry['size'] != 1 else ''}"
-        if entry.get("warmup"):
-            warmups += 1
-            label = f"warm-up request {warmups} ({size})"
-        else:
-            verdict.requests_sent += 1
-            label = f"request {verdict.requests_sent} ({size})"
-        problems = _request_problems(entry, declared, limits)
-        if problems:
-            verdict.requests_failed += not entry.get("warmup")
-            failures.setdefault("; ".join(problems), []).append(label)
-        elif not entry.get("warmup"):
-            verdict.latencies_ms.append(entry["seconds"] * 1000.0)
-    for problem, labels in failures.items():
-        others = f" and {len(labels) - 1} more request{'s' if len(labels) > 2 else ''}" if len(labels) > 1 else ""
-        verdict.reasons.append(f"{labels[0]}{others}: {problem}")
+    _judge_requests(verdict, result.get("requests") or [], declared, limits)
     if not verdict.reasons and not declared:
         verdict.reasons.append("serving_default declares no outputs")
     if not verdict.reasons and verdict.requests_sent < request.num_requests:
@@ -259,11 +249,11 @@ def run(request: InfraValidateRequest,
     then write the blessing."""
     started = time.monotonic()
     if request.model_blessing:
-        evaluator_blessed, why = _evaluator_verdict(request.model_blessing)
+        evaluator_blessed, why = read_verdict(request.model_blessing, "model", "--model-blessing")
         if not evaluator_blessed:
             result = InfraValidateResult(blessed=False, reasons=[
                 f"the evaluator did not bless the model ({request.model_blessing}: {NOT_BLESSED_FILE}"
-                + (f": {why}" if why else "") + "); it was not loaded"], batch_size=request.batch_size)
+                + (f": {'; '.join(why)}" if why else "") + "); it was not loaded"], batch_size=request.batch_size)
             return _finish(request, result, started, before_publish)
         log.info("the evaluator blessed the model (%s)", request.model_blessing)
     model_path = outputs.serving_model_path(request.model)

@@ -27,6 +27,7 @@ from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import TrainerError, UserCodeError
 from generic_trainer.fit import accelerator, inputs, keras_auto, keras_multiworker, user_code, user_module
 from generic_trainer.fit import cluster as cluster_lib
+from generic_trainer.fit.cluster import prefetch_device
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.fit.preemption import WATCHER
 from generic_trainer.intake import fit_options
@@ -49,7 +50,8 @@ def speed_options(request: TrainRequest):
     return speed
 
 
-def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None, multi_worker: bool = False):
+def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None, multi_worker: bool = False,
+                 prefetch_device: str | None = None):
     from generic_trainer.fit import fit_hooks, keras2_saving, module_strategy
     from generic_trainer.records import record_checks
 
@@ -64,7 +66,7 @@ def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None,
                 f"{' '.join(getattr(e, 'message', str(e)).split())[:600]}")
 
     with strategy.scope(), module_strategy.substitute(strategy), keras2_saving.bridge(keras_mode), \
-            fit_hooks.recording_fit(keras_mode, speed=speed) as record:
+            fit_hooks.recording_fit(keras_mode, speed=speed, prefetch_device=prefetch_device) as record:
         try:
             returned = user_code.call(run_fn, fn_args, what="run_fn", data_input="--examples", translate=bad_data,
                                       lost_peer=lost_peer if multi_worker else None, hint=keras2_saving.hint)
@@ -150,7 +152,8 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, 
     fn_args = _fn_args(request, examples, cluster, strategy, num_gpus, staging, private, backup)
     try:
         with compat.patched(multi_worker_fit):  # Keras 3's trainer fixed for several workers while run_fn runs
-            result = _train(request, run_fn, fn_args, strategy, cluster, staging, backup)
+            result = _train(request, run_fn, fn_args, strategy, cluster, staging, backup,
+                            prefetch_device(strategy_name, num_gpus))
         if not cluster.is_chief:
             log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
             return result
@@ -179,10 +182,11 @@ def _fn_args(request: TrainRequest, examples: inputs.ExampleInputs, cluster: clu
 
 
 def _train(request: TrainRequest, run_fn, fn_args: FnArgs, strategy, cluster: cluster_lib.Cluster,
-           staging: publisher.ModelStaging, backup) -> TrainResult:
-    """Call run_fn; the result of this replica from what it returned and what `fit` recorded."""
+           staging: publisher.ModelStaging, backup, device: str | None) -> TrainResult:
+    """Call run_fn (its batches prefetched to `device` when given); the result of this replica from what it
+    returned and what `fit` recorded."""
     returned, record = _call_run_fn(run_fn, fn_args, strategy, request.keras, speed_options(request),
-                                    multi_worker=cluster.is_multi_worker)
+                                    cluster.is_multi_worker, device)
     if returned is not None and not isinstance(returned, dict):
         raise UserCodeError(f"run_fn returned a {type(returned).__name__}; expected None or a dict of metrics")
     metrics = outputs.scalar_metrics(record.final_metrics())

@@ -112,6 +112,7 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, 
     # Replicas tune in parallel, each on its own: the strategy is per replica (several GPUs -> mirrored).
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster_lib.SINGLE)
     strategy = cluster_lib.create_strategy(strategy_name, cluster_lib.SINGLE, num_gpus)
+    device = cluster_lib.prefetch_device(strategy_name, num_gpus)  # model.fit's batches go there ahead of a step
     record_checks.check_first_records(examples.all_files, examples.schema_file,  # TensorFlow is loaded now
                                       transformed_schema_path=examples.transformed_schema_file)
     if not role.distributed:
@@ -144,7 +145,7 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, 
             log.warning("the saved search in %s was discarded (a tuner made with overwrite=True?): it starts over, "
                         "and so would every re-run", tuner.project_dir)
         if not role.serves_oracle:
-            _run_worker(tuner, fit_kwargs, role, request)
+            _run_worker(tuner, fit_kwargs, role, request, device)
             return TuneResult(is_chief=False, tuner_id=role.tuner_id)
         oracle = tuner.oracle
         _retry_unfinished(oracle)
@@ -153,10 +154,10 @@ def _run(request: TuneRequest, role: tuner_cluster.TunerRole, module_path: str, 
             oracle.max_trials = request.max_trials
         oracle.verbose = 0  # trials are logged by trial_log instead of keras-tuner's printed tables
         if role.distributed:
-            _run_chief(tuner, fit_kwargs, role, request, set_tuner_id)
+            _run_chief(tuner, fit_kwargs, role, request, set_tuner_id, device)
         else:
             with patched(trial_log.TrialLog(tuner.project_dir).patch(oracle)):
-                _search(tuner, fit_kwargs, role)
+                _search(tuner, fit_kwargs, role, device)
     return _publish(request, _result(role, oracle, tuner.project_dir), before_publish)
 
 
@@ -248,8 +249,10 @@ def _check_directory(tuner, working_dir: str, holds_oracle: bool) -> None:
                     project_dir, working_dir)
 
 
-def _search(tuner, fit_kwargs: dict[str, Any], role: tuner_cluster.TunerRole) -> None:
-    """tuner.search(**fit_kwargs), with user failures turned into UserCodeError (a lost oracle: ClusterError)."""
+def _search(tuner, fit_kwargs: dict[str, Any], role: tuner_cluster.TunerRole,
+            prefetch_device: str | None = None) -> None:
+    """tuner.search(**fit_kwargs), with user failures turned into UserCodeError (a lost oracle: ClusterError;
+    the trials' datasets prefetched to `prefetch_device` when given)."""
     import grpc
     from keras_tuner import errors as kt_errors
 
@@ -264,12 +267,13 @@ def _search(tuner, fit_kwargs: dict[str, Any], role: tuner_cluster.TunerRole) ->
             return UserCodeError(f"the search stopped: {user_code.describe(e)}{hint if 'tf_keras' in str(e) else ''}")
         return None
 
-    with fit_hooks.recording_fit("keras3"):
+    with fit_hooks.recording_fit("keras3", prefetch_device=prefetch_device):
         user_code.call(lambda: tuner.search(**fit_kwargs), what="the search", failed="the search failed",
                        translate=translate)
 
 
-def _run_worker(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRequest) -> None:
+def _run_worker(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRequest,
+                prefetch_device: str | None = None) -> None:
     """A worker runs the trials the chief's oracle hands it, with heartbeats while each runs."""
     beat = tuner_cluster.Heartbeat(role.oracle_host, role.oracle_port,
                                    tuner_cluster.heartbeat_interval(request.worker_timeout)).start()
@@ -287,13 +291,14 @@ def _run_worker(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneR
     try:
         with patched(keras_tuner.ClientWait(request.worker_timeout),
                      keras_tuner.TunerHooks(tuner, on_trial_begin=on_trial_begin, on_trial_end=on_trial_end)):
-            _search(tuner, fit_kwargs, role)
+            _search(tuner, fit_kwargs, role, prefetch_device)
     finally:
         beat.stop()
     log.info("worker %s: the search is over; the chief publishes the outputs", role.tuner_id)
 
 
-def _run_chief(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRequest, set_tuner_id) -> None:
+def _run_chief(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRequest, set_tuner_id,
+               prefetch_device: str | None = None) -> None:
     """The chief serves the oracle from a thread, runs trials under its own id, then waits for the workers."""
     tuner.save()  # the oracle and the host's tuner file: what a re-run reloads
     oracle = tuner.oracle
@@ -310,7 +315,7 @@ def _run_chief(tuner, fit_kwargs, role: tuner_cluster.TunerRole, request: TuneRe
             # From here on this process's tuner is one more trial runner, using the oracle in-process.
             set_tuner_id(role.tuner_id)
             tuner.tuner_id = role.tuner_id
-            _search(tuner, fit_kwargs, role)
+            _search(tuner, fit_kwargs, role, prefetch_device)
             server.wait_for_workers()
         finally:
             server.stop()

@@ -16,6 +16,10 @@ per-epoch TensorBoard callback TFX modules add cost about a third of a small mod
 Inside the wrapped fit, such a callback has Keras' default (empty) batch hooks and writes the
 graph at the first epoch end instead (`idle_batch_hooks`, through `compat.tensorboard_hooks`): the
 same event files, no per-step cost.
+
+On a one-GPU run under the default strategy the wrapped fit also ends the datasets it gets with
+`prefetch_to_device` (`DevicePrefetch`): there, and not in the data accessor, because a module may
+still transform the dataset the accessor returned, and nothing may follow that transformation.
 """
 
 from __future__ import annotations
@@ -217,10 +221,55 @@ def _compile_wrapper(compile_defaults: dict[str, Any]) -> Any:
     return make
 
 
-def _fit_wrapper(record: FitRecord, interval_s: float) -> Any:
+class DevicePrefetch:
+    """Ends the tf.data datasets `model.fit` gets (x, validation_data) with `prefetch_to_device(device)`, so
+    the next batch is copied to the GPU while the step runs. Applied only where the dataset reaches fit: a
+    module may still transform the dataset the data accessor returned, and nothing may follow
+    prefetch_to_device in a pipeline (TensorFlow's rule: its elements live on the device)."""
+
+    def __init__(self, device: str | None):
+        self.device = device
+        self.logged = False
+
+    def apply(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
+        """(args, kwargs) with the datasets among x and validation_data prefetched to the device; not with a
+        `class_weight` (Keras maps the dataset to add the weights, after it reached fit)."""
+        if not self.device or kwargs.get("class_weight") is not None:
+            return args, kwargs
+        if args and _is_dataset(args[0]):
+            args = (self._on_device(args[0]), *args[1:])
+        for key in ("x", "validation_data"):
+            if _is_dataset(kwargs.get(key)):
+                kwargs[key] = self._on_device(kwargs[key])
+        return args, kwargs
+
+    def _on_device(self, dataset: Any) -> Any:
+        import tensorflow as tf
+
+        if _copied_to_a_device(dataset):
+            return dataset  # the module prefetched it to a device itself
+        if not self.logged:
+            self.logged = True
+            log.info("prefetch to device: model.fit's batches are copied to %s ahead of each step "
+                     "(GENERIC_TRAINER_PREFETCH_TO_DEVICE=off turns it off)", self.device)
+        return dataset.apply(tf.data.experimental.prefetch_to_device(self.device))
+
+
+def _copied_to_a_device(dataset: Any) -> bool:
+    """Whether the dataset ends with copy_to_device (prefetch_to_device is one, then a prefetch on the device).
+    Looks at TensorFlow's dataset classes by name: if they change, this says False and the copy is added."""
+    for _ in range(3):  # the dataset, its prefetch, an options dataset
+        if type(dataset).__name__ == "_CopyToDeviceDataset":
+            return True
+        dataset = getattr(dataset, "_input_dataset", None)
+    return False
+
+
+def _fit_wrapper(record: FitRecord, interval_s: float, prefetch: DevicePrefetch | None = None) -> Any:
     def make(original: Any, model_cls: type) -> Any:
         def fit(self, *args, **kwargs):
             kwargs.setdefault("verbose", 0)
+            args, kwargs = (prefetch or DevicePrefetch(None)).apply(args, kwargs)
             if "shuffle" not in kwargs and _is_dataset(args[0] if args else kwargs.get("x")):
                 kwargs["shuffle"] = False  # Keras ignores it for a tf.data.Dataset but warns on every fit otherwise
             kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [_callback_for(model_cls, interval_s)]
@@ -240,15 +289,17 @@ def _fit_wrapper(record: FitRecord, interval_s: float) -> Any:
 
 @contextlib.contextmanager
 def recording_fit(keras_mode: str = "keras3", interval_s: float = 30.0,
-                  speed: SpeedOptions | None = None, patches: Sequence[compat.Patch] = ()) -> Iterator[FitRecord]:
-    """Within the block, every Model.fit logs progress and leaves its history in the yielded record,
-    and every Model.compile gets `speed`'s defaults for arguments the caller did not pass
-    (`compat.model_methods`); `patches` are applied for the block too."""
+                  speed: SpeedOptions | None = None, patches: Sequence[compat.Patch] = (),
+                  prefetch_device: str | None = None) -> Iterator[FitRecord]:
+    """Within the block, every Model.fit logs progress and leaves its history in the yielded record
+    (its datasets prefetched to `prefetch_device` when given: `DevicePrefetch`), and every Model.compile
+    gets `speed`'s defaults for arguments the caller did not pass (`compat.model_methods`); `patches` are
+    applied for the block too."""
     from generic_trainer.compat import model_methods
 
     record = FitRecord()
     compile_defaults = (speed or SpeedOptions()).compile_defaults()
-    wrappers = {"fit": _fit_wrapper(record, interval_s)}
+    wrappers = {"fit": _fit_wrapper(record, interval_s, DevicePrefetch(prefetch_device))}
     if compile_defaults:
         wrappers["compile"] = _compile_wrapper(compile_defaults)
     restore_policy = _set_policy(keras_mode, (speed or SpeedOptions()).mixed_precision)

@@ -6,10 +6,11 @@ to output_checks); `ARTIFACTS` is the union, for a caller that parses an executo
 
 from __future__ import annotations
 
-from generic_trainer.intake import data_options, fit_options, judge_options
+from generic_trainer.intake import data_options, fit_options, judge_options, push_options
 from generic_trainer.intake.options import ArtifactMaps, Verb, artifact_maps
 
 DECLARATIONS: tuple[Verb, ...] = (fit_options.TRAIN, fit_options.TUNE, judge_options.EVALUATE,
-                                  judge_options.INFRA_VALIDATE, data_options.IMPORT_EXAMPLES, data_options.TRANSFORM)
+                                  judge_options.INFRA_VALIDATE, data_options.IMPORT_EXAMPLES, data_options.TRANSFORM,
+                                  push_options.PUSH)
 # The artifact maps of every component (the verbs agree on each artifact name they share).
 ARTIFACTS: ArtifactMaps = artifact_maps(*DECLARATIONS)
