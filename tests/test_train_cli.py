@@ -181,7 +181,7 @@ BAD_INPUTS = {
     "corrupt_tfrecord": (lambda t: {"--examples": _corrupt_examples(t)}, 2, ["--examples", "broken.gz"]),
     "schema_unparsable": (lambda t: {"--schema": _text(t, "schema.pbtxt", "feature { name: ")}, 2, ["--schema"]),
     "hyperparameters_not_json": (lambda t: {"--hyperparameters": _text(t, "hp.txt", "{units: 3")}, 2,
-                                 ["--hyperparameters", "not JSON"]),
+                                 ["--hyperparameters", "not valid JSON"]),
     "custom_config_not_object": (lambda t: {"--custom-config": "[1, 2]"}, 2,
                                  ["--custom-config", "expected a JSON object"]),
     "custom_config_not_json": (lambda t: {"--custom-config": "{epochs: 2}"}, 2, ["--custom-config", "not valid JSON"]),

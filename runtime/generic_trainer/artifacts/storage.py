@@ -281,10 +281,16 @@ class OutputLock:
                       "run_id": uuid.uuid4().hex}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._created: list[str] = []
 
     def acquire(self) -> list[str]:
         """Take the lock or raise LockHeld; returns the stale or foreign lock files taken over (descriptions)."""
         taken = []
+        parent = os.path.dirname(self.path)
+        self._created = []  # the directories made to hold the lock file, deepest first: removed again if left empty
+        while parent and not os.path.isdir(parent):
+            self._created.append(parent)
+            parent = os.path.dirname(parent)
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         for _ in range(5):
             try:
@@ -313,6 +319,11 @@ class OutputLock:
             self._thread.join(timeout=5)
             self._thread = None
             self._remove_if_same(self.owner)
+        for directory in self._created:  # a run that wrote nothing leaves no empty dirs behind
+            try:
+                os.rmdir(directory)
+            except OSError:
+                break
 
     def __enter__(self) -> OutputLock:
         self.acquire()
