@@ -1,2 +1,3 @@
-"""What the tune verb builds on: the keras-tuner cluster (chief oracle, workers) and the trial log.
+"""What the tune verb builds on: the keras-tuner cluster (chief oracle, workers), the trial log, and the
+search's result as the verb reports it (tune_result.py: tuner_results.json, metrics, the HTML report).
 """
