@@ -19,8 +19,10 @@ PENGUIN = REPO / "examples" / "penguin"
 
 
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a CLI subprocess: no cluster variables leaking in from outside."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "CLUSTER_SPEC") and not k.startswith("AIP_")}
+    """The environment for a CLI subprocess: no cluster variables leaking in from outside, and no
+    TF_USE_LEGACY_KERAS (a test that ran `cli.main` in this worker process set it; `--keras auto` reads it)."""
+    leaked = ("TF_CONFIG", "CLUSTER_SPEC", "TF_USE_LEGACY_KERAS")
+    env = {k: v for k, v in os.environ.items() if k not in leaked and not k.startswith("AIP_")}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
