@@ -447,7 +447,8 @@ def test_tensorboard_summaries_on_a_full_disk_are_exit_4(tmp_path, monkeypatch):
 def test_run_fn_changing_directory_and_returning_nan_metrics(tmp_path):
     proc = run_cli(["train", "--examples", PENGUIN / "data", "--module-file", HOSTILE / "chdir_and_odd_metrics.py",
                     "--model-dir", "model", "--metrics-file", "metrics.json", "--train-steps", "1"],
-                   cwd=str(tmp_path), env={"PYTHONPATH": os.pathsep.join([str(HOSTILE), os.environ["PYTHONPATH"]])},
+                   cwd=str(tmp_path),
+                   env={"PYTHONPATH": os.pathsep.join(filter(None, [str(HOSTILE), os.environ.get("PYTHONPATH")]))},
                    timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "model" / "Format-Serving" / "saved_model.pb").is_file()
