@@ -22,6 +22,7 @@ from generic_trainer import cli
 from generic_trainer.artifacts import kfp_io, storage
 from generic_trainer.artifacts.redaction import redact
 from generic_trainer.errors import UserInputError
+from generic_trainer.intake.declarations import ARTIFACTS
 from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.fit_request import build_train_request, load_hyperparameters
 from generic_trainer.records import example_files
@@ -189,9 +190,9 @@ def test_task_config_dump_masks_secrets_in_lists():
 
 
 def test_report_masks_secrets_in_lists(tmp_path):
-    from generic_trainer.artifacts import report
     from generic_trainer.artifacts.results import TrainResult
-    from generic_trainer.intake.fit_request import RunFnProgram, TrainRequest
+    from generic_trainer.fit.requests import RunFnProgram, TrainRequest
+    from generic_trainer.trained import train_report
 
     request = TrainRequest(program=RunFnProgram("m.py"), examples="/e", model_dir=str(tmp_path / "m"),
                            model_run_dir=str(tmp_path / "run"), checkpoint_dir=str(tmp_path / "ck"),
@@ -200,7 +201,7 @@ def test_report_masks_secrets_in_lists(tmp_path):
     result = TrainResult(is_chief=True, model_dir=str(tmp_path / "m"), serving_model_dir="/m/Format-Serving",
                          metrics={"loss": 0.1}, model_info={"signatures": ["serving_default"]},
                          strategy="_DefaultDistributionStrategy", num_replicas=1, train_steps=1)
-    html = report.train_report(request, result)
+    html = train_report.train_report(request, result)
     assert "list-s3cret" not in html and "str-s3cret" not in html and "***" in html
 
 
@@ -304,14 +305,15 @@ _DELETE = object()
 def test_malformed_executor_input_names_the_path(path, value, message):
     doc = _set(_valid_executor_input(), path, value)
     with pytest.raises(UserInputError, match=re.escape(message)) as e:
-        kfp_io.parse(kfp_io.load(json.dumps(doc)))
+        kfp_io.parse(artifacts=ARTIFACTS, executor_input=kfp_io.load(json.dumps(doc)))
     assert str(e.value).startswith("--executor-input: ")
 
 
 def test_executor_input_not_an_object(tmp_path):
     for text in ("[1, 2]", '"x"', "{"):
         with pytest.raises(UserInputError, match="--executor-input: "):
-            kfp_io.parse(kfp_io.load(text) if text.startswith("{") else kfp_io.load(str(_file(tmp_path, text))))
+            source = text if text.startswith("{") else str(_file(tmp_path, text))
+            kfp_io.parse(artifacts=ARTIFACTS, executor_input=kfp_io.load(source))
 
 
 def _file(tmp_path: Path, text: str) -> Path:
@@ -344,7 +346,7 @@ def test_executor_input_fuzz_never_crashes():
             path = rng.choice(list(paths(doc)) or every)
             doc = _set(doc, path, rng.choice(junk + [_DELETE]))
         try:
-            values, outputs = kfp_io.parse(doc)
+            values, outputs = kfp_io.parse(artifacts=ARTIFACTS, executor_input=doc)
             build_train_request({**values, "examples": str(PENGUIN / "data"), "model_dir": "/tmp/m"}, environ={})
             outcomes["ok"] += 1
         except UserInputError:
@@ -370,7 +372,7 @@ def test_split_names_are_sanitised(tmp_path, value):
 def test_split_names_via_executor_input_train_args(tmp_path):
     doc = _set(_valid_executor_input(), "inputs.parameterValues.train_args",
                {"num_steps": 3, "splits": ["../../../../etc"]})
-    values, _ = kfp_io.parse(doc)
+    values, _ = kfp_io.parse(artifacts=ARTIFACTS, executor_input=doc)
     with pytest.raises(UserInputError, match=r"--train-splits: split name '../../../../etc' is not allowed"):
         build_train_request({**values, "examples": str(PENGUIN / "data"), "model_dir": str(tmp_path)}, environ={})
 

@@ -17,6 +17,7 @@ from generic_trainer.artifacts import bounded_parse, kfp_io
 from generic_trainer.artifacts.bounded_parse import MAX_DEPTH, MAX_NODES
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit import cluster
+from generic_trainer.intake.declarations import ARTIFACTS
 from generic_trainer.judge import eval_config_reader, eval_tfma
 from generic_trainer.task import config as task_config
 
@@ -123,7 +124,8 @@ def test_deep_json_is_refused_wherever_the_user_gives_json(depth, tmp_path):
     with pytest.raises(UserInputError, match=f"^--executor-input: {limit}"):
         kfp_io.load(str(tmp_path / "ei.json"))
     with pytest.raises(UserInputError, match=f"^train_args: {limit}"):
-        kfp_io.parse({"inputs": {"parameterValues": {"train_args": text}}, "outputs": {}})
+        executor_input = {"inputs": {"parameterValues": {"train_args": text}}, "outputs": {}}
+        kfp_io.parse(artifacts=ARTIFACTS, executor_input=executor_input)
     with pytest.raises(UserInputError, match=f"^TF_CONFIG: {limit}"):
         cluster.resolve({"TF_CONFIG": text})
     with pytest.raises(UserInputError, match=f"^--eval-config: {limit}"):

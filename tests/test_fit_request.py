@@ -10,13 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import PENGUIN
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake.fit_request import (
-    FitRequest,
-    TrainRequest,
-    TuneRequest,
-    build_train_request,
-    build_tune_request,
-)
+from generic_trainer.fit.requests import FitRequest, TrainRequest, TuneRequest
+from generic_trainer.intake.fit_request import build_train_request, build_tune_request
 
 # FitRequest fields that each verb resolves its own way (train: its strategies and the model-run dir's
 # checkpoints; tune: per-replica strategies and checkpoints beside best_hyperparameters).

@@ -156,7 +156,7 @@ def test_nan_metrics_are_written_as_null_with_a_warning(tmp_path, caplog):
 
 def test_executor_output_is_strict_json(tmp_path):
     from generic_trainer.artifacts import kfp_io
-    from generic_trainer.intake.request import KfpOutputs
+    from generic_trainer.artifacts.kfp_io import KfpOutputs
 
     kfp = KfpOutputs(output_file=str(tmp_path / "out.json"),
                      artifacts={"metrics": {"name": "metrics", "uri": "x", "path": "x", "schema_title": ""}})

@@ -129,8 +129,12 @@ def test_failed_run_keeps_its_exit_code(tmp_path):
 
 def test_cluster_replicas_keep_the_normal_teardown():
     from generic_trainer.artifacts import process_exit
+    from generic_trainer.fit import cluster
 
-    assert process_exit.safe_to_skip_teardown({})
-    assert process_exit.safe_to_skip_teardown({"TF_CONFIG": " "})
+    def safe(environ):
+        return process_exit.safe_to_skip_teardown(cluster.configured(environ), environ)
+
+    assert safe({})
+    assert safe({"TF_CONFIG": " "})
     for name in ("TF_CONFIG", "CLUSTER_SPEC", "KERASTUNER_ORACLE_IP"):
-        assert not process_exit.safe_to_skip_teardown({name: '{"cluster": {}}'})
+        assert not safe({name: '{"cluster": {}}'})

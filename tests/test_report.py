@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from generic_trainer.artifacts import report
 from generic_trainer.artifacts.results import TrainResult
-from generic_trainer.intake.fit_request import RunFnProgram, TrainRequest
+from generic_trainer.fit.requests import RunFnProgram, TrainRequest
+from generic_trainer.trained import train_report
 
 
 def _write_events(run_dir: Path, points: dict[str, list[tuple[int, float]]], tensor: bool = True,
@@ -123,7 +124,7 @@ def test_train_report_has_inputs_strategy_metrics_and_no_secrets(tmp_path):
                          model_info={"signatures": ["serving_default"], "serving_inputs": {"examples": "string"}},
                          strategy="MirroredStrategy", num_replicas=2, train_steps=200,
                          devices=("/job:localhost/replica:0/task:0/device:GPU:0", "/device:GPU:1"))
-    report.write_train_report(request, result)
+    train_report.write_train_report(request, result)
     html = Path(request.report_file).read_text()
     for secret in ("pw-123", "k-456", "listed-789"):
         assert secret not in html
@@ -142,5 +143,5 @@ def test_report_write_failure_does_not_fail_the_run(tmp_path, caplog):
                            checkpoint_dir="c", report_file=str(blocker / "sub" / "report.html"))
     result = TrainResult(is_chief=True, model_dir="m", serving_model_dir="s", metrics={}, model_info={},
                          strategy="_DefaultDistributionStrategy", num_replicas=1, train_steps=None)
-    report.write_train_report(request, result)
+    train_report.write_train_report(request, result)
     assert "report: could not write" in caplog.text

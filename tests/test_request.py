@@ -11,7 +11,9 @@ from conftest import PENGUIN
 from generic_trainer.artifacts import kfp_io, storage
 from generic_trainer.artifacts.redaction import redact
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake.fit_request import RunFnProgram, build_train_request
+from generic_trainer.fit.requests import RunFnProgram
+from generic_trainer.intake.declarations import ARTIFACTS
+from generic_trainer.intake.fit_request import build_train_request
 from generic_trainer.intake.request import ints_from_floats
 
 
@@ -138,7 +140,7 @@ def test_executor_input_becomes_the_same_request(tmp_path):
         "module_file": "gs://b/m.py", "train_args": {"num_steps": 100.0, "splits": ["train"]},
         "eval_args": {"num_steps": 5.0}, "custom_config": {"layers": [64.0, 32.0], "lr": 0.1},
     }, inputs={"examples": "gs://b/ex"})
-    values, kfp = kfp_io.parse(ei, gcs_root=str(gcs))
+    values, kfp = kfp_io.parse(artifacts=ARTIFACTS, executor_input=ei, gcs_root=str(gcs))
     req = build_train_request(values, environ={"GENERIC_TRAINER_GCS_ROOT": str(gcs)}, kfp=kfp)
     assert req.examples == str(gcs / "b" / "ex")
     assert req.train_steps == 100 and req.eval_steps == 5
@@ -151,11 +153,11 @@ def test_executor_input_errors(tmp_path):
     with pytest.raises(UserInputError, match="--executor-input: not valid JSON"):
         kfp_io.load("{not json")
     with pytest.raises(UserInputError, match="train_args: unknown keys"):
-        kfp_io.parse(_executor_input(tmp_path, {"train_args": {"steps": 3}}))
+        kfp_io.parse(artifacts=ARTIFACTS, executor_input=_executor_input(tmp_path, {"train_args": {"steps": 3}}))
 
 
 def test_executor_output_lists_every_artifact(tmp_path):
-    _, kfp = kfp_io.parse(_executor_input(tmp_path, {}), gcs_root=str(tmp_path))
+    _, kfp = kfp_io.parse(artifacts=ARTIFACTS, executor_input=_executor_input(tmp_path, {}), gcs_root=str(tmp_path))
     kfp_io.write_executor_output(kfp, {"metrics": {"accuracy": 0.9}})
     out = json.loads((tmp_path / "executor_output.json").read_text())
     assert set(out["artifacts"]) == {"model", "model_run", "metrics"}

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from generic_trainer import train_task as runner
 from generic_trainer.artifacts import kfp_io
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake.fit_request import TaskProgram, TrainRequest, build_train_request
+from generic_trainer.fit.requests import TaskProgram, TrainRequest
+from generic_trainer.intake.declarations import ARTIFACTS
+from generic_trainer.intake.fit_request import build_train_request
 from generic_trainer.task import (
     DataConfig,
     ExperimentConfig,
@@ -27,7 +30,6 @@ from generic_trainer.task import (
     get_experiment,
     parse_params_override,
     register_experiment,
-    runner,
     validate,
     write_params_yaml,
 )
@@ -337,7 +339,7 @@ def test_request_accepts_task_inputs_from_flags_and_kfp(tmp_path, penguin):
                                                            "type": {"schemaTitle": "system.Model"}}]}},
                     "outputFile": str(tmp_path / "out.json")},
     }
-    values, kfp = kfp_io.parse(executor_input)
+    values, kfp = kfp_io.parse(artifacts=ARTIFACTS, executor_input=executor_input)
     request = build_train_request(values, environ={}, kfp=kfp)
     task = request.program
     assert (task.task, task.experiment, task.mode, task.config_files) == (
@@ -347,7 +349,7 @@ def test_request_accepts_task_inputs_from_flags_and_kfp(tmp_path, penguin):
 
 
 def test_importing_the_task_api_does_not_load_tensorflow():
-    code = ("import sys, generic_trainer.task, generic_trainer.task.runner, generic_trainer.task.controller, "
+    code = ("import sys, generic_trainer.task, generic_trainer.train_task, generic_trainer.task.controller, "
             "generic_trainer.task.experiment, generic_trainer.task.export; "
             "print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -361,7 +363,7 @@ def test_data_config_file_patterns():
 def test_cli_strategy_wins_over_the_config_and_runtime_keys(caplog):
     import logging
 
-    from generic_trainer.task.runner import _use_gpus
+    from generic_trainer.train_task import _use_gpus
 
     caplog.set_level(logging.INFO, "generic_trainer.task")
     mirrored = 'runtime: {distribution_strategy: mirrored, all_reduce_alg: nccl, loss_scale: "128"}'

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN, REPO, free_port, run_cli
+from generic_trainer import tfx_hook
 from generic_trainer.errors import UserCodeError
-from generic_trainer.fit import tfx_imports, user_module
+from generic_trainer.fit import user_module
 
 TFX_STYLE = REPO / "tests" / "modules" / "tfx_style"
 MODULE = TFX_STYLE / "tfx_style_module.py"
@@ -31,9 +32,9 @@ TUNER_MODULE = TFX_STYLE / "tfx_style_tuner_module.py"
 @pytest.fixture
 def stand_ins():
     """The tfx finder installed for one test and removed after (with every stand-in module)."""
-    assert tfx_imports.install(), "the real tfx package is installed here; these tests assume it is not"
+    assert tfx_hook.install(), "the real tfx package is installed here; these tests assume it is not"
     yield
-    tfx_imports.uninstall()
+    tfx_hook.uninstall()
 
 
 # --------------------------------------------------------------------------------------------
@@ -110,7 +111,7 @@ def test_a_module_and_its_sibling_load_with_their_tfx_imports(tmp_path):
         assert "the module imports tfx.orchestration.pipeline, which generic-trainer does not provide" in str(
             raised.value)
     finally:
-        tfx_imports.uninstall()
+        tfx_hook.uninstall()
         for name in ("my_base", "my_module", "bad_module"):
             sys.modules.pop(name, None)
 
@@ -161,7 +162,7 @@ def test_tfx_paths_to_files_beside_the_module_or_above_it_in_its_tree_load_those
         with pytest.raises(ImportError, match="the module imports tfx.orchestration.pipeline.Pipeline, which"):
             bare.run_fn(None)
     finally:
-        tfx_imports.uninstall()
+        tfx_hook.uninstall()
         for name in ("model", "helper", "unknown", "elsewhere", "bare"):
             sys.modules.pop(name, None)
     assert not [n for n in sys.modules if n.startswith("tfx.")], "uninstall removes the tree's modules too"
@@ -178,11 +179,11 @@ def test_an_installed_tfx_is_left_alone(tmp_path, monkeypatch):
     (package / "components" / "trainer" / "fn_args_utils.py").write_text("FnArgs = 'real FnArgs'\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     importlib.invalidate_caches()
-    was_installed = any(isinstance(f, tfx_imports.TfxFinder) for f in sys.meta_path)  # by an earlier module load
-    tfx_imports.uninstall()
+    was_installed = any(isinstance(f, tfx_hook.TfxFinder) for f in sys.meta_path)  # by an earlier module load
+    tfx_hook.uninstall()
     try:
-        assert tfx_imports.install() is False
-        assert not any(isinstance(f, tfx_imports.TfxFinder) for f in sys.meta_path)
+        assert tfx_hook.install() is False
+        assert not any(isinstance(f, tfx_hook.TfxFinder) for f in sys.meta_path)
         from tfx import v1
         from tfx.components.trainer.fn_args_utils import FnArgs
 
@@ -194,7 +195,7 @@ def test_an_installed_tfx_is_left_alone(tmp_path, monkeypatch):
         for name in [n for n in sys.modules if n == "tfx" or n.startswith("tfx.")]:
             del sys.modules[name]
         if was_installed:
-            sys.meta_path.append(tfx_imports.TfxFinder())
+            sys.meta_path.append(tfx_hook.TfxFinder())
 
 
 def test_generic_trainer_tfx_keeps_working():

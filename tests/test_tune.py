@@ -22,6 +22,7 @@ from datagen import write_schema, write_split
 from generic_trainer import cli
 from generic_trainer.artifacts import kfp_io
 from generic_trainer.errors import UserInputError
+from generic_trainer.intake.declarations import ARTIFACTS
 from generic_trainer.intake.fit_request import build_tune_request
 
 # --------------------------------------------------------------------------------------------
@@ -88,7 +89,7 @@ def test_kfp_outputs_map_to_the_request(tmp_path):
                                   "report": artifact("report", "system.HTML")},
                     "outputFile": str(tmp_path / "executor_output.json")},
     }
-    values, kfp = kfp_io.parse(executor_input, gcs_root=str(tmp_path))
+    values, kfp = kfp_io.parse(artifacts=ARTIFACTS, executor_input=executor_input, gcs_root=str(tmp_path))
     req = build_tune_request({**values, "module_file": str(PENGUIN / "module.py")}, environ={}, kfp=kfp)
     assert req.best_hyperparameters_dir == str(tmp_path / "b/run/best_hyperparameters")
     assert req.tuner_results_file == str(tmp_path / "b/run/tuner_results/tuner_results.json")

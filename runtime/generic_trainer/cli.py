@@ -21,11 +21,12 @@ from collections.abc import Sequence
 
 from generic_trainer import evaluate, import_examples, infra_validate, push, supervisor, train, transform, tune
 from generic_trainer.artifacts import run_record
+from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import TrainerError
 from generic_trainer.intake import options, output_checks
 from generic_trainer.intake.common_options import EPILOG
 from generic_trainer.intake.contract import RequestT, ResultT, VerbContract
-from generic_trainer.intake.request import KfpOutputs, gcs_root
+from generic_trainer.intake.request import gcs_root
 
 log = logging.getLogger("generic_trainer")
 
@@ -112,8 +113,8 @@ def _raw_values(args: argparse.Namespace, declaration: options.Verb) -> tuple[di
     values = {k: v for k, v in vars(args).items() if v is not None}
     if not args.executor_input:
         return values, None
-    kfp_values, kfp = kfp_io.parse(kfp_io.load(args.executor_input), gcs_root(values),
-                                   options.artifact_maps(declaration))
+    kfp_values, kfp = kfp_io.parse(kfp_io.load(args.executor_input), options.artifact_maps(declaration),
+                                   gcs_root(values))
     values.update({k: v for k, v in kfp_values.items() if v is not None})
     return values, kfp
 
@@ -217,6 +218,7 @@ def end_without_stray_threads(code: int) -> None:
     import threading
 
     from generic_trainer.artifacts import process_exit
+    from generic_trainer.fit import cluster
 
     stray = [t for t in threading.enumerate()
              if t is not threading.main_thread() and not t.daemon and t.is_alive()]
@@ -224,7 +226,7 @@ def end_without_stray_threads(code: int) -> None:
         log.warning("%d thread(s) still running after the run ended, not waited for: %s; ending the process "
                     "with exit code %d (threads a module starts should be daemon threads, or joined before "
                     "run_fn returns)", len(stray), ", ".join(repr(t.name) for t in stray), code)
-    if stray or process_exit.safe_to_skip_teardown(os.environ):
+    if stray or process_exit.safe_to_skip_teardown(cluster.configured(os.environ), os.environ):
         process_exit.end(code)
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from generic_trainer import compat
-from generic_trainer.artifacts import model_artifact, outputs, publisher, serving_container
+from generic_trainer.artifacts import outputs, serving_container
 from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import TrainerError, UserCodeError
 from generic_trainer.fit import accelerator, inputs, keras_auto, keras_multiworker, user_code, user_module
@@ -33,6 +33,7 @@ from generic_trainer.fit.preemption import WATCHER
 from generic_trainer.intake import fit_options
 from generic_trainer.intake.contract import KfpOutputValues, Summary, VerbContract
 from generic_trainer.intake.fit_request import TrainRequest, build_train_request
+from generic_trainer.trained import model_artifact, publisher
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +98,9 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
     held = [(request.model_dir, "--model-dir"), (request.checkpoint_dir, "--checkpoint-dir")] if publishes else []
     with outputs.exclusive_all(held):  # a second run on either fails at once, naming this one
         if request.task:  # the Task API: the runtime's own loop (generic_trainer.task)
-            from generic_trainer.task import runner
+            from generic_trainer import train_task
 
-            return runner.run(request, before_publish)
+            return train_task.run(request, before_publish)
         return _run_module(request, cluster, before_publish)
 
 

@@ -29,9 +29,10 @@ from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
 from generic_trainer.fit import accelerator, inputs, user_code, user_module
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.fn_args import FnArgs
+from generic_trainer.fit.requests import TuneRequest
 from generic_trainer.intake import fit_options
 from generic_trainer.intake.contract import VerbContract
-from generic_trainer.intake.fit_request import TuneRequest, build_tune_request
+from generic_trainer.intake.fit_request import build_tune_request
 from generic_trainer.tuning import trial_log, tuner_cluster
 from generic_trainer.tuning.tune_result import TuneResult, flat_metrics, render_report, result_of, tuner_results
 

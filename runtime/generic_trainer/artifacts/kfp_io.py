@@ -8,18 +8,38 @@ Only the chief calls `write_executor_output`: several replicas writing one file 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from generic_trainer.artifacts import bounded_parse, files, storage
 from generic_trainer.errors import OutputError, UserInputError
-from generic_trainer.intake.request import KfpOutputs
-
-if TYPE_CHECKING:
-    from generic_trainer.intake.options import ArtifactMaps
 
 INPUT = "--executor-input"
+
+
+@dataclasses.dataclass(frozen=True)
+class KfpOutputs:
+    """Where a KFP run wants its outputs: the executor-output file and each output artifact."""
+
+    output_file: str
+    # output name -> {"name", "uri", "path", "schema_title"}; "path" is the local path of "uri".
+    artifacts: Mapping[str, Mapping[str, str]]
+    parameters: tuple[str, ...] = ()  # the output parameters the component declares
+
+    def path(self, name: str) -> str | None:
+        art = self.artifacts.get(name)
+        return art["path"] if art else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ArtifactMaps:
+    """What KFP's artifacts fill: input artifact name -> raw key (its URI); output artifact name -> raw key
+    its local path fills (None: none). Derived from the declarations (`artifact_maps`), handed to kfp_io."""
+
+    inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    outputs: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
 
 def load(value: str) -> dict[str, Any]:
     """The executor input from a JSON string (what `{{$}}` becomes) or a path to a JSON file."""
@@ -84,17 +104,13 @@ def _flatten_args(prefix: str, args: Any) -> dict[str, Any]:
     return {f"{prefix}_steps": args.get("num_steps"), f"{prefix}_splits": args.get("splits")}
 
 
-def parse(executor_input: Mapping[str, Any], gcs_root: str = "/gcs",
-          artifacts: ArtifactMaps | None = None) -> tuple[dict[str, Any], KfpOutputs]:
+def parse(executor_input: Mapping[str, Any], artifacts: ArtifactMaps,
+          gcs_root: str = "/gcs") -> tuple[dict[str, Any], KfpOutputs]:
     """Raw request values and the output locations from a KFP executor input.
 
     `artifacts`: which raw value each artifact fills, derived from the verb's declaration (the CLI passes
-    the running verb's); by default every component's (intake.declarations.ARTIFACTS).
+    the running verb's; `intake.declarations.ARTIFACTS` is every component's).
     """
-    if artifacts is None:
-        from generic_trainer.intake.declarations import ARTIFACTS
-
-        artifacts = ARTIFACTS
     inputs = _object(executor_input.get("inputs"), "inputs")
     values: dict[str, Any] = {}
     parameters = _object(inputs.get("parameterValues"), "inputs.parameterValues")

@@ -72,13 +72,11 @@ def flush_open_writers() -> int:
     return flushed
 
 
-def safe_to_skip_teardown(environ: Mapping[str, str]) -> bool:
-    """False for a replica of a cluster (cluster.configured) or of a distributed keras-tuner search
-    (keras-tuner's KERASTUNER_ORACLE_IP): other processes may wait on what its teardown does. `environ`:
-    the process's, read by the face (cli.end_without_stray_threads)."""
-    from generic_trainer.fit import cluster
-
-    return not (cluster.configured(environ) or environ.get("KERASTUNER_ORACLE_IP", "").strip())
+def safe_to_skip_teardown(in_cluster: bool, environ: Mapping[str, str]) -> bool:
+    """False for a replica of a cluster (`in_cluster`, which the face reads with cluster.configured)
+    or of a distributed keras-tuner search (keras-tuner's KERASTUNER_ORACLE_IP): other processes may
+    wait on what its teardown does. `environ`: the process's, read by the face."""
+    return not (in_cluster or environ.get("KERASTUNER_ORACLE_IP", "").strip())
 
 
 def end(code: int) -> None:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
     from generic_trainer.fit.checkpointing import BackupAndRestore
-    from generic_trainer.intake.fit_request import FitRequest
+    from generic_trainer.fit.requests import FitRequest
 
 log = logging.getLogger(__name__)
 

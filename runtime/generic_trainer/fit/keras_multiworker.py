@@ -23,7 +23,7 @@ from generic_trainer.errors import UserInputError
 
 if TYPE_CHECKING:
     from generic_trainer.fit.cluster import Cluster
-    from generic_trainer.intake.fit_request import TrainRequest
+    from generic_trainer.fit.requests import TrainRequest
 
 log = logging.getLogger(__name__)
 

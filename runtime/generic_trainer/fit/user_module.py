@@ -4,7 +4,7 @@ A `--module-sha256` pin is checked on the file's bytes before anything of it run
 module's directory goes on `sys.path` so it can import files next to it (for gs://, s3:// and minio://
 modules the sibling `.py` files are downloaded beside it; s3:// and minio:// are read from KFP's
 /s3 and /minio mounts when the file is there). Before the module runs, its `tfx` imports are made
-to resolve to the runtime's equivalents when TFX is not installed (`tfx_imports`). Every verb and
+to resolve to the runtime's equivalents when TFX is not installed (`tfx_hook`). Every verb and
 script that runs a user module goes through `load` / `import_module`.
 """
 
@@ -18,10 +18,11 @@ import sys
 from collections.abc import Callable
 from types import ModuleType
 
+from generic_trainer import tfx_hook
 from generic_trainer.artifacts import files, storage
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserCodeError, UserInputError
-from generic_trainer.fit import tfx_imports, user_code
+from generic_trainer.fit import user_code
 
 INPUT = "--module-file"
 
@@ -114,9 +115,9 @@ def import_module(path: str | None, spec: str) -> ModuleType:
 
     The module's folder goes first on `sys.path` (it may import files beside it), and its `tfx`
     imports resolve to the runtime's equivalents when TFX itself is not installed, including `tfx`
-    paths to files beside it or in its tree (`tfx_imports.module_file`).
+    paths to files beside it or in its tree (`tfx_hook.module_file`).
     """
-    tfx_imports.install()
+    tfx_hook.install()
     if path is None:
         try:
             return user_code.call(importlib.import_module, spec, what=f"module {spec}",
@@ -130,7 +131,7 @@ def import_module(path: str | None, spec: str) -> ModuleType:
     directory = os.path.dirname(path)
     if directory not in sys.path:
         sys.path.insert(0, directory)
-    tfx_imports.add_module_dir(directory)  # `from tfx.examples.x import sibling` loads the file beside it
+    tfx_hook.add_module_dir(directory)  # `from tfx.examples.x import sibling` loads the file beside it
     name = os.path.splitext(os.path.basename(path))[0]
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)

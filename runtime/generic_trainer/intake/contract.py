@@ -32,8 +32,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Generic, Protocol, TypeVar
 
+from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.intake.options import Verb
-from generic_trainer.intake.request import KfpOutputs
 
 RequestT = TypeVar("RequestT")
 ResultT = TypeVar("ResultT")

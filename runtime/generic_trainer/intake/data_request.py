@@ -12,13 +12,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import data_options, options
 from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.request import (
     SPLIT_NAME_PATTERN,
-    KfpOutputs,
     RawInputs,
     data_path,
     examples_dir,

@@ -1,4 +1,4 @@
-"""The requests of the training verbs, train and tune: their typed fields and how raw inputs become them.
+"""The requests of the training verbs, train and tune: how raw inputs become them (fit/requests.py).
 
 Both are a `FitRequest` (the inputs they share, as TFX's Trainer and Tuner share them: examples,
 schema, transform graph, hyperparameters, custom config, steps and splits, checkpoints, metrics and
@@ -12,23 +12,22 @@ are resolved here.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from generic_trainer.artifacts import bounded_parse, storage
-from generic_trainer.artifacts.redaction import redact, secret_key_names
-from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
+from generic_trainer.artifacts.kfp_io import KfpOutputs
+from generic_trainer.artifacts.redaction import secret_key_names
 from generic_trainer.errors import UserInputError
+from generic_trainer.fit.requests import RunFnProgram, TaskProgram, TrainRequest, TuneRequest
 from generic_trainer.intake import fit_options, options
 from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.options import Verb
 from generic_trainer.intake.request import (
     MAX_INT32,
     TUNE_STRATEGIES,
-    KfpOutputs,
     RawInputs,
     check_gcs_timeout,
     checkpoint_dir,
@@ -45,91 +44,8 @@ from generic_trainer.intake.request import (
     raw_inputs,
 )
 from generic_trainer.tflite import options as tflite_options
-from generic_trainer.tflite.options import TFLiteOptions
 
 TUNER_RESULTS_FILE = "tuner_results.json"
-
-
-@dataclasses.dataclass(frozen=True)
-class RunFnProgram:
-    """A TFX-style user module whose run_fn(fn_args) trains and saves the model (TFX Trainer's contract)."""
-
-    module_file: str
-    run_fn: str = "run_fn"
-    module_sha256: str | None = None
-    # Speed options (--mixed-precision, --jit-compile, --steps-per-execution); None: the module's own choice.
-    mixed_precision: str | None = None
-    jit_compile: bool | None = None
-    steps_per_execution: int | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskProgram:
-    """A generic_trainer.Task (`--task module:Class`) trained by the runtime's own loop, from its experiment config."""
-
-    task: str
-    module_sha256: str | None = None
-    experiment: str | None = None
-    config_files: tuple[str, ...] = ()
-    config: str | None = None  # inline YAML/JSON overrides (the KFP `config` parameter)
-    params_override: str | None = None
-    mode: str = "train_and_eval"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class FitRequest:
-    """The inputs train and tune share, as TFX's Trainer and Tuner do: the examples and what the user's
-    function gets of them (FnArgs), where checkpoints, metrics and the report go, the strategy.
-
-    Built for both by `_fit_fields`; TrainRequest and TuneRequest add their own fields.
-    """
-
-    examples: str  # "" for a Task without --examples (its experiment config names its data)
-    checkpoint_dir: str
-    metrics_file: str | None = None
-    report_file: str | None = None
-    schema: str | None = None
-    transform_graph: str | None = None
-    hyperparameters: Mapping[str, Any] | None = None
-    base_model: str | None = None
-    train_steps: int | None = None
-    eval_steps: int | None = None
-    train_splits: tuple[str, ...] = ("train",)
-    eval_splits: tuple[str, ...] = ("eval",)
-    custom_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    strategy: str = "auto"
-    accelerator: str = "auto"  # auto | gpu | cpu: see fit/accelerator.py
-    cache_examples: str = "auto"  # auto | memory | off: the data accessor's record cache (records/example_dataset.py)
-    gcs_root: str = "/gcs"
-    kfp: KfpOutputs | None = None
-    storage: StorageSettings = DEFAULT_SETTINGS  # from the environment (intake/environment.py)
-
-    def redacted_custom_config(self) -> dict[str, Any]:
-        """custom_config with secret values replaced, safe to log or write to metadata."""
-        return redact(self.custom_config)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TrainRequest(FitRequest):
-    """Every input of a train run, resolved to local paths and typed values: the program, and what it runs on."""
-
-    program: RunFnProgram | TaskProgram
-    model_dir: str
-    model_run_dir: str
-    model_run_copy_dir: str | None = None  # also gets model_run_dir's logs at the end (see build_train_request)
-    keras: str = "keras3"  # what tf.keras is for the program: keras3 or tf_keras (--keras auto resolved)
-    keras_reason: str = ""  # why (logged)
-    cluster_timeout: float | None = None
-    # The serving container the model artifact names for Vertex AI Model Registry (serving_container).
-    serving_image: str | None = None
-    serving_accelerator: str = "cpu"
-    serving_image_region: str = "us"
-    tflite: TFLiteOptions | None = None  # --export-tflite (tflite/); None: no TFLite export
-
-    @property
-    def task(self) -> TaskProgram | None:
-        """The Task program, or None for a run_fn module."""
-        return self.program if isinstance(self.program, TaskProgram) else None
 
 
 def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> dict[str, Any]:
@@ -301,24 +217,6 @@ def build_train_request(
                                            values.get("tflite_tolerance")),
         **fields,
     )
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TuneRequest(FitRequest):
-    """Every input of a tune run (a keras-tuner search from the module's tuner_fn), resolved."""
-
-    module_file: str
-    best_hyperparameters_dir: str
-    tuner_fn: str = "tuner_fn"
-    tuner_results_file: str | None = None
-    module_sha256: str | None = None
-    max_trials: int | None = None
-    worker_timeout: float = 600.0
-
-    @property
-    def working_dir(self) -> str:
-        """keras-tuner's directory: stable under the checkpoint dir, so a re-run resumes the search."""
-        return os.path.join(self.checkpoint_dir, "tuner")
 
 
 def build_tune_request(

@@ -11,11 +11,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import judge_options, options
 from generic_trainer.intake.request import (
     DEFAULT_PROBE_MEMORY,
-    KfpOutputs,
     examples_dir,
     existing_path,
     ints_from_floats,

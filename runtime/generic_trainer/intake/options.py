@@ -35,6 +35,8 @@ import inspect
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from generic_trainer.artifacts.kfp_io import ArtifactMaps
+
 REQUIRED = inspect.Parameter.empty  # a component input without a default: the pipeline must give it
 
 
@@ -141,15 +143,6 @@ class Verb:
     def options(self) -> Iterator[Option]:
         for group in self.groups:
             yield from group.options
-
-
-@dataclasses.dataclass(frozen=True)
-class ArtifactMaps:
-    """What KFP's artifacts fill: input artifact name -> raw key (its URI); output artifact name -> raw key
-    its local path fills (None: none). Derived from the declarations (`artifact_maps`), handed to kfp_io."""
-
-    inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    outputs: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
 
 
 def artifact_maps(*verbs: Verb) -> ArtifactMaps:

@@ -21,10 +21,11 @@ import uuid
 from typing import Any
 
 from generic_trainer.artifacts import files, storage
-from generic_trainer.artifacts.model_artifact import EXTRA_DIRS
 from generic_trainer.artifacts.outputs import EVAL_DIR, SERVING_DIR
+from generic_trainer.artifacts.serving_container import SCHEMATA_DIR
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.options import OutputField, Verb, output_fields, published_dirs
+from generic_trainer.tflite.options import TFLITE_DIR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +56,8 @@ INPUT_FIELDS = (("examples", "--examples"), ("schema", "--schema"), ("transform_
 NESTING = {("model_run_dir", "model_dir"), ("model_run_copy_dir", "model_dir"), ("checkpoint_dir", "model_run_dir"),
            ("checkpoint_dir", "model_run_copy_dir")}
 # Dirs an output file may lie in (a metrics file beside the model), but for the parts the runtime replaces whole.
-FILE_HOSTS = {"model_dir": (SERVING_DIR, EVAL_DIR, *EXTRA_DIRS), "model_run_dir": (), "model_run_copy_dir": ()}
+FILE_HOSTS = {"model_dir": (SERVING_DIR, EVAL_DIR, SCHEMATA_DIR, TFLITE_DIR), "model_run_dir": (),
+              "model_run_copy_dir": ()}
 
 def check_outputs(request: Any, executor_output_file: str | None = None, outputs: VerbOutputs | None = None) -> None:
     """Raise UserInputError for the first output of `request` that cannot be written.

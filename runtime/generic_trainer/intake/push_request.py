@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from generic_trainer.artifacts import outputs, storage
+from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import options, push_options
-from generic_trainer.intake.request import KfpOutputs, existing_path, model_dir, raw_inputs
+from generic_trainer.intake.request import existing_path, model_dir, raw_inputs
 
 FLAG = "--push-destination"
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer.artifacts import bounded_parse, storage
+from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import UserInputError
 
 GCS_ROOT_ENV = "GENERIC_TRAINER_GCS_ROOT"
@@ -107,20 +108,6 @@ def duration(default: float | None = None) -> Callable[[RawInputs, str, Any], fl
 def size(default: int | None) -> Callable[[RawInputs, str, Any], int | None]:
     """Bytes from 8GiB, 512MiB, ...; 0 is no limit (None); `default` when unset."""
     return lambda raw, flag, value: memory_size(flag, value, default)
-
-
-@dataclasses.dataclass(frozen=True)
-class KfpOutputs:
-    """Where a KFP run wants its outputs: the executor-output file and each output artifact."""
-
-    output_file: str
-    # output name -> {"name", "uri", "path", "schema_title"}; "path" is the local path of "uri".
-    artifacts: Mapping[str, Mapping[str, str]]
-    parameters: tuple[str, ...] = ()  # the output parameters the component declares
-
-    def path(self, name: str) -> str | None:
-        art = self.artifacts.get(name)
-        return art["path"] if art else None
 
 
 def ints_from_floats(value: Any) -> Any:

@@ -3,7 +3,7 @@
     from generic_trainer.task import Task, TaskConfig, ExperimentConfig, register_task, register_experiment
 
 Usable without the CLI: `run_experiment(task, experiment, mode, checkpoint_dir, ...)`, the same
-entry the CLI path (`generic-trainer train --task module:Class ...`, `task/runner.py`) runs.
+entry the CLI path (`generic-trainer train --task module:Class ...`, `train_task.py`, beside train.py) runs.
 
 The package, one job per module:
   base.py                the Task class (what to train) and its registry
@@ -20,7 +20,6 @@ The package, one job per module:
   controller.py          the outer loop: when to train, evaluate, checkpoint, recover and stop
   checkpoints.py         warm starts (init_checkpoint) and the best-checkpoint exporter
   export.py              the serving SavedModel (serving_default runs Task.inference_step)
-  runner.py              the CLI path: a TrainRequest in, published outputs out
 Importing this package does not import TensorFlow.
 """
 

@@ -1,6 +1,6 @@
 """`run_experiment`: the one entry that runs a Task (Model Garden's `train_lib.run_experiment`).
 
-The CLI path (`task/runner.py`) and the tests both run a Task through it, so the tests cover
+The CLI path (`train_task.py`) and the tests both run a Task through it, so the tests cover
 what production runs. It checks the config for the mode, writes params.yaml (chief, train
 modes), builds the `TaskState`, the inner loops the mode needs (`TrainLoop`, `EvalLoop`), the
 eval actions (the best-checkpoint exporter when `trainer.best_checkpoint_export_subdir` is set)

@@ -1,4 +1,5 @@
-"""`generic-trainer train --task module:Class`: one Task run, from a TrainRequest to published outputs.
+"""`generic-trainer train --task module:Class`, the train verb's Task path: one Task run,
+from a TrainRequest to published outputs.
 
 Steps: load the Task class (a .py path, gs:// URI or dotted module, then `:Class`) and check it
 defines what it must; resolve the experiment config (defaults -> run inputs -> config files ->
@@ -17,7 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 
-from generic_trainer.artifacts import outputs, publisher, storage
+from generic_trainer.artifacts import outputs, storage
 from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
@@ -25,11 +26,12 @@ from generic_trainer.fit import accelerator, user_code, user_module
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.inputs import resolve_schema_file
 from generic_trainer.fit.preemption import WATCHER
-from generic_trainer.intake.fit_request import TrainRequest
+from generic_trainer.fit.requests import TrainRequest
 from generic_trainer.task import base, config, resolve
 from generic_trainer.task.config import TRAIN_MODES
 from generic_trainer.task.controller import ExperimentResult
 from generic_trainer.task.experiment import barrier, run_experiment
+from generic_trainer.trained import publisher
 
 log = logging.getLogger("generic_trainer.task")
 

@@ -19,11 +19,12 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from generic_trainer.artifacts import model_artifact, outputs, storage
+from generic_trainer.artifacts import outputs, storage
+from generic_trainer.trained import model_artifact
 
 if TYPE_CHECKING:
     from generic_trainer.artifacts.results import TrainResult
-    from generic_trainer.intake.fit_request import TrainRequest
+    from generic_trainer.fit.requests import TrainRequest
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ def write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
     if request.metrics_file:
         outputs.write_metrics_file(request.metrics_file, metrics)
     if request.report_file:
-        from generic_trainer.artifacts import report
+        from generic_trainer.trained import train_report
 
-        report.write_train_report(request, result)
+        train_report.write_train_report(request, result)
     outputs.copy_model_run(request.model_run_dir, request.model_run_copy_dir)
