@@ -25,6 +25,7 @@ demo: $(STAMP)
 # `make test-all` is `make test`.
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -ra -n auto --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 test-e2e: $(STAMP)
@@ -35,10 +36,12 @@ test-all: test
 # Everything but the tests that train or start the CLI in TensorFlow (marked slow): a quick check while editing.
 test-fast: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

@@ -37,7 +37,10 @@ def write_csv(path: str, rows: int, seed: int = 0) -> None:
         reader = csv.reader(f)
         header = next(reader)
         base = list(reader)
-    floats = [header.index(c) for c in ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g")]
+    floats = [
+        header.index(c)
+        for c in ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g")
+    ]
     with open(path, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(header)
@@ -68,8 +71,12 @@ def timed(cmd: list[str]) -> dict:
         err.seek(0)
         if proc.returncode != 0:
             raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}):\n{err.read()[-3000:]}")
-        return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mib": usage.ru_maxrss / 1024,
-                "stdout": out.read()}
+        return {
+            "wall_s": wall,
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_rss_mib": usage.ru_maxrss / 1024,
+            "stdout": out.read(),
+        }
 
 
 def load() -> str:
@@ -82,26 +89,58 @@ def bench_size(rows: int, repeats: int, plain_first: bool = False) -> dict:
     os.makedirs(base)
     csv_path = os.path.join(base, "rows.csv")
     write_csv(csv_path, rows)
-    result: dict = {"rows": rows, "csv_mib": os.path.getsize(csv_path) / 2**20, "load_before": load(), "runs": []}
+    result: dict = {
+        "rows": rows,
+        "csv_mib": os.path.getsize(csv_path) / 2**20,
+        "load_before": load(),
+        "runs": [],
+    }
     for rep in range(repeats):
         run: dict = {}
         examples = os.path.join(base, f"examples-{rep}")
-        r = timed([GT, "import-examples", "--input", csv_path, "--schema", os.path.join(PENGUIN, "schema.pbtxt"),
-                   "--output", examples])
+        r = timed(
+            [
+                GT,
+                "import-examples",
+                "--input",
+                csv_path,
+                "--schema",
+                os.path.join(PENGUIN, "schema.pbtxt"),
+                "--output",
+                examples,
+            ]
+        )
         summary = json.loads(r.pop("stdout"))
         run["import"] = {**r, "verb_s": summary["seconds"], "counts": summary["num_examples"]}
         order = ["verb", "plain"] if (rep + plain_first) % 2 == 0 else ["plain", "verb"]
         for which in order:
             out = os.path.join(base, f"{which}-{rep}")
             if which == "verb":
-                cmd = [GT, "transform", "--examples", examples, "--schema", os.path.join(examples, "schema.pbtxt"),
-                       "--module-file", os.path.join(PENGUIN, "module_transform.py"),
-                       "--transform-graph", os.path.join(out, "graph"),
-                       "--transformed-examples", os.path.join(out, "transformed")]
+                cmd = [
+                    GT,
+                    "transform",
+                    "--examples",
+                    examples,
+                    "--schema",
+                    os.path.join(examples, "schema.pbtxt"),
+                    "--module-file",
+                    os.path.join(PENGUIN, "module_transform.py"),
+                    "--transform-graph",
+                    os.path.join(out, "graph"),
+                    "--transformed-examples",
+                    os.path.join(out, "transformed"),
+                ]
             else:
-                cmd = [sys.executable, os.path.join(HERE, "transform_plain.py"), examples,
-                       os.path.join(examples, "schema.pbtxt"), os.path.join(PENGUIN, "module_transform.py"), out,
-                       "--direct_running_mode=in_memory", "--direct_num_workers=1"]
+                cmd = [
+                    sys.executable,
+                    os.path.join(HERE, "transform_plain.py"),
+                    examples,
+                    os.path.join(examples, "schema.pbtxt"),
+                    os.path.join(PENGUIN, "module_transform.py"),
+                    out,
+                    "--direct_running_mode=in_memory",
+                    "--direct_num_workers=1",
+                ]
             r = timed(cmd)
             r.pop("stdout")
             run[f"transform_{which}"] = r
@@ -117,8 +156,12 @@ def bench_size(rows: int, repeats: int, plain_first: bool = False) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--repeats", type=int, default=1, help="runs per size; the transform order alternates")
-    parser.add_argument("--plain-first", action="store_true", help="start with the plain script (default: the verb)")
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="runs per size; the transform order alternates"
+    )
+    parser.add_argument(
+        "--plain-first", action="store_true", help="start with the plain script (default: the verb)"
+    )
     parser.add_argument("--out", default=os.path.join(WORK, "results.json"))
     args = parser.parse_args()
     os.makedirs(WORK, exist_ok=True)

@@ -67,7 +67,9 @@ def schema_text(table: list[tuple[str, str, bool]]) -> str:
                 "shape { dim { size: 1 } } }"
             )
         else:
-            out.append(f'feature {{ name: "{name}" type: {kind} presence {{ min_fraction: 0.5 }} }}')
+            out.append(
+                f'feature {{ name: "{name}" type: {kind} presence {{ min_fraction: 0.5 }} }}'
+            )
     return "\n".join(out) + "\n"
 
 
@@ -76,7 +78,9 @@ def hand_spec(table: list[tuple[str, str, bool]]) -> dict:
 
     dtypes = {"FLOAT": tf.float32, "INT": tf.int64, "BYTES": tf.string}
     return {
-        name: tf.io.FixedLenFeature([1], dtypes[kind]) if dense else tf.io.VarLenFeature(dtypes[kind])
+        name: tf.io.FixedLenFeature([1], dtypes[kind])
+        if dense
+        else tf.io.VarLenFeature(dtypes[kind])
         for name, kind, dense in table
     }
 
@@ -99,7 +103,9 @@ def generate(path: str, table: list[tuple[str, str, bool]], n: int, unique: int 
         elif kind == "INT":
             columns[name] = rng.integers(0, 3 if name == LABEL else 1000, size=(unique, 3)).tolist()
         else:
-            columns[name] = [[words[v] for v in row] for row in rng.integers(0, len(words), size=(unique, 3))]
+            columns[name] = [
+                [words[v] for v in row] for row in rng.integers(0, len(words), size=(unique, 3))
+            ]
     counts = rng.integers(0, 4, size=unique).tolist()  # values of a var-len feature; 0 = absent
     pool = []
     for r in range(unique):
@@ -108,7 +114,11 @@ def generate(path: str, table: list[tuple[str, str, bool]], n: int, unique: int 
             count = 1 if dense else counts[r]
             if count:
                 feature = example.features.feature[name]
-                kind_list = {"FLOAT": feature.float_list, "INT": feature.int64_list, "BYTES": feature.bytes_list}
+                kind_list = {
+                    "FLOAT": feature.float_list,
+                    "INT": feature.int64_list,
+                    "BYTES": feature.bytes_list,
+                }
                 kind_list[kind].value.extend(columns[name][r][:count])
         pool.append(example.SerializeToString())
 
@@ -148,6 +158,7 @@ def pipelines(path: str, table: list, batch_size: int) -> dict:
 
     def raw_shuf() -> tf.data.Dataset:
         """raw doing the work the accessor does by default: shuffle the serialized records (buffer 10000)."""
+
         def parse(serialized):
             features = tf.io.parse_example(serialized, spec)
             return features, features.pop(LABEL)
@@ -156,7 +167,9 @@ def pipelines(path: str, table: list, batch_size: int) -> dict:
         return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     def tfx_bsl() -> tf.data.Dataset:
-        record = tfxio.TFExampleRecord(file_pattern=pattern, telemetry_descriptors=[], schema=schema)
+        record = tfxio.TFExampleRecord(
+            file_pattern=pattern, telemetry_descriptors=[], schema=schema
+        )
         return record.TensorFlowDataset(options)
 
     def ours() -> tf.data.Dataset:
@@ -165,7 +178,13 @@ def pipelines(path: str, table: list, batch_size: int) -> dict:
     def ours_noshuf() -> tf.data.Dataset:
         return DataAccessor().tf_dataset_factory([pattern], options._replace(shuffle=False), schema)
 
-    return {"raw": raw, "raw_shuf": raw_shuf, "tfx_bsl": tfx_bsl, "ours": ours, "ours_noshuf": ours_noshuf}
+    return {
+        "raw": raw,
+        "raw_shuf": raw_shuf,
+        "tfx_bsl": tfx_bsl,
+        "ours": ours,
+        "ours_noshuf": ours_noshuf,
+    }
 
 
 def time_pass(make) -> tuple[float, float, int]:
@@ -282,14 +301,24 @@ def run_one(wide: bool, n: int, batch_size: int, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--wide", action="store_true", help="only the wide data set (131 features)")
-    parser.add_argument("--both", action="store_true", help="penguin-like and wide, one README table")
-    parser.add_argument("--examples", type=int, help="examples (default 500000, 100000 with --wide)")
-    parser.add_argument("--wide-examples", type=int, default=100_000, help="examples of the wide set with --both")
+    parser.add_argument(
+        "--both", action="store_true", help="penguin-like and wide, one README table"
+    )
+    parser.add_argument(
+        "--examples", type=int, help="examples (default 500000, 100000 with --wide)"
+    )
+    parser.add_argument(
+        "--wide-examples", type=int, default=100_000, help="examples of the wide set with --both"
+    )
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--no-readme", action="store_true", help="print only, leave bench/README.md alone")
+    parser.add_argument(
+        "--no-readme", action="store_true", help="print only, leave bench/README.md alone"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -301,7 +330,9 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()[0]
     runs = [run_one(wide, n, args.batch_size, args.repeats) for wide, n in plan]
     load = f"load average {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
-    command = " ".join([".venv/bin/python bench/input_pipeline.py", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(
+        [".venv/bin/python bench/input_pipeline.py", *(sys.argv[1:] if argv is None else argv)]
+    )
     section = section_for(runs, f"{machine()}; {load}", command)
     print()
     print(section)

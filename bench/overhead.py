@@ -49,8 +49,17 @@ BIN = os.path.dirname(sys.executable)
 TRAINER = os.path.join(BIN, "generic-trainer")
 FIRST_STEP = re.compile(r"first training step done \((\d+(?:\.\d+)?) s after process start\)")
 EPOCH_RATE = re.compile(r"epoch \d+/\d+ done in [\d.]+ s \(([\d.]+) steps/s\)")
-HEAVY = ("tensorflow", "keras", "tensorflow_transform", "tfx_bsl", "kfp", "google.cloud.storage",
-         "google.cloud.aiplatform", "keras_tuner", "apache_beam")
+HEAVY = (
+    "tensorflow",
+    "keras",
+    "tensorflow_transform",
+    "tfx_bsl",
+    "kfp",
+    "google.cloud.storage",
+    "google.cloud.aiplatform",
+    "keras_tuner",
+    "apache_beam",
+)
 VARIANTS = ("plain", "trainer", "accessor", "accessor_gt")
 
 sys.path.insert(0, HERE)
@@ -80,8 +89,12 @@ def ensure_data(n: int) -> str:
 
 
 def child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("TF_CONFIG", "CLUSTER_SPEC", "TF_USE_LEGACY_KERAS") and not k.startswith("AIP_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TF_CONFIG", "CLUSTER_SPEC", "TF_USE_LEGACY_KERAS")
+        and not k.startswith("AIP_")
+    }
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     return env
 
@@ -91,18 +104,22 @@ def run_child(cmd: list[str], log_path: str, timeout: float = 3600) -> dict:
     with open(log_path, "w") as out:
         load = os.getloadavg()[0]
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=child_env(), cwd=REPO)
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=child_env(), cwd=REPO
+        )
         deadline = start + timeout
         seen, last_epoch_end = 0, float("nan")
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            with open(log_path, "rb") as f:  # when the last "epoch N/N done" line appears: the tail after it
+            with open(
+                log_path, "rb"
+            ) as f:  # when the last "epoch N/N done" line appears: the tail after it
                 f.seek(seen)
                 new = f.read()
             if b"\n" in new:
-                complete = new[:new.rindex(b"\n") + 1]
+                complete = new[: new.rindex(b"\n") + 1]
                 seen += len(complete)
                 if EPOCH_RATE.search(complete.decode("utf-8", "replace")):
                     last_epoch_end = time.perf_counter() - start
@@ -115,12 +132,16 @@ def run_child(cmd: list[str], log_path: str, timeout: float = 3600) -> dict:
         proc.returncode = os.waitstatus_to_exitcode(status)
     text = open(log_path).read()
     if proc.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed with exit code {proc.returncode}; log {log_path}:\n{text[-3000:]}")
+        sys.exit(
+            f"{' '.join(cmd)} failed with exit code {proc.returncode}; log {log_path}:\n{text[-3000:]}"
+        )
     found = FIRST_STEP.search(text)
     return {
         "wall": wall,
         "first_step": float(found.group(1)) if found else float("nan"),
-        "steps_per_s": float(EPOCH_RATE.findall(text)[-1]) if EPOCH_RATE.search(text) else float("nan"),
+        "steps_per_s": float(EPOCH_RATE.findall(text)[-1])
+        if EPOCH_RATE.search(text)
+        else float("nan"),
         "epoch_end": last_epoch_end,  # seconds after start when the last epoch's line was seen (20 ms polls)
         "rss_mb": usage.ru_maxrss / 1024,
         "cpu": usage.ru_utime + usage.ru_stime,
@@ -138,12 +159,37 @@ def _accuracy(text: str) -> float:
 
 def command(variant: str, data: str, model_dir: str, batch_size: int, epochs: int) -> list[str]:
     if variant == "plain":
-        return [sys.executable, os.path.join(HERE, "overhead_plain.py"), "--examples", data, "--model-dir", model_dir,
-                "--batch-size", str(batch_size), "--epochs", str(epochs)]
-    config = {"input": "tf_data" if variant == "trainer" else variant, "batch_size": batch_size, "epochs": epochs}
-    return [TRAINER, "train", "--examples", data, "--module-file", os.path.join(HERE, "overhead_module.py"),
-            "--schema", os.path.join(data, "schema.pbtxt"), "--model-dir", model_dir,
-            "--custom-config", json.dumps(config)]
+        return [
+            sys.executable,
+            os.path.join(HERE, "overhead_plain.py"),
+            "--examples",
+            data,
+            "--model-dir",
+            model_dir,
+            "--batch-size",
+            str(batch_size),
+            "--epochs",
+            str(epochs),
+        ]
+    config = {
+        "input": "tf_data" if variant == "trainer" else variant,
+        "batch_size": batch_size,
+        "epochs": epochs,
+    }
+    return [
+        TRAINER,
+        "train",
+        "--examples",
+        data,
+        "--module-file",
+        os.path.join(HERE, "overhead_module.py"),
+        "--schema",
+        os.path.join(data, "schema.pbtxt"),
+        "--model-dir",
+        model_dir,
+        "--custom-config",
+        json.dumps(config),
+    ]
 
 
 def run_variant(variant: str, data: str, batch_size: int, epochs: int, tag: str) -> dict:
@@ -152,78 +198,140 @@ def run_variant(variant: str, data: str, batch_size: int, epochs: int, tag: str)
     model_dir = os.path.join(runs, f"{tag}-{variant}")
     shutil.rmtree(model_dir, ignore_errors=True)
     try:
-        result = run_child(command(variant, data, model_dir, batch_size, epochs), model_dir + ".log")
+        result = run_child(
+            command(variant, data, model_dir, batch_size, epochs), model_dir + ".log"
+        )
         if not os.path.isfile(os.path.join(model_dir, "Format-Serving", "saved_model.pb")):
             sys.exit(f"{variant} wrote no serving model; log {model_dir}.log")
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)
-    print(f"  {tag:>8s} {variant:9s} wall {result['wall']:6.1f} s  first step {result['first_step']:5.1f} s  "
-          f"peak RSS {result['rss_mb']:6.0f} MB  CPU {result['cpu']:6.1f} s  val acc {result['accuracy']:.3f}  "
-          f"(load {result['load']:.1f})", flush=True)
+    print(
+        f"  {tag:>8s} {variant:9s} wall {result['wall']:6.1f} s  first step {result['first_step']:5.1f} s  "
+        f"peak RSS {result['rss_mb']:6.0f} MB  CPU {result['cpu']:6.1f} s  val acc {result['accuracy']:.3f}  "
+        f"(load {result['load']:.1f})",
+        flush=True,
+    )
     return result
 
 
 # ---------------------------------------------------------------------------------------- modes
 
 
-def bench_overhead(n: int, repeats: int, batch_size: int, epochs: int, variants: tuple[str, ...]) -> dict:
+def bench_overhead(
+    n: int, repeats: int, batch_size: int, epochs: int, variants: tuple[str, ...]
+) -> dict:
     data = ensure_data(n)
-    print(f"overhead: {n:,} examples, batch {batch_size}, {epochs} epoch(s), {repeats} repeats of {variants}")
+    print(
+        f"overhead: {n:,} examples, batch {batch_size}, {epochs} epoch(s), {repeats} repeats of {variants}"
+    )
     results: dict[str, list[dict]] = {v: [] for v in variants}
     for rep in range(repeats):
-        for variant in variants[rep % len(variants):] + variants[:rep % len(variants)]:  # each takes every place
+        for variant in (
+            variants[rep % len(variants) :] + variants[: rep % len(variants)]
+        ):  # each takes every place
             results[variant].append(run_variant(variant, data, batch_size, epochs, f"rep{rep + 1}"))
-    median = {v: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for v, rs in results.items()}
-    return {"examples": n, "batch_size": batch_size, "epochs": epochs, "repeats": repeats, "runs": results,
-            "median": median}
+    median = {
+        v: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for v, rs in results.items()
+    }
+    return {
+        "examples": n,
+        "batch_size": batch_size,
+        "epochs": epochs,
+        "repeats": repeats,
+        "runs": results,
+        "median": median,
+    }
 
 
 def bench_memory(n_small: int, n_large: int, batch_size: int, variant: str = "accessor") -> dict:
     sizes = (n_small, n_large)
     paths = {n: ensure_data(n) for n in sizes}
-    print(f"memory: {variant} over {n_small:,} and {n_large:,} examples, batch {batch_size}, 1 epoch")
+    print(
+        f"memory: {variant} over {n_small:,} and {n_large:,} examples, batch {batch_size}, 1 epoch"
+    )
     results = {n: run_variant(variant, paths[n], batch_size, 1, f"{n // 1000}k") for n in sizes}
     return {"variant": variant, "batch_size": batch_size, "results": results}
 
 
 def _timed(cmd: list[str], expect_rc: int | None = None) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), cwd=REPO, timeout=600)
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=child_env(), cwd=REPO, timeout=600
+    )
     took = time.perf_counter() - start
     if expect_rc is not None and proc.returncode != expect_rc:
-        sys.exit(f"{' '.join(cmd)}: exit code {proc.returncode}, expected {expect_rc}\n{proc.stderr[-2000:]}")
+        sys.exit(
+            f"{' '.join(cmd)}: exit code {proc.returncode}, expected {expect_rc}\n{proc.stderr[-2000:]}"
+        )
     return took
 
 
 def _heavy_imports(args: list[str]) -> list[str]:
     """Heavy top-level packages the CLI imports for `args` (python -X importtime)."""
     code = "import sys; from generic_trainer.cli import main; sys.exit(main(sys.argv[1:]))"
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code, *args], capture_output=True, text=True,
-                          env=child_env(), cwd=REPO, timeout=600)
-    names = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=REPO,
+        timeout=600,
+    )
+    names = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
     return [h for h in HEAVY if h in names]
 
 
 def bench_startup(repeats: int) -> dict:
     print(f"startup: {repeats} runs each")
-    bad_args = ["train", "--examples", "/nonexistent/examples", "--module-file", "m.py", "--model-dir", "/tmp/x"]
+    bad_args = [
+        "train",
+        "--examples",
+        "/nonexistent/examples",
+        "--module-file",
+        "m.py",
+        "--model-dir",
+        "/tmp/x",
+    ]
     cases = [
         ("`python -c pass` (interpreter alone)", [sys.executable, "-c", "pass"], 0, None),
         ("`generic-trainer --help`", [TRAINER, "--help"], 0, ["--help"]),
         ("`generic-trainer train --help`", [TRAINER, "train", "--help"], 0, ["train", "--help"]),
-        ("`generic-trainer train --examples /nonexistent/examples ...` (exit 2)", [TRAINER, *bad_args], 2, bad_args),
-        ("`python -c \"import tensorflow\"` (for scale)", [sys.executable, "-c", "import tensorflow"], 0, None),
-        ("`python -c \"import tensorflow; from tfx_bsl.public import tfxio\"` (what a TFX module adds)",
-         [sys.executable, "-c", "import tensorflow; from tfx_bsl.public import tfxio"], 0, None),
+        (
+            "`generic-trainer train --examples /nonexistent/examples ...` (exit 2)",
+            [TRAINER, *bad_args],
+            2,
+            bad_args,
+        ),
+        (
+            '`python -c "import tensorflow"` (for scale)',
+            [sys.executable, "-c", "import tensorflow"],
+            0,
+            None,
+        ),
+        (
+            '`python -c "import tensorflow; from tfx_bsl.public import tfxio"` (what a TFX module adds)',
+            [sys.executable, "-c", "import tensorflow; from tfx_bsl.public import tfxio"],
+            0,
+            None,
+        ),
     ]
     rows = []
     for label, cmd, rc, cli_args in cases:
         _timed(cmd)  # warm the page cache
         times = [_timed(cmd, rc) for _ in range(repeats)]
         heavy = _heavy_imports(cli_args) if cli_args is not None else None
-        rows.append({"label": label, "median": statistics.median(times), "max": max(times), "heavy": heavy})
-        print(f"  {label:70s} median {statistics.median(times):.2f} s  max {max(times):.2f} s  "
-              f"heavy imports: {heavy if heavy is not None else '-'}", flush=True)
+        rows.append(
+            {"label": label, "median": statistics.median(times), "max": max(times), "heavy": heavy}
+        )
+        print(
+            f"  {label:70s} median {statistics.median(times):.2f} s  max {max(times):.2f} s  "
+            f"heavy imports: {heavy if heavy is not None else '-'}",
+            flush=True,
+        )
     return {"repeats": repeats, "rows": rows}
 
 
@@ -287,7 +395,9 @@ def bench_steps(n: int, repeats: int) -> dict:
     data = ensure_data(n)
     runs = os.path.join(WORK, "runs")
     model = os.path.join(runs, "steps-model")
-    if not os.path.isdir(os.path.join(model, "Format-Serving")):  # a serving model of the bench's model
+    if not os.path.isdir(
+        os.path.join(model, "Format-Serving")
+    ):  # a serving model of the bench's model
         shutil.rmtree(model, ignore_errors=True)
         run_child(command("plain", data, model, 128, 1) + ["--train-steps", "20"], model + ".log")
     print(f"steps: the runtime's own steps, {repeats} fresh processes")
@@ -296,15 +406,28 @@ def bench_steps(n: int, repeats: int) -> dict:
         work = os.path.join(runs, "steps-work")
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
-        proc = subprocess.run([sys.executable, "-c", STEPS_CHILD, data, os.path.join(model, "Format-Serving"), work],
-                              capture_output=True, text=True, env=child_env(), cwd=REPO, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", STEPS_CHILD, data, os.path.join(model, "Format-Serving"), work],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            cwd=REPO,
+            timeout=600,
+        )
         if proc.returncode != 0:
             sys.exit(f"steps child failed:\n{proc.stderr[-3000:]}")
         for row in json.loads(proc.stdout.strip().splitlines()[-1]):
             per_step.setdefault(row["step"], []).append(row)
         shutil.rmtree(work, ignore_errors=True)
-    rows = [{"step": name, "runtime": rs[0]["runtime"], "wall": statistics.median(r["wall"] for r in rs),
-             "cpu": statistics.median(r["cpu"] for r in rs)} for name, rs in per_step.items()]
+    rows = [
+        {
+            "step": name,
+            "runtime": rs[0]["runtime"],
+            "wall": statistics.median(r["wall"] for r in rs),
+            "cpu": statistics.median(r["cpu"] for r in rs),
+        }
+        for name, rs in per_step.items()
+    ]
     for row in rows:
         print(f"  {row['step']:60s} wall {row['wall']:.3f} s  CPU {row['cpu']:.3f} s", flush=True)
     return {"repeats": repeats, "rows": rows}
@@ -327,17 +450,28 @@ def machine() -> str:
     except (OSError, AttributeError):
         mem = "RAM unknown"
     versions = subprocess.run(
-        [sys.executable, "-c", "import tensorflow as tf, keras; print(tf.__version__, keras.__version__)"],
-        capture_output=True, text=True, env=child_env()).stdout.split()
+        [
+            sys.executable,
+            "-c",
+            "import tensorflow as tf, keras; print(tf.__version__, keras.__version__)",
+        ],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+    ).stdout.split()
     tf_version, keras_version = (versions + ["?", "?"])[:2]
-    return (f"nproc {len(os.sched_getaffinity(0))}, {model}, {mem}; Linux {platform.release()}; Python "
-            f"{platform.python_version()}, tensorflow {tf_version}, keras {keras_version}; {gpus()}")
+    return (
+        f"nproc {len(os.sched_getaffinity(0))}, {model}, {mem}; Linux {platform.release()}; Python "
+        f"{platform.python_version()}, tensorflow {tf_version}, keras {keras_version}; {gpus()}"
+    )
 
 
 def gpus() -> str:
     """The GPUs nvidia-smi lists, or 'no GPU'."""
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout.strip()
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         out = ""
     return "GPUs: " + "; ".join(out.splitlines()) if out else "no GPU"
@@ -347,7 +481,7 @@ VARIANT_TEXT = {
     "plain": "`bench/overhead_plain.py`: tf.data + `model.fit` + export, no generic-trainer",
     "trainer": "`generic-trainer train`, the module using the very same tf.data pipeline: the runtime's own cost",
     "accessor": "the module reading through `fn_args.data_accessor.tf_dataset_factory` with tfx_bsl's "
-                "`TensorFlowDatasetOptions`, as a TFX module is written (it imports tfx_bsl)",
+    "`TensorFlowDatasetOptions`, as a TFX module is written (it imports tfx_bsl)",
     "accessor_gt": "the same with `generic_trainer.data.DatasetOptions` (same fields): no tfx_bsl import",
 }
 
@@ -364,12 +498,20 @@ def targets(r: dict) -> str:
     if "trainer" not in r["runs"]:
         return ""
     runs = r["runs"]
-    checks = [(f"wall time {paired(runs, 'trainer', 'wall'):.3f}x (target <= 1.05x)",
-               paired(runs, "trainer", "wall") <= 1.05),
-              (f"first-step delay {paired(runs, 'trainer', 'first_step', diff=True):+.1f} s (target <= +1.5 s)",
-               paired(runs, "trainer", "first_step", diff=True) <= 1.5),
-              (f"peak RSS {paired(runs, 'trainer', 'rss_mb'):.3f}x (target <= 1.10x)",
-               paired(runs, "trainer", "rss_mb") <= 1.10)]
+    checks = [
+        (
+            f"wall time {paired(runs, 'trainer', 'wall'):.3f}x (target <= 1.05x)",
+            paired(runs, "trainer", "wall") <= 1.05,
+        ),
+        (
+            f"first-step delay {paired(runs, 'trainer', 'first_step', diff=True):+.1f} s (target <= +1.5 s)",
+            paired(runs, "trainer", "first_step", diff=True) <= 1.5,
+        ),
+        (
+            f"peak RSS {paired(runs, 'trainer', 'rss_mb'):.3f}x (target <= 1.10x)",
+            paired(runs, "trainer", "rss_mb") <= 1.10,
+        ),
+    ]
     verdicts = [f"{text}: {'met' if ok else '**missed**'}" for text, ok in checks]
     return "Targets for *trainer* (paired medians): " + "; ".join(verdicts) + "."
 
@@ -398,51 +540,75 @@ def overhead_section(r: dict, header: str) -> str:
         "steps/s, median / best | val accuracy |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    best = {v: {k: min(x[k] for x in vruns) for k in ("wall", "first_step")} for v, vruns in runs.items()}
+    best = {
+        v: {k: min(x[k] for x in vruns) for k in ("wall", "first_step")}
+        for v, vruns in runs.items()
+    }
     for v in runs:
         med = m[v]
         b, b0 = best[v], best["plain"]
         if v == "plain":
-            cells = [f"{med['wall']:.1f}", f"{b['wall']:.1f}", f"{med['first_step']:.1f}", f"{b['first_step']:.1f}",
-                     f"{med['rss_mb']:.0f}", f"{med['cpu']:.1f}"]
+            cells = [
+                f"{med['wall']:.1f}",
+                f"{b['wall']:.1f}",
+                f"{med['first_step']:.1f}",
+                f"{b['first_step']:.1f}",
+                f"{med['rss_mb']:.0f}",
+                f"{med['cpu']:.1f}",
+            ]
         else:
-            cells = [f"{med['wall']:.1f} ({paired(runs, v, 'wall'):.3f})",
-                     f"{b['wall']:.1f} ({b['wall'] / b0['wall']:.3f})",
-                     f"{med['first_step']:.1f} ({paired(runs, v, 'first_step', diff=True):+.1f})",
-                     f"{b['first_step']:.1f} ({b['first_step'] - b0['first_step']:+.1f})",
-                     f"{med['rss_mb']:.0f} ({paired(runs, v, 'rss_mb'):.3f})",
-                     f"{med['cpu']:.1f} ({paired(runs, v, 'cpu'):.3f})"]
+            cells = [
+                f"{med['wall']:.1f} ({paired(runs, v, 'wall'):.3f})",
+                f"{b['wall']:.1f} ({b['wall'] / b0['wall']:.3f})",
+                f"{med['first_step']:.1f} ({paired(runs, v, 'first_step', diff=True):+.1f})",
+                f"{b['first_step']:.1f} ({b['first_step'] - b0['first_step']:+.1f})",
+                f"{med['rss_mb']:.0f} ({paired(runs, v, 'rss_mb'):.3f})",
+                f"{med['cpu']:.1f} ({paired(runs, v, 'cpu'):.3f})",
+            ]
         top = max(x["steps_per_s"] for x in runs[v])
-        lines.append(f"| {v} | {' | '.join(cells)} | {med['steps_per_s']:.0f} / {top:.0f} | {med['accuracy']:.3f} |")
-    lines += ["", targets(r), "", "Every run (wall s / first step s / peak RSS MB / CPU s, and the 1-min load "
-              "average when it started):", ""]
+        lines.append(
+            f"| {v} | {' | '.join(cells)} | {med['steps_per_s']:.0f} / {top:.0f} | {med['accuracy']:.3f} |"
+        )
+    lines += [
+        "",
+        targets(r),
+        "",
+        "Every run (wall s / first step s / peak RSS MB / CPU s, and the 1-min load "
+        "average when it started):",
+        "",
+    ]
     for variant, vruns in runs.items():
-        cells = "; ".join(f"{x['wall']:.1f}/{x['first_step']:.1f}/{x['rss_mb']:.0f}/{x['cpu']:.1f} "
-                          f"(load {x['load']:.1f})" for x in vruns)
+        cells = "; ".join(
+            f"{x['wall']:.1f}/{x['first_step']:.1f}/{x['rss_mb']:.0f}/{x['cpu']:.1f} "
+            f"(load {x['load']:.1f})"
+            for x in vruns
+        )
         lines.append(f"- {variant}: {cells}")
     return "\n".join(lines + ["", header])
 
 
 def memory_section(r: dict, header: str) -> str:
     (n1, a), (n2, b) = sorted(r["results"].items())
-    return "\n".join([
-        "## Memory: peak RSS does not grow with the data",
-        "",
-        f"Written by `bench/overhead.py --mode memory`. `generic-trainer train` with `bench/overhead_module.py` "
-        f"(`{r['variant']}` input: `fn_args.data_accessor.tf_dataset_factory`, shuffle buffer 10,000), batch "
-        f"{r['batch_size']}, one epoch over every training example, validation, export.",
-        "",
-        "| training examples | wall, s | peak RSS, MB | CPU, s |",
-        "|---:|---:|---:|---:|",
-        f"| {n1:,} | {a['wall']:.1f} | {a['rss_mb']:.0f} | {a['cpu']:.1f} |",
-        f"| {n2:,} | {b['wall']:.1f} | {b['rss_mb']:.0f} | {b['cpu']:.1f} |",
-        "",
-        f"Peak RSS ratio {n2 // 1000:,}k / {n1 // 1000:,}k: **{b['rss_mb'] / a['rss_mb']:.3f}** (target: within "
-        "1.10). Examples are read as a stream (TFRecordDataset -> bounded shuffle buffer -> batches); nothing "
-        "holds the data set.",
-        "",
-        header,
-    ])
+    return "\n".join(
+        [
+            "## Memory: peak RSS does not grow with the data",
+            "",
+            f"Written by `bench/overhead.py --mode memory`. `generic-trainer train` with `bench/overhead_module.py` "
+            f"(`{r['variant']}` input: `fn_args.data_accessor.tf_dataset_factory`, shuffle buffer 10,000), batch "
+            f"{r['batch_size']}, one epoch over every training example, validation, export.",
+            "",
+            "| training examples | wall, s | peak RSS, MB | CPU, s |",
+            "|---:|---:|---:|---:|",
+            f"| {n1:,} | {a['wall']:.1f} | {a['rss_mb']:.0f} | {a['cpu']:.1f} |",
+            f"| {n2:,} | {b['wall']:.1f} | {b['rss_mb']:.0f} | {b['cpu']:.1f} |",
+            "",
+            f"Peak RSS ratio {n2 // 1000:,}k / {n1 // 1000:,}k: **{b['rss_mb'] / a['rss_mb']:.3f}** (target: within "
+            "1.10). Examples are read as a stream (TFRecordDataset -> bounded shuffle buffer -> batches); nothing "
+            "holds the data set.",
+            "",
+            header,
+        ]
+    )
 
 
 def startup_section(r: dict, header: str) -> str:
@@ -482,17 +648,22 @@ def steps_section(r: dict, header: str, plain_wall: float | None) -> str:
         lines.append(f"| {name} | {row['wall']:.3f} | {row['cpu']:.3f} |")
     lines.append(f"| **the runtime's steps together** | **{wall:.3f}** | **{cpu:.3f}** |")
     if plain_wall:
-        lines += ["", f"Together {wall:.2f} s: {100 * wall / plain_wall:.1f}% of the plain script's median wall "
-                      f"time in the overhead bench ({plain_wall:.1f} s). The progress callback runs on Keras' "
-                      "asynchronous batch-end dispatch (`async_safe`), off the training loop."]
+        lines += [
+            "",
+            f"Together {wall:.2f} s: {100 * wall / plain_wall:.1f}% of the plain script's median wall "
+            f"time in the overhead bench ({plain_wall:.1f} s). The progress callback runs on Keras' "
+            "asynchronous batch-end dispatch (`async_safe`), off the training loop.",
+        ]
     return "\n".join(lines + ["", header])
 
 
 def footer(cmd: str) -> str:
     load = os.getloadavg()
-    return (f"Machine: {machine()}. Date: {datetime.date.today().isoformat()}. Load average when written: "
-            f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min; the machine is shared with other work, so "
-            f"absolute times vary; compare figures within one section).\n\nCommand:\n\n    {cmd}\n")
+    return (
+        f"Machine: {machine()}. Date: {datetime.date.today().isoformat()}. Load average when written: "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min; the machine is shared with other work, so "
+        f"absolute times vary; compare figures within one section).\n\nCommand:\n\n    {cmd}\n"
+    )
 
 
 def _readme_plain_wall() -> float | None:
@@ -511,7 +682,7 @@ def update_readme(name: str, section: str) -> None:
     text = open(README).read() if os.path.exists(README) else "# Benchmarks\n"
     block = f"{start}\n{section.rstrip()}\n{end}"
     if start in text and end in text:
-        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end) :]
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     with open(README, "w") as f:
@@ -519,16 +690,32 @@ def update_readme(name: str, section: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mode", choices=("all", "startup", "steps", "overhead", "memory"), default="all")
-    parser.add_argument("--examples", type=int, default=500_000, help="training examples (default 500000)")
-    parser.add_argument("--large-examples", type=int, help="memory mode: the large data set (default 10x)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--mode", choices=("all", "startup", "steps", "overhead", "memory"), default="all"
+    )
+    parser.add_argument(
+        "--examples", type=int, default=500_000, help="training examples (default 500000)"
+    )
+    parser.add_argument(
+        "--large-examples", type=int, help="memory mode: the large data set (default 10x)"
+    )
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=8, help="overhead mode: runs of each variant")
-    parser.add_argument("--startup-repeats", type=int, default=6, help="startup mode: runs of each command")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"overhead mode: subset of {VARIANTS}")
-    parser.add_argument("--no-readme", action="store_true", help="print only, leave bench/README.md alone")
+    parser.add_argument(
+        "--repeats", type=int, default=8, help="overhead mode: runs of each variant"
+    )
+    parser.add_argument(
+        "--startup-repeats", type=int, default=6, help="startup mode: runs of each command"
+    )
+    parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help=f"overhead mode: subset of {VARIANTS}"
+    )
+    parser.add_argument(
+        "--no-readme", action="store_true", help="print only, leave bench/README.md alone"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the raw results here")
     args = parser.parse_args(argv)
     variants = tuple(v for v in args.variants.split(",") if v)
@@ -542,23 +729,44 @@ def main(argv: list[str] | None = None) -> None:
             continue
         if mode == "startup":
             results[mode] = r = bench_startup(args.startup_repeats)
-            section = startup_section(r, footer(f"{cmd_base} --mode startup --startup-repeats {args.startup_repeats}"))
+            section = startup_section(
+                r, footer(f"{cmd_base} --mode startup --startup-repeats {args.startup_repeats}")
+            )
         elif mode == "steps":
             results[mode] = r = bench_steps(args.examples, args.startup_repeats)
-            plain = results.get("overhead", {}).get("median", {}).get("plain", {}).get("wall") or _readme_plain_wall()
-            section = steps_section(r, footer(f"{cmd_base} --mode steps --examples {args.examples} "
-                                              f"--startup-repeats {args.startup_repeats}"), plain)
+            plain = (
+                results.get("overhead", {}).get("median", {}).get("plain", {}).get("wall")
+                or _readme_plain_wall()
+            )
+            section = steps_section(
+                r,
+                footer(
+                    f"{cmd_base} --mode steps --examples {args.examples} "
+                    f"--startup-repeats {args.startup_repeats}"
+                ),
+                plain,
+            )
         elif mode == "overhead":
-            results[mode] = r = bench_overhead(args.examples, args.repeats, args.batch_size, args.epochs, variants)
-            section = overhead_section(r, footer(
-                f"{cmd_base} --mode overhead --examples {args.examples} --batch-size {args.batch_size} "
-                f"--epochs {args.epochs} --repeats {args.repeats} --variants {','.join(variants)}"))
+            results[mode] = r = bench_overhead(
+                args.examples, args.repeats, args.batch_size, args.epochs, variants
+            )
+            section = overhead_section(
+                r,
+                footer(
+                    f"{cmd_base} --mode overhead --examples {args.examples} --batch-size {args.batch_size} "
+                    f"--epochs {args.epochs} --repeats {args.repeats} --variants {','.join(variants)}"
+                ),
+            )
         else:
             large = args.large_examples or args.examples * 10
             results[mode] = r = bench_memory(args.examples, large, args.batch_size)
-            section = memory_section(r, footer(
-                f"{cmd_base} --mode memory --examples {args.examples} --large-examples {large} "
-                f"--batch-size {args.batch_size}"))
+            section = memory_section(
+                r,
+                footer(
+                    f"{cmd_base} --mode memory --examples {args.examples} --large-examples {large} "
+                    f"--batch-size {args.batch_size}"
+                ),
+            )
         print("\n" + section)
         if not args.no_readme:
             update_readme(mode, section)

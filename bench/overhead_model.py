@@ -25,7 +25,12 @@ EVAL_EXAMPLES = 20_000
 
 def schema_text() -> str:
     """SchemaGen-style schema of the generated data: every feature dense, shape [1]."""
-    kinds = {**{k: "FLOAT" for k in NUMERIC[:4]}, "year": "INT", **{k: "BYTES" for k in STRINGS}, LABEL: "INT"}
+    kinds = {
+        **{k: "FLOAT" for k in NUMERIC[:4]},
+        "year": "INT",
+        **{k: "BYTES" for k in STRINGS},
+        LABEL: "INT",
+    }
     return "".join(
         f'feature {{ name: "{name}" type: {kind} presence {{ min_fraction: 1.0 min_count: 1 }} '
         "shape { dim { size: 1 } } }\n"
@@ -45,7 +50,9 @@ def generate(path: str, n_train: int, pool: int = 50_000, seed: int = 0) -> None
     species = rng.integers(0, 3, size=pool)
     island = (species + rng.integers(0, 2, size=pool)) % 3
     sex = rng.integers(0, 2, size=pool)
-    centers = np.array([[39.0, 18.5, 190.0, 3700.0], [49.0, 18.5, 196.0, 3730.0], [47.5, 15.0, 217.0, 5080.0]])
+    centers = np.array(
+        [[39.0, 18.5, 190.0, 3700.0], [49.0, 18.5, 196.0, 3730.0], [47.5, 15.0, 217.0, 5080.0]]
+    )
     numbers = centers[species] + rng.normal(0, 1, size=(pool, 4)) * np.array([2.5, 1.0, 6.0, 450.0])
     years = rng.integers(2007, 2010, size=pool)
     serialized = []
@@ -57,7 +64,9 @@ def generate(path: str, n_train: int, pool: int = 50_000, seed: int = 0) -> None
         f["island"].bytes_list.value.append(STRINGS["island"][island[i]].encode())
         f["sex"].bytes_list.value.append(STRINGS["sex"][sex[i]].encode())
         f[LABEL].int64_list.value.append(int(species[i]))
-        serialized.append(tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString())
+        serialized.append(
+            tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString()
+        )
 
     def write(split: str, count: int, shards: int) -> None:
         directory = os.path.join(path, f"Split-{split}")
@@ -67,7 +76,9 @@ def generate(path: str, n_train: int, pool: int = 50_000, seed: int = 0) -> None
             name = os.path.join(directory, f"data_tfrecord-{shard:05d}-of-{shards:05d}.gz")
             todo = min(per_shard, count - shard * per_shard)
             with tf.io.TFRecordWriter(name, "GZIP") as writer:
-                for start in range(0, todo, 100_000):  # draw in chunks: bounded memory at 5M examples
+                for start in range(
+                    0, todo, 100_000
+                ):  # draw in chunks: bounded memory at 5M examples
                     for index in rng.integers(0, pool, size=min(100_000, todo - start)):
                         writer.write(serialized[index])
 
@@ -99,7 +110,9 @@ def dataset(file_patterns: list[str], batch_size: int, shuffle: bool = True):
         features = tf.io.parse_example(serialized, spec)
         return features, features.pop(LABEL)
 
-    ds = tf.data.TFRecordDataset(files, "GZIP", num_parallel_reads=tf.data.AUTOTUNE if len(files) > 1 else None)
+    ds = tf.data.TFRecordDataset(
+        files, "GZIP", num_parallel_reads=tf.data.AUTOTUNE if len(files) > 1 else None
+    )
     if shuffle:
         ds = ds.shuffle(SHUFFLE_BUFFER)
     ds = ds.batch(batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
@@ -109,13 +122,19 @@ def dataset(file_patterns: list[str], batch_size: int, shuffle: bool = True):
 def build_model(units: int = 32, learning_rate: float = 1e-2):
     import keras
 
-    inputs = {name: keras.Input(shape=(1,), name=name, dtype="int64" if name == "year" else "float32")
-              for name in NUMERIC}
+    inputs = {
+        name: keras.Input(shape=(1,), name=name, dtype="int64" if name == "year" else "float32")
+        for name in NUMERIC
+    }
     inputs.update({name: keras.Input(shape=(1,), name=name, dtype="string") for name in STRINGS})
-    numeric = keras.layers.Concatenate()([keras.ops.cast(inputs[name], "float32") for name in NUMERIC])
+    numeric = keras.layers.Concatenate()(
+        [keras.ops.cast(inputs[name], "float32") for name in NUMERIC]
+    )
     encoded = [keras.layers.Normalization(mean=MEAN, variance=VARIANCE)(numeric)]
     for name, vocabulary in STRINGS.items():
-        encoded.append(keras.layers.StringLookup(vocabulary=vocabulary, output_mode="one_hot")(inputs[name]))
+        encoded.append(
+            keras.layers.StringLookup(vocabulary=vocabulary, output_mode="one_hot")(inputs[name])
+        )
     x = keras.layers.Concatenate()(encoded)
     for _ in range(2):
         x = keras.layers.Dense(units, activation="relu")(x)

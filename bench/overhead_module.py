@@ -31,8 +31,13 @@ def _accessor_dataset(fn_args, patterns, batch_size, shuffle, tfx_bsl_options=Tr
     else:
         from generic_trainer.data import DatasetOptions as Options
     schema = tfx.utils.parse_pbtxt_file(fn_args.schema_path, schema_pb2.Schema())
-    options = Options(batch_size=batch_size, label_key=overhead_model.LABEL, num_epochs=1, shuffle=shuffle,
-                      shuffle_buffer_size=overhead_model.SHUFFLE_BUFFER)
+    options = Options(
+        batch_size=batch_size,
+        label_key=overhead_model.LABEL,
+        num_epochs=1,
+        shuffle=shuffle,
+        shuffle_buffer_size=overhead_model.SHUFFLE_BUFFER,
+    )
     return fn_args.data_accessor.tf_dataset_factory(patterns, options, schema)
 
 
@@ -42,7 +47,9 @@ def run_fn(fn_args) -> None:
     if config.get("input", "tf_data") in ("accessor", "accessor_gt"):
         tfx_bsl_options = config["input"] == "accessor"
         train = _accessor_dataset(fn_args, fn_args.train_files, batch_size, True, tfx_bsl_options)
-        evaluation = _accessor_dataset(fn_args, fn_args.eval_files, batch_size, False, tfx_bsl_options)
+        evaluation = _accessor_dataset(
+            fn_args, fn_args.eval_files, batch_size, False, tfx_bsl_options
+        )
     else:
         train = overhead_model.dataset(fn_args.train_files, batch_size)
         evaluation = overhead_model.dataset(fn_args.eval_files, batch_size, shuffle=False)
@@ -53,6 +60,10 @@ def run_fn(fn_args) -> None:
     if config.get("tensorboard"):
         import keras
 
-        callbacks.append(keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq="epoch"))
-    model.fit(train, epochs=int(config.get("epochs", 1)), validation_data=evaluation, callbacks=callbacks)
+        callbacks.append(
+            keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq="epoch")
+        )
+    model.fit(
+        train, epochs=int(config.get("epochs", 1)), validation_data=evaluation, callbacks=callbacks
+    )
     overhead_model.export_serving(model, fn_args.serving_model_dir)

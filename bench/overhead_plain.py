@@ -29,14 +29,18 @@ def process_uptime() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--examples", required=True)
     parser.add_argument("--model-dir", required=True)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--units", type=int, default=32, help="width of the two hidden layers")
     parser.add_argument("--train-steps", type=int, help="stop each epoch after this many batches")
-    parser.add_argument("--tensorboard", metavar="DIR", help="add TensorBoard(log_dir=DIR, update_freq='epoch')")
+    parser.add_argument(
+        "--tensorboard", metavar="DIR", help="add TensorBoard(log_dir=DIR, update_freq='epoch')"
+    )
     args = parser.parse_args()
 
     import keras
@@ -57,24 +61,35 @@ def main() -> None:
             self.steps = max(self.steps, batch + 1)
             if not self.first_done:
                 self.first_done = True
-                print(f"first training step done ({process_uptime():.1f} s after process start)",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"first training step done ({process_uptime():.1f} s after process start)",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
         def on_epoch_end(self, epoch, logs=None):
             took = time.monotonic() - self.start
-            print(f"epoch {epoch + 1}/{args.epochs} done in {took:.1f} s ({self.steps / took:.1f} steps/s)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"epoch {epoch + 1}/{args.epochs} done in {took:.1f} s ({self.steps / took:.1f} steps/s)",
+                file=sys.stderr,
+                flush=True,
+            )
 
-    train = overhead_model.dataset([os.path.join(args.examples, "Split-train", "*")], args.batch_size)
-    evaluation = overhead_model.dataset([os.path.join(args.examples, "Split-eval", "*")], args.batch_size,
-                                        shuffle=False)
+    train = overhead_model.dataset(
+        [os.path.join(args.examples, "Split-train", "*")], args.batch_size
+    )
+    evaluation = overhead_model.dataset(
+        [os.path.join(args.examples, "Split-eval", "*")], args.batch_size, shuffle=False
+    )
     if args.train_steps:
         train = train.take(args.train_steps)
     model = overhead_model.build_model(args.units)
     callbacks = [Timing()]
     if args.tensorboard:
         callbacks.append(keras.callbacks.TensorBoard(log_dir=args.tensorboard, update_freq="epoch"))
-    history = model.fit(train, epochs=args.epochs, validation_data=evaluation, callbacks=callbacks, verbose=0)
+    history = model.fit(
+        train, epochs=args.epochs, validation_data=evaluation, callbacks=callbacks, verbose=0
+    )
     overhead_model.export_serving(model, os.path.join(args.model_dir, "Format-Serving"))
     print(json.dumps({k: float(v[-1]) for k, v in history.history.items()}))
 

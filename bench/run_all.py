@@ -27,23 +27,49 @@ def benches(quick: bool) -> list[list[str]]:
     if quick:
         results = results.replace(".json", "-quick.json")
         return [
-            ["overhead.py", "--examples", "20000", "--large-examples", "100000", "--repeats", "1",
-             "--startup-repeats", "1", "--no-readme", "--json", results],
-            ["input_pipeline.py", "--both", "--examples", "20000", "--wide-examples", "5000", "--repeats", "1",
-             "--no-readme"],
+            [
+                "overhead.py",
+                "--examples",
+                "20000",
+                "--large-examples",
+                "100000",
+                "--repeats",
+                "1",
+                "--startup-repeats",
+                "1",
+                "--no-readme",
+                "--json",
+                results,
+            ],
+            [
+                "input_pipeline.py",
+                "--both",
+                "--examples",
+                "20000",
+                "--wide-examples",
+                "5000",
+                "--repeats",
+                "1",
+                "--no-readme",
+            ],
         ]
     return [["overhead.py", "--json", results], ["input_pipeline.py", "--both"]]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="small versions, README untouched")
     args = parser.parse_args(argv)
     os.makedirs(os.path.join(HERE, "_work"), exist_ok=True)
     failed = []
     for bench in benches(args.quick):
         cmd = [sys.executable, os.path.join(HERE, bench[0]), *bench[1:]]
-        print(f"\n=== {' '.join(['bench/' + bench[0], *bench[1:]])}  (load {os.getloadavg()[0]:.1f})", flush=True)
+        print(
+            f"\n=== {' '.join(['bench/' + bench[0], *bench[1:]])}  (load {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
         start = time.perf_counter()
         rc = subprocess.run(cmd, cwd=REPO).returncode
         print(f"=== {bench[0]}: exit {rc} after {time.perf_counter() - start:.0f} s", flush=True)
@@ -52,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
         return 1
-    print("\nall benches done" + ("" if args.quick else f"; figures in {os.path.join(HERE, 'README.md')}"))
+    print(
+        "\nall benches done"
+        + ("" if args.quick else f"; figures in {os.path.join(HERE, 'README.md')}")
+    )
     return 0
 
 

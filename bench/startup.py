@@ -35,7 +35,7 @@ PHASES = {
     "devices": "import tensorflow as tf; tf.config.list_physical_devices('GPU')",
     "keras": "import tensorflow, keras",
 }
-MINIMAL = '''
+MINIMAL = """
 import keras
 
 def run_fn(fn_args):
@@ -49,7 +49,7 @@ def run_fn(fn_args):
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(ds, steps_per_epoch=fn_args.train_steps, epochs=1)
     model.export(fn_args.serving_model_dir)
-'''
+"""
 
 
 def env() -> dict[str, str]:
@@ -68,10 +68,29 @@ def phase(code: str) -> float:
 def train(module: str, out: str) -> dict[str, float]:
     """Seconds after process start of the runtime's milestones, from its log."""
     start = time.time()
-    proc = subprocess.run([sys.executable, "-m", "generic_trainer", "train", "--examples", f"{PENGUIN}/data",
-                           "--schema", f"{PENGUIN}/schema.pbtxt", "--module-file", module, "--model-dir",
-                           out, "--train-steps", "5", "--eval-steps", "1"], env=env(), capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "generic_trainer",
+            "train",
+            "--examples",
+            f"{PENGUIN}/data",
+            "--schema",
+            f"{PENGUIN}/schema.pbtxt",
+            "--module-file",
+            module,
+            "--model-dir",
+            out,
+            "--train-steps",
+            "5",
+            "--eval-steps",
+            "1",
+        ],
+        env=env(),
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode:
         sys.exit(proc.stderr[-3000:])
     marks = {}
@@ -80,8 +99,12 @@ def train(module: str, out: str) -> dict[str, float]:
         if not stamp:
             continue
         t = datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() - start
-        for key, text in (("request", "train request:"), ("strategy", "resolved strategy"),
-                          ("run_fn", "calling run_fn"), ("first_step", "first training step done")):
+        for key, text in (
+            ("request", "train request:"),
+            ("strategy", "resolved strategy"),
+            ("run_fn", "calling run_fn"),
+            ("first_step", "first training step done"),
+        ):
             if text in line and key not in marks:
                 marks[key] = t
         found = re.search(r"first training step done \(([\d.]+) s after process start\)", line)
@@ -91,20 +114,32 @@ def train(module: str, out: str) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    times = {name: statistics.median(phase(code) for _ in range(args.repeats)) for name, code in PHASES.items()}
+    times = {
+        name: statistics.median(phase(code) for _ in range(args.repeats))
+        for name, code in PHASES.items()
+    }
     for name, seconds in times.items():
         print(f"| {name} | `{PHASES[name]}` | {seconds:.2f} |")
     with tempfile.TemporaryDirectory() as tmp:
         minimal = os.path.join(tmp, "minimal.py")
         with open(minimal, "w") as f:
             f.write(MINIMAL)
-        for label, module in (("minimal module", minimal), ("penguin example", f"{PENGUIN}/module.py")):
-            runs = [train(module, os.path.join(tmp, f"m{i}-{label[0]}")) for i in range(args.repeats)]
+        for label, module in (
+            ("minimal module", minimal),
+            ("penguin example", f"{PENGUIN}/module.py"),
+        ):
+            runs = [
+                train(module, os.path.join(tmp, f"m{i}-{label[0]}")) for i in range(args.repeats)
+            ]
             med = {k: statistics.median(r[k] for r in runs if k in r) for k in runs[0]}
-            print(f"| train, {label} | " + " | ".join(f"{k} {v:.1f}" for k, v in med.items()) + " |")
+            print(
+                f"| train, {label} | " + " | ".join(f"{k} {v:.1f}" for k, v in med.items()) + " |"
+            )
 
 
 if __name__ == "__main__":

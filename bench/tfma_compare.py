@@ -45,9 +45,14 @@ metrics_specs {
   metrics { class_name: "AUC" }
 }
 """
-BINARY_NATIVE = {"label_key": "label", "prediction_key": "probabilities", "example_weight_key": "w",
-                 "problem": "binary", "metrics": ["example_count", "weighted_example_count", "accuracy", "auc"],
-                 "slices": [["group"]]}
+BINARY_NATIVE = {
+    "label_key": "label",
+    "prediction_key": "probabilities",
+    "example_weight_key": "w",
+    "problem": "binary",
+    "metrics": ["example_count", "weighted_example_count", "accuracy", "auc"],
+    "slices": [["group"]],
+}
 PENGUIN_CONFIG = """
 model_specs { label_key: "species" model_type: "tf_generic" }
 slicing_specs {}
@@ -58,17 +63,33 @@ metrics_specs {
   metrics { class_name: "AUC" }
 }
 """
-PENGUIN_NATIVE = {"label_key": "species", "metrics": ["example_count", "accuracy"], "slices": [["island"]]}
+PENGUIN_NATIVE = {
+    "label_key": "species",
+    "metrics": ["example_count", "accuracy"],
+    "slices": [["island"]],
+}
 # which value of each evaluation stands for which compared quantity
 COMPARED = {
     # TFMA weights every metric when there is a weight key, ExampleCount too: the weighted count here.
-    "binary": {"example count (weighted)": ("example_count", "weighted_example_count", "weighted_example_count"),
-               "weighted example count": ("weighted_example_count", "weighted_example_count",
-                                          "weighted_example_count"),
-               "accuracy": ("binary_accuracy", "binary_accuracy", "accuracy"), "auc": ("auc", "auc", "auc")},
-    "penguin": {"example count": ("example_count", "example_count", "example_count"),
-                "accuracy": ("sparse_categorical_accuracy", "sparse_categorical_accuracy", "accuracy"),
-                "auc": ("auc", "auc", None)},
+    "binary": {
+        "example count (weighted)": (
+            "example_count",
+            "weighted_example_count",
+            "weighted_example_count",
+        ),
+        "weighted example count": (
+            "weighted_example_count",
+            "weighted_example_count",
+            "weighted_example_count",
+        ),
+        "accuracy": ("binary_accuracy", "binary_accuracy", "accuracy"),
+        "auc": ("auc", "auc", "auc"),
+    },
+    "penguin": {
+        "example count": ("example_count", "example_count", "example_count"),
+        "accuracy": ("sparse_categorical_accuracy", "sparse_categorical_accuracy", "accuracy"),
+        "auc": ("auc", "auc", None),
+    },
 }
 
 
@@ -86,11 +107,21 @@ def run_tfma(model: str, data: str, config_path: str, out: str) -> None:
     with open(config_path) as f:
         eval_config = text_format.Parse(f.read(), config_pb2.EvalConfig())
     shared = tfma.default_eval_shared_model(eval_saved_model_path=model, eval_config=eval_config)
-    result = tfma.run_model_analysis(eval_shared_model=shared, eval_config=eval_config, data_location=data,
-                                     file_format="tfrecords", output_path=os.path.join(os.path.dirname(out), "tfma"))
+    result = tfma.run_model_analysis(
+        eval_shared_model=shared,
+        eval_config=eval_config,
+        data_location=data,
+        file_format="tfrecords",
+        output_path=os.path.join(os.path.dirname(out), "tfma"),
+    )
     table = {}
     for slice_key, metrics in result.slicing_metrics:
-        name = ", ".join(f"{k}={v.decode() if isinstance(v, bytes) else v}" for k, v in sorted(slice_key)) or "Overall"
+        name = (
+            ", ".join(
+                f"{k}={v.decode() if isinstance(v, bytes) else v}" for k, v in sorted(slice_key)
+            )
+            or "Overall"
+        )
         values = metrics[""][""]
         table[name] = {k: v.get("doubleValue") for k, v in values.items() if "doubleValue" in v}
     with open(out, "w") as f:
@@ -113,11 +144,19 @@ def write_binary_case(work: str) -> tuple[str, str]:
     with tf.io.TFRecordWriter(os.path.join(data, "data_tfrecord-00000-of-00001")) as writer:
         for _ in range(3000):
             label = int(rng.integers(0, 2))
-            features = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=[rng.normal(label * 1.2, 1.0)])),
-                        "w": tf.train.Feature(float_list=tf.train.FloatList(value=[rng.uniform(0.2, 3.0)])),
-                        "group": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"abc"[rng.integers(3):][:1]])),
-                        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label]))}
-            writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+            features = {
+                "x": tf.train.Feature(
+                    float_list=tf.train.FloatList(value=[rng.normal(label * 1.2, 1.0)])
+                ),
+                "w": tf.train.Feature(float_list=tf.train.FloatList(value=[rng.uniform(0.2, 3.0)])),
+                "group": tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=[b"abc"[rng.integers(3) :][:1]])
+                ),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+            }
+            writer.write(
+                tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+            )
     spec = {"x": tf.io.FixedLenFeature([1], tf.float32)}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
@@ -131,18 +170,49 @@ def write_binary_case(work: str) -> tuple[str, str]:
 
 def train_penguin(work: str) -> str:
     model = os.path.join(work, "penguin_model")
-    subprocess.run([os.path.join(REPO, ".venv", "bin", "generic-trainer"), "train", "--examples",
-                    os.path.join(PENGUIN, "data"), "--module-file", os.path.join(PENGUIN, "module.py"), "--schema",
-                    os.path.join(PENGUIN, "schema.pbtxt"), "--model-dir", model, "--train-steps",
-                    str(PENGUIN_STEPS), "--eval-steps", "2"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            os.path.join(REPO, ".venv", "bin", "generic-trainer"),
+            "train",
+            "--examples",
+            os.path.join(PENGUIN, "data"),
+            "--module-file",
+            os.path.join(PENGUIN, "module.py"),
+            "--schema",
+            os.path.join(PENGUIN, "schema.pbtxt"),
+            "--model-dir",
+            model,
+            "--train-steps",
+            str(PENGUIN_STEPS),
+            "--eval-steps",
+            "2",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return model
 
 
 def run_ours(model: str, data: str, config: str, out: str) -> dict[str, dict[str, float]]:
     """generic-trainer evaluate's metrics per slice ({slice name: {metric: value}})."""
-    subprocess.run([os.path.join(REPO, ".venv", "bin", "generic-trainer"), "evaluate", "--model", model, "--examples",
-                    data, "--eval-config", config, "--blessing-dir", out + ".blessing", "--metrics-file", out],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            os.path.join(REPO, ".venv", "bin", "generic-trainer"),
+            "evaluate",
+            "--model",
+            model,
+            "--examples",
+            data,
+            "--eval-config",
+            config,
+            "--blessing-dir",
+            out + ".blessing",
+            "--metrics-file",
+            out,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     with open(out) as f:
         result = json.load(f)
     return {"Overall": result["metrics"], **{s["slice"]: s["metrics"] for s in result["slices"]}}
@@ -150,7 +220,9 @@ def run_ours(model: str, data: str, config: str, out: str) -> dict[str, dict[str
 
 def compare(case: str, tfma: dict, translated: dict, native: dict) -> bool:
     ok = True
-    print(f"\n{case}: TFMA | generic-trainer, TFMA config | generic-trainer, native config (built-in metrics)")
+    print(
+        f"\n{case}: TFMA | generic-trainer, TFMA config | generic-trainer, native config (built-in metrics)"
+    )
     for slice_name in sorted(tfma, key=lambda s: (s != "Overall", s)):
         for what, (k_tfma, k_translated, k_native) in COMPARED[case].items():
             reference = tfma[slice_name].get(k_tfma)
@@ -160,11 +232,16 @@ def compare(case: str, tfma: dict, translated: dict, native: dict) -> bool:
             tolerance = TOLERANCE.get(what, DEFAULT_TOLERANCE)
             if "count" in what and reference is not None:
                 tolerance = max(tolerance, COUNT_RELATIVE_TOLERANCE * abs(reference))
-            diffs = [abs(v - reference) if v is not None and reference is not None else float("inf") for v in values]
+            diffs = [
+                abs(v - reference) if v is not None and reference is not None else float("inf")
+                for v in values
+            ]
             good = all(d <= tolerance for d in diffs)
             ok &= good
             shown = " | ".join(f"{v:.6f}" if v is not None else "-" for v in [reference, *values])
-            print(f"  {slice_name:<16} {what:<24} {shown}   max diff {max(diffs):.2e} {'ok' if good else 'DIFFERS'}")
+            print(
+                f"  {slice_name:<16} {what:<24} {shown}   max diff {max(diffs):.2e} {'ok' if good else 'DIFFERS'}"
+            )
     return ok
 
 
@@ -173,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tfma-python", default="/tmp/tfma/bin/python")
     parser.add_argument("--penguin-model", help="a penguin model dir (default: train one, 6 steps)")
     parser.add_argument("--work", help="work dir (default: a temporary one)")
-    parser.add_argument("--tfma-side", nargs=4, metavar=("MODEL", "DATA", "CONFIG", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--tfma-side", nargs=4, metavar=("MODEL", "DATA", "CONFIG", "OUT"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
     if args.tfma_side:
         run_tfma(*args.tfma_side)
@@ -182,21 +261,42 @@ def main(argv: list[str] | None = None) -> int:
     binary_model, binary_data = write_binary_case(work)
     penguin_model = args.penguin_model or train_penguin(work)
     serving = os.path.join(penguin_model, "Format-Serving")
-    cases = {"binary": (binary_model, binary_data, "Split-eval", BINARY_CONFIG, BINARY_NATIVE),
-             "penguin": (serving if os.path.isdir(serving) else penguin_model, os.path.join(PENGUIN, "data"),
-                         "Split-eval", PENGUIN_CONFIG, PENGUIN_NATIVE)}
+    cases = {
+        "binary": (binary_model, binary_data, "Split-eval", BINARY_CONFIG, BINARY_NATIVE),
+        "penguin": (
+            serving if os.path.isdir(serving) else penguin_model,
+            os.path.join(PENGUIN, "data"),
+            "Split-eval",
+            PENGUIN_CONFIG,
+            PENGUIN_NATIVE,
+        ),
+    }
     ok = True
     for case, (model, data, split, config, native_config) in cases.items():
         config_path = os.path.join(work, f"{case}.pbtxt")
         with open(config_path, "w") as f:
             f.write(config)
         tfma_out = os.path.join(work, f"{case}_tfma.json")
-        subprocess.run([args.tfma_python, os.path.abspath(__file__), "--tfma-side", model,
-                        os.path.join(data, split, "*"), config_path, tfma_out], check=True)
+        subprocess.run(
+            [
+                args.tfma_python,
+                os.path.abspath(__file__),
+                "--tfma-side",
+                model,
+                os.path.join(data, split, "*"),
+                config_path,
+                tfma_out,
+            ],
+            check=True,
+        )
         with open(tfma_out) as f:
             tfma = json.load(f)
-        translated = run_ours(model, data, config_path, os.path.join(work, f"{case}_translated.json"))
-        native = run_ours(model, data, json.dumps(native_config), os.path.join(work, f"{case}_native.json"))
+        translated = run_ours(
+            model, data, config_path, os.path.join(work, f"{case}_translated.json")
+        )
+        native = run_ours(
+            model, data, json.dumps(native_config), os.path.join(work, f"{case}_native.json")
+        )
         ok &= compare(case, tfma, translated, native)
     print("\nall equal within tolerance" if ok else "\nDIFFERENCES beyond tolerance")
     return 0 if ok else 1

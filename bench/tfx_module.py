@@ -37,7 +37,9 @@ sys.path.insert(0, HERE)
 import overhead  # noqa: E402  (data generation and child runs shared with bench/overhead.py)
 
 WORK = os.path.join(HERE, "_work", "tfx_module")
-TRANSFORM_MODULE = os.path.join(REPO, "examples", "penguin", "module_transform.py")  # z-scores + vocabularies
+TRANSFORM_MODULE = os.path.join(
+    REPO, "examples", "penguin", "module_transform.py"
+)  # z-scores + vocabularies
 
 # One pass over a split through the accessor with the transformed schema, in a child process.
 READ = r"""
@@ -94,40 +96,84 @@ def ensure_transform(n: int) -> tuple[str, str, str]:
     """(raw data dir, transform graph dir, materialised transformed examples dir) for n examples."""
     raw = overhead.ensure_data(n)
     root = os.path.join(WORK, f"transform-{n}")
-    graph, materialised = os.path.join(root, "transform_graph"), os.path.join(root, "materialised", "Split-train")
+    graph, materialised = (
+        os.path.join(root, "transform_graph"),
+        os.path.join(root, "materialised", "Split-train"),
+    )
     if not os.path.exists(os.path.join(root, "DONE")):
         shutil.rmtree(root, ignore_errors=True)
-        analyse = overhead.ensure_data(20_000)  # analysed on a small sample: same generator, same statistics
+        analyse = overhead.ensure_data(
+            20_000
+        )  # analysed on a small sample: same generator, same statistics
         print(f"transform graph from {analyse} ...", flush=True)
-        subprocess.run([sys.executable, "-m", "generic_trainer", "transform", "--transform-graph", graph,
-                        "--examples", analyse, "--schema", os.path.join(analyse, "schema.pbtxt"),
-                        "--module-file", TRANSFORM_MODULE], check=True, env=overhead.child_env())
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "generic_trainer",
+                "transform",
+                "--transform-graph",
+                graph,
+                "--examples",
+                analyse,
+                "--schema",
+                os.path.join(analyse, "schema.pbtxt"),
+                "--module-file",
+                TRANSFORM_MODULE,
+            ],
+            check=True,
+            env=overhead.child_env(),
+        )
         print(f"materialising {n:,} transformed examples ...", flush=True)
-        subprocess.run([sys.executable, "-c", MATERIALISE, graph, os.path.join(raw, "Split-train", "*"), materialised,
-                        "4"], check=True, env=overhead.child_env())
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                MATERIALISE,
+                graph,
+                os.path.join(raw, "Split-train", "*"),
+                materialised,
+                "4",
+            ],
+            check=True,
+            env=overhead.child_env(),
+        )
         open(os.path.join(root, "DONE"), "w").close()
     return raw, graph, materialised
 
 
 def bench_transform(n: int, repeats: int, batch_size: int) -> dict:
     raw, graph, materialised = ensure_transform(n)
-    patterns = {"on-the-fly": os.path.join(raw, "Split-train", "*"), "materialised": os.path.join(materialised, "*")}
+    patterns = {
+        "on-the-fly": os.path.join(raw, "Split-train", "*"),
+        "materialised": os.path.join(materialised, "*"),
+    }
     variants = list(patterns)
     runs: dict[str, list[dict]] = {v: [] for v in variants}
     for rep in range(repeats):
-        for variant in variants[rep % 2:] + variants[:rep % 2]:
+        for variant in variants[rep % 2 :] + variants[: rep % 2]:
             load = os.getloadavg()[0]
-            proc = subprocess.run([sys.executable, "-c", READ, graph, patterns[variant], str(batch_size)],
-                                  capture_output=True, text=True, env=overhead.child_env(), cwd=REPO)
+            proc = subprocess.run(
+                [sys.executable, "-c", READ, graph, patterns[variant], str(batch_size)],
+                capture_output=True,
+                text=True,
+                env=overhead.child_env(),
+                cwd=REPO,
+            )
             if proc.returncode != 0:
                 sys.exit(f"{variant} failed:\n{proc.stderr[-3000:]}")
             result = json.loads(proc.stdout.split("RESULT ", 1)[1])
-            result.update(load=load, rate=result["examples"] / result["wall"],
-                          cpu_us=1e6 * result["cpu"] / result["examples"])
+            result.update(
+                load=load,
+                rate=result["examples"] / result["wall"],
+                cpu_us=1e6 * result["cpu"] / result["examples"],
+            )
             runs[variant].append(result)
-            print(f"  rep {rep + 1} {variant:12s} {result['rate']:9,.0f} examples/s  "
-                  f"{result['cpu_us']:6.1f} us CPU/example  ({result['examples']:,} examples, load {load:.1f})",
-                  flush=True)
+            print(
+                f"  rep {rep + 1} {variant:12s} {result['rate']:9,.0f} examples/s  "
+                f"{result['cpu_us']:6.1f} us CPU/example  ({result['examples']:,} examples, load {load:.1f})",
+                flush=True,
+            )
     return {"n": n, "batch_size": batch_size, "repeats": repeats, "runs": runs}
 
 
@@ -138,15 +184,30 @@ def bench_tensorboard(n: int, repeats: int, batch_size: int, epochs: int) -> dic
     out = os.path.join(WORK, "runs")
     os.makedirs(out, exist_ok=True)
     for rep in range(repeats):
-        for variant in variants[rep % 4:] + variants[:rep % 4]:
+        for variant in variants[rep % 4 :] + variants[: rep % 4]:
             model_dir = os.path.join(out, f"r{rep}-{variant}")
             shutil.rmtree(model_dir, ignore_errors=True)
             if variant.startswith("trainer"):
-                config = {"input": "tf_data", "batch_size": batch_size, "epochs": epochs,
-                          "tensorboard": variant == "trainer_tb"}
-                cmd = [overhead.TRAINER, "train", "--examples", data, "--module-file",
-                       os.path.join(HERE, "overhead_module.py"), "--schema", os.path.join(data, "schema.pbtxt"),
-                       "--model-dir", model_dir, "--custom-config", json.dumps(config)]
+                config = {
+                    "input": "tf_data",
+                    "batch_size": batch_size,
+                    "epochs": epochs,
+                    "tensorboard": variant == "trainer_tb",
+                }
+                cmd = [
+                    overhead.TRAINER,
+                    "train",
+                    "--examples",
+                    data,
+                    "--module-file",
+                    os.path.join(HERE, "overhead_module.py"),
+                    "--schema",
+                    os.path.join(data, "schema.pbtxt"),
+                    "--model-dir",
+                    model_dir,
+                    "--custom-config",
+                    json.dumps(config),
+                ]
             else:
                 cmd = overhead.command("plain", data, model_dir, batch_size, epochs)
                 if variant == "plain_tb":
@@ -156,25 +217,34 @@ def bench_tensorboard(n: int, repeats: int, batch_size: int, epochs: int) -> dic
             finally:
                 shutil.rmtree(model_dir, ignore_errors=True)
             runs[variant].append(result)
-            print(f"  rep {rep + 1} {variant:10s} wall {result['wall']:6.1f} s  {result['steps_per_s']:7.1f} steps/s"
-                  f"  CPU {result['cpu']:6.1f} s  first step {result['first_step']:5.1f} s  tail {_tail(result):5.2f} s"
-                  f"  (load {result['load']:.1f})", flush=True)
+            print(
+                f"  rep {rep + 1} {variant:10s} wall {result['wall']:6.1f} s  {result['steps_per_s']:7.1f} steps/s"
+                f"  CPU {result['cpu']:6.1f} s  first step {result['first_step']:5.1f} s  tail {_tail(result):5.2f} s"
+                f"  (load {result['load']:.1f})",
+                flush=True,
+            )
     return {"n": n, "batch_size": batch_size, "epochs": epochs, "repeats": repeats, "runs": runs}
 
 
 def _paired(runs: dict[str, list[dict]], variant: str, base: str, key: str) -> float:
-    return statistics.median(a[key] / b[key] for a, b in zip(runs[variant], runs[base], strict=True))
+    return statistics.median(
+        a[key] / b[key] for a, b in zip(runs[variant], runs[base], strict=True)
+    )
 
 
 def report_transform(result: dict) -> str:
     runs = result["runs"]
-    lines = ["| input | examples/s | CPU us / example | paired ratio of examples/s | paired ratio of CPU / example |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| input | examples/s | CPU us / example | paired ratio of examples/s | paired ratio of CPU / example |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for variant in runs:
         rate = statistics.median(r["rate"] for r in runs[variant])
         cpu = statistics.median(r["cpu_us"] for r in runs[variant])
-        lines.append(f"| {variant} | {rate:,.0f} | {cpu:.1f} | {_paired(runs, variant, 'materialised', 'rate'):.2f} "
-                     f"| {_paired(runs, variant, 'materialised', 'cpu_us'):.2f} |")
+        lines.append(
+            f"| {variant} | {rate:,.0f} | {cpu:.1f} | {_paired(runs, variant, 'materialised', 'rate'):.2f} "
+            f"| {_paired(runs, variant, 'materialised', 'cpu_us'):.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -189,9 +259,11 @@ def report_tensorboard(result: dict) -> str:
     for wall and CPU, and best wall / best plain wall."""
     runs = result["runs"]
     best_plain = min(r["wall"] for r in runs["plain"])
-    lines = ["| variant | wall, s | best wall, s | paired wall ratio | best-wall ratio | CPU, s | paired CPU ratio "
-             "| first step, s | training, s | tail, s | steps/s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| variant | wall, s | best wall, s | paired wall ratio | best-wall ratio | CPU, s | paired CPU ratio "
+        "| first step, s | training, s | tail, s | steps/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for variant in runs:
         rs = runs[variant]
         walls = [r["wall"] for r in rs]
@@ -202,11 +274,15 @@ def report_tensorboard(result: dict) -> str:
             f"{statistics.median(r['first_step'] for r in rs):.1f} | "
             f"{statistics.median(r.get('epoch_end', float('nan')) - r['first_step'] for r in rs):.1f} | "
             f"{statistics.median(_tail(r) for r in rs):.2f} | "
-            f"{statistics.median(r['steps_per_s'] for r in rs):.0f} |")
+            f"{statistics.median(r['steps_per_s'] for r in rs):.0f} |"
+        )
     return "\n".join(lines)
 
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--mode", choices=["transform", "tensorboard"], required=True)
     parser.add_argument("--examples", type=int, default=200_000)
     parser.add_argument("--batch-size", type=int, default=128)
@@ -223,8 +299,10 @@ def main() -> None:
     os.makedirs(WORK, exist_ok=True)
     with open(os.path.join(WORK, f"{args.mode}.json"), "w") as f:
         json.dump(result, f, indent=1)
-    print(f"\n{table}\n\n(took {time.perf_counter() - start:.0f} s; load average now "
-          f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())})")
+    print(
+        f"\n{table}\n\n(took {time.perf_counter() - start:.0f} s; load average now "
+        f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())})"
+    )
 
 
 if __name__ == "__main__":

@@ -43,24 +43,40 @@ def main(examples: str, schema_file: str, module_file: str, out: str, beam_args:
     graph, transformed = os.path.join(out, "graph"), os.path.join(out, "transformed")
 
     def read(pipeline, split, label):
-        source = tfxio.TFExampleRecord(file_pattern=os.path.join(examples, f"Split-{split}", "*"), schema=schema)
+        source = tfxio.TFExampleRecord(
+            file_pattern=os.path.join(examples, f"Split-{split}", "*"), schema=schema
+        )
         return pipeline | label >> source.BeamSource(), source.TensorAdapterConfig()
 
-    with tempfile.TemporaryDirectory() as tmp, beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline, \
-            tft_beam.Context(temp_dir=tmp):
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline,
+        tft_beam.Context(temp_dir=tmp),
+    ):
         data, config = read(pipeline, "train", "ReadAnalyze")
-        transform_fn = (data, config) | "Analyze" >> tft_beam.AnalyzeDataset(module.preprocessing_fn)
+        transform_fn = (data, config) | "Analyze" >> tft_beam.AnalyzeDataset(
+            module.preprocessing_fn
+        )
         _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(graph)
         _ = dataset_metadata.DatasetMetadata(schema) | "WriteRaw" >> tft_beam.WriteMetadata(
-            os.path.join(graph, "metadata"), pipeline)
+            os.path.join(graph, "metadata"), pipeline
+        )
         metadata = beam.pvalue.AsSingleton(transform_fn[1].deferred_metadata)
         for split in ("train", "eval"):
             raw, config = read(pipeline, split, f"Read[{split}]")
-            out_data, _ = ((raw, config), transform_fn) | f"Transform[{split}]" >> tft_beam.TransformDataset(
-                output_record_batches=True)
-            _ = (out_data | f"Encode[{split}]" >> beam.ParDo(Encode(), metadata)
-                 | f"Write[{split}]" >> beam.io.WriteToTFRecord(
-                     os.path.join(transformed, f"Split-{split}", "transformed_examples"), file_name_suffix=".gz"))
+            out_data, _ = (
+                (raw, config),
+                transform_fn,
+            ) | f"Transform[{split}]" >> tft_beam.TransformDataset(output_record_batches=True)
+            _ = (
+                out_data
+                | f"Encode[{split}]" >> beam.ParDo(Encode(), metadata)
+                | f"Write[{split}]"
+                >> beam.io.WriteToTFRecord(
+                    os.path.join(transformed, f"Split-{split}", "transformed_examples"),
+                    file_name_suffix=".gz",
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,11 @@ class GpuSampler:
 
     def _run(self):
         while not self._stop.wait(1.0):
-            out = subprocess.run([self.exe, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
-                                 capture_output=True, text=True).stdout.split()
+            out = subprocess.run(
+                [self.exe, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+            ).stdout.split()
             if out:
                 self.samples.append(float(out[0]))
 
@@ -77,7 +80,12 @@ def datasets(path: str, batch_size: int):
         return DataAccessor().tf_dataset_factory([pattern], options, load_schema(path))
 
     def raw():
-        ds = tf.data.TFRecordDataset(files, "GZIP").shuffle(10_000).repeat().batch(batch_size, drop_remainder=True)
+        ds = (
+            tf.data.TFRecordDataset(files, "GZIP")
+            .shuffle(10_000)
+            .repeat()
+            .batch(batch_size, drop_remainder=True)
+        )
         return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     return {"accessor": accessor, "raw": raw}
@@ -117,7 +125,9 @@ def input_only(make, steps: int, batch_size: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--examples", type=int, default=500_000)
     parser.add_argument("--width", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=2048)
@@ -137,17 +147,27 @@ def main(argv: list[str] | None = None) -> None:
         for name in ("accessor", "raw") if rep % 2 == 0 else ("raw", "accessor"):
             rate, util = train(makers[name], args.width, args.steps, args.batch_size)
             results[name].append((rate, util))
-            print(f"  rep {rep + 1} {name:8s} {rate:10,.0f} examples/s"
-                  + (f", GPU {util:.0f}%" if util is not None else ""), flush=True)
+            print(
+                f"  rep {rep + 1} {name:8s} {rate:10,.0f} examples/s"
+                + (f", GPU {util:.0f}%" if util is not None else ""),
+                flush=True,
+            )
         results["input"].append((input_only(makers["accessor"], args.steps, args.batch_size), None))
-        print(f"  rep {rep + 1} input    {results['input'][-1][0]:10,.0f} examples/s (accessor alone)", flush=True)
+        print(
+            f"  rep {rep + 1} input    {results['input'][-1][0]:10,.0f} examples/s (accessor alone)",
+            flush=True,
+        )
     gpus = [d.name for d in tf.config.list_physical_devices("GPU")]
-    print(f"\nwide MLP: {FEATURES} float features, 4 x Dense({args.width}), batch {args.batch_size}, "
-          f"{args.examples} examples; devices: {gpus or 'CPU only'}")
+    print(
+        f"\nwide MLP: {FEATURES} float features, 4 x Dense({args.width}), batch {args.batch_size}, "
+        f"{args.examples} examples; devices: {gpus or 'CPU only'}"
+    )
     for name, values in results.items():
         rate = statistics.median(v[0] for v in values)
         utils = [v[1] for v in values if v[1] is not None]
-        print(f"| {name} | {rate:,.0f} |" + (f" {statistics.mean(utils):.0f}% |" if utils else " - |"))
+        print(
+            f"| {name} | {rate:,.0f} |" + (f" {statistics.mean(utils):.0f}% |" if utils else " - |")
+        )
 
 
 if __name__ == "__main__":

@@ -57,22 +57,38 @@ def stale(image: str | None = None, root: str = HERE) -> dict[str, str]:
             old = open(checked_in, encoding="utf-8").read() if os.path.exists(checked_in) else ""
             new = open(fresh, encoding="utf-8").read()
             if old != new:
-                diffs[name] = "".join(difflib.unified_diff(
-                    old.splitlines(keepends=True), new.splitlines(keepends=True), checked_in, "compiled"))
+                diffs[name] = "".join(
+                    difflib.unified_diff(
+                        old.splitlines(keepends=True),
+                        new.splitlines(keepends=True),
+                        checked_in,
+                        "compiled",
+                    )
+                )
     return diffs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m components.build", description=__doc__.split("\n")[0])
-    parser.add_argument("--image", help=f"container image (default ${specs.IMAGE_ENV} or {specs.DEFAULT_IMAGE})")
-    parser.add_argument("--out-dir", default=HERE, help="root to write <name>/component.yaml under (default: here)")
-    parser.add_argument("--check", action="store_true", help="do not write; exit 1 if the YAML is out of date")
+    parser = argparse.ArgumentParser(
+        prog="python -m components.build", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--image", help=f"container image (default ${specs.IMAGE_ENV} or {specs.DEFAULT_IMAGE})"
+    )
+    parser.add_argument(
+        "--out-dir", default=HERE, help="root to write <name>/component.yaml under (default: here)"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="do not write; exit 1 if the YAML is out of date"
+    )
     args = parser.parse_args(argv)
     image = specs.resolve_image(args.image)
     if args.check:
         diffs = stale(image, args.out_dir)
         for name, diff in diffs.items():
-            print(f"{name}: {yaml_path(name, args.out_dir)} is out of date; run python -m components.build\n{diff}")
+            print(
+                f"{name}: {yaml_path(name, args.out_dir)} is out of date; run python -m components.build\n{diff}"
+            )
         return 1 if diffs else 0
     for name, path in compile_all(args.out_dir, image).items():
         print(f"{name}: {path} (image {image})")

@@ -40,8 +40,10 @@ def _container(image: str, verb: str, run_identity: bool = False) -> Any:
 
     args = [
         verb,
-        "--executor-input", dsl.PIPELINE_TASK_EXECUTOR_INPUT_PLACEHOLDER,
-        "--executor-output-file", dsl.PIPELINE_TASK_EXECUTOR_OUTPUT_PATH_PLACEHOLDER,
+        "--executor-input",
+        dsl.PIPELINE_TASK_EXECUTOR_INPUT_PLACEHOLDER,
+        "--executor-output-file",
+        dsl.PIPELINE_TASK_EXECUTOR_OUTPUT_PATH_PLACEHOLDER,
     ]
     if run_identity:
         args += run_identity_args()
@@ -56,7 +58,12 @@ def run_identity_args() -> list[str]:
     """
     from kfp import dsl
 
-    return ["--run-id", dsl.PIPELINE_JOB_ID_PLACEHOLDER, "--task-name", dsl.PIPELINE_TASK_NAME_PLACEHOLDER]
+    return [
+        "--run-id",
+        dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        "--task-name",
+        dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+    ]
 
 
 def component(verb: Any, image: str | None = None) -> Any:
@@ -70,8 +77,11 @@ def component(verb: Any, image: str | None = None) -> Any:
 
     image = resolve_image(image)
     run_identity = verb.component.run_identity
-    return dsl.container_component(options.component_function(
-        verb, lambda: _container(image, verb.name, run_identity=run_identity)))
+    return dsl.container_component(
+        options.component_function(
+            verb, lambda: _container(image, verb.name, run_identity=run_identity)
+        )
+    )
 
 
 def trainer_component(image: str | None = None) -> Any:

@@ -26,7 +26,9 @@ class HostTaskHandler:
     env: Mapping[str, str] = {}
     timeout_s: float | None = None
 
-    def __init__(self, image: str, full_command: list[str], pipeline_root: str, runner, env_vars=None) -> None:
+    def __init__(
+        self, image: str, full_command: list[str], pipeline_root: str, runner, env_vars=None
+    ) -> None:
         self.image = image
         self.full_command = list(full_command)
         self.pipeline_root = pipeline_root
@@ -40,15 +42,28 @@ class HostTaskHandler:
         # Only the program and verb: the rest carries the executor input, parameter values included.
         print(f"[host-runner] {self.image}: {' '.join(self.full_command[:2])} ...", flush=True)
         try:
-            proc = subprocess.run(self.full_command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True, timeout=self.timeout_s, check=False)
+            proc = subprocess.run(
+                self.full_command,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=self.timeout_s,
+                check=False,
+            )
         except FileNotFoundError as e:
-            print(f"[host-runner] cannot start {self.full_command[0]!r}: {e} (is it on PATH?)", flush=True)
+            print(
+                f"[host-runner] cannot start {self.full_command[0]!r}: {e} (is it on PATH?)",
+                flush=True,
+            )
             return status.Status.FAILURE
         except subprocess.TimeoutExpired as e:
             self.output = e.output or ""
-            print(self.output, f"[host-runner] {self.full_command[0]} ran past {self.timeout_s} s; killed",
-                  flush=True)
+            print(
+                self.output,
+                f"[host-runner] {self.full_command[0]} ran past {self.timeout_s} s; killed",
+                flush=True,
+            )
             return status.Status.FAILURE
         self.output = proc.stdout
         print(proc.stdout, flush=True)
@@ -56,8 +71,9 @@ class HostTaskHandler:
 
 
 @contextlib.contextmanager
-def host_runner(pipeline_root: str, env: Mapping[str, str] | None = None,
-                timeout_s: float | None = None) -> Iterator[str]:
+def host_runner(
+    pipeline_root: str, env: Mapping[str, str] | None = None, timeout_s: float | None = None
+) -> Iterator[str]:
     """Within the block, `kfp.local` runs container components as host processes; yields the pipeline root.
 
     `env` is added to each task's environment (e.g. PATH with generic-trainer on it); `timeout_s` bounds each task.
@@ -67,14 +83,22 @@ def host_runner(pipeline_root: str, env: Mapping[str, str] | None = None,
     from kfp.local import task_dispatcher
 
     if not kfp.__version__.startswith(KFP_VERSION_PREFIX):
-        raise RuntimeError(f"host_runner relies on kfp.local internals of kfp {KFP_VERSION_PREFIX}*, "
-                           f"found {kfp.__version__}")
-    handler = type("BoundHostTaskHandler", (HostTaskHandler,), {"env": dict(env or {}), "timeout_s": timeout_s})
+        raise RuntimeError(
+            f"host_runner relies on kfp.local internals of kfp {KFP_VERSION_PREFIX}*, "
+            f"found {kfp.__version__}"
+        )
+    handler = type(
+        "BoundHostTaskHandler", (HostTaskHandler,), {"env": dict(env or {}), "timeout_s": timeout_s}
+    )
     original = task_dispatcher.subprocess_task_handler.SubprocessTaskHandler
     os.makedirs(pipeline_root, exist_ok=True)
     workspace = tempfile.mkdtemp(prefix="workspace-", dir=pipeline_root)
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=pipeline_root,
-               workspace_root=workspace, raise_on_error=True)
+    local.init(
+        runner=local.SubprocessRunner(use_venv=False),
+        pipeline_root=pipeline_root,
+        workspace_root=workspace,
+        raise_on_error=True,
+    )
     task_dispatcher.subprocess_task_handler.SubprocessTaskHandler = handler
     try:
         yield pipeline_root

@@ -39,11 +39,20 @@ MODULE_FILE = os.path.join(components.REPO, "examples", "mnist", "mnist_module.p
 def mnist_eval_config(accuracy_threshold: float = 0.8) -> dict[str, Any]:
     """TFX's MNIST EvalConfig, as TFMA's JSON: sparse categorical accuracy over the whole eval split, with a lower
     bound the model must reach to be blessed (and so pushed)."""
-    return {"model_specs": [{"label_key": "image_class"}],
-            "slicing_specs": [{}],
-            "metrics_specs": [{"metrics": [{
-                "class_name": "SparseCategoricalAccuracy",
-                "threshold": {"value_threshold": {"lower_bound": accuracy_threshold}}}]}]}
+    return {
+        "model_specs": [{"label_key": "image_class"}],
+        "slicing_specs": [{}],
+        "metrics_specs": [
+            {
+                "metrics": [
+                    {
+                        "class_name": "SparseCategoricalAccuracy",
+                        "threshold": {"value_threshold": {"lower_bound": accuracy_threshold}},
+                    }
+                ]
+            }
+        ],
+    }
 
 
 def build_pipeline(image: str | None = None, accuracy_threshold: float = 0.8) -> Any:
@@ -57,8 +66,11 @@ def build_pipeline(image: str | None = None, accuracy_threshold: float = 0.8) ->
     pusher_op = components.pusher(image)
     default_eval_config = mnist_eval_config(accuracy_threshold)
 
-    @dsl.pipeline(name=PIPELINE_NAME, description="TFX's MNIST pipeline (native Keras) on generic-trainer: import "
-                                                  "TFRecords, tf.Transform, train, evaluate, push.")
+    @dsl.pipeline(
+        name=PIPELINE_NAME,
+        description="TFX's MNIST pipeline (native Keras) on generic-trainer: import "
+        "TFRecords, tf.Transform, train, evaluate, push.",
+    )
     def mnist_pipeline(
         data_pattern: str,
         module_file: str,
@@ -69,22 +81,38 @@ def build_pipeline(image: str | None = None, accuracy_threshold: float = 0.8) ->
         eval_config: dict = default_eval_config,
         beam_pipeline_args: list = [],  # noqa: B006
     ):
-        example_gen = import_examples_op(input_pattern=data_pattern, format="tfrecord",
-                                         beam_pipeline_args=beam_pipeline_args)
+        example_gen = import_examples_op(
+            input_pattern=data_pattern, format="tfrecord", beam_pipeline_args=beam_pipeline_args
+        )
         example_gen.set_display_name("ImportExampleGen")
         examples, schema = example_gen.outputs["examples"], example_gen.outputs["output_schema"]
-        transform = transform_op(examples=examples, schema=schema, module_file=module_file,
-                                 beam_pipeline_args=beam_pipeline_args)
+        transform = transform_op(
+            examples=examples,
+            schema=schema,
+            module_file=module_file,
+            beam_pipeline_args=beam_pipeline_args,
+        )
         transform.set_display_name("Transform")
-        trainer = trainer_op(module_file=module_file, examples=transform.outputs["transformed_examples"],
-                             transform_graph=transform.outputs["transform_graph"], schema=schema,
-                             train_args=train_args, eval_args=eval_args, custom_config=custom_config,
-                             export_tflite=False)
+        trainer = trainer_op(
+            module_file=module_file,
+            examples=transform.outputs["transformed_examples"],
+            transform_graph=transform.outputs["transform_graph"],
+            schema=schema,
+            train_args=train_args,
+            eval_args=eval_args,
+            custom_config=custom_config,
+            export_tflite=False,
+        )
         trainer.set_display_name("Trainer.mnist")
-        evaluator = evaluator_op(examples=examples, model=trainer.outputs["model"], eval_config=eval_config)
+        evaluator = evaluator_op(
+            examples=examples, model=trainer.outputs["model"], eval_config=eval_config
+        )
         evaluator.set_display_name("Evaluator.mnist")
-        pusher = pusher_op(model=trainer.outputs["model"], model_blessing=evaluator.outputs["blessing"],
-                           push_destination=serving_model_dir)
+        pusher = pusher_op(
+            model=trainer.outputs["model"],
+            model_blessing=evaluator.outputs["blessing"],
+            push_destination=serving_model_dir,
+        )
         pusher.set_display_name("Pusher.mnist")
 
     return mnist_pipeline
@@ -98,37 +126,69 @@ def compile_pipeline(output: str, image: str | None = None, accuracy_threshold: 
     return output
 
 
-def run_local(pipeline_root: str, data_pattern: str, serving_model_dir: str, train_steps: int = 200,
-              eval_steps: int = 10, module_file: str = MODULE_FILE, accuracy_threshold: float = 0.8,
-              timeout_s: float | None = None) -> Any:
+def run_local(
+    pipeline_root: str,
+    data_pattern: str,
+    serving_model_dir: str,
+    train_steps: int = 200,
+    eval_steps: int = 10,
+    module_file: str = MODULE_FILE,
+    accuracy_threshold: float = 0.8,
+    timeout_s: float | None = None,
+) -> Any:
     """Run the pipeline with kfp.local on this host (generic-trainer on PATH, or beside this Python)."""
     from pipelines.host_runner import host_runner
 
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     with host_runner(pipeline_root, env={"PATH": path}, timeout_s=timeout_s):
         return build_pipeline(accuracy_threshold=accuracy_threshold)(
-            data_pattern=data_pattern, module_file=module_file, serving_model_dir=serving_model_dir,
-            train_args={"num_steps": train_steps}, eval_args={"num_steps": eval_steps})
+            data_pattern=data_pattern,
+            module_file=module_file,
+            serving_model_dir=serving_model_dir,
+            train_args={"num_steps": train_steps},
+            eval_args={"num_steps": eval_steps},
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.mnist_pipeline", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines.mnist_pipeline", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--output", default="mnist_pipeline.yaml", help="compiled pipeline YAML")
-    parser.add_argument("--image", help="compile the components for this image (default: the checked-in YAML)")
-    parser.add_argument("--accuracy-threshold", type=float, default=0.8, help="the evaluator's lower bound")
-    parser.add_argument("--run-local", action="store_true", help="run here with kfp.local instead of compiling")
+    parser.add_argument(
+        "--image", help="compile the components for this image (default: the checked-in YAML)"
+    )
+    parser.add_argument(
+        "--accuracy-threshold", type=float, default=0.8, help="the evaluator's lower bound"
+    )
+    parser.add_argument(
+        "--run-local", action="store_true", help="run here with kfp.local instead of compiling"
+    )
     parser.add_argument("--data-pattern", help="TFRecord files of tf.Example, a glob (--run-local)")
-    parser.add_argument("--serving-model-dir", default="out/serving/mnist", help="push destination (--run-local)")
-    parser.add_argument("--module-file", default=MODULE_FILE, help="the TFX module file (--run-local)")
-    parser.add_argument("--pipeline-root", default="out/kfp-local", help="kfp.local output root (--run-local)")
+    parser.add_argument(
+        "--serving-model-dir", default="out/serving/mnist", help="push destination (--run-local)"
+    )
+    parser.add_argument(
+        "--module-file", default=MODULE_FILE, help="the TFX module file (--run-local)"
+    )
+    parser.add_argument(
+        "--pipeline-root", default="out/kfp-local", help="kfp.local output root (--run-local)"
+    )
     parser.add_argument("--train-steps", type=int, default=200, help="train steps (--run-local)")
     args = parser.parse_args(argv)
     if args.run_local:
         if not args.data_pattern:
-            parser.error("--run-local needs --data-pattern (make data with examples/mnist/make_data.py)")
-        task = run_local(os.path.abspath(args.pipeline_root), args.data_pattern,
-                         os.path.abspath(args.serving_model_dir), args.train_steps, module_file=args.module_file,
-                         accuracy_threshold=args.accuracy_threshold)
+            parser.error(
+                "--run-local needs --data-pattern (make data with examples/mnist/make_data.py)"
+            )
+        task = run_local(
+            os.path.abspath(args.pipeline_root),
+            args.data_pattern,
+            os.path.abspath(args.serving_model_dir),
+            args.train_steps,
+            module_file=args.module_file,
+            accuracy_threshold=args.accuracy_threshold,
+        )
         print(json.dumps({"outputs": sorted(getattr(task, "outputs", {}) or {})}))
         return 0
     print(compile_pipeline(args.output, args.image, args.accuracy_threshold))

@@ -48,8 +48,12 @@ PIPELINE_NAME = "generic-trainer-penguin"
 EVAL_CONFIG = {
     "label_key": "species",
     "slices": [["island"], ["sex"]],
-    "thresholds": {"accuracy": {"lower_bound": 0.8,
-                                "change": {"direction": "higher_is_better", "absolute": -0.02}}},
+    "thresholds": {
+        "accuracy": {
+            "lower_bound": 0.8,
+            "change": {"direction": "higher_is_better", "absolute": -0.02},
+        }
+    },
 }
 EXAMPLE_DIR = os.path.join(components.REPO, "examples", "penguin")
 
@@ -66,9 +70,12 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
     evaluator_op = components.evaluator(image)
     infra_validator_op = components.infra_validator(image)
 
-    @dsl.pipeline(name=PIPELINE_NAME, description="Palmer penguins from CSV: import, tf.Transform, tune and train a "
-                                                  "Keras classifier, evaluate and infra-validate it with "
-                                                  "generic-trainer (TFX compatible module).")
+    @dsl.pipeline(
+        name=PIPELINE_NAME,
+        description="Palmer penguins from CSV: import, tf.Transform, tune and train a "
+        "Keras classifier, evaluate and infra-validate it with "
+        "generic-trainer (TFX compatible module).",
+    )
     def penguin_pipeline(
         csv_uri: str,
         schema_uri: str,
@@ -88,37 +95,76 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
         export_tflite: bool = True,
         tflite_quantization: str = "none",
     ):
-        column_types = dsl.importer(artifact_uri=schema_uri, artifact_class=Artifact, reimport=False)
+        column_types = dsl.importer(
+            artifact_uri=schema_uri, artifact_class=Artifact, reimport=False
+        )
         column_types.set_display_name("import-schema")
-        imported = import_examples_op(input_pattern=csv_uri, format="csv", schema=column_types.output, splits=splits,
-                                      beam_pipeline_args=beam_pipeline_args)
+        imported = import_examples_op(
+            input_pattern=csv_uri,
+            format="csv",
+            schema=column_types.output,
+            splits=splits,
+            beam_pipeline_args=beam_pipeline_args,
+        )
         examples, schema = imported.outputs["examples"], imported.outputs["output_schema"]
-        transform = transform_op(examples=examples, schema=schema, module_file=module_file,
-                                 beam_pipeline_args=beam_pipeline_args)
-        transform_graph, transformed = transform.outputs["transform_graph"], transform.outputs["transformed_examples"]
+        transform = transform_op(
+            examples=examples,
+            schema=schema,
+            module_file=module_file,
+            beam_pipeline_args=beam_pipeline_args,
+        )
+        transform_graph, transformed = (
+            transform.outputs["transform_graph"],
+            transform.outputs["transformed_examples"],
+        )
         tuned: dict[str, Any] = {}
         if tuner_op is not None:
-            tuner_task = tuner_op(examples=transformed, schema=schema, transform_graph=transform_graph,
-                                  module_file=module_file, train_args=tuner_train_args, eval_args=eval_args,
-                                  custom_config=custom_config, max_trials=max_trials)
+            tuner_task = tuner_op(
+                examples=transformed,
+                schema=schema,
+                transform_graph=transform_graph,
+                module_file=module_file,
+                train_args=tuner_train_args,
+                eval_args=eval_args,
+                custom_config=custom_config,
+                max_trials=max_trials,
+            )
             tuned["hyperparameters"] = tuner_task.outputs["best_hyperparameters"]
-        trainer = trainer_op(examples=transformed, schema=schema, transform_graph=transform_graph,
-                             module_file=module_file, train_args=train_args, eval_args=eval_args,
-                             custom_config=custom_config, export_tflite=export_tflite,
-                             tflite_quantization=tflite_quantization, **tuned)
+        trainer = trainer_op(
+            examples=transformed,
+            schema=schema,
+            transform_graph=transform_graph,
+            module_file=module_file,
+            train_args=train_args,
+            eval_args=eval_args,
+            custom_config=custom_config,
+            export_tflite=export_tflite,
+            tflite_quantization=tflite_quantization,
+            **tuned,
+        )
         model = trainer.outputs["model"]
 
         def evaluate_and_validate(**baseline: Any) -> None:
-            evaluator = evaluator_op(model=model, examples=examples, schema=schema, eval_config=eval_config,
-                                     **baseline)
-            validated = infra_validator_op(model=model, examples=examples, schema=schema,
-                                           model_blessing=evaluator.outputs["blessing"], write_warmup=warmup_requests)
-            upload_if_blessed(validated.outputs["blessed"], trainer, model_display_name, model_location)
+            evaluator = evaluator_op(
+                model=model, examples=examples, schema=schema, eval_config=eval_config, **baseline
+            )
+            validated = infra_validator_op(
+                model=model,
+                examples=examples,
+                schema=schema,
+                model_blessing=evaluator.outputs["blessing"],
+                write_warmup=warmup_requests,
+            )
+            upload_if_blessed(
+                validated.outputs["blessed"], trainer, model_display_name, model_location
+            )
 
         # Both branches hold their own evaluator -> infra-validator (kfp.local cannot merge branch artifacts
         # with dsl.OneOf), so one compiled pipeline serves the first model and every later one.
         with dsl.If(baseline_model_uri != "", name="with-baseline"):
-            baseline = dsl.importer(artifact_uri=baseline_model_uri, artifact_class=Model, reimport=False)
+            baseline = dsl.importer(
+                artifact_uri=baseline_model_uri, artifact_class=Model, reimport=False
+            )
             baseline.set_display_name("import-baseline-model")
             evaluate_and_validate(baseline_model=baseline.output)
         with dsl.Else(name="first-model"):
@@ -139,12 +185,22 @@ def upload_if_blessed(blessed: Any, trainer: Any, display_name: Any, location: A
     with dsl.If(display_name != "", name="upload-requested"):
         with dsl.If(blessed == True, name="blessed"):  # noqa: E712 - a pipeline condition, not Python's ==
             serving = dsl.importer(
-                artifact_uri=trainer.outputs["serving_model_uri"], artifact_class=UnmanagedContainerModel,
-                metadata={"containerSpec": {"imageUri": trainer.outputs["serving_container_image"]},
-                          "predictSchemata": {"instanceSchemaUri": trainer.outputs["instance_schema_uri"],
-                                              "predictionSchemaUri": trainer.outputs["prediction_schema_uri"]}})
+                artifact_uri=trainer.outputs["serving_model_uri"],
+                artifact_class=UnmanagedContainerModel,
+                metadata={
+                    "containerSpec": {"imageUri": trainer.outputs["serving_container_image"]},
+                    "predictSchemata": {
+                        "instanceSchemaUri": trainer.outputs["instance_schema_uri"],
+                        "predictionSchemaUri": trainer.outputs["prediction_schema_uri"],
+                    },
+                },
+            )
             serving.set_display_name("import-serving-model")
-            ModelUploadOp(display_name=display_name, location=location, unmanaged_container_model=serving.output)
+            ModelUploadOp(
+                display_name=display_name,
+                location=location,
+                unmanaged_container_model=serving.output,
+            )
 
 
 def compile_pipeline(output: str, image: str | None = None, tune: bool = True) -> str:
@@ -155,8 +211,15 @@ def compile_pipeline(output: str, image: str | None = None, tune: bool = True) -
     return output
 
 
-def run_local(pipeline_root: str, train_steps: int, tune: bool, max_trials: int, baseline_model_uri: str = "",
-              eval_steps: int = 20, timeout_s: float | None = None) -> Any:
+def run_local(
+    pipeline_root: str,
+    train_steps: int,
+    tune: bool,
+    max_trials: int,
+    baseline_model_uri: str = "",
+    eval_steps: int = 20,
+    timeout_s: float | None = None,
+) -> Any:
     """Run the pipeline with kfp.local on this host (generic-trainer on PATH, or beside this Python)."""
     from pipelines.host_runner import host_runner
 
@@ -175,19 +238,34 @@ def run_local(pipeline_root: str, train_steps: int, tune: bool, max_trials: int,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.penguin_pipeline", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines.penguin_pipeline", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--output", default="penguin_pipeline.yaml", help="compiled pipeline YAML")
-    parser.add_argument("--image", help="compile the components for this image (default: the checked-in YAML)")
+    parser.add_argument(
+        "--image", help="compile the components for this image (default: the checked-in YAML)"
+    )
     parser.add_argument("--no-tune", dest="tune", action="store_false", help="leave the tuner out")
-    parser.add_argument("--run-local", action="store_true", help="run here with kfp.local instead of compiling")
-    parser.add_argument("--pipeline-root", default="out/kfp-local", help="kfp.local output root (--run-local)")
+    parser.add_argument(
+        "--run-local", action="store_true", help="run here with kfp.local instead of compiling"
+    )
+    parser.add_argument(
+        "--pipeline-root", default="out/kfp-local", help="kfp.local output root (--run-local)"
+    )
     parser.add_argument("--train-steps", type=int, default=200, help="train steps (--run-local)")
     parser.add_argument("--max-trials", type=int, default=2, help="tuner trials (--run-local)")
-    parser.add_argument("--baseline-model-uri", default="", help="model to evaluate against (--run-local)")
+    parser.add_argument(
+        "--baseline-model-uri", default="", help="model to evaluate against (--run-local)"
+    )
     args = parser.parse_args(argv)
     if args.run_local:
-        task = run_local(os.path.abspath(args.pipeline_root), args.train_steps, args.tune, args.max_trials,
-                         args.baseline_model_uri)
+        task = run_local(
+            os.path.abspath(args.pipeline_root),
+            args.train_steps,
+            args.tune,
+            args.max_trials,
+            args.baseline_model_uri,
+        )
         print(json.dumps({"outputs": sorted(getattr(task, "outputs", {}) or {})}))
         return 0
     print(compile_pipeline(args.output, args.image, args.tune))

@@ -31,15 +31,31 @@ from pipelines import components
 PIPELINE_NAME = "generic-trainer-vertex-multiworker"
 # vertex-job's production flags (generic_trainer.intake.vertex_options), as custom_job_trainer's keywords.
 PRODUCTION_OPTIONS = (
-    "scheduling_strategy", "max_wait_duration", "timeout", "network", "reserved_ip_range", "label",
-    "encryption_spec_key_name", "persistent_resource_id", "chief_machine_type", "chief_accelerator_type",
-    "chief_accelerator_count", "reduction_server_count", "reduction_server_machine_type", "reduction_server_image",
+    "scheduling_strategy",
+    "max_wait_duration",
+    "timeout",
+    "network",
+    "reserved_ip_range",
+    "label",
+    "encryption_spec_key_name",
+    "persistent_resource_id",
+    "chief_machine_type",
+    "chief_accelerator_type",
+    "chief_accelerator_count",
+    "reduction_server_count",
+    "reduction_server_machine_type",
+    "reduction_server_image",
     "allow_unknown_machine_type",
 )
 
 
-def job_options(replica_count: int, machine_type: str, accelerator_type: str, accelerator_count: int,
-                **production: Any) -> dict[str, Any]:
+def job_options(
+    replica_count: int,
+    machine_type: str,
+    accelerator_type: str,
+    accelerator_count: int,
+    **production: Any,
+) -> dict[str, Any]:
     """Validate the production options as `vertex-job` does (same errors); returns vertex.JobOptions fields.
 
     `production` holds flag-style values: durations like "12h", `label` as ["key=value", ...] (or a dict),
@@ -49,12 +65,15 @@ def job_options(replica_count: int, machine_type: str, accelerator_type: str, ac
 
     unknown = set(production) - set(PRODUCTION_OPTIONS)
     if unknown:
-        raise TypeError(f"unknown job options {sorted(unknown)}; expected {', '.join(PRODUCTION_OPTIONS)}")
+        raise TypeError(
+            f"unknown job options {sorted(unknown)}; expected {', '.join(PRODUCTION_OPTIONS)}"
+        )
     if isinstance(production.get("label"), Mapping):
         production["label"] = [f"{k}={v}" for k, v in production["label"].items()]
     ns = argparse.Namespace(machine_type=machine_type, region=None, **production)
-    return vertex_options.production_options(ns, replica_count, accelerator_type or None,
-                                              accelerator_count if accelerator_type else 0)
+    return vertex_options.production_options(
+        ns, replica_count, accelerator_type or None, accelerator_count if accelerator_type else 0
+    )
 
 
 def custom_job_trainer(
@@ -73,11 +92,15 @@ def custom_job_trainer(
 
     `production`: vertex-job's scheduling, network, encryption and pool options (see PRODUCTION_OPTIONS).
     """
-    from google_cloud_pipeline_components.v1.custom_job import create_custom_training_job_from_component
+    from google_cloud_pipeline_components.v1.custom_job import (
+        create_custom_training_job_from_component,
+    )
 
     if replica_count < 1:
         raise ValueError(f"replica_count must be >= 1, got {replica_count}")
-    opts = job_options(replica_count, machine_type, accelerator_type, accelerator_count, **production)
+    opts = job_options(
+        replica_count, machine_type, accelerator_type, accelerator_count, **production
+    )
     kwargs: dict[str, Any] = {}
     if opts.get("timeout"):
         kwargs["timeout"] = f"{opts['timeout']}s"
@@ -134,13 +157,19 @@ def _set_pools(job: Any, opts: Mapping[str, Any]) -> None:
     if opts.get("chief_machine_type"):
         machine = {"machine_type": opts["chief_machine_type"]}
         if opts.get("chief_accelerator_type"):
-            machine.update(accelerator_type=opts["chief_accelerator_type"],
-                           accelerator_count=opts["chief_accelerator_count"])
+            machine.update(
+                accelerator_type=opts["chief_accelerator_type"],
+                accelerator_count=opts["chief_accelerator_count"],
+            )
         pools[0]["machine_spec"] = machine
     if opts.get("reduction_server_count"):
-        pools.append({"machine_spec": {"machine_type": opts["reduction_server_machine_type"]},
-                      "replica_count": opts["reduction_server_count"],
-                      "container_spec": {"image_uri": opts["reduction_server_image"]}})
+        pools.append(
+            {
+                "machine_spec": {"machine_type": opts["reduction_server_machine_type"]},
+                "replica_count": opts["reduction_server_count"],
+                "container_spec": {"image_uri": opts["reduction_server_image"]},
+            }
+        )
 
 
 def build_pipeline(evaluate: bool = True, **job_options: Any) -> Any:
@@ -159,7 +188,10 @@ def build_pipeline(evaluate: bool = True, **job_options: Any) -> Any:
     evaluator_op = components.evaluator(image) if evaluate else None
     infra_validator_op = components.infra_validator(image) if evaluate else None
 
-    @dsl.pipeline(name=PIPELINE_NAME, description="Train with generic-trainer as a multi-worker Vertex AI custom job.")
+    @dsl.pipeline(
+        name=PIPELINE_NAME,
+        description="Train with generic-trainer as a multi-worker Vertex AI custom job.",
+    )
     def vertex_multiworker_pipeline(
         examples_uri: str,
         schema_uri: str,
@@ -173,15 +205,28 @@ def build_pipeline(evaluate: bool = True, **job_options: Any) -> Any:
     ):
         examples = dsl.importer(artifact_uri=examples_uri, artifact_class=Dataset, reimport=False)
         schema = dsl.importer(artifact_uri=schema_uri, artifact_class=Artifact, reimport=False)
-        trainer = trainer_job(examples=examples.output, schema=schema.output, module_file=module_file,
-                              train_args=train_args, eval_args=eval_args, custom_config=custom_config,
-                              location=location)
+        trainer = trainer_job(
+            examples=examples.output,
+            schema=schema.output,
+            module_file=module_file,
+            train_args=train_args,
+            eval_args=eval_args,
+            custom_config=custom_config,
+            location=location,
+        )
         if evaluator_op is None:
             return
-        evaluator = evaluator_op(model=trainer.outputs["model"], examples=examples.output, schema=schema.output,
-                                 eval_config=eval_config)
-        validated = infra_validator_op(model=trainer.outputs["model"], examples=examples.output,
-                                       model_blessing=evaluator.outputs["blessing"])
+        evaluator = evaluator_op(
+            model=trainer.outputs["model"],
+            examples=examples.output,
+            schema=schema.output,
+            eval_config=eval_config,
+        )
+        validated = infra_validator_op(
+            model=trainer.outputs["model"],
+            examples=examples.output,
+            model_blessing=evaluator.outputs["blessing"],
+        )
         upload_if_blessed(validated.outputs["blessed"], trainer, model_display_name, location)
 
     return vertex_multiworker_pipeline
@@ -199,31 +244,61 @@ def main(argv: Sequence[str] | None = None) -> int:
     from generic_trainer.errors import UserInputError
     from generic_trainer.intake import vertex_options
 
-    parser = argparse.ArgumentParser(prog="python -m pipelines.vertex_multiworker_pipeline",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--output", default="vertex_multiworker_pipeline.yaml", help="compiled pipeline YAML")
-    parser.add_argument("--replica-count", type=int, default=2, help="replicas: 1 chief + N-1 workers")
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines.vertex_multiworker_pipeline", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--output", default="vertex_multiworker_pipeline.yaml", help="compiled pipeline YAML"
+    )
+    parser.add_argument(
+        "--replica-count", type=int, default=2, help="replicas: 1 chief + N-1 workers"
+    )
     parser.add_argument("--machine-type", default="n1-standard-4")
-    parser.add_argument("--accelerator-type", default="", help="e.g. NVIDIA_TESLA_T4 (default: none)")
+    parser.add_argument(
+        "--accelerator-type", default="", help="e.g. NVIDIA_TESLA_T4 (default: none)"
+    )
     parser.add_argument("--accelerator-count", type=int, default=1, help="accelerators per replica")
-    parser.add_argument("--base-output-directory", default="", help="gs:// dir for AIP_MODEL_DIR etc.")
+    parser.add_argument(
+        "--base-output-directory", default="", help="gs:// dir for AIP_MODEL_DIR etc."
+    )
     parser.add_argument("--tensorboard", default="", help="Vertex AI TensorBoard resource name")
     parser.add_argument("--service-account", default="")
-    parser.add_argument("--restart-job-on-worker-restart", action="store_true",
-                        help="restart the whole job when a worker restarts (it resumes from its checkpoints)")
-    parser.add_argument("--no-evaluate", dest="evaluate", action="store_false",
-                        help="train only: no evaluator, infra-validator or Model Registry upload")
-    parser.add_argument("--image", help="compile the trainer for this image (default: the checked-in YAML)")
+    parser.add_argument(
+        "--restart-job-on-worker-restart",
+        action="store_true",
+        help="restart the whole job when a worker restarts (it resumes from its checkpoints)",
+    )
+    parser.add_argument(
+        "--no-evaluate",
+        dest="evaluate",
+        action="store_false",
+        help="train only: no evaluator, infra-validator or Model Registry upload",
+    )
+    parser.add_argument(
+        "--image", help="compile the trainer for this image (default: the checked-in YAML)"
+    )
     vertex_options.add_production_flags(parser)
     args = parser.parse_args(argv)
-    production = {k: getattr(args, k) for k in PRODUCTION_OPTIONS if getattr(args, k) not in (None, False)}
+    production = {
+        k: getattr(args, k) for k in PRODUCTION_OPTIONS if getattr(args, k) not in (None, False)
+    }
     try:
-        print(compile_pipeline(
-            args.output, evaluate=args.evaluate, replica_count=args.replica_count, machine_type=args.machine_type,
-            accelerator_type=args.accelerator_type, accelerator_count=args.accelerator_count,
-            base_output_directory=args.base_output_directory, tensorboard=args.tensorboard,
-            service_account=args.service_account, restart_job_on_worker_restart=args.restart_job_on_worker_restart,
-            image=args.image, **production))
+        print(
+            compile_pipeline(
+                args.output,
+                evaluate=args.evaluate,
+                replica_count=args.replica_count,
+                machine_type=args.machine_type,
+                accelerator_type=args.accelerator_type,
+                accelerator_count=args.accelerator_count,
+                base_output_directory=args.base_output_directory,
+                tensorboard=args.tensorboard,
+                service_account=args.service_account,
+                restart_job_on_worker_restart=args.restart_job_on_worker_restart,
+                image=args.image,
+                **production,
+            )
+        )
     except UserInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

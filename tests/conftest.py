@@ -29,12 +29,20 @@ def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 300, cwd: str | None = None,
-            ) -> subprocess.CompletedProcess:
+def run_cli(
+    args: list[str],
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    cwd: str | None = None,
+) -> subprocess.CompletedProcess:
     """Run `python -m generic_trainer ARGS` as KFP, docker or Vertex would; returns the finished process."""
     return subprocess.run(
         [sys.executable, "-m", "generic_trainer", *map(str, args)],
-        env=cli_env(env), capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        env=cli_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
     )
 
 
@@ -59,7 +67,9 @@ def shared_across_workers(tmp_path_factory, name: str, make: Callable[[Path], No
         out = tmp_path_factory.mktemp(name)
         make(out)
         return out
-    root = tmp_path_factory.getbasetemp().parent  # this run's temp dir, the parent of every worker's own
+    root = (
+        tmp_path_factory.getbasetemp().parent
+    )  # this run's temp dir, the parent of every worker's own
     out, done = root / f"shared-{name}", root / f"shared-{name}.done"
     with open(root / f"shared-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if make() fails
@@ -74,12 +84,27 @@ def shared_across_workers(tmp_path_factory, name: str, make: Callable[[Path], No
 @pytest.fixture(scope="session")
 def trained_penguin_model(tmp_path_factory) -> Path:
     """A model dir (with Format-Serving) trained once per session by the real CLI on the bundled example."""
+
     def train(out: Path) -> None:
-        proc = run_cli([
-            "train", "--examples", PENGUIN / "data", "--module-file", PENGUIN / "module.py",
-            "--schema", PENGUIN / "schema.pbtxt", "--model-dir", out / "model", "--train-steps", "300",
-            "--eval-steps", "20", "--metrics-file", out / "metrics.json",
-        ])
+        proc = run_cli(
+            [
+                "train",
+                "--examples",
+                PENGUIN / "data",
+                "--module-file",
+                PENGUIN / "module.py",
+                "--schema",
+                PENGUIN / "schema.pbtxt",
+                "--model-dir",
+                out / "model",
+                "--train-steps",
+                "300",
+                "--eval-steps",
+                "20",
+                "--metrics-file",
+                out / "metrics.json",
+            ]
+        )
         assert proc.returncode == 0, proc.stderr[-4000:]
 
     return shared_across_workers(tmp_path_factory, "trained_penguin_model", train) / "model"
@@ -113,8 +138,14 @@ def gcs_upload(host: str, bucket: str, name: str, data: bytes) -> str:
 
 
 # Files whose tests run for minutes (real pipelines, several worker processes).
-LONGEST_FIRST = ("test_kfp_local.py", "test_checkpoint_dirs.py", "test_multiworker.py", "test_tune_distributed.py",
-                 "test_task_multiworker.py", "test_hostile.py")
+LONGEST_FIRST = (
+    "test_kfp_local.py",
+    "test_checkpoint_dirs.py",
+    "test_multiworker.py",
+    "test_tune_distributed.py",
+    "test_task_multiworker.py",
+    "test_hostile.py",
+)
 # Module fixtures that cannot be shared between processes (test_kfp_local.py's one pipeline run, with its
 # in-memory task handlers): their tests go first, all on the first worker, before any worker steals.
 UNSPLIT_FIXTURES = ("kfp_run",)
@@ -128,7 +159,11 @@ def pytest_collection_modifyitems(config, items):
     tests), the other the second half (fast ones); a worker that runs out takes the back half of the other's queue,
     and so on. So the longest tests run early, on the first worker, and both workers end together on short ones.
     """
-    unmarked = [item.nodeid for item in items if item.get_closest_marker("e2e") and not item.get_closest_marker("slow")]
+    unmarked = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("e2e") and not item.get_closest_marker("slow")
+    ]
     if unmarked:  # `make test-fast` (-m "not slow") must never start one
         raise pytest.UsageError(f"e2e tests must be marked slow too: {', '.join(unmarked)}")
 

@@ -18,17 +18,27 @@ def example_bytes(row: Mapping[str, Sequence]) -> bytes:
     for name, values in row.items():
         values = list(values)
         if values and isinstance(values[0], (bytes, str)):
-            feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(
-                value=[v.encode() if isinstance(v, str) else v for v in values]))
+            feature[name] = tf.train.Feature(
+                bytes_list=tf.train.BytesList(
+                    value=[v.encode() if isinstance(v, str) else v for v in values]
+                )
+            )
         elif values and isinstance(values[0], float):
             feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
         else:
-            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+            feature[name] = tf.train.Feature(
+                int64_list=tf.train.Int64List(value=[int(v) for v in values])
+            )
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-def write_split(root: str, split: str, rows: Iterable[Mapping[str, Sequence]], gzipped: bool = True,
-                shards: int = 1) -> list[str]:
+def write_split(
+    root: str,
+    split: str,
+    rows: Iterable[Mapping[str, Sequence]],
+    gzipped: bool = True,
+    shards: int = 1,
+) -> list[str]:
     """Write rows as TFRecords under `<root>/Split-<split>/`, returning the file paths."""
     import tensorflow as tf
 

@@ -29,8 +29,10 @@ libraries mentioned above are installed properly if you would like to use GPU. S
 def fake_nvidia_smi(bin_dir: Path, gpus: int) -> str:
     """A `nvidia-smi` printing `gpus` lines as `nvidia-smi -L` does; returns a PATH with it first."""
     bin_dir.mkdir(parents=True, exist_ok=True)
-    lines = "\n".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-0000000{i}-aaaa-bbbb-cccc-000000000000)"
-                      for i in range(gpus))
+    lines = "\n".join(
+        f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-0000000{i}-aaaa-bbbb-cccc-000000000000)"
+        for i in range(gpus)
+    )
     exe = bin_dir / "nvidia-smi"
     exe.write_text(f"#!/bin/sh\n[ \"$1\" = -L ] || exit 9\ncat <<'EOF'\n{lines}\nEOF\n")
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
@@ -53,11 +55,23 @@ def test_nvidia_smi_on_path_is_read(tmp_path):
     assert "nvidia-smi: NVIDIA H100 80GB HBM3" in presence.evidence
 
 
-@pytest.mark.parametrize(("cvd", "visible"), [("", 0), ("-1", 0), ("0", 1), ("1,0", 2), ("0,1,2,3", 2),
-                                               ("0,-1,1", 1), ("GPU-00000000-aaaa", 1)])
+@pytest.mark.parametrize(
+    ("cvd", "visible"),
+    [
+        ("", 0),
+        ("-1", 0),
+        ("0", 1),
+        ("1,0", 2),
+        ("0,1,2,3", 2),
+        ("0,-1,1", 1),
+        ("GPU-00000000-aaaa", 1),
+    ],
+)
 def test_cuda_visible_devices_narrows_what_this_process_gets(tmp_path, cvd, visible):
     path = fake_nvidia_smi(tmp_path / "bin", 2)
-    presence = accelerator.detect({"PATH": path, "CUDA_VISIBLE_DEVICES": cvd}, dev_dir=str(tmp_path))
+    presence = accelerator.detect(
+        {"PATH": path, "CUDA_VISIBLE_DEVICES": cvd}, dev_dir=str(tmp_path)
+    )
     assert (presence.found, presence.visible) == (2, visible)
     assert f"CUDA_VISIBLE_DEVICES={cvd!r}" in presence.evidence
 
@@ -72,7 +86,9 @@ def test_fewer_gpus_registered_than_present_is_an_error_naming_the_libraries():
     with pytest.raises(UserInputError) as e:
         accelerator.check("auto", one, 0, accelerator.libraries_not_loaded(H100_LOG))
     text = str(e.value)
-    assert e.value.exit_code == 2 and text.startswith("--accelerator: this machine has 1 GPU(s) (/dev/nvidia0)")
+    assert e.value.exit_code == 2 and text.startswith(
+        "--accelerator: this machine has 1 GPU(s) (/dev/nvidia0)"
+    )
     assert "TensorFlow registered 0: it could not load libcusolver.so.11" in text
     assert "--accelerator cpu" in text and "LD_LIBRARY_PATH" in text
     with pytest.raises(UserInputError, match="CPU-only build"):
@@ -90,17 +106,34 @@ def test_no_gpu_anywhere_is_fine_unless_one_is_asked_for():
     none = accelerator.GpuPresence(found=0, visible=0, evidence="")
     accelerator.check("auto", none, 0, [])
     accelerator.check("cpu", none, 0, [])
-    with pytest.raises(UserInputError, match="--accelerator: --accelerator gpu asks for a GPU but TensorFlow "
-                                             "registered 0"):
+    with pytest.raises(
+        UserInputError,
+        match="--accelerator: --accelerator gpu asks for a GPU but TensorFlow registered 0",
+    ):
         accelerator.check("gpu", none, 0, [])
-    hidden = accelerator.GpuPresence(found=2, visible=0, evidence="nvidia-smi: ...; CUDA_VISIBLE_DEVICES=''")
+    hidden = accelerator.GpuPresence(
+        found=2, visible=0, evidence="nvidia-smi: ...; CUDA_VISIBLE_DEVICES=''"
+    )
     accelerator.check("auto", hidden, 0, [])  # GPUs hidden on purpose: the CPU is meant
 
 
 def _train_args(tmp_path: Path, *extra: str) -> list:
-    return ["train", "--examples", PENGUIN / "data", "--module-file", PENGUIN / "module.py",
-            "--schema", PENGUIN / "schema.pbtxt", "--model-dir", tmp_path / "model", "--train-steps", "3",
-            "--eval-steps", "2", *extra]
+    return [
+        "train",
+        "--examples",
+        PENGUIN / "data",
+        "--module-file",
+        PENGUIN / "module.py",
+        "--schema",
+        PENGUIN / "schema.pbtxt",
+        "--model-dir",
+        tmp_path / "model",
+        "--train-steps",
+        "3",
+        "--eval-steps",
+        "2",
+        *extra,
+    ]
 
 
 @pytest.mark.slow
@@ -111,12 +144,17 @@ def test_train_with_a_gpu_tensorflow_cannot_use_stops_before_training_unless_cpu
     env.pop("CUDA_VISIBLE_DEVICES", None)
     proc = run_cli(_train_args(tmp_path), env=env | {"CUDA_VISIBLE_DEVICES": "0"}, timeout=300)
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "--accelerator: this machine has 1 GPU(s) (nvidia-smi: NVIDIA H100 80GB HBM3" in proc.stderr
+    assert (
+        "--accelerator: this machine has 1 GPU(s) (nvidia-smi: NVIDIA H100 80GB HBM3" in proc.stderr
+    )
     assert "TensorFlow registered 0" in proc.stderr
     assert "Epoch 1/" not in proc.stdout + proc.stderr and not (tmp_path / "model").exists()
 
-    proc = run_cli(_train_args(tmp_path, "--accelerator", "cpu"), env=env | {"CUDA_VISIBLE_DEVICES": "0"},
-                   timeout=300)
+    proc = run_cli(
+        _train_args(tmp_path, "--accelerator", "cpu"),
+        env=env | {"CUDA_VISIBLE_DEVICES": "0"},
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "model" / "Format-Serving" / "saved_model.pb").is_file()
     line = next(x for x in proc.stderr.splitlines() if "resolved strategy=" in x)

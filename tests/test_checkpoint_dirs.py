@@ -24,26 +24,45 @@ from generic_trainer.intake.fit_request import build_train_request, build_tune_r
 
 
 def _train(tmp_path: Path, environ: dict, **values) -> str:
-    base = {"examples": str(PENGUIN / "data"), "module_file": "m.py", "model_dir": str(tmp_path / "model")}
+    base = {
+        "examples": str(PENGUIN / "data"),
+        "module_file": "m.py",
+        "model_dir": str(tmp_path / "model"),
+    }
     return build_train_request({**base, **values}, environ=environ).checkpoint_dir
 
 
 def test_checkpoint_base_dirs_are_namespaced_by_run_and_task(tmp_path):
-    aip = {"AIP_CHECKPOINT_DIR": "gs://b/base/checkpoints/", "GENERIC_TRAINER_GCS_ROOT": str(tmp_path / "gcs")}
+    aip = {
+        "AIP_CHECKPOINT_DIR": "gs://b/base/checkpoints/",
+        "GENERIC_TRAINER_GCS_ROOT": str(tmp_path / "gcs"),
+    }
     run = {"run_id": "1234abcd", "task_name": "generic-trainer"}
     gcs = tmp_path / "gcs" / "b" / "base" / "checkpoints"
     assert _train(tmp_path, aip, **run) == str(gcs / "1234abcd" / "generic-trainer")
-    assert _train(tmp_path, aip, run_id="5678", task_name="generic-trainer") != _train(tmp_path, aip, **run)
+    assert _train(tmp_path, aip, run_id="5678", task_name="generic-trainer") != _train(
+        tmp_path, aip, **run
+    )
     assert _train(tmp_path, aip) == str(gcs)  # a custom job without a pipeline: the dir Vertex gave
     assert _train(tmp_path, {}, checkpoint_dir=str(tmp_path / "ck"), **run) == str(
-        tmp_path / "ck" / "1234abcd" / "generic-trainer")
+        tmp_path / "ck" / "1234abcd" / "generic-trainer"
+    )
     assert _train(tmp_path, {}, checkpoint_dir=str(tmp_path / "ck")) == str(tmp_path / "ck")
     # no base dir: inside this task's own model-run output, which no other run shares
     assert _train(tmp_path, {}, **run) == str(tmp_path / "model" / "logs" / "checkpoints")
     # a placeholder the runner left unresolved is no run id
-    assert _train(tmp_path, aip, run_id="{{$.pipeline_job_uuid}}", task_name="{{$.pipeline_task_name}}") == str(gcs)
-    tune = build_tune_request({"examples": str(PENGUIN / "data"), "module_file": "m.py",
-                               "best_hyperparameters_dir": str(tmp_path / "best"), **run}, environ=aip)
+    assert _train(
+        tmp_path, aip, run_id="{{$.pipeline_job_uuid}}", task_name="{{$.pipeline_task_name}}"
+    ) == str(gcs)
+    tune = build_tune_request(
+        {
+            "examples": str(PENGUIN / "data"),
+            "module_file": "m.py",
+            "best_hyperparameters_dir": str(tmp_path / "best"),
+            **run,
+        },
+        environ=aip,
+    )
     assert tune.checkpoint_dir == str(gcs / "1234abcd" / "generic-trainer")
     assert tune.working_dir == str(gcs / "1234abcd" / "generic-trainer" / "tuner")
 
@@ -57,7 +76,7 @@ def test_a_bad_run_id_is_named(tmp_path):
 
 # A run_fn that trains 5 epochs with the runtime's backup callback. Its first attempt (per run) waits
 # until the other run's first attempt is running too, then SIGKILLs itself after epoch 3's backup.
-MODULE = textwrap.dedent('''
+MODULE = textwrap.dedent("""
     import json, os, signal, time
     import keras, numpy as np
 
@@ -91,10 +110,10 @@ MODULE = textwrap.dedent('''
             json.dump({"checkpoint_dir": fn_args.checkpoint_dir, "resumed_from": backup.resumed_from,
                        "global_step": backup.global_step}, f)
         model.export(fn_args.serving_model_dir)
-''')
+""")
 
 # One kfp.local pipeline run: import the examples, train with one retry. argv: root, module, base, name, other.
-RUN_PIPELINE = textwrap.dedent('''
+RUN_PIPELINE = textwrap.dedent("""
     import json, os, sys
     sys.path.insert(0, {repo!r})
     from kfp import components, dsl
@@ -117,7 +136,7 @@ RUN_PIPELINE = textwrap.dedent('''
     with host_runner(root, env=env, timeout_s=600):
         out = pipeline(examples_uri={examples!r})
     print("MODEL " + json.dumps({{"path": out.output.path}}))
-''')
+""")
 
 
 @pytest.mark.slow
@@ -131,10 +150,21 @@ def test_two_concurrent_runs_on_one_base_dir_and_a_sigkilled_task_retried_by_kfp
     shared.mkdir()
     procs = {}
     for name, other in (("a", "b"), ("b", "a")):
-        args = [sys.executable, str(script), str(tmp_path / f"root-{name}"), str(module), str(base), str(shared),
-                name, other]
+        args = [
+            sys.executable,
+            str(script),
+            str(tmp_path / f"root-{name}"),
+            str(module),
+            str(base),
+            str(shared),
+            name,
+            other,
+        ]
         log = open(tmp_path / f"{name}.log", "w")
-        procs[name] = (subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=log, stderr=subprocess.STDOUT), log)
+        procs[name] = (
+            subprocess.Popen(args, cwd=REPO, env=cli_env(), stdout=log, stderr=subprocess.STDOUT),
+            log,
+        )
     deadline = time.monotonic() + 1200
     for name, (proc, log) in procs.items():
         proc.wait(timeout=max(deadline - time.monotonic(), 1))
@@ -153,7 +183,7 @@ def test_two_concurrent_runs_on_one_base_dir_and_a_sigkilled_task_retried_by_kfp
         # the retry resumed its own run's backup: 3 epochs of 4 steps, then 2 more
         assert seen[name]["resumed_from"] == 12 and seen[name]["global_step"] == 20, seen[name]
         assert f"backup: resuming from {directory}" in text
-        model = json.loads(text[text.rindex("MODEL ") + len("MODEL "):].splitlines()[0])
+        model = json.loads(text[text.rindex("MODEL ") + len("MODEL ") :].splitlines()[0])
         assert (Path(model["path"]) / "Format-Serving" / "saved_model.pb").is_file()
 
 
@@ -162,16 +192,36 @@ TASK_FILE = Path(__file__).parent / "task_modules" / "linear_task.py"
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_a_task_run_over_its_own_finished_checkpoint_trains_and_exports_nothing_and_says_so(tmp_path):
+def test_a_task_run_over_its_own_finished_checkpoint_trains_and_exports_nothing_and_says_so(
+    tmp_path,
+):
     from datagen import write_schema, write_split
 
     rows = [{"x1": [i / 64], "x2": [1 - i / 64], "target": [2 * i / 64]} for i in range(64)]
     write_split(str(tmp_path / "examples"), "train", rows)
     write_split(str(tmp_path / "examples"), "eval", rows[:16])
-    schema = write_schema(str(tmp_path / "schema.pbtxt"), {"x1": "FLOAT", "x2": "FLOAT", "target": "FLOAT"})
-    args = ["train", "--task", f"{TASK_FILE}:LinearTask", "--examples", str(tmp_path / "examples"),
-            "--schema", schema, "--model-dir", str(tmp_path / "model"), "--checkpoint-dir", str(tmp_path / "ck"),
-            "--run-id", "run1", "--task-name", "trainer", "--params-override", "trainer.train_steps=8"]
+    schema = write_schema(
+        str(tmp_path / "schema.pbtxt"), {"x1": "FLOAT", "x2": "FLOAT", "target": "FLOAT"}
+    )
+    args = [
+        "train",
+        "--task",
+        f"{TASK_FILE}:LinearTask",
+        "--examples",
+        str(tmp_path / "examples"),
+        "--schema",
+        schema,
+        "--model-dir",
+        str(tmp_path / "model"),
+        "--checkpoint-dir",
+        str(tmp_path / "ck"),
+        "--run-id",
+        "run1",
+        "--task-name",
+        "trainer",
+        "--params-override",
+        "trainer.train_steps=8",
+    ]
     first = run_cli(args, timeout=600)
     assert first.returncode == 0, first.stderr[-4000:]
     saved = tmp_path / "model" / "Format-Serving" / "saved_model.pb"
@@ -182,12 +232,17 @@ def test_a_task_run_over_its_own_finished_checkpoint_trains_and_exports_nothing_
     assert "already holds a finished run" in again.stderr and "exporting nothing" in again.stderr
     assert "training from step" not in again.stderr
     assert saved.stat().st_mtime_ns == stamp  # not exported again
-    summary = json.loads(again.stdout[again.stdout.rindex('{\n  "serving_model_dir"'):])
+    summary = json.loads(again.stdout[again.stdout.rindex('{\n  "serving_model_dir"') :])
     assert summary["serving_model_dir"] == str(saved.parent)
     # a new run on the same base dir starts from step 0
-    fresh = run_cli([*args[:-6], "--run-id", "run2", "--task-name", "trainer", *args[-2:]], timeout=600)
+    fresh = run_cli(
+        [*args[:-6], "--run-id", "run2", "--task-name", "trainer", *args[-2:]], timeout=600
+    )
     assert fresh.returncode == 0, fresh.stderr[-4000:]
-    assert "training from step 0 to 8" in fresh.stderr and "already holds a finished run" not in fresh.stderr
+    assert (
+        "training from step 0 to 8" in fresh.stderr
+        and "already holds a finished run" not in fresh.stderr
+    )
     assert saved.stat().st_mtime_ns != stamp
     os.remove(saved)  # and with no published model, a finished checkpoint is exported, saying so
     third = run_cli(args, timeout=600)

@@ -44,14 +44,25 @@ def _data():
 
 def _model(K, units: int = 8):
     K.utils.set_random_seed(1)
-    model = K.Sequential([K.Input((4,)), K.layers.Dense(units, activation="relu"), K.layers.BatchNormalization(),
-                          K.layers.Dense(2, activation="softmax")])
-    model.compile(optimizer=K.optimizers.Adam(0.05), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model = K.Sequential(
+        [
+            K.Input((4,)),
+            K.layers.Dense(units, activation="relu"),
+            K.layers.BatchNormalization(),
+            K.layers.Dense(2, activation="softmax"),
+        ]
+    )
+    model.compile(
+        optimizer=K.optimizers.Adam(0.05),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+    )
     return model
 
 
 def _stop_after(K, watcher: Watcher, steps: int):
     """A callback that plays SIGTERM arriving during step `steps` (counted over the whole run)."""
+
     class Stop(K.callbacks.Callback):
         seen = 0
 
@@ -79,17 +90,29 @@ def test_stopped_mid_epoch_and_resumed_equals_a_run_never_stopped(K, tmp_path):
     first = _model(K)
     backup = checkpointing.BackupAndRestore(str(tmp_path), watcher=watcher)
     with pytest.raises(Preempted, match=f"saved global step 7 to {tmp_path}/backup") as raised:
-        first.fit(_data(), epochs=EPOCHS, steps_per_epoch=STEPS, callbacks=[_stop_after(K, watcher, 7), backup],
-                  verbose=0)
+        first.fit(
+            _data(),
+            epochs=EPOCHS,
+            steps_per_epoch=STEPS,
+            callbacks=[_stop_after(K, watcher, 7), backup],
+            verbose=0,
+        )
     assert raised.value.exit_code == EXIT_PREEMPTED == 143
     state = checkpointing.read_state(str(tmp_path))
     assert (state["global_step"], state["epoch"], state["step_in_epoch"]) == (7, 1, 2)
-    assert sorted(os.listdir(tmp_path / "backup")) == ["ckpt-5.data-00000-of-00001", "ckpt-5.index",
-                                                       "ckpt-7.data-00000-of-00001", "ckpt-7.index", "state.json"]
+    assert sorted(os.listdir(tmp_path / "backup")) == [
+        "ckpt-5.data-00000-of-00001",
+        "ckpt-5.index",
+        "ckpt-7.data-00000-of-00001",
+        "ckpt-7.index",
+        "state.json",
+    ]
 
     resumed = _model(K)
     again = checkpointing.BackupAndRestore(str(tmp_path), watcher=Watcher())
-    history = resumed.fit(_data(), epochs=EPOCHS, steps_per_epoch=STEPS, callbacks=[again], verbose=0)
+    history = resumed.fit(
+        _data(), epochs=EPOCHS, steps_per_epoch=STEPS, callbacks=[again], verbose=0
+    )
     assert (again.resumed_from, again.steps_this_run, again.global_step) == (7, 8, 15)
     assert len(history.history["loss"]) == 2  # epochs 2 and 3
     assert _steps(resumed) == _steps(reference) == 15
@@ -108,8 +131,13 @@ def test_a_second_fit_resumes_after_the_first_is_skipped(K, tmp_path):
     backup = checkpointing.BackupAndRestore(str(tmp_path), watcher=watcher)
     model.fit(_data(), epochs=2, steps_per_epoch=STEPS, callbacks=[backup], verbose=0)
     with pytest.raises(Preempted):
-        model.fit(_data(), epochs=2, steps_per_epoch=STEPS, callbacks=[_stop_after(K, watcher, 3), backup],
-                  verbose=0)
+        model.fit(
+            _data(),
+            epochs=2,
+            steps_per_epoch=STEPS,
+            callbacks=[_stop_after(K, watcher, 3), backup],
+            verbose=0,
+        )
     assert checkpointing.read_state(str(tmp_path))["fit_index"] == 1
 
     model = _model(K)
@@ -127,6 +155,7 @@ def test_a_real_sigterm_during_fit_saves_and_outside_fit_raises_at_once(tmp_path
     watcher = Watcher()
     watcher.install(where=f"the backup in {tmp_path}")
     try:
+
         class Terminate(keras.callbacks.Callback):
             def on_train_batch_begin(self, batch, logs=None):
                 if batch == 3:
@@ -134,8 +163,16 @@ def test_a_real_sigterm_during_fit_saves_and_outside_fit_raises_at_once(tmp_path
 
         model = _model(keras)
         backup = checkpointing.BackupAndRestore(str(tmp_path), watcher=watcher)
-        with pytest.raises(Preempted, match="SIGTERM received; saved global step 4 .*resumes from the backup in"):
-            model.fit(_data(), epochs=EPOCHS, steps_per_epoch=STEPS, callbacks=[Terminate(), backup], verbose=0)
+        with pytest.raises(
+            Preempted, match="SIGTERM received; saved global step 4 .*resumes from the backup in"
+        ):
+            model.fit(
+                _data(),
+                epochs=EPOCHS,
+                steps_per_epoch=STEPS,
+                callbacks=[Terminate(), backup],
+                verbose=0,
+            )
         assert checkpointing.read_state(str(tmp_path))["global_step"] == 4
 
         fresh = Watcher()
@@ -160,9 +197,16 @@ def test_a_backup_of_other_settings_or_another_model_is_not_resumed(tmp_path, ca
     watcher = Watcher()
     model = _model(keras)
     with pytest.raises(Preempted):
-        model.fit(_data(), epochs=1, steps_per_epoch=STEPS, verbose=0,
-                  callbacks=[_stop_after(keras, watcher, 3),
-                             checkpointing.BackupAndRestore(str(tmp_path), watcher=watcher, settings=settings)])
+        model.fit(
+            _data(),
+            epochs=1,
+            steps_per_epoch=STEPS,
+            verbose=0,
+            callbacks=[
+                _stop_after(keras, watcher, 3),
+                checkpointing.BackupAndRestore(str(tmp_path), watcher=watcher, settings=settings),
+            ],
+        )
     saved = checkpointing.read_state(str(tmp_path))
     assert saved["global_step"] == 3 and saved["settings"] == settings
 
@@ -175,7 +219,10 @@ def test_a_backup_of_other_settings_or_another_model_is_not_resumed(tmp_path, ca
     other_steps = dict(settings, train_steps=20)
     fresh = fit(_model(keras), other_steps)
     assert fresh.resumed_from is None and _steps(fresh.model) == STEPS  # not 3 + 2
-    assert "was made by a run with other settings (train_steps 3000 -> 20): training starts afresh" in caplog.text
+    assert (
+        "was made by a run with other settings (train_steps 3000 -> 20): training starts afresh"
+        in caplog.text
+    )
     assert "s3cret" not in caplog.text
     superseded = json.loads((tmp_path / "backup.superseded" / checkpointing.STATE_FILE).read_text())
     assert superseded["global_step"] == 3
@@ -184,18 +231,32 @@ def test_a_backup_of_other_settings_or_another_model_is_not_resumed(tmp_path, ca
     # The same settings resume; another model (other variable shapes) starts afresh.
     with pytest.raises(Preempted):
         w = Watcher()
-        _model(keras).fit(_data(), epochs=2, steps_per_epoch=STEPS, verbose=0,
-                          callbacks=[_stop_after(keras, w, 2),
-                                     checkpointing.BackupAndRestore(str(tmp_path), watcher=w, settings=other_steps)])
+        _model(keras).fit(
+            _data(),
+            epochs=2,
+            steps_per_epoch=STEPS,
+            verbose=0,
+            callbacks=[
+                _stop_after(keras, w, 2),
+                checkpointing.BackupAndRestore(str(tmp_path), watcher=w, settings=other_steps),
+            ],
+        )
     resumed = fit(_model(keras), other_steps, epochs=2)
     assert resumed.resumed_from == 2 and _steps(resumed.model) == 2 * STEPS
     checkpointing.clear(str(tmp_path))  # what the runtime does once the outputs are published
     caplog.clear()
     with pytest.raises(Preempted):
         w = Watcher()
-        _model(keras).fit(_data(), epochs=2, steps_per_epoch=STEPS, verbose=0,
-                          callbacks=[_stop_after(keras, w, 2),
-                                     checkpointing.BackupAndRestore(str(tmp_path), watcher=w, settings=other_steps)])
+        _model(keras).fit(
+            _data(),
+            epochs=2,
+            steps_per_epoch=STEPS,
+            verbose=0,
+            callbacks=[
+                _stop_after(keras, w, 2),
+                checkpointing.BackupAndRestore(str(tmp_path), watcher=w, settings=other_steps),
+            ],
+        )
     another = fit(_model(keras, units=16), other_steps, epochs=2)
     assert another.resumed_from is None and "(variables changed)" in caplog.text
 
@@ -214,8 +275,13 @@ def test_an_unbuilt_model_is_refused(tmp_path):
     unbuilt = Subclassed()
     unbuilt.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     with pytest.raises(UserCodeError, match="needs a built model before fit"):
-        unbuilt.fit(_data(), epochs=1, steps_per_epoch=STEPS, verbose=0,
-                    callbacks=[checkpointing.BackupAndRestore(str(tmp_path / "other"), watcher=Watcher())])
+        unbuilt.fit(
+            _data(),
+            epochs=1,
+            steps_per_epoch=STEPS,
+            verbose=0,
+            callbacks=[checkpointing.BackupAndRestore(str(tmp_path / "other"), watcher=Watcher())],
+        )
 
 
 def test_a_killed_run_is_not_resumed_by_a_run_with_other_train_steps(tmp_path):
@@ -230,17 +296,38 @@ def test_a_killed_run_is_not_resumed_by_a_run_with_other_train_steps(tmp_path):
     checkpoints = tmp_path / "ckpt"
 
     def args(steps: int) -> list[str]:
-        return ["train", "--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "schema.pbtxt"),
-                "--module-file", str(PENGUIN / "module.py"), "--model-dir", str(tmp_path / "model"),
-                "--checkpoint-dir", str(checkpoints), "--train-steps", str(steps), "--eval-steps", "2",
-                "--custom-config", json.dumps({"epochs": 200})]  # 20 steps per epoch: a backup each epoch
+        return [
+            "train",
+            "--examples",
+            str(PENGUIN / "data"),
+            "--schema",
+            str(PENGUIN / "schema.pbtxt"),
+            "--module-file",
+            str(PENGUIN / "module.py"),
+            "--model-dir",
+            str(tmp_path / "model"),
+            "--checkpoint-dir",
+            str(checkpoints),
+            "--train-steps",
+            str(steps),
+            "--eval-steps",
+            "2",
+            "--custom-config",
+            json.dumps({"epochs": 200}),
+        ]  # 20 steps per epoch: a backup each epoch
 
-    first = subprocess.Popen([sys.executable, "-m", "generic_trainer", *args(4000)], env=cli_env(),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "generic_trainer", *args(4000)],
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 600
         while (checkpointing.read_state(str(checkpoints)) or {}).get("global_step", 0) < 40:
-            assert first.poll() is None, f"the first run ended (rc {first.returncode}) before its backups"
+            assert first.poll() is None, (
+                f"the first run ended (rc {first.returncode}) before its backups"
+            )
             assert time.monotonic() < deadline, "no backup at step 40 within 600 s"
             time.sleep(0.2)
     finally:
@@ -251,12 +338,19 @@ def test_a_killed_run_is_not_resumed_by_a_run_with_other_train_steps(tmp_path):
 
     second = run_cli(args(20), timeout=600)
     assert second.returncode == 0, second.stderr[-4000:]
-    assert "was made by a run with other settings (train_steps 4000 -> 20): training starts afresh" in second.stderr
-    assert "backup: fit done at global step 20 (20 steps in this run)" in second.stderr, second.stderr[-3000:]
+    assert (
+        "was made by a run with other settings (train_steps 4000 -> 20): training starts afresh"
+        in second.stderr
+    )
+    assert "backup: fit done at global step 20 (20 steps in this run)" in second.stderr, (
+        second.stderr[-3000:]
+    )
     assert "resuming from" not in second.stderr
     assert (tmp_path / "model" / "Format-Serving" / "saved_model.pb").is_file()
     assert not (checkpoints / "backup").exists()  # published: removed
-    superseded = json.loads((checkpoints / "backup.superseded" / checkpointing.STATE_FILE).read_text())
+    superseded = json.loads(
+        (checkpoints / "backup.superseded" / checkpointing.STATE_FILE).read_text()
+    )
     assert superseded["global_step"] >= killed_at
 
 
@@ -271,9 +365,16 @@ def stopped_backup(tmp_path_factory):
     directory = tmp_path_factory.mktemp("stopped")
     watcher = Watcher()
     with pytest.raises(Preempted):
-        _model(keras).fit(_data(), epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0,
-                          callbacks=[_stop_after(keras, watcher, 7),
-                                     checkpointing.BackupAndRestore(str(directory), watcher=watcher)])
+        _model(keras).fit(
+            _data(),
+            epochs=EPOCHS,
+            steps_per_epoch=STEPS,
+            verbose=0,
+            callbacks=[
+                _stop_after(keras, watcher, 7),
+                checkpointing.BackupAndRestore(str(directory), watcher=watcher),
+            ],
+        )
     return directory
 
 
@@ -310,9 +411,12 @@ def _same(model, reference_weights) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("damage", ["truncate-data", "truncate-index", "garble-data", "delete-data"])
-def test_a_damaged_newest_checkpoint_resumes_from_the_older_one_with_a_warning(stopped_backup, reference_weights,
-                                                                               tmp_path, caplog, damage):
+@pytest.mark.parametrize(
+    "damage", ["truncate-data", "truncate-index", "garble-data", "delete-data"]
+)
+def test_a_damaged_newest_checkpoint_resumes_from_the_older_one_with_a_warning(
+    stopped_backup, reference_weights, tmp_path, caplog, damage
+):
     backup = _copy(stopped_backup, tmp_path)
     state = checkpointing.read_state(str(tmp_path))
     assert state["prefix"] == "ckpt-7" and [p["prefix"] for p in state["previous"]] == ["ckpt-5"]
@@ -332,36 +436,61 @@ def test_a_damaged_newest_checkpoint_resumes_from_the_older_one_with_a_warning(s
     _same(model, reference_weights)
 
 
-@pytest.mark.parametrize("content", [b'{"prefix": "ckpt-7", "global_st', b"", b"[7]", b"\xff\xfe{}",
-                                     b'{"a": ' * 3000 + b"1" + b"}" * 3000])
-def test_a_damaged_state_json_starts_afresh_saying_why(stopped_backup, reference_weights, tmp_path, caplog, content):
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"prefix": "ckpt-7", "global_st',
+        b"",
+        b"[7]",
+        b"\xff\xfe{}",
+        b'{"a": ' * 3000 + b"1" + b"}" * 3000,
+    ],
+)
+def test_a_damaged_state_json_starts_afresh_saying_why(
+    stopped_backup, reference_weights, tmp_path, caplog, content
+):
     state_file = _copy(stopped_backup, tmp_path) / checkpointing.STATE_FILE
     state_file.write_bytes(content)
     resumed, model = _resume(tmp_path, caplog)
-    assert resumed.resumed_from is None and resumed.steps_this_run == EPOCHS * STEPS == _steps(model)
+    assert resumed.resumed_from is None and resumed.steps_this_run == EPOCHS * STEPS == _steps(
+        model
+    )
     assert f"cannot be resumed: state.json is damaged or was edited ({state_file}" in caplog.text
     assert "training starts afresh; the old backup is kept in" in caplog.text
     assert (tmp_path / "backup.superseded" / "ckpt-7.index").exists()  # nothing deleted
     _same(model, reference_weights)
 
 
-@pytest.mark.parametrize("edit, why", [
-    ({"global_step": -5}, "global_step is -5, expected a whole number >= 0"),
-    ({"prefix": "../../elsewhere/ckpt-7"}, "prefix is '../../elsewhere/ckpt-7', expected ckpt-7"),
-    ({"prefix": "/tmp/ckpt-7"}, "prefix is '/tmp/ckpt-7', expected ckpt-7"),
-    ({"epoch": -1}, "epoch is -1"),
-    ({"step_in_epoch": "2"}, "step_in_epoch is '2'"),
-    ({"global_step": True}, "global_step is True"),
-    ({"global_step": 1e30}, "global_step is 1e+30"),
-    ({"global_step": 9, "prefix": "ckpt-9"}, "its checkpoint"),
-    ({"epoch": 99}, "past the fit's 3 epochs"),
-    ({"epoch": 3, "step_in_epoch": 2}, "past the fit's 3 epochs"),
-    ({"step_in_epoch": 999}, "past the fit's 5 steps per epoch"),
-    ({"global_step": 5, "prefix": "ckpt-5", "previous": []}, "it holds global step 7, not the 5 of state.json"),
-    ({"fit_index": 4}, "says fit #1 finished, but its checkpoint is at global step 7, before that fit's end (15)"),
-])
-def test_an_edited_state_json_never_resumes_into_a_half_trained_model(stopped_backup, reference_weights, tmp_path,
-                                                                      caplog, edit, why):
+@pytest.mark.parametrize(
+    "edit, why",
+    [
+        ({"global_step": -5}, "global_step is -5, expected a whole number >= 0"),
+        (
+            {"prefix": "../../elsewhere/ckpt-7"},
+            "prefix is '../../elsewhere/ckpt-7', expected ckpt-7",
+        ),
+        ({"prefix": "/tmp/ckpt-7"}, "prefix is '/tmp/ckpt-7', expected ckpt-7"),
+        ({"epoch": -1}, "epoch is -1"),
+        ({"step_in_epoch": "2"}, "step_in_epoch is '2'"),
+        ({"global_step": True}, "global_step is True"),
+        ({"global_step": 1e30}, "global_step is 1e+30"),
+        ({"global_step": 9, "prefix": "ckpt-9"}, "its checkpoint"),
+        ({"epoch": 99}, "past the fit's 3 epochs"),
+        ({"epoch": 3, "step_in_epoch": 2}, "past the fit's 3 epochs"),
+        ({"step_in_epoch": 999}, "past the fit's 5 steps per epoch"),
+        (
+            {"global_step": 5, "prefix": "ckpt-5", "previous": []},
+            "it holds global step 7, not the 5 of state.json",
+        ),
+        (
+            {"fit_index": 4},
+            "says fit #1 finished, but its checkpoint is at global step 7, before that fit's end (15)",
+        ),
+    ],
+)
+def test_an_edited_state_json_never_resumes_into_a_half_trained_model(
+    stopped_backup, reference_weights, tmp_path, caplog, edit, why
+):
     """An edited state.json (a negative step, a path out of the backup, a position past the fit) never resumes
     into '0 steps in this run': the run starts afresh, or from the older checkpoint when its state is sound,
     saying which file and why; either way it trains every step and ends with the weights of a run never stopped."""
@@ -374,7 +503,11 @@ def test_an_edited_state_json_never_resumes_into_a_half_trained_model(stopped_ba
     (backup / checkpointing.STATE_FILE).write_text(json.dumps(state))
     resumed, model = _resume(tmp_path, caplog)
     assert why in caplog.text and "(0 steps in this run" not in caplog.text
-    assert resumed.resumed_from in (None, 5) and resumed.global_step == EPOCHS * STEPS == _steps(model)
+    assert resumed.resumed_from in (None, 5) and resumed.global_step == EPOCHS * STEPS == _steps(
+        model
+    )
     if resumed.resumed_from is None:
         assert "training starts afresh; the old backup is kept in" in caplog.text
-    _same(model, reference_weights)  # a failed read is undone: the fresh run starts from the module's weights
+    _same(
+        model, reference_weights
+    )  # a failed read is undone: the fresh run starts from the module's weights

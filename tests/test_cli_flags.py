@@ -27,17 +27,34 @@ def dump_parser(parser: argparse.ArgumentParser) -> dict:
     """The parts of a parser that decide its --help and how it parses, as plain JSON."""
     groups = []
     for group in parser._action_groups:
-        actions = [{
-            "option_strings": a.option_strings, "dest": a.dest, "metavar": a.metavar, "help": a.help,
-            "choices": list(a.choices) if a.choices is not None and not isinstance(a.choices, dict) else None,
-            "default": a.default if a.default is None or isinstance(a.default, (str, int, float, bool)) else repr(
-                a.default),
-            "type": _name(a.type), "nargs": a.nargs, "const": a.const, "required": a.required,
-            "action": type(a).__name__,
-        } for a in group._group_actions]
+        actions = [
+            {
+                "option_strings": a.option_strings,
+                "dest": a.dest,
+                "metavar": a.metavar,
+                "help": a.help,
+                "choices": list(a.choices)
+                if a.choices is not None and not isinstance(a.choices, dict)
+                else None,
+                "default": a.default
+                if a.default is None or isinstance(a.default, (str, int, float, bool))
+                else repr(a.default),
+                "type": _name(a.type),
+                "nargs": a.nargs,
+                "const": a.const,
+                "required": a.required,
+                "action": type(a).__name__,
+            }
+            for a in group._group_actions
+        ]
         groups.append({"title": group.title, "description": group.description, "actions": actions})
-    return {"prog": parser.prog, "description": parser.description, "epilog": parser.epilog,
-            "order": [a.dest for a in parser._actions], "groups": groups}
+    return {
+        "prog": parser.prog,
+        "description": parser.description,
+        "epilog": parser.epilog,
+        "order": [a.dest for a in parser._actions],
+        "groups": groups,
+    }
 
 
 def dump_all() -> dict:
@@ -55,7 +72,9 @@ def test_every_verbs_flags_are_as_declared():
     actual = json.loads(json.dumps(dump_all()))
     assert set(actual["verbs"]) == set(expected["verbs"])
     for verb in expected["verbs"]:
-        assert actual["verbs"][verb] == expected["verbs"][verb], f"{verb}'s flags changed (see module docstring)"
+        assert actual["verbs"][verb] == expected["verbs"][verb], (
+            f"{verb}'s flags changed (see module docstring)"
+        )
     assert actual == expected
 
 
@@ -70,17 +89,22 @@ if __name__ == "__main__":
 # The declarations: one entry makes a flag, a component input and a request field
 # ----------------------------------------------------------------------------------------------
 
+
 def _declarations():
     from generic_trainer import cli
 
     return cli.DECLARATIONS
 
 
-REQUESTS = {"train": "intake.fit_request:TrainRequest", "tune": "intake.fit_request:TuneRequest",
-            "evaluate": "intake.judge_request:EvaluateRequest",
-            "infra-validate": "intake.judge_request:InfraValidateRequest",
-            "import-examples": "intake.data_request:ImportExamplesRequest",
-            "transform": "intake.data_request:TransformRequest", "push": "intake.push_request:PushRequest"}
+REQUESTS = {
+    "train": "intake.fit_request:TrainRequest",
+    "tune": "intake.fit_request:TuneRequest",
+    "evaluate": "intake.judge_request:EvaluateRequest",
+    "infra-validate": "intake.judge_request:InfraValidateRequest",
+    "import-examples": "intake.data_request:ImportExamplesRequest",
+    "transform": "intake.data_request:TransformRequest",
+    "push": "intake.push_request:PushRequest",
+}
 # Fields a checked option fills that live in the program of a train run, not on TrainRequest itself.
 PROGRAM_FIELDS = {"train": {"run_fn", "module_sha256"}}
 
@@ -94,14 +118,24 @@ def test_every_checked_option_fills_a_field_of_its_request():
         request_class = getattr(importlib.import_module(f"generic_trainer.{module}"), name)
         fields = {f.name for f in dataclasses.fields(request_class)}
         checked = {o.field or o.name for o in verb.options() if o.check}
-        assert checked - PROGRAM_FIELDS.get(verb.name, set()) <= fields, (verb.name, checked - fields)
+        assert checked - PROGRAM_FIELDS.get(verb.name, set()) <= fields, (
+            verb.name,
+            checked - fields,
+        )
 
 
 def test_every_component_input_is_declared_once_per_verb():
     from components import build
 
-    names = {"train": "trainer", "tune": "tuner", "evaluate": "evaluator", "infra-validate": "infra_validator",
-             "import-examples": "import_examples", "transform": "transform", "push": "pusher"}
+    names = {
+        "train": "trainer",
+        "tune": "tuner",
+        "evaluate": "evaluator",
+        "infra-validate": "infra_validator",
+        "import-examples": "import_examples",
+        "transform": "transform",
+        "push": "pusher",
+    }
     import yaml
 
     for verb in _declarations():
@@ -109,8 +143,12 @@ def test_every_component_input_is_declared_once_per_verb():
         assert len(declared) == len(set(declared)), verb.name
         spec = yaml.safe_load(open(build.yaml_path(names[verb.name])).read())
         iface = next(iter(spec["components"].values()))
-        compiled = {n for kind in ("inputDefinitions", "outputDefinitions") for group in ("artifacts", "parameters")
-                    for n in iface.get(kind, {}).get(group, {})}
+        compiled = {
+            n
+            for kind in ("inputDefinitions", "outputDefinitions")
+            for group in ("artifacts", "parameters")
+            for n in iface.get(kind, {}).get(group, {})
+        }
         assert set(declared) == compiled, verb.name
 
 
@@ -124,13 +162,21 @@ def test_one_new_option_is_a_flag_a_component_input_and_a_request_field(tmp_path
     from generic_trainer.intake.request import raw_inputs, whole_number
     from kfp import compiler, dsl
 
-
-    new = options.Option("patience", help="epochs without improvement before stopping", metavar="N",
-                         param=options.value(int, "Epochs without improvement before stopping.", 3),
-                         check=whole_number(3))
+    new = options.Option(
+        "patience",
+        help="epochs without improvement before stopping",
+        metavar="N",
+        param=options.value(int, "Epochs without improvement before stopping.", 3),
+        check=whole_number(3),
+    )
     search = next(g for g in fit_options.TUNE.groups if g.title == "search")
-    verb = dataclasses.replace(fit_options.TUNE, groups=tuple(
-        dataclasses.replace(g, options=g.options + (new,)) if g is search else g for g in fit_options.TUNE.groups))
+    verb = dataclasses.replace(
+        fit_options.TUNE,
+        groups=tuple(
+            dataclasses.replace(g, options=g.options + (new,)) if g is search else g
+            for g in fit_options.TUNE.groups
+        ),
+    )
 
     sub = argparse.ArgumentParser().add_subparsers()
     parser = options.add_parser(sub, verb, EPILOG)
@@ -139,14 +185,21 @@ def test_one_new_option_is_a_flag_a_component_input_and_a_request_field(tmp_path
     assert parser.parse_args(["--patience", "5"]).patience == "5"
 
     path = tmp_path / "tuner.yaml"
-    compiler.Compiler().compile(dsl.container_component(options.component_function(
-        verb, lambda: dsl.ContainerSpec(image="i", command=["c"]))), str(path))
+    compiler.Compiler().compile(
+        dsl.container_component(
+            options.component_function(verb, lambda: dsl.ContainerSpec(image="i", command=["c"]))
+        ),
+        str(path),
+    )
     import yaml
 
     iface = next(iter(yaml.safe_load(path.read_text())["components"].values()))
     param = iface["inputDefinitions"]["parameters"]["patience"]
     assert (param["parameterType"], param["defaultValue"], param["description"]) == (
-        "NUMBER_INTEGER", 3, "Epochs without improvement before stopping.")
+        "NUMBER_INTEGER",
+        3,
+        "Epochs without improvement before stopping.",
+    )
 
     assert options.checked_fields(verb, raw_inputs({"patience": "5"}, environ={}))["patience"] == 5
     assert options.checked_fields(verb, raw_inputs({}, environ={}))["patience"] == 3

@@ -22,9 +22,18 @@ from generic_trainer.compat import (
     tensorboard_hooks,
 )
 
-ALL_PATCHES = (model_methods.ModelMethods, tensorboard_hooks.IdleBatchHooks, keras_multiworker.MultiWorkerFit,
-               keras_resume.ResumeAt, keras_resume.SkipSteps, strategy_classes.StrategyStandIns,
-               keras2_saving.SaveModel, keras_tuner.TunerHooks, keras_tuner.OracleMethods, keras_tuner.ClientWait)
+ALL_PATCHES = (
+    model_methods.ModelMethods,
+    tensorboard_hooks.IdleBatchHooks,
+    keras_multiworker.MultiWorkerFit,
+    keras_resume.ResumeAt,
+    keras_resume.SkipSteps,
+    strategy_classes.StrategyStandIns,
+    keras2_saving.SaveModel,
+    keras_tuner.TunerHooks,
+    keras_tuner.OracleMethods,
+    keras_tuner.ClientWait,
+)
 
 
 # --- the context manager -----------------------------------------------------------------------
@@ -54,14 +63,23 @@ class _Broken(_Set):
 def test_patched_undoes_every_patch_in_reverse_also_when_the_block_raises():
     target = _Target()
     target.own = "instance value"
-    first, second = _Set(target, own="first", inherited="first", new="first"), _Set(target, own="second")
+    first, second = (
+        _Set(target, own="first", inherited="first", new="first"),
+        _Set(target, own="second"),
+    )
     with pytest.raises(RuntimeError, match="user code"):
         with compat.patched(first, None, second) as applied:
             assert applied == [first, second]
             assert (target.own, target.inherited, target.new) == ("second", "first", "first")
             raise RuntimeError("user code")
-    assert target.own == "instance value" and target.inherited == "class value" and not hasattr(target, "new")
-    assert vars(target) == {"own": "instance value"}  # nothing left behind, not even a copy of the class value
+    assert (
+        target.own == "instance value"
+        and target.inherited == "class value"
+        and not hasattr(target, "new")
+    )
+    assert vars(target) == {
+        "own": "instance value"
+    }  # nothing left behind, not even a copy of the class value
     with compat.patched(first):  # applicable again after the undo
         assert target.new == "first"
     assert not hasattr(target, "new")
@@ -97,8 +115,10 @@ def test_outside_the_versions_it_was_written_for_a_patch_warns_and_still_applies
         with compat.patched(Old(target, new="x")):
             assert target.new == "x"
     installed = compat.Versions("keras", "0", "1").installed()
-    assert f"Old patches library internals and was not tested with keras {installed} (written for " \
-           "keras>=2.0,<2.1); if it misbehaves: what old patches do" in caplog.text
+    assert (
+        f"Old patches library internals and was not tested with keras {installed} (written for "
+        "keras>=2.0,<2.1); if it misbehaves: what old patches do" in caplog.text
+    )
     assert compat.Versions("keras", "3.15", "3.16").contains("3.15.1")
     assert not compat.Versions("keras", "3.15", "3.16").contains("3.16.0rc1")
 
@@ -106,7 +126,9 @@ def test_outside_the_versions_it_was_written_for_a_patch_warns_and_still_applies
 @pytest.mark.parametrize("patch", ALL_PATCHES, ids=lambda p: p.__name__)
 def test_every_patch_was_written_for_the_installed_libraries(patch):
     assert patch.lost and patch.versions
-    assert patch.__new__(patch).untested() == []  # an upgrade: read the internals again, then widen the range
+    assert (
+        patch.__new__(patch).untested() == []
+    )  # an upgrade: read the internals again, then widen the range
 
 
 # --- each library patch: the internals it relies on ------------------------------------------------
@@ -130,8 +152,11 @@ def test_model_methods_wraps_fit_and_compile_of_keras_and_tf_keras_and_undoes_it
     import keras
     import tf_keras
 
-    before = {(cls, name): (getattr(cls, name), name in vars(cls))
-              for cls in (keras.Model, tf_keras.Model) for name in ("fit", "compile")}
+    before = {
+        (cls, name): (getattr(cls, name), name in vars(cls))
+        for cls in (keras.Model, tf_keras.Model)
+        for name in ("fit", "compile")
+    }
     calls = []
 
     def make(original, cls):
@@ -143,7 +168,9 @@ def test_model_methods_wraps_fit_and_compile_of_keras_and_tf_keras_and_undoes_it
         return method
 
     patch = model_methods.ModelMethods("tf_keras", {"fit": make, "compile": make})
-    assert patch.missing() == []  # fit(x, callbacks, verbose, shuffle), compile(jit_compile, steps_per_execution)
+    assert (
+        patch.missing() == []
+    )  # fit(x, callbacks, verbose, shuffle), compile(jit_compile, steps_per_execution)
     with compat.patched(patch):
         assert patch.missing() == []  # a wrapped method still shows the library's signature
         model = _keras_model()
@@ -163,13 +190,20 @@ def test_idle_tensorboard_hooks_rely_on_keras_3_tensorboard_internals(tmp_path):
         assert hasattr(board, name), f"keras.callbacks.TensorBoard.{name} is gone"
     assert board._should_trace is False and board.write_steps_per_second is False
     assert tensorboard_hooks.hooks_idle(board)
-    assert not any(is_default(getattr(board, name)) for name in ("on_train_batch_end", "on_train_batch_begin"))
-    patch = tensorboard_hooks.IdleBatchHooks([board, keras.callbacks.TensorBoard(log_dir=str(tmp_path),
-                                                                                update_freq=1)])
+    assert not any(
+        is_default(getattr(board, name)) for name in ("on_train_batch_end", "on_train_batch_begin")
+    )
+    patch = tensorboard_hooks.IdleBatchHooks(
+        [board, keras.callbacks.TensorBoard(log_dir=str(tmp_path), update_freq=1)]
+    )
     assert patch.changed == [board]
     with compat.patched(patch):
         assert all(is_default(getattr(board, name)) for name in tensorboard_hooks.BATCH_HOOKS)
-    assert vars(board).keys().isdisjoint({*tensorboard_hooks.BATCH_HOOKS, "on_epoch_end", "on_train_end"})
+    assert (
+        vars(board)
+        .keys()
+        .isdisjoint({*tensorboard_hooks.BATCH_HOOKS, "on_epoch_end", "on_train_end"})
+    )
 
 
 def test_multi_worker_fit_relies_on_keras_3_tensorflow_trainer_internals():
@@ -178,8 +212,15 @@ def test_multi_worker_fit_relies_on_keras_3_tensorflow_trainer_internals():
     patch = keras_multiworker.MultiWorkerFit()
     assert patch.missing() == []
     assert list(inspect.signature(trainer.TensorFlowTrainer._maybe_symbolic_build).parameters) == [
-        "self", "iterator", "data_batch"]
-    assert list(inspect.signature(trainer.reduce_per_replica).parameters) == ["values", "strategy", "reduction"]
+        "self",
+        "iterator",
+        "data_batch",
+    ]
+    assert list(inspect.signature(trainer.reduce_per_replica).parameters) == [
+        "values",
+        "strategy",
+        "reduction",
+    ]
     assert "data_batch" in inspect.signature(trainer.TensorFlowTrainer._symbolic_build).parameters
     import tensorflow as tf
 
@@ -190,7 +231,10 @@ def test_multi_worker_fit_relies_on_keras_3_tensorflow_trainer_internals():
             assert trainer.reduce_per_replica is not originals[0]
             assert "_maybe_symbolic_build" in vars(trainer.TensorFlowTrainer)
             raise KeyboardInterrupt
-    assert (trainer.reduce_per_replica, trainer.TensorFlowTrainer._maybe_symbolic_build) == originals
+    assert (
+        trainer.reduce_per_replica,
+        trainer.TensorFlowTrainer._maybe_symbolic_build,
+    ) == originals
 
 
 @pytest.mark.slow
@@ -213,8 +257,14 @@ def test_keras_3_fit_starts_at_the_resume_epoch_and_skipped_steps_compute_nothin
         history = model.fit(x, y, epochs=2, batch_size=4, verbose=0, callbacks=[Skip()])
     skip.undo()
     assert history.epoch == [1]  # epoch 0 was done before the restart
-    assert all(np.array_equal(a, b) for a, b in zip(weights, model.get_weights(), strict=True))  # nothing trained
-    assert model._initial_epoch is None and "train_function" in vars(model) and model.train_function is not None
+    assert all(
+        np.array_equal(a, b) for a, b in zip(weights, model.get_weights(), strict=True)
+    )  # nothing trained
+    assert (
+        model._initial_epoch is None
+        and "train_function" in vars(model)
+        and model.train_function is not None
+    )
     assert model.train_function is not keras_resume._skipped_step
 
 
@@ -244,30 +294,50 @@ def test_tf_keras_callback_list_asks_what_the_mixin_declares_and_optimizers_buil
     import tf_keras
     from tf_keras.src.callbacks import CallbackList
 
-    declared = [name for name in vars(keras_resume.TfKerasCallback) if name.startswith("_") and
-                not name.startswith("__")]
-    assert sorted(declared) == ["_chief_worker_only", "_implements_predict_batch_hooks",
-                                "_implements_test_batch_hooks", "_implements_train_batch_hooks", "_supports_tf_logs"]
-    source = inspect_module.getsource(CallbackList) + inspect_module.getsource(tf_keras.callbacks.Callback)
+    declared = [
+        name
+        for name in vars(keras_resume.TfKerasCallback)
+        if name.startswith("_") and not name.startswith("__")
+    ]
+    assert sorted(declared) == [
+        "_chief_worker_only",
+        "_implements_predict_batch_hooks",
+        "_implements_test_batch_hooks",
+        "_implements_train_batch_hooks",
+        "_supports_tf_logs",
+    ]
+    source = inspect_module.getsource(CallbackList) + inspect_module.getsource(
+        tf_keras.callbacks.Callback
+    )
     assert all(name in source and hasattr(tf_keras.callbacks.Callback(), name) for name in declared)
 
     model = tf_keras.Sequential([tf_keras.layers.Dense(1, input_shape=(3,))])
     model.compile(optimizer="adam", loss="mse")
-    assert len(model.optimizer.variables()) <= 1  # created on the first step, too late to restore into
+    assert (
+        len(model.optimizer.variables()) <= 1
+    )  # created on the first step, too late to restore into
     keras_resume.build_optimizer(model)
-    assert len(model.optimizer.variables()) == 1 + 2 * len(model.trainable_variables)  # iterations, m and v
+    assert len(model.optimizer.variables()) == 1 + 2 * len(
+        model.trainable_variables
+    )  # iterations, m and v
 
 
 def test_strategy_stand_ins_replace_the_classes_user_code_reaches_through_tf_distribute():
     import tensorflow as tf
 
     def classes():
-        return {(space.__name__, name): getattr(space, name) for space in strategy_classes.namespaces()
-                for name in strategy_classes.STRATEGY_NAMES if hasattr(space, name)}
+        return {
+            (space.__name__, name): getattr(space, name)
+            for space in strategy_classes.namespaces()
+            for name in strategy_classes.STRATEGY_NAMES
+            if hasattr(space, name)
+        }
 
     originals = classes()
     assert all(isinstance(cls, type) for cls in originals.values())
-    assert isinstance(tf.distribute.MirroredStrategy, type) and isinstance(tf.distribute.TPUStrategy, type)
+    assert isinstance(tf.distribute.MirroredStrategy, type) and isinstance(
+        tf.distribute.TPUStrategy, type
+    )
     assert isinstance(tf.distribute.experimental.ParameterServerStrategy, type)
     made = {}
 
@@ -280,7 +350,10 @@ def test_strategy_stand_ins_replace_the_classes_user_code_reaches_through_tf_dis
     with pytest.raises(ValueError):
         with compat.patched(patch):
             assert tf.distribute.MirroredStrategy is made["MirroredStrategy"]
-            assert made["MirroredStrategy"].original is originals[(tf.distribute.__name__, "MirroredStrategy")]
+            assert (
+                made["MirroredStrategy"].original
+                is originals[(tf.distribute.__name__, "MirroredStrategy")]
+            )
             raise ValueError
     assert classes() == originals
 
@@ -289,7 +362,9 @@ def test_save_model_is_what_model_save_calls_and_every_keras_reference_is_restor
     import keras
     import tensorflow as tf
 
-    patch = keras2_saving.SaveModel(lambda original: lambda model, filepath, **kwargs: saved.append(filepath))
+    patch = keras2_saving.SaveModel(
+        lambda original: lambda model, filepath, **kwargs: saved.append(filepath)
+    )
     saved = []
     assert patch.missing() == []
     original = keras2_saving.saving_api().save_model
@@ -299,7 +374,9 @@ def test_save_model_is_what_model_save_calls_and_every_keras_reference_is_restor
         _keras_model().save(str(tmp_path / "m.keras"))
     assert saved == [str(tmp_path / "m.keras")] and not (tmp_path / "m.keras").exists()
     assert keras.saving.save_model is original and keras.models.save_model is original
-    assert keras2_saving.saving_api().save_model is original and tf.keras.models.save_model is original
+    assert (
+        keras2_saving.saving_api().save_model is original and tf.keras.models.save_model is original
+    )
 
 
 def _tuner(tmp_path, trials=2):
@@ -309,7 +386,9 @@ def _tuner(tmp_path, trials=2):
         def run_trial(self, trial, *args, **kwargs):
             return float(trial.hyperparameters.Int("units", 1, 8))
 
-    oracle = kt.oracles.RandomSearchOracle(objective=kt.Objective("score", "max"), max_trials=trials, seed=1)
+    oracle = kt.oracles.RandomSearchOracle(
+        objective=kt.Objective("score", "max"), max_trials=trials, seed=1
+    )
     return Scored(oracle=oracle, directory=str(tmp_path), project_name="p", overwrite=True)
 
 
@@ -326,14 +405,23 @@ def test_tuner_hooks_and_oracle_methods_see_every_trial_and_are_removed(tmp_path
 
     tuner_hooks = ("pre_create_trial", "on_trial_begin", "on_trial_end")
     hooks = keras_tuner.TunerHooks(tuner, **{n: hook(n) for n in tuner_hooks})
-    methods = keras_tuner.OracleMethods(tuner.oracle, **{n: hook(n) for n in ("create_trial", "end_trial", "save")})
+    methods = keras_tuner.OracleMethods(
+        tuner.oracle, **{n: hook(n) for n in ("create_trial", "end_trial", "save")}
+    )
     assert hooks.missing() == [] and methods.missing() == []
     with compat.patched(hooks, methods):
         tuner.search()
     names = [e[0] for e in events if e[0] != "save"]
     trial = ["pre_create_trial", "create_trial", "on_trial_begin", "on_trial_end", "end_trial"]
-    assert names == trial + trial + ["pre_create_trial", "create_trial"]  # the third: STOPPED, max_trials reached
-    assert ("create_trial", tuner.tuner_id) in events and ("on_trial_end", "0") in events and ("save",) in events
+    assert names == trial + trial + [
+        "pre_create_trial",
+        "create_trial",
+    ]  # the third: STOPPED, max_trials reached
+    assert (
+        ("create_trial", tuner.tuner_id) in events
+        and ("on_trial_end", "0") in events
+        and ("save",) in events
+    )
     assert {t.status for t in tuner.oracle.trials.values()} == {"COMPLETED"}  # the originals ran
     assert not {"pre_create_trial", "on_trial_begin", "on_trial_end"} & set(vars(tuner))
     assert not {"create_trial", "end_trial", "save"} & set(vars(tuner.oracle))
@@ -369,6 +457,10 @@ def test_the_oracle_servicer_the_chief_subclasses_has_what_the_subclass_override
 
     assert list(inspect.signature(OracleServicer.__init__).parameters) == ["self", "oracle"]
     for name in ("CreateTrial", "UpdateTrial", "EndTrial", "GetTrial"):
-        assert list(inspect.signature(getattr(OracleServicer, name)).parameters) == ["self", "request", "context"]
+        assert list(inspect.signature(getattr(OracleServicer, name)).parameters) == [
+            "self",
+            "request",
+            "context",
+        ]
     source = inspect.getsource(OracleServicer)
     assert "self.oracle = oracle" in source and "self.stop_triggered" in source

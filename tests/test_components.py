@@ -33,13 +33,17 @@ def _interface(path) -> dict:
 
 def test_checked_in_yaml_matches_the_definitions():
     diffs = build.stale()
-    assert not diffs, "component YAML out of date; run `python -m components.build`:\n" + "\n".join(diffs.values())
+    assert not diffs, "component YAML out of date; run `python -m components.build`:\n" + "\n".join(
+        diffs.values()
+    )
 
 
 def test_check_mode_fails_on_a_stale_yaml(tmp_path):
     for name in build.COMPONENTS:
         (tmp_path / name).mkdir()
-        (tmp_path / name / "component.yaml").write_text((REPO / "components" / name / "component.yaml").read_text())
+        (tmp_path / name / "component.yaml").write_text(
+            (REPO / "components" / name / "component.yaml").read_text()
+        )
     assert build.main(["--check", "--out-dir", str(tmp_path)]) == 0
     text = (tmp_path / "trainer" / "component.yaml").read_text()
     (tmp_path / "trainer" / "component.yaml").write_text(text.replace("run_fn", "run_function"))
@@ -52,7 +56,11 @@ def test_trainer_container_runs_the_train_verb_with_the_executor_input():
     assert container["args"] == ["train", *EXPECTED_ARGS, *RUN_IDENTITY]
     assert container["image"] == specs.DEFAULT_IMAGE
     tuner = _container(TUNER_YAML)
-    assert tuner["command"] == ["generic-trainer"] and tuner["args"] == ["tune", *EXPECTED_ARGS, *RUN_IDENTITY]
+    assert tuner["command"] == ["generic-trainer"] and tuner["args"] == [
+        "tune",
+        *EXPECTED_ARGS,
+        *RUN_IDENTITY,
+    ]
     assert tuner["image"] == specs.DEFAULT_IMAGE
 
 
@@ -70,29 +78,67 @@ def test_trainer_interface():
     iface = _interface(TRAINER_YAML)
     artifacts = iface["inputDefinitions"]["artifacts"]
     types = {name: a["artifactType"]["schemaTitle"] for name, a in artifacts.items()}
-    assert types == {"examples": "system.Dataset", "schema": "system.Artifact", "transform_graph": "system.Artifact",
-                     "hyperparameters": "system.Artifact", "base_model": "system.Model"}
+    assert types == {
+        "examples": "system.Dataset",
+        "schema": "system.Artifact",
+        "transform_graph": "system.Artifact",
+        "hyperparameters": "system.Artifact",
+        "base_model": "system.Model",
+    }
     assert {n for n, a in artifacts.items() if a.get("isOptional")} == set(types) - {"examples"}
     params = iface["inputDefinitions"]["parameters"]
     assert {n: p["parameterType"] for n, p in params.items()} == {
-        "module_file": "STRING", "run_fn": "STRING", "train_args": "STRUCT", "eval_args": "STRUCT",
-        "custom_config": "STRUCT", "strategy": "STRING", "accelerator": "STRING", "cache_examples": "STRING",
-        "keras": "STRING", "module_sha256": "STRING",
-        "task": "STRING", "experiment": "STRING", "config": "STRING", "mode": "STRING", "config_file": "LIST",
-        "params_override": "STRING", "checkpoint_dir": "STRING", "cluster_timeout": "NUMBER_DOUBLE",
-        "mixed_precision": "STRING", "jit_compile": "BOOLEAN", "steps_per_execution": "NUMBER_INTEGER",
-        "serving_image": "STRING", "serving_accelerator": "STRING", "serving_image_region": "STRING",
-        "export_tflite": "BOOLEAN", "tflite_quantization": "STRING", "tflite_tolerance": "NUMBER_DOUBLE"}
+        "module_file": "STRING",
+        "run_fn": "STRING",
+        "train_args": "STRUCT",
+        "eval_args": "STRUCT",
+        "custom_config": "STRUCT",
+        "strategy": "STRING",
+        "accelerator": "STRING",
+        "cache_examples": "STRING",
+        "keras": "STRING",
+        "module_sha256": "STRING",
+        "task": "STRING",
+        "experiment": "STRING",
+        "config": "STRING",
+        "mode": "STRING",
+        "config_file": "LIST",
+        "params_override": "STRING",
+        "checkpoint_dir": "STRING",
+        "cluster_timeout": "NUMBER_DOUBLE",
+        "mixed_precision": "STRING",
+        "jit_compile": "BOOLEAN",
+        "steps_per_execution": "NUMBER_INTEGER",
+        "serving_image": "STRING",
+        "serving_accelerator": "STRING",
+        "serving_image_region": "STRING",
+        "export_tflite": "BOOLEAN",
+        "tflite_quantization": "STRING",
+        "tflite_tolerance": "NUMBER_DOUBLE",
+    }
     # Either module_file (run_fn) or task (the Task API) is given: neither is required by itself.
     assert [n for n, p in params.items() if not p.get("isOptional")] == []
-    assert params["run_fn"]["defaultValue"] == "run_fn" and params["strategy"]["defaultValue"] == "auto"
-    outputs = {n: a["artifactType"]["schemaTitle"] for n, a in iface["outputDefinitions"]["artifacts"].items()}
-    assert outputs == {"model": "system.Model", "model_run": "system.Artifact", "metrics": "system.Metrics",
-                       "report": "system.HTML"}
+    assert (
+        params["run_fn"]["defaultValue"] == "run_fn"
+        and params["strategy"]["defaultValue"] == "auto"
+    )
+    outputs = {
+        n: a["artifactType"]["schemaTitle"]
+        for n, a in iface["outputDefinitions"]["artifacts"].items()
+    }
+    assert outputs == {
+        "model": "system.Model",
+        "model_run": "system.Artifact",
+        "metrics": "system.Metrics",
+        "report": "system.HTML",
+    }
     # for a dsl.importer of google.UnmanagedContainerModel (Vertex AI Model Registry)
     assert {n: p["parameterType"] for n, p in iface["outputDefinitions"]["parameters"].items()} == {
-        "serving_model_uri": "STRING", "serving_container_image": "STRING", "instance_schema_uri": "STRING",
-        "prediction_schema_uri": "STRING"}
+        "serving_model_uri": "STRING",
+        "serving_container_image": "STRING",
+        "instance_schema_uri": "STRING",
+        "prediction_schema_uri": "STRING",
+    }
     assert all(a.get("description") for a in {**artifacts, **params}.values())
 
 
@@ -100,17 +146,37 @@ def test_tuner_interface():
     iface = _interface(TUNER_YAML)
     artifacts = iface["inputDefinitions"]["artifacts"]
     assert {n: a["artifactType"]["schemaTitle"] for n, a in artifacts.items()} == {
-        "examples": "system.Dataset", "schema": "system.Artifact", "transform_graph": "system.Artifact",
-        "hyperparameters": "system.Artifact", "base_model": "system.Model"}
+        "examples": "system.Dataset",
+        "schema": "system.Artifact",
+        "transform_graph": "system.Artifact",
+        "hyperparameters": "system.Artifact",
+        "base_model": "system.Model",
+    }
     params = iface["inputDefinitions"]["parameters"]
     assert {n: p["parameterType"] for n, p in params.items()} == {
-        "module_file": "STRING", "tuner_fn": "STRING", "train_args": "STRUCT", "eval_args": "STRUCT",
-        "custom_config": "STRUCT", "max_trials": "NUMBER_INTEGER", "module_sha256": "STRING",
-        "worker_timeout": "NUMBER_DOUBLE", "strategy": "STRING", "accelerator": "STRING", "checkpoint_dir": "STRING"}
+        "module_file": "STRING",
+        "tuner_fn": "STRING",
+        "train_args": "STRUCT",
+        "eval_args": "STRUCT",
+        "custom_config": "STRUCT",
+        "max_trials": "NUMBER_INTEGER",
+        "module_sha256": "STRING",
+        "worker_timeout": "NUMBER_DOUBLE",
+        "strategy": "STRING",
+        "accelerator": "STRING",
+        "checkpoint_dir": "STRING",
+    }
     assert params["tuner_fn"]["defaultValue"] == "tuner_fn"
-    outputs = {n: a["artifactType"]["schemaTitle"] for n, a in iface["outputDefinitions"]["artifacts"].items()}
-    assert outputs == {"best_hyperparameters": "system.Artifact", "tuner_results": "system.Artifact",
-                       "metrics": "system.Metrics", "report": "system.HTML"}
+    outputs = {
+        n: a["artifactType"]["schemaTitle"]
+        for n, a in iface["outputDefinitions"]["artifacts"].items()
+    }
+    assert outputs == {
+        "best_hyperparameters": "system.Artifact",
+        "tuner_results": "system.Artifact",
+        "metrics": "system.Metrics",
+        "report": "system.HTML",
+    }
 
 
 def test_runtime_maps_every_artifact_of_the_components():
@@ -147,13 +213,23 @@ CLI_ONLY = {
     "log_level": "KFP and Vertex log viewers filter by level themselves; INFO is what a run should show",
 }
 CLI_ONLY_BY_VERB = {
-    "tune": {"keras": "keras-tuner searches Keras 3 models only: auto and keras3 both mean Keras 3"},
+    "tune": {
+        "keras": "keras-tuner searches Keras 3 models only: auto and keras3 both mean Keras 3"
+    },
 }
 # Component inputs that carry several flags, or outputs that give a flag its value.
-GROUPED = {"train_args": {"train_steps", "train_splits"}, "eval_args": {"eval_steps", "eval_splits"}}
-OUTPUT_FLAGS = {"model": "model_dir", "model_run": "model_run_dir", "report": "report_file",
-                "metrics": "metrics_file",  # the metrics artifact's metadata holds what --metrics-file would
-                "best_hyperparameters": "best_hyperparameters_dir", "tuner_results": "tuner_results_file"}
+GROUPED = {
+    "train_args": {"train_steps", "train_splits"},
+    "eval_args": {"eval_steps", "eval_splits"},
+}
+OUTPUT_FLAGS = {
+    "model": "model_dir",
+    "model_run": "model_run_dir",
+    "report": "report_file",
+    "metrics": "metrics_file",  # the metrics artifact's metadata holds what --metrics-file would
+    "best_hyperparameters": "best_hyperparameters_dir",
+    "tuner_results": "tuner_results_file",
+}
 
 
 @pytest.mark.parametrize("verb, path", [("train", TRAINER_YAML), ("tune", TUNER_YAML)])
@@ -178,16 +254,33 @@ def test_component_inputs_match_the_cli_flags(verb, path):
 
 
 def test_image_override_by_flag_and_environment(tmp_path, monkeypatch):
-    assert build.main(["--image", "registry.example.com/t/trainer:v1", "--out-dir", str(tmp_path)]) == 0
-    assert _container(tmp_path / "trainer" / "component.yaml")["image"] == "registry.example.com/t/trainer:v1"
-    assert _container(tmp_path / "tuner" / "component.yaml")["image"] == "registry.example.com/t/trainer:v1"
+    assert (
+        build.main(["--image", "registry.example.com/t/trainer:v1", "--out-dir", str(tmp_path)])
+        == 0
+    )
+    assert (
+        _container(tmp_path / "trainer" / "component.yaml")["image"]
+        == "registry.example.com/t/trainer:v1"
+    )
+    assert (
+        _container(tmp_path / "tuner" / "component.yaml")["image"]
+        == "registry.example.com/t/trainer:v1"
+    )
     monkeypatch.setenv(specs.IMAGE_ENV, "registry.example.com/t/trainer:env")
     assert specs.resolve_image() == "registry.example.com/t/trainer:env"
     assert specs.resolve_image("explicit:1") == "explicit:1"
-    proc = subprocess.run([sys.executable, "-m", "components.build", "--out-dir", str(tmp_path / "env")],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "components.build", "--out-dir", str(tmp_path / "env")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert _container(tmp_path / "env" / "trainer" / "component.yaml")["image"] == "registry.example.com/t/trainer:env"
+    assert (
+        _container(tmp_path / "env" / "trainer" / "component.yaml")["image"]
+        == "registry.example.com/t/trainer:env"
+    )
 
 
 def test_yaml_loads_and_type_checks_when_called_in_a_pipeline(tmp_path):
@@ -206,14 +299,21 @@ def test_yaml_loads_and_type_checks_when_called_in_a_pipeline(tmp_path):
     compiled = yaml.safe_load((tmp_path / "ok.yaml").read_text())
     task = compiled["root"]["dag"]["tasks"]["generic-trainer"]
     assert set(task["inputs"]["artifacts"]) == {"examples"}  # optional inputs left out stay out
-    assert task["inputs"]["parameters"]["module_file"]["runtimeValue"]["constant"] == "gs://b/module.py"
+    assert (
+        task["inputs"]["parameters"]["module_file"]["runtimeValue"]["constant"]
+        == "gs://b/module.py"
+    )
 
     with pytest.raises(TypeError, match="examples"):
+
         @dsl.pipeline(name="missing")
         def missing(examples_uri: str):
             trainer(module_file="gs://b/module.py")
 
-    with pytest.raises(Exception, match="input .examples.*system.Model.*incompatible.*system.Dataset"):
+    with pytest.raises(
+        Exception, match="input .examples.*system.Model.*incompatible.*system.Dataset"
+    ):
+
         @dsl.pipeline(name="wrong-type")
         def wrong_type(model_uri: str):
             model = dsl.importer(artifact_uri=model_uri, artifact_class=Model)

@@ -22,8 +22,7 @@ from tfx_bsl.public import tfxio
 WIDE = 40  # extra dense float features w00.. of the main data set
 ROWS = {"train": 203, "eval": 57}
 
-MAIN_SCHEMA = (
-    """
+MAIN_SCHEMA = """
 feature { name: "f_dense" type: FLOAT presence { min_fraction: 1 } shape { dim { size: 1 } } }
 feature { name: "f_scalar" type: FLOAT presence { min_fraction: 1 } shape { } }
 feature { name: "label" type: INT presence { min_fraction: 1 } shape { dim { size: 1 } } }
@@ -33,11 +32,9 @@ feature { name: "v_float" type: FLOAT presence { min_fraction: 0.5 } }
 feature { name: "v_str" type: BYTES value_count { min: 0 max: 3 } }
 feature { name: "v_int" type: INT }
 feature { name: "gone" type: INT deprecated: true }
-"""
-    + "".join(
-        f'feature {{ name: "w{i:02d}" type: FLOAT presence {{ min_fraction: 1 }} shape {{ dim {{ size: 1 }} }} }}\n'
-        for i in range(WIDE)
-    )
+""" + "".join(
+    f'feature {{ name: "w{i:02d}" type: FLOAT presence {{ min_fraction: 1 }} shape {{ dim {{ size: 1 }} }} }}\n'
+    for i in range(WIDE)
 )
 
 
@@ -94,16 +91,22 @@ def artifact(tmp_path_factory) -> str:
     root = str(tmp_path_factory.mktemp("examples"))
     train = [main_row(i) for i in range(ROWS["train"])]
     for shard in range(3):
-        write_records(f"{root}/Split-train/data_tfrecord-{shard:05d}-of-00003.gz", train[shard::3], True)
-    write_records(f"{root}/Split-eval/data_tfrecord-00000-of-00001", [main_row(i) for i in range(ROWS["eval"])], False)
+        write_records(
+            f"{root}/Split-train/data_tfrecord-{shard:05d}-of-00003.gz", train[shard::3], True
+        )
+    write_records(
+        f"{root}/Split-eval/data_tfrecord-00000-of-00001",
+        [main_row(i) for i in range(ROWS["eval"])],
+        False,
+    )
     write_schema(f"{root}/schema.pbtxt", MAIN_SCHEMA)
     return root
 
 
 def tfx_bsl_dataset(pattern, options, schema):
-    return tfxio.TFExampleRecord(file_pattern=pattern, telemetry_descriptors=[], schema=schema).TensorFlowDataset(
-        options
-    )
+    return tfxio.TFExampleRecord(
+        file_pattern=pattern, telemetry_descriptors=[], schema=schema
+    ).TensorFlowDataset(options)
 
 
 def assert_same_datasets(ours, theirs, max_batches: int | None = None) -> int:
@@ -115,7 +118,10 @@ def assert_same_datasets(ours, theirs, max_batches: int | None = None) -> int:
     batches = list(zip(ours, theirs, strict=True))
     for a, b in batches:
         tf.nest.assert_same_structure(a, b, expand_composites=True)
-        flat_a, flat_b = tf.nest.flatten(a, expand_composites=True), tf.nest.flatten(b, expand_composites=True)
+        flat_a, flat_b = (
+            tf.nest.flatten(a, expand_composites=True),
+            tf.nest.flatten(b, expand_composites=True),
+        )
         for x, y in zip(flat_a, flat_b, strict=True):
             np.testing.assert_array_equal(x.numpy(), y.numpy())
         features = a[0] if isinstance(a, tuple) else a
@@ -150,9 +156,13 @@ def test_same_batches_as_tfx_bsl_without_shuffle(artifact, split, batch_size):
 def test_same_order_as_tfx_bsl_with_seeded_shuffle_and_two_epochs(artifact):
     schema = schemas.load_schema(artifact)
     pattern = f"{artifact}/Split-train/*"
-    options = tfxio.TensorFlowDatasetOptions(batch_size=32, num_epochs=2, shuffle_seed=7, shuffle_buffer_size=50)
+    options = tfxio.TensorFlowDatasetOptions(
+        batch_size=32, num_epochs=2, shuffle_seed=7, shuffle_buffer_size=50
+    )
     ours = data.DataAccessor().tf_dataset_factory(pattern, options, schema)
-    assert assert_same_datasets(ours, tfx_bsl_dataset(pattern, options, schema)) == 2 * ROWS["train"]
+    assert (
+        assert_same_datasets(ours, tfx_bsl_dataset(pattern, options, schema)) == 2 * ROWS["train"]
+    )
     first = next(iter(ours))["f_dense"][:, 0].numpy()
     assert not np.array_equal(first, np.sort(first))  # shuffled indeed
 
@@ -161,7 +171,9 @@ def test_same_order_as_tfx_bsl_with_seeded_shuffle_and_two_epochs(artifact):
 def test_same_order_as_tfx_bsl_with_explicit_reader_threads(artifact, threads):
     schema = schemas.load_schema(artifact)
     pattern = f"{artifact}/Split-train/*"
-    options = tfxio.TensorFlowDatasetOptions(batch_size=50, shuffle=False, num_epochs=1, reader_num_threads=threads)
+    options = tfxio.TensorFlowDatasetOptions(
+        batch_size=50, shuffle=False, num_epochs=1, reader_num_threads=threads
+    )
     ours = data.DataAccessor().tf_dataset_factory(pattern, options, schema)
     assert assert_same_datasets(ours, tfx_bsl_dataset(pattern, options, schema)) == ROWS["train"]
 
@@ -169,7 +181,9 @@ def test_same_order_as_tfx_bsl_with_explicit_reader_threads(artifact, threads):
 def test_label_key_gives_features_and_label(artifact):
     schema = schemas.load_schema(artifact)
     pattern = f"{artifact}/Split-eval/*"
-    options = tfxio.TensorFlowDatasetOptions(batch_size=10, shuffle=False, num_epochs=1, label_key="label")
+    options = tfxio.TensorFlowDatasetOptions(
+        batch_size=10, shuffle=False, num_epochs=1, label_key="label"
+    )
     ours = data.DataAccessor().tf_dataset_factory(pattern, options, schema)
     features, label = ours.element_spec
     assert "label" not in features and label == tf.TensorSpec([None, 1], tf.int64)
@@ -180,8 +194,13 @@ def test_label_key_gives_features_and_label(artifact):
 
 def test_num_epochs_none_repeats_forever_with_full_batches(artifact):
     options = data.DatasetOptions(batch_size=25, shuffle=False)
-    ours = data.DataAccessor().tf_dataset_factory(f"{artifact}/Split-eval/*", options, f"{artifact}/schema.pbtxt")
-    assert ours.element_spec["f_dense"].shape == [25, 1]  # drop_remainder, as tfx_bsl: a static batch size
+    ours = data.DataAccessor().tf_dataset_factory(
+        f"{artifact}/Split-eval/*", options, f"{artifact}/schema.pbtxt"
+    )
+    assert ours.element_spec["f_dense"].shape == [
+        25,
+        1,
+    ]  # drop_remainder, as tfx_bsl: a static batch size
     batches = list(ours.take(3 * ROWS["eval"] // 25 + 1))  # more than 3 epochs' worth
     values = np.concatenate([b["f_scalar"].numpy() for b in batches])
     expected = np.tile(-np.arange(ROWS["eval"], dtype=np.float32), 4)[: len(values)]
@@ -191,7 +210,9 @@ def test_num_epochs_none_repeats_forever_with_full_batches(artifact):
 @pytest.mark.parametrize("drop", [False, True])
 def test_drop_final_batch(artifact, drop):
     options = data.DatasetOptions(batch_size=20, shuffle=False, num_epochs=1, drop_final_batch=drop)
-    ours = data.DataAccessor().tf_dataset_factory(f"{artifact}/Split-eval/*", options, schemas.load_schema(artifact))
+    ours = data.DataAccessor().tf_dataset_factory(
+        f"{artifact}/Split-eval/*", options, schemas.load_schema(artifact)
+    )
     sizes = [int(b["f_dense"].shape[0]) for b in ours]
     assert sizes == ([20, 20] if drop else [20, 20, ROWS["eval"] - 40])
 
@@ -209,7 +230,9 @@ def test_both_options_classes_and_a_schema_path_give_the_same_data(artifact):
 def test_dataset_options_defaults_are_tfx_bsls():
     theirs = tfxio.TensorFlowDatasetOptions(batch_size=8)
     ours = data.DatasetOptions(batch_size=8)
-    assert {f: getattr(theirs, f) for f in theirs._fields} == {f: getattr(ours, f) for f in theirs._fields}
+    assert {f: getattr(theirs, f) for f in theirs._fields} == {
+        f: getattr(ours, f) for f in theirs._fields
+    }
 
 
 def test_misnamed_gzip_file_and_mixed_compression_in_one_split(tmp_path):
@@ -221,7 +244,9 @@ def test_misnamed_gzip_file_and_mixed_compression_in_one_split(tmp_path):
     schema = write_schema(str(tmp_path / "schema.pbtxt"), MAIN_SCHEMA)
     options = data.DatasetOptions(batch_size=7, shuffle=False, num_epochs=1)
     assert example_files.check_readable([str(split / "*"), str(tmp_path / "other" / "*")]) == 3
-    ours = data.DataAccessor().tf_dataset_factory([str(split / "*"), str(tmp_path / "other" / "*")], options, schema)
+    ours = data.DataAccessor().tf_dataset_factory(
+        [str(split / "*"), str(tmp_path / "other" / "*")], options, schema
+    )
     read = sorted(float(v) for b in ours for v in b["f_dense"].numpy()[:, 0])
     assert read == sorted(r["f_dense"][0] for r in rows)
 
@@ -242,13 +267,22 @@ tensor_representation_group { key: "" value {
 """
     schema = write_schema(str(tmp_path / "schema.pbtxt"), schema_text)
     rows = [
-        {"idx": [i % 10, 9], "val": [1.0, 2.0], "b": [i], "r": [1, 2, 3], "rl": [1, 2], "f_dense": [float(i)]}
+        {
+            "idx": [i % 10, 9],
+            "val": [1.0, 2.0],
+            "b": [i],
+            "r": [1, 2, 3],
+            "rl": [1, 2],
+            "f_dense": [float(i)],
+        }
         for i in range(9)
     ]
     write_records(str(tmp_path / "Split-x" / "d.gz"), rows, gzipped=True)
     pattern = str(tmp_path / "Split-x" / "*")
     spec = schemas.feature_spec_from_schema(schema)
-    assert isinstance(spec["sp"], tf.io.SparseFeature) and isinstance(spec["rag"], tf.io.RaggedFeature)
+    assert isinstance(spec["sp"], tf.io.SparseFeature) and isinstance(
+        spec["rag"], tf.io.RaggedFeature
+    )
     assert isinstance(spec["b"], tf.io.FixedLenFeature)
     for options in (
         tfxio.TensorFlowDatasetOptions(batch_size=4, shuffle=False, num_epochs=1, label_key="bb"),
@@ -313,7 +347,10 @@ def test_split_file_patterns_layouts_and_errors(tmp_path, artifact):
 
 
 def test_check_readable_counts_files_and_names_a_bad_one(tmp_path, artifact):
-    assert example_files.check_readable(example_files.split_file_patterns(artifact, ["train", "eval"])) == 4
+    assert (
+        example_files.check_readable(example_files.split_file_patterns(artifact, ["train", "eval"]))
+        == 4
+    )
 
     bad = tmp_path / "Split-train"
     bad.mkdir()
@@ -351,16 +388,24 @@ def test_factory_errors(tmp_path, artifact):
     accessor = data.DataAccessor()
     pattern = f"{artifact}/Split-eval/*"
     with raises_user_error("label_key", "'nope'", "f_dense"):
-        accessor.tf_dataset_factory(pattern, data.DatasetOptions(batch_size=4, label_key="nope"), schema)
+        accessor.tf_dataset_factory(
+            pattern, data.DatasetOptions(batch_size=4, label_key="nope"), schema
+        )
     with raises_user_error("file_patterns", "no files match"):
-        accessor.tf_dataset_factory(str(tmp_path / "*.gz"), data.DatasetOptions(batch_size=4), schema)
+        accessor.tf_dataset_factory(
+            str(tmp_path / "*.gz"), data.DatasetOptions(batch_size=4), schema
+        )
     with raises_user_error("schema", "needs a schema"):
         accessor.tf_dataset_factory(pattern, data.DatasetOptions(batch_size=4), None)
     with raises_user_error("options", "batch_size"):
         accessor.tf_dataset_factory(pattern, data.DatasetOptions(batch_size=0), schema)
-    shaped_but_optional = 'feature { name: "x" type: FLOAT presence { min_fraction: 0.5 } shape { dim { size: 1 } } }'
+    shaped_but_optional = (
+        'feature { name: "x" type: FLOAT presence { min_fraction: 0.5 } shape { dim { size: 1 } } }'
+    )
     with raises_user_error("--schema", "'x'", "min_fraction"):
-        schemas.feature_spec_from_schema(text_format.Parse(shaped_but_optional, schema_pb2.Schema()))
+        schemas.feature_spec_from_schema(
+            text_format.Parse(shaped_but_optional, schema_pb2.Schema())
+        )
 
 
 # ---- record_batch_factory (TFX's sklearn-style modules) ------------------------------------------
@@ -370,17 +415,25 @@ def test_factory_errors(tmp_path, artifact):
 def test_record_batches_are_tfx_bsls(artifact, with_schema):
     schema = schemas.load_schema(f"{artifact}/schema.pbtxt") if with_schema else None
     pattern = [f"{artifact}/Split-train/*"]
-    for options in (tfxio.RecordBatchesOptions(batch_size=50, num_epochs=1, shuffle=False),
-                    tfxio.RecordBatchesOptions(batch_size=64, num_epochs=2, shuffle=True, shuffle_seed=7,
-                                               drop_final_batch=True)):
+    for options in (
+        tfxio.RecordBatchesOptions(batch_size=50, num_epochs=1, shuffle=False),
+        tfxio.RecordBatchesOptions(
+            batch_size=64, num_epochs=2, shuffle=True, shuffle_seed=7, drop_final_batch=True
+        ),
+    ):
         ours = list(data.DataAccessor().record_batch_factory(pattern, options, schema))
-        theirs = list(tfxio.TFExampleRecord(file_pattern=pattern, telemetry_descriptors=[], schema=schema)
-                      .RecordBatches(options))
+        theirs = list(
+            tfxio.TFExampleRecord(
+                file_pattern=pattern, telemetry_descriptors=[], schema=schema
+            ).RecordBatches(options)
+        )
         assert len(ours) == len(theirs) > 2
         for a, b in zip(ours, theirs, strict=True):
             assert a.equals(b)
     assert sum(b.num_rows for b in ours) == (2 * ROWS["train"]) // 64 * 64
-    if with_schema:  # one list column per schema feature (as tfx_bsl: deprecated ones too); null where absent
+    if (
+        with_schema
+    ):  # one list column per schema feature (as tfx_bsl: deprecated ones too); null where absent
         assert set(ours[0].schema.names) == {f.name for f in schema.feature}
         assert ours[0].column("v_float").null_count > 0
 
@@ -398,8 +451,12 @@ def test_sklearn_style_module_reads_record_batches_and_fits_with_numpy(artifact,
         def input_fn(patterns):
             features, labels = [], []
             for batch in fn_args.data_accessor.record_batch_factory(
-                    patterns, tfxio.RecordBatchesOptions(batch_size=20, num_epochs=1), schema):
-                columns = {field.name: column.flatten() for column, field in zip(batch, batch.schema, strict=True)}
+                patterns, tfxio.RecordBatchesOptions(batch_size=20, num_epochs=1), schema
+            ):
+                columns = {
+                    field.name: column.flatten()
+                    for column, field in zip(batch, batch.schema, strict=True)
+                }
                 features.append(np.stack([columns["f_dense"], np.ones(batch.num_rows)], axis=-1))
                 labels.append(np.asarray(columns["f_scalar"]))
             return np.concatenate(features), np.concatenate(labels)
@@ -409,13 +466,27 @@ def test_sklearn_style_module_reads_record_batches_and_fits_with_numpy(artifact,
         x_eval, y_eval = input_fn(fn_args.eval_files)
         os.makedirs(fn_args.serving_model_dir)
         with open(os.path.join(fn_args.serving_model_dir, "model.pkl"), "wb") as f:
-            pickle.dump({"coef": coef, "rows": len(y), "eval_error": float(np.abs(x_eval @ coef - y_eval).max())}, f)
+            pickle.dump(
+                {
+                    "coef": coef,
+                    "rows": len(y),
+                    "eval_error": float(np.abs(x_eval @ coef - y_eval).max()),
+                },
+                f,
+            )
 
     accessor = data.DataAccessor()
     assert accessor.data_view_decode_fn is None  # TFX's value without a Data View
-    run_fn(FnArgs(working_dir=str(tmp_path), train_files=[f"{artifact}/Split-train/*"],
-                  eval_files=[f"{artifact}/Split-eval/*"], schema_path=f"{artifact}/schema.pbtxt",
-                  data_accessor=accessor, serving_model_dir=str(tmp_path / "serving")))
+    run_fn(
+        FnArgs(
+            working_dir=str(tmp_path),
+            train_files=[f"{artifact}/Split-train/*"],
+            eval_files=[f"{artifact}/Split-eval/*"],
+            schema_path=f"{artifact}/schema.pbtxt",
+            data_accessor=accessor,
+            serving_model_dir=str(tmp_path / "serving"),
+        )
+    )
     with open(tmp_path / "serving" / "model.pkl", "rb") as f:
         model = pickle.load(f)
     assert model["rows"] == ROWS["train"]  # every example once, in shuffled batches
@@ -426,6 +497,10 @@ def test_sklearn_style_module_reads_record_batches_and_fits_with_numpy(artifact,
 def test_record_batch_factory_errors(tmp_path):
     accessor = data.DataAccessor()
     with raises_user_error("file_patterns", "no files match", str(tmp_path)):
-        accessor.record_batch_factory([f"{tmp_path}/none/*"], tfxio.RecordBatchesOptions(batch_size=4), None)
+        accessor.record_batch_factory(
+            [f"{tmp_path}/none/*"], tfxio.RecordBatchesOptions(batch_size=4), None
+        )
     with raises_user_error("options", "batch_size must be a positive integer"):
-        accessor.record_batch_factory([f"{tmp_path}/*"], tfxio.RecordBatchesOptions(batch_size=0), None)
+        accessor.record_batch_factory(
+            [f"{tmp_path}/*"], tfxio.RecordBatchesOptions(batch_size=0), None
+        )

@@ -24,7 +24,9 @@ ROWS = 50
 def examples(tmp_path: Path) -> tuple[str, object]:
     rows = [{"x": [float(i)], "label": [i % 3]} for i in range(ROWS)]
     write_split(str(tmp_path), "train", rows, shards=2)
-    schema = data.load_schema(write_schema(str(tmp_path / "schema.pbtxt"), {"x": "FLOAT", "label": "INT"}))
+    schema = data.load_schema(
+        write_schema(str(tmp_path / "schema.pbtxt"), {"x": "FLOAT", "label": "INT"})
+    )
     return str(tmp_path / "Split-train" / "*"), schema
 
 
@@ -41,11 +43,19 @@ def test_when_the_records_are_cached(examples, monkeypatch):
     assert example_dataset.caches("auto", every_epoch, [pattern])
     assert example_dataset.caches("memory", DatasetOptions(batch_size=10, num_epochs=1), [pattern])
     assert not example_dataset.caches("off", every_epoch, [pattern])
-    assert not example_dataset.caches("auto", DatasetOptions(batch_size=10, num_epochs=1), [pattern])  # read once
+    assert not example_dataset.caches(
+        "auto", DatasetOptions(batch_size=10, num_epochs=1), [pattern]
+    )  # read once
     # a seeded shuffle pins tfx_bsl's order of every epoch, which a cache would change (file order)
-    assert not example_dataset.caches("auto", DatasetOptions(batch_size=10, shuffle_seed=3), [pattern])
-    assert example_dataset.caches("auto", DatasetOptions(batch_size=10, shuffle=False, shuffle_seed=3), [pattern])
-    monkeypatch.setattr(example_dataset, "CACHE_AUTO_BYTES", 100)  # two small gzip files, counted 8x: too big
+    assert not example_dataset.caches(
+        "auto", DatasetOptions(batch_size=10, shuffle_seed=3), [pattern]
+    )
+    assert example_dataset.caches(
+        "auto", DatasetOptions(batch_size=10, shuffle=False, shuffle_seed=3), [pattern]
+    )
+    monkeypatch.setattr(
+        example_dataset, "CACHE_AUTO_BYTES", 100
+    )  # two small gzip files, counted 8x: too big
     assert not example_dataset.caches("auto", every_epoch, [pattern])
 
 
@@ -53,7 +63,9 @@ def test_when_the_records_are_cached(examples, monkeypatch):
 def test_cached_epochs_come_from_memory_with_the_same_records(examples, shuffle):
     pattern, schema = examples
     options = DatasetOptions(batch_size=10, num_epochs=2, shuffle=shuffle, label_key="label")
-    uncached = _xs(data.DataAccessor(cache="off").tf_dataset_factory([pattern], options, schema), 10)
+    uncached = _xs(
+        data.DataAccessor(cache="off").tf_dataset_factory([pattern], options, schema), 10
+    )
     dataset = data.DataAccessor(cache="memory").tf_dataset_factory([pattern], options, schema)
     it = iter(dataset)
     first = [next(it)[0]["x"].numpy().ravel().tolist() for _ in range(ROWS // 10)]
@@ -73,7 +85,9 @@ def test_one_reader_gives_the_interleaves_order(examples, monkeypatch):
     options = DatasetOptions(batch_size=7, num_epochs=1, shuffle=False, label_key="label")
     monkeypatch.setattr(example_dataset, "_cycle_length", lambda threads: 1)
     one_reader = _xs(data.DataAccessor().tf_dataset_factory([pattern], options, schema), 100)
-    monkeypatch.setattr(example_dataset, "compression_fn", lambda patterns: lambda path: _gzip(path))
+    monkeypatch.setattr(
+        example_dataset, "compression_fn", lambda patterns: lambda path: _gzip(path)
+    )
     interleaved = _xs(data.DataAccessor().tf_dataset_factory([pattern], options, schema), 100)
     assert one_reader == interleaved and len(sum(one_reader, [])) == ROWS
 
@@ -82,13 +96,25 @@ def _gzip(path):
     """A compression function that is a tensor, as for a mix of files: the interleave path is taken."""
     import tensorflow as tf
 
-    return tf.constant("GZIP") if isinstance(path, str) else tf.where(tf.equal(path, ""), "GZIP", "GZIP")
+    return (
+        tf.constant("GZIP")
+        if isinstance(path, str)
+        else tf.where(tf.equal(path, ""), "GZIP", "GZIP")
+    )
 
 
 def test_cache_examples_is_checked_as_a_kfp_parameter_too(tmp_path):
-    values = {"examples": str(tmp_path), "module_file": "m.py", "model_dir": str(tmp_path / "model"),
-              "cache_examples": "disk"}
-    with pytest.raises(UserInputError, match="--cache-examples: expected one of auto, memory, off, got 'disk'"):
+    values = {
+        "examples": str(tmp_path),
+        "module_file": "m.py",
+        "model_dir": str(tmp_path / "model"),
+        "cache_examples": "disk",
+    }
+    with pytest.raises(
+        UserInputError, match="--cache-examples: expected one of auto, memory, off, got 'disk'"
+    ):
         build_train_request(values, environ={})
-    with pytest.raises(UserInputError, match="--accelerator: expected one of auto, gpu, cpu, got 'tpu'"):
+    with pytest.raises(
+        UserInputError, match="--accelerator: expected one of auto, gpu, cpu, got 'tpu'"
+    ):
         build_train_request(values | {"cache_examples": "off", "accelerator": "tpu"}, environ={})

@@ -33,7 +33,9 @@ def test_the_cli_reference_names_every_flag_of_every_verb():
         for action in parser._actions:
             for flag in action.option_strings:
                 if flag not in ("-h", "--help"):
-                    assert f"`{flag}`" in section, f"{verb} {flag} missing from docs/reference/cli.md"
+                    assert f"`{flag}`" in section, (
+                        f"{verb} {flag} missing from docs/reference/cli.md"
+                    )
 
 
 def test_the_component_reference_names_every_component_input_and_output():
@@ -61,8 +63,22 @@ def test_the_fn_args_reference_has_every_field_with_its_meaning():
 
 def test_the_site_builds_strictly(tmp_path):
     """mkdocs --strict: every page in the nav, every link and anchor resolves."""
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPO / "mkdocs.yml"),
-                           "-d", str(tmp_path / "site")], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-f",
+            str(REPO / "mkdocs.yml"),
+            "-d",
+            str(tmp_path / "site"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
 
@@ -82,10 +98,17 @@ def test_the_guides_flag_tables_name_only_flags_that_exist():
     from generic_trainer import cli
 
     sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    flags = {s for parser in sub.choices.values() for a in parser._actions for s in a.option_strings}
-    named = {(page.name, flag) for page in DOCS.glob("*/*.md") if page.parent.name != "reference"
-             for line in page.read_text().splitlines() if line.startswith("| `--")
-             for flag in re.findall(r"`(--[a-z][a-z0-9-]*)", line.split(" | ")[0])}
+    flags = {
+        s for parser in sub.choices.values() for a in parser._actions for s in a.option_strings
+    }
+    named = {
+        (page.name, flag)
+        for page in DOCS.glob("*/*.md")
+        if page.parent.name != "reference"
+        for line in page.read_text().splitlines()
+        if line.startswith("| `--")
+        for flag in re.findall(r"`(--[a-z][a-z0-9-]*)", line.split(" | ")[0])
+    }
     assert named, "no flag tables found"
     stale = sorted((page, flag) for page, flag in named if flag not in flags)
     assert stale == [], f"flags named in the guides that no verb has: {stale}"

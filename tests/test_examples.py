@@ -30,8 +30,10 @@ def _schema(path: Path):
 def _examples(path: Path) -> list:
     import tensorflow as tf
 
-    return [tf.train.Example.FromString(r) for r in
-            tf.data.TFRecordDataset(str(path), compression_type="GZIP").as_numpy_iterator()]
+    return [
+        tf.train.Example.FromString(r)
+        for r in tf.data.TFRecordDataset(str(path), compression_type="GZIP").as_numpy_iterator()
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +54,22 @@ def test_make_data_writes_tfx_layout_matching_the_schema(regenerated: Path) -> N
     schema = _schema(regenerated / "schema.pbtxt")
     dtypes = {schema_pb2.FLOAT: tf.float32, schema_pb2.INT: tf.int64, schema_pb2.BYTES: tf.string}
     spec = {f.name: tf.io.FixedLenFeature([1], dtypes[f.type]) for f in schema.feature}
-    assert sorted(spec) == sorted(["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g",
-                                   "island", "sex", "year", "species"])
-    assert all(f.presence.min_fraction == 1.0 and [d.size for d in f.shape.dim] == [1] for f in schema.feature)
+    assert sorted(spec) == sorted(
+        [
+            "bill_length_mm",
+            "bill_depth_mm",
+            "flipper_length_mm",
+            "body_mass_g",
+            "island",
+            "sex",
+            "year",
+            "species",
+        ]
+    )
+    assert all(
+        f.presence.min_fraction == 1.0 and [d.size for d in f.shape.dim] == [1]
+        for f in schema.feature
+    )
     domains = {d.name: set(d.value) for d in schema.string_domain}
 
     counts = {}
@@ -82,6 +97,8 @@ def test_committed_data_is_a_regeneration(regenerated: Path) -> None:
     for split in ("train", "eval"):
         committed = _examples(PENGUIN / "data" / f"Split-{split}" / DATA_FILE)
         fresh = _examples(regenerated / "data" / f"Split-{split}" / DATA_FILE)
-        assert committed == fresh, f"examples/penguin/data/Split-{split} differs from make_data.py's output"
+        assert committed == fresh, (
+            f"examples/penguin/data/Split-{split} differs from make_data.py's output"
+        )
     # The CSV the pipeline imports holds the same rows (import-examples turns it into Examples).
     assert (PENGUIN / "penguins.csv").read_text() == (regenerated / "penguins.csv").read_text()

@@ -13,7 +13,9 @@ def _model():
     import keras
 
     inputs = keras.Input(shape=(3,))
-    model = keras.Model(inputs, keras.layers.Dense(2, activation="softmax")(keras.layers.Dense(4)(inputs)))
+    model = keras.Model(
+        inputs, keras.layers.Dense(2, activation="softmax")(keras.layers.Dense(4)(inputs))
+    )
     return model
 
 
@@ -45,13 +47,22 @@ def test_speed_options_reach_the_modules_compile_and_are_undone():
     import keras
 
     x, y = _data()
-    speed = fit_hooks.SpeedOptions(jit_compile=True, steps_per_execution=4, mixed_precision="mixed_bfloat16")
+    speed = fit_hooks.SpeedOptions(
+        jit_compile=True, steps_per_execution=4, mixed_precision="mixed_bfloat16"
+    )
     batches = []
     with fit_hooks.recording_fit(speed=speed):
         model = _model()
         model.compile("adam", "sparse_categorical_crossentropy")
-        model.fit(x, y, batch_size=4, epochs=1,
-                  callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: batches.append(b))])
+        model.fit(
+            x,
+            y,
+            batch_size=4,
+            epochs=1,
+            callbacks=[
+                keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: batches.append(b))
+            ],
+        )
         assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
     assert model.jit_compile is True and model.steps_per_execution == 4
     assert model.layers[1].compute_dtype == "bfloat16" and model.layers[1].kernel.dtype == "float32"
@@ -65,7 +76,9 @@ def test_speed_options_reach_the_modules_compile_and_are_undone():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("keras_mode", ["keras3", "tf_keras"])
-def test_datasets_reaching_fit_are_prefetched_to_the_device_with_the_same_batches(caplog, keras_mode):
+def test_datasets_reaching_fit_are_prefetched_to_the_device_with_the_same_batches(
+    caplog, keras_mode
+):
     """On CPU the target device is forced to /device:CPU:0 (a GPU run gets /device:GPU:0): the module still
     transforms the dataset (`take`) before fit, and SGD from the same weights ends in the same weights only
     if fit saw the same batches in the same order, in training and in validation."""
@@ -80,9 +93,17 @@ def test_datasets_reaching_fit_are_prefetched_to_the_device_with_the_same_batche
         k.utils.set_random_seed(0)
         data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8).repeat()
         with fit_hooks.recording_fit(keras_mode, prefetch_device=device) as record:
-            model = k.Sequential([k.Input((3,)), k.layers.Dense(4), k.layers.Dense(2, activation="softmax")])
+            model = k.Sequential(
+                [k.Input((3,)), k.layers.Dense(4), k.layers.Dense(2, activation="softmax")]
+            )
             model.compile("sgd", "sparse_categorical_crossentropy")
-            model.fit(data.take(12), epochs=2, steps_per_epoch=5, validation_data=data.take(3), validation_steps=3)
+            model.fit(
+                data.take(12),
+                epochs=2,
+                steps_per_epoch=5,
+                validation_data=data.take(3),
+                validation_steps=3,
+            )
         return [w.numpy() for w in model.weights], record.histories
 
     with caplog.at_level(logging.INFO, logger="generic_trainer.progress"):
@@ -138,8 +159,15 @@ def _fit_with_tensorboard(log_dir, update_freq="epoch"):
 
     class Probe(keras.callbacks.Callback):
         def on_train_begin(self, logs=None):
-            seen["default"] = all(is_default(getattr(board, name)) for name in (
-                "on_train_batch_begin", "on_train_batch_end", "on_test_batch_begin", "on_test_batch_end"))
+            seen["default"] = all(
+                is_default(getattr(board, name))
+                for name in (
+                    "on_train_batch_begin",
+                    "on_train_batch_end",
+                    "on_test_batch_begin",
+                    "on_test_batch_end",
+                )
+            )
 
     model = _model()
     model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
@@ -154,7 +182,9 @@ def _fit_with_tensorboard(log_dir, update_freq="epoch"):
             return tf.summary.scalar(name, *args, **kwargs)
 
     board._summary_module = CountingSummary()
-    model.fit(x, y, batch_size=8, epochs=2, validation_data=(x, y), callbacks=[board, Probe()], verbose=0)
+    model.fit(
+        x, y, batch_size=8, epochs=2, validation_data=(x, y), callbacks=[board, Probe()], verbose=0
+    )
     return calls, board, seen["default"]
 
 
@@ -168,11 +198,15 @@ def test_epoch_tensorboard_costs_nothing_per_step_and_writes_the_same_event_file
     with fit_hooks.recording_fit():
         calls, board, default = _fit_with_tensorboard(tmp_path / "hooked")
     assert default is True and not [name for name in calls if name.startswith("batch_")]
-    assert not is_default(board.on_train_batch_end) and "on_train_batch_end" not in vars(board)  # restored
+    assert not is_default(board.on_train_batch_end) and "on_train_batch_end" not in vars(
+        board
+    )  # restored
 
     plain, hooked = _event_contents(tmp_path / "plain"), _event_contents(tmp_path / "hooked")
     assert set(plain) == {"train", "validation"}
-    assert {"keras", "epoch_loss", "epoch_accuracy"} <= plain["train"]  # model summary, epoch scalars
+    assert {"keras", "epoch_loss", "epoch_accuracy"} <= plain[
+        "train"
+    ]  # model summary, epoch scalars
     assert "evaluation_loss_vs_iterations" in plain["validation"]
     assert hooked == plain
 

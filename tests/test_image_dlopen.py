@@ -22,8 +22,12 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "images" / "trainer" / "dlopen_check.py"
 DOCKERFILE = REPO / "images" / "trainer" / "Dockerfile"
 
-pytestmark = pytest.mark.skipif(not shutil.which("gcc") or not os.path.exists("/sbin/ldconfig")
-                                and not shutil.which("ldconfig"), reason="needs gcc and ldconfig (Linux)")
+pytestmark = pytest.mark.skipif(
+    not shutil.which("gcc")
+    or not os.path.exists("/sbin/ldconfig")
+    and not shutil.which("ldconfig"),
+    reason="needs gcc and ldconfig (Linux)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +45,10 @@ def _framework() -> Path:
 
 def _lib(path: Path, soname: str, src: Path, *link: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(path), str(src), *link],
-                   check=True)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(path), str(src), *link],
+        check=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +61,9 @@ def site(tmp_path_factory, dl):
     src = root / "f.c"
     src.write_text("int f(void) { return 1; }\n")
     dl_entries = [rel for rel in dl.CUDA_LOADED if ".so" in rel]
-    ordered = sorted(dl_entries, key=lambda rel: "cusolver" in rel)  # nvJitLink before cuSOLVER links to it
+    ordered = sorted(
+        dl_entries, key=lambda rel: "cusolver" in rel
+    )  # nvJitLink before cuSOLVER links to it
     for rel in ordered:
         rel = rel.replace("*", "5")
         path = root / rel
@@ -70,7 +78,9 @@ def site(tmp_path_factory, dl):
 def _dockerfile_ld_step() -> str:
     runs = re.findall(r"^RUN (.*?)(?<!\\)\n", DOCKERFILE.read_text(), re.M | re.S)
     steps = [r for r in runs if "ld.so.conf.d" in r]
-    assert len(steps) == 1, "the Dockerfile must put the nvidia/*/lib directories into ld.so.conf.d in one RUN step"
+    assert len(steps) == 1, (
+        "the Dockerfile must put the nvidia/*/lib directories into ld.so.conf.d in one RUN step"
+    )
     return steps[0]
 
 
@@ -80,13 +90,26 @@ def test_the_framework_runpath_misses_cusolver_nvjitlink_and_nvrtc(dl, site):
     found, problems = dl.unresolved(str(site), "", dl.read_cache())
     missing = {p.split(":")[0] for p in problems}
     assert {"libcusolver.so.11", "libnvJitLink.so.12", "libnvrtc.so.12"} <= missing
-    for reached in ("libcudart.so.12", "libcublas.so.12", "libcudnn.so.9", "libcufft.so.11", "libnccl.so.2"):
-        assert found[reached] == str(site / "tensorflow" / os.path.relpath(found[reached], site / "tensorflow"))
+    for reached in (
+        "libcudart.so.12",
+        "libcublas.so.12",
+        "libcudnn.so.9",
+        "libcufft.so.11",
+        "libnccl.so.2",
+    ):
+        assert found[reached] == str(
+            site / "tensorflow" / os.path.relpath(found[reached], site / "tensorflow")
+        )
         assert reached not in missing
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    out = subprocess.run([sys.executable, str(SCRIPT), str(site)], capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), str(site)], capture_output=True, text=True, env=env
+    )
     assert out.returncode == 1
-    assert "libcusolver.so.11: not found by dlopen from tensorflow/libtensorflow_framework.so.2" in out.stderr
+    assert (
+        "libcusolver.so.11: not found by dlopen from tensorflow/libtensorflow_framework.so.2"
+        in out.stderr
+    )
 
 
 def test_the_dockerfile_ld_so_conf_step_makes_every_soname_resolve(dl, site, tmp_path):
@@ -95,18 +118,26 @@ def test_the_dockerfile_ld_so_conf_step_makes_every_soname_resolve(dl, site, tmp
     conf, cache = tmp_path / "cuda.conf", tmp_path / "ld.so.cache"
     step = _dockerfile_ld_step()
     assert "ldconfig" in step and "nvidia/*/lib" in step
-    step = (step.replace("/opt/venv/lib/python3*/site-packages", str(site))
-            .replace("/etc/ld.so.conf.d/generic-trainer-cuda.conf", str(conf))
-            .replace("ldconfig", f"ldconfig -X -f {conf} -C {cache}")
-            .replace("${ACCELERATOR}", "cuda"))
+    step = (
+        step.replace("/opt/venv/lib/python3*/site-packages", str(site))
+        .replace("/etc/ld.so.conf.d/generic-trainer-cuda.conf", str(conf))
+        .replace("ldconfig", f"ldconfig -X -f {conf} -C {cache}")
+        .replace("${ACCELERATOR}", "cuda")
+    )
     subprocess.run(["bash", "-c", f"export PATH=$PATH:/sbin:/usr/sbin; {step}"], check=True)
     assert sorted(conf.read_text().split()) == sorted(str(p) for p in site.glob("nvidia/*/lib"))
     found, problems = dl.unresolved(str(site), "", dl.read_cache(str(cache)))
     assert problems == []
-    assert found["libcusolver.so.11"] == str(site / "nvidia" / "cusolver" / "lib" / "libcusolver.so.11")
+    assert found["libcusolver.so.11"] == str(
+        site / "nvidia" / "cusolver" / "lib" / "libcusolver.so.11"
+    )
     assert set(dl.sonames(str(site))) <= set(found)
-    out = subprocess.run([sys.executable, str(SCRIPT), str(site), "--ld-cache", str(cache)], capture_output=True,
-                         text=True, env={k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"})
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), str(site), "--ld-cache", str(cache)],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"},
+    )
     assert out.returncode == 0, out.stderr
     assert "every CUDA library TensorFlow opens resolves" in out.stdout
 

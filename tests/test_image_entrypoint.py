@@ -26,8 +26,10 @@ IMAGE_PATH = "/usr/local/bin/generic-trainer-entrypoint"
 def fake_program(directory: Path, name: str, exit_code: int = 0) -> None:
     """A program that prints its name and each argument on a line, then exits with `exit_code`."""
     path = directory / name
-    path.write_text(f"#!/bin/sh\necho 'RAN {name}'\n"
-                    f"for a in \"$@\"; do printf '%s\\n' \"$a\"; done\nexit {exit_code}\n")
+    path.write_text(
+        f"#!/bin/sh\necho 'RAN {name}'\n"
+        f'for a in "$@"; do printf \'%s\\n\' "$a"; done\nexit {exit_code}\n'
+    )
     path.chmod(0o755)
 
 
@@ -41,8 +43,13 @@ def bin_dir(tmp_path):
 
 
 def entry(bin_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["/bin/sh", str(SCRIPT), *args], env={"PATH": str(bin_dir)}, capture_output=True,
-                          text=True, timeout=30)
+    return subprocess.run(
+        ["/bin/sh", str(SCRIPT), *args],
+        env={"PATH": str(bin_dir)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def ran(proc: subprocess.CompletedProcess) -> list[str]:
@@ -53,8 +60,12 @@ def ran(proc: subprocess.CompletedProcess) -> list[str]:
 def cli_verbs() -> set[str]:
     from generic_trainer.cli import build_parser
 
-    return {verb for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)
-            for verb in action.choices}
+    return {
+        verb
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for verb in action.choices
+    }
 
 
 def script_verbs() -> set[str]:
@@ -64,13 +75,21 @@ def script_verbs() -> set[str]:
 
 
 def test_verb_list_is_the_clis():
-    assert script_verbs() == cli_verbs(), "update VERBS in images/trainer/entrypoint.sh to the CLI's verbs"
+    assert script_verbs() == cli_verbs(), (
+        "update VERBS in images/trainer/entrypoint.sh to the CLI's verbs"
+    )
 
 
 def test_cli_arguments_get_generic_trainer(bin_dir):
     config = '{"epochs": 2, "note": "a b"}'
     assert ran(entry(bin_dir, "train", "--custom-config", config, "--model-dir", "/out/m")) == [
-        "RAN generic-trainer", "train", "--custom-config", config, "--model-dir", "/out/m"]
+        "RAN generic-trainer",
+        "train",
+        "--custom-config",
+        config,
+        "--model-dir",
+        "/out/m",
+    ]
     assert ran(entry(bin_dir, "--help")) == ["RAN generic-trainer", "--help"]
     assert ran(entry(bin_dir)) == ["RAN generic-trainer", "--help"]
 
@@ -83,7 +102,12 @@ def test_every_verb_goes_to_generic_trainer_even_if_a_program_has_its_name(bin_d
 
 def test_a_command_runs_as_given(bin_dir):
     # kfp.local's DockerRunner: the component's command and args after the ENTRYPOINT
-    assert ran(entry(bin_dir, "generic-trainer", "train", "--x", "1")) == ["RAN generic-trainer", "train", "--x", "1"]
+    assert ran(entry(bin_dir, "generic-trainer", "train", "--x", "1")) == [
+        "RAN generic-trainer",
+        "train",
+        "--x",
+        "1",
+    ]
     assert ran(entry(bin_dir, "python", "-c", "print(1)")) == ["RAN python", "-c", "print(1)"]
     tool = bin_dir / "elsewhere"
     tool.mkdir()
@@ -92,7 +116,11 @@ def test_a_command_runs_as_given(bin_dir):
 
 
 def test_unknown_word_goes_to_generic_trainer_for_its_usage_error(bin_dir):
-    assert ran(entry(bin_dir, "no-such-verb", "--x")) == ["RAN generic-trainer", "no-such-verb", "--x"]
+    assert ran(entry(bin_dir, "no-such-verb", "--x")) == [
+        "RAN generic-trainer",
+        "no-such-verb",
+        "--x",
+    ]
 
 
 def test_exit_code_and_pid_are_the_programs(bin_dir):
@@ -101,8 +129,13 @@ def test_exit_code_and_pid_are_the_programs(bin_dir):
     # exec, not a child: the program keeps the shell's PID (PID 1 in a container gets the signals)
     (bin_dir / "pid").write_text("#!/bin/sh\necho $$\n")
     (bin_dir / "pid").chmod(0o755)
-    proc = subprocess.run(["/bin/sh", "-c", f'echo $$; exec /bin/sh "{SCRIPT}" pid'], env={"PATH": str(bin_dir)},
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        ["/bin/sh", "-c", f'echo $$; exec /bin/sh "{SCRIPT}" pid'],
+        env={"PATH": str(bin_dir)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     shell_pid, program_pid = proc.stdout.split()
     assert shell_pid == program_pid
 
@@ -115,7 +148,10 @@ def test_component_command_lines_reach_generic_trainer_unchanged(bin_dir):
         for executor in yaml.safe_load(path.read_text())["deploymentSpec"]["executors"].values():
             container = executor["container"]
             args = [str(a) if not isinstance(a, str) else a for a in container["args"]]
-            assert ran(entry(bin_dir, *container["command"], *args)) == ["RAN generic-trainer", *args], path
+            assert ran(entry(bin_dir, *container["command"], *args)) == [
+                "RAN generic-trainer",
+                *args,
+            ], path
 
 
 def test_image_runs_the_script_as_its_entrypoint():

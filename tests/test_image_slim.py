@@ -50,7 +50,9 @@ def pins(lines):
 def test_cpu_requirements(slim):
     lock = dict((name, line.split("==")[1]) for name, line in slim.lock_lines(str(RUNTIME_LOCK)))
     got = pins(slim.requirements("cpu", str(RUNTIME_LOCK), str(CUDA_LOCK)))
-    assert got["tensorflow-cpu"] == lock["tensorflow"], "the CPU wheel must be the locked TensorFlow version"
+    assert got["tensorflow-cpu"] == lock["tensorflow"], (
+        "the CPU wheel must be the locked TensorFlow version"
+    )
     assert "tensorflow" not in got
     assert not [n for n in got if n.startswith("nvidia-")]
     names = {slim.canonical(n) for n in got}
@@ -59,9 +61,16 @@ def test_cpu_requirements(slim):
 
 
 def test_cuda_requirements(slim):
-    got = {slim.canonical(n): v for n, v in pins(slim.requirements("cuda", str(RUNTIME_LOCK), str(CUDA_LOCK))).items()}
-    want = {name: line.split("==")[1] for path in (RUNTIME_LOCK, CUDA_LOCK) for name, line in slim.lock_lines(str(path))
-            if name not in slim.LEAVE_OUT}
+    got = {
+        slim.canonical(n): v
+        for n, v in pins(slim.requirements("cuda", str(RUNTIME_LOCK), str(CUDA_LOCK))).items()
+    }
+    want = {
+        name: line.split("==")[1]
+        for path in (RUNTIME_LOCK, CUDA_LOCK)
+        for name, line in slim.lock_lines(str(path))
+        if name not in slim.LEAVE_OUT
+    }
     assert got == want
     assert "tensorflow" in got and "nvidia-cudnn-cu12" in got and "nvidia-curand-cu12" not in got
 
@@ -72,10 +81,15 @@ def test_bad_accelerator_is_refused(slim):
 
 
 def test_a_cuda_lock_that_is_not_there_is_refused_naming_the_ones_that_are(slim):
-    with pytest.raises(SystemExit, match=r"CUDA_LOCK '.*cuda-blackwel\.lock' is not a lock file here; expected one of "
-                                         r"\['cuda-blackwell\.lock', 'cuda\.lock'\]"):
+    with pytest.raises(
+        SystemExit,
+        match=r"CUDA_LOCK '.*cuda-blackwel\.lock' is not a lock file here; expected one of "
+        r"\['cuda-blackwell\.lock', 'cuda\.lock'\]",
+    ):
         slim.requirements("cuda", str(RUNTIME_LOCK), str(CUDA_LOCK.parent / "cuda-blackwel.lock"))
-    assert slim.requirements("cpu", str(RUNTIME_LOCK), "no-such.lock")  # the CPU image reads no CUDA lock
+    assert slim.requirements(
+        "cpu", str(RUNTIME_LOCK), "no-such.lock"
+    )  # the CPU image reads no CUDA lock
 
 
 def test_every_left_out_distribution_is_locked(slim):
@@ -116,12 +130,17 @@ def test_the_runtimes_imports_come_from_kept_distributions(slim):
             continue
         if top == "google":
             prefix = module.replace(".", "/")
-            owners = {slim.canonical(d) for d in providers.get("google", [])
-                      if any(str(f).startswith((prefix + "/", prefix + ".")) for f in _files(d))}
+            owners = {
+                slim.canonical(d)
+                for d in providers.get("google", [])
+                if any(str(f).startswith((prefix + "/", prefix + ".")) for f in _files(d))
+            }
         else:
             owners = {slim.canonical(d) for d in providers.get(top, [])}
         assert owners, f"no distribution provides {module}"
-        assert owners & kept, f"{module} ({owners}) is imported by the runtime but left out of the image"
+        assert owners & kept, (
+            f"{module} ({owners}) is imported by the runtime but left out of the image"
+        )
         checked.append(module)
     assert len(checked) >= 10, checked
 
@@ -149,21 +168,43 @@ def test_only_left_out_requirements_are_allowed_to_be_missing(slim):
 
 
 def test_pruning_keeps_what_tensorflow_loads(slim, tmp_path):
-    removed = ["tensorflow/include/tensorflow/core/x.h", "pandas/tests/frame/test_x.py",
-               "apache_beam/io/filesystem_test.py", "apache_beam/examples/wordcount.py",
-               "pyarrow/include/arrow/api.h", "pyarrow/libarrow_flight.so.2500", "pyarrow/_flight.cpython-311.so",
-               "nvidia/cudnn/include/cudnn.h", "nvidia/cusolver/lib/libcusolverMg.so.11",
-               "nvidia/cuda_nvrtc/lib/libnvrtc.alt.so.12", "nvidia/cuda_nvrtc/lib/libnvrtc-builtins.alt.so.12.9",
-               "nvidia/cuda_nvcc/nvvm/lib64/libnvvm.so", "nvidia/nccl/lib/libnccl_device.ltoir",
-               "nvidia/cublas/lib/libnvblas.so.12", "nvidia/cufft/lib/libcufftw.so.11", "somepkg/lib/libx.a"]
-    kept = ["tensorflow/libtensorflow_cc.so.2", "tensorflow/python/framework/test_util.py",
-            "apache_beam/io/filesystem.py", "apache_beam/testing/util.py", "pyarrow/libarrow.so.2500",
-            "pyarrow/libparquet.so.2500", "numpy/testing/__init__.py",
-            "nvidia/cusolver/lib/libcusolver.so.11", "nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
-            "nvidia/cuda_nvrtc/lib/libnvrtc-builtins.so.12.9", "nvidia/cuda_nvcc/bin/ptxas",
-            "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc", "nvidia/nccl/lib/libnccl.so.2",
-            "nvidia/cublas/lib/libcublasLt.so.12", "nvidia/cufft/lib/libcufft.so.11",
-            "nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9", "nvidia/nvjitlink/lib/libnvJitLink.so.12"]
+    removed = [
+        "tensorflow/include/tensorflow/core/x.h",
+        "pandas/tests/frame/test_x.py",
+        "apache_beam/io/filesystem_test.py",
+        "apache_beam/examples/wordcount.py",
+        "pyarrow/include/arrow/api.h",
+        "pyarrow/libarrow_flight.so.2500",
+        "pyarrow/_flight.cpython-311.so",
+        "nvidia/cudnn/include/cudnn.h",
+        "nvidia/cusolver/lib/libcusolverMg.so.11",
+        "nvidia/cuda_nvrtc/lib/libnvrtc.alt.so.12",
+        "nvidia/cuda_nvrtc/lib/libnvrtc-builtins.alt.so.12.9",
+        "nvidia/cuda_nvcc/nvvm/lib64/libnvvm.so",
+        "nvidia/nccl/lib/libnccl_device.ltoir",
+        "nvidia/cublas/lib/libnvblas.so.12",
+        "nvidia/cufft/lib/libcufftw.so.11",
+        "somepkg/lib/libx.a",
+    ]
+    kept = [
+        "tensorflow/libtensorflow_cc.so.2",
+        "tensorflow/python/framework/test_util.py",
+        "apache_beam/io/filesystem.py",
+        "apache_beam/testing/util.py",
+        "pyarrow/libarrow.so.2500",
+        "pyarrow/libparquet.so.2500",
+        "numpy/testing/__init__.py",
+        "nvidia/cusolver/lib/libcusolver.so.11",
+        "nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
+        "nvidia/cuda_nvrtc/lib/libnvrtc-builtins.so.12.9",
+        "nvidia/cuda_nvcc/bin/ptxas",
+        "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc",
+        "nvidia/nccl/lib/libnccl.so.2",
+        "nvidia/cublas/lib/libcublasLt.so.12",
+        "nvidia/cufft/lib/libcufft.so.11",
+        "nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9",
+        "nvidia/nvjitlink/lib/libnvJitLink.so.12",
+    ]
     for rel in removed + kept:
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -180,7 +221,9 @@ def test_sizes_count_files_and_their_bytecode(slim, tmp_path):
     (tmp_path / "demo" / "__init__.py").write_bytes(b"x" * 100)
     (tmp_path / "demo" / "__pycache__").mkdir()
     (tmp_path / "demo" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"x" * 50)
-    (dist / "RECORD").write_text("demo/__init__.py,,100\ndemo/gone.py,,7\ndemo-1.0.dist-info/RECORD,,\n")
+    (dist / "RECORD").write_text(
+        "demo/__init__.py,,100\ndemo/gone.py,,7\ndemo-1.0.dist-info/RECORD,,\n"
+    )
     [(name, ver, size)] = slim.sizes(str(tmp_path))
     assert (name, ver) == ("demo", "1.0")
     assert size == 150 + (dist / "RECORD").stat().st_size
@@ -231,26 +274,31 @@ def test_strip_keeps_the_mapped_bytes_and_the_module_works(elf, tmp_path):
     # The loader reads the file header but for the section header fields (e_shoff, e_shnum, e_shstrndx), and
     # what the program headers cover: all of that is unchanged.
     header = elf.EHDR.size
-    assert [f for i, f in enumerate(after.header) if i not in (6, 12, 13)] == \
-        [f for i, f in enumerate(before.header) if i not in (6, 12, 13)]
+    assert [f for i, f in enumerate(after.header) if i not in (6, 12, 13)] == [
+        f for i, f in enumerate(before.header) if i not in (6, 12, 13)
+    ]
     assert copy.read_bytes()[header:end] == original.read_bytes()[header:end]
     assert elf.strip(str(copy)) == 0, "a stripped file has nothing left to strip"
-    code = ("import importlib.util, sys\n"
-            f"spec = importlib.util.spec_from_file_location('zstandard.backend_c', {str(copy)!r})\n"
-            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-            "data = b'generic-trainer ' * 1000\n"
-            "packed = m.ZstdCompressor(level=3).compress(data)\n"
-            "assert m.ZstdDecompressor().decompress(packed) == data and len(packed) < len(data) / 10\n"
-            "print('ok', m.__file__)\n")
+    code = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('zstandard.backend_c', {str(copy)!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "data = b'generic-trainer ' * 1000\n"
+        "packed = m.ZstdCompressor(level=3).compress(data)\n"
+        "assert m.ZstdDecompressor().decompress(packed) == data and len(packed) < len(data) / 10\n"
+        "print('ok', m.__file__)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and proc.stdout.startswith("ok ") and str(copy) in proc.stdout, proc.stderr
+    assert proc.returncode == 0 and proc.stdout.startswith("ok ") and str(copy) in proc.stdout, (
+        proc.stderr
+    )
 
 
 def test_strip_leaves_other_files_alone(elf, tmp_path):
     text = tmp_path / "module.py"
     text.write_text("x = 1\n")
     elf32 = tmp_path / "lib32.so"
-    elf32.write_bytes(b"\x7fELF\x01\x01\x01" + b"\0" * 100)   # 32-bit: not handled, left as it is
+    elf32.write_bytes(b"\x7fELF\x01\x01\x01" + b"\0" * 100)  # 32-bit: not handled, left as it is
     short = tmp_path / "short.so"
     short.write_bytes(b"\x7fELF")
     for path in (text, elf32, short):
@@ -289,8 +337,10 @@ def test_check_names_each_missing_cuda_library(elf, tmp_path):
     assert elf.missing_cuda(str(tmp_path)) == []
     (tmp_path / "nvidia/nccl/lib/libnccl.so.2").unlink()
     (tmp_path / "nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9").unlink()
-    assert elf.missing_cuda(str(tmp_path)) == ["nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9",
-                                               "nvidia/nccl/lib/libnccl.so.2"]
+    assert elf.missing_cuda(str(tmp_path)) == [
+        "nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9",
+        "nvidia/nccl/lib/libnccl.so.2",
+    ]
     assert elf.main(["check", str(tmp_path), "--accelerator", "cuda"]) == 1
     assert elf.main(["check", str(tmp_path), "--accelerator", "cpu"]) == 0
 
@@ -304,15 +354,22 @@ def test_cuda_loaded_matches_what_prune_files_keeps(elf, slim, tmp_path, lock):
         path.write_bytes(b"x")
     slim.prune_files(str(tmp_path))
     assert elf.missing_cuda(str(tmp_path)) == []
-    packages = {name.removeprefix("nvidia-").removesuffix("-cu12").replace("-", "_")
-                for name, _ in slim.lock_lines(str(lock))}
+    packages = {
+        name.removeprefix("nvidia-").removesuffix("-cu12").replace("-", "_")
+        for name, _ in slim.lock_lines(str(lock))
+    }
     for rel in elf.CUDA_LOADED:
         assert rel.split("/")[1] in packages, f"{rel} comes from no package of {lock.name}"
 
 
 def test_the_builder_strips_and_checks_after_pruning():
-    runs = "\n".join(line for line in DOCKERFILE.read_text().splitlines() if not line.lstrip().startswith("#"))
-    order = [runs.index(step) for step in ("slim.py prune-files", "elf.py strip", "elf.py check", "compileall")]
+    runs = "\n".join(
+        line for line in DOCKERFILE.read_text().splitlines() if not line.lstrip().startswith("#")
+    )
+    order = [
+        runs.index(step)
+        for step in ("slim.py prune-files", "elf.py strip", "elf.py check", "compileall")
+    ]
     assert order == sorted(order), "prune, then strip, then check, then compile"
     assert 'elf.py check "$site" --accelerator "${ACCELERATOR}"' in runs
     assert "images/trainer/elf.py" in runs
@@ -321,16 +378,34 @@ def test_the_builder_strips_and_checks_after_pruning():
 def test_the_gpu_image_keeps_tensorflows_and_cuda_extra(slim):
     """Nothing requires TensorFlow's `and-cuda` extra, yet the GPU image needs it: kept() follows it (but for what
     LEAVE_OUT names); in the CPU image those packages are not installed, so nothing changes there."""
+
     class Dist:
         def __init__(self, *requires):
             self.requires = list(requires)
 
     extra = 'extra == "and-cuda"'
-    dists = {"generic-trainer": Dist("tensorflow>=2.21", "numpy"), "numpy": Dist(),
-             "tensorflow": Dist("numpy", f"nvidia-cudnn-cu12==9.28; {extra}", f"nvidia-curand-cu12; {extra}"),
-             "nvidia-cudnn-cu12": Dist("nvidia-cublas-cu12"), "nvidia-cublas-cu12": Dist(),
-             "nvidia-curand-cu12": Dist(), "libclang": Dist()}
-    assert slim.kept(dists) == {"generic-trainer", "numpy", "tensorflow", "nvidia-cudnn-cu12", "nvidia-cublas-cu12"}
-    cpu = {name: d for name, d in dists.items() if not name.startswith("nvidia-") and name != "tensorflow"}
+    dists = {
+        "generic-trainer": Dist("tensorflow>=2.21", "numpy"),
+        "numpy": Dist(),
+        "tensorflow": Dist(
+            "numpy", f"nvidia-cudnn-cu12==9.28; {extra}", f"nvidia-curand-cu12; {extra}"
+        ),
+        "nvidia-cudnn-cu12": Dist("nvidia-cublas-cu12"),
+        "nvidia-cublas-cu12": Dist(),
+        "nvidia-curand-cu12": Dist(),
+        "libclang": Dist(),
+    }
+    assert slim.kept(dists) == {
+        "generic-trainer",
+        "numpy",
+        "tensorflow",
+        "nvidia-cudnn-cu12",
+        "nvidia-cublas-cu12",
+    }
+    cpu = {
+        name: d
+        for name, d in dists.items()
+        if not name.startswith("nvidia-") and name != "tensorflow"
+    }
     cpu["tensorflow-cpu"] = dists["tensorflow"]
     assert slim.kept(cpu) == {"generic-trainer", "numpy", "tensorflow-cpu"}

@@ -28,8 +28,11 @@ pytestmark = pytest.mark.slow
 
 SECRET = "s3cret-Value-never-shown"
 # Every eval example is seen exactly once (whatever the 30-step model's accuracy), sliced by island.
-EVAL_CONFIG = {"label_key": "species", "slices": [["island"]],
-               "thresholds": {"example_count": {"lower_bound": 95, "upper_bound": 95}}}
+EVAL_CONFIG = {
+    "label_key": "species",
+    "slices": [["island"]],
+    "thresholds": {"example_count": {"lower_bound": 95, "upper_bound": 95}},
+}
 
 # A module unlike the bundled one: it reads no schema, counts the train records itself, fits a tiny
 # regression on synthetic numbers, and reports what it was given.
@@ -74,7 +77,7 @@ TINY_MODULE = textwrap.dedent('''
 # The downstream component: reads the model artifact (and the metadata KFP hands it) from the
 # executor input, loads the SavedModel, calls serving_default on two examples, and reports back
 # as KFP expects (an executor output listing its output artifact).
-CHECK_MODEL = textwrap.dedent('''
+CHECK_MODEL = textwrap.dedent("""
     import json, os, sys
     ex = json.loads(sys.argv[1])
     model = ex["inputs"]["artifacts"]["model"]["artifacts"][0]
@@ -98,7 +101,7 @@ CHECK_MODEL = textwrap.dedent('''
     with open(ex["outputs"]["outputFile"], "w") as f:
         json.dump({"artifacts": {"summary": {"artifacts": [
             {"name": out["name"], "uri": out["uri"], "metadata": {"rows": summary["rows"]}}]}}}, f)
-''')
+""")
 
 
 def _count_tfrecords(directory: Path) -> int:
@@ -108,7 +111,7 @@ def _count_tfrecords(directory: Path) -> int:
         data = gzip.decompress(path.read_bytes())
         offset = 0
         while offset < len(data):
-            (length,) = struct.unpack("<Q", data[offset:offset + 8])
+            (length,) = struct.unpack("<Q", data[offset : offset + 8])
             offset += 8 + 4 + length + 4
             count += 1
     return count
@@ -125,16 +128,26 @@ def kfp_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("kfp")
     tiny = tmp / "tiny_module.py"
     tiny.write_text(TINY_MODULE)
-    trainer = components.load_component_from_file(str(REPO / "components" / "trainer" / "component.yaml"))
-    evaluator = components.load_component_from_file(str(REPO / "components" / "evaluator" / "component.yaml"))
+    trainer = components.load_component_from_file(
+        str(REPO / "components" / "trainer" / "component.yaml")
+    )
+    evaluator = components.load_component_from_file(
+        str(REPO / "components" / "evaluator" / "component.yaml")
+    )
     infra_validator = components.load_component_from_file(
-        str(REPO / "components" / "infra_validator" / "component.yaml"))
-    tuner = components.load_component_from_file(str(REPO / "components" / "tuner" / "component.yaml"))
+        str(REPO / "components" / "infra_validator" / "component.yaml")
+    )
+    tuner = components.load_component_from_file(
+        str(REPO / "components" / "tuner" / "component.yaml")
+    )
 
     @dsl.container_component
     def check_model(model: Input[Model], examples: Input[Dataset], summary: Output[Artifact]):
-        return dsl.ContainerSpec(image="python:3.11", command=["python3", "-c", CHECK_MODEL],
-                                 args=[dsl.PIPELINE_TASK_EXECUTOR_INPUT_PLACEHOLDER])
+        return dsl.ContainerSpec(
+            image="python:3.11",
+            command=["python3", "-c", CHECK_MODEL],
+            args=[dsl.PIPELINE_TASK_EXECUTOR_INPUT_PLACEHOLDER],
+        )
 
     class Outputs(NamedTuple):
         best_hyperparameters: Artifact
@@ -152,28 +165,65 @@ def kfp_run(tmp_path_factory):
         infra_metrics: Metrics
 
     @dsl.pipeline(name="generic-trainer-local-test")
-    def pipeline(examples_uri: str, schema_uri: str, penguin_module: str, tiny_module: str) -> Outputs:
+    def pipeline(
+        examples_uri: str, schema_uri: str, penguin_module: str, tiny_module: str
+    ) -> Outputs:
         examples = dsl.importer(artifact_uri=examples_uri, artifact_class=Dataset)
         schema = dsl.importer(artifact_uri=schema_uri, artifact_class=Artifact)
-        tuned = tuner(examples=examples.output, schema=schema.output, module_file=penguin_module, max_trials=1,
-                      train_args={"num_steps": 5}, eval_args={"num_steps": 2})
-        penguin = trainer(examples=examples.output, schema=schema.output, module_file=penguin_module,
-                          hyperparameters=tuned.outputs["best_hyperparameters"],
-                          train_args={"num_steps": 30}, eval_args={"num_steps": 5},
-                          custom_config={"epochs": 2, "batch_size": 16, "api_token": SECRET})
+        tuned = tuner(
+            examples=examples.output,
+            schema=schema.output,
+            module_file=penguin_module,
+            max_trials=1,
+            train_args={"num_steps": 5},
+            eval_args={"num_steps": 2},
+        )
+        penguin = trainer(
+            examples=examples.output,
+            schema=schema.output,
+            module_file=penguin_module,
+            hyperparameters=tuned.outputs["best_hyperparameters"],
+            train_args={"num_steps": 30},
+            eval_args={"num_steps": 5},
+            custom_config={"epochs": 2, "batch_size": 16, "api_token": SECRET},
+        )
         check = check_model(model=penguin.outputs["model"], examples=examples.output)
-        evaluated = evaluator(model=penguin.outputs["model"], examples=examples.output, schema=schema.output,
-                              eval_config=EVAL_CONFIG, batch_size=40)
-        validated = infra_validator(model=penguin.outputs["model"], examples=examples.output,
-                                    model_blessing=evaluated.outputs["blessing"], num_requests=3, batch_size=4)
-        small = trainer(examples=examples.output, module_file=tiny_module, run_fn="train_tiny",
-                        custom_config={"epochs": 3, "sizes": [16, 8], "nested": {"depth": 2}, "rate": 0.5})
+        evaluated = evaluator(
+            model=penguin.outputs["model"],
+            examples=examples.output,
+            schema=schema.output,
+            eval_config=EVAL_CONFIG,
+            batch_size=40,
+        )
+        validated = infra_validator(
+            model=penguin.outputs["model"],
+            examples=examples.output,
+            model_blessing=evaluated.outputs["blessing"],
+            num_requests=3,
+            batch_size=4,
+        )
+        small = trainer(
+            examples=examples.output,
+            module_file=tiny_module,
+            run_fn="train_tiny",
+            custom_config={"epochs": 3, "sizes": [16, 8], "nested": {"depth": 2}, "rate": 0.5},
+        )
         small.after(check)
-        return Outputs(tuned.outputs["best_hyperparameters"], tuned.outputs["metrics"],
-                       penguin.outputs["model"], penguin.outputs["metrics"], penguin.outputs["report"],
-                       check.outputs["summary"], small.outputs["model"], small.outputs["model_run"],
-                       small.outputs["metrics"], evaluated.outputs["evaluation"], evaluated.outputs["blessing"],
-                       validated.outputs["blessing"], validated.outputs["metrics"])
+        return Outputs(
+            tuned.outputs["best_hyperparameters"],
+            tuned.outputs["metrics"],
+            penguin.outputs["model"],
+            penguin.outputs["metrics"],
+            penguin.outputs["report"],
+            check.outputs["summary"],
+            small.outputs["model"],
+            small.outputs["model_run"],
+            small.outputs["metrics"],
+            evaluated.outputs["evaluation"],
+            evaluated.outputs["blessing"],
+            validated.outputs["blessing"],
+            validated.outputs["metrics"],
+        )
 
     ran: list[tuple[list[str], HostTaskHandler]] = []
     original_run = HostTaskHandler.run
@@ -188,8 +238,12 @@ def kfp_run(tmp_path_factory):
     HostTaskHandler.run = recording_run
     try:
         with host_runner(str(tmp / "root"), env=env, timeout_s=300):
-            outputs = pipeline(examples_uri=str(PENGUIN / "data"), schema_uri=str(PENGUIN / "schema.pbtxt"),
-                               penguin_module=str(PENGUIN / "module.py"), tiny_module=str(tiny))
+            outputs = pipeline(
+                examples_uri=str(PENGUIN / "data"),
+                schema_uri=str(PENGUIN / "schema.pbtxt"),
+                penguin_module=str(PENGUIN / "module.py"),
+                tiny_module=str(tiny),
+            )
     finally:
         HostTaskHandler.run = original_run
     return outputs, ran
@@ -199,7 +253,9 @@ def test_model_and_metrics_artifacts_as_kfp_reads_them(kfp_run):
     outputs, _ = kfp_run
     model = outputs.outputs["penguin_model"]
     serving = Path(model.path) / "Format-Serving"
-    assert (serving / "saved_model.pb").is_file() and (serving / "variables" / "variables.index").is_file()
+    assert (serving / "saved_model.pb").is_file() and (
+        serving / "variables" / "variables.index"
+    ).is_file()
     assert model.metadata["framework"] == "tensorflow"
     assert model.metadata["serving_model_path"] == "Format-Serving"
     assert model.metadata["signature_names"] == ["serving_default"]
@@ -242,19 +298,36 @@ def test_optional_inputs_left_out_and_ints_restored(kfp_run):
     assert set(executor_input["inputs"].get("artifacts", {})) == {"examples"}
     # ... and the module got ints back (floats that are not whole stay floats).
     seen = json.loads((Path(outputs.outputs["tiny_run"].path) / "fn_args_seen.json").read_text())
-    assert seen["custom_config"] == {"epochs": 3, "sizes": [16, 8], "nested": {"depth": 2}, "rate": 0.5}
-    assert seen["types"] == {"epochs": "int", "sizes": ["int", "int"], "nested": {"depth": "int"}, "rate": "float"}
+    assert seen["custom_config"] == {
+        "epochs": 3,
+        "sizes": [16, 8],
+        "nested": {"depth": 2},
+        "rate": 0.5,
+    }
+    assert seen["types"] == {
+        "epochs": "int",
+        "sizes": ["int", "int"],
+        "nested": {"depth": "int"},
+        "rate": "float",
+    }
     assert seen["schema_path"] is None and seen["transform_output"] is None
-    assert seen["hyperparameters"] is None and seen["base_model"] is None and seen["train_steps"] is None
+    assert (
+        seen["hyperparameters"] is None
+        and seen["base_model"] is None
+        and seen["train_steps"] is None
+    )
     train_records = _count_tfrecords(PENGUIN / "data" / "Split-train")
     assert outputs.outputs["tiny_metrics"].metadata["train_records"] == train_records
-    assert (Path(outputs.outputs["tiny_model"].path) / "Format-Serving" / "saved_model.pb").is_file()
+    assert (
+        Path(outputs.outputs["tiny_model"].path) / "Format-Serving" / "saved_model.pb"
+    ).is_file()
 
 
 def test_secret_custom_config_value_not_in_logs_or_metadata(kfp_run):
     outputs, ran = kfp_run
-    penguin_cmd, penguin_task = next((cmd, task) for cmd, task in ran
-                                     if cmd[1] == "train" and "module.py" in " ".join(cmd))
+    penguin_cmd, penguin_task = next(
+        (cmd, task) for cmd, task in ran if cmd[1] == "train" and "module.py" in " ".join(cmd)
+    )
     assert SECRET in penguin_cmd[3]  # KFP passes it in the executor input ...
     assert '"api_token": "***"' in penguin_task.output  # ... the trainer logs it redacted ...
     for _, task in ran:
@@ -265,7 +338,11 @@ def test_secret_custom_config_value_not_in_logs_or_metadata(kfp_run):
 
 def test_tuner_component_feeds_the_trainer(kfp_run):
     outputs, _ = kfp_run
-    best = json.loads((Path(outputs.outputs["best_hyperparameters"].path) / "best_hyperparameters.txt").read_text())
+    best = json.loads(
+        (
+            Path(outputs.outputs["best_hyperparameters"].path) / "best_hyperparameters.txt"
+        ).read_text()
+    )
     assert set(best) == {"space", "values"} and best["values"]
     tuner_metrics = outputs.outputs["tuner_metrics"].metadata
     assert tuner_metrics["trials_completed"] == 1.0 and "best_score" in tuner_metrics
@@ -283,17 +360,26 @@ def test_evaluator_and_infra_validator_bless_the_trained_model(kfp_run):
     evaluation, blessing = outputs.outputs["evaluation"], outputs.outputs["blessing"]
     assert blessing.metadata["blessed"] == 1 and (Path(blessing.path) / "BLESSED").is_file()
     assert blessing.metadata["current_model"] == outputs.outputs["penguin_model"].path
-    assert evaluation.metadata["example_count"] == eval_count and 0 <= evaluation.metadata["accuracy"] <= 1
+    assert (
+        evaluation.metadata["example_count"] == eval_count
+        and 0 <= evaluation.metadata["accuracy"] <= 1
+    )
     written = json.loads(Path(evaluation.path).read_text())
     assert sum(s["metrics"]["example_count"] for s in written["slices"]) == eval_count
-    assert {s["slice"] for s in written["slices"]} == {"island=Biscoe", "island=Dream", "island=Torgersen"}
+    assert {s["slice"] for s in written["slices"]} == {
+        "island=Biscoe",
+        "island=Dream",
+        "island=Torgersen",
+    }
     infra, latency = outputs.outputs["infra_blessing"], outputs.outputs["infra_metrics"].metadata
     assert infra.metadata["blessed"] == 1 and (Path(infra.path) / "INFRA_BLESSED").is_file()
     assert latency["requests"] == 3 and latency["failed_requests"] == 0
     assert 0 < latency["p50_latency_ms"] <= latency["p99_latency_ms"]
     infra_cmd = next(cmd for cmd, _ in ran if cmd[1] == "infra-validate")
     artifacts = json.loads(infra_cmd[3])["inputs"]["artifacts"]
-    assert artifacts["model_blessing"]["artifacts"][0]["uri"] == blessing.uri  # the evaluator's blessing
+    assert (
+        artifacts["model_blessing"]["artifacts"][0]["uri"] == blessing.uri
+    )  # the evaluator's blessing
 
 
 # The TFLite model and the SavedModel on every eval row and on copies of each with an island, or a sex, that the
@@ -332,7 +418,9 @@ print("RESULT" + json.dumps({
 """
 
 
-@pytest.mark.timeout(3600)  # six tasks, each a fresh process importing TensorFlow (and Beam) on a loaded machine
+@pytest.mark.timeout(
+    3600
+)  # six tasks, each a fresh process importing TensorFlow (and Beam) on a loaded machine
 @pytest.mark.e2e
 def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
     """pipelines/penguin_pipeline.py as it ships: CSV -> import-examples -> transform -> tuner -> trainer ->
@@ -340,7 +428,9 @@ def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
     from pipelines import penguin_pipeline
 
     root = tmp_path / "root"
-    penguin_pipeline.run_local(str(root), train_steps=300, tune=True, max_trials=1, eval_steps=5, timeout_s=1200)
+    penguin_pipeline.run_local(
+        str(root), train_steps=300, tune=True, max_trials=1, eval_steps=5, timeout_s=1200
+    )
 
     def one(pattern: str) -> Path:
         found = [p for p in root.glob(pattern) if "workspace-" not in str(p)]
@@ -349,14 +439,20 @@ def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
 
     examples = one("*/generic-import-examples/examples")
     counts = {s: _count_tfrecords(examples / f"Split-{s}") for s in ("train", "eval")}
-    assert counts == {"train": 224, "eval": 109}  # as `import-examples --splits train:2,eval:1` splits the CSV
+    assert counts == {
+        "train": 224,
+        "eval": 109,
+    }  # as `import-examples --splits train:2,eval:1` splits the CSV
     assert (one("*/generic-import-examples/output_schema") / "schema.pbtxt").read_text() == (
-        PENGUIN / "schema.pbtxt").read_text()
+        PENGUIN / "schema.pbtxt"
+    ).read_text()
     graph = one("*/generic-transform/transform_graph")
     assert {p.name for p in graph.iterdir()} == {"transform_fn", "transformed_metadata", "metadata"}
     transformed = one("*/generic-transform/transformed_examples")
     assert {s: _count_tfrecords(transformed / f"Split-{s}") for s in ("train", "eval")} == counts
-    best = json.loads((one("*/generic-tuner/best_hyperparameters") / "best_hyperparameters.txt").read_text())
+    best = json.loads(
+        (one("*/generic-tuner/best_hyperparameters") / "best_hyperparameters.txt").read_text()
+    )
     assert set(best["values"]) == {"learning_rate", "units", "num_layers"}
     model = one("*/generic-trainer/model")
     assert (model / "Format-Serving" / "saved_model.pb").is_file()
@@ -373,22 +469,45 @@ def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
     # the trainer checks the TFLite model on random inputs, and the replay below checks it on the raw eval split.
     assert metadata["tflite_validated_on"] == "random inputs (no examples given)"
     validation = json.loads((model / "Format-TFLite" / "validation.json").read_text())
-    assert validation["input_names"] == ["bill_depth_mm", "bill_length_mm", "body_mass_g", "flipper_length_mm",
-                                         "island", "sex", "year"]  # the parsed features, the label left out
-    check = subprocess.run([sys.executable, "-c", _TFLITE_REPLAY, str(model), str(examples / "Split-eval")],
-                           capture_output=True, text=True, timeout=600,
-                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert validation["input_names"] == [
+        "bill_depth_mm",
+        "bill_length_mm",
+        "body_mass_g",
+        "flipper_length_mm",
+        "island",
+        "sex",
+        "year",
+    ]  # the parsed features, the label left out
+    check = subprocess.run(
+        [sys.executable, "-c", _TFLITE_REPLAY, str(model), str(examples / "Split-eval")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     assert check.returncode == 0, check.stderr[-3000:]
     replay = json.loads(check.stdout.split("RESULT", 1)[1])
-    assert replay["rows"] == counts["eval"] and replay["max_abs_diff"] <= 1e-4, replay  # unknown values included
-    assert replay["oov_rows_differ_from_known"], replay  # the unknown values reached the model, not an error
+    assert replay["rows"] == counts["eval"] and replay["max_abs_diff"] <= 1e-4, (
+        replay
+    )  # unknown values included
+    assert replay["oov_rows_differ_from_known"], (
+        replay
+    )  # the unknown values reached the model, not an error
     blessing = one("*/generic-evaluator*/blessing")
     assert (blessing / "BLESSED").is_file(), list(blessing.iterdir())
     evaluation = json.loads(one("*/generic-evaluator*/evaluation").read_text())
-    assert evaluation["metrics"]["example_count"] == counts["eval"] and evaluation["metrics"]["accuracy"] >= 0.8
+    assert (
+        evaluation["metrics"]["example_count"] == counts["eval"]
+        and evaluation["metrics"]["accuracy"] >= 0.8
+    )
     assert (one("*/generic-infra-validator*/blessing") / "INFRA_BLESSED").is_file()
     # the infra-validator wrote the pipeline's 10 warm-up requests (TF Serving's PredictionLog records) into the model
     from generic_trainer.records.example_files import read_records
 
-    warmup = one("*/generic-trainer/model") / "Format-Serving" / "assets.extra" / "tf_serving_warmup_requests"
+    warmup = (
+        one("*/generic-trainer/model")
+        / "Format-Serving"
+        / "assets.extra"
+        / "tf_serving_warmup_requests"
+    )
     assert len(list(read_records(str(warmup)))) == 10

@@ -44,10 +44,16 @@ def imported_tops(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = list(parts[:-1])[: len(parts) - node.level]
-                module = ".".join(["generic_trainer", *base, *([node.module] if node.module else [])])
+                module = ".".join(
+                    ["generic_trainer", *base, *([node.module] if node.module else [])]
+                )
             else:
                 module = node.module or ""
-            names = [f"{module}.{a.name}" for a in node.names] if module == "generic_trainer" else [module]
+            names = (
+                [f"{module}.{a.name}" for a in node.names]
+                if module == "generic_trainer"
+                else [module]
+            )
         else:
             continue
         for name in names:

@@ -55,7 +55,11 @@ print(json.dumps({"seen": seen, "bad": bad, "versions": len(versions)}))
 def _fake_model(final: str, version: int) -> str:
     staging = storage.staging_dir_for(os.path.dirname(final))
     os.makedirs(os.path.join(staging, "Format-Serving", "variables"))
-    for name in ("saved_model.pb", "variables/variables.index", "variables/variables.data-00000-of-00001"):
+    for name in (
+        "saved_model.pb",
+        "variables/variables.index",
+        "variables/variables.data-00000-of-00001",
+    ):
         Path(staging, "Format-Serving", name).write_text("x" * 1000)
     Path(staging, "Format-Serving", "VERSION").write_text(str(version))
     return staging
@@ -69,8 +73,11 @@ def test_a_reader_always_sees_a_whole_model_while_it_is_replaced(tmp_path):
     storage.publish_dir(os.path.join(staging, "Format-Serving"), final)
     shutil.rmtree(staging)
     stop, ready = tmp_path / "stop", tmp_path / "ready"
-    reader = subprocess.Popen([sys.executable, "-c", READER, final, str(stop), str(ready)], stdout=subprocess.PIPE,
-                              text=True)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, final, str(stop), str(ready)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not ready.exists():  # the reader has found the first model and polls from now on
@@ -79,7 +86,9 @@ def test_a_reader_always_sees_a_whole_model_while_it_is_replaced(tmp_path):
         for version in range(1, 301):
             staging = _fake_model(final, version)
             storage.publish_dir(os.path.join(staging, "Format-Serving"), final)
-            shutil.rmtree(staging)  # what a run does: the old model ends where the new one was staged
+            shutil.rmtree(
+                staging
+            )  # what a run does: the old model ends where the new one was staged
     finally:
         stop.write_text("")
         out, _ = reader.communicate(timeout=60)
@@ -87,13 +96,21 @@ def test_a_reader_always_sees_a_whole_model_while_it_is_replaced(tmp_path):
     assert result["seen"] > 300 and result["versions"] > 1, result
     assert result["bad"] == 0, result
     assert Path(final, "VERSION").read_text() == "300"
-    assert sorted(os.listdir(tmp_path)) == ["model", "ready", "stop"]  # no staging or old copies left
+    assert sorted(os.listdir(tmp_path)) == [
+        "model",
+        "ready",
+        "stop",
+    ]  # no staging or old copies left
 
 
 def test_staging_is_outside_the_published_dir():
     staging = storage.staging_dir_for("/data/out/model")
-    assert os.path.dirname(staging) == "/data/out" and os.path.basename(staging).startswith(".model.staging-")
-    escaped = os.path.normpath(os.path.join(staging, "Format-Serving", "..", "..", "Format-Serving"))
+    assert os.path.dirname(staging) == "/data/out" and os.path.basename(staging).startswith(
+        ".model.staging-"
+    )
+    escaped = os.path.normpath(
+        os.path.join(staging, "Format-Serving", "..", "..", "Format-Serving")
+    )
     assert not escaped.startswith("/data/out/model")
     assert storage.staging_dir_for("/data/out/model") != staging
 
@@ -121,16 +138,28 @@ def test_the_lock_refuses_a_live_owner_and_takes_over_a_dead_one(tmp_path):
 
     # Left by a SIGKILLed run on this host: taken over at once, with its staging removed.
     lock = tmp_path / ".model.lock"
-    lock.write_text(json.dumps({"pid": _dead_pid(), "host": socket.gethostname(), "started": time.time(),
-                                "run_id": "dead"}))
+    lock.write_text(
+        json.dumps(
+            {
+                "pid": _dead_pid(),
+                "host": socket.gethostname(),
+                "started": time.time(),
+                "run_id": "dead",
+            }
+        )
+    )
     (tmp_path / ".model.staging-0123456789ab" / "Format-Serving").mkdir(parents=True)
     (tmp_path / "model" / ".staging").mkdir(parents=True)  # the layout of earlier versions
     with outputs.exclusive(model_dir, "--model-dir"):
         assert json.loads(lock.read_text())["pid"] == os.getpid()
-        assert sorted(os.listdir(tmp_path)) == [".model.lock", "model"] and not os.listdir(tmp_path / "model")
+        assert sorted(os.listdir(tmp_path)) == [".model.lock", "model"] and not os.listdir(
+            tmp_path / "model"
+        )
 
     # Another host's run: refused while its heartbeat is fresh, taken over once it is stale.
-    lock.write_text(json.dumps({"pid": 1, "host": "another-host", "started": time.time(), "run_id": "other"}))
+    lock.write_text(
+        json.dumps({"pid": 1, "host": "another-host", "started": time.time(), "run_id": "other"})
+    )
     with pytest.raises(UserInputError, match="pid 1 on host another-host"):
         with outputs.exclusive(model_dir, "--model-dir"):
             pass
@@ -175,7 +204,10 @@ def _immutable(path: Path) -> bool:
     if os.geteuid() != 0:
         path.chmod(0o555)
         return True
-    return shutil.which("chattr") is not None and subprocess.run(["chattr", "+i", str(path)]).returncode == 0
+    return (
+        shutil.which("chattr") is not None
+        and subprocess.run(["chattr", "+i", str(path)]).returncode == 0
+    )
 
 
 def _writable_again(path: Path) -> None:
@@ -185,65 +217,180 @@ def _writable_again(path: Path) -> None:
 
 
 def _train(tmp: Path, **flags: str) -> list[str]:
-    args = ["train", "--examples", str(PENGUIN / "data"), "--module-file", str(PENGUIN / "module.py"),
-            "--model-dir", str(tmp / "model")]
+    args = [
+        "train",
+        "--examples",
+        str(PENGUIN / "data"),
+        "--module-file",
+        str(PENGUIN / "module.py"),
+        "--model-dir",
+        str(tmp / "model"),
+    ]
     for flag, value in flags.items():
         args += [f"--{flag.replace('_', '-')}", value]
     return args
 
 
 def _tune(tmp: Path, **flags: str) -> list[str]:
-    args = ["tune", "--examples", str(PENGUIN / "data"), "--module-file", str(PENGUIN / "module.py"),
-            "--best-hyperparameters-dir", str(tmp / "best")]
+    args = [
+        "tune",
+        "--examples",
+        str(PENGUIN / "data"),
+        "--module-file",
+        str(PENGUIN / "module.py"),
+        "--best-hyperparameters-dir",
+        str(tmp / "best"),
+    ]
     for flag, value in flags.items():
         args += [f"--{flag.replace('_', '-')}", value]
     return args
 
 
 CASES = {
-    "file-typed --model-dir": (lambda t: _train(t, model_dir=str(t / "afile")), "--model-dir", "is a file"),
-    "read-only --model-dir": (lambda t: _train(t, model_dir=str(t / "ro" / "model")), "--model-dir",
-                              "is not writable"),
-    "--metrics-file is a dir": (lambda t: _train(t, metrics_file=str(t / "adir")), "--metrics-file",
-                                "is a directory"),
-    "--metrics-file under a file": (lambda t: _train(t, metrics_file=str(t / "afile" / "m.json")), "--metrics-file",
-                                    "is a file, not a directory"),
-    "--report-file in a read-only dir": (lambda t: _train(t, report_file=str(t / "ro" / "r.html")), "--report-file",
-                                         "is not writable"),
+    "file-typed --model-dir": (
+        lambda t: _train(t, model_dir=str(t / "afile")),
+        "--model-dir",
+        "is a file",
+    ),
+    "read-only --model-dir": (
+        lambda t: _train(t, model_dir=str(t / "ro" / "model")),
+        "--model-dir",
+        "is not writable",
+    ),
+    "--metrics-file is a dir": (
+        lambda t: _train(t, metrics_file=str(t / "adir")),
+        "--metrics-file",
+        "is a directory",
+    ),
+    "--metrics-file under a file": (
+        lambda t: _train(t, metrics_file=str(t / "afile" / "m.json")),
+        "--metrics-file",
+        "is a file, not a directory",
+    ),
+    "--report-file in a read-only dir": (
+        lambda t: _train(t, report_file=str(t / "ro" / "r.html")),
+        "--report-file",
+        "is not writable",
+    ),
     "--executor-output-file in a read-only dir": (
-        lambda t: _train(t, executor_output_file=str(t / "ro" / "out.json")), "--executor-output-file",
-        "is not writable"),
-    "--model-run-dir is a file": (lambda t: _train(t, model_run_dir=str(t / "afile")), "--model-run-dir", "is a file"),
-    "--checkpoint-dir under a file": (lambda t: _train(t, checkpoint_dir=str(t / "afile" / "c")), "--checkpoint-dir",
-                                      "is a file"),
-    "tune: --best-hyperparameters-dir is a file": (lambda t: _tune(t, best_hyperparameters_dir=str(t / "afile")),
-                                                   "--best-hyperparameters-dir", "is a file"),
-    "tune: read-only --metrics-file dir": (lambda t: _tune(t, metrics_file=str(t / "ro" / "m.json")),
-                                           "--metrics-file", "is not writable"),
-    "tune: --tuner-results-file is a dir": (lambda t: _tune(t, tuner_results_file=str(t / "adir")),
-                                            "--tuner-results-file", "is a directory"),
+        lambda t: _train(t, executor_output_file=str(t / "ro" / "out.json")),
+        "--executor-output-file",
+        "is not writable",
+    ),
+    "--model-run-dir is a file": (
+        lambda t: _train(t, model_run_dir=str(t / "afile")),
+        "--model-run-dir",
+        "is a file",
+    ),
+    "--checkpoint-dir under a file": (
+        lambda t: _train(t, checkpoint_dir=str(t / "afile" / "c")),
+        "--checkpoint-dir",
+        "is a file",
+    ),
+    "tune: --best-hyperparameters-dir is a file": (
+        lambda t: _tune(t, best_hyperparameters_dir=str(t / "afile")),
+        "--best-hyperparameters-dir",
+        "is a file",
+    ),
+    "tune: read-only --metrics-file dir": (
+        lambda t: _tune(t, metrics_file=str(t / "ro" / "m.json")),
+        "--metrics-file",
+        "is not writable",
+    ),
+    "tune: --tuner-results-file is a dir": (
+        lambda t: _tune(t, tuner_results_file=str(t / "adir")),
+        "--tuner-results-file",
+        "is a directory",
+    ),
     "evaluate: --blessing-dir is a file": (
-        lambda t: ["evaluate", "--model", str(t / "adir"), "--examples", str(PENGUIN / "data"), "--eval-config",
-                   '{"label_key": "species"}', "--blessing-dir", str(t / "afile")], "--blessing-dir", "is a file"),
+        lambda t: [
+            "evaluate",
+            "--model",
+            str(t / "adir"),
+            "--examples",
+            str(PENGUIN / "data"),
+            "--eval-config",
+            '{"label_key": "species"}',
+            "--blessing-dir",
+            str(t / "afile"),
+        ],
+        "--blessing-dir",
+        "is a file",
+    ),
     "infra-validate: read-only --metrics-file dir": (
-        lambda t: ["infra-validate", "--model", str(t / "adir"), "--examples", str(PENGUIN / "data"),
-                   "--blessing-dir", str(t / "blessing"), "--metrics-file", str(t / "ro" / "m.json")],
-        "--metrics-file", "is not writable"),
+        lambda t: [
+            "infra-validate",
+            "--model",
+            str(t / "adir"),
+            "--examples",
+            str(PENGUIN / "data"),
+            "--blessing-dir",
+            str(t / "blessing"),
+            "--metrics-file",
+            str(t / "ro" / "m.json"),
+        ],
+        "--metrics-file",
+        "is not writable",
+    ),
     # The data verbs run through the same runner: their outputs are checked before Beam or TensorFlow load.
     "import-examples: --output under a file": (
-        lambda t: ["import-examples", "--input", str(t / "x.csv"), "--output", str(t / "afile" / "out")],
-        "--output", "is a file, not a directory"),
+        lambda t: [
+            "import-examples",
+            "--input",
+            str(t / "x.csv"),
+            "--output",
+            str(t / "afile" / "out"),
+        ],
+        "--output",
+        "is a file, not a directory",
+    ),
     "import-examples: read-only --schema-output dir": (
-        lambda t: ["import-examples", "--input", str(t / "x.csv"), "--output", str(t / "out"),
-                   "--schema-output", str(t / "ro" / "schema")], "--schema-output", "is not writable"),
+        lambda t: [
+            "import-examples",
+            "--input",
+            str(t / "x.csv"),
+            "--output",
+            str(t / "out"),
+            "--schema-output",
+            str(t / "ro" / "schema"),
+        ],
+        "--schema-output",
+        "is not writable",
+    ),
     "transform: --transformed-examples under a file": (
-        lambda t: ["transform", "--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "data"),
-                   "--module-file", "m.py", "--transform-graph", str(t / "graph"),
-                   "--transformed-examples", str(t / "afile" / "x")], "--transformed-examples", "is a file"),
+        lambda t: [
+            "transform",
+            "--examples",
+            str(PENGUIN / "data"),
+            "--schema",
+            str(PENGUIN / "data"),
+            "--module-file",
+            "m.py",
+            "--transform-graph",
+            str(t / "graph"),
+            "--transformed-examples",
+            str(t / "afile" / "x"),
+        ],
+        "--transformed-examples",
+        "is a file",
+    ),
     "transform: --executor-output-file is a dir": (
-        lambda t: ["transform", "--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "data"),
-                   "--module-file", "m.py", "--transform-graph", str(t / "graph"),
-                   "--executor-output-file", str(t / "adir")], "--executor-output-file", "is a directory"),
+        lambda t: [
+            "transform",
+            "--examples",
+            str(PENGUIN / "data"),
+            "--schema",
+            str(PENGUIN / "data"),
+            "--module-file",
+            "m.py",
+            "--transform-graph",
+            str(t / "graph"),
+            "--executor-output-file",
+            str(t / "adir"),
+        ],
+        "--executor-output-file",
+        "is a directory",
+    ),
 }
 
 
@@ -256,8 +403,14 @@ def test_unwritable_outputs_fail_before_tensorflow_loads(tmp_path, case):
     if "read-only" in case and not _immutable(tmp_path / "ro"):
         pytest.skip("cannot make a directory read-only here (root without chattr)")
     try:
-        proc = subprocess.run([sys.executable, "-c", CHECK, *make_args(tmp_path)], capture_output=True, text=True,
-                              timeout=120, cwd=tmp_path, env=cli_env())
+        proc = subprocess.run(
+            [sys.executable, "-c", CHECK, *make_args(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+            env=cli_env(),
+        )
     finally:
         _writable_again(tmp_path / "ro")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -317,8 +470,19 @@ def versioned_module(tmp_path) -> Path:
 
 
 def _args(module: Path, model_dir: Path, metrics: Path, **config) -> list[str]:
-    return ["train", "--examples", PENGUIN / "data", "--module-file", module, "--model-dir", model_dir,
-            "--metrics-file", metrics, "--custom-config", json.dumps(config)]
+    return [
+        "train",
+        "--examples",
+        PENGUIN / "data",
+        "--module-file",
+        module,
+        "--model-dir",
+        model_dir,
+        "--metrics-file",
+        metrics,
+        "--custom-config",
+        json.dumps(config),
+    ]
 
 
 def _model_version(model_dir: Path) -> float:
@@ -335,11 +499,26 @@ def test_two_concurrent_runs_on_one_model_dir_one_wins_whole(versioned_module, t
     release = tmp_path / "release"
     procs = []
     for version in (1, 2):
-        command = [sys.executable, "-m", "generic_trainer",
-                   *map(str, _args(versioned_module, model_dir, tmp_path / f"metrics{version}.json", version=version,
-                                   wait_for=str(release)))]
-        procs.append(subprocess.Popen(command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
+        command = [
+            sys.executable,
+            "-m",
+            "generic_trainer",
+            *map(
+                str,
+                _args(
+                    versioned_module,
+                    model_dir,
+                    tmp_path / f"metrics{version}.json",
+                    version=version,
+                    wait_for=str(release),
+                ),
+            ),
+        ]
+        procs.append(
+            subprocess.Popen(
+                command, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
     try:
         deadline = time.monotonic() + 300
         while all(p.poll() is None for p in procs):  # the winner waits in run_fn for `release`
@@ -350,38 +529,64 @@ def test_two_concurrent_runs_on_one_model_dir_one_wins_whole(versioned_module, t
     results = [(p, *p.communicate(timeout=300)) for p in procs]
     codes = sorted(p.returncode for p, _, _ in results)
     assert codes == [0, 2], [err[-2000:] for _, _, err in results]
-    (winner, _, _), = [r for r in results if r[0].returncode == 0]
-    (loser, _, loser_err), = [r for r in results if r[0].returncode == 2]
+    ((winner, _, _),) = [r for r in results if r[0].returncode == 0]
+    ((loser, _, loser_err),) = [r for r in results if r[0].returncode == 2]
     won = procs.index(winner) + 1
-    assert f"--model-dir: {model_dir} is in use by another run: pid {winner.pid} on host" in loser_err, loser_err
-    assert "resolved" not in loser_err  # it failed before creating a strategy (TensorFlow never loaded)
+    assert (
+        f"--model-dir: {model_dir} is in use by another run: pid {winner.pid} on host" in loser_err
+    ), loser_err
+    assert (
+        "resolved" not in loser_err
+    )  # it failed before creating a strategy (TensorFlow never loaded)
     assert json.loads((tmp_path / f"metrics{won}.json").read_text())["version"] == won
     assert not (tmp_path / f"metrics{3 - won}.json").exists()
     assert _model_version(model_dir) == won
-    assert sorted(os.listdir(tmp_path)) == sorted(["model", f"metrics{won}.json", "versioned_module.py", "release"])
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["model", f"metrics{won}.json", "versioned_module.py", "release"]
+    )
 
 
 @pytest.mark.slow
-def test_run_fn_escaping_its_staging_dir_cannot_touch_the_published_model(versioned_module, tmp_path):
+def test_run_fn_escaping_its_staging_dir_cannot_touch_the_published_model(
+    versioned_module, tmp_path
+):
     """A run_fn writing to serving_model_dir/../../Format-Serving (and exporting nothing) fails with exit 4;
     the model published before is untouched. A killed run's lock and staging are cleaned up first."""
     model_dir = tmp_path / "out" / "model"
-    first = run_cli(_args(versioned_module, model_dir, tmp_path / "m1.json", version=1), timeout=300)
+    first = run_cli(
+        _args(versioned_module, model_dir, tmp_path / "m1.json", version=1), timeout=300
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     # What a SIGKILLed run on this host leaves behind.
-    (tmp_path / "out" / ".model.lock").write_text(json.dumps(
-        {"pid": _dead_pid(), "host": socket.gethostname(), "started": time.time(), "run_id": "killed"}))
+    (tmp_path / "out" / ".model.lock").write_text(
+        json.dumps(
+            {
+                "pid": _dead_pid(),
+                "host": socket.gethostname(),
+                "started": time.time(),
+                "run_id": "killed",
+            }
+        )
+    )
     (tmp_path / "out" / ".model.staging-0123456789ab" / "Format-Serving").mkdir(parents=True)
 
-    bad = run_cli(_args(versioned_module, model_dir, tmp_path / "m2.json", version=2, escape=True, no_model=True),
-                  timeout=300)
+    bad = run_cli(
+        _args(
+            versioned_module, model_dir, tmp_path / "m2.json", version=2, escape=True, no_model=True
+        ),
+        timeout=300,
+    )
     assert bad.returncode == 4, bad.stderr[-3000:]
     assert "wrote no model" in bad.stderr
     assert "took over the stale lock of a run that is gone" in bad.stderr
     assert ".model.staging-0123456789ab" in bad.stderr
     assert _model_version(model_dir) == 1
-    assert sorted(os.listdir(model_dir / "Format-Serving")) == ["assets", "fingerprint.pb", "saved_model.pb",
-                                                                 "variables"]
+    assert sorted(os.listdir(model_dir / "Format-Serving")) == [
+        "assets",
+        "fingerprint.pb",
+        "saved_model.pb",
+        "variables",
+    ]
     assert not (tmp_path / "m2.json").exists()
     # Nothing of the failed run is left but what its run_fn wrote outside the model dir.
     assert sorted(os.listdir(tmp_path / "out")) == ["Format-Serving", "model"]
@@ -392,15 +597,36 @@ def test_an_executor_output_that_cannot_be_written_publishes_nothing(versioned_m
     """The executor output is written before the model is published: when that fails (exit 4), no model."""
     out_dir = tmp_path / "kfp"
     out_dir.mkdir()
-    model = {"name": "model", "uri": str(tmp_path / "model"), "type": {"schemaTitle": "system.Model"}}
-    executor_input = {"inputs": {"parameterValues": {"custom_config": {"version": 1,
-                                                                       "replace_with_file": str(out_dir)}}},
-                      "outputs": {"artifacts": {"model": {"artifacts": [model]}},
-                                  "outputFile": str(out_dir / "executor_output.json")}}
-    proc = run_cli(["train", "--executor-input", json.dumps(executor_input), "--examples", PENGUIN / "data",
-                    "--module-file", versioned_module], timeout=300)
+    model = {
+        "name": "model",
+        "uri": str(tmp_path / "model"),
+        "type": {"schemaTitle": "system.Model"},
+    }
+    executor_input = {
+        "inputs": {
+            "parameterValues": {"custom_config": {"version": 1, "replace_with_file": str(out_dir)}}
+        },
+        "outputs": {
+            "artifacts": {"model": {"artifacts": [model]}},
+            "outputFile": str(out_dir / "executor_output.json"),
+        },
+    }
+    proc = run_cli(
+        [
+            "train",
+            "--executor-input",
+            json.dumps(executor_input),
+            "--examples",
+            PENGUIN / "data",
+            "--module-file",
+            versioned_module,
+        ],
+        timeout=300,
+    )
     assert proc.returncode == 4, proc.stderr[-3000:]
     assert f"could not write the executor output {out_dir}/executor_output.json" in proc.stderr
     assert not (tmp_path / "model" / "Format-Serving").exists()
-    assert not (tmp_path / "model" / "schemata").exists()  # staged with the model, so not published either
+    assert not (
+        tmp_path / "model" / "schemata"
+    ).exists()  # staged with the model, so not published either
     assert not list(tmp_path.glob(".model.*"))  # no staging, no lock

@@ -18,8 +18,11 @@ from generic_trainer.intake.request import ints_from_floats
 
 
 def _values(tmp_path: Path, **kw):
-    base = {"examples": str(PENGUIN / "data"), "module_file": str(PENGUIN / "module.py"),
-            "model_dir": str(tmp_path / "model")}
+    base = {
+        "examples": str(PENGUIN / "data"),
+        "module_file": str(PENGUIN / "module.py"),
+        "model_dir": str(tmp_path / "model"),
+    }
     base.update(kw)
     return base
 
@@ -37,15 +40,21 @@ def test_defaults_follow_tfx(tmp_path):
 
 
 def test_num_steps_zero_means_none_and_splits_parse(tmp_path):
-    req = build_train_request(_values(tmp_path, train_steps="0", eval_steps="7", train_splits="a, b",
-                                      eval_splits=["c"]), environ={})
+    req = build_train_request(
+        _values(tmp_path, train_steps="0", eval_steps="7", train_splits="a, b", eval_splits=["c"]),
+        environ={},
+    )
     assert req.train_steps is None and req.eval_steps == 7
     assert req.train_splits == ("a", "b") and req.eval_splits == ("c",)
 
 
 def test_vertex_environment_gives_output_dirs(tmp_path):
-    env = {"AIP_MODEL_DIR": "gs://bkt/base/model/", "AIP_CHECKPOINT_DIR": "gs://bkt/base/checkpoints/",
-           "AIP_TENSORBOARD_LOG_DIR": "gs://bkt/base/logs/", "GENERIC_TRAINER_GCS_ROOT": str(tmp_path)}
+    env = {
+        "AIP_MODEL_DIR": "gs://bkt/base/model/",
+        "AIP_CHECKPOINT_DIR": "gs://bkt/base/checkpoints/",
+        "AIP_TENSORBOARD_LOG_DIR": "gs://bkt/base/logs/",
+        "GENERIC_TRAINER_GCS_ROOT": str(tmp_path),
+    }
     values = _values(tmp_path)
     del values["model_dir"]
     req = build_train_request(values, environ=env)
@@ -57,21 +66,29 @@ def test_vertex_environment_gives_output_dirs(tmp_path):
     assert req.model_dir == str(tmp_path / "model") and req.checkpoint_dir == str(tmp_path / "ck")
 
 
-
 def test_metrics_and_report_files_on_gcs_map_to_the_mount(tmp_path):
     """--metrics-file / --report-file as gs:// URIs are written through the Cloud Storage mount, as evaluate's are."""
     env = {"GENERIC_TRAINER_GCS_ROOT": str(tmp_path / "gcs")}
-    req = build_train_request(_values(tmp_path, metrics_file="gs://b/run/metrics.json",
-                                      report_file="gs://b/run/report.html"), environ=env)
+    req = build_train_request(
+        _values(
+            tmp_path, metrics_file="gs://b/run/metrics.json", report_file="gs://b/run/report.html"
+        ),
+        environ=env,
+    )
     assert req.metrics_file == str(tmp_path / "gcs/b/run/metrics.json")
     assert req.report_file == str(tmp_path / "gcs/b/run/report.html")
-    local = build_train_request(_values(tmp_path, metrics_file=str(tmp_path / "m.json")), environ=env)
+    local = build_train_request(
+        _values(tmp_path, metrics_file=str(tmp_path / "m.json")), environ=env
+    )
     assert local.metrics_file == str(tmp_path / "m.json") and local.report_file is None
+
 
 def test_legacy_keras_from_environment(tmp_path):
     legacy = build_train_request(_values(tmp_path), environ={"TF_USE_LEGACY_KERAS": "1"})
     assert legacy.keras == "tf_keras" and legacy.keras_reason == "TF_USE_LEGACY_KERAS=1 is set"
-    explicit = build_train_request(_values(tmp_path, keras="keras3"), environ={"TF_USE_LEGACY_KERAS": "1"})
+    explicit = build_train_request(
+        _values(tmp_path, keras="keras3"), environ={"TF_USE_LEGACY_KERAS": "1"}
+    )
     assert explicit.keras == "keras3" and explicit.keras_reason == "--keras keras3"
     # Set to 0 (as an image may), the variable decides as well: Keras 3 even for a module that imports TFX.
     zero = build_train_request(_values(tmp_path), environ={"TF_USE_LEGACY_KERAS": "0"})
@@ -79,26 +96,42 @@ def test_legacy_keras_from_environment(tmp_path):
 
 
 def test_hyperparameters_from_dir_or_file(tmp_path):
-    hp = {"space": [{"class_name": "Fixed", "config": {"name": "units", "value": 3}}], "values": {"units": 3}}
+    hp = {
+        "space": [{"class_name": "Fixed", "config": {"name": "units", "value": 3}}],
+        "values": {"units": 3},
+    }
     d = tmp_path / "hp"
     d.mkdir()
     (d / "best_hyperparameters.txt").write_text(json.dumps(hp))
-    assert build_train_request(_values(tmp_path, hyperparameters=str(d)), environ={}).hyperparameters == hp
+    assert (
+        build_train_request(_values(tmp_path, hyperparameters=str(d)), environ={}).hyperparameters
+        == hp
+    )
     (d / "second.txt").write_text("{}")
-    with pytest.raises(UserInputError, match=r"--hyperparameters: directory .* holds 2 files .*; expected exactly one"):
+    with pytest.raises(
+        UserInputError,
+        match=r"--hyperparameters: directory .* holds 2 files .*; expected exactly one",
+    ):
         build_train_request(_values(tmp_path, hyperparameters=str(d)), environ={})
 
 
-@pytest.mark.parametrize("key,value,needle", [
-    ("examples", None, "--examples: required"),
-    ("module_file", "", "--module-file: required"),
-    ("model_dir", None, "--model-dir: required"),
-    ("keras", "keras2", "--keras: expected one of"),
-    ("eval_steps", "1.5", "--eval-steps: expected a whole number"),
-    ("schema", "/nonexistent/schema.pbtxt", "--schema: /nonexistent/schema.pbtxt does not exist"),
-    ("base_model", "gs://b/none", "--base-model: gs://b/none does not exist (looked at"),
-    ("custom_config", "3", "--custom-config: expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "key,value,needle",
+    [
+        ("examples", None, "--examples: required"),
+        ("module_file", "", "--module-file: required"),
+        ("model_dir", None, "--model-dir: required"),
+        ("keras", "keras2", "--keras: expected one of"),
+        ("eval_steps", "1.5", "--eval-steps: expected a whole number"),
+        (
+            "schema",
+            "/nonexistent/schema.pbtxt",
+            "--schema: /nonexistent/schema.pbtxt does not exist",
+        ),
+        ("base_model", "gs://b/none", "--base-model: gs://b/none does not exist (looked at"),
+        ("custom_config", "3", "--custom-config: expected a JSON object"),
+    ],
+)
 def test_bad_values_name_the_input(tmp_path, key, value, needle):
     with pytest.raises(UserInputError) as info:
         build_train_request(_values(tmp_path, **{key: value}), environ={})
@@ -106,10 +139,20 @@ def test_bad_values_name_the_input(tmp_path, key, value, needle):
 
 
 def test_secrets_are_redacted_recursively():
-    config = {"epochs": 3, "db_password": "p", "nested": {"API_KEY": "k", "ok": 1}, "x": "s",
-              "secret_keys": ["x"]}
-    assert redact(config) == {"epochs": 3, "db_password": "***", "nested": {"API_KEY": "***", "ok": 1},
-                              "x": "***", "secret_keys": ["x"]}
+    config = {
+        "epochs": 3,
+        "db_password": "p",
+        "nested": {"API_KEY": "k", "ok": 1},
+        "x": "s",
+        "secret_keys": ["x"],
+    }
+    assert redact(config) == {
+        "epochs": 3,
+        "db_password": "***",
+        "nested": {"API_KEY": "***", "ok": 1},
+        "x": "***",
+        "secret_keys": ["x"],
+    }
 
 
 def test_kfp_floats_back_to_ints():
@@ -119,15 +162,23 @@ def test_kfp_floats_back_to_ints():
 
 def _executor_input(tmp_path: Path, params: dict, inputs: dict | None = None) -> dict:
     def art(uri, title):
-        return {"artifacts": [{"name": title, "type": {"schemaTitle": title}, "uri": uri, "metadata": {}}]}
+        return {
+            "artifacts": [
+                {"name": title, "type": {"schemaTitle": title}, "uri": uri, "metadata": {}}
+            ]
+        }
 
     return {
-        "inputs": {"parameterValues": params,
-                   "artifacts": {k: art(v, "system.Artifact") for k, v in (inputs or {}).items()}},
+        "inputs": {
+            "parameterValues": params,
+            "artifacts": {k: art(v, "system.Artifact") for k, v in (inputs or {}).items()},
+        },
         "outputs": {
-            "artifacts": {"model": art("gs://b/run/model", "system.Model"),
-                          "model_run": art("gs://b/run/model_run", "system.Artifact"),
-                          "metrics": art("gs://b/run/metrics", "system.Metrics")},
+            "artifacts": {
+                "model": art("gs://b/run/model", "system.Model"),
+                "model_run": art("gs://b/run/model_run", "system.Artifact"),
+                "metrics": art("gs://b/run/metrics", "system.Metrics"),
+            },
             "outputFile": str(tmp_path / "executor_output.json"),
         },
     }
@@ -136,16 +187,24 @@ def _executor_input(tmp_path: Path, params: dict, inputs: dict | None = None) ->
 def test_executor_input_becomes_the_same_request(tmp_path):
     gcs = tmp_path / "gcs"
     (gcs / "b" / "ex").mkdir(parents=True)
-    ei = _executor_input(tmp_path, {
-        "module_file": "gs://b/m.py", "train_args": {"num_steps": 100.0, "splits": ["train"]},
-        "eval_args": {"num_steps": 5.0}, "custom_config": {"layers": [64.0, 32.0], "lr": 0.1},
-    }, inputs={"examples": "gs://b/ex"})
+    ei = _executor_input(
+        tmp_path,
+        {
+            "module_file": "gs://b/m.py",
+            "train_args": {"num_steps": 100.0, "splits": ["train"]},
+            "eval_args": {"num_steps": 5.0},
+            "custom_config": {"layers": [64.0, 32.0], "lr": 0.1},
+        },
+        inputs={"examples": "gs://b/ex"},
+    )
     values, kfp = kfp_io.parse(artifacts=ARTIFACTS, executor_input=ei, gcs_root=str(gcs))
     req = build_train_request(values, environ={"GENERIC_TRAINER_GCS_ROOT": str(gcs)}, kfp=kfp)
     assert req.examples == str(gcs / "b" / "ex")
     assert req.train_steps == 100 and req.eval_steps == 5
     assert req.custom_config == {"layers": [64, 32], "lr": 0.1}
-    assert req.model_dir == str(gcs / "b/run/model") and req.model_run_dir == str(gcs / "b/run/model_run")
+    assert req.model_dir == str(gcs / "b/run/model") and req.model_run_dir == str(
+        gcs / "b/run/model_run"
+    )
     assert kfp.path("metrics") == str(gcs / "b/run/metrics")
 
 
@@ -153,22 +212,32 @@ def test_executor_input_errors(tmp_path):
     with pytest.raises(UserInputError, match="--executor-input: not valid JSON"):
         kfp_io.load("{not json")
     with pytest.raises(UserInputError, match="train_args: unknown keys"):
-        kfp_io.parse(artifacts=ARTIFACTS, executor_input=_executor_input(tmp_path, {"train_args": {"steps": 3}}))
+        kfp_io.parse(
+            artifacts=ARTIFACTS,
+            executor_input=_executor_input(tmp_path, {"train_args": {"steps": 3}}),
+        )
 
 
 def test_executor_output_lists_every_artifact(tmp_path):
-    _, kfp = kfp_io.parse(artifacts=ARTIFACTS, executor_input=_executor_input(tmp_path, {}), gcs_root=str(tmp_path))
+    _, kfp = kfp_io.parse(
+        artifacts=ARTIFACTS, executor_input=_executor_input(tmp_path, {}), gcs_root=str(tmp_path)
+    )
     kfp_io.write_executor_output(kfp, {"metrics": {"accuracy": 0.9}})
     out = json.loads((tmp_path / "executor_output.json").read_text())
     assert set(out["artifacts"]) == {"model", "model_run", "metrics"}
-    assert out["artifacts"]["metrics"]["artifacts"][0] == {"name": "system.Metrics", "uri": "gs://b/run/metrics",
-                                                           "metadata": {"accuracy": 0.9}}
+    assert out["artifacts"]["metrics"]["artifacts"][0] == {
+        "name": "system.Metrics",
+        "uri": "gs://b/run/metrics",
+        "metadata": {"accuracy": 0.9},
+    }
     assert out["artifacts"]["model"]["artifacts"][0]["metadata"] == {}
 
 
 def test_storage_paths_and_atomic_publish(tmp_path):
     assert storage.local_path("gs://b/x/y", "/mnt/gcs") == "/mnt/gcs/b/x/y"
-    assert storage.local_path("s3://b/x") == "/s3/b/x" and storage.local_path("/local/x") == "/local/x"
+    assert (
+        storage.local_path("s3://b/x") == "/s3/b/x" and storage.local_path("/local/x") == "/local/x"
+    )
     final = tmp_path / "out" / "Format-Serving"
     for version in ("v1", "v2"):
         staging = storage.staging_dir_for(str(final))
@@ -182,19 +251,27 @@ def test_storage_paths_and_atomic_publish(tmp_path):
 def test_request_building_does_not_import_tensorflow():
     import subprocess
 
-    code = ("import sys, generic_trainer.intake.request, generic_trainer.artifacts.kfp_io, generic_trainer.cli\n"
-            "assert 'tensorflow' not in sys.modules\n")
+    code = (
+        "import sys, generic_trainer.intake.request, generic_trainer.artifacts.kfp_io, generic_trainer.cli\n"
+        "assert 'tensorflow' not in sys.modules\n"
+    )
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
 
 
 def test_vertex_tensorboard_gets_the_live_logs_and_the_artifact_a_copy(tmp_path):
     env = {"AIP_TENSORBOARD_LOG_DIR": "gs://bkt/tb/", "GENERIC_TRAINER_GCS_ROOT": str(tmp_path)}
-    req = build_train_request(_values(tmp_path, model_run_dir=str(tmp_path / "artifact")), environ=env)
+    req = build_train_request(
+        _values(tmp_path, model_run_dir=str(tmp_path / "artifact")), environ=env
+    )
     assert req.model_run_dir == str(tmp_path / "bkt/tb")
     assert req.model_run_copy_dir == str(tmp_path / "artifact")
-    assert req.checkpoint_dir == str(tmp_path / "artifact" / "checkpoints")  # the model-run artifact, not TB's
+    assert req.checkpoint_dir == str(
+        tmp_path / "artifact" / "checkpoints"
+    )  # the model-run artifact, not TB's
     # Without Vertex TensorBoard the given dir is used directly.
-    req = build_train_request(_values(tmp_path, model_run_dir=str(tmp_path / "artifact")), environ={})
+    req = build_train_request(
+        _values(tmp_path, model_run_dir=str(tmp_path / "artifact")), environ={}
+    )
     assert req.model_run_dir == str(tmp_path / "artifact") and req.model_run_copy_dir is None
 
 
@@ -206,9 +283,12 @@ def test_tft_keras2_warning_is_dropped_other_absl_warnings_kept():
     def record(msg):
         return logging.LogRecord("absl", logging.WARNING, __file__, 1, msg, None, None)
 
-    assert not cli._drop_tft_keras_warning(record(
-        "TF_USE_LEGACY_KERAS is set to 0, which will not use Keras 2. Tensorflow Transform is only compatible "
-        "with Keras 2. Please set TF_USE_LEGACY_KERAS=1."))
+    assert not cli._drop_tft_keras_warning(
+        record(
+            "TF_USE_LEGACY_KERAS is set to 0, which will not use Keras 2. Tensorflow Transform is only compatible "
+            "with Keras 2. Please set TF_USE_LEGACY_KERAS=1."
+        )
+    )
     assert cli._drop_tft_keras_warning(record("something else went wrong"))
 
 
@@ -218,12 +298,22 @@ def test_storage_settings_are_read_from_the_environment_at_the_edge(tmp_path):
     from generic_trainer.intake.environment import storage_settings
     from generic_trainer.intake.fit_request import build_train_request
 
-    env = {"GENERIC_TRAINER_GCS_TIMEOUT": "7", "STORAGE_EMULATOR_HOST": "http://127.0.0.1:1",
-           "GENERIC_TRAINER_MINIO_ENDPOINT": "http://minio:9000"}
+    env = {
+        "GENERIC_TRAINER_GCS_TIMEOUT": "7",
+        "STORAGE_EMULATOR_HOST": "http://127.0.0.1:1",
+        "GENERIC_TRAINER_MINIO_ENDPOINT": "http://minio:9000",
+    }
     assert storage_settings(env) == StorageSettings(7.0, "http://127.0.0.1:1", "http://minio:9000")
     assert storage_settings(env).gcs_endpoint == "http://127.0.0.1:1"
-    assert storage_settings({"GENERIC_TRAINER_GCS_TIMEOUT": "nan"}) == StorageSettings(20.0, None,
-                                                                                      DEFAULT_MINIO_ENDPOINT)
-    request = build_train_request({"examples": str(PENGUIN / "data"), "module_file": "m.py",
-                                   "model_dir": str(tmp_path / "m")}, environ=env)
+    assert storage_settings({"GENERIC_TRAINER_GCS_TIMEOUT": "nan"}) == StorageSettings(
+        20.0, None, DEFAULT_MINIO_ENDPOINT
+    )
+    request = build_train_request(
+        {
+            "examples": str(PENGUIN / "data"),
+            "module_file": "m.py",
+            "model_dir": str(tmp_path / "m"),
+        },
+        environ=env,
+    )
     assert request.storage == storage_settings(env)

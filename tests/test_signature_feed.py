@@ -54,35 +54,74 @@ def test_feed_rules_cast_reshape_pad_and_errors(tmp_path):
     import tensorflow as tf
     from generic_trainer.judge.signature_feed import SignatureFeed
 
-    rows = [{"a": [1.5], "n": [3], "v": [1.0, 2.0], "s": ["x"]}, {"a": [2.5], "n": [4], "v": [5.0], "s": ["y"]}]
-    fn = _fn({"a": tf.TensorSpec([None], tf.float64, name="a"), "n": tf.TensorSpec([None, 1], tf.float32, name="n"),
-              "v": tf.TensorSpec([None, None], tf.float32, name="v")}, tmp_path)
+    rows = [
+        {"a": [1.5], "n": [3], "v": [1.0, 2.0], "s": ["x"]},
+        {"a": [2.5], "n": [4], "v": [5.0], "s": ["y"]},
+    ]
+    fn = _fn(
+        {
+            "a": tf.TensorSpec([None], tf.float64, name="a"),
+            "n": tf.TensorSpec([None, 1], tf.float32, name="n"),
+            "v": tf.TensorSpec([None, None], tf.float32, name="v"),
+        },
+        tmp_path,
+    )
     feed = SignatureFeed(fn, "--model")
     assert not feed.examples
     inputs = feed.inputs(_records(rows))
-    assert inputs["a"].dtype == tf.float64 and inputs["a"].numpy().tolist() == [1.5, 2.5]  # [1] -> scalar per example
-    assert inputs["n"].dtype == tf.float32 and inputs["n"].numpy().tolist() == [[3.0], [4.0]]  # INT cast to float
+    assert inputs["a"].dtype == tf.float64 and inputs["a"].numpy().tolist() == [
+        1.5,
+        2.5,
+    ]  # [1] -> scalar per example
+    assert inputs["n"].dtype == tf.float32 and inputs["n"].numpy().tolist() == [
+        [3.0],
+        [4.0],
+    ]  # INT cast to float
     assert inputs["v"].numpy().tolist() == [[1.0, 2.0], [5.0, 0.0]]  # variable length, padded
     assert feed(_records(rows))["sum"].numpy().tolist() == [1.5 + 3 + 3, 2.5 + 4 + 5]
 
     schema = write_schema(str(tmp_path / "schema.pbtxt"), {"a": "FLOAT", "n": "INT", "s": "BYTES"})
-    cases = [({"s": tf.TensorSpec([None, 1], tf.float32, name="s")}, "cannot take feature 's' of type BYTES"),
-             ({"a": tf.TensorSpec([None, 1], tf.int64, name="a")}, "cannot take feature 'a' of type FLOAT"),
-             ({"a": tf.TensorSpec([None, 4], tf.float32, name="a")}, "takes 4 value(s) per example; feature 'a' has 1"),
-             ({"b": tf.TensorSpec([None, 1], tf.float32, name="b")}, "matches no feature of the examples")]
+    cases = [
+        (
+            {"s": tf.TensorSpec([None, 1], tf.float32, name="s")},
+            "cannot take feature 's' of type BYTES",
+        ),
+        (
+            {"a": tf.TensorSpec([None, 1], tf.int64, name="a")},
+            "cannot take feature 'a' of type FLOAT",
+        ),
+        (
+            {"a": tf.TensorSpec([None, 4], tf.float32, name="a")},
+            "takes 4 value(s) per example; feature 'a' has 1",
+        ),
+        (
+            {"b": tf.TensorSpec([None, 1], tf.float32, name="b")},
+            "matches no feature of the examples",
+        ),
+    ]
     for specs, needle in cases:
         with pytest.raises(UserInputError) as err:
-            SignatureFeed(_fn(specs, tmp_path), "--model", schema)  # with a schema: refused before any example is read
+            SignatureFeed(
+                _fn(specs, tmp_path), "--model", schema
+            )  # with a schema: refused before any example is read
         assert err.value.input_name == "--model" and needle in str(err.value)
-        assert f"features (in the schema {schema}): a (FLOAT[1]), n (INT[1]), s (BYTES[1])" in str(err.value)
+        assert f"features (in the schema {schema}): a (FLOAT[1]), n (INT[1]), s (BYTES[1])" in str(
+            err.value
+        )
     with pytest.raises(UserInputError) as err:  # without a schema: the first example's features
         fn = _fn({"b": tf.TensorSpec([None, 1], tf.float32, name="b")}, tmp_path)
         SignatureFeed(fn, "--model").inputs(_records(rows))
-    assert "features (in the first eval example): a (FLOAT), n (INT), s (BYTES), v (FLOAT)" in str(err.value)
-    with pytest.raises(UserInputError) as err:  # the second example holds 1 value where the input takes 2
+    assert "features (in the first eval example): a (FLOAT), n (INT), s (BYTES), v (FLOAT)" in str(
+        err.value
+    )
+    with pytest.raises(
+        UserInputError
+    ) as err:  # the second example holds 1 value where the input takes 2
         fn = _fn({"v": tf.TensorSpec([None, 2], tf.float32, name="v")}, tmp_path)
         SignatureFeed(fn, "--model").inputs(_records(rows))
-    assert "the eval examples do not fit serving_default's inputs {v: float32[None, 2]}" in str(err.value)
+    assert "the eval examples do not fit serving_default's inputs {v: float32[None, 2]}" in str(
+        err.value
+    )
 
 
 def _replay_warmup(model_path: Path, expected_records: list[bytes]) -> list[dict]:
@@ -92,19 +131,29 @@ def _replay_warmup(model_path: Path, expected_records: list[bytes]) -> list[dict
 
     fn = tf.saved_model.load(str(model_path)).signatures["serving_default"]
     specs = fn.structured_input_signature[1]
-    logs = [prediction_log_pb2.PredictionLog.FromString(r)
-            for r in tf.data.TFRecordDataset(str(model_path / WARMUP)).as_numpy_iterator()]
+    logs = [
+        prediction_log_pb2.PredictionLog.FromString(r)
+        for r in tf.data.TFRecordDataset(str(model_path / WARMUP)).as_numpy_iterator()
+    ]
     assert len(logs) == len(expected_records)
     replies = []
     for log, record in zip(logs, expected_records, strict=True):
         request = log.predict_log.request
-        assert request.model_spec.signature_name == "serving_default" and sorted(request.inputs) == sorted(specs)
+        assert request.model_spec.signature_name == "serving_default" and sorted(
+            request.inputs
+        ) == sorted(specs)
         arrays = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
         for name, array in arrays.items():
-            assert array.dtype == specs[name].dtype.as_numpy_dtype and array.shape[0] == 1  # one example each
+            assert (
+                array.dtype == specs[name].dtype.as_numpy_dtype and array.shape[0] == 1
+            )  # one example each
         out = fn(**{k: tf.constant(v) for k, v in arrays.items()})
-        assert sorted(out) == sorted(fn.structured_outputs) and all(v.shape[0] == 1 for v in out.values())
-        replies.append({"inputs": arrays, "outputs": {k: v.numpy() for k, v in out.items()}, "record": record})
+        assert sorted(out) == sorted(fn.structured_outputs) and all(
+            v.shape[0] == 1 for v in out.values()
+        )
+        replies.append(
+            {"inputs": arrays, "outputs": {k: v.numpy() for k, v in out.items()}, "record": record}
+        )
     return replies
 
 
@@ -122,36 +171,68 @@ def test_keras_export_with_tensor_inputs_evaluated_and_infra_validated_with_warm
 
     model = Path(tiny_models.keras_tensor_inputs(str(tmp_path / "keras_model")))
     # evaluate (the computation its sandbox runs), with the schema: accuracy as the model itself gives it
-    request = build_evaluate_request({"model": str(model), "examples": str(PENGUIN / "data"),
-                                      "schema": str(PENGUIN / "schema.pbtxt"), "blessing_dir": str(tmp_path / "b"),
-                                      "eval_config": json.dumps({"label_key": "species"}), "batch_size": 16})
+    request = build_evaluate_request(
+        {
+            "model": str(model),
+            "examples": str(PENGUIN / "data"),
+            "schema": str(PENGUIN / "schema.pbtxt"),
+            "blessing_dir": str(tmp_path / "b"),
+            "eval_config": json.dumps({"label_key": "species"}),
+            "batch_size": 16,
+        }
+    )
     result = evaluate.compute(request)
     records = _eval_records(PENGUIN / "data", 10**6)
     spec = schemas.feature_spec_from_schema(schemas.load_schema(str(PENGUIN / "schema.pbtxt")))
     parsed = tf.io.parse_example(records, spec)
     fn = tf.saved_model.load(str(model)).signatures["serving_default"]
-    probs = fn(bill_length_mm=parsed["bill_length_mm"], flipper_length_mm=parsed["flipper_length_mm"],
-               year=tf.cast(parsed["year"][:, 0], tf.float32))["output_0"].numpy()
+    probs = fn(
+        bill_length_mm=parsed["bill_length_mm"],
+        flipper_length_mm=parsed["flipper_length_mm"],
+        year=tf.cast(parsed["year"][:, 0], tf.float32),
+    )["output_0"].numpy()
     labels = parsed["species"].numpy()[:, 0]
     assert result.problem == "multiclass" and result.metrics["example_count"] == len(records)
-    assert result.metrics["accuracy"] == pytest.approx(float(np.mean(probs.argmax(axis=1) == labels)))
+    assert result.metrics["accuracy"] == pytest.approx(
+        float(np.mean(probs.argmax(axis=1) == labels))
+    )
 
     # infra-validate (no schema: the first eval example describes the features), with 3 warm-up requests
     out = tmp_path / "iv"
-    proc = run_cli(["infra-validate", "--model", model, "--examples", PENGUIN / "data", "--blessing-dir",
-                    out / "blessing", "--metrics-file", out / "metrics.json", "--num-requests", "2",
-                    "--write-warmup", "3"])
+    proc = run_cli(
+        [
+            "infra-validate",
+            "--model",
+            model,
+            "--examples",
+            PENGUIN / "data",
+            "--blessing-dir",
+            out / "blessing",
+            "--metrics-file",
+            out / "metrics.json",
+            "--num-requests",
+            "2",
+            "--write-warmup",
+            "3",
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (out / "blessing" / "INFRA_BLESSED").is_file()
     summary = json.loads(proc.stdout)
     assert summary["metrics"]["warmup_requests"] == 3
     assert json.loads((out / "metrics.json").read_text())["warmup_file"] == str(model / WARMUP)
     replies = _replay_warmup(model, records[:3])
-    for i, reply in enumerate(replies):  # each request holds eval example i, in the signature's tensor form
-        assert reply["inputs"]["bill_length_mm"].tolist() == [[pytest.approx(float(parsed["bill_length_mm"][i, 0]))]]
+    for i, reply in enumerate(
+        replies
+    ):  # each request holds eval example i, in the signature's tensor form
+        assert reply["inputs"]["bill_length_mm"].tolist() == [
+            [pytest.approx(float(parsed["bill_length_mm"][i, 0]))]
+        ]
         assert reply["inputs"]["year"].tolist() == [float(parsed["year"][i, 0])]
         np.testing.assert_allclose(reply["outputs"]["output_0"][0], probs[i], rtol=1e-5)
-    assert not [p for p in (model / "assets.extra").iterdir() if p.name != WARMUP.name]  # no temporary left
+    assert not [
+        p for p in (model / "assets.extra").iterdir() if p.name != WARMUP.name
+    ]  # no temporary left
 
 
 @pytest.fixture(scope="module")
@@ -159,34 +240,94 @@ def task_model(tmp_path_factory) -> dict:
     """The linear Task trained briefly by the CLI; its model is the Task API's default export (model.export)."""
     root = tmp_path_factory.mktemp("task")
     rng = np.random.default_rng(3)
-    rows = [{"x1": [float(a)], "x2": [float(b)], "target": [float(2 * a - 3 * b)]}
-            for a, b in rng.uniform(-1, 1, (60, 2))]
+    rows = [
+        {"x1": [float(a)], "x2": [float(b)], "target": [float(2 * a - 3 * b)]}
+        for a, b in rng.uniform(-1, 1, (60, 2))
+    ]
     write_split(str(root / "examples"), "train", rows[:40])
     write_split(str(root / "examples"), "eval", rows[40:])
-    schema = write_schema(str(root / "schema.pbtxt"), {"x1": "FLOAT", "x2": "FLOAT", "target": "FLOAT"})
-    proc = run_cli(["train", "--task", f"{TASK_FILE}:LinearTask", "--examples", root / "examples", "--schema", schema,
-                    "--model-dir", root / "model", "--checkpoint-dir", root / "ckpt", "--params-override",
-                    "trainer.train_steps=10,trainer.validation_interval=10,trainer.checkpoint_interval=10"])
+    schema = write_schema(
+        str(root / "schema.pbtxt"), {"x1": "FLOAT", "x2": "FLOAT", "target": "FLOAT"}
+    )
+    proc = run_cli(
+        [
+            "train",
+            "--task",
+            f"{TASK_FILE}:LinearTask",
+            "--examples",
+            root / "examples",
+            "--schema",
+            schema,
+            "--model-dir",
+            root / "model",
+            "--checkpoint-dir",
+            root / "ckpt",
+            "--params-override",
+            "trainer.train_steps=10,trainer.validation_interval=10,trainer.checkpoint_interval=10",
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return {"root": root, "examples": root / "examples", "schema": schema, "model": root / "model", "rows": rows[40:]}
+    return {
+        "root": root,
+        "examples": root / "examples",
+        "schema": schema,
+        "model": root / "model",
+        "rows": rows[40:],
+    }
 
 
 @pytest.mark.slow
 def test_task_default_export_evaluated_and_infra_validated(task_model, tmp_path):
     model = tmp_path / "model"
     shutil.copytree(task_model["model"], model)
-    config = {"label_key": "target", "problem": "regression", "thresholds": {"mse": {"upper_bound": 1e9}}}
-    proc = run_cli(["evaluate", "--model", model, "--examples", task_model["examples"], "--schema",
-                    task_model["schema"], "--eval-config", json.dumps(config), "--blessing-dir", tmp_path / "eb",
-                    "--metrics-file", tmp_path / "evaluation.json"])
+    config = {
+        "label_key": "target",
+        "problem": "regression",
+        "thresholds": {"mse": {"upper_bound": 1e9}},
+    }
+    proc = run_cli(
+        [
+            "evaluate",
+            "--model",
+            model,
+            "--examples",
+            task_model["examples"],
+            "--schema",
+            task_model["schema"],
+            "--eval-config",
+            json.dumps(config),
+            "--blessing-dir",
+            tmp_path / "eb",
+            "--metrics-file",
+            tmp_path / "evaluation.json",
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     evaluation = json.loads((tmp_path / "evaluation.json").read_text())
-    assert evaluation["blessed"] and evaluation["metrics"]["example_count"] == len(task_model["rows"])
+    assert evaluation["blessed"] and evaluation["metrics"]["example_count"] == len(
+        task_model["rows"]
+    )
     assert "serving_default" in proc.stderr and (tmp_path / "eb" / "BLESSED").is_file()
 
-    proc = run_cli(["infra-validate", "--model", model, "--examples", task_model["examples"], "--schema",
-                    task_model["schema"], "--blessing-dir", tmp_path / "ib", "--model-blessing", tmp_path / "eb",
-                    "--num-requests", "2", "--write-warmup", "2"])
+    proc = run_cli(
+        [
+            "infra-validate",
+            "--model",
+            model,
+            "--examples",
+            task_model["examples"],
+            "--schema",
+            task_model["schema"],
+            "--blessing-dir",
+            tmp_path / "ib",
+            "--model-blessing",
+            tmp_path / "eb",
+            "--num-requests",
+            "2",
+            "--write-warmup",
+            "2",
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "ib" / "INFRA_BLESSED").is_file()
     assert "serving_default takes tensors {" in proc.stderr
@@ -198,24 +339,40 @@ def test_task_default_export_evaluated_and_infra_validated(task_model, tmp_path)
 @pytest.mark.slow
 def test_unmatched_input_is_infra_not_blessed_naming_it(tmp_path):
     """infra-validate (KFP form): a verdict, exit 0, blessed False for dsl.If, the reason evaluate's exit 2 gives."""
-    model = tiny_models.float_input(str(tmp_path / "float_input"))  # serving_default(x: float32[None, 4])
+    model = tiny_models.float_input(
+        str(tmp_path / "float_input")
+    )  # serving_default(x: float32[None, 4])
     out = tmp_path / "out"
 
     def artifact(name: str, title: str, uri) -> dict:
-        return {"artifacts": [{"name": name, "type": {"schemaTitle": title}, "uri": str(uri), "metadata": {}}]}
+        return {
+            "artifacts": [
+                {"name": name, "type": {"schemaTitle": title}, "uri": str(uri), "metadata": {}}
+            ]
+        }
 
     executor_input = {
-        "inputs": {"parameterValues": {"num_requests": 1, "write_warmup": 2},
-                   "artifacts": {"model": artifact("m", "system.Model", model),
-                                 "examples": artifact("e", "system.Dataset", PENGUIN / "data")}},
-        "outputs": {"artifacts": {"blessing": artifact("b", "system.Artifact", out / "blessing"),
-                                  "metrics": artifact("mt", "system.Metrics", out / "metrics")},
-                    "parameters": {"blessed": {"outputFile": str(out / "blessed")}},
-                    "outputFile": str(out / "executor_output.json")},
+        "inputs": {
+            "parameterValues": {"num_requests": 1, "write_warmup": 2},
+            "artifacts": {
+                "model": artifact("m", "system.Model", model),
+                "examples": artifact("e", "system.Dataset", PENGUIN / "data"),
+            },
+        },
+        "outputs": {
+            "artifacts": {
+                "blessing": artifact("b", "system.Artifact", out / "blessing"),
+                "metrics": artifact("mt", "system.Metrics", out / "metrics"),
+            },
+            "parameters": {"blessed": {"outputFile": str(out / "blessed")}},
+            "outputFile": str(out / "executor_output.json"),
+        },
     }
     proc = run_cli(["infra-validate", "--executor-input", json.dumps(executor_input)])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    reason = "--model: serving_default input 'x' (float32[None, 4]) matches no feature of the examples"
+    reason = (
+        "--model: serving_default input 'x' (float32[None, 4]) matches no feature of the examples"
+    )
     features = "features (in the first eval example): bill_depth_mm (FLOAT), bill_length_mm (FLOAT)"
     written = (out / "blessing" / "INFRA_NOT_BLESSED").read_text()
     assert reason in written and features in written and "keras.Input(name=...)" in written
@@ -224,4 +381,6 @@ def test_unmatched_input_is_infra_not_blessed_naming_it(tmp_path):
     output = json.loads((out / "executor_output.json").read_text())
     assert output["parameterValues"] == {"blessed": False}
     assert reason in output["artifacts"]["blessing"]["artifacts"][0]["metadata"]["reasons"]
-    assert not (tmp_path / "float_input" / "assets.extra").exists()  # no warm-up requests for a model not blessed
+    assert not (
+        tmp_path / "float_input" / "assets.extra"
+    ).exists()  # no warm-up requests for a model not blessed

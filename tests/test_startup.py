@@ -10,8 +10,16 @@ import sys
 
 import pytest
 
-HEAVY = ("tensorflow", "keras", "tensorflow_transform", "tfx_bsl", "kfp", "google.cloud.storage",
-         "google.cloud.aiplatform", "keras_tuner")  # (the empty google.cloud namespace comes from a .pth file)
+HEAVY = (
+    "tensorflow",
+    "keras",
+    "tensorflow_transform",
+    "tfx_bsl",
+    "kfp",
+    "google.cloud.storage",
+    "google.cloud.aiplatform",
+    "keras_tuner",
+)  # (the empty google.cloud namespace comes from a .pth file)
 
 CODE = """
 import json, sys
@@ -27,24 +35,48 @@ print(json.dumps({"code": code, "heavy": [m for m in HEAVY if m in sys.modules]}
 def _run(args: list[str], tmp_path) -> tuple[dict, str]:
     import json
 
-    proc = subprocess.run([sys.executable, "-c", CODE, *args], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-c", CODE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (["--help"], 0, None),
-    (["train", "--help"], 0, None),
-    (["tune", "--help"], 0, None),
-    (["train", "--no-such-flag"], 2, "unrecognized arguments: --no-such-flag"),
-    (["train", "--mixed-precision", "float64"], 2, "--mixed-precision: invalid choice"),
-    (["train", "--examples", "missing-dir", "--module-file", "m.py", "--model-dir", "out"], 2,
-     "--examples: missing-dir is not a directory"),
-    (["train", "--examples", ".", "--module-file", "m.py", "--model-dir", "out", "--steps-per-execution", "-1"], 2,
-     "--steps-per-execution"),
-    (["train", "--examples", ".", "--module-file", "m.py"], 2, "--model-dir: required"),
-])
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["--help"], 0, None),
+        (["train", "--help"], 0, None),
+        (["tune", "--help"], 0, None),
+        (["train", "--no-such-flag"], 2, "unrecognized arguments: --no-such-flag"),
+        (["train", "--mixed-precision", "float64"], 2, "--mixed-precision: invalid choice"),
+        (
+            ["train", "--examples", "missing-dir", "--module-file", "m.py", "--model-dir", "out"],
+            2,
+            "--examples: missing-dir is not a directory",
+        ),
+        (
+            [
+                "train",
+                "--examples",
+                ".",
+                "--module-file",
+                "m.py",
+                "--model-dir",
+                "out",
+                "--steps-per-execution",
+                "-1",
+            ],
+            2,
+            "--steps-per-execution",
+        ),
+        (["train", "--examples", ".", "--module-file", "m.py"], 2, "--model-dir: required"),
+    ],
+)
 def test_no_heavy_imports(tmp_path, args, code, message):
     result, stderr = _run(args, tmp_path)
     assert result["code"] == code

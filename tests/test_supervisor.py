@@ -19,9 +19,20 @@ from generic_trainer.artifacts.redaction import secret_values
 
 
 def test_secret_values_are_found_in_flags_executor_input_and_container_arguments(tmp_path):
-    config = {"api_token": "tok-123456", "n": 1, "db": {"password": 12345678, "user": "bob"},
-              "secret_keys": ["mine"], "mine": "abcd-mine", "short_token": "abc", "note": "not secret"}
-    assert secret_values({"custom_config": json.dumps(config)}) == {"tok-123456", "12345678", "abcd-mine"}
+    config = {
+        "api_token": "tok-123456",
+        "n": 1,
+        "db": {"password": 12345678, "user": "bob"},
+        "secret_keys": ["mine"],
+        "mine": "abcd-mine",
+        "short_token": "abc",
+        "note": "not secret",
+    }
+    assert secret_values({"custom_config": json.dumps(config)}) == {
+        "tok-123456",
+        "12345678",
+        "abcd-mine",
+    }
     executor_input = {"inputs": {"parameterValues": {"custom_config": {"token": "kfp-token-1"}}}}
     assert secret_values({"executor_input": json.dumps(executor_input)}) == {"kfp-token-1"}
     args = ["--examples", "gs://b/x", '--custom-config={"secret": "in-a-list-1"}']
@@ -35,15 +46,16 @@ def test_secret_values_are_found_in_flags_executor_input_and_container_arguments
 def test_masker_masks_the_value_as_written_and_as_json_or_repr_escape_it():
     mask = supervisor.Masker(['pa"ss\\word'])
     text = 'raw pa"ss\\word json "pa\\"ss\\\\word" repr \'pa"ss\\\\word\''
-    assert mask(text.encode()) == b'raw *** json "***" repr \'***\''
+    assert mask(text.encode()) == b"raw *** json \"***\" repr '***'"
 
 
 def test_relay_masks_a_secret_split_across_writes_and_flushes_a_partial_line(tmp_path):
     read_fd, write_fd = os.pipe()
     out_path = tmp_path / "out"
     with open(out_path, "wb") as sink:
-        thread = threading.Thread(target=supervisor.relay, args=(read_fd, sink, supervisor.Masker(["s3cr3t-value"]),
-                                                                 0.2))
+        thread = threading.Thread(
+            target=supervisor.relay, args=(read_fd, sink, supervisor.Masker(["s3cr3t-value"]), 0.2)
+        )
         thread.start()
         os.write(write_fd, b"token s3cr")
         time.sleep(0.05)
@@ -74,7 +86,9 @@ def test_processes_left_running_are_named_and_ended_even_orphaned_or_ignoring_si
         ended = supervisor.end_left_running(run.pid, grace_s=1.0)
         print(json.dumps({"orphan": orphan, "ended": ended, "left": list(supervisor.left_running(run.pid))}))
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=cli_env())
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=cli_env()
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["left"] == [] and result["orphan"] in result["ended"]
@@ -86,10 +100,29 @@ def test_processes_left_running_are_named_and_ended_even_orphaned_or_ignoring_si
 
 def test_vertex_dry_run_masks_the_secret_it_would_send(tmp_path):
     secret = 'AKIA"very-secret-1'
-    proc = run_cli(["vertex-job", "--project", "p", "--region", "us-central1", "--image", "img",
-                    "--base-output-dir", "gs://b/out", "--dry-run", "--", "train", "--examples", "gs://b/ex",
-                    "--module-file", "gs://b/m.py", "--custom-config", json.dumps({"api_key": secret, "n": 1})],
-                   timeout=120)
+    proc = run_cli(
+        [
+            "vertex-job",
+            "--project",
+            "p",
+            "--region",
+            "us-central1",
+            "--image",
+            "img",
+            "--base-output-dir",
+            "gs://b/out",
+            "--dry-run",
+            "--",
+            "train",
+            "--examples",
+            "gs://b/ex",
+            "--module-file",
+            "gs://b/m.py",
+            "--custom-config",
+            json.dumps({"api_key": secret, "n": 1}),
+        ],
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "very-secret" not in proc.stdout + proc.stderr
     job = json.loads(proc.stdout)
@@ -99,8 +132,18 @@ def test_vertex_dry_run_masks_the_secret_it_would_send(tmp_path):
 
 def test_argument_errors_and_bad_input_keep_their_exit_codes_through_the_supervisor(tmp_path):
     assert run_cli(["train", "--no-such-flag"], timeout=120).returncode == 2
-    proc = run_cli(["train", "--examples", tmp_path / "missing", "--module-file", tmp_path / "m.py",
-                    "--model-dir", tmp_path / "model"], timeout=120)
+    proc = run_cli(
+        [
+            "train",
+            "--examples",
+            tmp_path / "missing",
+            "--module-file",
+            tmp_path / "m.py",
+            "--model-dir",
+            tmp_path / "model",
+        ],
+        timeout=120,
+    )
     assert proc.returncode == 2 and "--examples" in proc.stderr
     assert "failed: the run" not in proc.stderr  # the child finished its contract: its code stands
 
@@ -117,7 +160,9 @@ def test_without_the_supervisor_log_records_are_masked_too():
     root.addHandler(handler)
     try:
         supervisor.mask_logs({"TOKEN-S3CRET-42"})
-        logging.getLogger("generic_trainer").error("%s failed: %s", "train", "auth failed for token TOKEN-S3CRET-42")
+        logging.getLogger("generic_trainer").error(
+            "%s failed: %s", "train", "auth failed for token TOKEN-S3CRET-42"
+        )
     finally:
         root.removeHandler(handler)
     assert stream.getvalue() == "train failed: auth failed for token ***\n"

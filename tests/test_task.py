@@ -47,7 +47,9 @@ def _make_data(root: Path, nan_every: int = 0) -> dict:
     write_split(str(root / "examples"), "train", _rows(256, 1, nan_every))
     eval_rows = _rows(N_EVAL, 2)
     write_split(str(root / "examples"), "eval", eval_rows)
-    schema = write_schema(str(root / "schema.pbtxt"), {"x1": "FLOAT", "x2": "FLOAT", "target": "FLOAT"})
+    schema = write_schema(
+        str(root / "schema.pbtxt"), {"x1": "FLOAT", "x2": "FLOAT", "target": "FLOAT"}
+    )
     return {"examples": root / "examples", "schema": schema, "eval_rows": eval_rows}
 
 
@@ -62,21 +64,30 @@ def linear_module():
 
 
 def _experiment(module, data: dict, override: str = ""):
-    inputs = RunInputs(train_input_path=str(data["examples"] / "Split-train" / "*"),
-                       eval_input_path=str(data["examples"] / "Split-eval" / "*"), schema_path=data["schema"])
-    return build_experiment(module.LinearTask.default_experiment(), inputs, params_override=override)
+    inputs = RunInputs(
+        train_input_path=str(data["examples"] / "Split-train" / "*"),
+        eval_input_path=str(data["examples"] / "Split-eval" / "*"),
+        schema_path=data["schema"],
+    )
+    return build_experiment(
+        module.LinearTask.default_experiment(), inputs, params_override=override
+    )
 
 
 def _run(module, data, tmp: Path, mode: str, override: str = "", task_cls=None, **kwargs):
     experiment = _experiment(module, data, override)
     task = (task_cls or module.LinearTask)(experiment.task, experiment=experiment)
-    return run_experiment(task, experiment, mode, str(tmp / "ckpt"), summary_dir=str(tmp / "logs"), **kwargs)
+    return run_experiment(
+        task, experiment, mode, str(tmp / "ckpt"), summary_dir=str(tmp / "logs"), **kwargs
+    )
 
 
 def _eval_arrays(data: dict) -> tuple[dict, np.ndarray]:
     rows = data["eval_rows"]
     features = {k: np.array([r[k] for r in rows], dtype="float32") for k in ("x1", "x2")}
-    return features, np.array([r["target"] for r in rows], dtype="float32").reshape(-1)  # features: [n, 1]
+    return features, np.array([r["target"] for r in rows], dtype="float32").reshape(
+        -1
+    )  # features: [n, 1]
 
 
 def _summary_tags(directory: Path) -> set[str]:
@@ -90,7 +101,9 @@ def _summary_tags(directory: Path) -> set[str]:
 
 
 def _ckpt_steps(directory: Path) -> list[int]:
-    return sorted(int(p.split("-")[-1].split(".")[0]) for p in glob.glob(str(directory / "ckpt-*.index")))
+    return sorted(
+        int(p.split("-")[-1].split(".")[0]) for p in glob.glob(str(directory / "ckpt-*.index"))
+    )
 
 
 def _latest_step(directory: Path) -> int | None:
@@ -107,9 +120,16 @@ def _latest_step(directory: Path) -> int | None:
 
 @pytest.mark.slow
 def test_train_and_eval_checkpoints_summaries_params_and_metrics_over_the_whole_eval_set(
-        linear_module, linear_data, tmp_path):
-    result, controller = _run(linear_module, linear_data, tmp_path, "train_and_eval",
-                              "trainer.max_to_keep=2", export_dir=str(tmp_path / "serving"))
+    linear_module, linear_data, tmp_path
+):
+    result, controller = _run(
+        linear_module,
+        linear_data,
+        tmp_path,
+        "train_and_eval",
+        "trainer.max_to_keep=2",
+        export_dir=str(tmp_path / "serving"),
+    )
     assert result.global_step == 60 and result.initial_step == 0 and result.restored_from is None
     assert [step for step, _ in result.eval_history] == [30, 60]
     assert result.eval_history[1][1]["mse"] < result.eval_history[0][1]["mse"]
@@ -123,8 +143,12 @@ def test_train_and_eval_checkpoints_summaries_params_and_metrics_over_the_whole_
     # the reported metrics are over every eval example, partial last batch included
     features, labels = _eval_arrays(linear_data)
     predictions = controller.state.model.predict(features, verbose=0).reshape(-1)
-    assert result.eval_logs["mse"] == pytest.approx(float(np.mean((predictions - labels) ** 2)), rel=1e-5)
-    assert result.eval_logs["mae"] == pytest.approx(float(np.mean(np.abs(predictions - labels))), rel=1e-5)
+    assert result.eval_logs["mse"] == pytest.approx(
+        float(np.mean((predictions - labels) ** 2)), rel=1e-5
+    )
+    assert result.eval_logs["mae"] == pytest.approx(
+        float(np.mean(np.abs(predictions - labels))), rel=1e-5
+    )
     assert result.eval_logs["loss"] == pytest.approx(result.eval_logs["mse"], rel=1e-5)
     assert set(result.metrics()) == {"loss", "mae", "mse", "train_loss", "train_mae", "train_mse"}
 
@@ -133,12 +157,15 @@ def test_train_and_eval_checkpoints_summaries_params_and_metrics_over_the_whole_
 
     served = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
     out = served(**{k: tf.constant(v) for k, v in features.items()})
-    np.testing.assert_allclose(next(iter(out.values())).numpy().reshape(-1), predictions, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        next(iter(out.values())).numpy().reshape(-1), predictions, rtol=1e-5, atol=1e-6
+    )
 
 
 @pytest.mark.slow
 def test_default_export_serves_the_tasks_inference_step_and_export_when_can_skip_it(
-        linear_module, linear_data, tmp_path):
+    linear_module, linear_data, tmp_path
+):
     import tensorflow as tf
 
     class ServingTask(linear_module.LinearTask):
@@ -147,20 +174,40 @@ def test_default_export_serves_the_tasks_inference_step_and_export_when_can_skip
             return {"prediction": out, "doubled": 2.0 * out}
 
     serving = tmp_path / "serving"
-    result, controller = _run(linear_module, linear_data, tmp_path, "train", "trainer.train_steps=10",
-                              task_cls=ServingTask, export_dir=str(serving))
+    result, controller = _run(
+        linear_module,
+        linear_data,
+        tmp_path,
+        "train",
+        "trainer.train_steps=10",
+        task_cls=ServingTask,
+        export_dir=str(serving),
+    )
     assert result.serving_model_dir == str(serving)
     features, _ = _eval_arrays(linear_data)
     predictions = controller.state.model.predict(features, verbose=0).reshape(-1)
     out = tf.saved_model.load(str(serving)).signatures["serving_default"](
-        **{k: tf.constant(v) for k, v in features.items()})
+        **{k: tf.constant(v) for k, v in features.items()}
+    )
     assert set(out) == {"prediction", "doubled"}
-    np.testing.assert_allclose(out["prediction"].numpy().reshape(-1), predictions, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(out["doubled"].numpy().reshape(-1), 2 * predictions, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        out["prediction"].numpy().reshape(-1), predictions, rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        out["doubled"].numpy().reshape(-1), 2 * predictions, rtol=1e-5, atol=1e-6
+    )
     # export_when sees the result first: the checkpoint was already finished, so it says no
     seen = []
-    again, _ = _run(linear_module, linear_data, tmp_path, "train", "trainer.train_steps=10", task_cls=ServingTask,
-                    export_dir=str(tmp_path / "again"), export_when=lambda r: seen.append(r.initial_step) or False)
+    again, _ = _run(
+        linear_module,
+        linear_data,
+        tmp_path,
+        "train",
+        "trainer.train_steps=10",
+        task_cls=ServingTask,
+        export_dir=str(tmp_path / "again"),
+        export_when=lambda r: seen.append(r.initial_step) or False,
+    )
     assert seen == [10] and again.serving_model_dir is None and not (tmp_path / "again").exists()
 
 
@@ -173,46 +220,83 @@ class _CountingInit:
 
 
 @pytest.mark.slow
-def test_eval_mode_and_init_checkpoint_is_restored_only_without_a_checkpoint(linear_module, linear_data, tmp_path):
+def test_eval_mode_and_init_checkpoint_is_restored_only_without_a_checkpoint(
+    linear_module, linear_data, tmp_path
+):
     import tensorflow as tf
 
     counting = type("CountingLinearTask", (_CountingInit, linear_module.LinearTask), {})
-    trained, trained_controller = _run(linear_module, linear_data, tmp_path / "a", "train", "trainer.train_steps=30")
+    trained, trained_controller = _run(
+        linear_module, linear_data, tmp_path / "a", "train", "trainer.train_steps=30"
+    )
     trained_controller.state.model.save_weights(str(tmp_path / "a.weights.h5"))
     evaluated, _ = _run(linear_module, linear_data, tmp_path / "a", "eval")
     assert evaluated.restored_from.endswith("ckpt-30") and evaluated.global_step == 30
     # an untrained model's checkpoint, to tell the two apart
     untrained_task = linear_module.LinearTask(_experiment(linear_module, linear_data).task)
-    untrained = tf.train.Checkpoint(model=untrained_task.build_model()).write(str(tmp_path / "z" / "untrained"))
+    untrained = tf.train.Checkpoint(model=untrained_task.build_model()).write(
+        str(tmp_path / "z" / "untrained")
+    )
 
     # fresh dir + init_checkpoint: the trained weights are loaded (eval equals the trained model's)
     counting.calls = 0
-    warm, _ = _run(linear_module, linear_data, tmp_path / "b", "eval",
-                   f"task.init_checkpoint={tmp_path / 'a' / 'ckpt'}", task_cls=counting)
+    warm, _ = _run(
+        linear_module,
+        linear_data,
+        tmp_path / "b",
+        "eval",
+        f"task.init_checkpoint={tmp_path / 'a' / 'ckpt'}",
+        task_cls=counting,
+    )
     assert counting.calls == 1 and warm.restored_from is None
     assert warm.eval_logs == pytest.approx(evaluated.eval_logs, rel=1e-6)
 
     # the run has its own checkpoint: init_checkpoint is ignored, Task.initialize is not called
     counting.calls = 0
-    own, _ = _run(linear_module, linear_data, tmp_path / "a", "eval", f"task.init_checkpoint={untrained}",
-                  task_cls=counting)
+    own, _ = _run(
+        linear_module,
+        linear_data,
+        tmp_path / "a",
+        "eval",
+        f"task.init_checkpoint={untrained}",
+        task_cls=counting,
+    )
     assert counting.calls == 0 and own.eval_logs == pytest.approx(evaluated.eval_logs, rel=1e-6)
-    cold, _ = _run(linear_module, linear_data, tmp_path / "c", "eval", f"task.init_checkpoint={untrained}")
-    from_h5, _ = _run(linear_module, linear_data, tmp_path / "h5", "eval",
-                      f"task.init_checkpoint={tmp_path / 'a.weights.h5'}")
+    cold, _ = _run(
+        linear_module, linear_data, tmp_path / "c", "eval", f"task.init_checkpoint={untrained}"
+    )
+    from_h5, _ = _run(
+        linear_module,
+        linear_data,
+        tmp_path / "h5",
+        "eval",
+        f"task.init_checkpoint={tmp_path / 'a.weights.h5'}",
+    )
     assert from_h5.eval_logs == pytest.approx(evaluated.eval_logs, rel=1e-6)
     assert cold.eval_logs["mse"] > 2 * evaluated.eval_logs["mse"]
 
     # training resumes from its own checkpoint, not from init_checkpoint
     counting.calls = 0
-    resumed, _ = _run(linear_module, linear_data, tmp_path / "a", "train",
-                      f"trainer.train_steps=40,task.init_checkpoint={untrained}", task_cls=counting)
+    resumed, _ = _run(
+        linear_module,
+        linear_data,
+        tmp_path / "a",
+        "train",
+        f"trainer.train_steps=40,task.init_checkpoint={untrained}",
+        task_cls=counting,
+    )
     assert counting.calls == 0 and resumed.initial_step == 30 and resumed.global_step == 40
     assert resumed.restored_from.endswith("ckpt-30")
     assert trained.train_logs["loss"] > 0
 
     with pytest.raises(UserInputError, match="task.init_checkpoint: .* is not a checkpoint"):
-        _run(linear_module, linear_data, tmp_path / "d", "eval", f"task.init_checkpoint={tmp_path / 'z2'}x")
+        _run(
+            linear_module,
+            linear_data,
+            tmp_path / "d",
+            "eval",
+            f"task.init_checkpoint={tmp_path / 'z2'}x",
+        )
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -223,17 +307,29 @@ def test_mixed_precision(linear_module, linear_data, tmp_path, dtype, caplog):
     import keras
 
     caplog.set_level(logging.INFO, logger="generic_trainer.task")
-    result, controller = _run(linear_module, linear_data, tmp_path, "train_and_eval",
-                              f"runtime.mixed_precision_dtype={dtype},trainer.train_steps=20,"
-                              "trainer.validation_interval=20", export_dir=str(tmp_path / "serving"))
+    result, controller = _run(
+        linear_module,
+        linear_data,
+        tmp_path,
+        "train_and_eval",
+        f"runtime.mixed_precision_dtype={dtype},trainer.train_steps=20,"
+        "trainer.validation_interval=20",
+        export_dir=str(tmp_path / "serving"),
+    )
     dense = controller.state.model.layers[-1]
     assert (dense.compute_dtype, dense.variable_dtype) == (dtype, "float32")
-    assert isinstance(controller.state.optimizer, keras.optimizers.LossScaleOptimizer) == (dtype == "float16")
+    assert isinstance(controller.state.optimizer, keras.optimizers.LossScaleOptimizer) == (
+        dtype == "float16"
+    )
     assert result.global_step == 20 and np.isfinite(result.eval_logs["loss"])
-    assert keras.mixed_precision.global_policy().name == "float32"  # the policy does not leak out of the run
+    assert (
+        keras.mixed_precision.global_policy().name == "float32"
+    )  # the policy does not leak out of the run
     assert (tmp_path / "serving" / "saved_model.pb").is_file()
-    assert (f"mixed precision: runtime.mixed_precision_dtype={dtype}, the model was built with the mixed_{dtype} "
-            f"policy (compute {dtype}, variables float32)") in caplog.text
+    assert (
+        f"mixed precision: runtime.mixed_precision_dtype={dtype}, the model was built with the mixed_{dtype} "
+        f"policy (compute {dtype}, variables float32)"
+    ) in caplog.text
 
 
 @pytest.mark.slow
@@ -257,29 +353,53 @@ def test_validation_data_that_repeats_forever_is_refused(linear_module, linear_d
         def build_inputs(self, params, input_context=None):
             return super().build_inputs(params, input_context).repeat()
 
-    with pytest.raises(UserCodeError, match="Repeating.build_inputs repeats the validation data forever"):
+    with pytest.raises(
+        UserCodeError, match="Repeating.build_inputs repeats the validation data forever"
+    ):
         _run(linear_module, linear_data, tmp_path, "eval", task_cls=Repeating)
     # with a step count it is fine
-    result, _ = _run(linear_module, linear_data, tmp_path, "eval", "trainer.validation_steps=5", task_cls=Repeating)
+    result, _ = _run(
+        linear_module,
+        linear_data,
+        tmp_path,
+        "eval",
+        "trainer.validation_steps=5",
+        task_cls=Repeating,
+    )
     assert [step for step, _ in result.eval_history] == [0]
 
 
 @pytest.mark.slow
 def test_best_checkpoint_export_with_info_json(linear_module, linear_data, tmp_path):
-    result, _ = _run(linear_module, linear_data, tmp_path, "train_and_eval",
-                     "trainer.train_steps=40,trainer.validation_interval=10,trainer.best_checkpoint_export_subdir=best,"
-                     "trainer.best_checkpoint_eval_metric=mse,trainer.best_checkpoint_metric_comp=lower")
+    result, _ = _run(
+        linear_module,
+        linear_data,
+        tmp_path,
+        "train_and_eval",
+        "trainer.train_steps=40,trainer.validation_interval=10,trainer.best_checkpoint_export_subdir=best,"
+        "trainer.best_checkpoint_eval_metric=mse,trainer.best_checkpoint_metric_comp=lower",
+    )
     history = dict(result.eval_history)
     assert sorted(history) == [10, 20, 30, 40]
     best_step = min(history, key=lambda s: history[s]["mse"])
     info = json.loads((tmp_path / "ckpt" / "best" / "info.json").read_text())
     assert info["best_ckpt_global_step"] == best_step
-    assert info["mse"] == pytest.approx(history[best_step]["mse"]) and info["best_ckpt_metric"] == "mse"
-    assert sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "ckpt" / "best" / "best_ckpt-*.index"))) == [
-        f"best_ckpt-{best_step}.index"]
+    assert (
+        info["mse"] == pytest.approx(history[best_step]["mse"])
+        and info["best_ckpt_metric"] == "mse"
+    )
+    assert sorted(
+        os.path.basename(p)
+        for p in glob.glob(str(tmp_path / "ckpt" / "best" / "best_ckpt-*.index"))
+    ) == [f"best_ckpt-{best_step}.index"]
     # the exported best checkpoint holds that model: warm-starting from the export dir reproduces the metric
-    again, _ = _run(linear_module, linear_data, tmp_path / "from_best", "eval",
-                    f"task.init_checkpoint={tmp_path / 'ckpt' / 'best'}")
+    again, _ = _run(
+        linear_module,
+        linear_data,
+        tmp_path / "from_best",
+        "eval",
+        f"task.init_checkpoint={tmp_path / 'ckpt' / 'best'}",
+    )
     assert again.eval_logs["mse"] == pytest.approx(info["mse"], rel=1e-6)
 
 
@@ -293,22 +413,36 @@ def test_best_checkpoint_exporter_compares_and_keeps_one(tmp_path):
         var.assign(float(step))
         higher.maybe_export(ckpt, {"auc": auc, "loss": 1.0 / step}, step)
     info = json.loads((tmp_path / "h" / "info.json").read_text())
-    assert info["best_ckpt_global_step"] == 2 and info["auc"] == 0.7 and info["best_ckpt_path"] == "best_ckpt-2"
+    assert (
+        info["best_ckpt_global_step"] == 2
+        and info["auc"] == 0.7
+        and info["best_ckpt_path"] == "best_ckpt-2"
+    )
     assert len(glob.glob(str(tmp_path / "h" / "best_ckpt-*.index"))) == 1
     restored = tf.Variable(0.0)
     tf.train.Checkpoint(v=restored).read(str(tmp_path / "h" / "best_ckpt-2")).assert_consumed()
     assert restored.numpy() == 2.0
     # a restarted run knows the best so far
     again = BestCheckpointExporter(str(tmp_path / "h"), "auc", "higher")
-    assert not again.maybe_export(ckpt, {"auc": 0.65}, 5) and again.maybe_export(ckpt, {"auc": 0.8}, 6)
+    assert not again.maybe_export(ckpt, {"auc": 0.65}, 5) and again.maybe_export(
+        ckpt, {"auc": 0.8}, 6
+    )
     lower = BestCheckpointExporter(str(tmp_path / "l"), "loss", "lower")
-    assert lower.maybe_export(ckpt, {"loss": 2.0}, 1) and not lower.maybe_export(ckpt, {"loss": 3.0}, 2)
-    with pytest.raises(UserInputError, match="'accuracy' is not a validation metric; there are: loss"):
-        BestCheckpointExporter(str(tmp_path / "x"), "accuracy", "higher").maybe_export(ckpt, {"loss": 1.0}, 1)
+    assert lower.maybe_export(ckpt, {"loss": 2.0}, 1) and not lower.maybe_export(
+        ckpt, {"loss": 3.0}, 2
+    )
+    with pytest.raises(
+        UserInputError, match="'accuracy' is not a validation metric; there are: loss"
+    ):
+        BestCheckpointExporter(str(tmp_path / "x"), "accuracy", "higher").maybe_export(
+            ckpt, {"loss": 1.0}, 1
+        )
 
 
 @pytest.mark.slow
-def test_a_damaged_newest_task_checkpoint_restores_the_one_before_it(linear_module, linear_data, tmp_path, caplog):
+def test_a_damaged_newest_task_checkpoint_restores_the_one_before_it(
+    linear_module, linear_data, tmp_path, caplog
+):
     """Truncated, garbled or missing checkpoint files: the newest readable one is restored, the damaged one named;
     the `checkpoint` state file is never followed out of the dir; none readable is exit 2 naming them."""
     import logging
@@ -316,7 +450,9 @@ def test_a_damaged_newest_task_checkpoint_restores_the_one_before_it(linear_modu
 
     caplog.set_level(logging.INFO, "generic_trainer.task")
     every10 = "trainer.checkpoint_interval=10,trainer.steps_per_loop=10,trainer.max_to_keep=5"
-    trained, _ = _run(linear_module, linear_data, tmp_path / "a", "train", "trainer.train_steps=30," + every10)
+    trained, _ = _run(
+        linear_module, linear_data, tmp_path / "a", "train", "trainer.train_steps=30," + every10
+    )
     ckpt = tmp_path / "a" / "ckpt"
     assert _ckpt_steps(ckpt) == [10, 20, 30]
     reference, _ = _run(linear_module, linear_data, tmp_path / "a", "eval")
@@ -324,8 +460,11 @@ def test_a_damaged_newest_task_checkpoint_restores_the_one_before_it(linear_modu
     before, _ = _run(linear_module, linear_data, tmp_path / "upto20", "eval")  # ckpt-20's model
     damages = {
         "truncated data": lambda d: (d / "ckpt-30.data-00000-of-00001").write_bytes(
-            (d / "ckpt-30.data-00000-of-00001").read_bytes()[:10]),
-        "truncated index": lambda d: (d / "ckpt-30.index").write_bytes((d / "ckpt-30.index").read_bytes()[:9]),
+            (d / "ckpt-30.data-00000-of-00001").read_bytes()[:10]
+        ),
+        "truncated index": lambda d: (d / "ckpt-30.index").write_bytes(
+            (d / "ckpt-30.index").read_bytes()[:9]
+        ),
         "zeroed data": lambda d: (d / "ckpt-30.data-00000-of-00001").write_bytes(b"\0" * 64),
         "data deleted": lambda d: (d / "ckpt-30.data-00000-of-00001").unlink(),
     }
@@ -335,11 +474,18 @@ def test_a_damaged_newest_task_checkpoint_restores_the_one_before_it(linear_modu
         damage(run / "ckpt")
         caplog.clear()
         evaluated, _ = _run(linear_module, linear_data, run, "eval")
-        assert evaluated.restored_from == str(run / "ckpt" / "ckpt-20") and evaluated.global_step == 20, name
+        assert (
+            evaluated.restored_from == str(run / "ckpt" / "ckpt-20") and evaluated.global_step == 20
+        ), name
         assert f"checkpoint {run / 'ckpt' / 'ckpt-30'} cannot be restored" in caplog.text, name
         assert evaluated.eval_logs == pytest.approx(before.eval_logs, rel=1e-6), name
-    resumed, _ = _run(linear_module, linear_data, tmp_path / "data-deleted", "train",
-                      "trainer.train_steps=40," + every10)
+    resumed, _ = _run(
+        linear_module,
+        linear_data,
+        tmp_path / "data-deleted",
+        "train",
+        "trainer.train_steps=40," + every10,
+    )
     assert resumed.initial_step == 20 and resumed.global_step == 40
 
     # the `checkpoint` state file garbled, or naming a path outside: the checkpoints on disk count
@@ -351,8 +497,11 @@ def test_a_damaged_newest_task_checkpoint_restores_the_one_before_it(linear_modu
 
     for step in (10, 20, 30):
         (ckpt / f"ckpt-{step}.index").write_bytes(b"not an index")
-    with pytest.raises(UserInputError, match=rf"^--checkpoint-dir: no checkpoint in {re.escape(str(ckpt))} can be "
-                                             rf"restored \({re.escape(str(ckpt))}/ckpt-30: "):
+    with pytest.raises(
+        UserInputError,
+        match=rf"^--checkpoint-dir: no checkpoint in {re.escape(str(ckpt))} can be "
+        rf"restored \({re.escape(str(ckpt))}/ckpt-30: ",
+    ):
         _run(linear_module, linear_data, tmp_path / "a", "eval")
     assert trained.global_step == 30
 
@@ -364,9 +513,11 @@ def test_a_damaged_best_checkpoint_info_json(tmp_path, caplog):
     (tmp_path / "best").mkdir()
     for text in ('{"mse": 0.5, "best_ckpt_pa', "[1]", '{"mse": "x", "best_ckpt_path": 5}'):
         (tmp_path / "best" / "info.json").write_text(text)
-        exporter = BestCheckpointExporter(str(tmp_path / "best"), "mse", "lower")  # the best so far is unknown
+        exporter = BestCheckpointExporter(
+            str(tmp_path / "best"), "mse", "lower"
+        )  # the best so far is unknown
         assert exporter.best is None
-        if text.startswith("{\"mse\": \"x\""):
+        if text.startswith('{"mse": "x"'):
             with pytest.raises(UserInputError, match="holds no checkpoint"):
                 resolve_checkpoint(str(tmp_path / "best"))
         else:
@@ -377,9 +528,23 @@ def test_a_damaged_best_checkpoint_info_json(tmp_path, caplog):
 
 
 def _task_args(data: dict, tmp: Path, mode: str, override: str) -> list:
-    return ["train", "--task", f"{TASK_FILE}:LinearTask", "--examples", data["examples"], "--schema", data["schema"],
-            "--model-dir", tmp / "model", "--checkpoint-dir", tmp / "ckpt", "--mode", mode,
-            "--params-override", override]
+    return [
+        "train",
+        "--task",
+        f"{TASK_FILE}:LinearTask",
+        "--examples",
+        data["examples"],
+        "--schema",
+        data["schema"],
+        "--model-dir",
+        tmp / "model",
+        "--checkpoint-dir",
+        tmp / "ckpt",
+        "--mode",
+        mode,
+        "--params-override",
+        override,
+    ]
 
 
 @pytest.mark.slow
@@ -403,8 +568,18 @@ def test_continuous_eval_follows_a_training_process(linear_module, linear_data, 
 
     def train_legs():
         for steps in (150, 300):
-            legs.append(run_cli(_task_args(linear_data, tmp_path, "train", f"trainer.train_steps={steps},"
-                                           "trainer.steps_per_loop=10,trainer.checkpoint_interval=150"), timeout=240))
+            legs.append(
+                run_cli(
+                    _task_args(
+                        linear_data,
+                        tmp_path,
+                        "train",
+                        f"trainer.train_steps={steps},"
+                        "trainer.steps_per_loop=10,trainer.checkpoint_interval=150",
+                    ),
+                    timeout=240,
+                )
+            )
             if legs[-1].returncode != 0 or not seen_150.wait(timeout=240):
                 return
 
@@ -416,8 +591,14 @@ def test_continuous_eval_follows_a_training_process(linear_module, linear_data, 
     trainer = threading.Thread(target=train_legs, daemon=True)
     trainer.start()
     try:
-        result, _ = _run(linear_module, linear_data, tmp_path, "continuous_eval",
-                         "trainer.train_steps=300,trainer.continuous_eval_timeout=240", eval_poll_s=0.2)
+        result, _ = _run(
+            linear_module,
+            linear_data,
+            tmp_path,
+            "continuous_eval",
+            "trainer.train_steps=300,trainer.continuous_eval_timeout=240",
+            eval_poll_s=0.2,
+        )
     finally:
         progress.removeHandler(handler)
         progress.setLevel(level)
@@ -431,15 +612,26 @@ def test_continuous_eval_follows_a_training_process(linear_module, linear_data, 
 
 @pytest.mark.slow
 def test_continuous_eval_times_out_without_checkpoints(linear_module, linear_data, tmp_path):
-    with pytest.raises(UserInputError, match="no checkpoint appeared in .* within trainer.continuous_eval_timeout=1 s"):
-        _run(linear_module, linear_data, tmp_path, "continuous_eval", "trainer.continuous_eval_timeout=1",
-             eval_poll_s=0.2)
+    with pytest.raises(
+        UserInputError,
+        match="no checkpoint appeared in .* within trainer.continuous_eval_timeout=1 s",
+    ):
+        _run(
+            linear_module,
+            linear_data,
+            tmp_path,
+            "continuous_eval",
+            "trainer.continuous_eval_timeout=1",
+            eval_poll_s=0.2,
+        )
 
 
 def _wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert proc.poll() is None, f"the training process ended (rc {proc.returncode}) before {what}"
+        assert proc.poll() is None, (
+            f"the training process ended (rc {proc.returncode}) before {what}"
+        )
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.2)
 
@@ -450,15 +642,21 @@ def test_resume_after_sigkill_and_sigterm(linear_data, tmp_path):
     """SIGKILL: the restart resumes from the last periodic checkpoint. SIGTERM (preemption): the run saves
     a checkpoint at the end of the current loop and exits 143; the restart resumes exactly there."""
     ckpt = tmp_path / "ckpt"
-    args = _task_args(linear_data, tmp_path, "train",
-                      "trainer.train_steps=1000000,trainer.steps_per_loop=10,trainer.checkpoint_interval=50")
+    args = _task_args(
+        linear_data,
+        tmp_path,
+        "train",
+        "trainer.train_steps=1000000,trainer.steps_per_loop=10,trainer.checkpoint_interval=50",
+    )
     command = [sys.executable, "-m", "generic_trainer", *map(str, args)]
     log1 = open(tmp_path / "first.log", "w")  # noqa: SIM115 - closed below
     first = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=log1)
     try:
         _wait_for(lambda: _latest_step(ckpt) is not None, first, "a first checkpoint")
     finally:
-        first.send_signal(signal.SIGKILL)  # wherever it is: the restart resumes from the latest complete checkpoint
+        first.send_signal(
+            signal.SIGKILL
+        )  # wherever it is: the restart resumes from the latest complete checkpoint
         first.wait(timeout=30)
         log1.close()
     assert first.returncode == -signal.SIGKILL
@@ -469,8 +667,14 @@ def test_resume_after_sigkill_and_sigterm(linear_data, tmp_path):
     with open(second_log, "w") as log2:
         second = subprocess.Popen(command, env=cli_env(), stdout=subprocess.DEVNULL, stderr=log2)
         try:
-            _wait_for(lambda: f"training from step {killed_at} to" in second_log.read_text(), second, "the resume")
-            _wait_for(lambda: _latest_step(ckpt) > killed_at, second, "a checkpoint after the resume")
+            _wait_for(
+                lambda: f"training from step {killed_at} to" in second_log.read_text(),
+                second,
+                "the resume",
+            )
+            _wait_for(
+                lambda: _latest_step(ckpt) > killed_at, second, "a checkpoint after the resume"
+            )
             second.send_signal(signal.SIGTERM)
             second.wait(timeout=120)
         finally:
@@ -480,21 +684,30 @@ def test_resume_after_sigkill_and_sigterm(linear_data, tmp_path):
     stderr = second_log.read_text()
     assert f"restored checkpoint {ckpt}/ckpt-{killed_at} (step {killed_at})" in stderr
     assert second.returncode == 143, stderr[-3000:]
-    saved = re.search(r"preempted: SIGTERM received; checkpoint saved at step (\d+); a restart resumes from the "
-                      r"latest checkpoint in ", stderr)
+    saved = re.search(
+        r"preempted: SIGTERM received; checkpoint saved at step (\d+); a restart resumes from the "
+        r"latest checkpoint in ",
+        stderr,
+    )
     assert saved, stderr[-3000:]
     preempted_at = int(saved.group(1))
-    assert preempted_at > killed_at and preempted_at % 10 == 0 and _latest_step(ckpt) == preempted_at
+    assert (
+        preempted_at > killed_at and preempted_at % 10 == 0 and _latest_step(ckpt) == preempted_at
+    )
 
     target = preempted_at + 30
-    args[-1] = f"trainer.train_steps={target},trainer.steps_per_loop=10,trainer.checkpoint_interval=50"
+    args[-1] = (
+        f"trainer.train_steps={target},trainer.steps_per_loop=10,trainer.checkpoint_interval=50"
+    )
     done = run_cli(args, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     assert f"restored checkpoint {ckpt}/ckpt-{preempted_at} (step {preempted_at})" in done.stderr
     assert f"training from step {preempted_at} to {target}" in done.stderr
     assert _latest_step(ckpt) == target
     assert (tmp_path / "model" / "Format-Serving" / "saved_model.pb").is_file()
-    assert "differs from this run's config in trainer.train_steps" in done.stderr  # params.yaml of the first run
+    assert (
+        "differs from this run's config in trainer.train_steps" in done.stderr
+    )  # params.yaml of the first run
 
 
 @pytest.mark.slow
@@ -508,20 +721,35 @@ def test_task_missing_methods_fails_before_training(linear_data, tmp_path):
     assert not (tmp_path / "model").exists() and not (tmp_path / "ckpt").exists()
 
 
-
 @pytest.mark.slow
-def test_task_on_vertex_copies_the_live_tensorboard_logs_into_the_model_run_artifact(linear_data, tmp_path):
+def test_task_on_vertex_copies_the_live_tensorboard_logs_into_the_model_run_artifact(
+    linear_data, tmp_path
+):
     """AIP_TENSORBOARD_LOG_DIR (read live by Vertex AI TensorBoard) differs from --model-run-dir (the KFP
     artifact): the loop writes its summaries to the former, the artifact gets a copy at the end."""
-    args = _task_args(linear_data, tmp_path, "train_and_eval",
-                      "trainer.train_steps=4,trainer.steps_per_loop=2,trainer.validation_steps=1")
-    done = run_cli([*args, "--model-run-dir", tmp_path / "run"], env={"AIP_TENSORBOARD_LOG_DIR": str(tmp_path / "tb")},
-                   timeout=300)
+    args = _task_args(
+        linear_data,
+        tmp_path,
+        "train_and_eval",
+        "trainer.train_steps=4,trainer.steps_per_loop=2,trainer.validation_steps=1",
+    )
+    done = run_cli(
+        [*args, "--model-run-dir", tmp_path / "run"],
+        env={"AIP_TENSORBOARD_LOG_DIR": str(tmp_path / "tb")},
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    live = sorted(str(p.relative_to(tmp_path / "tb")) for p in (tmp_path / "tb").rglob("events.out.tfevents.*"))
+    live = sorted(
+        str(p.relative_to(tmp_path / "tb"))
+        for p in (tmp_path / "tb").rglob("events.out.tfevents.*")
+    )
     assert live, "the loop wrote no summaries where Vertex AI TensorBoard reads"
-    copied = sorted(str(p.relative_to(tmp_path / "run")) for p in (tmp_path / "run").rglob("events.out.tfevents.*"))
+    copied = sorted(
+        str(p.relative_to(tmp_path / "run"))
+        for p in (tmp_path / "run").rglob("events.out.tfevents.*")
+    )
     assert copied == live
+
 
 @pytest.mark.slow
 def test_kfp_executor_input_with_task_and_config_serves_tf_examples(penguin, tmp_path):
@@ -530,23 +758,48 @@ def test_kfp_executor_input_with_task_and_config_serves_tf_examples(penguin, tmp
     from generic_trainer.records.example_files import split_file_patterns
 
     config = "trainer:\n  train_steps: 40\n  steps_per_loop: 20\n  validation_interval: 40\n"
-    artifact = {"model": ("system.Model", tmp_path / "model"), "model_run": ("system.Artifact", tmp_path / "run"),
-                "metrics": ("system.Metrics", tmp_path / "metrics")}
+    artifact = {
+        "model": ("system.Model", tmp_path / "model"),
+        "model_run": ("system.Artifact", tmp_path / "run"),
+        "metrics": ("system.Metrics", tmp_path / "metrics"),
+    }
     executor_input = {
         "inputs": {
-            "parameterValues": {"task": str(penguin / "task.py") + ":PenguinTask", "experiment": "penguin",
-                                "config": config, "params_override": "task.validation_data.global_batch_size=16"},
-            "artifacts": {"examples": {"artifacts": [{"name": "e", "uri": str(penguin / "data")}]},
-                          "schema": {"artifacts": [{"name": "s", "uri": str(penguin / "schema.pbtxt")}]}}},
-        "outputs": {"artifacts": {name: {"artifacts": [{"name": name, "uri": str(uri), "type": {"schemaTitle": t}}]}
-                                  for name, (t, uri) in artifact.items()},
-                    "outputFile": str(tmp_path / "executor_output.json")},
+            "parameterValues": {
+                "task": str(penguin / "task.py") + ":PenguinTask",
+                "experiment": "penguin",
+                "config": config,
+                "params_override": "task.validation_data.global_batch_size=16",
+            },
+            "artifacts": {
+                "examples": {"artifacts": [{"name": "e", "uri": str(penguin / "data")}]},
+                "schema": {"artifacts": [{"name": "s", "uri": str(penguin / "schema.pbtxt")}]},
+            },
+        },
+        "outputs": {
+            "artifacts": {
+                name: {"artifacts": [{"name": name, "uri": str(uri), "type": {"schemaTitle": t}}]}
+                for name, (t, uri) in artifact.items()
+            },
+            "outputFile": str(tmp_path / "executor_output.json"),
+        },
     }
-    done = run_cli(["train", "--executor-input", json.dumps(executor_input), "--report-file", tmp_path / "report.html"],
-                   timeout=300, cwd=str(REPO))
+    done = run_cli(
+        [
+            "train",
+            "--executor-input",
+            json.dumps(executor_input),
+            "--report-file",
+            tmp_path / "report.html",
+        ],
+        timeout=300,
+        cwd=str(REPO),
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     report = (tmp_path / "report.html").read_text()
-    assert "macro_f1" in report and "CollectiveAllReduce" not in report  # the run report, one process
+    assert (
+        "macro_f1" in report and "CollectiveAllReduce" not in report
+    )  # the run report, one process
     output = json.loads((tmp_path / "executor_output.json").read_text())
     metrics = output["artifacts"]["metrics"]["artifacts"][0]["metadata"]
     model_meta = output["artifacts"]["model"]["artifacts"][0]["metadata"]
@@ -556,17 +809,27 @@ def test_kfp_executor_input_with_task_and_config_serves_tf_examples(penguin, tmp
     assert params["trainer"]["train_steps"] == 40  # from `config`
     assert params["trainer"]["checkpoint_interval"] == 250  # from the `penguin` experiment
     assert params["task"]["validation_data"]["global_batch_size"] == 16  # from params_override
-    assert params["task"]["schema_path"].endswith("schema.pbtxt")  # TFX input reached the task's params
+    assert params["task"]["schema_path"].endswith(
+        "schema.pbtxt"
+    )  # TFX input reached the task's params
 
     # serve every serialized tf.Example of the eval split: the accuracy matches the reported one
-    serve = tf.saved_model.load(str(tmp_path / "model" / "Format-Serving")).signatures["serving_default"]
+    serve = tf.saved_model.load(str(tmp_path / "model" / "Format-Serving")).signatures[
+        "serving_default"
+    ]
     files = tf.io.gfile.glob(split_file_patterns(str(penguin / "data"), ["eval"])[0])
     serialized = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
-    labels = np.array([tf.train.Example.FromString(s).features.feature["species"].int64_list.value[0]
-                       for s in serialized])
+    labels = np.array(
+        [
+            tf.train.Example.FromString(s).features.feature["species"].int64_list.value[0]
+            for s in serialized
+        ]
+    )
     probabilities = serve(examples=tf.constant(serialized))["outputs"].numpy()
     assert probabilities.shape == (len(serialized), 3)
-    assert float(np.mean(probabilities.argmax(-1) == labels)) == pytest.approx(metrics["accuracy"], abs=1e-6)
+    assert float(np.mean(probabilities.argmax(-1) == labels)) == pytest.approx(
+        metrics["accuracy"], abs=1e-6
+    )
 
 
 # ---- Model Garden's trainer keys: loss blow-up recovery, EMA, the learning-rate summary --------------------
@@ -581,8 +844,11 @@ def _scalars(directory: Path, tag: str) -> dict[int, float]:
             event = tf.compat.v1.Event.FromString(record.numpy())
             for value in event.summary.value:
                 if value.tag == tag:
-                    out[event.step] = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") \
+                    out[event.step] = (
+                        float(tf.make_ndarray(value.tensor))
+                        if value.HasField("tensor")
                         else value.simple_value
+                    )
     return out
 
 
@@ -597,7 +863,11 @@ def _exploding_task(module, always: bool = False):
 
         def train_step(self, inputs, model, optimizer, metrics=None):
             logs = super().train_step(inputs, model, optimizer, metrics)
-            hit = tf.greater_equal(optimizer.iterations, 25) if always else tf.equal(optimizer.iterations, 25)
+            hit = (
+                tf.greater_equal(optimizer.iterations, 25)
+                if always
+                else tf.equal(optimizer.iterations, 25)
+            )
             explode = tf.logical_and(hit, tf.logical_not(self.blown)) if not always else hit
             self.blown.assign(tf.logical_or(self.blown, explode))
             return {"loss": tf.where(explode, tf.constant(1e12), logs["loss"])}
@@ -606,63 +876,118 @@ def _exploding_task(module, always: bool = False):
 
 
 @pytest.mark.slow
-def test_loss_blow_up_restores_the_last_checkpoint_and_retries(linear_module, linear_data, tmp_path, caplog):
+def test_loss_blow_up_restores_the_last_checkpoint_and_retries(
+    linear_module, linear_data, tmp_path, caplog
+):
     import logging
 
     caplog.set_level(logging.WARNING, "generic_trainer.task")
     task_cls = _exploding_task(linear_module)
-    result, controller = _run(linear_module, linear_data, tmp_path, "train",
-                              "trainer.recovery_max_trials=2,trainer.checkpoint_interval=20", task_cls=task_cls)
+    result, controller = _run(
+        linear_module,
+        linear_data,
+        tmp_path,
+        "train",
+        "trainer.recovery_max_trials=2,trainer.checkpoint_interval=20",
+        task_cls=task_cls,
+    )
     # the loop of steps 21-30 reported 1e12 (> loss_upper_bound 1e6): back to ckpt-20, then on to the end
     assert controller.recoveries == 1 and result.global_step == 60
-    assert re.search(r"training loss is .* at step 30 .*restored .*ckpt-20 \(step 20\) and training again "
-                     r"\(recovery 1 of trainer.recovery_max_trials=2\)", caplog.text)
+    assert re.search(
+        r"training loss is .* at step 30 .*restored .*ckpt-20 \(step 20\) and training again "
+        r"\(recovery 1 of trainer.recovery_max_trials=2\)",
+        caplog.text,
+    )
     assert _ckpt_steps(tmp_path / "ckpt")[-1] == 60
     assert np.isfinite(result.train_logs["loss"]) and result.train_logs["loss"] < 1e6
     # a loss that stays above the bound: recovered up to recovery_max_trials times, then the run stops
     always = _exploding_task(linear_module, always=True)
-    with pytest.raises(UserCodeError, match=r"diverged \(above trainer.loss_upper_bound=1e\+06\) after 2 recoveries"):
-        _run(linear_module, linear_data, tmp_path / "always", "train", "trainer.recovery_max_trials=2", task_cls=always)
+    with pytest.raises(
+        UserCodeError,
+        match=r"diverged \(above trainer.loss_upper_bound=1e\+06\) after 2 recoveries",
+    ):
+        _run(
+            linear_module,
+            linear_data,
+            tmp_path / "always",
+            "train",
+            "trainer.recovery_max_trials=2",
+            task_cls=always,
+        )
     # before trainer.recovery_begin_steps a loss above the bound is not a blow-up
-    result, controller = _run(linear_module, linear_data, tmp_path / "late", "train",
-                              "trainer.recovery_begin_steps=40", task_cls=_exploding_task(linear_module))
+    result, controller = _run(
+        linear_module,
+        linear_data,
+        tmp_path / "late",
+        "train",
+        "trainer.recovery_begin_steps=40",
+        task_cls=_exploding_task(linear_module),
+    )
     assert controller.recoveries == 0 and result.global_step == 60
 
 
 @pytest.mark.slow
-def test_ema_weights_are_validated_and_exported_and_the_learning_rate_is_logged(linear_module, linear_data, tmp_path):
+def test_ema_weights_are_validated_and_exported_and_the_learning_rate_is_logged(
+    linear_module, linear_data, tmp_path
+):
     import tensorflow as tf
     from generic_trainer.artifacts import report
 
-    override = ("trainer.optimizer_config.optimizer.type=sgd,trainer.optimizer_config.learning_rate.type=stepwise,"
-                "trainer.optimizer_config.learning_rate.stepwise.boundaries=[30],"
-                "trainer.optimizer_config.learning_rate.stepwise.values=[0.05,0.005],"
-                "trainer.optimizer_config.warmup.type=linear,trainer.optimizer_config.warmup.linear.warmup_steps=20,"
-                "trainer.optimizer_config.warmup.linear.warmup_learning_rate=0.01,"
-                "trainer.optimizer_config.ema.average_decay=0.9,trainer.optimizer_config.ema.dynamic_decay=false")
-    result, controller = _run(linear_module, linear_data, tmp_path, "train_and_eval", override,
-                              export_dir=str(tmp_path / "serving"))
+    override = (
+        "trainer.optimizer_config.optimizer.type=sgd,trainer.optimizer_config.learning_rate.type=stepwise,"
+        "trainer.optimizer_config.learning_rate.stepwise.boundaries=[30],"
+        "trainer.optimizer_config.learning_rate.stepwise.values=[0.05,0.005],"
+        "trainer.optimizer_config.warmup.type=linear,trainer.optimizer_config.warmup.linear.warmup_steps=20,"
+        "trainer.optimizer_config.warmup.linear.warmup_learning_rate=0.01,"
+        "trainer.optimizer_config.ema.average_decay=0.9,trainer.optimizer_config.ema.dynamic_decay=false"
+    )
+    result, controller = _run(
+        linear_module,
+        linear_data,
+        tmp_path,
+        "train_and_eval",
+        override,
+        export_dir=str(tmp_path / "serving"),
+    )
     # learning_rate every summary interval (10): the schedule's value after that many updates
     # (warm-up: 0.01 + step / 20 * (0.05 - 0.01); then 0.05 up to step 30, 0.005 after)
     logged = _scalars(tmp_path / "logs" / "train", "learning_rate")
-    expected = {10: 0.01 + 10 / 20 * (0.05 - 0.01), 20: 0.05, 30: 0.05, 40: 0.005, 50: 0.005, 60: 0.005}
+    expected = {
+        10: 0.01 + 10 / 20 * (0.05 - 0.01),
+        20: 0.05,
+        30: 0.05,
+        40: 0.005,
+        50: 0.005,
+        60: 0.005,
+    }
     assert sorted(logged) == sorted(expected)
     for step, value in expected.items():
         assert logged[step] == pytest.approx(value, rel=1e-6), step
     assert "learning_rate" in report.curves(str(tmp_path / "logs"))  # the HTML report charts it
 
     kernel_ema, bias_ema = (a.numpy() for a in controller.state.ema.averages)
-    kernel, bias = controller.state.model.layers[-1].kernel.numpy(), controller.state.model.layers[-1].bias.numpy()
+    kernel, bias = (
+        controller.state.model.layers[-1].kernel.numpy(),
+        controller.state.model.layers[-1].bias.numpy(),
+    )
     assert not np.allclose(kernel_ema, kernel)  # the model keeps training on its raw weights
     features, labels = _eval_arrays(linear_data)
     x = np.concatenate([features["x1"], features["x2"]], axis=1)
     ema_predictions = (x @ kernel_ema + bias_ema).reshape(-1)
     served = tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
-    out = next(iter(served(**{k: tf.constant(v) for k, v in features.items()}).values())).numpy().reshape(-1)
-    np.testing.assert_allclose(out, ema_predictions, rtol=1e-5, atol=1e-6)  # the export holds the averages
+    out = (
+        next(iter(served(**{k: tf.constant(v) for k, v in features.items()}).values()))
+        .numpy()
+        .reshape(-1)
+    )
+    np.testing.assert_allclose(
+        out, ema_predictions, rtol=1e-5, atol=1e-6
+    )  # the export holds the averages
     assert not np.allclose(out, (x @ kernel + bias).reshape(-1), rtol=1e-4)
     # validation used the averages too
-    assert result.eval_logs["mse"] == pytest.approx(float(np.mean((ema_predictions - labels) ** 2)), rel=1e-5)
+    assert result.eval_logs["mse"] == pytest.approx(
+        float(np.mean((ema_predictions - labels) ** 2)), rel=1e-5
+    )
     # the averages are checkpointed: a resumed run restores them instead of starting over
     reader = tf.train.load_checkpoint(str(tmp_path / "ckpt"))
     assert any(name.startswith("ema/") for name in reader.get_variable_to_shape_map())
@@ -673,23 +998,46 @@ def test_model_garden_experiment_file_with_the_penguin_task(penguin, tmp_path):
     """An experiment file in Model Garden's shape, a second --config-file, --params-override; --strategy wins."""
     steps = tmp_path / "steps.yaml"
     steps.write_text("trainer:\n  train_steps: 30\n")
-    done = run_cli(["train", "--task", f"{penguin / 'task.py'}:PenguinTask", "--examples", penguin / "data",
-                    "--schema", penguin / "schema.pbtxt", "--model-dir", tmp_path / "model",
-                    "--config-file", Path(__file__).parent / "task_modules" / "model_garden_gpu.yaml",
-                    "--config-file", steps, "--params-override", "trainer.validation_interval=30",
-                    "--strategy", "one_device"], timeout=400, cwd=str(REPO))
+    done = run_cli(
+        [
+            "train",
+            "--task",
+            f"{penguin / 'task.py'}:PenguinTask",
+            "--examples",
+            penguin / "data",
+            "--schema",
+            penguin / "schema.pbtxt",
+            "--model-dir",
+            tmp_path / "model",
+            "--config-file",
+            Path(__file__).parent / "task_modules" / "model_garden_gpu.yaml",
+            "--config-file",
+            steps,
+            "--params-override",
+            "trainer.validation_interval=30",
+            "--strategy",
+            "one_device",
+        ],
+        timeout=400,
+        cwd=str(REPO),
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     assert "--strategy one_device wins over runtime.distribution_strategy mirrored" in done.stderr
     assert "all_reduce_alg='nccl'" in done.stderr  # read, logged as not acted on
     run_dir = tmp_path / "model" / "logs"
     params = yaml.safe_load(next(run_dir.rglob("params.yaml")).read_text())
     assert params["trainer"]["train_steps"] == 30 and params["trainer"]["validation_interval"] == 30
-    assert params["runtime"]["distribution_strategy"] == "one_device" and params["runtime"]["loss_scale"] == "dynamic"
+    assert (
+        params["runtime"]["distribution_strategy"] == "one_device"
+        and params["runtime"]["loss_scale"] == "dynamic"
+    )
     assert params["trainer"]["optimizer_config"]["optimizer"]["sgd"]["momentum"] == 0.9
     logged = _scalars(run_dir / "train", "learning_rate")
     # linear warm-up 0 -> schedule(20) = 0.4 over 20 steps; stepwise 0.4 up to 25, 0.04 up to 35
     assert logged[10] == pytest.approx(10 / 20 * 0.4, rel=1e-6)
-    assert logged[20] == pytest.approx(0.4, rel=1e-6) and logged[30] == pytest.approx(0.04, rel=1e-6)
+    assert logged[20] == pytest.approx(0.4, rel=1e-6) and logged[30] == pytest.approx(
+        0.04, rel=1e-6
+    )
 
 
 _EMA_MIRRORED = """
@@ -725,6 +1073,11 @@ print("EMA OK replicas", strategy.num_replicas_in_sync)
 
 @pytest.mark.slow
 def test_ema_under_a_two_replica_mirrored_strategy(tmp_path):
-    done = subprocess.run([sys.executable, "-c", _EMA_MIRRORED, str(tmp_path), str(Path(__file__).parent)],
-                          env=cli_env(), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", _EMA_MIRRORED, str(tmp_path), str(Path(__file__).parent)],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0 and "EMA OK replicas 2" in done.stdout, done.stderr[-4000:]

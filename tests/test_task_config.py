@@ -76,12 +76,23 @@ def write(path: Path, data) -> str:
 
 
 def test_override_order_defaults_files_config_then_params_override(tmp_path):
-    first = write(tmp_path / "a.yaml", {"trainer": {"train_steps": 100, "steps_per_loop": 10},
-                                        "task": {"model": {"units": 16, "activation": "tanh"}}})
-    second = write(tmp_path / "b.yaml", {"trainer": {"train_steps": 200}, "task": {"model": {"units": 32}}})
+    first = write(
+        tmp_path / "a.yaml",
+        {
+            "trainer": {"train_steps": 100, "steps_per_loop": 10},
+            "task": {"model": {"units": 16, "activation": "tanh"}},
+        },
+    )
+    second = write(
+        tmp_path / "b.yaml", {"trainer": {"train_steps": 200}, "task": {"model": {"units": 32}}}
+    )
     inline = "trainer: {train_steps: 300}\ntask: {model: {dropout: 0.5}}"
-    cfg = build_experiment(defaults(), config_files=[first, second], config_text=inline,
-                           params_override="trainer.train_steps=400")
+    cfg = build_experiment(
+        defaults(),
+        config_files=[first, second],
+        config_text=inline,
+        params_override="trainer.train_steps=400",
+    )
     assert cfg.trainer.train_steps == 400  # params-override wins over everything
     assert cfg.task.model.units == 32  # the later file wins over the earlier
     assert cfg.task.model.activation == "tanh"  # set only in the first file: kept
@@ -101,9 +112,16 @@ def test_run_inputs_fill_only_unset_fields_and_steps_replace_defaults(tmp_path):
     base = defaults()
     base.task.validation_data.input_path = "/data/fixed-eval/*"
     base.trainer.train_steps = 50
-    inputs = RunInputs(train_input_path="/ex/Split-train/*", eval_input_path="/ex/Split-eval/*",
-                       schema_path="/s/schema.pbtxt", hyperparameters={"values": {"units": 4}},
-                       custom_config={"k": 1}, train_steps=70, eval_steps=3, strategy="mirrored")
+    inputs = RunInputs(
+        train_input_path="/ex/Split-train/*",
+        eval_input_path="/ex/Split-eval/*",
+        schema_path="/s/schema.pbtxt",
+        hyperparameters={"values": {"units": 4}},
+        custom_config={"k": 1},
+        train_steps=70,
+        eval_steps=3,
+        strategy="mirrored",
+    )
     cfg = build_experiment(base, inputs)
     assert cfg.task.train_data.input_path == "/ex/Split-train/*"
     assert cfg.task.validation_data.input_path == "/data/fixed-eval/*"  # set by the defaults: kept
@@ -113,15 +131,20 @@ def test_run_inputs_fill_only_unset_fields_and_steps_replace_defaults(tmp_path):
     assert cfg.trainer.train_steps == 70 and cfg.trainer.validation_steps == 3
     assert cfg.runtime.distribution_strategy == "mirrored"
     # config files and overrides still win over run inputs
-    cfg = build_experiment(base, inputs, params_override="trainer.train_steps=9,task.train_data.input_path=/other/*")
+    cfg = build_experiment(
+        base, inputs, params_override="trainer.train_steps=9,task.train_data.input_path=/other/*"
+    )
     assert cfg.trainer.train_steps == 9 and cfg.task.train_data.input_path == "/other/*"
 
 
-@pytest.mark.parametrize("source, expected", [
-    ("file", "unknown key 'trainer.train_step' (did you mean 'trainer.train_steps'?)"),
-    ("override", "unknown key 'task.model.unitz' (did you mean 'task.model.units'?)"),
-    ("top", "unknown key 'trainers' (did you mean 'trainer'?)"),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("file", "unknown key 'trainer.train_step' (did you mean 'trainer.train_steps'?)"),
+        ("override", "unknown key 'task.model.unitz' (did you mean 'task.model.units'?)"),
+        ("top", "unknown key 'trainers' (did you mean 'trainer'?)"),
+    ],
+)
 def test_unknown_keys_are_rejected_naming_the_key_and_source(tmp_path, source, expected):
     path = write(tmp_path / "bad.yaml", {"trainer": {"train_step": 5}})
     with pytest.raises(UserInputError) as e:
@@ -132,15 +155,23 @@ def test_unknown_keys_are_rejected_naming_the_key_and_source(tmp_path, source, e
         else:
             build_experiment(defaults(), config_text="trainers: {train_steps: 5}")
     assert expected in str(e.value)
-    assert e.value.input_name == {"file": f"--config-file {path}", "override": "--params-override",
-                                  "top": "config"}[source]
+    assert (
+        e.value.input_name
+        == {"file": f"--config-file {path}", "override": "--params-override", "top": "config"}[
+            source
+        ]
+    )
 
 
 def test_type_coercion():
-    cfg = build_experiment(defaults(), params_override=(
-        "trainer.train_steps=5.0,task.model.dropout=1,trainer.optimizer_config.learning_rate.constant.learning_rate=1e-3,"
-        "task.model.use_bias=false,task.model.activation=123,task.model.embed=7,task.model.layers=[8,16,32],"
-        "task.train_data.seed=null,trainer.optimizer_config.optimizer.sgd.momentum=0.9"))
+    cfg = build_experiment(
+        defaults(),
+        params_override=(
+            "trainer.train_steps=5.0,task.model.dropout=1,trainer.optimizer_config.learning_rate.constant.learning_rate=1e-3,"
+            "task.model.use_bias=false,task.model.activation=123,task.model.embed=7,task.model.layers=[8,16,32],"
+            "task.train_data.seed=null,trainer.optimizer_config.optimizer.sgd.momentum=0.9"
+        ),
+    )
     assert cfg.trainer.train_steps == 5 and isinstance(cfg.trainer.train_steps, int)
     assert cfg.task.model.dropout == 1.0 and isinstance(cfg.task.model.dropout, float)
     # YAML 1.1 reads "1e-3" as a string
@@ -152,20 +183,34 @@ def test_type_coercion():
     assert cfg.task.train_data.seed is None
     assert cfg.trainer.optimizer_config.optimizer.sgd.momentum == 0.9
     # KFP hands ints back as floats; strings from YAML files coerce too
-    cfg = build_experiment(defaults(), config_text=json.dumps({"trainer": {"max_to_keep": 3.0, "validation_steps": "4"},
-                                                               "task": {"model": {"use_bias": "yes"}}}))
-    assert cfg.trainer.max_to_keep == 3 and cfg.trainer.validation_steps == 4 and cfg.task.model.use_bias is True
+    cfg = build_experiment(
+        defaults(),
+        config_text=json.dumps(
+            {
+                "trainer": {"max_to_keep": 3.0, "validation_steps": "4"},
+                "task": {"model": {"use_bias": "yes"}},
+            }
+        ),
+    )
+    assert (
+        cfg.trainer.max_to_keep == 3
+        and cfg.trainer.validation_steps == 4
+        and cfg.task.model.use_bias is True
+    )
 
 
-@pytest.mark.parametrize("override, message", [
-    ("trainer.train_steps=5.5", "trainer.train_steps: expected an integer, got 5.5"),
-    ("trainer.train_steps=lots", "trainer.train_steps: expected an integer, got 'lots'"),
-    ("task.model.use_bias=maybe", "task.model.use_bias: expected true or false, got 'maybe'"),
-    ("task.model.dropout=[1]", "task.model.dropout: expected a number"),
-    ("task.model.layers=7", "task.model.layers: expected a list, got 7"),
-    ("task.train_data=5", "expected a mapping of keys to values at task.train_data."),
-    ("task.model.units", "expected key=value pairs"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("trainer.train_steps=5.5", "trainer.train_steps: expected an integer, got 5.5"),
+        ("trainer.train_steps=lots", "trainer.train_steps: expected an integer, got 'lots'"),
+        ("task.model.use_bias=maybe", "task.model.use_bias: expected true or false, got 'maybe'"),
+        ("task.model.dropout=[1]", "task.model.dropout: expected a number"),
+        ("task.model.layers=7", "task.model.layers: expected a list, got 7"),
+        ("task.train_data=5", "expected a mapping of keys to values at task.train_data."),
+        ("task.model.units", "expected key=value pairs"),
+    ],
+)
 def test_bad_values_name_the_key(override, message):
     with pytest.raises(UserInputError) as e:
         build_experiment(defaults(), params_override=override)
@@ -174,10 +219,16 @@ def test_bad_values_name_the_key(override, message):
 
 def test_params_override_parsing():
     assert parse_params_override("a.b=1,c=[1, 2],d={x: 1, y: 2},e='s,t'") == {
-        "a": {"b": 1}, "c": [1, 2], "d": {"x": 1, "y": 2}, "e": "s,t"}
+        "a": {"b": 1},
+        "c": [1, 2],
+        "d": {"x": 1, "y": 2},
+        "e": "s,t",
+    }
     # a piece without '=' continues the previous value: comma-separated file patterns
     assert parse_params_override("task.train_data.input_path=/a/*,/b/*,trainer.train_steps=3") == {
-        "task": {"train_data": {"input_path": "/a/*,/b/*"}}, "trainer": {"train_steps": 3}}
+        "task": {"train_data": {"input_path": "/a/*,/b/*"}},
+        "trainer": {"train_steps": 3},
+    }
     assert parse_params_override("{trainer: {train_steps: 3}}") == {"trainer": {"train_steps": 3}}
     assert parse_params_override("") == {}
     with pytest.raises(UserInputError, match="bad key 'a..b'"):
@@ -185,8 +236,11 @@ def test_params_override_parsing():
 
 
 def test_free_form_dict_fields_merge():
-    cfg = build_experiment(ExperimentConfig(), config_text="task: {custom_config: {a: 1, nested: {x: 1}}}",
-                           params_override="task.custom_config.nested.y=2,task.custom_config.b=text")
+    cfg = build_experiment(
+        ExperimentConfig(),
+        config_text="task: {custom_config: {a: 1, nested: {x: 1}}}",
+        params_override="task.custom_config.nested.y=2,task.custom_config.b=text",
+    )
     assert cfg.task.custom_config == {"a": 1, "nested": {"x": 1, "y": 2}, "b": "text"}
 
 
@@ -201,36 +255,61 @@ def test_registry_and_experiment_class_check(tmp_path):
     assert get_experiment("tiny_test_experiment").trainer.train_steps == 123
     get_experiment("tiny_test_experiment").trainer.train_steps = 1  # a fresh copy each time
     assert get_experiment("tiny_test_experiment").trainer.train_steps == 123
-    with pytest.raises(UserInputError, match="no experiment named 'nope'; registered: .*tiny_test_experiment"):
+    with pytest.raises(
+        UserInputError, match="no experiment named 'nope'; registered: .*tiny_test_experiment"
+    ):
         get_experiment("nope")
 
     @register_experiment("plain_task_experiment")
     def plain() -> ExperimentConfig:
         return ExperimentConfig()
 
-    request = TrainRequest(program=TaskProgram(task="t:TinyTask", experiment="plain_task_experiment", mode="train"),
-                           examples="", model_dir="m", model_run_dir="r", checkpoint_dir="c", gcs_root=str(tmp_path))
-    with pytest.raises(UserInputError, match="configures a TaskConfig, but TinyTask expects a TinyTaskConfig"):
+    request = TrainRequest(
+        program=TaskProgram(task="t:TinyTask", experiment="plain_task_experiment", mode="train"),
+        examples="",
+        model_dir="m",
+        model_run_dir="r",
+        checkpoint_dir="c",
+        gcs_root=str(tmp_path),
+    )
+    with pytest.raises(
+        UserInputError, match="configures a TaskConfig, but TinyTask expects a TinyTaskConfig"
+    ):
         runner.resolve_experiment(TinyTask, request)
 
 
 def test_validate_for_mode():
-    cfg = build_experiment(defaults(),
-                           params_override="task.train_data.input_path=/x/*,task.validation_data.input_path=/y/*")
+    cfg = build_experiment(
+        defaults(),
+        params_override="task.train_data.input_path=/x/*,task.validation_data.input_path=/y/*",
+    )
     with pytest.raises(UserInputError, match="trainer.train_steps: required to train"):
         validate(cfg, "train")
     validate(cfg, "eval")  # evaluation needs no train_steps
     cfg.trainer.train_steps = 10
     cfg.runtime.distribution_strategy = "off"
-    assert validate(cfg, "train_and_eval").runtime.distribution_strategy == "default"  # Model Garden's name
+    assert (
+        validate(cfg, "train_and_eval").runtime.distribution_strategy == "default"
+    )  # Model Garden's name
     for override, message in [
-        ("runtime.distribution_strategy=tpu", "runtime.distribution_strategy: TPUs are not supported"),
-        ("runtime.distribution_strategy=parameter_server", "runtime.distribution_strategy: expected one of"),
+        (
+            "runtime.distribution_strategy=tpu",
+            "runtime.distribution_strategy: TPUs are not supported",
+        ),
+        (
+            "runtime.distribution_strategy=parameter_server",
+            "runtime.distribution_strategy: expected one of",
+        ),
         ("runtime.distribution_strategy=ps", r"multi_worker_mirrored \(or off, none for default\)"),
-        ("runtime.mixed_precision_dtype=half",
-         "runtime.mixed_precision_dtype: expected one of float32, float16, bfloat16, mixed_float16, mixed_bfloat16 "
-         "or empty"),
-        ("trainer.best_checkpoint_export_subdir=best", "trainer.best_checkpoint_eval_metric: required"),
+        (
+            "runtime.mixed_precision_dtype=half",
+            "runtime.mixed_precision_dtype: expected one of float32, float16, bfloat16, mixed_float16, mixed_bfloat16 "
+            "or empty",
+        ),
+        (
+            "trainer.best_checkpoint_export_subdir=best",
+            "trainer.best_checkpoint_eval_metric: required",
+        ),
         ("trainer.best_checkpoint_metric_comp=bigger", "expected higher or lower"),
         ("trainer.steps_per_loop=0", "trainer.steps_per_loop: expected a positive integer"),
         ("trainer.validation_steps=0", "trainer.validation_steps: expected -1"),
@@ -241,8 +320,11 @@ def test_validate_for_mode():
 
 
 def test_params_yaml_round_trips_and_masks_secrets(tmp_path):
-    cfg = build_experiment(defaults(), params_override="trainer.train_steps=42,task.model.layers=[3],"
-                                                       "task.custom_config={api_key: s3cret, rows: 5}")
+    cfg = build_experiment(
+        defaults(),
+        params_override="trainer.train_steps=42,task.model.layers=[3],"
+        "task.custom_config={api_key: s3cret, rows: 5}",
+    )
     path = write_params_yaml(cfg, str(tmp_path))
     assert path == str(tmp_path / "params.yaml")
     text = Path(path).read_text()
@@ -257,14 +339,20 @@ def test_bad_config_files(tmp_path):
     with pytest.raises(UserInputError, match="does not exist"):
         build_experiment(defaults(), config_files=[str(tmp_path / "missing.yaml")])
     bad = write(tmp_path / "bad.yaml", "trainer: [1, 2\n")
-    with pytest.raises(UserInputError, match=r"--config-file .*bad.yaml: not valid YAML/JSON at line"):
+    with pytest.raises(
+        UserInputError, match=r"--config-file .*bad.yaml: not valid YAML/JSON at line"
+    ):
         build_experiment(defaults(), config_files=[bad])
     broken_json = write(tmp_path / "broken.json", '{"trainer": {"train_steps": 5}')
-    with pytest.raises(UserInputError, match=r"--config-file .*broken.json: not valid YAML/JSON at line 1"):
+    with pytest.raises(
+        UserInputError, match=r"--config-file .*broken.json: not valid YAML/JSON at line 1"
+    ):
         build_experiment(defaults(), config_files=[broken_json])
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"trainer:\n  train_steps: \xff\xfe\n")
-    with pytest.raises(UserInputError, match=r"--config-file .*binary.yaml: .*binary.yaml is not UTF-8 text"):
+    with pytest.raises(
+        UserInputError, match=r"--config-file .*binary.yaml: .*binary.yaml is not UTF-8 text"
+    ):
         build_experiment(defaults(), config_files=[str(binary)])
     listy = write(tmp_path / "list.yaml", "- 1\n- 2\n")
     with pytest.raises(UserInputError, match="expected a mapping"):
@@ -300,7 +388,10 @@ def test_task_class_checks():
     with pytest.raises(UserInputError, match="expected module:Class"):
         runner.split_task_spec("examples/penguin/task.py")
     assert runner.split_task_spec("gs://b/dir/task.py:MyTask") == ("gs://b/dir/task.py", "MyTask")
-    with pytest.raises(UserInputError, match=r"--task: .*has no 'Nope'; its Task classes: IncompleteTask, LinearTask"):
+    with pytest.raises(
+        UserInputError,
+        match=r"--task: .*has no 'Nope'; its Task classes: IncompleteTask, LinearTask",
+    ):
         runner.load_task_class(f"{TASKS / 'linear_task.py'}:Nope", "/nonexistent")
     with pytest.raises(UserInputError, match="--task: .*missing.py does not exist"):
         runner.load_task_class(f"{TASKS / 'missing.py'}:Task", "/nonexistent")
@@ -308,50 +399,91 @@ def test_task_class_checks():
 
 def test_request_accepts_task_inputs_from_flags_and_kfp(tmp_path, penguin):
     base = {"examples": str(penguin / "data"), "model_dir": str(tmp_path / "m")}
-    request = build_train_request({**base, "task": "pkg.tasks:MyTask", "params_override": "trainer.train_steps=3",
-                                   "mode": "train"}, environ={})
+    request = build_train_request(
+        {
+            **base,
+            "task": "pkg.tasks:MyTask",
+            "params_override": "trainer.train_steps=3",
+            "mode": "train",
+        },
+        environ={},
+    )
     # the program is the Task (no run_fn module): its fields are the Task API's alone
-    assert request.program == TaskProgram(task="pkg.tasks:MyTask", mode="train",
-                                          params_override="trainer.train_steps=3")
+    assert request.program == TaskProgram(
+        task="pkg.tasks:MyTask", mode="train", params_override="trainer.train_steps=3"
+    )
     assert request.task is request.program
     # --examples is optional with a task (the config may name the files)
-    assert build_train_request({"model_dir": str(tmp_path / "m"), "task": "t:T"}, environ={}).examples == ""
-    with pytest.raises(UserInputError, match="--task: give either --task module:Class or --module-file"):
+    assert (
+        build_train_request({"model_dir": str(tmp_path / "m"), "task": "t:T"}, environ={}).examples
+        == ""
+    )
+    with pytest.raises(
+        UserInputError, match="--task: give either --task module:Class or --module-file"
+    ):
         build_train_request({**base, "task": "t:T", "module_file": "m.py"}, environ={})
     with pytest.raises(UserInputError, match="--module-file: required"):
         build_train_request(base, environ={})
     with pytest.raises(UserInputError, match="--mode: expected one of"):
         build_train_request({**base, "task": "t:T", "mode": "fit"}, environ={})
     with pytest.raises(UserInputError, match="config: not valid YAML/JSON"):
-        build_train_request({**base, "task": "t:T", "config": "trainer: {train_steps: 3"}, environ={})
+        build_train_request(
+            {**base, "task": "t:T", "config": "trainer: {train_steps: 3"}, environ={}
+        )
     with pytest.raises(UserInputError, match="--config-file: .*nope.yaml does not exist"):
-        build_train_request({**base, "task": "t:T", "config_file": [str(tmp_path / "nope.yaml")]}, environ={})
+        build_train_request(
+            {**base, "task": "t:T", "config_file": [str(tmp_path / "nope.yaml")]}, environ={}
+        )
     with pytest.raises(UserInputError, match="--keras: the Task API runs Keras 3"):
         build_train_request({**base, "task": "t:T", "keras": "tf_keras"}, environ={})
 
     # KFP: the component's `task`, `experiment`, `config` (a YAML string or a dict) and `mode` parameters
     cfg = write(tmp_path / "c.yaml", {"trainer": {"train_steps": 1}})
     executor_input = {
-        "inputs": {"parameterValues": {"task": "pkg.tasks:MyTask", "experiment": "penguin", "mode": "train",
-                                       "config": {"trainer": {"train_steps": 20.0}}, "config_file": cfg},
-                   "artifacts": {"examples": {"artifacts": [{"name": "e", "uri": str(penguin / "data")}]}}},
-        "outputs": {"artifacts": {"model": {"artifacts": [{"name": "m", "uri": str(tmp_path / "model"),
-                                                           "type": {"schemaTitle": "system.Model"}}]}},
-                    "outputFile": str(tmp_path / "out.json")},
+        "inputs": {
+            "parameterValues": {
+                "task": "pkg.tasks:MyTask",
+                "experiment": "penguin",
+                "mode": "train",
+                "config": {"trainer": {"train_steps": 20.0}},
+                "config_file": cfg,
+            },
+            "artifacts": {"examples": {"artifacts": [{"name": "e", "uri": str(penguin / "data")}]}},
+        },
+        "outputs": {
+            "artifacts": {
+                "model": {
+                    "artifacts": [
+                        {
+                            "name": "m",
+                            "uri": str(tmp_path / "model"),
+                            "type": {"schemaTitle": "system.Model"},
+                        }
+                    ]
+                }
+            },
+            "outputFile": str(tmp_path / "out.json"),
+        },
     }
     values, kfp = kfp_io.parse(artifacts=ARTIFACTS, executor_input=executor_input)
     request = build_train_request(values, environ={}, kfp=kfp)
     task = request.program
     assert (task.task, task.experiment, task.mode, task.config_files) == (
-        "pkg.tasks:MyTask", "penguin", "train", (cfg,))
+        "pkg.tasks:MyTask",
+        "penguin",
+        "train",
+        (cfg,),
+    )
     assert json.loads(task.config) == {"trainer": {"train_steps": 20}}  # KFP's floats back to ints
     assert config_lib.parse_config_text(task.config) == {"trainer": {"train_steps": 20}}
 
 
 def test_importing_the_task_api_does_not_load_tensorflow():
-    code = ("import sys, generic_trainer.task, generic_trainer.train_task, generic_trainer.task.controller, "
-            "generic_trainer.task.experiment, generic_trainer.task.export; "
-            "print('tensorflow' in sys.modules)")
+    code = (
+        "import sys, generic_trainer.task, generic_trainer.train_task, generic_trainer.task.controller, "
+        "generic_trainer.task.experiment, generic_trainer.task.export; "
+        "print('tensorflow' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -370,17 +502,23 @@ def test_cli_strategy_wins_over_the_config_and_runtime_keys(caplog):
     cfg = build_experiment(defaults(), RunInputs(strategy="one_device"), config_text=mirrored)
     assert cfg.runtime.distribution_strategy == "one_device"
     assert "--strategy one_device wins over runtime.distribution_strategy mirrored" in caplog.text
-    cfg = build_experiment(defaults(), RunInputs(strategy="auto"), config_text=mirrored)  # auto: the config's
+    cfg = build_experiment(
+        defaults(), RunInputs(strategy="auto"), config_text=mirrored
+    )  # auto: the config's
     assert cfg.runtime.distribution_strategy == "mirrored"
     cfg.trainer.train_steps = 5
     cfg.task.train_data.input_path = cfg.task.validation_data.input_path = "/x/*"
     validate(cfg, "train")
-    assert cfg.runtime.loss_scale == 128.0 and "all_reduce_alg='nccl'" in caplog.text  # read, logged as not acted on
-    for override, message in [("runtime.worker_hosts=a:1", "runtime.worker_hosts: the cluster comes from TF_CONFIG"),
-                              ("runtime.loss_scale=big", "runtime.loss_scale: expected dynamic or a positive number"),
-                              ("runtime.tpu=local", "runtime.tpu: TPUs are not supported"),
-                              ("runtime.num_gpus=-1", "runtime.num_gpus: expected 0"),
-                              ("trainer.recovery_max_trials=-1", "trainer.recovery_max_trials: expected 0 or more")]:
+    assert (
+        cfg.runtime.loss_scale == 128.0 and "all_reduce_alg='nccl'" in caplog.text
+    )  # read, logged as not acted on
+    for override, message in [
+        ("runtime.worker_hosts=a:1", "runtime.worker_hosts: the cluster comes from TF_CONFIG"),
+        ("runtime.loss_scale=big", "runtime.loss_scale: expected dynamic or a positive number"),
+        ("runtime.tpu=local", "runtime.tpu: TPUs are not supported"),
+        ("runtime.num_gpus=-1", "runtime.num_gpus: expected 0"),
+        ("trainer.recovery_max_trials=-1", "trainer.recovery_max_trials: expected 0 or more"),
+    ]:
         with pytest.raises(UserInputError, match=message):
             validate(build_experiment(cfg, params_override=override), "train")
     with pytest.raises(UserInputError, match="runtime.num_gpus: 2 GPUs asked for, 0 visible"):

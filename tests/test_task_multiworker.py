@@ -29,11 +29,27 @@ def _start_workers(tmp_path, extra_args: list[str]) -> list[tuple[subprocess.Pop
     for index in range(2):
         tmpdir = tmp_path / f"tmp{index}"
         tmpdir.mkdir()
-        env = cli_env({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
-                       "TMPDIR": str(tmpdir)})
+        env = cli_env(
+            {
+                "TF_CONFIG": json.dumps(
+                    {"cluster": cluster, "task": {"type": "worker", "index": index}}
+                ),
+                "TMPDIR": str(tmpdir),
+            }
+        )
         log = open(tmp_path / f"worker{index}.log", "w+")  # noqa: SIM115 - closed below
-        procs.append((subprocess.Popen([sys.executable, "-m", "generic_trainer", *extra_args], env=env,
-                                       stdout=log, stderr=subprocess.STDOUT, text=True), log))
+        procs.append(
+            (
+                subprocess.Popen(
+                    [sys.executable, "-m", "generic_trainer", *extra_args],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                ),
+                log,
+            )
+        )
     return procs
 
 
@@ -54,7 +70,9 @@ def _wait(procs, timeout: float) -> list[str]:
 
 
 def _validation_line(output: str) -> str:
-    lines = re.findall(r"validation at step \d+: \d+ batches, (\d+ examples), [\d.]+ s: (.*)", output)
+    lines = re.findall(
+        r"validation at step \d+: \d+ batches, (\d+ examples), [\d.]+ s: (.*)", output
+    )
     assert lines, output[-3000:]
     return " ".join(lines[-1])
 
@@ -65,11 +83,26 @@ def test_two_workers_train_the_penguin_task_with_global_metrics(tmp_path):
 
     assert keras.__version__.startswith("3.")
     model_dir, metrics_file = tmp_path / "model", tmp_path / "metrics.json"
-    args = ["train", "--task", f"{PENGUIN / 'task.py'}:PenguinTask", "--experiment", "penguin",
-            "--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "schema.pbtxt"),
-            "--model-dir", str(model_dir), "--metrics-file", str(metrics_file), "--cluster-timeout", "120",
-            "--params-override", "trainer.train_steps=20,trainer.steps_per_loop=10,trainer.validation_interval=20,"
-                                 "trainer.checkpoint_interval=20,task.validation_data.global_batch_size=16"]
+    args = [
+        "train",
+        "--task",
+        f"{PENGUIN / 'task.py'}:PenguinTask",
+        "--experiment",
+        "penguin",
+        "--examples",
+        str(PENGUIN / "data"),
+        "--schema",
+        str(PENGUIN / "schema.pbtxt"),
+        "--model-dir",
+        str(model_dir),
+        "--metrics-file",
+        str(metrics_file),
+        "--cluster-timeout",
+        "120",
+        "--params-override",
+        "trainer.train_steps=20,trainer.steps_per_loop=10,trainer.validation_interval=20,"
+        "trainer.checkpoint_interval=20,task.validation_data.global_batch_size=16",
+    ]
     chief_out, worker_out = _wait(_start_workers(tmp_path, args), timeout=420)
     assert "strategy=CollectiveAllReduceStrategy replicas_in_sync=2" in chief_out, chief_out[-3000:]
     assert re.search(r"step 20/20 .* loss=", chief_out), chief_out[-3000:]
@@ -79,7 +112,11 @@ def test_two_workers_train_the_penguin_task_with_global_metrics(tmp_path):
     n_examples = int(_validation_line(chief_out).split()[0])
 
     # only the chief published; the workers' private dirs are gone
-    assert sorted(os.listdir(model_dir)) == ["Format-Serving", "logs", "schemata"]  # schemata: Vertex predictSchemata
+    assert sorted(os.listdir(model_dir)) == [
+        "Format-Serving",
+        "logs",
+        "schemata",
+    ]  # schemata: Vertex predictSchemata
     assert (model_dir / "logs" / "checkpoints" / "params.yaml").is_file()
     assert (model_dir / "logs" / "checkpoints" / "best_ckpt" / "info.json").is_file()
     assert os.listdir(tmp_path / "tmp0") == [] and os.listdir(tmp_path / "tmp1") == []
@@ -89,8 +126,12 @@ def test_two_workers_train_the_penguin_task_with_global_metrics(tmp_path):
     serve = tf.saved_model.load(str(model_dir / "Format-Serving")).signatures["serving_default"]
     files = tf.io.gfile.glob(split_file_patterns(str(PENGUIN / "data"), ["eval"])[0])
     serialized = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
-    labels = np.array([tf.train.Example.FromString(s).features.feature["species"].int64_list.value[0]
-                       for s in serialized])
+    labels = np.array(
+        [
+            tf.train.Example.FromString(s).features.feature["species"].int64_list.value[0]
+            for s in serialized
+        ]
+    )
     probabilities = serve(examples=tf.constant(serialized))["outputs"].numpy()
     assert len(serialized) == n_examples
     auc = keras.metrics.AUC()

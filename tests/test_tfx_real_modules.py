@@ -37,12 +37,29 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 def _download_wheel(out: Path) -> None:
     wheels = out / "wheel"
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
-                           f"tfx=={TFX_VERSION}", "-d", str(wheels)], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"pip could not download tfx=={TFX_VERSION} (PyPI needed):\n{proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            f"tfx=={TFX_VERSION}",
+            "-d",
+            str(wheels),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, (
+        f"pip could not download tfx=={TFX_VERSION} (PyPI needed):\n{proc.stderr[-3000:]}"
+    )
     [wheel] = wheels.glob("tfx-*.whl")
     with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(out / "unpacking", [n for n in archive.namelist() if n.startswith("tfx/")])
+        archive.extractall(
+            out / "unpacking", [n for n in archive.namelist() if n.startswith("tfx/")]
+        )
     (out / "unpacking").rename(out / "root")
 
 
@@ -71,15 +88,42 @@ def _gt(*args) -> subprocess.CompletedProcess:
 
 def _transform(out: Path, examples: Path, schema: Path, module: Path) -> tuple[Path, Path]:
     """TFX's Transform: (transform graph, transformed examples)."""
-    _gt("transform", "--examples", examples, "--schema", schema, "--module-file", module,
-        "--transform-graph", out / "graph", "--transformed-examples", out / "transformed")
+    _gt(
+        "transform",
+        "--examples",
+        examples,
+        "--schema",
+        schema,
+        "--module-file",
+        module,
+        "--transform-graph",
+        out / "graph",
+        "--transformed-examples",
+        out / "transformed",
+    )
     return out / "graph", out / "transformed"
 
 
-def _train(out: Path, module: Path, examples: Path, schema: Path, graph: Path | None, *extra) -> Path:
+def _train(
+    out: Path, module: Path, examples: Path, schema: Path, graph: Path | None, *extra
+) -> Path:
     """TFX's Trainer wired as TFX wires it; returns the serving model dir."""
-    args = ["train", "--module-file", module, "--examples", examples, "--schema", schema,
-            "--model-dir", out / "model", "--train-steps", "3", "--eval-steps", "2", *extra]
+    args = [
+        "train",
+        "--module-file",
+        module,
+        "--examples",
+        examples,
+        "--schema",
+        schema,
+        "--model-dir",
+        out / "model",
+        "--train-steps",
+        "3",
+        "--eval-steps",
+        "2",
+        *extra,
+    ]
     _gt(*args, *(["--transform-graph", graph] if graph else []))
     serving = out / "model" / "Format-Serving"
     assert (serving / "saved_model.pb").is_file()
@@ -92,7 +136,9 @@ def _serve(serving: Path, raw_examples: Path, split: str = "eval", count: int = 
     import tensorflow as tf
 
     files = sorted(str(p) for p in (raw_examples / f"Split-{split}").iterdir())
-    records = list(tf.data.TFRecordDataset(files, compression_type="GZIP").take(count).as_numpy_iterator())
+    records = list(
+        tf.data.TFRecordDataset(files, compression_type="GZIP").take(count).as_numpy_iterator()
+    )
     signature = tf.saved_model.load(str(serving)).signatures["serving_default"]
     [name] = signature.structured_input_signature[1]
     outputs = {k: v.numpy() for k, v in signature(**{name: tf.constant(records)}).items()}
@@ -103,7 +149,15 @@ def _serve(serving: Path, raw_examples: Path, split: str = "eval", count: int = 
 
 def _import_csv(out: Path, csv: Path) -> tuple[Path, Path]:
     """TFX's CsvExampleGen + SchemaGen: (examples, schema)."""
-    _gt("import-examples", "--input", csv, "--output", out / "examples", "--schema-output", out / "schema")
+    _gt(
+        "import-examples",
+        "--input",
+        csv,
+        "--output",
+        out / "examples",
+        "--schema-output",
+        out / "schema",
+    )
     return out / "examples", out / "schema" / "schema.pbtxt"
 
 
@@ -130,8 +184,11 @@ def penguin(tfx_root) -> tuple[Path, Path]:
 def taxi(tfx_root, tmp_path_factory) -> tuple[Path, Path]:
     """240 rows of the wheel's Chicago taxi CSV, through import-examples (ExampleGen + SchemaGen)."""
     out = tmp_path_factory.mktemp("taxi")
-    csv = _head(tfx_root / "tfx" / "examples" / "chicago_taxi_pipeline" / "data" / "simple" / "data.csv",
-                out / "csv" / "data.csv", 241)
+    csv = _head(
+        tfx_root / "tfx" / "examples" / "chicago_taxi_pipeline" / "data" / "simple" / "data.csv",
+        out / "csv" / "data.csv",
+        241,
+    )
     return _import_csv(out, csv)
 
 
@@ -145,16 +202,44 @@ def test_penguin_keras_module_transforms_tunes_trains_and_is_evaluated(tfx_root,
     examples, schema = penguin
     module = tfx_root / "tfx" / "examples" / "penguin" / "penguin_utils_keras.py"
     graph, transformed = _transform(tmp_path, examples, schema, module)
-    _gt("tune", "--module-file", module, "--examples", transformed, "--schema", schema, "--transform-graph", graph,
-        "--train-steps", "3", "--eval-steps", "2", "--max-trials", "1",
-        "--best-hyperparameters-dir", tmp_path / "best")
+    _gt(
+        "tune",
+        "--module-file",
+        module,
+        "--examples",
+        transformed,
+        "--schema",
+        schema,
+        "--transform-graph",
+        graph,
+        "--train-steps",
+        "3",
+        "--eval-steps",
+        "2",
+        "--max-trials",
+        "1",
+        "--best-hyperparameters-dir",
+        tmp_path / "best",
+    )
     [best] = (tmp_path / "best").iterdir()
     serving = _train(tmp_path, module, transformed, schema, graph, "--hyperparameters", best)
     outputs = _serve(serving, examples)
     assert {v.shape[1] for v in outputs.values()} == {3}  # three species
-    _gt("evaluate", "--model", tmp_path / "model", "--examples", examples, "--schema", schema,
-        "--eval-config", json.dumps({"label_key": "species"}), "--blessing-dir", tmp_path / "blessing",
-        "--metrics-file", tmp_path / "metrics.json")
+    _gt(
+        "evaluate",
+        "--model",
+        tmp_path / "model",
+        "--examples",
+        examples,
+        "--schema",
+        schema,
+        "--eval-config",
+        json.dumps({"label_key": "species"}),
+        "--blessing-dir",
+        tmp_path / "blessing",
+        "--metrics-file",
+        tmp_path / "metrics.json",
+    )
     assert [p.name for p in (tmp_path / "blessing").iterdir()] in (["BLESSED"], ["NOT_BLESSED"])
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert "accuracy" in json.dumps(metrics)
@@ -173,8 +258,23 @@ def test_components_testdata_tuner_module_tunes_penguin(tfx_root, penguin, tmp_p
     """tfx/components/testdata/module_file/tuner_module.py, wired as TFX's Tuner test: raw examples + schema."""
     examples, schema = penguin
     module = tfx_root / "tfx" / "components" / "testdata" / "module_file" / "tuner_module.py"
-    _gt("tune", "--module-file", module, "--examples", examples, "--schema", schema, "--train-steps", "3",
-        "--eval-steps", "2", "--max-trials", "1", "--best-hyperparameters-dir", tmp_path / "best")
+    _gt(
+        "tune",
+        "--module-file",
+        module,
+        "--examples",
+        examples,
+        "--schema",
+        schema,
+        "--train-steps",
+        "3",
+        "--eval-steps",
+        "2",
+        "--max-trials",
+        "1",
+        "--best-hyperparameters-dir",
+        tmp_path / "best",
+    )
     [best] = (tmp_path / "best").iterdir()
     assert "learning_rate" in best.read_text()
 
@@ -182,9 +282,13 @@ def test_components_testdata_tuner_module_tunes_penguin(tfx_root, penguin, tmp_p
 def test_components_testdata_trainer_module_on_the_shipped_transform_outputs(tfx_root, tmp_path):
     """tfx/components/testdata/module_file/trainer_module.py on the taxi Transform outputs shipped beside it."""
     testdata = tfx_root / "tfx" / "components" / "testdata"
-    serving = _train(tmp_path, testdata / "module_file" / "trainer_module.py",
-                     testdata / "transform" / "transformed_examples", testdata / "schema_gen" / "schema.pbtxt",
-                     testdata / "transform" / "transform_graph")
+    serving = _train(
+        tmp_path,
+        testdata / "module_file" / "trainer_module.py",
+        testdata / "transform" / "transformed_examples",
+        testdata / "schema_gen" / "schema.pbtxt",
+        testdata / "transform" / "transform_graph",
+    )
     _serve(serving, testdata / "csv_example_gen")
 
 
@@ -202,13 +306,17 @@ def test_taxi_template_preprocessing_and_keras_model(tfx_root, taxi, tmp_path):
     examples, schema = taxi
     models = tfx_root / "tfx" / "experimental" / "templates" / "taxi" / "models"
     graph, transformed = _transform(tmp_path, examples, schema, models / "preprocessing.py")
-    _serve(_train(tmp_path, models / "keras_model" / "model.py", transformed, schema, graph), examples)
+    _serve(
+        _train(tmp_path, models / "keras_model" / "model.py", transformed, schema, graph), examples
+    )
 
 
 def test_imdb_native_keras_module(tfx_root, tmp_path):
     """tfx/examples/imdb/imdb_utils_native_keras.py on the wheel's IMDB sample (100 reviews)."""
-    csv = shutil.copy(tfx_root / "tfx" / "examples" / "imdb" / "data" / "imdb_small_with_labels.txt",
-                      tmp_path / "imdb.csv")
+    csv = shutil.copy(
+        tfx_root / "tfx" / "examples" / "imdb" / "data" / "imdb_small_with_labels.txt",
+        tmp_path / "imdb.csv",
+    )
     examples, schema = _import_csv(tmp_path, Path(csv))
     module = tfx_root / "tfx" / "examples" / "imdb" / "imdb_utils_native_keras.py"
     graph, transformed = _transform(tmp_path, examples, schema, module)
@@ -222,11 +330,22 @@ def test_mnist_native_keras_module_from_tfrecords(tfx_root, tmp_path):
     from datagen import write_split
 
     rng = np.random.default_rng(0)
-    rows = [{"image_floats": [float(v) for v in rng.integers(0, 256, 784)], "image_class": [i % 10]}
-            for i in range(60)]
+    rows = [
+        {"image_floats": [float(v) for v in rng.integers(0, 256, 784)], "image_class": [i % 10]}
+        for i in range(60)
+    ]
     write_split(str(tmp_path / "raw"), "all", rows)
-    _gt("import-examples", "--format", "tfrecord", "--input", tmp_path / "raw" / "Split-all" / "*",
-        "--output", tmp_path / "examples", "--schema-output", tmp_path / "schema")
+    _gt(
+        "import-examples",
+        "--format",
+        "tfrecord",
+        "--input",
+        tmp_path / "raw" / "Split-all" / "*",
+        "--output",
+        tmp_path / "examples",
+        "--schema-output",
+        tmp_path / "schema",
+    )
     schema = tmp_path / "schema" / "schema.pbtxt"
     assert "size: 784" in schema.read_text()
     module = tfx_root / "tfx" / "examples" / "mnist" / "mnist_utils_native_keras.py"

@@ -31,10 +31,15 @@ def test_penguin_model_is_published_whole_and_serves(trained_penguin_model: Path
 
     serving = trained_penguin_model / "Format-Serving"
     assert (serving / "saved_model.pb").is_file()
-    assert not [p for p in os.listdir(trained_penguin_model) if p.startswith(".")], "staging dirs left behind"
+    assert not [p for p in os.listdir(trained_penguin_model) if p.startswith(".")], (
+        "staging dirs left behind"
+    )
     files = glob.glob(str(PENGUIN / "data/Split-eval/*"))
     records = list(tf.data.TFRecordDataset(files, compression_type="GZIP").as_numpy_iterator())
-    labels = [tf.train.Example.FromString(r).features.feature["species"].int64_list.value[0] for r in records]
+    labels = [
+        tf.train.Example.FromString(r).features.feature["species"].int64_list.value[0]
+        for r in records
+    ]
     probs = _serve(serving, records)
     accuracy = sum(int(p.argmax() == y) for p, y in zip(probs, labels, strict=True)) / len(labels)
     assert accuracy > 0.9
@@ -52,7 +57,9 @@ def _regression_data(root: Path, splits=("training", "validation"), n=200) -> Pa
             x1, x2 = rng.uniform(-1, 1), rng.uniform(-1, 1)
             rows.append({"x1": [x1], "x2": [x2], "target": [3 * x1 - 2 * x2 + 0.5]})
         write_split(str(root / "examples"), split, rows, gzipped=(split != "validation"))
-    write_schema(str(root / "schema" / "schema.pbtxt"), {"x1": "FLOAT", "x2": "FLOAT", "target": "FLOAT"})
+    write_schema(
+        str(root / "schema" / "schema.pbtxt"), {"x1": "FLOAT", "x2": "FLOAT", "target": "FLOAT"}
+    )
     return root
 
 
@@ -60,15 +67,43 @@ def test_other_module_schema_and_splits(tmp_path: Path):
     root = _regression_data(tmp_path)
     hp_dir = tmp_path / "hp"
     hp_dir.mkdir()
-    (hp_dir / "best_hyperparameters.txt").write_text(json.dumps({"space": [], "values": {"units": 4}}))
-    proc = run_cli([
-        "train", "--examples", root / "examples", "--schema", root / "schema",
-        "--module-file", REGRESSION / "regress_module.py", "--run-fn", "train_regressor",
-        "--train-splits", "training", "--eval-splits", "validation", "--train-steps", "30", "--eval-steps", "5",
-        "--custom-config", json.dumps({"epochs": 2, "api_token": "hunter2"}), "--hyperparameters", hp_dir,
-        "--model-dir", tmp_path / "model", "--metrics-file", tmp_path / "m.json",
-        "--checkpoint-dir", tmp_path / "ckpt", "--model-run-dir", tmp_path / "run",
-    ], env={"AIP_TENSORBOARD_LOG_DIR": str(tmp_path / "vertex-tb")})
+    (hp_dir / "best_hyperparameters.txt").write_text(
+        json.dumps({"space": [], "values": {"units": 4}})
+    )
+    proc = run_cli(
+        [
+            "train",
+            "--examples",
+            root / "examples",
+            "--schema",
+            root / "schema",
+            "--module-file",
+            REGRESSION / "regress_module.py",
+            "--run-fn",
+            "train_regressor",
+            "--train-splits",
+            "training",
+            "--eval-splits",
+            "validation",
+            "--train-steps",
+            "30",
+            "--eval-steps",
+            "5",
+            "--custom-config",
+            json.dumps({"epochs": 2, "api_token": "hunter2"}),
+            "--hyperparameters",
+            hp_dir,
+            "--model-dir",
+            tmp_path / "model",
+            "--metrics-file",
+            tmp_path / "m.json",
+            "--checkpoint-dir",
+            tmp_path / "ckpt",
+            "--model-run-dir",
+            tmp_path / "run",
+        ],
+        env={"AIP_TENSORBOARD_LOG_DIR": str(tmp_path / "vertex-tb")},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "hunter2" not in proc.stderr + proc.stdout, "secret custom_config value was logged"
     # The module logs where Vertex AI TensorBoard reads live; the model-run dir gets a copy at the end.
@@ -86,9 +121,13 @@ def test_other_module_schema_and_splits(tmp_path: Path):
     assert record["is_chief"] is True and record["strategy"] == "_DefaultDistributionStrategy"
     assert record["transform_output"] is None and record["base_model"] is None
     metrics = json.loads((tmp_path / "m.json").read_text())
-    assert metrics["custom_metric"] == 42.5  # returned by run_fn: overrides / adds to what Keras logged
+    assert (
+        metrics["custom_metric"] == 42.5
+    )  # returned by run_fn: overrides / adds to what Keras logged
     assert "loss" in metrics and "mae" in metrics and "train_loss" in metrics
-    pred = _serve(tmp_path / "model" / "Format-Serving", _records(root / "examples" / "Split-training", 4))
+    pred = _serve(
+        tmp_path / "model" / "Format-Serving", _records(root / "examples" / "Split-training", 4)
+    )
     assert pred.shape == (4, 1)
 
 
@@ -102,34 +141,60 @@ def _records(split_dir: Path, n: int) -> list[bytes]:
 
 def test_module_and_examples_from_gcs(tmp_path: Path, gcs_emulator):
     host, bucket = gcs_emulator
-    uri = gcs_upload(host, bucket, "modules/regress_module.py", (REGRESSION / "regress_module.py").read_bytes())
-    gcs_upload(host, bucket, "modules/regress_helpers.py", (REGRESSION / "regress_helpers.py").read_bytes())
+    uri = gcs_upload(
+        host, bucket, "modules/regress_module.py", (REGRESSION / "regress_module.py").read_bytes()
+    )
+    gcs_upload(
+        host, bucket, "modules/regress_helpers.py", (REGRESSION / "regress_helpers.py").read_bytes()
+    )
     # Examples are read through the /gcs mount (Cloud Storage FUSE on Vertex); map it to a temp dir.
     gcs_root = tmp_path / "gcs"
     _regression_data(gcs_root / bucket / "pipeline", splits=("train", "eval"))
     import hashlib
 
     sha = hashlib.sha256((REGRESSION / "regress_module.py").read_bytes()).hexdigest()
-    proc = run_cli([
-        "train", "--examples", f"gs://{bucket}/pipeline/examples", "--schema", f"gs://{bucket}/pipeline/schema",
-        "--module-file", uri, "--module-sha256", sha, "--run-fn", "train_regressor", "--train-steps", "10",
-        "--eval-steps", "3",
-        "--model-dir", f"gs://{bucket}/out/model",
-    ], env={"STORAGE_EMULATOR_HOST": host, "GENERIC_TRAINER_GCS_ROOT": str(gcs_root)})
+    proc = run_cli(
+        [
+            "train",
+            "--examples",
+            f"gs://{bucket}/pipeline/examples",
+            "--schema",
+            f"gs://{bucket}/pipeline/schema",
+            "--module-file",
+            uri,
+            "--module-sha256",
+            sha,
+            "--run-fn",
+            "train_regressor",
+            "--train-steps",
+            "10",
+            "--eval-steps",
+            "3",
+            "--model-dir",
+            f"gs://{bucket}/out/model",
+        ],
+        env={"STORAGE_EMULATOR_HOST": host, "GENERIC_TRAINER_GCS_ROOT": str(gcs_root)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (gcs_root / bucket / "out" / "model" / "Format-Serving" / "saved_model.pb").is_file()
     # --keras auto: the module is not mounted, so it is read once downloaded, before TensorFlow loads
     assert "cannot be read before it is fetched" in proc.stderr
-    assert ("tf.keras is Keras 2 (tf_keras): --keras auto (decided once fetched): regress_module.py imports tfx_bsl "
-            "(line 13)") in proc.stderr
+    assert (
+        "tf.keras is Keras 2 (tf_keras): --keras auto (decided once fetched): regress_module.py imports tfx_bsl "
+        "(line 13)"
+    ) in proc.stderr
 
 
 # --- bad input: one clear message naming the input, non-zero exit, nothing half-written ---------------
 
+
 def _penguin_args(tmp_path: Path, **overrides) -> list[str]:
     args = {
-        "--examples": PENGUIN / "data", "--module-file": PENGUIN / "module.py",
-        "--schema": PENGUIN / "schema.pbtxt", "--model-dir": tmp_path / "model", "--train-steps": "5",
+        "--examples": PENGUIN / "data",
+        "--module-file": PENGUIN / "module.py",
+        "--schema": PENGUIN / "schema.pbtxt",
+        "--model-dir": tmp_path / "model",
+        "--train-steps": "5",
         "--metrics-file": tmp_path / "metrics.json",
     }
     args.update(overrides)
@@ -162,32 +227,80 @@ def _empty_split(tmp_path: Path) -> Path:
 
 
 BAD_INPUTS = {
-    "module_missing": (lambda t: {"--module-file": t / "nope.py"}, 2, ["--module-file", "nope.py", "does not exist"]),
-    "module_is_directory": (lambda t: {"--module-file": _mkdir(t / "pkg.py")}, 2,
-                            ["--module-file", "is a directory"]),
-    "module_not_text": (lambda t: {"--module-file": _bytes(t / "bin.py", b"\xff\xfe\x00run_fn")}, 2,
-                        ["--module-file", "not UTF-8"]),
-    "module_syntax_error": (lambda t: {"--module-file": _module(t, "def run_fn(:\n")}, 2,
-                            ["--module-file", "syntax error", "line 1"]),
-    "no_run_fn": (lambda t: {"--module-file": _module(t, "def other():\n    pass\n")}, 2,
-                  ["--run-fn", "no function 'run_fn'", "other"]),
-    "run_fn_raises": (lambda t: {"--module-file": _module(t, RUN_FN_RAISES)}, 3,
-                      ["run_fn raised ValueError", "boom from user code", "in helper"]),
-    "run_fn_writes_no_model": (lambda t: {"--module-file": _module(t, RUN_FN_NO_MODEL)}, 4,
-                               ["wrote no model", "serving_model_dir"]),
-    "examples_missing": (lambda t: {"--examples": t / "no-examples"}, 2, ["--examples", "does not exist"]),
+    "module_missing": (
+        lambda t: {"--module-file": t / "nope.py"},
+        2,
+        ["--module-file", "nope.py", "does not exist"],
+    ),
+    "module_is_directory": (
+        lambda t: {"--module-file": _mkdir(t / "pkg.py")},
+        2,
+        ["--module-file", "is a directory"],
+    ),
+    "module_not_text": (
+        lambda t: {"--module-file": _bytes(t / "bin.py", b"\xff\xfe\x00run_fn")},
+        2,
+        ["--module-file", "not UTF-8"],
+    ),
+    "module_syntax_error": (
+        lambda t: {"--module-file": _module(t, "def run_fn(:\n")},
+        2,
+        ["--module-file", "syntax error", "line 1"],
+    ),
+    "no_run_fn": (
+        lambda t: {"--module-file": _module(t, "def other():\n    pass\n")},
+        2,
+        ["--run-fn", "no function 'run_fn'", "other"],
+    ),
+    "run_fn_raises": (
+        lambda t: {"--module-file": _module(t, RUN_FN_RAISES)},
+        3,
+        ["run_fn raised ValueError", "boom from user code", "in helper"],
+    ),
+    "run_fn_writes_no_model": (
+        lambda t: {"--module-file": _module(t, RUN_FN_NO_MODEL)},
+        4,
+        ["wrote no model", "serving_model_dir"],
+    ),
+    "examples_missing": (
+        lambda t: {"--examples": t / "no-examples"},
+        2,
+        ["--examples", "does not exist"],
+    ),
     "split_empty": (lambda t: {"--examples": _empty_split(t)}, 2, ["--examples", "eval"]),
     "split_missing": (lambda t: {"--eval-splits": "test"}, 2, ["--examples", "test"]),
-    "corrupt_tfrecord": (lambda t: {"--examples": _corrupt_examples(t)}, 2, ["--examples", "broken.gz"]),
-    "schema_unparsable": (lambda t: {"--schema": _text(t, "schema.pbtxt", "feature { name: ")}, 2, ["--schema"]),
-    "hyperparameters_not_json": (lambda t: {"--hyperparameters": _text(t, "hp.txt", "{units: 3")}, 2,
-                                 ["--hyperparameters", "not valid JSON"]),
-    "custom_config_not_object": (lambda t: {"--custom-config": "[1, 2]"}, 2,
-                                 ["--custom-config", "expected a JSON object"]),
-    "custom_config_not_json": (lambda t: {"--custom-config": "{epochs: 2}"}, 2, ["--custom-config", "not valid JSON"]),
+    "corrupt_tfrecord": (
+        lambda t: {"--examples": _corrupt_examples(t)},
+        2,
+        ["--examples", "broken.gz"],
+    ),
+    "schema_unparsable": (
+        lambda t: {"--schema": _text(t, "schema.pbtxt", "feature { name: ")},
+        2,
+        ["--schema"],
+    ),
+    "hyperparameters_not_json": (
+        lambda t: {"--hyperparameters": _text(t, "hp.txt", "{units: 3")},
+        2,
+        ["--hyperparameters", "not valid JSON"],
+    ),
+    "custom_config_not_object": (
+        lambda t: {"--custom-config": "[1, 2]"},
+        2,
+        ["--custom-config", "expected a JSON object"],
+    ),
+    "custom_config_not_json": (
+        lambda t: {"--custom-config": "{epochs: 2}"},
+        2,
+        ["--custom-config", "not valid JSON"],
+    ),
     "sha256_mismatch": (lambda t: {"--module-sha256": "0" * 64}, 2, ["--module-sha256", "differs"]),
     "sha256_malformed": (lambda t: {"--module-sha256": "abc"}, 2, ["--module-sha256", "64 hex"]),
-    "train_steps_negative": (lambda t: {"--train-steps": "-3"}, 2, ["--train-steps", "whole number"]),
+    "train_steps_negative": (
+        lambda t: {"--train-steps": "-3"},
+        2,
+        ["--train-steps", "whole number"],
+    ),
 }
 
 
@@ -219,14 +332,18 @@ def test_bad_input_is_reported_clearly(tmp_path: Path, case: str):
         assert "Traceback (most recent call last)" not in err.split("train failed:")[0][-2000:]
     assert not (tmp_path / "metrics.json").exists()
     assert not (tmp_path / "model" / "Format-Serving").exists()
-    leftovers = [p for p in (tmp_path / "model").glob(".*")] if (tmp_path / "model").exists() else []
+    leftovers = (
+        [p for p in (tmp_path / "model").glob(".*")] if (tmp_path / "model").exists() else []
+    )
     assert not leftovers, f"half-written outputs left: {leftovers}"
 
 
 def test_gcs_module_not_found(tmp_path: Path, gcs_emulator):
     host, bucket = gcs_emulator
-    proc = run_cli(_penguin_args(tmp_path, **{"--module-file": f"gs://{bucket}/missing/module.py"}),
-                   env={"STORAGE_EMULATOR_HOST": host})
+    proc = run_cli(
+        _penguin_args(tmp_path, **{"--module-file": f"gs://{bucket}/missing/module.py"}),
+        env={"STORAGE_EMULATOR_HOST": host},
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"--module-file: gs://{bucket}/missing/module.py not found" in proc.stderr
 
@@ -235,9 +352,15 @@ def test_help_does_not_import_tensorflow():
     import subprocess
     import sys
 
-    code = ("import sys; from generic_trainer.cli import main\n"
-            "try:\n    main(['train', '--help'])\nexcept SystemExit: pass\n"
-            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n")
+    code = (
+        "import sys; from generic_trainer.cli import main\n"
+        "try:\n    main(['train', '--help'])\nexcept SystemExit: pass\n"
+        "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert "--examples" in proc.stdout and "--module-file" in proc.stdout and "--executor-input" in proc.stdout
+    assert (
+        "--examples" in proc.stdout
+        and "--module-file" in proc.stdout
+        and "--executor-input" in proc.stdout
+    )

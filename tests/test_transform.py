@@ -30,7 +30,9 @@ def _env() -> dict[str, str]:
 
 
 def _transform(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([GT, "transform", *args], env=_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [GT, "transform", *args], env=_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _error_line(stderr: str) -> str:
@@ -82,27 +84,60 @@ print("RESULT" + json.dumps({"fresh": fresh, "committed": summary(COMMITTED), "w
 @pytest.mark.e2e
 def test_penguin_transform_outputs_read_as_tfx_reads_them(tmp_path):
     graph, transformed = tmp_path / "graph", tmp_path / "transformed"
-    proc = _transform("--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "schema.pbtxt"),
-                      "--module-file", str(PENGUIN / "module_transform.py"), "--transform-graph", str(graph),
-                      "--transformed-examples", str(transformed))
+    proc = _transform(
+        "--examples",
+        str(PENGUIN / "data"),
+        "--schema",
+        str(PENGUIN / "schema.pbtxt"),
+        "--module-file",
+        str(PENGUIN / "module_transform.py"),
+        "--transform-graph",
+        str(graph),
+        "--transformed-examples",
+        str(transformed),
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = json.loads(proc.stdout)
     assert summary["num_examples"] == {"train": 238, "eval": 95}
     assert summary["raw_feature_count"] == 8 and summary["feature_count"] == 8
-    assert sorted(p.name for p in graph.iterdir()) == ["metadata", "transform_fn", "transformed_metadata"]
+    assert sorted(p.name for p in graph.iterdir()) == [
+        "metadata",
+        "transform_fn",
+        "transformed_metadata",
+    ]
     assert not [p for p in tmp_path.iterdir() if ".staging" in p.name]
-    check = subprocess.run([sys.executable, "-c", _CHECK, str(graph), str(PENGUIN / "transform_graph"),
-                            str(PENGUIN / "data"), str(transformed)],
-                           env=_env(), capture_output=True, text=True, timeout=600)
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _CHECK,
+            str(graph),
+            str(PENGUIN / "transform_graph"),
+            str(PENGUIN / "data"),
+            str(transformed),
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert check.returncode == 0, check.stderr[-4000:]
     result = json.loads(check.stdout.split("RESULT", 1)[1])
     fresh = result["fresh"]
     assert fresh["raw_spec"] == {
-        "bill_depth_mm": ["float32", [1]], "bill_length_mm": ["float32", [1]], "body_mass_g": ["float32", [1]],
-        "flipper_length_mm": ["float32", [1]], "island": ["string", [1]], "sex": ["string", [1]],
-        "species": ["int64", [1]], "year": ["int64", [1]],
+        "bill_depth_mm": ["float32", [1]],
+        "bill_length_mm": ["float32", [1]],
+        "body_mass_g": ["float32", [1]],
+        "flipper_length_mm": ["float32", [1]],
+        "island": ["string", [1]],
+        "sex": ["string", [1]],
+        "species": ["int64", [1]],
+        "year": ["int64", [1]],
     }
-    assert fresh["transformed_spec"]["body_mass_g"] == "float32" and fresh["transformed_spec"]["island"] == "int64"
+    assert (
+        fresh["transformed_spec"]["body_mass_g"] == "float32"
+        and fresh["transformed_spec"]["island"] == "int64"
+    )
     assert sorted(fresh["vocab"]["island"]) == ["Biscoe", "Dream", "Torgersen"]
     assert sorted(fresh["vocab"]["sex"]) == ["female", "male"]
     assert "species" not in fresh["transformed_keys"] and "island" in fresh["transformed_keys"]
@@ -111,7 +146,9 @@ def test_penguin_transform_outputs_read_as_tfx_reads_them(tmp_path):
     assert result["committed"] == fresh  # the committed graph is what this verb makes
     written = result["written"]
     assert written["train"]["count"] == 238 and written["eval"]["count"] == 95
-    assert written["train"]["files"] == ["transformed_examples-00000-of-00001.gz"]  # TFX Transform's names
+    assert written["train"]["files"] == [
+        "transformed_examples-00000-of-00001.gz"
+    ]  # TFX Transform's names
     assert abs(written["train"]["mass_mean"]) < 1e-4  # z-score over the analyzed split itself
     assert written["eval"]["island_ids"] == [0, 1, 2] and written["train"]["species"] == [0, 1, 2]
 
@@ -132,11 +169,25 @@ def _no_outputs(tmp_path: Path) -> None:
 def test_module_without_preprocessing_fn(tmp_path, monkeypatch, capsys):
     module = tmp_path / "plain.py"
     module.write_text("def run_fn(fn_args):\n    pass\n")
-    code, message = _fast(monkeypatch, capsys, "--examples", str(PENGUIN / "data"), "--schema",
-                          str(PENGUIN / "schema.pbtxt"), "--module-file", str(module),
-                          "--transform-graph", str(tmp_path / "graph"), "--transformed-examples", str(tmp_path / "tx"))
+    code, message = _fast(
+        monkeypatch,
+        capsys,
+        "--examples",
+        str(PENGUIN / "data"),
+        "--schema",
+        str(PENGUIN / "schema.pbtxt"),
+        "--module-file",
+        str(module),
+        "--transform-graph",
+        str(tmp_path / "graph"),
+        "--transformed-examples",
+        str(tmp_path / "tx"),
+    )
     assert code == 2
-    assert message == f"--preprocessing-fn: module {module} has no function 'preprocessing_fn'; it defines run_fn"
+    assert (
+        message
+        == f"--preprocessing-fn: module {module} has no function 'preprocessing_fn'; it defines run_fn"
+    )
     _no_outputs(tmp_path)
 
 
@@ -146,31 +197,69 @@ def test_analyze_split_without_examples(tmp_path, monkeypatch, capsys):
         (examples / f"Split-{split}").mkdir(parents=True)
     with gzip.open(examples / "Split-train" / "data_tfrecord-00000-of-00001.gz", "wb"):
         pass  # an empty shard, as Beam writes for a split that got no rows
-    (examples / "Split-eval" / "x.gz").write_bytes((PENGUIN / "data" / "Split-eval").glob("*.gz").__next__()
-                                                   .read_bytes())
-    code, message = _fast(monkeypatch, capsys, "--examples", str(examples), "--schema", str(PENGUIN / "schema.pbtxt"),
-                          "--module-file", str(PENGUIN / "module_transform.py"),
-                          "--transform-graph", str(tmp_path / "graph"))
+    (examples / "Split-eval" / "x.gz").write_bytes(
+        (PENGUIN / "data" / "Split-eval").glob("*.gz").__next__().read_bytes()
+    )
+    code, message = _fast(
+        monkeypatch,
+        capsys,
+        "--examples",
+        str(examples),
+        "--schema",
+        str(PENGUIN / "schema.pbtxt"),
+        "--module-file",
+        str(PENGUIN / "module_transform.py"),
+        "--transform-graph",
+        str(tmp_path / "graph"),
+    )
     assert code == 2
-    assert message == (f"--analyze-splits: split 'train' of {examples} holds no examples; the analyzers need data")
+    assert message == (
+        f"--analyze-splits: split 'train' of {examples} holds no examples; the analyzers need data"
+    )
     _no_outputs(tmp_path)
 
 
 def test_existing_outputs_and_missing_inputs_refused(tmp_path, monkeypatch, capsys):
     (tmp_path / "graph").mkdir()
     (tmp_path / "graph" / "old").write_text("x")
-    base = ["--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "schema.pbtxt"),
-            "--module-file", str(PENGUIN / "module_transform.py")]
+    base = [
+        "--examples",
+        str(PENGUIN / "data"),
+        "--schema",
+        str(PENGUIN / "schema.pbtxt"),
+        "--module-file",
+        str(PENGUIN / "module_transform.py"),
+    ]
     code, message = _fast(monkeypatch, capsys, *base, "--transform-graph", str(tmp_path / "graph"))
-    assert code == 2 and message.startswith("--transform-graph: ") and "already exists and is not empty" in message
+    assert (
+        code == 2
+        and message.startswith("--transform-graph: ")
+        and "already exists and is not empty" in message
+    )
     assert [p.name for p in (tmp_path / "graph").iterdir()] == ["old"]
-    code, message = _fast(monkeypatch, capsys, *base, "--transform-graph", str(tmp_path / "g2"),
-                          "--transformed-examples", str(tmp_path / "graph"))
+    code, message = _fast(
+        monkeypatch,
+        capsys,
+        *base,
+        "--transform-graph",
+        str(tmp_path / "g2"),
+        "--transformed-examples",
+        str(tmp_path / "graph"),
+    )
     assert code == 2 and message.startswith("--transformed-examples: ")
-    code, message = _fast(monkeypatch, capsys, *base, "--transform-graph", str(tmp_path / "g2"),
-                          "--analyze-splits", "test")
+    code, message = _fast(
+        monkeypatch,
+        capsys,
+        *base,
+        "--transform-graph",
+        str(tmp_path / "g2"),
+        "--analyze-splits",
+        "test",
+    )
     assert code == 2 and "has no split 'test'" in message
-    code, message = _fast(monkeypatch, capsys, *base[:2], *base[4:], "--transform-graph", str(tmp_path / "g2"))
+    code, message = _fast(
+        monkeypatch, capsys, *base[:2], *base[4:], "--transform-graph", str(tmp_path / "g2")
+    )
     assert code == 2 and message.startswith("--schema: required")
     assert not (tmp_path / "g2").exists()
 
@@ -178,16 +267,27 @@ def test_existing_outputs_and_missing_inputs_refused(tmp_path, monkeypatch, caps
 @pytest.mark.slow
 def test_preprocessing_fn_that_raises(tmp_path):
     module = tmp_path / "broken.py"
-    module.write_text(textwrap.dedent('''
+    module.write_text(
+        textwrap.dedent("""
         import tensorflow_transform as tft
 
         def preprocessing_fn(inputs):
             mass = tft.scale_to_z_score(inputs["body_mass_g"])
             return {"mass": mass, "oops": inputs["no_such_feature"]}
-    '''))
-    proc = _transform("--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "schema.pbtxt"),
-                      "--module-file", str(module), "--transform-graph", str(tmp_path / "graph"),
-                      "--transformed-examples", str(tmp_path / "tx"))
+    """)
+    )
+    proc = _transform(
+        "--examples",
+        str(PENGUIN / "data"),
+        "--schema",
+        str(PENGUIN / "schema.pbtxt"),
+        "--module-file",
+        str(module),
+        "--transform-graph",
+        str(tmp_path / "graph"),
+        "--transformed-examples",
+        str(tmp_path / "tx"),
+    )
     assert proc.returncode == 3, proc.stderr[-3000:]
     message = _error_line(proc.stderr)
     assert message == "preprocessing_fn raised KeyError: 'no_such_feature'"
@@ -199,10 +299,20 @@ def test_preprocessing_fn_that_raises(tmp_path):
 def test_preprocessing_fn_that_calls_sys_exit_0_is_a_user_code_failure(tmp_path):
     module = tmp_path / "quits.py"
     module.write_text("import sys\n\n\ndef preprocessing_fn(inputs):\n    sys.exit(0)\n")
-    proc = _transform("--examples", str(PENGUIN / "data"), "--schema", str(PENGUIN / "schema.pbtxt"),
-                      "--module-file", str(module), "--transform-graph", str(tmp_path / "graph"),
-                      "--transformed-examples", str(tmp_path / "tx"))
+    proc = _transform(
+        "--examples",
+        str(PENGUIN / "data"),
+        "--schema",
+        str(PENGUIN / "schema.pbtxt"),
+        "--module-file",
+        str(module),
+        "--transform-graph",
+        str(tmp_path / "graph"),
+        "--transformed-examples",
+        str(tmp_path / "tx"),
+    )
     assert proc.returncode == 3, proc.stderr[-3000:]
-    assert _error_line(proc.stderr).startswith(f"preprocessing_fn called sys.exit(0) at {module} line 5 before the "
-                                               "run finished")
+    assert _error_line(proc.stderr).startswith(
+        f"preprocessing_fn called sys.exit(0) at {module} line 5 before the run finished"
+    )
     _no_outputs(tmp_path)

@@ -31,8 +31,11 @@ from generic_trainer.intake.fit_request import build_tune_request
 
 
 def _values(tmp_path: Path, **kw):
-    base = {"examples": str(PENGUIN / "data"), "module_file": str(PENGUIN / "module.py"),
-            "best_hyperparameters_dir": str(tmp_path / "best")}
+    base = {
+        "examples": str(PENGUIN / "data"),
+        "module_file": str(PENGUIN / "module.py"),
+        "best_hyperparameters_dir": str(tmp_path / "best"),
+    }
     base.update(kw)
     return base
 
@@ -44,63 +47,104 @@ def test_request_defaults_keep_the_search_state_stable(tmp_path):
     assert req.working_dir == os.path.join(req.checkpoint_dir, "tuner")
     # Same request, same working dir: what makes a re-run resume.
     assert build_tune_request(_values(tmp_path), environ={}).working_dir == req.working_dir
-    env = {"AIP_CHECKPOINT_DIR": "gs://b/job/checkpoints/", "GENERIC_TRAINER_GCS_ROOT": str(tmp_path / "gcs")}
+    env = {
+        "AIP_CHECKPOINT_DIR": "gs://b/job/checkpoints/",
+        "GENERIC_TRAINER_GCS_ROOT": str(tmp_path / "gcs"),
+    }
     working_dir = build_tune_request(_values(tmp_path), environ=env).working_dir
     assert working_dir == str(tmp_path / "gcs/b/job/checkpoints/tuner")
     req = build_tune_request(_values(tmp_path, max_trials="0", worker_timeout="2.5"), environ={})
     assert req.max_trials is None and req.worker_timeout == 2.5
 
 
-@pytest.mark.parametrize("key,value,needle", [
-    ("best_hyperparameters_dir", None, "--best-hyperparameters-dir: required"),
-    ("max_trials", "-1", "--max-trials: expected a whole number of trials"),
-    ("max_trials", "many", "--max-trials: expected a whole number of trials"),
-    ("worker_timeout", "0", "--worker-timeout: expected a number of seconds > 0"),
-    ("strategy", "multi_worker_mirrored", "--strategy: expected one of auto, default, one_device, mirrored"),
-    ("keras", "tf_keras", "--keras: keras-tuner searches Keras 3 models only"),
-    ("module_file", None, "--module-file: required"),
-])
+@pytest.mark.parametrize(
+    "key,value,needle",
+    [
+        ("best_hyperparameters_dir", None, "--best-hyperparameters-dir: required"),
+        ("max_trials", "-1", "--max-trials: expected a whole number of trials"),
+        ("max_trials", "many", "--max-trials: expected a whole number of trials"),
+        ("worker_timeout", "0", "--worker-timeout: expected a number of seconds > 0"),
+        (
+            "strategy",
+            "multi_worker_mirrored",
+            "--strategy: expected one of auto, default, one_device, mirrored",
+        ),
+        ("keras", "tf_keras", "--keras: keras-tuner searches Keras 3 models only"),
+        ("module_file", None, "--module-file: required"),
+    ],
+)
 def test_request_bad_values_name_the_input(tmp_path, key, value, needle):
     with pytest.raises(UserInputError) as e:
         build_tune_request(_values(tmp_path, **{key: value}), environ={})
     assert needle in str(e.value)
 
 
-
 def test_metrics_and_report_files_on_gcs_map_to_the_mount(tmp_path):
     env = {"GENERIC_TRAINER_GCS_ROOT": str(tmp_path / "gcs")}
-    req = build_tune_request(_values(tmp_path, metrics_file="gs://b/t/metrics.json",
-                                     report_file="gs://b/t/report.html"), environ=env)
+    req = build_tune_request(
+        _values(tmp_path, metrics_file="gs://b/t/metrics.json", report_file="gs://b/t/report.html"),
+        environ=env,
+    )
     assert req.metrics_file == str(tmp_path / "gcs/b/t/metrics.json")
     assert req.report_file == str(tmp_path / "gcs/b/t/report.html")
 
+
 def test_kfp_outputs_map_to_the_request(tmp_path):
     def artifact(name, title):
-        return {"artifacts": [{"name": name, "type": {"schemaTitle": title}, "uri": f"gs://b/run/{name}",
-                               "metadata": {}}]}
+        return {
+            "artifacts": [
+                {
+                    "name": name,
+                    "type": {"schemaTitle": title},
+                    "uri": f"gs://b/run/{name}",
+                    "metadata": {},
+                }
+            ]
+        }
 
     executor_input = {
-        "inputs": {"parameterValues": {"tuner_fn": "my_tuner_fn", "max_trials": 3.0, "worker_timeout": 30,
-                                       "train_args": {"num_steps": 20}},
-                   "artifacts": {"examples": {"artifacts": [{"uri": str(PENGUIN / "data")}]}}},
-        "outputs": {"artifacts": {"best_hyperparameters": artifact("best_hyperparameters", "system.Artifact"),
-                                  "tuner_results": artifact("tuner_results", "system.Artifact"),
-                                  "metrics": artifact("metrics", "system.Metrics"),
-                                  "report": artifact("report", "system.HTML")},
-                    "outputFile": str(tmp_path / "executor_output.json")},
+        "inputs": {
+            "parameterValues": {
+                "tuner_fn": "my_tuner_fn",
+                "max_trials": 3.0,
+                "worker_timeout": 30,
+                "train_args": {"num_steps": 20},
+            },
+            "artifacts": {"examples": {"artifacts": [{"uri": str(PENGUIN / "data")}]}},
+        },
+        "outputs": {
+            "artifacts": {
+                "best_hyperparameters": artifact("best_hyperparameters", "system.Artifact"),
+                "tuner_results": artifact("tuner_results", "system.Artifact"),
+                "metrics": artifact("metrics", "system.Metrics"),
+                "report": artifact("report", "system.HTML"),
+            },
+            "outputFile": str(tmp_path / "executor_output.json"),
+        },
     }
-    values, kfp = kfp_io.parse(artifacts=ARTIFACTS, executor_input=executor_input, gcs_root=str(tmp_path))
-    req = build_tune_request({**values, "module_file": str(PENGUIN / "module.py")}, environ={}, kfp=kfp)
+    values, kfp = kfp_io.parse(
+        artifacts=ARTIFACTS, executor_input=executor_input, gcs_root=str(tmp_path)
+    )
+    req = build_tune_request(
+        {**values, "module_file": str(PENGUIN / "module.py")}, environ={}, kfp=kfp
+    )
     assert req.best_hyperparameters_dir == str(tmp_path / "b/run/best_hyperparameters")
     assert req.tuner_results_file == str(tmp_path / "b/run/tuner_results/tuner_results.json")
     assert req.report_file == str(tmp_path / "b/run/report")
-    assert (req.tuner_fn, req.max_trials, req.worker_timeout, req.train_steps) == ("my_tuner_fn", 3, 30.0, 20)
+    assert (req.tuner_fn, req.max_trials, req.worker_timeout, req.train_steps) == (
+        "my_tuner_fn",
+        3,
+        30.0,
+        20,
+    )
 
 
 def test_package_exports_stay_light():
-    code = ("import sys, generic_trainer; assert 'generic_trainer.fit.fn_args' not in sys.modules; "
-            "from generic_trainer import FnArgs, TunerFnResult; "
-            "assert TunerFnResult._fields == ('tuner', 'fit_kwargs'); assert 'tensorflow' not in sys.modules")
+    code = (
+        "import sys, generic_trainer; assert 'generic_trainer.fit.fn_args' not in sys.modules; "
+        "from generic_trainer import FnArgs, TunerFnResult; "
+        "assert TunerFnResult._fields == ('tuner', 'fit_kwargs'); assert 'tensorflow' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, env=cli_env())
 
 
@@ -113,7 +157,11 @@ def _hidden_layers(serving_dir: Path) -> tuple[int, int]:
     """(hidden Dense layers, their units) of the penguin model, read back from its SavedModel."""
     import tensorflow as tf
 
-    kernels = [v for v in tf.saved_model.load(str(serving_dir)).trainable_variables if v.name.endswith("kernel:0")]
+    kernels = [
+        v
+        for v in tf.saved_model.load(str(serving_dir)).trainable_variables
+        if v.name.endswith("kernel:0")
+    ]
     return len(kernels) - 1, int(kernels[0].shape[1])
 
 
@@ -125,21 +173,41 @@ def test_kfp_tune_then_train_on_the_bundled_example(tmp_path):
     out = tmp_path / "outputs"
 
     def artifact(name, title):
-        return {"artifacts": [{"name": name, "type": {"schemaTitle": title}, "uri": str(out / name), "metadata": {}}]}
+        return {
+            "artifacts": [
+                {
+                    "name": name,
+                    "type": {"schemaTitle": title},
+                    "uri": str(out / name),
+                    "metadata": {},
+                }
+            ]
+        }
 
     executor_input = {
         "inputs": {
-            "parameterValues": {"module_file": str(PENGUIN / "module.py"), "tuner_fn": "tuner_fn", "max_trials": 3,
-                                "train_args": {"num_steps": 20}, "eval_args": {"num_steps": 5},
-                                "custom_config": {"batch_size": 16, "api_token": "s3cret"}},
-            "artifacts": {"examples": {"artifacts": [{"uri": str(PENGUIN / "data")}]},
-                          "schema": {"artifacts": [{"uri": str(PENGUIN / "schema.pbtxt")}]}},
+            "parameterValues": {
+                "module_file": str(PENGUIN / "module.py"),
+                "tuner_fn": "tuner_fn",
+                "max_trials": 3,
+                "train_args": {"num_steps": 20},
+                "eval_args": {"num_steps": 5},
+                "custom_config": {"batch_size": 16, "api_token": "s3cret"},
+            },
+            "artifacts": {
+                "examples": {"artifacts": [{"uri": str(PENGUIN / "data")}]},
+                "schema": {"artifacts": [{"uri": str(PENGUIN / "schema.pbtxt")}]},
+            },
         },
-        "outputs": {"artifacts": {"best_hyperparameters": artifact("best_hyperparameters", "system.Artifact"),
-                                  "tuner_results": artifact("tuner_results", "system.Artifact"),
-                                  "metrics": artifact("metrics", "system.Metrics"),
-                                  "report": artifact("report", "system.HTML")},
-                    "outputFile": str(tmp_path / "executor_output.json")},
+        "outputs": {
+            "artifacts": {
+                "best_hyperparameters": artifact("best_hyperparameters", "system.Artifact"),
+                "tuner_results": artifact("tuner_results", "system.Artifact"),
+                "metrics": artifact("metrics", "system.Metrics"),
+                "report": artifact("report", "system.HTML"),
+            },
+            "outputFile": str(tmp_path / "executor_output.json"),
+        },
     }
     proc = run_cli(["tune", "--executor-input", json.dumps(executor_input)])
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -151,7 +219,9 @@ def test_kfp_tune_then_train_on_the_bundled_example(tmp_path):
     best_hp = keras_tuner.HyperParameters.from_config(config)
     results = json.loads((out / "tuner_results" / "tuner_results.json").read_text())
     assert len(results) == 3 and {r["trial_id"] for r in results} == {"0", "1", "2"}
-    assert all(set(r) == {"trial_id", "score", "learning_rate", "units", "num_layers"} for r in results)
+    assert all(
+        set(r) == {"trial_id", "score", "learning_rate", "units", "num_layers"} for r in results
+    )
     scores = [r["score"] for r in results]
     assert scores == sorted(scores, reverse=True)  # val_accuracy: higher is better
     assert best_hp.values == {k: v for k, v in results[0].items() if k not in ("trial_id", "score")}
@@ -169,11 +239,30 @@ def test_kfp_tune_then_train_on_the_bundled_example(tmp_path):
 
     # The trainer consumes the result: the model it trains has the best trial's layers.
     model = tmp_path / "model"
-    proc = run_cli(["train", "--examples", PENGUIN / "data", "--module-file", PENGUIN / "module.py",
-                    "--schema", PENGUIN / "schema.pbtxt", "--hyperparameters", out / "best_hyperparameters",
-                    "--model-dir", model, "--train-steps", "20", "--eval-steps", "5"])
+    proc = run_cli(
+        [
+            "train",
+            "--examples",
+            PENGUIN / "data",
+            "--module-file",
+            PENGUIN / "module.py",
+            "--schema",
+            PENGUIN / "schema.pbtxt",
+            "--hyperparameters",
+            out / "best_hyperparameters",
+            "--model-dir",
+            model,
+            "--train-steps",
+            "20",
+            "--eval-steps",
+            "5",
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert _hidden_layers(model / "Format-Serving") == (best_hp.get("num_layers"), best_hp.get("units"))
+    assert _hidden_layers(model / "Format-Serving") == (
+        best_hp.get("num_layers"),
+        best_hp.get("units"),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,21 +283,42 @@ def _trial_states(project: Path) -> dict[str, dict]:
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_killed_search_resumes_without_redoing_completed_trials(tmp_path):
-    args = ["tune", "--examples", PENGUIN / "data",
-            "--module-file", PENGUIN / "module.py", "--schema", PENGUIN / "schema.pbtxt",
-            "--best-hyperparameters-dir", tmp_path / "best", "--tuner-results-file", tmp_path / "results.json",
-            "--train-steps", "40", "--eval-steps", "5", "--max-trials", "3"]
+    args = [
+        "tune",
+        "--examples",
+        PENGUIN / "data",
+        "--module-file",
+        PENGUIN / "module.py",
+        "--schema",
+        PENGUIN / "schema.pbtxt",
+        "--best-hyperparameters-dir",
+        tmp_path / "best",
+        "--tuner-results-file",
+        tmp_path / "results.json",
+        "--train-steps",
+        "40",
+        "--eval-steps",
+        "5",
+        "--max-trials",
+        "3",
+    ]
     project = tmp_path / "best.checkpoints" / "tuner" / "penguin_tuning"
-    first = subprocess.Popen([sys.executable, "-m", "generic_trainer", *map(str, args)], env=cli_env(),
-                             stdout=subprocess.DEVNULL, stderr=open(tmp_path / "first.log", "w"))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "generic_trainer", *map(str, args)],
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "first.log", "w"),
+    )
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and first.poll() is None:
             if any(s["status"] == "COMPLETED" for s in _trial_states(project).values()):
                 break
             time.sleep(0.05)
-        assert first.poll() is None, "the search ended before it could be killed:\n" + (
-            tmp_path / "first.log").read_text()[-3000:]
+        assert first.poll() is None, (
+            "the search ended before it could be killed:\n"
+            + (tmp_path / "first.log").read_text()[-3000:]
+        )
         first.send_signal(signal.SIGKILL)  # no chance to clean up, as on a lost machine
         first.wait(30)
     finally:
@@ -224,7 +334,11 @@ def test_killed_search_resumes_without_redoing_completed_trials(tmp_path):
     assert len(after) == 3 and all(s["status"] == "COMPLETED" for s in after.values())
     for name, state in completed.items():  # untouched: neither re-run nor re-scored
         assert after[name] == state
-    rerun = {line.split("trial ", 1)[1].split()[0] for line in second.stderr.splitlines() if " started on " in line}
+    rerun = {
+        line.split("trial ", 1)[1].split()[0]
+        for line in second.stderr.splitlines()
+        if " started on " in line
+    }
     assert rerun and not rerun & {s["trial_id"] for s in completed.values()}
     assert "resuming" in second.stderr
     results = json.loads((tmp_path / "results.json").read_text())
@@ -304,26 +418,56 @@ def regression(tmp_path_factory) -> Path:
     return root
 
 
-def _tune_in_process(capsys, data: Path, module: Path, out: Path, *extra: str) -> tuple[int, str, str]:
-    code = cli.main(["tune", "--examples", str(data / "data"), "--schema", str(data / "schema.pbtxt"),
-                     "--module-file", str(module), "--train-splits", "fit", "--eval-splits", "holdout",
-                     "--best-hyperparameters-dir", str(out / "best"), "--tuner-results-file", str(out / "results.json"),
-                     "--metrics-file", str(out / "metrics.json"), "--report-file", str(out / "report.html"),
-                     "--train-steps", "10", "--eval-steps", "3", "--custom-config", '{"epochs": 1}', *extra])
+def _tune_in_process(
+    capsys, data: Path, module: Path, out: Path, *extra: str
+) -> tuple[int, str, str]:
+    code = cli.main(
+        [
+            "tune",
+            "--examples",
+            str(data / "data"),
+            "--schema",
+            str(data / "schema.pbtxt"),
+            "--module-file",
+            str(module),
+            "--train-splits",
+            "fit",
+            "--eval-splits",
+            "holdout",
+            "--best-hyperparameters-dir",
+            str(out / "best"),
+            "--tuner-results-file",
+            str(out / "results.json"),
+            "--metrics-file",
+            str(out / "metrics.json"),
+            "--report-file",
+            str(out / "report.html"),
+            "--train-steps",
+            "10",
+            "--eval-steps",
+            "3",
+            "--custom-config",
+            '{"epochs": 1}',
+            *extra,
+        ]
+    )
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 
 @pytest.mark.slow
 def test_other_module_and_schema_tune_then_train(regression, tmp_path, capsys):
-    code, stdout, stderr = _tune_in_process(capsys, regression, regression / "regression_tuning.py", tmp_path,
-                                            "--max-trials", "2")
+    code, stdout, stderr = _tune_in_process(
+        capsys, regression, regression / "regression_tuning.py", tmp_path, "--max-trials", "2"
+    )
     assert code == 0, stderr[-4000:]
     results = json.loads((tmp_path / "results.json").read_text())
     assert len(results) == 2  # --max-trials overrides the tuner_fn's 10
     assert results[0]["score"] <= results[1]["score"]  # val_loss: lower is better, best first
     assert all(set(r) == {"trial_id", "score", "width", "optimizer"} for r in results)
-    summary = json.loads(stdout[stdout.rindex("\n{\n") if "\n{\n" in stdout else stdout.index("{"):])
+    summary = json.loads(
+        stdout[stdout.rindex("\n{\n") if "\n{\n" in stdout else stdout.index("{") :]
+    )
     assert summary["objective"] == "val_loss" and summary["direction"] == "min"
     assert summary["best_trial_id"] == results[0]["trial_id"]
     assert [t["tuner_id"] for t in summary["trials"]] == ["tuner0", "tuner0"]
@@ -331,11 +475,33 @@ def test_other_module_and_schema_tune_then_train(regression, tmp_path, capsys):
     assert metrics["best_val_loss"] == results[0]["score"] and metrics["trials_completed"] == 2
 
     # The trainer with the result: run_fn has no defaults, so what it used came from the file.
-    code = cli.main(["train", "--examples", str(regression / "data"), "--schema", str(regression / "schema.pbtxt"),
-                     "--module-file", str(regression / "regression_tuning.py"), "--train-splits", "fit",
-                     "--eval-splits", "holdout", "--hyperparameters", str(tmp_path / "best"),
-                     "--model-dir", str(tmp_path / "model"), "--train-steps", "10", "--eval-steps", "3",
-                     "--custom-config", '{"epochs": 1}', "--metrics-file", str(tmp_path / "train_metrics.json")])
+    code = cli.main(
+        [
+            "train",
+            "--examples",
+            str(regression / "data"),
+            "--schema",
+            str(regression / "schema.pbtxt"),
+            "--module-file",
+            str(regression / "regression_tuning.py"),
+            "--train-splits",
+            "fit",
+            "--eval-splits",
+            "holdout",
+            "--hyperparameters",
+            str(tmp_path / "best"),
+            "--model-dir",
+            str(tmp_path / "model"),
+            "--train-steps",
+            "10",
+            "--eval-steps",
+            "3",
+            "--custom-config",
+            '{"epochs": 1}',
+            "--metrics-file",
+            str(tmp_path / "train_metrics.json"),
+        ]
+    )
     assert code == 0, capsys.readouterr().err[-4000:]
     used = json.loads((tmp_path / "train_metrics.json").read_text())
     assert used["used_width"] == results[0]["width"]
@@ -346,7 +512,9 @@ def test_other_module_and_schema_tune_then_train(regression, tmp_path, capsys):
 def test_resume_survives_a_cut_oracle_file_and_a_missing_tuner_file(regression, tmp_path, capsys):
     module = regression / "regression_tuning.py"
     args = ("--tuner-fn", "random_tuner_fn")
-    code, _, stderr = _tune_in_process(capsys, regression, module, tmp_path, *args, "--max-trials", "2")
+    code, _, stderr = _tune_in_process(
+        capsys, regression, module, tmp_path, *args, "--max-trials", "2"
+    )
     assert code == 0, stderr[-4000:]
     project = tmp_path / "best.checkpoints" / "tuner" / "regression_random"
     first = {t: json.loads((project / f"trial_{t}" / "trial.json").read_text()) for t in ("0", "1")}
@@ -354,61 +522,107 @@ def test_resume_survives_a_cut_oracle_file_and_a_missing_tuner_file(regression, 
     (project / "oracle.json").write_text("")
     (project / "tuner0.json").unlink()
 
-    code, stdout, stderr = _tune_in_process(capsys, regression, module, tmp_path, *args, "--max-trials", "3")
+    code, stdout, stderr = _tune_in_process(
+        capsys, regression, module, tmp_path, *args, "--max-trials", "3"
+    )
     assert code == 0, stderr[-4000:]
     assert "restoring its last good copy" in stderr and "resuming: 2 trial(s) done" in stderr
-    started = [line.split("trial ", 1)[1].split()[0] for line in stderr.splitlines() if " started on " in line]
+    started = [
+        line.split("trial ", 1)[1].split()[0]
+        for line in stderr.splitlines()
+        if " started on " in line
+    ]
     assert started == ["2"], stderr[-3000:]
-    assert {t: json.loads((project / f"trial_{t}" / "trial.json").read_text()) for t in ("0", "1")} == first
+    assert {
+        t: json.loads((project / f"trial_{t}" / "trial.json").read_text()) for t in ("0", "1")
+    } == first
     assert len(json.loads((tmp_path / "results.json").read_text())) == 3
 
 
 BAD_MODULES = {
-    "missing": ("def run_fn(fn_args):\n    pass\n", [], 2, ["--tuner-fn:", "has no function 'tuner_fn'", "run_fn"]),
-    "returns_none": ("def tuner_fn(fn_args):\n    return None\n", [], 3,
-                     ["tuner_fn returned NoneType", "expected TunerFnResult(tuner="]),
-    "not_a_tuner": ("import keras\nfrom generic_trainer import TunerFnResult\n"
-                    "def tuner_fn(fn_args):\n    return TunerFnResult(tuner=keras.Sequential(), fit_kwargs={})\n",
-                    [], 3, ["returned a tuner of type Sequential"]),
-    "bad_fit_kwargs": ("import keras_tuner\nfrom regression_tuning import build\n"
-                       "def tuner_fn(fn_args):\n"
-                       "    t = keras_tuner.RandomSearch(build, objective='val_loss', max_trials=2,\n"
-                       "                                 directory=fn_args.working_dir)\n"
-                       "    return t, ['x', 'y']\n", [], 3, ["returned fit_kwargs of type list"]),
-    "search_space": ("import keras_tuner\nfrom regression_tuning import build\n"
-                     "def tuner_fn(fn_args):\n"
-                     "    hp = keras_tuner.HyperParameters()\n    hp.Int('depth', 1, 3)\n"
-                     "    return keras_tuner.RandomSearch(build, objective='val_loss', max_trials=2,\n"
-                     "        hyperparameters=hp, allow_new_entries=False, directory=fn_args.working_dir), {}\n",
-                     [], 3, ["tuner_fn raised RuntimeError", "allow_new_entries", "search space"]),
-    "all_trials_fail": ("import keras_tuner\nfrom regression_tuning import build, fit_kwargs\n"
-                        "class Broken(keras_tuner.HyperModel):\n"
-                        "    def build(self, hp):\n        return build(hp)\n"
-                        "    def fit(self, hp, model, *args, **kwargs):\n"
-                        "        raise ValueError('boom: this model cannot train')\n"
-                        "def tuner_fn(fn_args):\n"
-                        "    return keras_tuner.RandomSearch(Broken(), objective='val_loss', max_trials=2,\n"
-                        "        directory=fn_args.working_dir), fit_kwargs(fn_args)\n",
-                        ["--max-trials", "2"], 3,
-                        ["no trial completed (2 trial(s) run, 2 failed)", "ValueError: boom: this model cannot train"]),
-    "consecutive_failures": ("import keras_tuner\nfrom regression_tuning import build, fit_kwargs\n"
-                             "class Broken(keras_tuner.HyperModel):\n"
-                             "    def build(self, hp):\n        return build(hp)\n"
-                             "    def fit(self, hp, model, *args, **kwargs):\n"
-                             "        raise ValueError('boom again')\n"
-                             "def tuner_fn(fn_args):\n"
-                             "    return keras_tuner.RandomSearch(Broken(), objective='val_loss', max_trials=4,\n"
-                             "        directory=fn_args.working_dir), fit_kwargs(fn_args)\n",
-                             [], 3, ["the search stopped: Number of consecutive failures exceeded the limit of 3",
-                                     "ValueError: boom again"]),
-    "tf_keras_model": ("import keras_tuner, tf_keras\nfrom regression_tuning import fit_kwargs\n"
-                       "def build(hp):\n"
-                       "    m = tf_keras.Sequential([tf_keras.layers.Dense(hp.Int('u', 1, 2), input_shape=(2,))])\n"
-                       "    m.compile(loss='mse')\n    return m\n"
-                       "def tuner_fn(fn_args):\n"
-                       "    return keras_tuner.RandomSearch(build, objective='val_loss', max_trials=2,\n"
-                       "        directory=fn_args.working_dir), fit_kwargs(fn_args)\n",
-                       [], 3, ["keras-tuner searches Keras 3 models"]),
+    "missing": (
+        "def run_fn(fn_args):\n    pass\n",
+        [],
+        2,
+        ["--tuner-fn:", "has no function 'tuner_fn'", "run_fn"],
+    ),
+    "returns_none": (
+        "def tuner_fn(fn_args):\n    return None\n",
+        [],
+        3,
+        ["tuner_fn returned NoneType", "expected TunerFnResult(tuner="],
+    ),
+    "not_a_tuner": (
+        "import keras\nfrom generic_trainer import TunerFnResult\n"
+        "def tuner_fn(fn_args):\n    return TunerFnResult(tuner=keras.Sequential(), fit_kwargs={})\n",
+        [],
+        3,
+        ["returned a tuner of type Sequential"],
+    ),
+    "bad_fit_kwargs": (
+        "import keras_tuner\nfrom regression_tuning import build\n"
+        "def tuner_fn(fn_args):\n"
+        "    t = keras_tuner.RandomSearch(build, objective='val_loss', max_trials=2,\n"
+        "                                 directory=fn_args.working_dir)\n"
+        "    return t, ['x', 'y']\n",
+        [],
+        3,
+        ["returned fit_kwargs of type list"],
+    ),
+    "search_space": (
+        "import keras_tuner\nfrom regression_tuning import build\n"
+        "def tuner_fn(fn_args):\n"
+        "    hp = keras_tuner.HyperParameters()\n    hp.Int('depth', 1, 3)\n"
+        "    return keras_tuner.RandomSearch(build, objective='val_loss', max_trials=2,\n"
+        "        hyperparameters=hp, allow_new_entries=False, directory=fn_args.working_dir), {}\n",
+        [],
+        3,
+        ["tuner_fn raised RuntimeError", "allow_new_entries", "search space"],
+    ),
+    "all_trials_fail": (
+        "import keras_tuner\nfrom regression_tuning import build, fit_kwargs\n"
+        "class Broken(keras_tuner.HyperModel):\n"
+        "    def build(self, hp):\n        return build(hp)\n"
+        "    def fit(self, hp, model, *args, **kwargs):\n"
+        "        raise ValueError('boom: this model cannot train')\n"
+        "def tuner_fn(fn_args):\n"
+        "    return keras_tuner.RandomSearch(Broken(), objective='val_loss', max_trials=2,\n"
+        "        directory=fn_args.working_dir), fit_kwargs(fn_args)\n",
+        ["--max-trials", "2"],
+        3,
+        [
+            "no trial completed (2 trial(s) run, 2 failed)",
+            "ValueError: boom: this model cannot train",
+        ],
+    ),
+    "consecutive_failures": (
+        "import keras_tuner\nfrom regression_tuning import build, fit_kwargs\n"
+        "class Broken(keras_tuner.HyperModel):\n"
+        "    def build(self, hp):\n        return build(hp)\n"
+        "    def fit(self, hp, model, *args, **kwargs):\n"
+        "        raise ValueError('boom again')\n"
+        "def tuner_fn(fn_args):\n"
+        "    return keras_tuner.RandomSearch(Broken(), objective='val_loss', max_trials=4,\n"
+        "        directory=fn_args.working_dir), fit_kwargs(fn_args)\n",
+        [],
+        3,
+        [
+            "the search stopped: Number of consecutive failures exceeded the limit of 3",
+            "ValueError: boom again",
+        ],
+    ),
+    "tf_keras_model": (
+        "import keras_tuner, tf_keras\nfrom regression_tuning import fit_kwargs\n"
+        "def build(hp):\n"
+        "    m = tf_keras.Sequential([tf_keras.layers.Dense(hp.Int('u', 1, 2), input_shape=(2,))])\n"
+        "    m.compile(loss='mse')\n    return m\n"
+        "def tuner_fn(fn_args):\n"
+        "    return keras_tuner.RandomSearch(build, objective='val_loss', max_trials=2,\n"
+        "        directory=fn_args.working_dir), fit_kwargs(fn_args)\n",
+        [],
+        3,
+        ["keras-tuner searches Keras 3 models"],
+    ),
 }
 
 
@@ -429,8 +643,10 @@ def test_bad_tuner_fn_fails_clearly_and_writes_nothing(regression, tmp_path, cap
         assert not (tmp_path / output).exists(), output
 
 
-@pytest.mark.parametrize("content", ['{"t1": {"status": "RUNNING"', "[1, 2]", '{"t1": 5}', "[" * 5000 + "]" * 5000,
-                                     "\udcff"])
+@pytest.mark.parametrize(
+    "content",
+    ['{"t1": {"status": "RUNNING"', "[1, 2]", '{"t1": 5}', "[" * 5000 + "]" * 5000, "\udcff"],
+)
 def test_a_damaged_trial_log_is_ignored_with_a_warning(tmp_path, caplog, content):
     """The search's own trial log, truncated by a kill or edited: ignored (warned), never a crash of the search."""
     from generic_trainer.tuning import trial_log
@@ -440,4 +656,6 @@ def test_a_damaged_trial_log_is_ignored_with_a_warning(tmp_path, caplog, content
     assert trial_log.TrialLog(str(tmp_path)).records == {}
     assert str(path) in caplog.text
     path.write_text('{"t1": {"status": "COMPLETED", "attempts": 1}}')
-    assert trial_log.TrialLog(str(tmp_path)).records == {"t1": {"status": "COMPLETED", "attempts": 1}}
+    assert trial_log.TrialLog(str(tmp_path)).records == {
+        "t1": {"status": "COMPLETED", "attempts": 1}
+    }

@@ -23,6 +23,7 @@ class NotAnException(BaseException):
 def _raises(exc: BaseException):
     def user_fn(*args, **kwargs):
         raise exc
+
     return user_fn
 
 
@@ -30,7 +31,9 @@ def test_a_return_value_passes_through_with_its_arguments():
     assert user_code.call(lambda a, b=0: a + b, 2, b=3, what="run_fn") == 5
 
 
-@pytest.mark.parametrize("code, asked", [(0, "sys.exit(0)"), (None, "sys.exit()"), ("bye", "sys.exit('bye')")])
+@pytest.mark.parametrize(
+    "code, asked", [(0, "sys.exit(0)"), (None, "sys.exit()"), ("bye", "sys.exit('bye')")]
+)
 def test_sys_exit_is_a_user_code_failure_naming_the_code(code, asked):
     with pytest.raises(UserCodeError) as raised:
         user_code.call(lambda: sys.exit(code), what="tuner_fn")
@@ -48,7 +51,9 @@ def test_an_exception_is_a_user_code_failure_with_its_type_message_and_traceback
 
 def test_an_exception_whose_str_raises_is_named_by_its_type():
     with pytest.raises(UserCodeError) as raised:
-        user_code.call(_raises(BadStr()), what="run_fn", hint=lambda e: f" ({e})")  # the hint fails too
+        user_code.call(
+            _raises(BadStr()), what="run_fn", hint=lambda e: f" ({e})"
+        )  # the hint fails too
     first = str(raised.value).splitlines()[0]
     assert first == "run_fn raised BadStr: <its message could not be read: str() raised ValueError>"
     assert raised.value.exit_code == EXIT_USER_CODE
@@ -57,8 +62,9 @@ def test_an_exception_whose_str_raises_is_named_by_its_type():
 def test_a_base_exception_that_is_not_an_exception_is_a_user_code_failure():
     with pytest.raises(UserCodeError) as raised:
         user_code.call(_raises(NotAnException("stop everything")), what="run_fn")
-    assert str(raised.value).startswith("run_fn raised NotAnException: stop everything (a BaseException that is "
-                                        "not an Exception")
+    assert str(raised.value).startswith(
+        "run_fn raised NotAnException: stop everything (a BaseException that is not an Exception"
+    )
 
 
 def test_runtime_errors_and_keyboard_interrupt_pass_through_unchanged():
@@ -76,8 +82,12 @@ def test_translate_and_the_message_head_are_the_callers():
         user_code.call(_raises(ValueError("x")), what="run_fn", translate=lambda e: bad)
     assert raised.value is bad
     with pytest.raises(UserCodeError, match=r"^the search failed: ValueError: x\n"):
-        user_code.call(_raises(ValueError("x")), what="the search", failed="the search failed",
-                       translate=lambda e: None)
+        user_code.call(
+            _raises(ValueError("x")),
+            what="the search",
+            failed="the search failed",
+            translate=lambda e: None,
+        )
 
 
 def test_guard_maps_endings_and_leaves_exceptions_to_the_region():

@@ -13,7 +13,9 @@ def _save(module, path: str, fn) -> str:
     return path
 
 
-def class_from_feature(path: str, feature: str = "pred", num_classes: int = 3, extra_output: bool = False) -> str:
+def class_from_feature(
+    path: str, feature: str = "pred", num_classes: int = 3, extra_output: bool = False
+) -> str:
     """serving_default(examples) -> probabilities 0.8 for the class named by int feature `feature`, 0.1 otherwise."""
     import tensorflow as tf
 
@@ -87,12 +89,17 @@ def keras_tensor_inputs(path: str) -> str:
     """
     import keras
 
-    inputs = {"bill_length_mm": keras.Input(shape=(1,), name="bill_length_mm"),
-              "flipper_length_mm": keras.Input(shape=(1,), name="flipper_length_mm"),
-              "year": keras.Input(shape=(), name="year")}
+    inputs = {
+        "bill_length_mm": keras.Input(shape=(1,), name="bill_length_mm"),
+        "flipper_length_mm": keras.Input(shape=(1,), name="flipper_length_mm"),
+        "year": keras.Input(shape=(), name="year"),
+    }
     year = keras.layers.Reshape((1,))(inputs["year"] - 2008.0)
-    x = keras.layers.Concatenate()([inputs["bill_length_mm"] / 50.0, inputs["flipper_length_mm"] / 200.0, year])
-    outputs = keras.layers.Dense(3, activation="softmax",
-                                 kernel_initializer=keras.initializers.GlorotUniform(seed=7))(x)
+    x = keras.layers.Concatenate()(
+        [inputs["bill_length_mm"] / 50.0, inputs["flipper_length_mm"] / 200.0, year]
+    )
+    outputs = keras.layers.Dense(
+        3, activation="softmax", kernel_initializer=keras.initializers.GlorotUniform(seed=7)
+    )(x)
     keras.Model(inputs, outputs).export(path, verbose=False)
     return path

@@ -38,14 +38,25 @@ def write(out_dir: str, count: int = 600, files: int = 2, seed: int = 0) -> list
 
     pixels, labels = images(count, seed)
     os.makedirs(out_dir, exist_ok=True)
-    paths = [os.path.join(out_dir, f"mnist-{i:05d}-of-{files:05d}.tfrecord.gz") for i in range(files)]
+    paths = [
+        os.path.join(out_dir, f"mnist-{i:05d}-of-{files:05d}.tfrecord.gz") for i in range(files)
+    ]
     options = tf.io.TFRecordOptions(compression_type="GZIP")
     for i, path in enumerate(paths):
         with tf.io.TFRecordWriter(path, options) as writer:
             for image, label in zip(pixels[i::files], labels[i::files], strict=True):
-                example = tf.train.Example(features=tf.train.Features(feature={
-                    IMAGE_KEY: tf.train.Feature(float_list=tf.train.FloatList(value=image.tolist())),
-                    LABEL_KEY: tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}))
+                example = tf.train.Example(
+                    features=tf.train.Features(
+                        feature={
+                            IMAGE_KEY: tf.train.Feature(
+                                float_list=tf.train.FloatList(value=image.tolist())
+                            ),
+                            LABEL_KEY: tf.train.Feature(
+                                int64_list=tf.train.Int64List(value=[int(label)])
+                            ),
+                        }
+                    )
+                )
                 writer.write(example.SerializeToString())
     return paths
 

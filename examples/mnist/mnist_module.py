@@ -37,16 +37,26 @@ def transformed_name(key: str) -> str:
 
 def preprocessing_fn(inputs: dict[str, Any]) -> dict[str, Any]:
     """tf.Transform callback: the pixels rescaled to [0, 1] over the analyzed data; the label passed through."""
-    return {transformed_name(IMAGE_KEY): tft.scale_to_0_1(inputs[IMAGE_KEY]),
-            transformed_name(LABEL_KEY): inputs[LABEL_KEY]}
+    return {
+        transformed_name(IMAGE_KEY): tft.scale_to_0_1(inputs[IMAGE_KEY]),
+        transformed_name(LABEL_KEY): inputs[LABEL_KEY],
+    }
 
 
-def _dataset(files: list[str], data_accessor: tfx.components.DataAccessor,
-             tf_transform_output: tft.TFTransformOutput, batch_size: int) -> tf.data.Dataset:
+def _dataset(
+    files: list[str],
+    data_accessor: tfx.components.DataAccessor,
+    tf_transform_output: tft.TFTransformOutput,
+    batch_size: int,
+) -> tf.data.Dataset:
     """(transformed image, label) batches of Transform's transformed examples, repeating forever."""
     return data_accessor.tf_dataset_factory(
-        files, tfxio.TensorFlowDatasetOptions(batch_size=batch_size, label_key=transformed_name(LABEL_KEY)),
-        tf_transform_output.transformed_metadata.schema).repeat()
+        files,
+        tfxio.TensorFlowDatasetOptions(
+            batch_size=batch_size, label_key=transformed_name(LABEL_KEY)
+        ),
+        tf_transform_output.transformed_metadata.schema,
+    ).repeat()
 
 
 def _model(learning_rate: float) -> keras.Model:
@@ -55,13 +65,17 @@ def _model(learning_rate: float) -> keras.Model:
     x = keras.layers.Dropout(0.1)(x)
     logits = keras.layers.Dense(NUM_CLASSES)(x)
     model = keras.Model(image, logits)
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=[keras.metrics.SparseCategoricalAccuracy()])
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[keras.metrics.SparseCategoricalAccuracy()],
+    )
     return model
 
 
-def _export(model: keras.Model, tf_transform_output: tft.TFTransformOutput, export_dir: str) -> None:
+def _export(
+    model: keras.Model, tf_transform_output: tft.TFTransformOutput, export_dir: str
+) -> None:
     """serving_default: raw serialized tf.Examples -> the transform graph -> the model's logits."""
     tft_layer = tf_transform_output.transform_features_layer()
     raw_spec = tf_transform_output.raw_feature_spec()
@@ -74,7 +88,9 @@ def _export(model: keras.Model, tf_transform_output: tft.TFTransformOutput, expo
 
     archive = keras.export.ExportArchive()
     archive.track(model)
-    archive.track(tft_layer)  # a tf_keras model: tracked, so its graph is saved, not wired into the Keras 3 one
+    archive.track(
+        tft_layer
+    )  # a tf_keras model: tracked, so its graph is saved, not wired into the Keras 3 one
     archive.add_endpoint("serving_default", serve)
     archive.write_out(export_dir)
 
@@ -85,9 +101,17 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
     batch_size = int(config.get("batch_size", 32))
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     train = _dataset(fn_args.train_files, fn_args.data_accessor, tf_transform_output, batch_size)
-    evaluation = _dataset(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size)
+    evaluation = _dataset(
+        fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size
+    )
     model = _model(float(config.get("learning_rate", 0.002)))
     callbacks = [keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq="epoch")]
-    model.fit(train, steps_per_epoch=fn_args.train_steps or 100, validation_data=evaluation,
-              validation_steps=fn_args.eval_steps or 10, callbacks=callbacks, verbose=2)
+    model.fit(
+        train,
+        steps_per_epoch=fn_args.train_steps or 100,
+        validation_data=evaluation,
+        validation_steps=fn_args.eval_steps or 10,
+        callbacks=callbacks,
+        verbose=2,
+    )
     _export(model, tf_transform_output, fn_args.serving_model_dir)

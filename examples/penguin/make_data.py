@@ -47,7 +47,9 @@ def _example(row, species_names: list[str]) -> tf.train.Example:
     for name in FLOAT_FEATURES:
         feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(row[name])]))
     for name in STRING_FEATURES:
-        feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[str(row[name]).encode()]))
+        feature[name] = tf.train.Feature(
+            bytes_list=tf.train.BytesList(value=[str(row[name]).encode()])
+        )
     for name in INT_FEATURES:
         feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(row[name])]))
     label = species_names.index(row[LABEL_KEY])
@@ -117,8 +119,11 @@ def write_csv(table, species_names: list[str], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
-                        help="directory to write data/ and schema.pbtxt into")
+    parser.add_argument(
+        "--out",
+        default=os.path.dirname(os.path.abspath(__file__)),
+        help="directory to write data/ and schema.pbtxt into",
+    )
     args = parser.parse_args(argv)
     counts = write(args.out)
     print(f"wrote {counts} examples and schema.pbtxt under {args.out}")

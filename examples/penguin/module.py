@@ -27,7 +27,13 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import schema_utils
 from tfx_bsl.public import tfxio
 
-_NUMERIC_FEATURE_KEYS = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "year"]
+_NUMERIC_FEATURE_KEYS = [
+    "bill_length_mm",
+    "bill_depth_mm",
+    "flipper_length_mm",
+    "body_mass_g",
+    "year",
+]
 _STRING_FEATURE_KEYS = ["island", "sex"]
 _FEATURE_KEYS = _NUMERIC_FEATURE_KEYS + _STRING_FEATURE_KEYS
 _LABEL_KEY = "species"
@@ -35,7 +41,11 @@ _NUM_CLASSES = 3
 
 # Used when the pipeline passes no schema (TFX's penguin example does the same).
 _FEATURE_SPEC = {
-    **{key: tf.io.FixedLenFeature([1], tf.float32) for key in _NUMERIC_FEATURE_KEYS if key != "year"},
+    **{
+        key: tf.io.FixedLenFeature([1], tf.float32)
+        for key in _NUMERIC_FEATURE_KEYS
+        if key != "year"
+    },
     "year": tf.io.FixedLenFeature([1], tf.int64),
     **{key: tf.io.FixedLenFeature([1], tf.string) for key in _STRING_FEATURE_KEYS},
     _LABEL_KEY: tf.io.FixedLenFeature([1], tf.int64),
@@ -73,7 +83,9 @@ def _input_fn(
     """(features, label) batches of the examples; repeats forever unless num_epochs is set."""
     return data_accessor.tf_dataset_factory(
         file_pattern,
-        tfxio.TensorFlowDatasetOptions(batch_size=batch_size, label_key=_LABEL_KEY, num_epochs=num_epochs),
+        tfxio.TensorFlowDatasetOptions(
+            batch_size=batch_size, label_key=_LABEL_KEY, num_epochs=num_epochs
+        ),
         schema,
     )
 
@@ -99,13 +111,18 @@ def _compute_stats(dataset: tf.data.Dataset) -> dict[str, Any]:
 
 def _build_keras_model(hp: keras_tuner.HyperParameters, stats: dict[str, Any]) -> keras.Model:
     """A small MLP over normalized numeric features and one-hot string features."""
-    inputs = {key: keras.Input(shape=(1,), name=key, dtype=_FEATURE_SPEC[key].dtype.name)
-              for key in _FEATURE_KEYS}
+    inputs = {
+        key: keras.Input(shape=(1,), name=key, dtype=_FEATURE_SPEC[key].dtype.name)
+        for key in _FEATURE_KEYS
+    }
     numeric = keras.layers.Concatenate()(
-        [keras.ops.cast(inputs[key], "float32") for key in _NUMERIC_FEATURE_KEYS])
+        [keras.ops.cast(inputs[key], "float32") for key in _NUMERIC_FEATURE_KEYS]
+    )
     encoded = [keras.layers.Normalization(mean=stats["mean"], variance=stats["variance"])(numeric)]
     for key in _STRING_FEATURE_KEYS:
-        lookup = keras.layers.StringLookup(vocabulary=stats["vocabularies"][key], output_mode="one_hot")
+        lookup = keras.layers.StringLookup(
+            vocabulary=stats["vocabularies"][key], output_mode="one_hot"
+        )
         encoded.append(lookup(inputs[key]))
     x = keras.layers.Concatenate()(encoded)
     for _ in range(int(hp.get("num_layers"))):
@@ -155,7 +172,9 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
 
     train_ds = _input_fn(fn_args.train_files, fn_args.data_accessor, schema, batch_size)
     eval_ds = _input_fn(fn_args.eval_files, fn_args.data_accessor, schema, batch_size)
-    stats = _compute_stats(_input_fn(fn_args.train_files, fn_args.data_accessor, schema, batch_size, 1))
+    stats = _compute_stats(
+        _input_fn(fn_args.train_files, fn_args.data_accessor, schema, batch_size, 1)
+    )
 
     hp = _get_hyperparameters()
     if fn_args.hyperparameters:
@@ -180,7 +199,11 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
         verbose=2,
     )
 
-    export_dir = fn_args.export_dir("serving") if hasattr(fn_args, "export_dir") else fn_args.serving_model_dir
+    export_dir = (
+        fn_args.export_dir("serving")
+        if hasattr(fn_args, "export_dir")
+        else fn_args.serving_model_dir
+    )
     _export_serving_model(model, schema, export_dir)
 
 
@@ -189,7 +212,9 @@ def tuner_fn(fn_args: tfx.components.FnArgs) -> tfx.components.TunerFnResult:
     custom_config = fn_args.custom_config or {}
     batch_size = int(custom_config.get("batch_size", _DEFAULT_BATCH_SIZE))
     schema = _load_schema(fn_args)
-    stats = _compute_stats(_input_fn(fn_args.train_files, fn_args.data_accessor, schema, batch_size, 1))
+    stats = _compute_stats(
+        _input_fn(fn_args.train_files, fn_args.data_accessor, schema, batch_size, 1)
+    )
     train_steps, eval_steps = _steps(fn_args, batch_size)
 
     tuner = keras_tuner.RandomSearch(
@@ -205,7 +230,9 @@ def tuner_fn(fn_args: tfx.components.FnArgs) -> tfx.components.TunerFnResult:
         tuner=tuner,
         fit_kwargs={
             "x": _input_fn(fn_args.train_files, fn_args.data_accessor, schema, batch_size),
-            "validation_data": _input_fn(fn_args.eval_files, fn_args.data_accessor, schema, batch_size),
+            "validation_data": _input_fn(
+                fn_args.eval_files, fn_args.data_accessor, schema, batch_size
+            ),
             "steps_per_epoch": train_steps,
             "validation_steps": eval_steps,
         },

@@ -34,7 +34,13 @@ import tensorflow_transform as tft
 from generic_trainer import tfx
 from tfx_bsl.public import tfxio
 
-_NUMERIC_FEATURE_KEYS = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "year"]
+_NUMERIC_FEATURE_KEYS = [
+    "bill_length_mm",
+    "bill_depth_mm",
+    "flipper_length_mm",
+    "body_mass_g",
+    "year",
+]
 _STRING_FEATURE_KEYS = ["island", "sex"]
 _FEATURE_KEYS = _NUMERIC_FEATURE_KEYS + _STRING_FEATURE_KEYS
 _LABEL_KEY = "species"
@@ -54,7 +60,8 @@ def preprocessing_fn(inputs: dict[str, Any]) -> dict[str, Any]:
         outputs[key] = tft.scale_to_z_score(tf.cast(inputs[key], tf.float32))
     for key in _STRING_FEATURE_KEYS:
         outputs[key] = tft.compute_and_apply_vocabulary(
-            inputs[key], default_value=_OOV_ID, vocab_filename=key)
+            inputs[key], default_value=_OOV_ID, vocab_filename=key
+        )
     outputs[_LABEL_KEY] = inputs[_LABEL_KEY]
     return outputs
 
@@ -81,14 +88,22 @@ def _input_fn(
     )
 
 
-def _build_keras_model(hp: keras_tuner.HyperParameters, tf_transform_output: tft.TFTransformOutput) -> keras.Model:
+def _build_keras_model(
+    hp: keras_tuner.HyperParameters, tf_transform_output: tft.TFTransformOutput
+) -> keras.Model:
     """An MLP over the transformed features: z-scores as they are, vocabulary ids one-hot (_OOV_ID: zeros)."""
-    inputs = {key: keras.Input(shape=(1,), name=key, dtype="float32") for key in _NUMERIC_FEATURE_KEYS}
-    inputs.update({key: keras.Input(shape=(1,), name=key, dtype="int64") for key in _STRING_FEATURE_KEYS})
+    inputs = {
+        key: keras.Input(shape=(1,), name=key, dtype="float32") for key in _NUMERIC_FEATURE_KEYS
+    }
+    inputs.update(
+        {key: keras.Input(shape=(1,), name=key, dtype="int64") for key in _STRING_FEATURE_KEYS}
+    )
     encoded = [inputs[key] for key in _NUMERIC_FEATURE_KEYS]
     for key in _STRING_FEATURE_KEYS:
         num_tokens = tf_transform_output.vocabulary_size_by_name(key)
-        encoded.append(keras.layers.CategoryEncoding(num_tokens=num_tokens, output_mode="one_hot")(inputs[key]))
+        encoded.append(
+            keras.layers.CategoryEncoding(num_tokens=num_tokens, output_mode="one_hot")(inputs[key])
+        )
     x = keras.layers.Concatenate()(encoded)
     for _ in range(int(hp.get("num_layers"))):
         x = keras.layers.Dense(int(hp.get("units")), activation="relu")(x)
@@ -136,7 +151,9 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
 
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     tft_layer = tf_transform_output.transform_features_layer()
-    train_ds = _input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, batch_size)
+    train_ds = _input_fn(
+        fn_args.train_files, fn_args.data_accessor, tf_transform_output, batch_size
+    )
     eval_ds = _input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size)
 
     hp = _get_hyperparameters()
@@ -160,7 +177,11 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
         verbose=2,
     )
 
-    export_dir = fn_args.export_dir("serving") if hasattr(fn_args, "export_dir") else fn_args.serving_model_dir
+    export_dir = (
+        fn_args.export_dir("serving")
+        if hasattr(fn_args, "export_dir")
+        else fn_args.serving_model_dir
+    )
     _export_serving_model(model, tf_transform_output, tft_layer, export_dir)
 
 
@@ -184,8 +205,12 @@ def tuner_fn(fn_args: tfx.components.FnArgs) -> tfx.components.TunerFnResult:
     return tfx.components.TunerFnResult(
         tuner=tuner,
         fit_kwargs={
-            "x": _input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, batch_size),
-            "validation_data": _input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size),
+            "x": _input_fn(
+                fn_args.train_files, fn_args.data_accessor, tf_transform_output, batch_size
+            ),
+            "validation_data": _input_fn(
+                fn_args.eval_files, fn_args.data_accessor, tf_transform_output, batch_size
+            ),
             "steps_per_epoch": train_steps,
             "validation_steps": eval_steps,
         },

@@ -72,16 +72,22 @@ class PenguinTask(Task):
         """Mean/variance of the numeric features and string vocabularies, from the training files."""
         import tensorflow as tf
 
-        stats_data = dataclasses.replace(self.params.train_data, is_training=False, drop_remainder=False,
-                                         global_batch_size=256)
+        stats_data = dataclasses.replace(
+            self.params.train_data, is_training=False, drop_remainder=False, global_batch_size=256
+        )
         numeric, vocab = [], {key: set() for key in STRING_FEATURES}
         for features, _ in self.build_inputs(stats_data).take(self.params.model.stats_max_batches):
-            numeric.append(tf.concat([tf.cast(features[k], tf.float32) for k in NUMERIC_FEATURES], -1).numpy())
+            numeric.append(
+                tf.concat([tf.cast(features[k], tf.float32) for k in NUMERIC_FEATURES], -1).numpy()
+            )
             for key in STRING_FEATURES:
                 vocab[key].update(v.decode() for v in features[key].numpy().ravel())
         values = np.concatenate(numeric)
-        return {"mean": values.mean(0), "variance": values.var(0),
-                "vocab": {k: sorted(v) for k, v in vocab.items()}}
+        return {
+            "mean": values.mean(0),
+            "variance": values.var(0),
+            "vocab": {k: sorted(v) for k, v in vocab.items()},
+        }
 
     # ---- model, loss, metrics ---------------------------------------------------------------
 
@@ -89,16 +95,28 @@ class PenguinTask(Task):
         import keras
 
         stats = self._feature_stats()
-        inputs = {k: keras.Input(shape=(1,), name=k, dtype="int64" if k == "year" else "float32")
-                  for k in NUMERIC_FEATURES}
+        inputs = {
+            k: keras.Input(shape=(1,), name=k, dtype="int64" if k == "year" else "float32")
+            for k in NUMERIC_FEATURES
+        }
         inputs.update({k: keras.Input(shape=(1,), name=k, dtype="string") for k in STRING_FEATURES})
-        numeric = keras.layers.Concatenate()([keras.ops.cast(inputs[k], "float32") for k in NUMERIC_FEATURES])
-        parts = [keras.layers.Normalization(mean=stats["mean"], variance=stats["variance"])(numeric)]
+        numeric = keras.layers.Concatenate()(
+            [keras.ops.cast(inputs[k], "float32") for k in NUMERIC_FEATURES]
+        )
+        parts = [
+            keras.layers.Normalization(mean=stats["mean"], variance=stats["variance"])(numeric)
+        ]
         for key in STRING_FEATURES:
-            parts.append(keras.layers.StringLookup(vocabulary=stats["vocab"][key], output_mode="one_hot")(inputs[key]))
+            parts.append(
+                keras.layers.StringLookup(vocabulary=stats["vocab"][key], output_mode="one_hot")(
+                    inputs[key]
+                )
+            )
         x = keras.layers.Concatenate()(parts)
         for _ in range(int(self._hparam("num_layers", self.params.model.num_layers))):
-            x = keras.layers.Dense(int(self._hparam("units", self.params.model.units)), activation="relu")(x)
+            x = keras.layers.Dense(
+                int(self._hparam("units", self.params.model.units)), activation="relu"
+            )(x)
         outputs = keras.layers.Dense(NUM_CLASSES, activation="softmax", dtype="float32")(x)
         return keras.Model(inputs=inputs, outputs=outputs)
 
@@ -121,14 +139,19 @@ class PenguinTask(Task):
     def build_metrics(self, training: bool = True) -> list:
         import keras
 
-        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy"), keras.metrics.AUC(name="auc")]
+        return [
+            keras.metrics.SparseCategoricalAccuracy(name="accuracy"),
+            keras.metrics.AUC(name="auc"),
+        ]
 
     def process_metrics(self, metrics, labels, model_outputs, **kwargs) -> None:
         import tensorflow as tf
 
         for metric in metrics or []:
             if metric.name == "auc":  # one-vs-rest over the flattened one-hot labels
-                metric.update_state(tf.one_hot(tf.reshape(labels, [-1]), NUM_CLASSES), model_outputs)
+                metric.update_state(
+                    tf.one_hot(tf.reshape(labels, [-1]), NUM_CLASSES), model_outputs
+                )
             else:
                 metric.update_state(labels, model_outputs)
 
@@ -141,8 +164,11 @@ class PenguinTask(Task):
         features, labels = inputs
         outputs = model(features, training=False)
         self.process_metrics(metrics, labels, outputs)
-        return {"loss": self.build_losses(labels, outputs), "labels": tf.reshape(labels, [-1]),
-                "predictions": tf.argmax(outputs, axis=-1)}
+        return {
+            "loss": self.build_losses(labels, outputs),
+            "labels": tf.reshape(labels, [-1]),
+            "predictions": tf.argmax(outputs, axis=-1),
+        }
 
     def aggregate_logs(self, state=None, step_outputs=None):
         state = state or {"labels": [], "predictions": []}
@@ -153,16 +179,23 @@ class PenguinTask(Task):
     def reduce_aggregated_logs(self, aggregated_logs, global_step=None):
         if not aggregated_logs:
             return {}
-        return {"macro_f1": macro_f1(np.concatenate(aggregated_logs["labels"]),
-                                     np.concatenate(aggregated_logs["predictions"]), NUM_CLASSES)}
+        return {
+            "macro_f1": macro_f1(
+                np.concatenate(aggregated_logs["labels"]),
+                np.concatenate(aggregated_logs["predictions"]),
+                NUM_CLASSES,
+            )
+        }
 
     # ---- serving ----------------------------------------------------------------------------
 
     def build_serving_signatures(self, model):
         import tensorflow as tf
 
-        feature_spec = {k: tf.io.FixedLenFeature([1], tf.int64 if k == "year" else tf.float32)
-                        for k in NUMERIC_FEATURES}
+        feature_spec = {
+            k: tf.io.FixedLenFeature([1], tf.int64 if k == "year" else tf.float32)
+            for k in NUMERIC_FEATURES
+        }
         feature_spec.update({k: tf.io.FixedLenFeature([1], tf.string) for k in STRING_FEATURES})
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
@@ -178,7 +211,11 @@ def macro_f1(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -> f
     scores = []
     for c in range(num_classes):
         tp = np.sum((predictions == c) & (labels == c))
-        denom = 2 * tp + np.sum((predictions == c) & (labels != c)) + np.sum((predictions != c) & (labels == c))
+        denom = (
+            2 * tp
+            + np.sum((predictions == c) & (labels != c))
+            + np.sum((predictions != c) & (labels == c))
+        )
         scores.append(2 * tp / denom if denom else 0.0)
     return float(np.mean(scores))
 
@@ -189,11 +226,24 @@ def penguin_experiment() -> ExperimentConfig:
     return ExperimentConfig(
         task=PenguinTaskConfig(
             train_data=DataConfig(global_batch_size=32, is_training=True),
-            validation_data=DataConfig(global_batch_size=32, is_training=False, drop_remainder=False)),
-        trainer=TrainerConfig(train_steps=500, steps_per_loop=50, validation_interval=250, checkpoint_interval=250,
-                              summary_interval=50, best_checkpoint_export_subdir="best_ckpt",
-                              best_checkpoint_eval_metric="accuracy", best_checkpoint_metric_comp="higher",
-                              optimizer_config=build_optimization_config({
-                                  "optimizer": {"type": "adam"},
-                                  "learning_rate": {"type": "constant", "constant": {"learning_rate": 0.01}}})),
+            validation_data=DataConfig(
+                global_batch_size=32, is_training=False, drop_remainder=False
+            ),
+        ),
+        trainer=TrainerConfig(
+            train_steps=500,
+            steps_per_loop=50,
+            validation_interval=250,
+            checkpoint_interval=250,
+            summary_interval=50,
+            best_checkpoint_export_subdir="best_ckpt",
+            best_checkpoint_eval_metric="accuracy",
+            best_checkpoint_metric_comp="higher",
+            optimizer_config=build_optimization_config(
+                {
+                    "optimizer": {"type": "adam"},
+                    "learning_rate": {"type": "constant", "constant": {"learning_rate": 0.01}},
+                }
+            ),
+        ),
     )

@@ -27,7 +27,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from elf import CUDA_LOADED, DT_RUNPATH, FROM_THE_DRIVER, SHT_DYNAMIC, Elf  # noqa: E402  (elf.py sits beside this script)
 
 LOADER = "tensorflow/libtensorflow_framework.so.2"
-DEFAULT_DIRS = ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
+DEFAULT_DIRS = [
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+]
 
 
 def sonames(site: str) -> list[str]:
@@ -47,9 +54,15 @@ def sonames(site: str) -> list[str]:
 def read_cache(cache_file: str | None = None) -> dict[str, str]:
     """{soname: path} of the ld.so cache (`ldconfig -p`; the first entry of a name wins, as in ld.so)."""
     args = ["-p"] + (["-C", cache_file] if cache_file else [])
-    for ldconfig in ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"):  # not on a non-root user's PATH
+    for ldconfig in (
+        "ldconfig",
+        "/sbin/ldconfig",
+        "/usr/sbin/ldconfig",
+    ):  # not on a non-root user's PATH
         try:
-            out = subprocess.run([ldconfig, *args], capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [ldconfig, *args], capture_output=True, text=True, check=True
+            ).stdout
             break
         except (OSError, subprocess.CalledProcessError):
             continue
@@ -81,7 +94,9 @@ def has_runpath(elf: Elf) -> bool:
             with open(elf.path, "rb") as f:
                 f.seek(sh[4])
                 raw = f.read(sh[5])
-            return DT_RUNPATH in (struct.unpack_from("<q", raw, i)[0] for i in range(0, len(raw) - 15, 16))
+            return DT_RUNPATH in (
+                struct.unpack_from("<q", raw, i)[0] for i in range(0, len(raw) - 15, 16)
+            )
     return False
 
 
@@ -114,7 +129,9 @@ def unresolved(site: str, env_path: str, cache: dict[str, str]) -> tuple[dict[st
         path = resolve(name, caller, env_path, cache)
         who = os.path.relpath(caller, site) if caller.startswith(site) else caller
         if path is None:
-            problems.append(f"{name}: not found by dlopen from {who} (its RUNPATH, LD_LIBRARY_PATH, the ld.so cache)")
+            problems.append(
+                f"{name}: not found by dlopen from {who} (its RUNPATH, LD_LIBRARY_PATH, the ld.so cache)"
+            )
             continue
         found.setdefault(name, path)
         elf = Elf.read(path)
@@ -133,10 +150,15 @@ def main(argv: list[str]) -> int:
     for name in sonames(site):
         print(f"  {name:42} {found.get(name, 'NOT FOUND')}")
     if problems:
-        print("dlopen_check.py: TensorFlow could not load these on a GPU (it would train on the CPU):\n  "
-              + "\n  ".join(problems), file=sys.stderr)
+        print(
+            "dlopen_check.py: TensorFlow could not load these on a GPU (it would train on the CPU):\n  "
+            + "\n  ".join(problems),
+            file=sys.stderr,
+        )
         return 1
-    print(f"dlopen_check.py: every CUDA library TensorFlow opens resolves from {LOADER} ({len(found)} libraries)")
+    print(
+        f"dlopen_check.py: every CUDA library TensorFlow opens resolves from {LOADER} ({len(found)} libraries)"
+    )
     return 0
 
 

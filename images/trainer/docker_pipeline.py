@@ -53,8 +53,12 @@ def run(image: str, root: str, user: str, train_steps: int, max_trials: int) -> 
         shutil.copy(os.path.join(EXAMPLE, name), os.path.join(inputs, name))
     workspace = os.path.join(root, "workspace")
     os.makedirs(workspace, exist_ok=True)
-    local.init(runner=local.DockerRunner(user=user), pipeline_root=root, workspace_root=workspace,
-               raise_on_error=True)
+    local.init(
+        runner=local.DockerRunner(user=user),
+        pipeline_root=root,
+        workspace_root=workspace,
+        raise_on_error=True,
+    )
     started = time.time()
     build_pipeline(image=image, tune=True)(
         csv_uri=os.path.join(inputs, "penguins.csv"),
@@ -65,20 +69,37 @@ def run(image: str, root: str, user: str, train_steps: int, max_trials: int) -> 
         tuner_train_args={"num_steps": max(train_steps // 4, 1)},
         max_trials=max_trials,
     )
-    found = {what: sorted(glob.glob(os.path.join(root, pattern), recursive=True)) for what, pattern in EXPECTED.items()}
-    return {"seconds": round(time.time() - started, 1),
-            "artifacts": {what: paths[0] if paths else None for what, paths in found.items()}}
+    found = {
+        what: sorted(glob.glob(os.path.join(root, pattern), recursive=True))
+        for what, pattern in EXPECTED.items()
+    }
+    return {
+        "seconds": round(time.time() - started, 1),
+        "artifacts": {what: paths[0] if paths else None for what, paths in found.items()},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--image", required=True, help="the image in the docker engine (the components run it)")
-    parser.add_argument("--pipeline-root", required=True, help="kfp.local's pipeline root (absolute or relative)")
-    parser.add_argument("--user", default="1000:1000", help="the containers' user (default: the image's)")
+    parser.add_argument(
+        "--image", required=True, help="the image in the docker engine (the components run it)"
+    )
+    parser.add_argument(
+        "--pipeline-root", required=True, help="kfp.local's pipeline root (absolute or relative)"
+    )
+    parser.add_argument(
+        "--user", default="1000:1000", help="the containers' user (default: the image's)"
+    )
     parser.add_argument("--train-steps", type=int, default=100)
     parser.add_argument("--max-trials", type=int, default=2)
     args = parser.parse_args(argv)
-    result = run(args.image, os.path.abspath(args.pipeline_root), args.user, args.train_steps, args.max_trials)
+    result = run(
+        args.image,
+        os.path.abspath(args.pipeline_root),
+        args.user,
+        args.train_steps,
+        args.max_trials,
+    )
     print(json.dumps(result))
     missing = [what for what, path in result["artifacts"].items() if not path]
     if missing:

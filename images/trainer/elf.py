@@ -25,9 +25,9 @@ import struct
 import sys
 
 ELF_MAGIC = b"\x7fELF"
-EHDR = struct.Struct("<16sHHIQQQIHHHHHH")   # ELF64 little-endian file header
-PHDR = struct.Struct("<IIQQQQQQ")           # program header
-SHDR = struct.Struct("<IIQQQQIIQQ")         # section header
+EHDR = struct.Struct("<16sHHIQQQIHHHHHH")  # ELF64 little-endian file header
+PHDR = struct.Struct("<IIQQQQQQ")  # program header
+SHDR = struct.Struct("<IIQQQQIIQQ")  # section header
 SHF_ALLOC = 0x2
 SHF_INFO_LINK = 0x40
 SHT_NOBITS, SHT_RELA, SHT_REL, SHT_DYNAMIC = 8, 4, 9, 6
@@ -65,15 +65,30 @@ CUDA_LOADED = [
 ]
 # Provided at run time by the host's NVIDIA driver (the container runtime injects it), never by the image.
 FROM_THE_DRIVER = {"libcuda.so.1"}
-SYSTEM_LIB_DIRS = ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib",
-                   "/usr/local/lib"]
+SYSTEM_LIB_DIRS = [
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+    "/usr/local/lib",
+]
 
 
 class Elf:
     """The headers of a 64-bit little-endian ELF file (None from `read` for anything else)."""
 
-    def __init__(self, path: str, header: tuple, phdrs: list[tuple], shdrs: list[tuple], names: list[str]):
-        self.path, self.header, self.phdrs, self.shdrs, self.names = path, header, phdrs, shdrs, names
+    def __init__(
+        self, path: str, header: tuple, phdrs: list[tuple], shdrs: list[tuple], names: list[str]
+    ):
+        self.path, self.header, self.phdrs, self.shdrs, self.names = (
+            path,
+            header,
+            phdrs,
+            shdrs,
+            names,
+        )
 
     @classmethod
     def read(cls, path: str) -> Elf | None:
@@ -82,9 +97,29 @@ class Elf:
             if len(head) < EHDR.size or head[:4] != ELF_MAGIC or head[4] != 2 or head[5] != 1:
                 return None
             header = EHDR.unpack(head)
-            (_, e_type, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, shstrndx) = header
-            if e_type not in (2, 3) or not shnum or shstrndx >= shnum or shentsize != SHDR.size \
-                    or (phnum and phentsize != PHDR.size):
+            (
+                _,
+                e_type,
+                _,
+                _,
+                _,
+                phoff,
+                shoff,
+                _,
+                _,
+                phentsize,
+                phnum,
+                shentsize,
+                shnum,
+                shstrndx,
+            ) = header
+            if (
+                e_type not in (2, 3)
+                or not shnum
+                or shstrndx >= shnum
+                or shentsize != SHDR.size
+                or (phnum and phentsize != PHDR.size)
+            ):
                 return None
             f.seek(phoff)
             raw = f.read(PHDR.size * phnum)
@@ -96,7 +131,7 @@ class Elf:
             shdrs = [SHDR.unpack_from(raw, i * SHDR.size) for i in range(shnum)]
             f.seek(shdrs[shstrndx][4])
             table = f.read(shdrs[shstrndx][5])
-        names = [table[s[0]:table.find(b"\0", s[0])].decode("latin-1") for s in shdrs]
+        names = [table[s[0] : table.find(b"\0", s[0])].decode("latin-1") for s in shdrs]
         return cls(path, header, phdrs, shdrs, names)
 
     def mapped_end(self) -> int:
@@ -116,7 +151,7 @@ class Elf:
                 break
         else:
             return [], []
-        text = lambda off: strings[off:strings.find(b"\0", off)].decode()  # noqa: E731
+        text = lambda off: strings[off : strings.find(b"\0", off)].decode()  # noqa: E731
         needed, runpath, rpath = [], [], []
         for i in range(0, len(raw) - 15, 16):
             tag, val = struct.unpack_from("<qQ", raw, i)
@@ -141,8 +176,11 @@ def strip(path: str) -> int:
     if elf is None:
         return 0
     end = elf.mapped_end()
-    drop = {i for i, (sh, name) in enumerate(zip(elf.shdrs, elf.names, strict=True))
-            if i and not sh[2] & SHF_ALLOC and strippable(name)}
+    drop = {
+        i
+        for i, (sh, name) in enumerate(zip(elf.shdrs, elf.names, strict=True))
+        if i and not sh[2] & SHF_ALLOC and strippable(name)
+    }
     if not drop:
         return 0
     keep = [i for i in range(len(elf.shdrs)) if i not in drop]
@@ -152,7 +190,9 @@ def strip(path: str) -> int:
             return 0
     for i in keep:
         sh = elf.shdrs[i]
-        if sh[6] in drop or ((sh[1] in (SHT_REL, SHT_RELA) or sh[2] & SHF_INFO_LINK) and sh[7] in drop):
+        if sh[6] in drop or (
+            (sh[1] in (SHT_REL, SHT_RELA) or sh[2] & SHF_INFO_LINK) and sh[7] in drop
+        ):
             return 0
         if not sh[2] & SHF_ALLOC and sh[1] != SHT_NOBITS and sh[4] < end < sh[4] + sh[5]:
             return 0
@@ -162,8 +202,17 @@ def strip(path: str) -> int:
         copy_range(src, dst, 0, end)
         pos = end
         new_shdrs = []
-        tail = sorted((i for i in keep if i and not elf.shdrs[i][2] & SHF_ALLOC and elf.shdrs[i][1] != SHT_NOBITS
-                       and elf.shdrs[i][4] >= end), key=lambda i: elf.shdrs[i][4])
+        tail = sorted(
+            (
+                i
+                for i in keep
+                if i
+                and not elf.shdrs[i][2] & SHF_ALLOC
+                and elf.shdrs[i][1] != SHT_NOBITS
+                and elf.shdrs[i][4] >= end
+            ),
+            key=lambda i: elf.shdrs[i][4],
+        )
         offsets = {}
         for i in tail:
             align = max(1, elf.shdrs[i][8])
@@ -180,8 +229,20 @@ def strip(path: str) -> int:
             name, typ, flags, addr, off, size, link, info, align, entsize = elf.shdrs[i]
             if typ in (SHT_REL, SHT_RELA) or flags & SHF_INFO_LINK:
                 info = index.get(info, 0)
-            new_shdrs.append(SHDR.pack(name, typ, flags, addr, offsets.get(i, off), size, index.get(link, 0), info,
-                                       align, entsize))
+            new_shdrs.append(
+                SHDR.pack(
+                    name,
+                    typ,
+                    flags,
+                    addr,
+                    offsets.get(i, off),
+                    size,
+                    index.get(link, 0),
+                    info,
+                    align,
+                    entsize,
+                )
+            )
         dst.write(b"".join(new_shdrs))
         header = list(elf.header)
         header[6], header[12], header[13] = shoff, len(keep), index[header[13]]
@@ -190,7 +251,9 @@ def strip(path: str) -> int:
     stripped = Elf.read(tmp)
     if stripped is None or stripped.phdrs != elf.phdrs or stripped.mapped_end() != end:
         os.remove(tmp)
-        raise SystemExit(f"elf.py: stripping {path} would change what the loader maps; left as it was")
+        raise SystemExit(
+            f"elf.py: stripping {path} would change what the loader maps; left as it was"
+        )
     os.chmod(tmp, os.stat(path).st_mode)
     saved = os.path.getsize(path) - os.path.getsize(tmp)
     os.replace(tmp, path)
@@ -240,7 +303,9 @@ def unresolved(root: str, system_dirs: list[str] | None = None) -> list[str]:
             continue
         needed, dirs = elf.dynamic()
         origin = os.path.dirname(path)
-        search = [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for d in dirs] + system_dirs
+        search = [
+            d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for d in dirs
+        ] + system_dirs
         if origin.endswith(".libs"):
             # auditwheel's vendored libraries (`<dist>.libs/`) have no RUNPATH: the extension modules that
             # need them list the whole chain in their own DT_NEEDED, so their siblings are loaded by then.
@@ -267,19 +332,28 @@ def main(argv: list[str]) -> int:
     accelerator = argv[argv.index("--accelerator") + 1] if "--accelerator" in argv else "cpu"
     if cmd == "strip":
         saved = strip_tree(root)
-        print(f"elf.py: stripped symbol tables and debug sections of {len(saved)} files: "
-              f"{sum(saved.values()) / 1e6:.0f} MB")
+        print(
+            f"elf.py: stripped symbol tables and debug sections of {len(saved)} files: "
+            f"{sum(saved.values()) / 1e6:.0f} MB"
+        )
         for rel, n in sorted(saved.items(), key=lambda kv: -kv[1])[:10]:
             print(f"  {n / 1e6:8.1f} MB  {rel}")
         return 0
     problems = unresolved(root)
     if accelerator == "cuda":
-        problems += [f"{rel}: missing (TensorFlow or cuDNN loads it on a GPU)" for rel in missing_cuda(root)]
+        problems += [
+            f"{rel}: missing (TensorFlow or cuDNN loads it on a GPU)" for rel in missing_cuda(root)
+        ]
     if problems:
-        print("elf.py: the image's libraries do not resolve:\n  " + "\n  ".join(problems), file=sys.stderr)
+        print(
+            "elf.py: the image's libraries do not resolve:\n  " + "\n  ".join(problems),
+            file=sys.stderr,
+        )
         return 1
-    print(f"elf.py: every shared library under {root} resolves"
-          + (" and every CUDA library TensorFlow loads is present" if accelerator == "cuda" else ""))
+    print(
+        f"elf.py: every shared library under {root} resolves"
+        + (" and every CUDA library TensorFlow loads is present" if accelerator == "cuda" else "")
+    )
     return 0
 
 

@@ -58,27 +58,29 @@ CPU_WHEEL = {"tensorflow": "tensorflow-cpu"}
 
 # Files the runtime never loads (globs relative to site-packages).
 PRUNE_GLOBS = [
-    "tensorflow/include",                   # C++ headers, only to compile custom ops (~400 MB)
-    "**/tests",                             # test suites of pandas, numpy, pyarrow, ...
-    "apache_beam/**/*_test.py",             # Beam's tests live beside its modules
+    "tensorflow/include",  # C++ headers, only to compile custom ops (~400 MB)
+    "**/tests",  # test suites of pandas, numpy, pyarrow, ...
+    "apache_beam/**/*_test.py",  # Beam's tests live beside its modules
     "apache_beam/examples",
     "tensorflow_transform/**/*_test.py",
     "tfx_bsl/**/*_test.py",
-    "pyarrow/include",                      # headers
+    "pyarrow/include",  # headers
     "pyarrow/_pyarrow_cpp_tests*.so",
-    "pyarrow/*flight*",                     # Arrow Flight RPC: only `import pyarrow.flight` loads it
-    "nvidia/*/include",                     # CUDA headers
-    "nvidia/cusolver/lib/libcusolverMg.so*",      # multi-GPU cuSOLVER: TensorFlow loads libcusolver only
-    "nvidia/cuda_nvrtc/lib/libnvrtc*.alt.so*",    # the alternate NVRTC build; cuDNN loads libnvrtc.so.12
-    "nvidia/cuda_nvcc/nvvm/lib64",                # libnvvm: XLA compiles PTX with its own LLVM, then ptxas
-    "nvidia/cublas/lib/libnvblas.so*",            # the BLAS drop-in shim
-    "nvidia/cufft/lib/libcufftw.so*",             # the FFTW-compatible shim
-    "nvidia/nccl/lib/libnccl_device.*",           # NCCL's device-API IR, for user kernels only
-    "**/*.a",                                     # static libraries
+    "pyarrow/*flight*",  # Arrow Flight RPC: only `import pyarrow.flight` loads it
+    "nvidia/*/include",  # CUDA headers
+    "nvidia/cusolver/lib/libcusolverMg.so*",  # multi-GPU cuSOLVER: TensorFlow loads libcusolver only
+    "nvidia/cuda_nvrtc/lib/libnvrtc*.alt.so*",  # the alternate NVRTC build; cuDNN loads libnvrtc.so.12
+    "nvidia/cuda_nvcc/nvvm/lib64",  # libnvvm: XLA compiles PTX with its own LLVM, then ptxas
+    "nvidia/cublas/lib/libnvblas.so*",  # the BLAS drop-in shim
+    "nvidia/cufft/lib/libcufftw.so*",  # the FFTW-compatible shim
+    "nvidia/nccl/lib/libnccl_device.*",  # NCCL's device-API IR, for user kernels only
+    "**/*.a",  # static libraries
 ]
 
-CHECK_LINE = re.compile(r"The package `(?P<pkg>[^`]+)` requires `(?P<name>[A-Za-z0-9_.\-]+)(?P<spec>[^`]*)`, "
-                        r"but it's not installed")
+CHECK_LINE = re.compile(
+    r"The package `(?P<pkg>[^`]+)` requires `(?P<name>[A-Za-z0-9_.\-]+)(?P<spec>[^`]*)`, "
+    r"but it's not installed"
+)
 
 
 def canonical(name: str) -> str:
@@ -103,16 +105,21 @@ def requirements(accelerator: str, runtime_lock: str, cuda_lock: str) -> list[st
     if accelerator not in ("cpu", "cuda"):
         raise SystemExit(f"slim.py: ACCELERATOR must be cpu or cuda, not {accelerator!r}")
     if accelerator == "cuda" and not os.path.isfile(cuda_lock):
-        here = sorted(f for f in os.listdir(os.path.dirname(cuda_lock) or ".") if f.startswith("cuda") and
-                      f.endswith(".lock"))
-        raise SystemExit(f"slim.py: CUDA_LOCK {cuda_lock!r} is not a lock file here; expected one of {here}")
+        here = sorted(
+            f
+            for f in os.listdir(os.path.dirname(cuda_lock) or ".")
+            if f.startswith("cuda") and f.endswith(".lock")
+        )
+        raise SystemExit(
+            f"slim.py: CUDA_LOCK {cuda_lock!r} is not a lock file here; expected one of {here}"
+        )
     out = []
     for path in [runtime_lock, cuda_lock] if accelerator == "cuda" else [runtime_lock]:
         for name, line in lock_lines(path):
             if name in LEAVE_OUT:
                 continue
             if accelerator == "cpu" and name in CPU_WHEEL:
-                line = CPU_WHEEL[name] + line[line.index("=="):]
+                line = CPU_WHEEL[name] + line[line.index("==") :]
             out.append(line)
     return out
 
@@ -127,7 +134,9 @@ def kept(dists: dict[str, object]) -> set[str]:
     """The runtime's closure: ROOT and what it requires (extras followed), never entering LEAVE_OUT."""
     from packaging.requirements import Requirement
 
-    provided = {cpu: full for full, cpu in CPU_WHEEL.items() if cpu in dists}  # tensorflow-cpu stands for tensorflow
+    provided = {
+        cpu: full for full, cpu in CPU_WHEEL.items() if cpu in dists
+    }  # tensorflow-cpu stands for tensorflow
     aliases = {full: cpu for cpu, full in provided.items()}
     seen: set[tuple[str, tuple[str, ...]]] = set()
     # The GPU image's CUDA libraries are TensorFlow's `and-cuda` extra, which nothing requires: without this
@@ -141,7 +150,9 @@ def kept(dists: dict[str, object]) -> set[str]:
         seen.add((name, extras))
         for spec in dists[name].requires or []:
             req = Requirement(spec)
-            wanted = req.marker is None or any(req.marker.evaluate({"extra": e}) for e in ("", *extras))
+            wanted = req.marker is None or any(
+                req.marker.evaluate({"extra": e}) for e in ("", *extras)
+            )
             if wanted:
                 stack.append((canonical(req.name), tuple(sorted(req.extras))))
     return {name for name, _ in seen}
@@ -153,7 +164,9 @@ def prune_dists(uv: str) -> None:
         raise SystemExit(f"slim.py: {ROOT} is not installed in {sys.prefix}")
     extra = sorted(set(dists) - kept(dists))
     if extra:
-        print(f"slim.py: uninstalling {len(extra)} distributions the runtime does not need: {' '.join(extra)}")
+        print(
+            f"slim.py: uninstalling {len(extra)} distributions the runtime does not need: {' '.join(extra)}"
+        )
         subprocess.run([uv, "pip", "uninstall", "--python", sys.executable, *extra], check=True)
 
 
@@ -174,13 +187,19 @@ def allowed_complaint(line: str, dists: dict[str, object]) -> bool:
 
 
 def check(uv: str) -> None:
-    proc = subprocess.run([uv, "pip", "check", "--python", sys.executable], capture_output=True, text=True)
-    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("The package")]
+    proc = subprocess.run(
+        [uv, "pip", "check", "--python", sys.executable], capture_output=True, text=True
+    )
+    lines = [
+        line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("The package")
+    ]
     dists = installed()
     wrong = [line for line in lines if not allowed_complaint(line, dists)]
     if wrong or (proc.returncode != 0 and not lines):
         print(proc.stdout + proc.stderr, file=sys.stderr)
-        raise SystemExit("slim.py: the installed distributions do not fit together: " + "; ".join(wrong))
+        raise SystemExit(
+            "slim.py: the installed distributions do not fit together: " + "; ".join(wrong)
+        )
     print(f"slim.py: dependencies consistent ({len(lines)} requirement(s) left out on purpose)")
 
 
@@ -223,7 +242,9 @@ def sizes(site: str) -> list[tuple[str, str, int]]:
                 total += os.lstat(path).st_size
                 if path.endswith(".py"):
                     stem = os.path.splitext(os.path.basename(path))[0]
-                    for pyc in glob.glob(os.path.join(os.path.dirname(path), "__pycache__", stem + ".*.pyc")):
+                    for pyc in glob.glob(
+                        os.path.join(os.path.dirname(path), "__pycache__", stem + ".*.pyc")
+                    ):
                         total += os.lstat(pyc).st_size
         rows.append((canonical(name), version, total))
     rows.sort(key=lambda r: -r[2])

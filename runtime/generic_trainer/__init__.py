@@ -18,7 +18,9 @@ def __getattr__(name: str) -> Any:
         from generic_trainer.fit import fn_args
 
         return getattr(fn_args, name)
-    if name == "Task":  # the Task API (generic_trainer.task): Model Garden's workflow with the runtime's loop
+    if (
+        name == "Task"
+    ):  # the Task API (generic_trainer.task): Model Garden's workflow with the runtime's loop
         from generic_trainer.task import Task
 
         return Task

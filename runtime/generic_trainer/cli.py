@@ -19,7 +19,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-from generic_trainer import evaluate, import_examples, infra_validate, push, supervisor, train, transform, tune
+from generic_trainer import (
+    evaluate,
+    import_examples,
+    infra_validate,
+    push,
+    supervisor,
+    train,
+    transform,
+    tune,
+)
 from generic_trainer.artifacts import run_record
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import TrainerError
@@ -36,12 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="generic-trainer",
         description="Train TensorFlow/Keras models from a user's module, as a KFP component, a container, "
-                    "or a Vertex AI custom job.", epilog=EPILOG)
+        "or a Vertex AI custom job.",
+        epilog=EPILOG,
+    )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     for verb in VERBS.values():
         options.add_parser(sub, verb.declaration, EPILOG)
-    from generic_trainer import vertex  # light: google-cloud-aiplatform loads only when a job is built
+    from generic_trainer import (
+        vertex,
+    )  # light: google-cloud-aiplatform loads only when a job is built
 
     vertex.add_parser(sub)
     from generic_trainer import export_tflite  # light: TensorFlow loads only when the verb runs
@@ -51,11 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    logging.basicConfig(
+        level=level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
     for noisy in ("tensorflow", "h5py", "urllib3", "google", "apache_beam"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
-    absl = logging.getLogger("absl")  # the user module's absl.logging lines at `level`, libraries' from WARNING
+    absl = logging.getLogger(
+        "absl"
+    )  # the user module's absl.logging lines at `level`, libraries' from WARNING
     absl.setLevel(level)
     absl.addFilter(_drop_tft_keras_warning)
     absl.addFilter(user_absl_records)
@@ -63,8 +82,10 @@ def _setup_logging(level: str) -> None:
 
 _LIBRARY_DIRS = ("site-packages", "dist-packages")
 # Library files that log through absl only what the user asked for: `model.summary(print_fn=absl.logging.info)`.
-_ASKED_FOR = (os.path.join("keras", "src", "utils", "summary_utils.py"),  # Keras 3
-              os.path.join("tf_keras", "src", "utils", "layer_utils.py"))  # tf_keras (--keras tf_keras / auto)
+_ASKED_FOR = (
+    os.path.join("keras", "src", "utils", "summary_utils.py"),  # Keras 3
+    os.path.join("tf_keras", "src", "utils", "layer_utils.py"),
+)  # tf_keras (--keras tf_keras / auto)
 
 
 def user_absl_records(record: logging.LogRecord) -> bool:
@@ -75,7 +96,9 @@ def user_absl_records(record: logging.LogRecord) -> bool:
     summary the module asked for (`model.summary(print_fn=absl.logging.info)`) is kept.
     """
     path = record.pathname = _absl_caller(record.pathname or "")
-    library = any(f"{os.sep}{d}{os.sep}" in path for d in _LIBRARY_DIRS) or path.startswith(sys.base_prefix + os.sep)
+    library = any(f"{os.sep}{d}{os.sep}" in path for d in _LIBRARY_DIRS) or path.startswith(
+        sys.base_prefix + os.sep
+    )
     if library:
         return record.levelno >= logging.WARNING or path.endswith(_ASKED_FOR)
     record.name = f"{os.path.splitext(os.path.basename(path))[0] or record.name} (absl)"
@@ -89,7 +112,11 @@ def _absl_caller(path: str) -> str:
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
-        if name != logging.__file__ and f"{os.sep}absl{os.sep}logging{os.sep}" not in name and name != __file__:
+        if (
+            name != logging.__file__
+            and f"{os.sep}absl{os.sep}logging{os.sep}" not in name
+            and name != __file__
+        ):
             return name
         frame = frame.f_back
     return path
@@ -106,15 +133,18 @@ def _choose_keras(keras: str | None) -> None:
     os.environ["TF_USE_LEGACY_KERAS"] = "1" if keras == "tf_keras" else "0"
 
 
-def _raw_values(args: argparse.Namespace, declaration: options.Verb) -> tuple[dict[str, object], KfpOutputs | None]:
+def _raw_values(
+    args: argparse.Namespace, declaration: options.Verb
+) -> tuple[dict[str, object], KfpOutputs | None]:
     """Flag values, overlaid by the executor input's when running under KFP."""
     from generic_trainer.artifacts import kfp_io
 
     values = {k: v for k, v in vars(args).items() if v is not None}
     if not args.executor_input:
         return values, None
-    kfp_values, kfp = kfp_io.parse(kfp_io.load(args.executor_input), options.artifact_maps(declaration),
-                                   gcs_root(values))
+    kfp_values, kfp = kfp_io.parse(
+        kfp_io.load(args.executor_input), options.artifact_maps(declaration), gcs_root(values)
+    )
     values.update({k: v for k, v in kfp_values.items() if v is not None})
     return values, kfp
 
@@ -135,13 +165,17 @@ def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) ->
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
     for line in verb.describe(request):
         log.info("%s", line)
-    output_checks.check_outputs(request, args.executor_output_file, output_checks.verb_outputs(verb.declaration))
+    output_checks.check_outputs(
+        request, args.executor_output_file, output_checks.verb_outputs(verb.declaration)
+    )
 
     def before_publish(result: ResultT) -> None:
         if kfp is not None:
             metadata, parameter_values = verb.kfp_outputs(request, result)
             path = supervisor.executor_output_path(args.executor_output_file or kfp.output_file)
-            kfp_io.write_executor_output(kfp, metadata, parameter_values=parameter_values, output_file=path)
+            kfp_io.write_executor_output(
+                kfp, metadata, parameter_values=parameter_values, output_file=path
+            )
 
     summary = verb.summary(verb.run(request, before_publish))
     if summary is not None:
@@ -165,8 +199,18 @@ def _export_tflite(args: argparse.Namespace) -> int:
 OWN_MAIN = {"vertex-job": _vertex_job, "export-tflite": _export_tflite}
 
 # The verbs with a KFP component, in `--help` order: each module's VerbContract (contract.py).
-VERBS = {verb.name: verb for verb in (train.VERB, tune.VERB, evaluate.VERB, infra_validate.VERB,
-                                      import_examples.VERB, transform.VERB, push.VERB)}
+VERBS = {
+    verb.name: verb
+    for verb in (
+        train.VERB,
+        tune.VERB,
+        evaluate.VERB,
+        infra_validate.VERB,
+        import_examples.VERB,
+        transform.VERB,
+        push.VERB,
+    )
+}
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
 DECLARATIONS = tuple(verb.declaration for verb in VERBS.values())
 
@@ -183,11 +227,15 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     ending = argv is None if end_process is None else end_process
     supervised = run_record.claim() is not None
     secrets = supervisor.known_secrets(args)
-    if ending and not supervised and supervisor.wanted():  # user code runs in a child the parent watches
+    if (
+        ending and not supervised and supervisor.wanted()
+    ):  # user code runs in a child the parent watches
         return supervisor.run(args.verb, list(sys.argv[1:] if argv is None else argv), secrets)
     supervisor.mask_logs(secrets)
     try:
-        code = OWN_MAIN[args.verb](args) if args.verb in OWN_MAIN else run_verb(args, VERBS[args.verb])
+        code = (
+            OWN_MAIN[args.verb](args) if args.verb in OWN_MAIN else run_verb(args, VERBS[args.verb])
+        )
     except TrainerError as e:
         log.error("%s failed: %s", args.verb, e)
         code = e.exit_code
@@ -197,7 +245,10 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     except Exception:
         if not ending:
             raise
-        log.exception("%s failed with an unexpected error (a bug of generic-trainer: please report it)", args.verb)
+        log.exception(
+            "%s failed with an unexpected error (a bug of generic-trainer: please report it)",
+            args.verb,
+        )
         code = 1
     if supervised:
         run_record.note("end", code, **run_record.ended_notes())
@@ -220,14 +271,23 @@ def end_without_stray_threads(code: int) -> None:
     from generic_trainer.artifacts import process_exit
     from generic_trainer.fit import cluster
 
-    stray = [t for t in threading.enumerate()
-             if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    stray = [
+        t
+        for t in threading.enumerate()
+        if t is not threading.main_thread() and not t.daemon and t.is_alive()
+    ]
     if stray:
-        log.warning("%d thread(s) still running after the run ended, not waited for: %s; ending the process "
-                    "with exit code %d (threads a module starts should be daemon threads, or joined before "
-                    "run_fn returns)", len(stray), ", ".join(repr(t.name) for t in stray), code)
+        log.warning(
+            "%d thread(s) still running after the run ended, not waited for: %s; ending the process "
+            "with exit code %d (threads a module starts should be daemon threads, or joined before "
+            "run_fn returns)",
+            len(stray),
+            ", ".join(repr(t.name) for t in stray),
+            code,
+        )
     if stray or process_exit.safe_to_skip_teardown(cluster.configured(os.environ), os.environ):
         process_exit.end(code)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,7 +26,12 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.records.example_dataset import DatasetOptions, as_dataset_options, check_batch_size, make_dataset
+from generic_trainer.records.example_dataset import (
+    DatasetOptions,
+    as_dataset_options,
+    check_batch_size,
+    make_dataset,
+)
 from generic_trainer.records.example_files import compression_fn
 from generic_trainer.records.schemas import load_schema, parser_config
 
@@ -49,8 +54,13 @@ class DataAccessor:
 
     data_view_decode_fn = None  # TFX's is None unless the examples carry a Data View (none here)
 
-    def __init__(self, transform_graph: str | None = None, raw_schema: str | None = None,
-                 examples: str = "--examples", cache: str = "auto"):
+    def __init__(
+        self,
+        transform_graph: str | None = None,
+        raw_schema: str | None = None,
+        examples: str = "--examples",
+        cache: str = "auto",
+    ):
         self.transform_graph = transform_graph
         self.raw_schema = raw_schema
         self.cache = cache  # --cache-examples: auto | memory | off (example_dataset.make_dataset)
@@ -78,7 +88,9 @@ class DataAccessor:
         if isinstance(schema, (str, os.PathLike)):
             schema = load_schema(os.fspath(schema))
         if schema is None:
-            raise UserInputError("schema", "tf_dataset_factory needs a schema (fn_args.schema_path)")
+            raise UserInputError(
+                "schema", "tf_dataset_factory needs a schema (fn_args.schema_path)"
+            )
         patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
         plan = self._plan(patterns, schema, options.label_key) if self.transform_graph else None
         if plan is not None and plan.apply:
@@ -103,17 +115,26 @@ class DataAccessor:
         from tfx_bsl.tfxio import dataset_util
 
         if not hasattr(options, "batch_size"):
-            raise UserInputError("options", f"expected RecordBatchesOptions, got {type(options).__name__}")
+            raise UserInputError(
+                "options", f"expected RecordBatchesOptions, got {type(options).__name__}"
+            )
         check_batch_size(options.batch_size)
         if isinstance(schema, (str, os.PathLike)):
             schema = load_schema(os.fspath(schema))
         patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
         compression_fn(patterns)  # no files: a UserInputError naming the patterns
         dataset = dataset_util.make_tf_record_dataset(
-            patterns, options.batch_size, getattr(options, "drop_final_batch", False),
-            getattr(options, "num_epochs", None), getattr(options, "shuffle", True),
-            getattr(options, "shuffle_buffer_size", 10000), getattr(options, "shuffle_seed", None))
-        decoder = example_coder.ExamplesToRecordBatchDecoder(schema.SerializeToString() if schema else None)
+            patterns,
+            options.batch_size,
+            getattr(options, "drop_final_batch", False),
+            getattr(options, "num_epochs", None),
+            getattr(options, "shuffle", True),
+            getattr(options, "shuffle_buffer_size", 10000),
+            getattr(options, "shuffle_seed", None),
+        )
+        decoder = example_coder.ExamplesToRecordBatchDecoder(
+            schema.SerializeToString() if schema else None
+        )
         return (decoder.DecodeBatch(batch) for batch in dataset.as_numpy_iterator())
 
     # -- transformed features from raw examples -------------------------------------------------
@@ -124,8 +145,11 @@ class DataAccessor:
             graph = self.transform_graph
             transformed_path = os.path.join(graph, "transformed_metadata", "schema.pbtxt")
             if not os.path.isfile(transformed_path):
-                raise UserInputError("--transform-graph", f"{graph} has no transformed_metadata/schema.pbtxt; "
-                                     "expected a tensorflow-transform output directory (TFX's TransformGraph)")
+                raise UserInputError(
+                    "--transform-graph",
+                    f"{graph} has no transformed_metadata/schema.pbtxt; "
+                    "expected a tensorflow-transform output directory (TFX's TransformGraph)",
+                )
             transformed = load_schema(transformed_path, "--transform-graph")
             raw_path = os.path.join(graph, "metadata", "schema.pbtxt")
             if os.path.isfile(raw_path):
@@ -133,36 +157,59 @@ class DataAccessor:
             elif self.raw_schema:
                 raw, source = load_schema(self.raw_schema), self.raw_schema
             else:
-                raise UserInputError("--schema", f"the transform graph {graph} has no metadata/schema.pbtxt (the raw "
-                                     "schema), so raw examples cannot be parsed to apply it: pass the raw schema "
-                                     "(SchemaGen's) as --schema")
+                raise UserInputError(
+                    "--schema",
+                    f"the transform graph {graph} has no metadata/schema.pbtxt (the raw "
+                    "schema), so raw examples cannot be parsed to apply it: pass the raw schema "
+                    "(SchemaGen's) as --schema",
+                )
             self._schemas = (raw, source, transformed)
         return self._schemas
 
     def _plan(self, patterns: list[str], schema: schema_pb2.Schema, label_key: str | None) -> Plan:
         raw, raw_source, transformed = self._transform_schemas()
         record, files = _first_record_kinds(patterns)
-        plan = transform_plan(schema, label_key, raw, transformed, record, files,
-                              where=(f"{', '.join(patterns)} ({self.examples})", f"raw schema {raw_source}",
-                                     f"{self.transform_graph}/transformed_metadata"))
+        plan = transform_plan(
+            schema,
+            label_key,
+            raw,
+            transformed,
+            record,
+            files,
+            where=(
+                f"{', '.join(patterns)} ({self.examples})",
+                f"raw schema {raw_source}",
+                f"{self.transform_graph}/transformed_metadata",
+            ),
+        )
         if plan.apply:
             missing = [f.name for f in raw.feature if _required(f) and f.name not in record]
             if missing:
-                raise UserInputError(self.examples, f"{files[0]} lacks raw features {', '.join(missing)} that the "
-                                     f"raw schema ({raw_source}) requires, so the transform graph cannot be applied "
-                                     f"to give {', '.join(plan.from_transform)}")
+                raise UserInputError(
+                    self.examples,
+                    f"{files[0]} lacks raw features {', '.join(missing)} that the "
+                    f"raw schema ({raw_source}) requires, so the transform graph cannot be applied "
+                    f"to give {', '.join(plan.from_transform)}",
+                )
         key = f"{plan.apply}|{','.join(patterns)}"
         if key not in self._logged:
             self._logged.add(key)
             if plan.apply:
-                log.info("%s: applying the transform graph %s in the input pipeline (%s)", ", ".join(patterns),
-                         self.transform_graph, plan.reason)
+                log.info(
+                    "%s: applying the transform graph %s in the input pipeline (%s)",
+                    ", ".join(patterns),
+                    self.transform_graph,
+                    plan.reason,
+                )
             else:
-                log.info("%s: parsing the examples as they are (%s)", ", ".join(patterns), plan.reason)
+                log.info(
+                    "%s: parsing the examples as they are (%s)", ", ".join(patterns), plan.reason
+                )
         return plan
 
-    def _transformed_dataset(self, patterns: list[str], options: DatasetOptions, schema: schema_pb2.Schema,
-                             plan: Plan) -> tf.data.Dataset:
+    def _transformed_dataset(
+        self, patterns: list[str], options: DatasetOptions, schema: schema_pb2.Schema, plan: Plan
+    ) -> tf.data.Dataset:
         """Examples parsed with the raw schema (and the features asked for that the files hold), the transform
         graph applied; its outputs in `plan.from_transform`, the other features as parsed."""
         from tensorflow_metadata.proto.v0 import schema_pb2
@@ -176,26 +223,39 @@ class DataAccessor:
             if feature.name not in plan.from_transform and feature.name not in raw_inputs:
                 parsed.feature.add().CopyFrom(feature)
         spec, renames = parser_config(schema)
-        keep = sorted({renames.get(key, key) for key in spec} | ({options.label_key} if options.label_key else set()))
+        keep = sorted(
+            {renames.get(key, key) for key in spec}
+            | ({options.label_key} if options.label_key else set())
+        )
         layer, from_transform = self._layer(), set(plan.from_transform)
 
         def transform(features: dict[str, Any]) -> dict[str, Any]:
             outputs = layer({key: value for key, value in features.items() if key in raw_inputs})
             return {key: outputs[key] if key in from_transform else features[key] for key in keep}
 
-        return make_dataset(patterns, options, parsed, transform=transform, keep=keep, cache=self.cache)
+        return make_dataset(
+            patterns, options, parsed, transform=transform, keep=keep, cache=self.cache
+        )
 
     def _layer(self) -> Any:
         """The transform graph as a function of parsed raw features (TFT's transform_features_layer)."""
         if self._transform_layer is None:
             import tensorflow_transform as tft
 
-            self._transform_layer = tft.TFTransformOutput(self.transform_graph).transform_features_layer()
+            self._transform_layer = tft.TFTransformOutput(
+                self.transform_graph
+            ).transform_features_layer()
         return self._transform_layer
 
 
-_KINDS = {1: "bytes_list", 2: "int64_list", 3: "float_list"}  # schema_pb2 BYTES, INT, FLOAT -> tf.train.Feature
-_MATERIALISED = "transformed_examples"  # how TFX's Transform names the files of its transformed examples
+_KINDS = {
+    1: "bytes_list",
+    2: "int64_list",
+    3: "float_list",
+}  # schema_pb2 BYTES, INT, FLOAT -> tf.train.Feature
+_MATERIALISED = (
+    "transformed_examples"  # how TFX's Transform names the files of its transformed examples
+)
 
 
 class Plan(NamedTuple):
@@ -234,9 +294,12 @@ def transform_plan(
     xf_types = {f.name: f.type for f in transformed.feature}
 
     def refuse(what: str, unknown: list[str]) -> UserInputError:
-        return UserInputError(where[0], f"the module asks for {what}{', '.join(map(repr, unknown))}, which is neither "
-                              f"in the examples (the first record of {files[0]} holds {', '.join(sorted(record))}) "
-                              f"nor a transformed feature ({where[2]}: {', '.join(sorted(xf_types))})")
+        return UserInputError(
+            where[0],
+            f"the module asks for {what}{', '.join(map(repr, unknown))}, which is neither "
+            f"in the examples (the first record of {files[0]} holds {', '.join(sorted(record))}) "
+            f"nor a transformed feature ({where[2]}: {', '.join(sorted(xf_types))})",
+        )
 
     if requested == transformed and requested != raw:
         if label_key is not None and label_key not in record and label_key not in xf_types:
@@ -246,16 +309,23 @@ def transform_plan(
     names = list(asked) + ([label_key] if label_key is not None and label_key not in asked else [])
 
     def in_files(name: str) -> bool:
-        return name in record and (name not in asked or record[name] == _KINDS.get(asked[name].type))
+        return name in record and (
+            name not in asked or record[name] == _KINDS.get(asked[name].type)
+        )
 
     missing = [n for n in names if not in_files(n)]
-    from_xf = tuple(n for n in missing if n in xf_types and (n not in asked or asked[n].type == xf_types[n]))
+    from_xf = tuple(
+        n for n in missing if n in xf_types and (n not in asked or asked[n].type == xf_types[n])
+    )
     unknown = [n for n in missing if n not in from_xf and (n not in asked or _required(asked[n]))]
     if unknown:
         raise refuse("label_key " if unknown == [label_key] else "feature(s) ", unknown)
     if from_xf:
-        return Plan(True, f"the module asks for transformed features the examples lack ({', '.join(from_xf)})",
-                    from_xf)
+        return Plan(
+            True,
+            f"the module asks for transformed features the examples lack ({', '.join(from_xf)})",
+            from_xf,
+        )
     if requested == raw:
         return Plan(False, "the module asks for the raw schema")
     return Plan(False, "the examples hold every feature the module asks for")
@@ -266,29 +336,53 @@ def _required(feature: schema_pb2.Feature) -> bool:
     return feature.HasField("shape") and feature.presence.min_fraction == 1
 
 
-def _whole_schema_plan(requested: schema_pb2.Schema, label_key: str | None, raw: schema_pb2.Schema,
-                       transformed: schema_pb2.Schema, record: dict[str, str | None], files: Sequence[str]) -> Plan:
+def _whole_schema_plan(
+    requested: schema_pb2.Schema,
+    label_key: str | None,
+    raw: schema_pb2.Schema,
+    transformed: schema_pb2.Schema,
+    record: dict[str, str | None],
+    files: Sequence[str],
+) -> Plan:
     """The module asks for the transformed schema itself: the examples are Transform's output or raw ones."""
     raw_types = {f.name: f.type for f in raw.feature}
     xf_types = {f.name: f.type for f in transformed.feature}
-    names = list(xf_types) + ([label_key] if label_key is not None and label_key not in xf_types else [])
+    names = list(xf_types) + (
+        [label_key] if label_key is not None and label_key not in xf_types else []
+    )
     every = tuple(n for n in names if n in xf_types)
-    only = [n for n in names if n in xf_types and (n not in raw_types or raw_types[n] != xf_types[n])]
+    only = [
+        n for n in names if n in xf_types and (n not in raw_types or raw_types[n] != xf_types[n])
+    ]
     if only:
         if all(record.get(n) == _KINDS.get(xf_types[n]) for n in only):
             return Plan(False, f"the examples hold the transformed features {', '.join(only)}")
-        return Plan(True, f"the module asks for transformed features ({', '.join(only)}) and the examples are raw",
-                    every)
+        return Plan(
+            True,
+            f"the module asks for transformed features ({', '.join(only)}) and the examples are raw",
+            every,
+        )
     extra = sorted(set(record) - set(xf_types))
     if extra:
-        return Plan(True, f"the module asks for the transformed schema; the examples hold raw features "
-                          f"({', '.join(extra)})", every)
+        return Plan(
+            True,
+            f"the module asks for the transformed schema; the examples hold raw features "
+            f"({', '.join(extra)})",
+            every,
+        )
     if files and all(os.path.basename(f).startswith(_MATERIALISED) for f in files):
-        return Plan(False, f"the module asks for the transformed schema; files named {_MATERIALISED}-* are "
-                           "Transform's output")
-    return Plan(True, "the module asks for the transformed schema, whose features have the names and types of the "
-                      "raw ones; the examples are taken as raw (Transform's materialised examples are named "
-                      f"{_MATERIALISED}-*)", every)
+        return Plan(
+            False,
+            f"the module asks for the transformed schema; files named {_MATERIALISED}-* are "
+            "Transform's output",
+        )
+    return Plan(
+        True,
+        "the module asks for the transformed schema, whose features have the names and types of the "
+        "raw ones; the examples are taken as raw (Transform's materialised examples are named "
+        f"{_MATERIALISED}-*)",
+        every,
+    )
 
 
 def _first_record_kinds(patterns: list[str]) -> tuple[dict[str, str | None] | None, list[str]]:
@@ -302,4 +396,3 @@ def _first_record_kinds(patterns: list[str]) -> tuple[dict[str, str | None] | No
             example = tf.train.Example.FromString(serialized.numpy())
             return {k: v.WhichOneof("kind") for k, v in example.features.feature.items()}, files
     return None, files
-

@@ -68,24 +68,45 @@ class EvaluateResult:
     slices: list[dict[str, Any]]
     thresholds: list[dict[str, Any]]
     seconds: float = 0.0
-    confidence_intervals: dict[str, Any] | None = None  # the model's overall metrics: {name: {lower, upper, ...}}
+    confidence_intervals: dict[str, Any] | None = (
+        None  # the model's overall metrics: {name: {lower, upper, ...}}
+    )
 
     def to_json(self, request: EvaluateRequest) -> dict[str, Any]:
         """The whole evaluation as JSON (the metrics file / `evaluation` artifact)."""
         return {
-            "blessed": self.blessed, "reasons": self.reasons, "problem": self.problem, "classes": self.classes,
-            "label_key": request.eval_config.label_key, "prediction_key": self.prediction_key,
-            "model": request.model, "baseline_model": request.baseline_model, "examples": request.examples,
-            "splits": list(request.eval_splits), "metrics": self.metrics, "baseline_metrics": self.baseline_metrics,
-            "details": self.details, "baseline_details": self.baseline_details, "slices": self.slices,
-            "thresholds": self.thresholds, "confidence_intervals": self.confidence_intervals,
+            "blessed": self.blessed,
+            "reasons": self.reasons,
+            "problem": self.problem,
+            "classes": self.classes,
+            "label_key": request.eval_config.label_key,
+            "prediction_key": self.prediction_key,
+            "model": request.model,
+            "baseline_model": request.baseline_model,
+            "examples": request.examples,
+            "splits": list(request.eval_splits),
+            "metrics": self.metrics,
+            "baseline_metrics": self.baseline_metrics,
+            "details": self.details,
+            "baseline_details": self.baseline_details,
+            "slices": self.slices,
+            "thresholds": self.thresholds,
+            "confidence_intervals": self.confidence_intervals,
             "eval_config": request.eval_config.to_json(),
         }
 
     def summary(self) -> dict[str, Any]:
-        return {"blessed": self.blessed, "reasons": self.reasons, "metrics": self.metrics,
-                "baseline_metrics": self.baseline_metrics,
-                **({"confidence_intervals": self.confidence_intervals} if self.confidence_intervals else {})}
+        return {
+            "blessed": self.blessed,
+            "reasons": self.reasons,
+            "metrics": self.metrics,
+            "baseline_metrics": self.baseline_metrics,
+            **(
+                {"confidence_intervals": self.confidence_intervals}
+                if self.confidence_intervals
+                else {}
+            ),
+        }
 
 
 # --------------------------------------------------------------------------------------------
@@ -99,16 +120,25 @@ def _check_schema(request: EvaluateRequest) -> None:
     names = {f.name for f in schema.feature}
     config = request.eval_config
     if config.label_key not in names:
-        raise UserInputError("eval_config.label_key", f"{config.label_key!r} is not a feature of the schema "
-                                                      f"{request.schema}; features: {', '.join(sorted(names))}")
+        raise UserInputError(
+            "eval_config.label_key",
+            f"{config.label_key!r} is not a feature of the schema "
+            f"{request.schema}; features: {', '.join(sorted(names))}",
+        )
     if config.example_weight_key and config.example_weight_key not in names:
-        raise UserInputError("eval_config.example_weight_key", f"{config.example_weight_key!r} is not a feature of "
-                                                               f"the schema; features: {', '.join(sorted(names))}")
+        raise UserInputError(
+            "eval_config.example_weight_key",
+            f"{config.example_weight_key!r} is not a feature of "
+            f"the schema; features: {', '.join(sorted(names))}",
+        )
     for i, spec in enumerate(config.slices):
         for feature in spec.columns:
             if feature not in names:
-                raise UserInputError(f"eval_config.slices[{i}]", f"{feature!r} is not a feature of the schema; "
-                                                                  f"features: {', '.join(sorted(names))}")
+                raise UserInputError(
+                    f"eval_config.slices[{i}]",
+                    f"{feature!r} is not a feature of the schema; "
+                    f"features: {', '.join(sorted(names))}",
+                )
 
 
 def _dataset(request: EvaluateRequest) -> Any:
@@ -117,15 +147,23 @@ def _dataset(request: EvaluateRequest) -> Any:
 
     patterns = example_files.split_file_patterns(request.examples, request.eval_splits)
     count = example_files.check_readable(patterns)
-    log.info("evaluating on %s (%d file(s)), batches of %d", ", ".join(patterns), count, request.batch_size)
+    log.info(
+        "evaluating on %s (%d file(s)), batches of %d",
+        ", ".join(patterns),
+        count,
+        request.batch_size,
+    )
     compression_of = example_files.compression_fn(patterns)
     files = tf.data.Dataset.list_files(patterns, shuffle=False)
-    records = files.interleave(lambda path: tf.data.TFRecordDataset(path, compression_of(path)), cycle_length=1)
+    records = files.interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_of(path)), cycle_length=1
+    )
     return records.batch(request.batch_size).prefetch(2)
 
 
-def run(request: EvaluateRequest,
-        before_publish: Callable[[EvaluateResult], None] | None = None) -> EvaluateResult:
+def run(
+    request: EvaluateRequest, before_publish: Callable[[EvaluateResult], None] | None = None
+) -> EvaluateResult:
     """Evaluate the model (and baseline) in the sandbox, apply the thresholds, write the blessing, metrics and report.
 
     The models are served in a sandboxed child process (sandbox.py: CPU, an address-space limit, a limit on
@@ -139,7 +177,11 @@ def run(request: EvaluateRequest,
     result = _compute_in_sandbox(request)
     result.seconds = time.monotonic() - started
     for row in result.thresholds:
-        log.info("threshold %s: %s", {True: "passed", False: "FAILED", None: "skipped"}[row["passed"]], row["message"])
+        log.info(
+            "threshold %s: %s",
+            {True: "passed", False: "FAILED", None: "skipped"}[row["passed"]],
+            row["message"],
+        )
     log.info("%s", "BLESSED" if result.blessed else "NOT_BLESSED: " + "; ".join(result.reasons))
     write_outputs(request, result, before_publish)
     return result
@@ -149,8 +191,12 @@ def sandbox_limits(request: EvaluateRequest) -> Any:
     """The evaluation process's limits: --timeout without progress, --memory-limit (then on CPU only)."""
     from generic_trainer.judge import sandbox
 
-    return sandbox.Limits(timeout=request.timeout, memory_limit=request.memory_limit, idle=True,
-                          cpu_only=bool(request.memory_limit))
+    return sandbox.Limits(
+        timeout=request.timeout,
+        memory_limit=request.memory_limit,
+        idle=True,
+        cpu_only=bool(request.memory_limit),
+    )
 
 
 def _compute_in_sandbox(request: EvaluateRequest) -> EvaluateResult:
@@ -165,8 +211,14 @@ def _compute_in_sandbox(request: EvaluateRequest) -> EvaluateResult:
         spec_path, result_path = os.path.join(work, "spec.json"), os.path.join(work, "result.json")
         with open(spec_path, "w", encoding="utf-8") as f:
             json.dump(request.to_json(), f)
-        outcome = sandbox.run("generic_trainer.judge.sandbox", [f"{__name__}:compute_spec", spec_path, result_path],
-                              limits, work, "evaluation process", echo=True)
+        outcome = sandbox.run(
+            "generic_trainer.judge.sandbox",
+            [f"{__name__}:compute_spec", spec_path, result_path],
+            limits,
+            work,
+            "evaluation process",
+            echo=True,
+        )
         child: dict[str, Any] = {}
         if os.path.isfile(result_path):
             with open(result_path, encoding="utf-8") as f:
@@ -177,20 +229,37 @@ def _compute_in_sandbox(request: EvaluateRequest) -> EvaluateResult:
         return EvaluateResult(**child["value"])
     error = child.get("error")
     if error and sandbox.is_memory_error(error.get("message", "")):
-        return failed_result(request, sandbox.memory_reason(outcome.stage, limits, error["message"][:600],
-                                                                 "the evaluation process"))
+        return failed_result(
+            request,
+            sandbox.memory_reason(
+                outcome.stage, limits, error["message"][:600], "the evaluation process"
+            ),
+        )
     if error:
         sandbox.raise_child_error(error)
-    return failed_result(request, sandbox.failure(outcome, limits, what="the evaluation process")
-                         or "the evaluation process ended without a result")
+    return failed_result(
+        request,
+        sandbox.failure(outcome, limits, what="the evaluation process")
+        or "the evaluation process ended without a result",
+    )
 
 
 def failed_result(request: EvaluateRequest, reason: str) -> EvaluateResult:
     """NOT_BLESSED without metrics: the models could not be served to the end (time or memory limit)."""
     config = request.eval_config
-    return EvaluateResult(blessed=False, reasons=[reason], problem=config.problem or "unknown", classes=[],
-                          prediction_key=config.prediction_key or "", metrics={}, baseline_metrics=None, details={},
-                          baseline_details=None, slices=[], thresholds=[])
+    return EvaluateResult(
+        blessed=False,
+        reasons=[reason],
+        problem=config.problem or "unknown",
+        classes=[],
+        prediction_key=config.prediction_key or "",
+        metrics={},
+        baseline_metrics=None,
+        details={},
+        baseline_details=None,
+        slices=[],
+        thresholds=[],
+    )
 
 
 def config_from_json(value: dict[str, Any]) -> EvalConfig:
@@ -204,7 +273,9 @@ def compute_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return dataclasses.asdict(compute(EvaluateRequest.from_json(spec)))
 
 
-def _load_models(request: EvaluateRequest) -> tuple[ServingModel, ServingModel | None, str, str | None]:
+def _load_models(
+    request: EvaluateRequest,
+) -> tuple[ServingModel, ServingModel | None, str, str | None]:
     """The candidate and baseline (None without one) and the output key to read from each."""
     from generic_trainer.judge import sandbox
 
@@ -214,15 +285,26 @@ def _load_models(request: EvaluateRequest) -> tuple[ServingModel, ServingModel |
     if request.baseline_model:
         sandbox.progress("loading the baseline model")
         baseline = ServingModel(request.baseline_model, "--baseline-model", request.schema)
-    log.info("model: %s (serving_default outputs %s)", candidate.path, ", ".join(candidate.output_keys))
+    log.info(
+        "model: %s (serving_default outputs %s)", candidate.path, ", ".join(candidate.output_keys)
+    )
     if baseline:
-        log.info("baseline model: %s (serving_default outputs %s)", baseline.path, ", ".join(baseline.output_keys))
+        log.info(
+            "baseline model: %s (serving_default outputs %s)",
+            baseline.path,
+            ", ".join(baseline.output_keys),
+        )
     else:
-        log.info("no baseline model: change thresholds are skipped; the model is judged on its bounds only")
+        log.info(
+            "no baseline model: change thresholds are skipped; the model is judged on its bounds only"
+        )
     prediction_key = request.eval_config.prediction_key
     key = candidate.output_key(prediction_key)
-    base_key = baseline.output_key(prediction_key or (key if key in baseline.output_keys else None)) \
-        if baseline else None
+    base_key = (
+        baseline.output_key(prediction_key or (key if key in baseline.output_keys else None))
+        if baseline
+        else None
+    )
     return candidate, baseline, key, base_key
 
 
@@ -230,12 +312,19 @@ def _problem(config: EvalConfig, raw: dict[str, Any], labels_float: Any) -> tupl
     """The problem and class count the first batch shows; the baseline must be the same kind of model."""
     problem, num_classes = eval_batch.infer_problem(config, raw["model"], labels_float, "--model")
     if "baseline" in raw:
-        base_problem = eval_batch.infer_problem(dataclasses.replace(config, problem=problem), raw["baseline"],
-                                                labels_float, "--baseline-model")
+        base_problem = eval_batch.infer_problem(
+            dataclasses.replace(config, problem=problem),
+            raw["baseline"],
+            labels_float,
+            "--baseline-model",
+        )
         if base_problem != (problem, num_classes):
-            raise UserInputError("--baseline-model", f"the baseline is a {base_problem[0]} model with "
-                                                     f"{base_problem[1]} classes; the model: {problem} with "
-                                                     f"{num_classes}")
+            raise UserInputError(
+                "--baseline-model",
+                f"the baseline is a {base_problem[0]} model with "
+                f"{base_problem[1]} classes; the model: {problem} with "
+                f"{num_classes}",
+            )
     return problem, num_classes
 
 
@@ -250,7 +339,9 @@ def compute(request: EvaluateRequest) -> EvaluateResult:
     if config.custom_metrics:
         from generic_trainer.judge import eval_keras_metrics
 
-        for metric in config.custom_metrics:  # a class that does not import fails before any model loads
+        for (
+            metric
+        ) in config.custom_metrics:  # a class that does not import fails before any model loads
             eval_keras_metrics.resolve(metric.class_path, metric.name)
     candidate, baseline, key, base_key = _load_models(request)
     slice_features = config.slice_features
@@ -267,7 +358,9 @@ def compute(request: EvaluateRequest) -> EvaluateResult:
     for batch in dataset:
         sandbox.progress(f"serving batch {seen // request.batch_size + 1} (after {seen} examples)")
         serialized = batch.numpy().tolist()
-        labels, labels_float, features, weights = eval_batch.read_batch(serialized, config, slice_features, seen)
+        labels, labels_float, features, weights = eval_batch.read_batch(
+            serialized, config, slice_features, seen
+        )
         raw = {"model": candidate.predict(batch, key)}
         if baseline:
             raw["baseline"] = baseline.predict(batch, base_key)
@@ -278,28 +371,50 @@ def compute(request: EvaluateRequest) -> EvaluateResult:
         multiplicity = resampler.draw(len(serialized)) if resampler else None
         keys = [eval_metrics.slice_keys(values, config.slices) for values in features]
         for name, out in raw.items():
-            if problem != "regression" and not config.from_logits and name not in warned_range and (
-                    out.min() < -1e-3 or out.max() > 1 + 1e-3):
+            if (
+                problem != "regression"
+                and not config.from_logits
+                and name not in warned_range
+                and (out.min() < -1e-3 or out.max() > 1 + 1e-3)
+            ):
                 warned_range.add(name)
-                log.warning("%s outputs values outside [0, 1] (%.3g..%.3g): if they are logits, set "
-                            "eval_config.from_logits: true", name, out.min(), out.max())
-            evals[name].add(label_values, eval_batch.predictions(out, problem, config.from_logits), keys, weights,
-                            multiplicity)
+                log.warning(
+                    "%s outputs values outside [0, 1] (%.3g..%.3g): if they are logits, set "
+                    "eval_config.from_logits: true",
+                    name,
+                    out.min(),
+                    out.max(),
+                )
+            evals[name].add(
+                label_values,
+                eval_batch.predictions(out, problem, config.from_logits),
+                keys,
+                weights,
+                multiplicity,
+            )
         seen += len(serialized)
         if time.monotonic() - last_log >= PROGRESS_EVERY_S:
             last_log = time.monotonic()
             log.info("evaluated %d examples (%.0f/s)", seen, seen / (last_log - loop_started))
     if not seen:
-        raise UserInputError("--examples", f"the eval split(s) {', '.join(request.eval_splits)} hold no examples")
+        raise UserInputError(
+            "--examples", f"the eval split(s) {', '.join(request.eval_splits)} hold no examples"
+        )
     result = _result(request, problem, key, evals)
     result.seconds = time.monotonic() - started
-    log.info("evaluated %d examples in %.1f s (%.1f s with loading): %s", seen, time.monotonic() - loop_started,
-             result.seconds,
-             " ".join(f"{k}={v:.4g}" for k, v in result.metrics.items() if v is not None))
+    log.info(
+        "evaluated %d examples in %.1f s (%.1f s with loading): %s",
+        seen,
+        time.monotonic() - loop_started,
+        result.seconds,
+        " ".join(f"{k}={v:.4g}" for k, v in result.metrics.items() if v is not None),
+    )
     return result
 
 
-def _sliced_evaluation(config: EvalConfig, problem: str, num_classes: int) -> eval_metrics.SlicedEvaluation:
+def _sliced_evaluation(
+    config: EvalConfig, problem: str, num_classes: int
+) -> eval_metrics.SlicedEvaluation:
     from generic_trainer.judge import eval_metrics
 
     make_custom = None
@@ -309,11 +424,17 @@ def _sliced_evaluation(config: EvalConfig, problem: str, num_classes: int) -> ev
         from generic_trainer.judge.eval_keras_metrics import KerasMetrics
 
         make_custom = functools.partial(KerasMetrics, config.custom_metrics, problem, num_classes)
-    return eval_metrics.SlicedEvaluation(problem, num_classes, config.slices, make_custom, config.ci_samples)
+    return eval_metrics.SlicedEvaluation(
+        problem, num_classes, config.slices, make_custom, config.ci_samples
+    )
 
 
-def _result(request: EvaluateRequest, problem: str, key: str,
-            evals: dict[str, eval_metrics.SlicedEvaluation]) -> EvaluateResult:
+def _result(
+    request: EvaluateRequest,
+    problem: str,
+    key: str,
+    evals: dict[str, eval_metrics.SlicedEvaluation],
+) -> EvaluateResult:
     from generic_trainer.judge import eval_metrics
 
     config = request.eval_config
@@ -324,14 +445,19 @@ def _result(request: EvaluateRequest, problem: str, key: str,
     slices = []
     for slice_key, acc in model.sorted_slices():
         base_acc = baseline.slices.get(slice_key) if baseline else None
-        row = {"slice": eval_metrics.slice_name(slice_key), "features": dict(slice_key),
-               "metrics": acc.result(names), "baseline_metrics": base_acc.result(names) if base_acc else None}
+        row = {
+            "slice": eval_metrics.slice_name(slice_key),
+            "features": dict(slice_key),
+            "metrics": acc.result(names),
+            "baseline_metrics": base_acc.result(names) if base_acc else None,
+        }
         if config.ci_samples:
             row["confidence_intervals"] = acc.intervals(names, config.ci_level)
         slices.append(row)
     thresholds = eval_thresholds.check_thresholds(config.thresholds, metrics, baseline_metrics)
-    thresholds += eval_thresholds.check_slice_thresholds(config.slice_thresholds, metrics, baseline_metrics, slices,
-                                                         baseline is not None)
+    thresholds += eval_thresholds.check_slice_thresholds(
+        config.slice_thresholds, metrics, baseline_metrics, slices, baseline is not None
+    )
     reasons = [row["message"] for row in thresholds if row["passed"] is False]
     if problem == "regression":
         classes: list[str] = []
@@ -340,14 +466,26 @@ def _result(request: EvaluateRequest, problem: str, key: str,
     else:
         classes = [str(i) for i in range(model.num_classes)]
     return EvaluateResult(
-        blessed=not reasons, reasons=reasons, problem=problem, classes=classes, prediction_key=key, metrics=metrics,
-        baseline_metrics=baseline_metrics, details=model.overall.main.details(),
-        baseline_details=baseline.overall.main.details() if baseline else None, slices=slices, thresholds=thresholds,
-        confidence_intervals=model.overall.intervals(names, config.ci_level))
+        blessed=not reasons,
+        reasons=reasons,
+        problem=problem,
+        classes=classes,
+        prediction_key=key,
+        metrics=metrics,
+        baseline_metrics=baseline_metrics,
+        details=model.overall.main.details(),
+        baseline_details=baseline.overall.main.details() if baseline else None,
+        slices=slices,
+        thresholds=thresholds,
+        confidence_intervals=model.overall.intervals(names, config.ci_level),
+    )
 
 
-def write_outputs(request: EvaluateRequest, result: EvaluateResult,
-                  before_publish: Callable[[EvaluateResult], None] | None = None) -> None:
+def write_outputs(
+    request: EvaluateRequest,
+    result: EvaluateResult,
+    before_publish: Callable[[EvaluateResult], None] | None = None,
+) -> None:
     """The metrics file, the report, `before_publish`, then the blessing (last: a blessing means everything else
     is written)."""
     if request.metrics_file:
@@ -368,21 +506,34 @@ def write_outputs(request: EvaluateRequest, result: EvaluateResult,
 def kfp_metadata(request: EvaluateRequest, result: EvaluateResult) -> dict[str, dict[str, Any]]:
     """Metadata of each KFP output artifact of an evaluate run (TFX's blessing properties)."""
     scalars = {k: v for k, v in result.metrics.items() if v is not None}
-    scalars.update({f"baseline_{k}": v for k, v in (result.baseline_metrics or {}).items() if v is not None})
+    scalars.update(
+        {f"baseline_{k}": v for k, v in (result.baseline_metrics or {}).items() if v is not None}
+    )
     scalars["blessed"] = int(result.blessed)
-    blessing = {"blessed": int(result.blessed), "current_model": request.model,
-                "baseline_model": request.baseline_model or "", "reasons": "; ".join(result.reasons)}
+    blessing = {
+        "blessed": int(result.blessed),
+        "current_model": request.model,
+        "baseline_model": request.baseline_model or "",
+        "reasons": "; ".join(result.reasons),
+    }
     return {"evaluation": scalars, "blessing": blessing, "report": {"blessed": int(result.blessed)}}
 
 
 def describe(r: EvaluateRequest) -> list[str]:
     """The log lines saying what this evaluation will do."""
-    return [f"evaluate request: model={r.model} baseline_model={r.baseline_model} examples={r.examples} "
-            f"splits={','.join(r.eval_splits)} schema={r.schema} blessing_dir={r.blessing_dir} "
-            f"eval_config={json.dumps(r.eval_config.to_json())} timeout={r.timeout:g}s "
-            f"memory_limit={r.memory_limit or 'none'}"]
+    return [
+        f"evaluate request: model={r.model} baseline_model={r.baseline_model} examples={r.examples} "
+        f"splits={','.join(r.eval_splits)} schema={r.schema} blessing_dir={r.blessing_dir} "
+        f"eval_config={json.dumps(r.eval_config.to_json())} timeout={r.timeout:g}s "
+        f"memory_limit={r.memory_limit or 'none'}"
+    ]
 
 
 VERB: VerbContract[EvaluateRequest, EvaluateResult] = VerbContract(
-    judge_options.EVALUATE, build_evaluate_request, describe, run,
-    lambda request, result: (kfp_metadata(request, result), None), lambda result: result.summary())
+    judge_options.EVALUATE,
+    build_evaluate_request,
+    describe,
+    run,
+    lambda request, result: (kfp_metadata(request, result), None),
+    lambda result: result.summary(),
+)

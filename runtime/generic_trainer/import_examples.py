@@ -50,9 +50,14 @@ class ImportResult:
 
     def summary(self) -> dict[str, Any]:
         total = sum(self.counts.values())
-        return {"output": self.output, "num_examples": dict(self.counts), "feature_count": self.feature_count,
-                "schema": "inferred" if self.schema_inferred else "given", "seconds": round(self.seconds, 2),
-                "examples_per_second": round(total / self.seconds, 1) if self.seconds else None}
+        return {
+            "output": self.output,
+            "num_examples": dict(self.counts),
+            "feature_count": self.feature_count,
+            "schema": "inferred" if self.schema_inferred else "given",
+            "seconds": round(self.seconds, 2),
+            "examples_per_second": round(total / self.seconds, 1) if self.seconds else None,
+        }
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -68,10 +73,18 @@ class _InferFile:
 
     def __call__(self, path: str) -> dict[str, Any]:
         try:
-            parts = [tabular.infer_batch(b)
-                     for b in tabular.iter_batches(path, self.fmt, self.columns, None, beam_run.open_binary)]
+            parts = [
+                tabular.infer_batch(b)
+                for b in tabular.iter_batches(
+                    path, self.fmt, self.columns, None, beam_run.open_binary
+                )
+            ]
         except Exception as e:  # pyarrow's parse errors: find the line
-            where = tabular.locate_csv_problem(path, {}, beam_run.open_binary) if self.fmt == "csv" else None
+            where = (
+                tabular.locate_csv_problem(path, {}, beam_run.open_binary)
+                if self.fmt == "csv"
+                else None
+            )
             raise beam_run.DataError(where or f"{path}: {type(e).__name__}: {e}") from None
         return inference.merge_inference(parts)
 
@@ -81,18 +94,30 @@ def _merge(parts: Any) -> dict[str, Any]:
 
 
 def _split_of(record: bytes, split_names: Sequence[str], cumulative: Sequence[int] | None) -> str:
-    return split_names[0] if cumulative is None else split_names[tabular.split_index(record, cumulative)]
+    return (
+        split_names[0]
+        if cumulative is None
+        else split_names[tabular.split_index(record, cumulative)]
+    )
 
 
-def _encode_file_fn(fmt: str, columns: Sequence[str], given_kinds: Mapping[str, str] | None,
-                    split_names: Sequence[str], cumulative: Sequence[int] | None) -> Any:
+def _encode_file_fn(
+    fmt: str,
+    columns: Sequence[str],
+    given_kinds: Mapping[str, str] | None,
+    split_names: Sequence[str],
+    cumulative: Sequence[int] | None,
+) -> Any:
     """A DoFn: table file path -> serialized tf.Examples, tagged with their split's name."""
     import apache_beam as beam
     from apache_beam.metrics import Metrics
 
     class EncodeFile(beam.DoFn):
         def setup(self) -> None:
-            self.counters = {s: Metrics.counter(beam_run.METRICS_NAMESPACE, COUNTER_PREFIX + s) for s in split_names}
+            self.counters = {
+                s: Metrics.counter(beam_run.METRICS_NAMESPACE, COUNTER_PREFIX + s)
+                for s in split_names
+            }
 
         def process(self, path: str, inferred: Mapping[str, Any] | None = None):
             kinds = given_kinds or inference.kinds_from_inference(inferred, columns)
@@ -105,11 +130,17 @@ def _encode_file_fn(fmt: str, columns: Sequence[str], given_kinds: Mapping[str, 
                         yield beam.pvalue.TaggedOutput(split, record)
             except beam_run.DataError:
                 raise
-            except Exception as e:  # pyarrow's conversion and parse errors: find the line and column
+            except (
+                Exception
+            ) as e:  # pyarrow's conversion and parse errors: find the line and column
                 where = None
                 if fmt == "csv":
-                    where = tabular.locate_csv_problem(path, kinds, beam_run.open_binary,
-                                                       "schema" if given_kinds else "types inferred from the data")
+                    where = tabular.locate_csv_problem(
+                        path,
+                        kinds,
+                        beam_run.open_binary,
+                        "schema" if given_kinds else "types inferred from the data",
+                    )
                 raise beam_run.DataError(where or f"{path}: {type(e).__name__}: {e}") from None
             for split, n in counts.items():
                 if n:
@@ -118,15 +149,21 @@ def _encode_file_fn(fmt: str, columns: Sequence[str], given_kinds: Mapping[str, 
     return EncodeFile()
 
 
-def _import_tfrecord_fn(rules: tuple[Mapping[str, str], Mapping[str, int]] | None, split_names: Sequence[str],
-                        cumulative: Sequence[int] | None) -> Any:
+def _import_tfrecord_fn(
+    rules: tuple[Mapping[str, str], Mapping[str, int]] | None,
+    split_names: Sequence[str],
+    cumulative: Sequence[int] | None,
+) -> Any:
     """A DoFn: TFRecord file path -> canonical tf.Examples tagged with their split, and the file's facts (FACTS_TAG)."""
     import apache_beam as beam
     from apache_beam.metrics import Metrics
 
     class ImportFile(beam.DoFn):
         def setup(self) -> None:
-            self.counters = {s: Metrics.counter(beam_run.METRICS_NAMESPACE, COUNTER_PREFIX + s) for s in split_names}
+            self.counters = {
+                s: Metrics.counter(beam_run.METRICS_NAMESPACE, COUNTER_PREFIX + s)
+                for s in split_names
+            }
 
         def process(self, path: str):
             counts = dict.fromkeys(split_names, 0)
@@ -164,8 +201,10 @@ class _WriteSchema:
             raise beam_run.DataError(conflict)
         columns = self.columns if self.columns is not None else inference.feature_names(facts)
         if not columns:
-            raise beam_run.DataError(f"the {facts['rows']} records hold no feature with a value (all empty "
-                                     "tf.Examples): nothing to train on")
+            raise beam_run.DataError(
+                f"the {facts['rows']} records hold no feature with a value (all empty "
+                "tf.Examples): nothing to train on"
+            )
         schema = inference.schema_from_inference(facts, columns)
         beam_run.write_text(self.path, text_format.MessageToString(schema))
 
@@ -175,14 +214,25 @@ class _WriteSchema:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _sources(request: ImportExamplesRequest) -> list[tuple[list[str], list[str], list[int] | None, str, str]]:
+def _sources(
+    request: ImportExamplesRequest,
+) -> list[tuple[list[str], list[str], list[int] | None, str, str]]:
     """(files, split names, cumulative buckets or None, input name, pattern) per input pattern."""
     if request.input_pattern:
         names = [n for n, _ in request.splits]
-        return [(beam_run.match_files(request.input_pattern), names,
-                 tabular.cumulative_buckets([b for _, b in request.splits]), "--input", request.input_pattern)]
-    return [(beam_run.match_files(pattern), [name], None, "--input-splits", pattern)
-            for name, pattern in request.input_splits]
+        return [
+            (
+                beam_run.match_files(request.input_pattern),
+                names,
+                tabular.cumulative_buckets([b for _, b in request.splits]),
+                "--input",
+                request.input_pattern,
+            )
+        ]
+    return [
+        (beam_run.match_files(pattern), [name], None, "--input-splits", pattern)
+        for name, pattern in request.input_splits
+    ]
 
 
 def _file_columns(request: ImportExamplesRequest, input_name: str, path: str) -> list[str]:
@@ -190,23 +240,33 @@ def _file_columns(request: ImportExamplesRequest, input_name: str, path: str) ->
     try:
         columns = tabular.read_columns(path, request.format, beam_run.open_binary)
     except Exception as e:
-        raise UserInputError(input_name, f"{path}: not a readable {request.format.upper()} file: {e}") from None
+        raise UserInputError(
+            input_name, f"{path}: not a readable {request.format.upper()} file: {e}"
+        ) from None
     empty = [str(i) for i, c in enumerate(columns, 1) if not c.strip()]
     if empty:
-        raise UserInputError(input_name, f"{path}: column {', '.join(empty)} (counting from 1) has no name; every "
-                                         "column needs one (it becomes the feature's name)")
+        raise UserInputError(
+            input_name,
+            f"{path}: column {', '.join(empty)} (counting from 1) has no name; every "
+            "column needs one (it becomes the feature's name)",
+        )
     if len(set(columns)) != len(columns):
         dup = sorted({c for c in columns if columns.count(c) > 1})
         raise UserInputError(input_name, f"{path}: column names repeat: {', '.join(dup)}")
     if request.format == "parquet":
         bad = [c for c, k in tabular.parquet_kinds(path, beam_run.open_binary).items() if k is None]
         if bad:
-            raise UserInputError(input_name, f"{path}: columns {', '.join(bad)} are neither numbers nor "
-                                             "strings (a tf.Example feature holds int64, float or bytes)")
+            raise UserInputError(
+                input_name,
+                f"{path}: columns {', '.join(bad)} are neither numbers nor "
+                "strings (a tf.Example feature holds int64, float or bytes)",
+            )
     return columns
 
 
-def _check_rows(request: ImportExamplesRequest, files: Sequence[str], input_name: str, pattern: str) -> None:
+def _check_rows(
+    request: ImportExamplesRequest, files: Sequence[str], input_name: str, pattern: str
+) -> None:
     """Refuse an input pattern whose files hold no row (no record) at all."""
     opener = beam_run.open_binary
     if request.format == "tfrecord":
@@ -219,11 +279,16 @@ def _check_rows(request: ImportExamplesRequest, files: Sequence[str], input_name
         what = "has a header line but no rows" if request.format == "csv" else "holds no rows"
     if len(files) == 1:
         raise UserInputError(input_name, f"{files[0]} {what}; expected at least one example")
-    raise UserInputError(input_name, f"none of the {len(files)} files matching {pattern} holds a row ({files[0]} "
-                                     f"{what}); expected at least one example")
+    raise UserInputError(
+        input_name,
+        f"none of the {len(files)} files matching {pattern} holds a row ({files[0]} "
+        f"{what}); expected at least one example",
+    )
 
 
-def _check_sources(request: ImportExamplesRequest, sources: Sequence[tuple], schema: Any) -> list[str] | None:
+def _check_sources(
+    request: ImportExamplesRequest, sources: Sequence[tuple], schema: Any
+) -> list[str] | None:
     """The columns every table shares (schema order when given; None for TFRecords without a schema).
 
     Refuses patterns matching nothing or holding no row, and tables whose columns differ.
@@ -237,17 +302,32 @@ def _check_sources(request: ImportExamplesRequest, sources: Sequence[tuple], sch
             for path in files:
                 columns = _file_columns(request, input_name, path)
                 if expected is not None:
-                    missing, extra = sorted(set(expected) - set(columns)), sorted(set(columns) - set(expected))
+                    missing, extra = (
+                        sorted(set(expected) - set(columns)),
+                        sorted(set(columns) - set(expected)),
+                    )
                     if missing or extra:
-                        raise UserInputError(input_name, f"{path}: the columns do not match the schema "
-                                             f"{request.schema}: " + "; ".join(p for p in (
-                                                 f"missing {', '.join(missing)}" if missing else "",
-                                                 f"not in the schema: {', '.join(extra)}" if extra else "") if p))
+                        raise UserInputError(
+                            input_name,
+                            f"{path}: the columns do not match the schema "
+                            f"{request.schema}: "
+                            + "; ".join(
+                                p
+                                for p in (
+                                    f"missing {', '.join(missing)}" if missing else "",
+                                    f"not in the schema: {', '.join(extra)}" if extra else "",
+                                )
+                                if p
+                            ),
+                        )
                 elif reference is None:
                     reference = (path, columns)
                 elif set(columns) != set(reference[1]):
-                    raise UserInputError(input_name, f"{path}: columns {', '.join(columns)} differ from those of "
-                                                     f"{reference[0]} ({', '.join(reference[1])})")
+                    raise UserInputError(
+                        input_name,
+                        f"{path}: columns {', '.join(columns)} differ from those of "
+                        f"{reference[0]} ({', '.join(reference[1])})",
+                    )
         _check_rows(request, files, input_name, pattern)
     if expected is not None:
         return expected
@@ -258,13 +338,22 @@ def _given_kinds(schema: Any) -> dict[str, str]:
     kinds = tabular.kinds_from_schema(schema)
     bad = [n for n, k in kinds.items() if k not in tabular.TYPE_LEVELS]
     if bad:
-        raise UserInputError("--schema", f"features {', '.join(bad)} have no INT, FLOAT or BYTES type; "
-                                         "a table column becomes one of those")
+        raise UserInputError(
+            "--schema",
+            f"features {', '.join(bad)} have no INT, FLOAT or BYTES type; "
+            "a table column becomes one of those",
+        )
     return kinds
 
 
-def _build(pipeline: Any, request: ImportExamplesRequest, sources: Sequence[tuple], columns: list[str] | None,
-           schema: Any, staging: str) -> list[str]:
+def _build(
+    pipeline: Any,
+    request: ImportExamplesRequest,
+    sources: Sequence[tuple],
+    columns: list[str] | None,
+    schema: Any,
+    staging: str,
+) -> list[str]:
     """Add the import's steps to `pipeline`: read, split, write each split's shards, and infer the schema when
     none is given. Returns the split names."""
     import apache_beam as beam
@@ -273,47 +362,69 @@ def _build(pipeline: Any, request: ImportExamplesRequest, sources: Sequence[tupl
     split_names = [name for _, names, _, _, _ in sources for name in names]
     inferred = None
     if given_kinds is None and request.format != "tfrecord":
-        inferred = (pipeline
-                    | "InferFiles" >> beam.Create(sorted({f for files, *_ in sources for f in files}))
-                    | "InferReshuffle" >> beam.Reshuffle()
-                    | "Infer" >> beam.Map(_InferFile(request.format, columns))
-                    | "InferMerge" >> beam.CombineGlobally(_merge))
+        inferred = (
+            pipeline
+            | "InferFiles" >> beam.Create(sorted({f for files, *_ in sources for f in files}))
+            | "InferReshuffle" >> beam.Reshuffle()
+            | "Infer" >> beam.Map(_InferFile(request.format, columns))
+            | "InferMerge" >> beam.CombineGlobally(_merge)
+        )
     per_split: dict[str, list[Any]] = {name: [] for name in split_names}
     facts = []
     for i, (files, names, cumulative, _, _) in enumerate(sources):
         if request.format == "tfrecord":
             rules = (given_kinds, tfrecords.fixed_sizes(schema)) if schema is not None else None
-            step = beam.ParDo(_import_tfrecord_fn(rules, names, cumulative)).with_outputs(FACTS_TAG, *names)
+            step = beam.ParDo(_import_tfrecord_fn(rules, names, cumulative)).with_outputs(
+                FACTS_TAG, *names
+            )
         else:
             side = (beam.pvalue.AsSingleton(inferred),) if inferred is not None else ()
-            step = beam.ParDo(_encode_file_fn(request.format, columns, given_kinds, names, cumulative),
-                              *side).with_outputs(*names)
-        outputs = pipeline | f"Files[{i}]" >> beam.Create(files) | f"Reshuffle[{i}]" >> beam.Reshuffle() \
+            step = beam.ParDo(
+                _encode_file_fn(request.format, columns, given_kinds, names, cumulative), *side
+            ).with_outputs(*names)
+        outputs = (
+            pipeline
+            | f"Files[{i}]" >> beam.Create(files)
+            | f"Reshuffle[{i}]" >> beam.Reshuffle()
             | f"Encode[{i}]" >> step
+        )
         for name in names:
             per_split[name].append(outputs[name])
         if request.format == "tfrecord":
             facts.append(outputs[FACTS_TAG])
     if given_kinds is None and request.format == "tfrecord":
-        inferred = facts | "FlattenFacts" >> beam.Flatten() | "InferMerge" >> beam.CombineGlobally(_merge)
+        inferred = (
+            facts | "FlattenFacts" >> beam.Flatten() | "InferMerge" >> beam.CombineGlobally(_merge)
+        )
     if inferred is not None:
-        _ = inferred | "WriteSchema" >> beam.Map(_WriteSchema(beam_run.join(staging, SCHEMA_FILE), columns))
+        _ = inferred | "WriteSchema" >> beam.Map(
+            _WriteSchema(beam_run.join(staging, SCHEMA_FILE), columns)
+        )
     for name, pcolls in per_split.items():
         records = pcolls[0] if len(pcolls) == 1 else pcolls | f"Flatten[{name}]" >> beam.Flatten()
         _ = records | f"Write[{name}]" >> beam.io.WriteToTFRecord(
-            beam_run.join(staging, f"Split-{name}", DATA_FILE_PREFIX), file_name_suffix=".gz")
+            beam_run.join(staging, f"Split-{name}", DATA_FILE_PREFIX), file_name_suffix=".gz"
+        )
     return split_names
 
 
-def _run_pipeline(request: ImportExamplesRequest, sources: Sequence[tuple], columns: list[str] | None,
-                  schema: Any, staging: str, options: Any) -> dict[str, int]:
+def _run_pipeline(
+    request: ImportExamplesRequest,
+    sources: Sequence[tuple],
+    columns: list[str] | None,
+    schema: Any,
+    staging: str,
+    options: Any,
+) -> dict[str, int]:
     """Build and run the pipeline into `staging`; returns the examples per split. Data errors: UserInputError."""
     import apache_beam as beam
 
     if schema is not None:
         from google.protobuf import text_format
 
-        beam_run.write_text(beam_run.join(staging, SCHEMA_FILE), text_format.MessageToString(schema))
+        beam_run.write_text(
+            beam_run.join(staging, SCHEMA_FILE), text_format.MessageToString(schema)
+        )
     pipeline = beam.Pipeline(options=options)
     split_names = _build(pipeline, request, sources, columns, schema, staging)
     try:
@@ -321,7 +432,9 @@ def _run_pipeline(request: ImportExamplesRequest, sources: Sequence[tuple], colu
     except Exception as e:
         message = beam_run.data_error_message(e)
         if message:
-            raise UserInputError("--input" if request.input_pattern else "--input-splits", message) from None
+            raise UserInputError(
+                "--input" if request.input_pattern else "--input-splits", message
+            ) from None
         raise
     return beam_run.split_counts(counters, COUNTER_PREFIX, split_names)
 
@@ -333,8 +446,9 @@ def _feature_count(schema_text: str) -> int:
     return len(text_format.Parse(schema_text, schema_pb2.Schema()).feature)
 
 
-def run(request: ImportExamplesRequest,
-        before_publish: Callable[[ImportResult], None] | None = None) -> ImportResult:
+def run(
+    request: ImportExamplesRequest, before_publish: Callable[[ImportResult], None] | None = None
+) -> ImportResult:
     """Import the tables into a new Examples directory, held for the run (a second run into it fails at once,
     exit 2, naming this one); `before_publish(result)` runs once it is staged, before it is published."""
     held = [(request.output, "--output"), (request.schema_output, "--schema-output")]
@@ -342,7 +456,9 @@ def run(request: ImportExamplesRequest,
         return _import(request, before_publish)
 
 
-def _import(request: ImportExamplesRequest, before_publish: Callable[[ImportResult], None] | None) -> ImportResult:
+def _import(
+    request: ImportExamplesRequest, before_publish: Callable[[ImportResult], None] | None
+) -> ImportResult:
     """Import the files into a new Examples directory; returns the counts per split."""
     from generic_trainer.records.schemas import load_schema
 
@@ -354,19 +470,29 @@ def _import(request: ImportExamplesRequest, before_publish: Callable[[ImportResu
     columns = _check_sources(request, sources, schema)
     all_files = sorted({f for files, *_ in sources for f in files})
     options = beam_run.pipeline_options(request.beam_args, beam_run.total_bytes(all_files))
-    log.info("import-examples: %d %s file(s), %s, splits %s, schema %s; beam %s",
-             sum(len(s[0]) for s in sources), request.format,
-             f"{len(columns)} columns" if columns is not None else "features from the records",
-             ", ".join(f"{n}:{b}" for n, b in request.splits) or ", ".join(n for n, _ in request.input_splits),
-             request.schema or "inferred from the data", beam_run.describe_options(options))
+    log.info(
+        "import-examples: %d %s file(s), %s, splits %s, schema %s; beam %s",
+        sum(len(s[0]) for s in sources),
+        request.format,
+        f"{len(columns)} columns" if columns is not None else "features from the records",
+        ", ".join(f"{n}:{b}" for n, b in request.splits)
+        or ", ".join(n for n, _ in request.input_splits),
+        request.schema or "inferred from the data",
+        beam_run.describe_options(options),
+    )
     staging = beam_run.new_staging(request.output)
     schema_staging = None
     try:
         counts = _run_pipeline(request, sources, columns, schema, staging, options)
         with beam_run.open_binary(beam_run.join(staging, SCHEMA_FILE)) as f:
             schema_text = f.read().decode("utf-8")
-        result = ImportResult(output=request.output, counts=counts, feature_count=_feature_count(schema_text),
-                              schema_inferred=schema is None, seconds=time.monotonic() - started)
+        result = ImportResult(
+            output=request.output,
+            counts=counts,
+            feature_count=_feature_count(schema_text),
+            schema_inferred=schema is None,
+            seconds=time.monotonic() - started,
+        )
         if request.schema_output:
             schema_staging = beam_run.new_staging(request.schema_output)
             beam_run.write_text(beam_run.join(schema_staging, SCHEMA_FILE), schema_text)
@@ -379,22 +505,41 @@ def _import(request: ImportExamplesRequest, before_publish: Callable[[ImportResu
         staging = None
     finally:
         beam_run.discard(staging, schema_staging)
-    log.info("import-examples: wrote %s examples to %s in %.1f s (%.0f examples/s)",
-             ", ".join(f"{n} {s}" for s, n in counts.items()), request.output, result.seconds,
-             sum(counts.values()) / max(result.seconds, 1e-9))
+    log.info(
+        "import-examples: wrote %s examples to %s in %.1f s (%.0f examples/s)",
+        ", ".join(f"{n} {s}" for s, n in counts.items()),
+        request.output,
+        result.seconds,
+        sum(counts.values()) / max(result.seconds, 1e-9),
+    )
     return result
 
 
 def kfp_metadata(request: ImportExamplesRequest, result: ImportResult) -> dict[str, dict[str, Any]]:
     """Executor-output metadata of the examples and output_schema artifacts."""
-    examples = {"split_names": list(result.counts), "num_examples": dict(result.counts),
-                "feature_count": result.feature_count, "format": request.format}
+    examples = {
+        "split_names": list(result.counts),
+        "num_examples": dict(result.counts),
+        "feature_count": result.feature_count,
+        "format": request.format,
+    }
     for split, n in result.counts.items():
         examples[f"num_examples_{split}"] = n
-    return {"examples": examples, "output_schema": {"feature_count": result.feature_count,
-                                                    "inferred": result.schema_inferred, "file": SCHEMA_FILE}}
+    return {
+        "examples": examples,
+        "output_schema": {
+            "feature_count": result.feature_count,
+            "inferred": result.schema_inferred,
+            "file": SCHEMA_FILE,
+        },
+    }
 
 
 VERB: VerbContract[ImportExamplesRequest, ImportResult] = VerbContract(
-    data_options.IMPORT_EXAMPLES, data_request.build_import_examples_request, data_request.describe_import_examples,
-    run, lambda request, result: (kfp_metadata(request, result), None), lambda result: result.summary())
+    data_options.IMPORT_EXAMPLES,
+    data_request.build_import_examples_request,
+    data_request.describe_import_examples,
+    run,
+    lambda request, result: (kfp_metadata(request, result), None),
+    lambda result: result.summary(),
+)

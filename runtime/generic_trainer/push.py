@@ -62,8 +62,10 @@ class PushResult:
 def _not_blessed_reasons(request: PushRequest) -> list[str]:
     """Why the model may not be pushed, one line per blessing that says no (empty: it may)."""
     reasons = []
-    for path, kind, flag in ((request.model_blessing, "model", "--model-blessing"),
-                             (request.infra_blessing, "infra", "--infra-blessing")):
+    for path, kind, flag in (
+        (request.model_blessing, "model", "--model-blessing"),
+        (request.infra_blessing, "infra", "--infra-blessing"),
+    ):
         if not path:
             continue
         blessed, why = read_verdict(path, kind, flag)
@@ -71,8 +73,11 @@ def _not_blessed_reasons(request: PushRequest) -> list[str]:
         if blessed:
             log.info("%s blessed the model (%s)", writer, path)
         else:
-            reasons.append(f"{writer} did not bless the model ({path}: {not_blessed_file}"
-                           + (f": {'; '.join(why)}" if why else "") + ")")
+            reasons.append(
+                f"{writer} did not bless the model ({path}: {not_blessed_file}"
+                + (f": {'; '.join(why)}" if why else "")
+                + ")"
+            )
     return reasons
 
 
@@ -95,8 +100,11 @@ def model_files(source: str) -> tuple[list[str], list[str]]:
                 files.append(rel)
             else:
                 kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
-                raise UserInputError("--model", f"{path} is {kind}; a SavedModel to push holds directories and "
-                                                "regular files only")
+                raise UserInputError(
+                    "--model",
+                    f"{path} is {kind}; a SavedModel to push holds directories and "
+                    "regular files only",
+                )
     if SAVED_MODEL not in files:
         raise UserInputError("--model", f"{source} holds no {SAVED_MODEL}")
     files.remove(SAVED_MODEL)
@@ -115,7 +123,9 @@ def _copy(source: str, dirs: list[str], files: list[str], target: str) -> int:
     return size
 
 
-def _publish_version(staging: str, target: str, dirs: list[str], files: list[str], on_gcs_fuse: bool) -> bool:
+def _publish_version(
+    staging: str, target: str, dirs: list[str], files: list[str], on_gcs_fuse: bool
+) -> bool:
     """Move the staged version into place; False when a version dir of that name appeared meanwhile."""
     if os.path.lexists(target):
         return False
@@ -142,7 +152,9 @@ def _publish_version(staging: str, target: str, dirs: list[str], files: list[str
     return True
 
 
-def _archive(pushed_model_dir: str | None, source: str | None, dirs: list[str], files: list[str]) -> None:
+def _archive(
+    pushed_model_dir: str | None, source: str | None, dirs: list[str], files: list[str]
+) -> None:
     """The PushedModel artifact: a copy of the pushed model (as TFX keeps one), or empty; published whole."""
     if not pushed_model_dir:
         return
@@ -159,7 +171,9 @@ def _archive(pushed_model_dir: str | None, source: str | None, dirs: list[str], 
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def run(request: PushRequest, before_publish: Callable[[PushResult], None] | None = None) -> PushResult:
+def run(
+    request: PushRequest, before_publish: Callable[[PushResult], None] | None = None
+) -> PushResult:
     """Push the model when it is blessed; `before_publish(result)` runs before the version dir appears."""
     before_publish = before_publish or (lambda result: None)
     reasons = _not_blessed_reasons(request)
@@ -174,7 +188,9 @@ def run(request: PushRequest, before_publish: Callable[[PushResult], None] | Non
     version = str(int(time.time()))
     target = os.path.join(request.push_destination, version)
     destination = f"{request.destination_uri}/{version}"
-    result = PushResult(pushed=True, reasons=[], destination=destination, version=version, files=len(files))
+    result = PushResult(
+        pushed=True, reasons=[], destination=destination, version=version, files=len(files)
+    )
     if os.path.lexists(target):
         return _left_alone(request, result, source, dirs, files, before_publish)
     staging = storage.staging_dir_for(target)
@@ -185,25 +201,44 @@ def run(request: PushRequest, before_publish: Callable[[PushResult], None] | Non
         before_publish(result)
         if not _publish_version(staging, target, dirs, files, request.on_gcs_fuse):
             result.existed = True
-            log.warning("%s appeared while the model was copied; it was left alone (as TFX's Pusher does)", target)
+            log.warning(
+                "%s appeared while the model was copied; it was left alone (as TFX's Pusher does)",
+                target,
+            )
             return result
     except OSError as e:
         raise OutputError(f"{FLAG}: could not push the model to {target}: {e}") from e
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    log.info("pushed %s to %s: %d files, %.1f MB in %.1f s (version %s, %s last)", source, destination,
-             len(files), result.size_bytes / 1e6, time.monotonic() - started, version, SAVED_MODEL)
+    log.info(
+        "pushed %s to %s: %d files, %.1f MB in %.1f s (version %s, %s last)",
+        source,
+        destination,
+        len(files),
+        result.size_bytes / 1e6,
+        time.monotonic() - started,
+        version,
+        SAVED_MODEL,
+    )
     return result
 
 
-def _left_alone(request: PushRequest, result: PushResult, source: str, dirs: list[str], files: list[str],
-                before_publish: Callable[[PushResult], None]) -> PushResult:
+def _left_alone(
+    request: PushRequest,
+    result: PushResult,
+    source: str,
+    dirs: list[str],
+    files: list[str],
+    before_publish: Callable[[PushResult], None],
+) -> PushResult:
     """TFX's Pusher: a version dir that exists is not touched, and the push is reported with its destination."""
     result.existed = True
     _archive(request.pushed_model_dir, source, dirs, files)
     before_publish(result)
-    log.warning("%s already exists; it was left alone and nothing was copied (as TFX's Pusher does)",
-                result.destination)
+    log.warning(
+        "%s already exists; it was left alone and nothing was copied (as TFX's Pusher does)",
+        result.destination,
+    )
     return result
 
 
@@ -219,10 +254,17 @@ def kfp_metadata(request: PushRequest, result: PushResult) -> dict[str, dict[str
 
 def describe(r: PushRequest) -> list[str]:
     """The log lines saying what this push will do."""
-    return [f"push request: model={r.model} model_blessing={r.model_blessing} infra_blessing={r.infra_blessing} "
-            f"push_destination={r.destination_uri} pushed_model_dir={r.pushed_model_dir}"]
+    return [
+        f"push request: model={r.model} model_blessing={r.model_blessing} infra_blessing={r.infra_blessing} "
+        f"push_destination={r.destination_uri} pushed_model_dir={r.pushed_model_dir}"
+    ]
 
 
 VERB: VerbContract[PushRequest, PushResult] = VerbContract(
-    push_options.PUSH, build_push_request, describe, run, lambda request, result: (kfp_metadata(request, result), None),
-    lambda result: result.summary())
+    push_options.PUSH,
+    build_push_request,
+    describe,
+    run,
+    lambda request, result: (kfp_metadata(request, result), None),
+    lambda result: result.summary(),
+)

@@ -43,7 +43,14 @@ from generic_trainer.errors import EXIT_BAD_OUTPUT, EXIT_PREEMPTED, EXIT_USER_CO
 
 log = logging.getLogger("generic_trainer")
 SUPERVISE_ENV = "GENERIC_TRAINER_SUPERVISE"  # "0": run the verb in this process (debugging only)
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+FORWARDED = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
 GRACE_S = 3.0  # between SIGTERM and SIGKILL for processes left running
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 _SIGNAL_EXITS = {signal.SIGTERM: EXIT_PREEMPTED, signal.SIGINT: 130}
@@ -52,8 +59,11 @@ _SIGNAL_EXITS = {signal.SIGTERM: EXIT_PREEMPTED, signal.SIGINT: 130}
 def wanted(environ: dict[str, str] | None = None) -> bool:
     """Whether this process should supervise a child (not a child itself, not turned off, on Linux)."""
     environ = os.environ if environ is None else environ
-    return (run_record.RECORD_ENV not in environ and environ.get(SUPERVISE_ENV, "1") != "0"
-            and sys.platform.startswith("linux"))
+    return (
+        run_record.RECORD_ENV not in environ
+        and environ.get(SUPERVISE_ENV, "1") != "0"
+        and sys.platform.startswith("linux")
+    )
 
 
 def known_secrets(args: object) -> set[str]:
@@ -118,10 +128,14 @@ class Masker:
 
     def __init__(self, secrets: Iterable[str]):
         forms = set()
-        for secret in secrets:  # as written, and as JSON (once or twice escaped) or repr() would print it
+        for (
+            secret
+        ) in secrets:  # as written, and as JSON (once or twice escaped) or repr() would print it
             once = json.dumps(secret)[1:-1]
             forms |= {secret, once, json.dumps(once)[1:-1], repr(secret)[1:-1]}
-        self.secrets = sorted({f.encode("utf-8", "surrogateescape") for f in forms if f}, key=len, reverse=True)
+        self.secrets = sorted(
+            {f.encode("utf-8", "surrogateescape") for f in forms if f}, key=len, reverse=True
+        )
 
     def __call__(self, data: bytes) -> bytes:
         for secret in self.secrets:
@@ -139,7 +153,9 @@ class MaskingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
-        masked = self.mask(text.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+        masked = self.mask(text.encode("utf-8", "surrogateescape")).decode(
+            "utf-8", "surrogateescape"
+        )
         if masked != text:
             record.msg, record.args = masked, ()
         return True
@@ -187,7 +203,7 @@ def _proc_stat(pid: str) -> tuple[int, int, str] | None:
             text = f.read()
     except OSError:
         return None
-    fields = text[text.rfind(")") + 2:].split()
+    fields = text[text.rfind(")") + 2 :].split()
     return int(fields[1]), int(fields[2]), fields[0]
 
 
@@ -202,15 +218,22 @@ def _command_line(pid: int) -> str:
 def left_running(group: int) -> dict[int, int]:
     """{pid: pgid} of the live processes descended from this one (orphans come back to it as a subreaper)
     or in the process group `group` (the child's), never this process or its own group."""
-    stats = {int(p): s for p in os.listdir("/proc") if p.isdigit() and (s := _proc_stat(p)) is not None}
+    stats = {
+        int(p): s for p in os.listdir("/proc") if p.isdigit() and (s := _proc_stat(p)) is not None
+    }
     me, own_group = os.getpid(), os.getpgrp()
     found, frontier = set(), {me}
     while frontier:
-        frontier = {pid for pid, (ppid, _, _) in stats.items() if ppid in frontier and pid not in found}
+        frontier = {
+            pid for pid, (ppid, _, _) in stats.items() if ppid in frontier and pid not in found
+        }
         found |= frontier
     found |= {pid for pid, (_, pgid, _) in stats.items() if pgid == group}
-    return {pid: stats[pid][1] for pid in sorted(found)
-            if pid != me and stats[pid][2] not in ("Z", "X") and stats[pid][1] != own_group}
+    return {
+        pid: stats[pid][1]
+        for pid in sorted(found)
+        if pid != me and stats[pid][2] not in ("Z", "X") and stats[pid][1] != own_group
+    }
 
 
 def _reap() -> None:
@@ -249,8 +272,12 @@ def end_left_running(group: int, grace_s: float = GRACE_S, settle_s: float = 1.0
         _reap()
         procs = left_running(group)
     for pid, pgid in procs.items():
-        log.warning("process left running by the run: pid %d (process group %d): %s; ending it", pid, pgid,
-                    _command_line(pid))
+        log.warning(
+            "process left running by the run: pid %d (process group %d): %s; ending it",
+            pid,
+            pgid,
+            _command_line(pid),
+        )
     if not procs:
         return []
     _signal_all(procs, signal.SIGTERM)
@@ -261,7 +288,11 @@ def end_left_running(group: int, grace_s: float = GRACE_S, settle_s: float = 1.0
             return list(procs)
         time.sleep(0.05)
     survivors = left_running(group)
-    log.warning("%d process(es) still running %.0f s after SIGTERM: killing them (SIGKILL)", len(survivors), grace_s)
+    log.warning(
+        "%d process(es) still running %.0f s after SIGTERM: killing them (SIGKILL)",
+        len(survivors),
+        grace_s,
+    )
     _signal_all(survivors, signal.SIGKILL)
     time.sleep(0.1)
     _reap()
@@ -272,14 +303,21 @@ def _describe_ending(returncode: int, record: run_record.RunRecord) -> str:
     """'was killed by SIGSEGV while run_fn ran' and the like."""
     if returncode < 0:
         sig = signal.Signals(-returncode)
-        what = {signal.SIGKILL: " (the out-of-memory killer, or a kill from outside?)",
-                signal.SIGSEGV: " (a crash in native code)", signal.SIGABRT: " (an abort in native code)"}
+        what = {
+            signal.SIGKILL: " (the out-of-memory killer, or a kill from outside?)",
+            signal.SIGSEGV: " (a crash in native code)",
+            signal.SIGABRT: " (an abort in native code)",
+        }
         how = f"was killed by {sig.name}{what.get(sig, '')}"
     else:
         how = f"ended with exit status {returncode} (os._exit() or a library ending the process)"
     if record.calling:
         return f"{how} while {record.calling[-1]} ran"
-    return f"{how} after {record.last_called} returned" if record.last_called else f"{how} before user code ran"
+    return (
+        f"{how} after {record.last_called} returned"
+        if record.last_called
+        else f"{how} before user code ran"
+    )
 
 
 def _release_held(record: run_record.RunRecord) -> None:
@@ -304,25 +342,42 @@ def _release_held(record: run_record.RunRecord) -> None:
         log.info("released the lock on %s", directory)
 
 
-def _finish(verb: str, child: subprocess.Popen, record: run_record.RunRecord, forwarded: set[int]) -> int:
+def _finish(
+    verb: str, child: subprocess.Popen, record: run_record.RunRecord, forwarded: set[int]
+) -> int:
     """The exit code of the whole run: the child's own once it finished its contract, else exit 3 (or
     143 / 130 when a forwarded SIGTERM / SIGINT ended it before it could handle it)."""
     if record.end is not None:
         code = record.end["value"]
         if child.returncode != code:
-            log.warning("after the run ended (exit code %d), the process ended with %s; the run's code stands",
-                        code, f"signal {-child.returncode}" if child.returncode < 0 else f"status {child.returncode}")
+            log.warning(
+                "after the run ended (exit code %d), the process ended with %s; the run's code stands",
+                code,
+                f"signal {-child.returncode}"
+                if child.returncode < 0
+                else f"status {child.returncode}",
+            )
         for what in record.end.get("closed") or []:
-            log.warning("user code closed the process's %s: what was written to it after that was lost", what)
+            log.warning(
+                "user code closed the process's %s: what was written to it after that was lost",
+                what,
+            )
         return _succeeded(record) if code == 0 else _discard_executor_output(record, code)
     _release_held(record)
     sig = -child.returncode if child.returncode < 0 else 0
     if sig in forwarded and sig in _SIGNAL_EXITS:
-        log.error("%s stopped: %s before it could save anything", verb, _describe_ending(child.returncode, record))
+        log.error(
+            "%s stopped: %s before it could save anything",
+            verb,
+            _describe_ending(child.returncode, record),
+        )
         return _discard_executor_output(record, _SIGNAL_EXITS[sig])
-    log.error("%s failed: the run %s, before it finished: no outputs were published; user code must return or "
-              "raise, not end the process, so the run ends with exit code 3 (user code)", verb,
-              _describe_ending(child.returncode, record))
+    log.error(
+        "%s failed: the run %s, before it finished: no outputs were published; user code must return or "
+        "raise, not end the process, so the run ends with exit code 3 (user code)",
+        verb,
+        _describe_ending(child.returncode, record),
+    )
     return _discard_executor_output(record, EXIT_USER_CODE)
 
 
@@ -342,7 +397,11 @@ def _succeeded(record: run_record.RunRecord) -> int:
     try:
         os.replace(record.executor_output, record.executor_output_file)
     except OSError as e:
-        log.error("could not write the executor output %s: %s", record.executor_output_file, e.strerror or e)
+        log.error(
+            "could not write the executor output %s: %s",
+            record.executor_output_file,
+            e.strerror or e,
+        )
         return _discard_executor_output(record, EXIT_BAD_OUTPUT)
     return 0
 
@@ -353,9 +412,14 @@ def run(verb: str, argv: list[str], secrets: Iterable[str]) -> int:
     record_path = os.path.join(record_dir, "record.jsonl")
     become_subreaper()
     forwarded: set[int] = set()
-    child = subprocess.Popen([sys.executable, "-m", "generic_trainer", *argv], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_die_with_parent,
-                             env={**os.environ, run_record.RECORD_ENV: record_path})
+    child = subprocess.Popen(
+        [sys.executable, "-m", "generic_trainer", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+        env={**os.environ, run_record.RECORD_ENV: record_path},
+    )
 
     def forward(signum: int, frame: object) -> None:
         forwarded.add(signum)
@@ -366,9 +430,15 @@ def run(verb: str, argv: list[str], secrets: Iterable[str]) -> int:
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
     mask = Masker(secrets)
-    relays = [threading.Thread(target=relay, args=(pipe.fileno(), sink, mask), daemon=True, name=f"relay-{name}")
-              for pipe, sink, name in ((child.stdout, sys.stdout.buffer, "stdout"),
-                                       (child.stderr, sys.stderr.buffer, "stderr"))]
+    relays = [
+        threading.Thread(
+            target=relay, args=(pipe.fileno(), sink, mask), daemon=True, name=f"relay-{name}"
+        )
+        for pipe, sink, name in (
+            (child.stdout, sys.stdout.buffer, "stdout"),
+            (child.stderr, sys.stderr.buffer, "stderr"),
+        )
+    ]
     for thread in relays:
         thread.start()
     try:

@@ -72,7 +72,9 @@ def copy_dir(src: str, dst: str) -> None:
         target = os.path.join(dst, os.path.relpath(dirpath, src))
         tf.io.gfile.makedirs(target)
         for name in filenames:
-            tf.io.gfile.copy(os.path.join(dirpath, name), os.path.join(target, name), overwrite=True)
+            tf.io.gfile.copy(
+                os.path.join(dirpath, name), os.path.join(target, name), overwrite=True
+            )
 
 
 def get_only_uri_in_dir(dir_path: str) -> str:
@@ -93,13 +95,27 @@ def all_files_pattern(file_pattern: str) -> str:
 class _FileIO(types.ModuleType):
     """`tfx.dsl.io.fileio`: TFX's filesystem calls, answered by `tf.io.gfile` (local paths and gs://)."""
 
-    _GFILE_NAMES = {"open": "GFile", "copy": "copy", "exists": "exists", "glob": "glob", "isdir": "isdir",
-                    "listdir": "listdir", "makedirs": "makedirs", "mkdir": "mkdir", "remove": "remove",
-                    "rename": "rename", "rmtree": "rmtree", "stat": "stat", "walk": "walk"}
+    _GFILE_NAMES = {
+        "open": "GFile",
+        "copy": "copy",
+        "exists": "exists",
+        "glob": "glob",
+        "isdir": "isdir",
+        "listdir": "listdir",
+        "makedirs": "makedirs",
+        "mkdir": "mkdir",
+        "remove": "remove",
+        "rename": "rename",
+        "rmtree": "rmtree",
+        "stat": "stat",
+        "walk": "walk",
+    }
 
     def __getattr__(self, name: str) -> Any:
         if name not in self._GFILE_NAMES:
-            raise AttributeError(f"tfx.dsl.io.fileio has no {name!r} here; supported: {', '.join(self._GFILE_NAMES)}")
+            raise AttributeError(
+                f"tfx.dsl.io.fileio has no {name!r} here; supported: {', '.join(self._GFILE_NAMES)}"
+            )
         import tensorflow as tf
 
         return getattr(tf.io.gfile, self._GFILE_NAMES[name])
@@ -110,8 +126,16 @@ class _FileIO(types.ModuleType):
 
 fileio = _FileIO("fileio", _FileIO.__doc__)
 FILEIO_NAMES = tuple(_FileIO._GFILE_NAMES)
-IO_UTILS_NAMES = ("parse_pbtxt_file", "write_pbtxt_file", "read_string_file", "write_string_file", "copy_file",
-                  "copy_dir", "get_only_uri_in_dir", "all_files_pattern")
+IO_UTILS_NAMES = (
+    "parse_pbtxt_file",
+    "write_pbtxt_file",
+    "read_string_file",
+    "write_string_file",
+    "copy_file",
+    "copy_dir",
+    "get_only_uri_in_dir",
+    "all_files_pattern",
+)
 
 
 class _Components(types.SimpleNamespace):

@@ -40,15 +40,24 @@ _DATA = "generic_trainer.data"
 MODULES: dict[str, dict[str, tuple[str, str]]] = {
     "tfx": {},
     "tfx.v1": {},
-    "tfx.v1.components": {"FnArgs": (_FN_ARGS, "FnArgs"), "TunerFnResult": (_FN_ARGS, "TunerFnResult"),
-                          "DataAccessor": (_DATA, "DataAccessor")},
-    "tfx.v1.utils": {"parse_pbtxt_file": (_TFX, "parse_pbtxt_file"), "write_pbtxt_file": (_TFX, "write_pbtxt_file")},
+    "tfx.v1.components": {
+        "FnArgs": (_FN_ARGS, "FnArgs"),
+        "TunerFnResult": (_FN_ARGS, "TunerFnResult"),
+        "DataAccessor": (_DATA, "DataAccessor"),
+    },
+    "tfx.v1.utils": {
+        "parse_pbtxt_file": (_TFX, "parse_pbtxt_file"),
+        "write_pbtxt_file": (_TFX, "write_pbtxt_file"),
+    },
     "tfx.v1.dsl": {},
     "tfx.v1.dsl.io": {},
     "tfx.v1.dsl.io.fileio": {name: (f"{_TFX}:fileio", name) for name in FILEIO_NAMES},
     "tfx.components": {},
     "tfx.components.trainer": {},
-    "tfx.components.trainer.fn_args_utils": {"FnArgs": (_FN_ARGS, "FnArgs"), "DataAccessor": (_DATA, "DataAccessor")},
+    "tfx.components.trainer.fn_args_utils": {
+        "FnArgs": (_FN_ARGS, "FnArgs"),
+        "DataAccessor": (_DATA, "DataAccessor"),
+    },
     "tfx.components.tuner": {},
     "tfx.components.tuner.component": {"TunerFnResult": (_FN_ARGS, "TunerFnResult")},
     "tfx.utils": {},
@@ -58,7 +67,9 @@ MODULES: dict[str, dict[str, tuple[str, str]]] = {
     "tfx.dsl.io.fileio": {name: (f"{_TFX}:fileio", name) for name in FILEIO_NAMES},
 }
 _MARK = "__generic_trainer_stand_in__"
-_MODULE_DIRS: list[str] = []  # folders of the modules user_module loaded, searched for `tfx.*` files
+_MODULE_DIRS: list[
+    str
+] = []  # folders of the modules user_module loaded, searched for `tfx.*` files
 _TREE_MODULES: set[str] = set()  # the `tfx.*` names loaded from those folders
 
 
@@ -72,7 +83,10 @@ def add_module_dir(directory: str) -> None:
 def _matched(folder: str, packages: list[str]) -> int:
     """How many of `folder`'s last names are the last names of `packages` (0: none)."""
     names = folder.split(os.sep)[1:]
-    return max((n for n in range(1, min(len(names), len(packages)) + 1) if names[-n:] == packages[-n:]), default=0)
+    return max(
+        (n for n in range(1, min(len(names), len(packages)) + 1) if names[-n:] == packages[-n:]),
+        default=0,
+    )
 
 
 def module_file(fullname: str) -> str | None:
@@ -86,7 +100,11 @@ def module_file(fullname: str) -> str | None:
         while leaf and os.path.dirname(folder) != folder:
             matched = _matched(folder, packages)
             candidate = os.path.join(folder, leaf + ".py")
-            if (matched or folder == directory) and (best is None or matched > best[0]) and os.path.isfile(candidate):
+            if (
+                (matched or folder == directory)
+                and (best is None or matched > best[0])
+                and os.path.isfile(candidate)
+            ):
                 best = (matched, candidate)
             folder = os.path.dirname(folder)
     return best[1] if best else None
@@ -101,21 +119,31 @@ def _may_be_tree_package(fullname: str) -> bool:
 
 def supported() -> str:
     """The supported imports, for error messages and the README: `tfx.x.y (A, B)`, one per leaf module."""
-    leaves = [name for name in MODULES if not any(other.startswith(name + ".") for other in MODULES)]
-    return "; ".join(f"{name} ({', '.join(MODULES[name])})" for name in leaves) + "; and `from tfx import v1 as tfx`"
+    leaves = [
+        name for name in MODULES if not any(other.startswith(name + ".") for other in MODULES)
+    ]
+    return (
+        "; ".join(f"{name} ({', '.join(MODULES[name])})" for name in leaves)
+        + "; and `from tfx import v1 as tfx`"
+    )
 
 
 def unsupported_message(name: str) -> str:
-    return (f"the module imports {name}, which generic-trainer does not provide: TFX is not installed, and only "
-            f"these tfx imports resolve to the runtime's equivalents: {supported()}. Remove that import from the "
-            f"module (the runtime replaces TFX's components and orchestration). A `tfx` path to a file of the "
-            f"module's own (`from tfx.examples.penguin import penguin_utils_base`) loads that file when it sits "
-            f"beside the module or in a folder above it named as in the import (`.../penguin/penguin_utils_base.py`).")
+    return (
+        f"the module imports {name}, which generic-trainer does not provide: TFX is not installed, and only "
+        f"these tfx imports resolve to the runtime's equivalents: {supported()}. Remove that import from the "
+        f"module (the runtime replaces TFX's components and orchestration). A `tfx` path to a file of the "
+        f"module's own (`from tfx.examples.penguin import penguin_utils_base`) loads that file when it sits "
+        f"beside the module or in a folder above it named as in the import (`.../penguin/penguin_utils_base.py`)."
+    )
 
 
 def _children(name: str) -> list[str]:
-    return [other.rsplit(".", 1)[1] for other in MODULES
-            if other.startswith(name + ".") and "." not in other[len(name) + 1:]]
+    return [
+        other.rsplit(".", 1)[1]
+        for other in MODULES
+        if other.startswith(name + ".") and "." not in other[len(name) + 1 :]
+    ]
 
 
 def _resolve(target: tuple[str, str]) -> Any:
@@ -145,7 +173,9 @@ def _module_getattr(name: str):
 
 class _StandInLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = types.ModuleType(spec.name, f"generic-trainer's stand-in for {spec.name} (TFX is not installed)")
+        module = types.ModuleType(
+            spec.name, f"generic-trainer's stand-in for {spec.name} (TFX is not installed)"
+        )
         module.__getattr__ = _module_getattr(spec.name)
         module.__all__ = sorted(MODULES.get(spec.name, {})) + _children(spec.name)
         setattr(module, _MARK, True)
@@ -158,7 +188,9 @@ class _StandInLoader(importlib.abc.Loader):
 class TfxFinder(importlib.abc.MetaPathFinder):
     """Answers `tfx` and the supported `tfx.*` imports with stand-ins; refuses other `tfx.*` imports."""
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Any = None, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname != "tfx" and not fullname.startswith("tfx."):
             return None
         if fullname != "tfx" and not getattr(sys.modules.get("tfx"), _MARK, False):
@@ -195,4 +227,3 @@ def uninstall() -> None:
             del sys.modules[name]
     _MODULE_DIRS.clear()
     _TREE_MODULES.clear()
-

@@ -25,7 +25,14 @@ from generic_trainer import compat
 from generic_trainer.artifacts import outputs, serving_container
 from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.errors import TrainerError, UserCodeError
-from generic_trainer.fit import accelerator, inputs, keras_auto, keras_multiworker, user_code, user_module
+from generic_trainer.fit import (
+    accelerator,
+    inputs,
+    keras_auto,
+    keras_multiworker,
+    user_code,
+    user_module,
+)
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.cluster import prefetch_device
 from generic_trainer.fit.fn_args import FnArgs
@@ -43,50 +50,89 @@ def speed_options(request: TrainRequest):
     from generic_trainer.fit import fit_hooks
 
     program = request.program
-    speed = fit_hooks.SpeedOptions(jit_compile=program.jit_compile, steps_per_execution=program.steps_per_execution,
-                                   mixed_precision=program.mixed_precision)
+    speed = fit_hooks.SpeedOptions(
+        jit_compile=program.jit_compile,
+        steps_per_execution=program.steps_per_execution,
+        mixed_precision=program.mixed_precision,
+    )
     if speed != fit_hooks.SpeedOptions():
-        log.info("speed options: mixed_precision=%s jit_compile=%s steps_per_execution=%s (the module's own "
-                 "compile arguments win)", speed.mixed_precision, speed.jit_compile, speed.steps_per_execution)
+        log.info(
+            "speed options: mixed_precision=%s jit_compile=%s steps_per_execution=%s (the module's own "
+            "compile arguments win)",
+            speed.mixed_precision,
+            speed.jit_compile,
+            speed.steps_per_execution,
+        )
     return speed
 
 
-def _call_run_fn(run_fn, fn_args: FnArgs, strategy, keras_mode: str, speed=None, multi_worker: bool = False,
-                 prefetch_device: str | None = None):
+def _call_run_fn(
+    run_fn,
+    fn_args: FnArgs,
+    strategy,
+    keras_mode: str,
+    speed=None,
+    multi_worker: bool = False,
+    prefetch_device: str | None = None,
+):
     from generic_trainer.fit import fit_hooks, keras2_saving, module_strategy
     from generic_trainer.records import record_checks
 
-    def bad_data(e: Exception) -> TrainerError | None:  # the input pipeline could not decode the examples
+    def bad_data(
+        e: Exception,
+    ) -> TrainerError | None:  # the input pipeline could not decode the examples
         return record_checks.decode_error(
-            e, [*fn_args.train_files, *fn_args.eval_files], fn_args.schema_path,
-            transformed_schema_path=inputs.transformed_schema_file(fn_args.transform_graph_path))
+            e,
+            [*fn_args.train_files, *fn_args.eval_files],
+            fn_args.schema_path,
+            transformed_schema_path=inputs.transformed_schema_file(fn_args.transform_graph_path),
+        )
 
     def lost_peer(e: Exception) -> str:
-        return ("lost contact with another replica while training (preempted or crashed?); restart the job: it "
-                f"resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
-                f"{' '.join(getattr(e, 'message', str(e)).split())[:600]}")
+        return (
+            "lost contact with another replica while training (preempted or crashed?); restart the job: it "
+            f"resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
+            f"{' '.join(getattr(e, 'message', str(e)).split())[:600]}"
+        )
 
-    with strategy.scope(), module_strategy.substitute(strategy), keras2_saving.bridge(keras_mode), \
-            fit_hooks.recording_fit(keras_mode, speed=speed, prefetch_device=prefetch_device) as record:
+    with (
+        strategy.scope(),
+        module_strategy.substitute(strategy),
+        keras2_saving.bridge(keras_mode),
+        fit_hooks.recording_fit(keras_mode, speed=speed, prefetch_device=prefetch_device) as record,
+    ):
         try:
-            returned = user_code.call(run_fn, fn_args, what="run_fn", data_input="--examples", translate=bad_data,
-                                      lost_peer=lost_peer if multi_worker else None, hint=keras2_saving.hint)
+            returned = user_code.call(
+                run_fn,
+                fn_args,
+                what="run_fn",
+                data_input="--examples",
+                translate=bad_data,
+                lost_peer=lost_peer if multi_worker else None,
+                hint=keras2_saving.hint,
+            )
         finally:
             WATCHER.reset_deferral()  # a fit that raised never reached its train end
     WATCHER.raise_if_requested("SIGTERM received while run_fn ran")
     return returned, record
 
 
-def _raw_eval_files(request: TrainRequest, examples: inputs.ExampleInputs, transformed_splits: list[str]) -> list[str]:
+def _raw_eval_files(
+    request: TrainRequest, examples: inputs.ExampleInputs, transformed_splits: list[str]
+) -> list[str]:
     """The eval splits the serving model can be fed (raw examples): not Transform's transformed examples."""
     raw = [f for f in examples.eval_files if f not in transformed_splits]
     if request.tflite is not None and not raw:
-        log.info("the eval examples are Transform's transformed examples (TFX's wiring), which the serving model "
-                 "does not take: the TFLite model is checked against the SavedModel on random inputs")
+        log.info(
+            "the eval examples are Transform's transformed examples (TFX's wiring), which the serving model "
+            "does not take: the TFLite model is checked against the SavedModel on random inputs"
+        )
     return raw
 
 
-def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
+def run(
+    request: TrainRequest, before_publish: Callable[[TrainResult], None] | None = None
+) -> TrainResult:
     """Train as `request` says; raises a TrainerError subclass on anything the user must fix.
 
     On the chief, `before_publish(result)` runs once the model is validated and the metrics and
@@ -94,8 +140,14 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
     there): when it raises, nothing is published.
     """
     cluster = cluster_lib.resolve()
-    publishes = cluster.is_chief and (not request.task or request.task.mode in ("train", "train_and_eval"))
-    held = [(request.model_dir, "--model-dir"), (request.checkpoint_dir, "--checkpoint-dir")] if publishes else []
+    publishes = cluster.is_chief and (
+        not request.task or request.task.mode in ("train", "train_and_eval")
+    )
+    held = (
+        [(request.model_dir, "--model-dir"), (request.checkpoint_dir, "--checkpoint-dir")]
+        if publishes
+        else []
+    )
     with outputs.exclusive_all(held):  # a second run on either fails at once, naming this one
         if request.task:  # the Task API: the runtime's own loop (generic_trainer.task)
             from generic_trainer import train_task
@@ -110,12 +162,19 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
     scratch = tempfile.mkdtemp(prefix="generic-trainer-")
     WATCHER.install(where=f"the backup in {request.checkpoint_dir}")
     try:
-        with user_code.guard(f"module {request.program.module_file}"):  # anywhere else the module's code runs
-            module_path = user_module.fetch(request.program.module_file, os.path.join(scratch, "module"),
-                                            request.storage)
+        with user_code.guard(
+            f"module {request.program.module_file}"
+        ):  # anywhere else the module's code runs
+            module_path = user_module.fetch(
+                request.program.module_file, os.path.join(scratch, "module"), request.storage
+            )
             keras, why = keras_auto.decide_fetched(request.keras, request.keras_reason, module_path)
             if why != request.keras_reason:
-                log.info("tf.keras is %s: %s", "Keras 2 (tf_keras)" if keras == "tf_keras" else "Keras 3", why)
+                log.info(
+                    "tf.keras is %s: %s",
+                    "Keras 2 (tf_keras)" if keras == "tf_keras" else "Keras 3",
+                    why,
+                )
                 request = dataclasses.replace(request, keras=keras, keras_reason=why)
             user_module.check_sha256(module_path, request.program.module_sha256)
             user_module.check_syntax(module_path)
@@ -125,78 +184,163 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run(request: TrainRequest, cluster: cluster_lib.Cluster, module_path: str, examples: inputs.ExampleInputs,
-         scratch: str, before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
+def _run(
+    request: TrainRequest,
+    cluster: cluster_lib.Cluster,
+    module_path: str,
+    examples: inputs.ExampleInputs,
+    scratch: str,
+    before_publish: Callable[[TrainResult], None] | None = None,
+) -> TrainResult:
     num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator)
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster)
-    strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
+    strategy = cluster_lib.create_strategy(
+        strategy_name, cluster, num_gpus, request.cluster_timeout
+    )
     WATCHER.install()  # again: TensorFlow's coordination service replaces the SIGTERM handler
-    log.info("resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus)
+    log.info(
+        "resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus
+    )
     multi_worker_fit = keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
 
     from generic_trainer.fit import checkpointing
     from generic_trainer.records import record_checks
 
     transformed_splits = record_checks.check_first_records(  # TensorFlow is loaded now
-        examples.all_files, examples.schema_file, transformed_schema_path=examples.transformed_schema_file)
+        examples.all_files,
+        examples.schema_file,
+        transformed_schema_path=examples.transformed_schema_file,
+    )
     program = request.program
     module = user_module.import_module(module_path, program.module_file)
     run_fn = user_module.get_function(module, program.run_fn, "--run-fn")
-    log.info("user module %s, calling %s", getattr(module, "__file__", program.module_file), program.run_fn)
+    log.info(
+        "user module %s, calling %s",
+        getattr(module, "__file__", program.module_file),
+        program.run_fn,
+    )
 
     private = os.path.join(scratch, f"{cluster.task_type}-{cluster.task_index}")
     staging = publisher.staging_for(request.model_dir, cluster.is_chief, private)
     backup = checkpointing.BackupAndRestore(
-        request.checkpoint_dir, strategy=strategy, is_chief=cluster.is_chief, multi_worker=cluster.is_multi_worker,
+        request.checkpoint_dir,
+        strategy=strategy,
+        is_chief=cluster.is_chief,
+        multi_worker=cluster.is_multi_worker,
         private_dir=os.path.join(private, "backup"),
-        settings=checkpointing.run_settings(request.train_steps, request.hyperparameters, module_path))
+        settings=checkpointing.run_settings(
+            request.train_steps, request.hyperparameters, module_path
+        ),
+    )
     fn_args = _fn_args(request, examples, cluster, strategy, num_gpus, staging, private, backup)
     try:
-        with compat.patched(multi_worker_fit):  # Keras 3's trainer fixed for several workers while run_fn runs
-            result = _train(request, run_fn, fn_args, strategy, cluster, staging, backup,
-                            prefetch_device(strategy_name, num_gpus))
+        with compat.patched(
+            multi_worker_fit
+        ):  # Keras 3's trainer fixed for several workers while run_fn runs
+            result = _train(
+                request,
+                run_fn,
+                fn_args,
+                strategy,
+                cluster,
+                staging,
+                backup,
+                prefetch_device(strategy_name, num_gpus),
+            )
         if not cluster.is_chief:
-            log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
+            log.info(
+                "worker %s:%d done; the chief publishes the outputs",
+                cluster.task_type,
+                cluster.task_index,
+            )
             return result
-        staged = publisher.Staged(tflite_examples=_raw_eval_files(request, examples, transformed_splits),
-                                  schema_file=examples.schema_file)
+        staged = publisher.Staged(
+            tflite_examples=_raw_eval_files(request, examples, transformed_splits),
+            schema_file=examples.schema_file,
+        )
         publisher.publish_model(request, staging, result, staged, before_publish)
     finally:
         staging.remove()
-    checkpointing.clear(request.checkpoint_dir)  # published: the same command would now start afresh
+    checkpointing.clear(
+        request.checkpoint_dir
+    )  # published: the same command would now start afresh
     publisher.raise_tflite_failure(result)
     return result
 
 
-def _fn_args(request: TrainRequest, examples: inputs.ExampleInputs, cluster: cluster_lib.Cluster, strategy,
-             num_gpus: int, staging: publisher.ModelStaging, private: str, backup) -> FnArgs:
+def _fn_args(
+    request: TrainRequest,
+    examples: inputs.ExampleInputs,
+    cluster: cluster_lib.Cluster,
+    strategy,
+    num_gpus: int,
+    staging: publisher.ModelStaging,
+    private: str,
+    backup,
+) -> FnArgs:
     """FnArgs of this replica: the chief's model_run_dir is the request's; a worker's is private."""
-    model_run_dir = request.model_run_dir if cluster.is_chief else os.path.join(private, "model_run")
+    model_run_dir = (
+        request.model_run_dir if cluster.is_chief else os.path.join(private, "model_run")
+    )
     if cluster.is_chief:
         os.makedirs(request.checkpoint_dir, exist_ok=True)
     os.makedirs(model_run_dir, exist_ok=True)
     return inputs.build_fn_args(
-        request, examples, working_dir=model_run_dir, strategy=strategy, num_gpus=num_gpus, is_chief=cluster.is_chief,
-        task_type=cluster.task_type, task_index=cluster.task_index, num_workers=max(cluster.num_workers, 1),
-        shard_data=cluster.is_multi_worker, serving_model_dir=staging.serving_dir, eval_model_dir=staging.eval_dir,
-        model_run_dir=model_run_dir, backup_and_restore=backup)
+        request,
+        examples,
+        working_dir=model_run_dir,
+        strategy=strategy,
+        num_gpus=num_gpus,
+        is_chief=cluster.is_chief,
+        task_type=cluster.task_type,
+        task_index=cluster.task_index,
+        num_workers=max(cluster.num_workers, 1),
+        shard_data=cluster.is_multi_worker,
+        serving_model_dir=staging.serving_dir,
+        eval_model_dir=staging.eval_dir,
+        model_run_dir=model_run_dir,
+        backup_and_restore=backup,
+    )
 
 
-def _train(request: TrainRequest, run_fn, fn_args: FnArgs, strategy, cluster: cluster_lib.Cluster,
-           staging: publisher.ModelStaging, backup, device: str | None) -> TrainResult:
+def _train(
+    request: TrainRequest,
+    run_fn,
+    fn_args: FnArgs,
+    strategy,
+    cluster: cluster_lib.Cluster,
+    staging: publisher.ModelStaging,
+    backup,
+    device: str | None,
+) -> TrainResult:
     """Call run_fn (its batches prefetched to `device` when given); the result of this replica from what it
     returned and what `fit` recorded."""
-    returned, record = _call_run_fn(run_fn, fn_args, strategy, request.keras, speed_options(request),
-                                    cluster.is_multi_worker, device)
+    returned, record = _call_run_fn(
+        run_fn,
+        fn_args,
+        strategy,
+        request.keras,
+        speed_options(request),
+        cluster.is_multi_worker,
+        device,
+    )
     if returned is not None and not isinstance(returned, dict):
-        raise UserCodeError(f"run_fn returned a {type(returned).__name__}; expected None or a dict of metrics")
+        raise UserCodeError(
+            f"run_fn returned a {type(returned).__name__}; expected None or a dict of metrics"
+        )
     metrics = outputs.scalar_metrics(record.final_metrics())
     metrics.update(outputs.scalar_metrics(returned or {}))
     return TrainResult(
-        is_chief=cluster.is_chief, model_dir=request.model_dir, serving_model_dir=staging.final_serving,
-        metrics=metrics, model_info={}, strategy=type(strategy).__name__, num_replicas=strategy.num_replicas_in_sync,
+        is_chief=cluster.is_chief,
+        model_dir=request.model_dir,
+        serving_model_dir=staging.final_serving,
+        metrics=metrics,
+        model_info={},
+        strategy=type(strategy).__name__,
+        num_replicas=strategy.num_replicas_in_sync,
         train_steps=backup.global_step or record.train_steps or request.train_steps,
-        devices=cluster_lib.strategy_devices(strategy))
+        devices=cluster_lib.strategy_devices(strategy),
+    )
 
 
 def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[str, Any]]:
@@ -225,8 +369,11 @@ def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[s
         "num_replicas": result.num_replicas,
     }
     model_uri = request.kfp.artifacts.get("model", {}).get("uri") if request.kfp else None
-    model.update(serving_container.model_registry_metadata(_serving_image(request, tf.__version__), model_uri,
-                                                           result.schemata))
+    model.update(
+        serving_container.model_registry_metadata(
+            _serving_image(request, tf.__version__), model_uri, result.schemata
+        )
+    )
     model.update(model_artifact.kfp_metadata(result))
     return {
         "model": {k: v for k, v in model.items() if v is not None},
@@ -236,8 +383,9 @@ def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[s
 
 
 def _serving_image(request: TrainRequest, tf_version: str) -> str:
-    return request.serving_image or serving_container.choose_image(tf_version, request.serving_accelerator,
-                                                                   request.serving_image_region)
+    return request.serving_image or serving_container.choose_image(
+        tf_version, request.serving_accelerator, request.serving_image_region
+    )
 
 
 def kfp_parameters(request: TrainRequest, result: TrainResult) -> dict[str, str]:
@@ -247,8 +395,13 @@ def kfp_parameters(request: TrainRequest, result: TrainResult) -> dict[str, str]
     model = request.kfp.artifacts.get("model") if request.kfp else None
     if not model or not request.kfp.parameters:
         return {}
-    return serving_container.kfp_parameters(model["uri"], outputs.SERVING_DIR, _serving_image(request, tf.__version__),
-                                            result.schemata, declared=request.kfp.parameters)
+    return serving_container.kfp_parameters(
+        model["uri"],
+        outputs.SERVING_DIR,
+        _serving_image(request, tf.__version__),
+        result.schemata,
+        declared=request.kfp.parameters,
+    )
 
 
 def kfp_outputs(request: TrainRequest, result: TrainResult) -> KfpOutputValues:
@@ -260,26 +413,45 @@ def describe(r: TrainRequest) -> list[str]:
     """The log lines saying what this train run will do."""
     t = r.task
     module, run_fn = (r.program.module_file, r.program.run_fn) if not t else ("", "run_fn")
-    lines = [f"train request: examples={r.examples} module={module} run_fn={run_fn} model_dir={r.model_dir} "
-             f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} train_steps={r.train_steps} "
-             f"eval_steps={r.eval_steps} strategy={r.strategy} keras={r.keras} "
-             f"custom_config={json.dumps(r.redacted_custom_config())}",
-             f"tf.keras is {'Keras 2 (tf_keras)' if r.keras == 'tf_keras' else 'Keras 3'}: {r.keras_reason}"]
+    lines = [
+        f"train request: examples={r.examples} module={module} run_fn={run_fn} model_dir={r.model_dir} "
+        f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} train_steps={r.train_steps} "
+        f"eval_steps={r.eval_steps} strategy={r.strategy} keras={r.keras} "
+        f"custom_config={json.dumps(r.redacted_custom_config())}",
+        f"tf.keras is {'Keras 2 (tf_keras)' if r.keras == 'tf_keras' else 'Keras 3'}: {r.keras_reason}",
+    ]
     if t:
         from generic_trainer.artifacts.redaction import redact
         from generic_trainer.task.config import parse_params_override
 
         config = f"({len(t.config)} chars)" if t.config else None
-        override = json.dumps(redact(parse_params_override(t.params_override))) if t.params_override else None
-        lines.append(f"task request: task={t.task} experiment={t.experiment} mode={t.mode} "
-                     f"config_files={list(t.config_files)} config={config} params_override={override}")
+        override = (
+            json.dumps(redact(parse_params_override(t.params_override)))
+            if t.params_override
+            else None
+        )
+        lines.append(
+            f"task request: task={t.task} experiment={t.experiment} mode={t.mode} "
+            f"config_files={list(t.config_files)} config={config} params_override={override}"
+        )
     return lines
 
 
 def summary(result: TrainResult) -> Summary | None:
     """What the chief prints: the serving model's path and the final metrics (a worker prints nothing)."""
-    return {"serving_model_dir": result.serving_model_dir, "metrics": result.metrics} if result.is_chief else None
+    return (
+        {"serving_model_dir": result.serving_model_dir, "metrics": result.metrics}
+        if result.is_chief
+        else None
+    )
 
 
 VERB: VerbContract[TrainRequest, TrainResult] = VerbContract(
-    fit_options.TRAIN, build_train_request, describe, run, kfp_outputs, summary, keras=lambda r: r.keras)
+    fit_options.TRAIN,
+    build_train_request,
+    describe,
+    run,
+    kfp_outputs,
+    summary,
+    keras=lambda r: r.keras,
+)

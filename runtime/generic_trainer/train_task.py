@@ -41,20 +41,33 @@ INPUT = "--task"
 def split_task_spec(spec: str) -> tuple[str, str]:
     """`module:Class` -> (module, Class); module is a .py path, a gs:// URI or a dotted name."""
     module, sep, attr = (spec or "").rpartition(":")
-    if not sep or not module or not attr or not attr.replace("_", "a").isalnum() or module.endswith(":/"):
-        raise UserInputError(INPUT, f"expected module:Class (e.g. trainer/task.py:MyTask or pkg.tasks:MyTask), "
-                                    f"got {spec!r}")
+    if (
+        not sep
+        or not module
+        or not attr
+        or not attr.replace("_", "a").isalnum()
+        or module.endswith(":/")
+    ):
+        raise UserInputError(
+            INPUT,
+            f"expected module:Class (e.g. trainer/task.py:MyTask or pkg.tasks:MyTask), "
+            f"got {spec!r}",
+        )
     return module, attr
 
 
 def _renamed(e: UserInputError) -> UserInputError:
     message = str(e)
     prefix = f"{e.input_name}: "
-    return UserInputError(INPUT, message[len(prefix):] if message.startswith(prefix) else message)
+    return UserInputError(INPUT, message[len(prefix) :] if message.startswith(prefix) else message)
 
 
-def load_task_class(spec: str, download_dir: str, sha256: str | None = None,
-                    settings: StorageSettings = DEFAULT_SETTINGS) -> type[base.Task]:
+def load_task_class(
+    spec: str,
+    download_dir: str,
+    sha256: str | None = None,
+    settings: StorageSettings = DEFAULT_SETTINGS,
+) -> type[base.Task]:
     """Fetch and import the module of `spec` and return its checked Task class."""
     module_spec, attr = split_task_spec(spec)
     try:
@@ -65,15 +78,25 @@ def load_task_class(spec: str, download_dir: str, sha256: str | None = None,
         raise (_renamed(e) if e.input_name == user_module.INPUT else e) from None
     cls = getattr(module, attr, None) or base.get_task(attr)
     if cls is None:
-        tasks = sorted(k for k, v in vars(module).items()
-                       if inspect.isclass(v) and issubclass(v, base.Task) and v is not base.Task)
-        raise UserInputError(INPUT, f"module {getattr(module, '__file__', module_spec)} has no {attr!r}"
-                                    + (f"; its Task classes: {', '.join(tasks)}" if tasks else ""))
+        tasks = sorted(
+            k
+            for k, v in vars(module).items()
+            if inspect.isclass(v) and issubclass(v, base.Task) and v is not base.Task
+        )
+        raise UserInputError(
+            INPUT,
+            f"module {getattr(module, '__file__', module_spec)} has no {attr!r}"
+            + (f"; its Task classes: {', '.join(tasks)}" if tasks else ""),
+        )
     return base.check_task_class(cls)
 
 
 def _local(value: str, gcs_root: str) -> str:
-    return ",".join(storage.local_path(p.strip(), gcs_root) for p in value.split(",") if p.strip()) if value else value
+    return (
+        ",".join(storage.local_path(p.strip(), gcs_root) for p in value.split(",") if p.strip())
+        if value
+        else value
+    )
 
 
 def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> config.ExperimentConfig:
@@ -84,24 +107,38 @@ def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> conf
     if program.experiment:
         defaults = config.get_experiment(program.experiment)
         if not isinstance(defaults.task, task_cls.config_cls):
-            raise UserInputError("--experiment", f"experiment {program.experiment!r} configures a "
-                                                 f"{type(defaults.task).__name__}, but {task_cls.__name__} expects "
-                                                 f"a {task_cls.config_cls.__name__}")
+            raise UserInputError(
+                "--experiment",
+                f"experiment {program.experiment!r} configures a "
+                f"{type(defaults.task).__name__}, but {task_cls.__name__} expects "
+                f"a {task_cls.config_cls.__name__}",
+            )
     else:
         defaults = task_cls.default_experiment()
     train_path = eval_path = ""
     if request.examples:
         if program.mode in TRAIN_MODES:
-            train_path = ",".join(example_files.split_file_patterns(request.examples, request.train_splits))
+            train_path = ",".join(
+                example_files.split_file_patterns(request.examples, request.train_splits)
+            )
         if program.mode != "train":
-            eval_path = ",".join(example_files.split_file_patterns(request.examples, request.eval_splits))
+            eval_path = ",".join(
+                example_files.split_file_patterns(request.examples, request.eval_splits)
+            )
     inputs = resolve.RunInputs(
-        train_input_path=train_path, eval_input_path=eval_path,
-        schema_path=resolve_schema_file(request.schema) or "", transform_graph_path=request.transform_graph or "",
-        hyperparameters=request.hyperparameters, custom_config=request.custom_config,
-        train_steps=request.train_steps, eval_steps=request.eval_steps, strategy=request.strategy)
-    experiment = resolve.build_experiment(defaults, inputs, program.config_files, program.config,
-                                          program.params_override)
+        train_input_path=train_path,
+        eval_input_path=eval_path,
+        schema_path=resolve_schema_file(request.schema) or "",
+        transform_graph_path=request.transform_graph or "",
+        hyperparameters=request.hyperparameters,
+        custom_config=request.custom_config,
+        train_steps=request.train_steps,
+        eval_steps=request.eval_steps,
+        strategy=request.strategy,
+    )
+    experiment = resolve.build_experiment(
+        defaults, inputs, program.config_files, program.config, program.params_override
+    )
     resolve.validate(experiment, program.mode)
     task = experiment.task
     for data_config in (task.train_data, task.validation_data):
@@ -111,25 +148,35 @@ def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> conf
     if program.mode in TRAIN_MODES:
         example_files.check_readable(task.train_data.file_patterns(), "task.train_data.input_path")
     if program.mode != "train":
-        example_files.check_readable(task.validation_data.file_patterns(), "task.validation_data.input_path")
+        example_files.check_readable(
+            task.validation_data.file_patterns(), "task.validation_data.input_path"
+        )
     if task.schema_path and not os.path.exists(task.schema_path):
         raise UserInputError("task.schema_path", f"{task.schema_path} does not exist")
     return experiment
 
 
-def make_task(task_cls: type[base.Task], experiment: config.ExperimentConfig, logging_dir: str) -> base.Task:
+def make_task(
+    task_cls: type[base.Task], experiment: config.ExperimentConfig, logging_dir: str
+) -> base.Task:
     """Instantiate the Task (passing `experiment` when its __init__ takes it)."""
     params = inspect.signature(task_cls).parameters
-    takes_experiment = "experiment" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    takes_experiment = "experiment" in params or any(
+        p.kind is p.VAR_KEYWORD for p in params.values()
+    )
     what = f"{task_cls.__name__}(params)"
     if takes_experiment:
-        return user_code.call(task_cls, experiment.task, logging_dir=logging_dir, experiment=experiment, what=what)
+        return user_code.call(
+            task_cls, experiment.task, logging_dir=logging_dir, experiment=experiment, what=what
+        )
     task = user_code.call(task_cls, experiment.task, logging_dir=logging_dir, what=what)
     task.experiment = experiment
     return task
 
 
-def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
+def run(
+    request: TrainRequest, before_publish: Callable[[TrainResult], None] | None = None
+) -> TrainResult:
     """Run the Task the request names.
 
     `before_publish(result)` runs on the chief after the metrics and report are written, right
@@ -138,37 +185,67 @@ def run(request: TrainRequest, before_publish: Callable[[TrainResult], None] | N
     cluster = cluster_lib.resolve()
     program = request.task
     if program.mode == "continuous_eval" and cluster.is_multi_worker:
-        raise UserInputError("--mode", "continuous_eval runs as one process beside the training job; "
-                                       f"{cluster.source} names {cluster.num_workers} workers")
+        raise UserInputError(
+            "--mode",
+            "continuous_eval runs as one process beside the training job; "
+            f"{cluster.source} names {cluster.num_workers} workers",
+        )
     scratch = tempfile.mkdtemp(prefix="generic-trainer-task-")
     try:
-        with user_code.guard(f"the Task {program.task}"):  # at import or in any of the Task's methods
-            task_cls = load_task_class(program.task, os.path.join(scratch, "module"), program.module_sha256,
-                                       request.storage)
+        with user_code.guard(
+            f"the Task {program.task}"
+        ):  # at import or in any of the Task's methods
+            task_cls = load_task_class(
+                program.task,
+                os.path.join(scratch, "module"),
+                program.module_sha256,
+                request.storage,
+            )
             experiment = resolve_experiment(task_cls, request)
             return _run(request, cluster, task_cls, experiment, scratch, before_publish)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run(request: TrainRequest, cluster: cluster_lib.Cluster, task_cls: type[base.Task],
-         experiment: config.ExperimentConfig, scratch: str,
-         before_publish: Callable[[TrainResult], None] | None = None) -> TrainResult:
+def _run(
+    request: TrainRequest,
+    cluster: cluster_lib.Cluster,
+    task_cls: type[base.Task],
+    experiment: config.ExperimentConfig,
+    scratch: str,
+    before_publish: Callable[[TrainResult], None] | None = None,
+) -> TrainResult:
     registered, gpu_words = accelerator.usable_gpus(request.accelerator)
     num_gpus = _use_gpus(experiment.runtime.num_gpus, registered)
-    strategy_name = cluster_lib.choose_strategy(experiment.runtime.distribution_strategy, num_gpus, cluster)
-    strategy = cluster_lib.create_strategy(strategy_name, cluster, num_gpus, request.cluster_timeout)
-    log.info("resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus)
+    strategy_name = cluster_lib.choose_strategy(
+        experiment.runtime.distribution_strategy, num_gpus, cluster
+    )
+    strategy = cluster_lib.create_strategy(
+        strategy_name, cluster, num_gpus, request.cluster_timeout
+    )
+    log.info(
+        "resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus
+    )
     # after the strategy: TensorFlow's coordination service replaces the SIGTERM handler
     WATCHER.install(where=f"the latest checkpoint in {request.checkpoint_dir}")
     t, d = experiment.trainer, experiment.task
-    log.info("task %s mode=%s experiment=%s train_steps=%d steps_per_loop=%d validation_interval=%d "
-             "validation_steps=%d checkpoint_interval=%d batch=%d/%d train=%s validation=%s checkpoints=%s",
-             task_cls.__name__, request.task.mode, request.task.experiment or "(defaults)", t.train_steps,
-             t.steps_per_loop,
-             t.validation_interval, t.validation_steps, t.checkpoint_interval, d.train_data.global_batch_size,
-             d.validation_data.global_batch_size, d.train_data.input_path or "-", d.validation_data.input_path or "-",
-             request.checkpoint_dir)
+    log.info(
+        "task %s mode=%s experiment=%s train_steps=%d steps_per_loop=%d validation_interval=%d "
+        "validation_steps=%d checkpoint_interval=%d batch=%d/%d train=%s validation=%s checkpoints=%s",
+        task_cls.__name__,
+        request.task.mode,
+        request.task.experiment or "(defaults)",
+        t.train_steps,
+        t.steps_per_loop,
+        t.validation_interval,
+        t.validation_steps,
+        t.checkpoint_interval,
+        d.train_data.global_batch_size,
+        d.validation_data.global_batch_size,
+        d.train_data.input_path or "-",
+        d.validation_data.input_path or "-",
+        request.checkpoint_dir,
+    )
 
     private = os.path.join(scratch, f"{cluster.task_type}-{cluster.task_index}")
     task = make_task(task_cls, experiment, request.model_run_dir)
@@ -176,37 +253,67 @@ def _run(request: TrainRequest, cluster: cluster_lib.Cluster, task_cls: type[bas
         os.makedirs(request.model_run_dir, exist_ok=True)
     staging = publisher.staging_for(request.model_dir, cluster.is_chief, private)
     try:
-        train_result = _run_and_publish(request, cluster, task, experiment, strategy, staging, private,
-                                         before_publish)
+        train_result = _run_and_publish(
+            request, cluster, task, experiment, strategy, staging, private, before_publish
+        )
         _end_together(cluster, strategy)
     finally:
         WATCHER.uninstall()
         staging.remove()
     if not cluster.is_chief:
-        log.info("worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index)
+        log.info(
+            "worker %s:%d done; the chief publishes the outputs",
+            cluster.task_type,
+            cluster.task_index,
+        )
     publisher.raise_tflite_failure(train_result)
     return train_result
 
 
-def _run_and_publish(request: TrainRequest, cluster: cluster_lib.Cluster, task: base.Task,
-                     experiment: config.ExperimentConfig, strategy, staging: publisher.ModelStaging, private: str,
-                     before_publish: Callable[[TrainResult], None] | None) -> TrainResult:
+def _run_and_publish(
+    request: TrainRequest,
+    cluster: cluster_lib.Cluster,
+    task: base.Task,
+    experiment: config.ExperimentConfig,
+    strategy,
+    staging: publisher.ModelStaging,
+    private: str,
+    before_publish: Callable[[TrainResult], None] | None,
+) -> TrainResult:
     """Run the mode; on the chief, hand what it exported to the publisher."""
     trains = request.task.mode in TRAIN_MODES
     result, _ = run_experiment(
-        task, experiment, request.task.mode, request.checkpoint_dir,
-        summary_dir=request.model_run_dir if cluster.is_chief else None, strategy=strategy,
-        export_dir=staging.serving_dir, is_chief=cluster.is_chief, private_dir=private,
-        export_when=lambda r: not _already_finished(request, experiment, r, cluster, staging.final_serving))
+        task,
+        experiment,
+        request.task.mode,
+        request.checkpoint_dir,
+        summary_dir=request.model_run_dir if cluster.is_chief else None,
+        strategy=strategy,
+        export_dir=staging.serving_dir,
+        is_chief=cluster.is_chief,
+        private_dir=private,
+        export_when=lambda r: (
+            not _already_finished(request, experiment, r, cluster, staging.final_serving)
+        ),
+    )
     train_result = TrainResult(
-        is_chief=cluster.is_chief, model_dir=request.model_dir,
+        is_chief=cluster.is_chief,
+        model_dir=request.model_dir,
         serving_model_dir=staging.final_serving if trains else "",
-        metrics=outputs.scalar_metrics(result.metrics()), model_info={}, strategy=type(strategy).__name__,
-        num_replicas=strategy.num_replicas_in_sync, train_steps=result.global_step,
-        devices=cluster_lib.strategy_devices(strategy))
+        metrics=outputs.scalar_metrics(result.metrics()),
+        model_info={},
+        strategy=type(strategy).__name__,
+        num_replicas=strategy.num_replicas_in_sync,
+        train_steps=result.global_step,
+        devices=cluster_lib.strategy_devices(strategy),
+    )
     if cluster.is_chief:
-        staged = publisher.Staged(result.serving_model_dir is not None, trains, type(task).__name__,
-                                  *_eval_examples(request))
+        staged = publisher.Staged(
+            result.serving_model_dir is not None,
+            trains,
+            type(task).__name__,
+            *_eval_examples(request),
+        )
         publisher.publish_model(request, staging, train_result, staged, before_publish)
     return train_result
 
@@ -219,7 +326,9 @@ def _end_together(cluster: cluster_lib.Cluster, strategy) -> None:
         try:
             barrier(strategy)
         except Exception as e:  # the model is published: a worker lost now does not fail the run
-            log.warning("a worker did not reach the end of the run after the model was published: %s", e)
+            log.warning(
+                "a worker did not reach the end of the run after the model was published: %s", e
+            )
 
 
 def _eval_examples(request: TrainRequest) -> tuple[list[str], str | None]:
@@ -228,7 +337,9 @@ def _eval_examples(request: TrainRequest) -> tuple[list[str], str | None]:
         return [], None
     from generic_trainer.records import example_files
 
-    return example_files.split_file_patterns(request.examples, request.eval_splits), resolve_schema_file(request.schema)
+    return example_files.split_file_patterns(
+        request.examples, request.eval_splits
+    ), resolve_schema_file(request.schema)
 
 
 def _use_gpus(requested: int, visible: int) -> int:
@@ -236,8 +347,11 @@ def _use_gpus(requested: int, visible: int) -> int:
     if not requested or requested == visible:
         return visible
     if requested > visible:
-        raise UserInputError("runtime.num_gpus", f"{requested} GPUs asked for, {visible} visible on this machine: "
-                                                 "lower runtime.num_gpus (0 uses every visible GPU)")
+        raise UserInputError(
+            "runtime.num_gpus",
+            f"{requested} GPUs asked for, {visible} visible on this machine: "
+            "lower runtime.num_gpus (0 uses every visible GPU)",
+        )
     import tensorflow as tf
 
     tf.config.set_visible_devices(tf.config.list_physical_devices("GPU")[:requested], "GPU")
@@ -245,8 +359,13 @@ def _use_gpus(requested: int, visible: int) -> int:
     return requested
 
 
-def _already_finished(request: TrainRequest, experiment: config.ExperimentConfig, result: ExperimentResult,
-                      cluster: cluster_lib.Cluster, final_serving: str) -> bool:
+def _already_finished(
+    request: TrainRequest,
+    experiment: config.ExperimentConfig,
+    result: ExperimentResult,
+    cluster: cluster_lib.Cluster,
+    final_serving: str,
+) -> bool:
     """Whether the checkpoint was already at trainer.train_steps when the run started (nothing was trained).
 
     Says so in the log either way. Returns True (skip the export) only when the serving model of that
@@ -254,16 +373,32 @@ def _already_finished(request: TrainRequest, experiment: config.ExperimentConfig
     publishing; otherwise the finished checkpoint is exported, and the log says that too.
     """
     target = experiment.trainer.train_steps
-    if request.task.mode not in TRAIN_MODES or result.restored_from is None or result.initial_step < target:
+    if (
+        request.task.mode not in TRAIN_MODES
+        or result.restored_from is None
+        or result.initial_step < target
+    ):
         return False
     published = os.path.isfile(os.path.join(final_serving, "saved_model.pb"))
-    where = (f"{request.checkpoint_dir} already holds a finished run: checkpoint {result.restored_from} is at step "
-             f"{result.initial_step} >= trainer.train_steps={target}, so nothing was trained (an earlier attempt "
-             f"of this task, or an earlier run given the same checkpoint dir, finished it)")
-    if published and not cluster.is_multi_worker:  # several workers export collectively: they all export again
-        log.warning("%s; its serving model is already published at %s: exporting nothing. Give a new checkpoint "
-                    "dir (or a new run) to train again.", where, final_serving)
+    where = (
+        f"{request.checkpoint_dir} already holds a finished run: checkpoint {result.restored_from} is at step "
+        f"{result.initial_step} >= trainer.train_steps={target}, so nothing was trained (an earlier attempt "
+        f"of this task, or an earlier run given the same checkpoint dir, finished it)"
+    )
+    if (
+        published and not cluster.is_multi_worker
+    ):  # several workers export collectively: they all export again
+        log.warning(
+            "%s; its serving model is already published at %s: exporting nothing. Give a new checkpoint "
+            "dir (or a new run) to train again.",
+            where,
+            final_serving,
+        )
         return True
-    log.warning("%s; exporting the serving model from that checkpoint to %s. Give a new checkpoint dir (or a new "
-                "run) to train again.", where, final_serving)
+    log.warning(
+        "%s; exporting the serving model from that checkpoint to %s. Give a new checkpoint dir (or a new "
+        "run) to train again.",
+        where,
+        final_serving,
+    )
     return False

@@ -50,9 +50,14 @@ class TransformResult:
     seconds: float
 
     def summary(self) -> dict[str, Any]:
-        return {"transform_graph": self.transform_graph, "transformed_examples": self.transformed_examples,
-                "num_examples": dict(self.counts), "raw_feature_count": self.raw_feature_count,
-                "feature_count": self.feature_count, "seconds": round(self.seconds, 2)}
+        return {
+            "transform_graph": self.transform_graph,
+            "transformed_examples": self.transformed_examples,
+            "num_examples": dict(self.counts),
+            "raw_feature_count": self.raw_feature_count,
+            "feature_count": self.feature_count,
+            "seconds": round(self.seconds, 2),
+        }
 
 
 class _GuardedFn:
@@ -70,7 +75,8 @@ class _GuardedFn:
             raise
         if not isinstance(outputs, dict) or not outputs:
             self.error = self.error or TypeError(
-                f"{self.name} must return a non-empty dict of tensors, got {type(outputs).__name__}")
+                f"{self.name} must return a non-empty dict of tensors, got {type(outputs).__name__}"
+            )
             raise self.error
         return outputs
 
@@ -119,7 +125,9 @@ def _encoder_fn() -> Any:
 
 
 def _load_fn(request: TransformRequest, download_dir: str) -> _GuardedFn:
-    module = user_module.load(request.module_file, download_dir, request.module_sha256, request.storage)
+    module = user_module.load(
+        request.module_file, download_dir, request.module_sha256, request.storage
+    )
     fn = user_module.get_function(module, request.preprocessing_fn, "--preprocessing-fn")
     return _GuardedFn(fn, request.preprocessing_fn)
 
@@ -128,13 +136,18 @@ def _user_error(guarded: _GuardedFn) -> BaseException:
     return user_code.error_for(guarded.error, guarded.name)
 
 
-def run(request: TransformRequest, before_publish: Callable[[TransformResult], None] | None = None) -> TransformResult:
+def run(
+    request: TransformRequest, before_publish: Callable[[TransformResult], None] | None = None
+) -> TransformResult:
     """Analyze, write the transform graph and (when asked) the transformed examples. Its outputs are held
     for the run: a second run into them fails at once (exit 2) naming this one. `before_publish(result)`
     runs once both are staged, before they are published."""
     from generic_trainer.artifacts import outputs
 
-    held = [(request.transform_graph, "--transform-graph"), (request.transformed_examples, "--transformed-examples")]
+    held = [
+        (request.transform_graph, "--transform-graph"),
+        (request.transformed_examples, "--transformed-examples"),
+    ]
     with outputs.exclusive_all(held, new=("--transform-graph", "--transformed-examples")):
         return _transform(request, before_publish)
 
@@ -143,17 +156,23 @@ def _split_patterns(request: TransformRequest) -> dict[str, str]:
     """The file pattern of each split read (analyzed or transformed); the analyzed ones must hold examples."""
     from generic_trainer.records.example_files import split_file_patterns
 
-    wanted = sorted(set(request.analyze_splits) | set(request.transform_splits if request.transformed_examples
-                                                      else ()))
+    wanted = sorted(
+        set(request.analyze_splits)
+        | set(request.transform_splits if request.transformed_examples else ())
+    )
     patterns = dict(zip(wanted, split_file_patterns(request.examples, wanted), strict=True))
     for split in request.analyze_splits:
         if not _has_records(os.path.dirname(patterns[split])):
-            raise UserInputError("--analyze-splits", f"split {split!r} of {request.examples} holds no examples; "
-                                                     "the analyzers need data")
+            raise UserInputError(
+                "--analyze-splits",
+                f"split {split!r} of {request.examples} holds no examples; the analyzers need data",
+            )
     return patterns
 
 
-def _transform(request: TransformRequest, before_publish: Callable[[TransformResult], None] | None) -> TransformResult:
+def _transform(
+    request: TransformRequest, before_publish: Callable[[TransformResult], None] | None
+) -> TransformResult:
     from generic_trainer.records.schemas import load_schema
 
     started = time.monotonic()
@@ -161,24 +180,46 @@ def _transform(request: TransformRequest, before_publish: Callable[[TransformRes
     patterns = _split_patterns(request)
     with tempfile.TemporaryDirectory(prefix="transform-module-") as download_dir:
         guarded = _load_fn(request, download_dir)
-        input_files = [e.path for p in patterns.values() for e in os.scandir(os.path.dirname(p)) if e.is_file()]
+        input_files = [
+            e.path for p in patterns.values() for e in os.scandir(os.path.dirname(p)) if e.is_file()
+        ]
         options = beam_run.pipeline_options(request.beam_args, beam_run.total_bytes(input_files))
-        log.info("transform: analyze %s, transform %s, %d raw features; beam %s", ",".join(request.analyze_splits),
-                 ",".join(request.transform_splits) if request.transformed_examples else "(no examples written)",
-                 len(schema.feature), beam_run.describe_options(options))
+        log.info(
+            "transform: analyze %s, transform %s, %d raw features; beam %s",
+            ",".join(request.analyze_splits),
+            ",".join(request.transform_splits)
+            if request.transformed_examples
+            else "(no examples written)",
+            len(schema.feature),
+            beam_run.describe_options(options),
+        )
         graph_staging = beam_run.new_staging(request.transform_graph)
-        examples_staging = beam_run.new_staging(request.transformed_examples) if request.transformed_examples else None
+        examples_staging = (
+            beam_run.new_staging(request.transformed_examples)
+            if request.transformed_examples
+            else None
+        )
         try:
-            uri_patterns = {s: beam_run.join(request.examples_uri, os.path.relpath(p, request.examples))
-                            for s, p in patterns.items()}
-            counters = _run_guarded(request, guarded, schema, uri_patterns, options, graph_staging, examples_staging)
-            counts = beam_run.split_counts(counters, COUNTER_PREFIX, request.transform_splits) if (
-                request.transformed_examples) else {}
-            result = TransformResult(transform_graph=request.transform_graph,
-                                     transformed_examples=request.transformed_examples, counts=counts,
-                                     raw_feature_count=len(schema.feature),
-                                     feature_count=len(_transformed_schema(graph_staging).feature),
-                                     seconds=time.monotonic() - started)
+            uri_patterns = {
+                s: beam_run.join(request.examples_uri, os.path.relpath(p, request.examples))
+                for s, p in patterns.items()
+            }
+            counters = _run_guarded(
+                request, guarded, schema, uri_patterns, options, graph_staging, examples_staging
+            )
+            counts = (
+                beam_run.split_counts(counters, COUNTER_PREFIX, request.transform_splits)
+                if (request.transformed_examples)
+                else {}
+            )
+            result = TransformResult(
+                transform_graph=request.transform_graph,
+                transformed_examples=request.transformed_examples,
+                counts=counts,
+                raw_feature_count=len(schema.feature),
+                feature_count=len(_transformed_schema(graph_staging).feature),
+                seconds=time.monotonic() - started,
+            )
             if before_publish is not None:
                 before_publish(result)
             if examples_staging:
@@ -188,14 +229,28 @@ def _transform(request: TransformRequest, before_publish: Callable[[TransformRes
             graph_staging = None
         finally:
             beam_run.discard(graph_staging, examples_staging)
-    log.info("transform: wrote the transform graph to %s (%d features)%s in %.1f s", request.transform_graph,
-             result.feature_count, f" and {', '.join(f'{n} {s}' for s, n in counts.items())} transformed examples "
-             f"to {request.transformed_examples}" if counts else "", result.seconds)
+    log.info(
+        "transform: wrote the transform graph to %s (%d features)%s in %.1f s",
+        request.transform_graph,
+        result.feature_count,
+        f" and {', '.join(f'{n} {s}' for s, n in counts.items())} transformed examples "
+        f"to {request.transformed_examples}"
+        if counts
+        else "",
+        result.seconds,
+    )
     return result
 
 
-def _run_guarded(request: TransformRequest, guarded: _GuardedFn, schema: Any, uri_patterns: dict[str, str],
-                 options: Any, graph_staging: str, examples_staging: str | None) -> Any:
+def _run_guarded(
+    request: TransformRequest,
+    guarded: _GuardedFn,
+    schema: Any,
+    uri_patterns: dict[str, str],
+    options: Any,
+    graph_staging: str,
+    examples_staging: str | None,
+) -> Any:
     """Run the pipeline in a tf.Transform context; an error of preprocessing_fn is the user's (exit 3)."""
     import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
@@ -204,7 +259,9 @@ def _run_guarded(request: TransformRequest, guarded: _GuardedFn, schema: Any, ur
     temp_dir = beam_run.join(graph_staging, ".temp_path")
     try:
         with tft_beam.Context(temp_dir=temp_dir):
-            _build_pipeline(pipeline, request, guarded, schema, uri_patterns, graph_staging, examples_staging)
+            _build_pipeline(
+                pipeline, request, guarded, schema, uri_patterns, graph_staging, examples_staging
+            )
             counters = beam_run.run(pipeline)
     except (UserInputError, UserCodeError):
         raise
@@ -218,8 +275,15 @@ def _run_guarded(request: TransformRequest, guarded: _GuardedFn, schema: Any, ur
     return counters
 
 
-def _build_pipeline(pipeline: Any, request: TransformRequest, guarded: _GuardedFn, schema: Any,
-                    uri_patterns: dict[str, str], graph_staging: str, examples_staging: str | None) -> None:
+def _build_pipeline(
+    pipeline: Any,
+    request: TransformRequest,
+    guarded: _GuardedFn,
+    schema: Any,
+    uri_patterns: dict[str, str],
+    graph_staging: str,
+    examples_staging: str | None,
+) -> None:
     """Read, analyze, write the transform graph (and transform and write the examples) on `pipeline`."""
     import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
@@ -227,18 +291,26 @@ def _build_pipeline(pipeline: Any, request: TransformRequest, guarded: _GuardedF
     from tfx_bsl.public import tfxio
 
     def source(split: str, purpose: str) -> tuple[Any, Any]:
-        reader = tfxio.TFExampleRecord(file_pattern=uri_patterns[split], schema=schema,
-                                       telemetry_descriptors=["generic-trainer", "transform"])
+        reader = tfxio.TFExampleRecord(
+            file_pattern=uri_patterns[split],
+            schema=schema,
+            telemetry_descriptors=["generic-trainer", "transform"],
+        )
         data = pipeline | f"Read{purpose}[{split}]" >> reader.BeamSource()
         return data, reader.TensorAdapterConfig()
 
     sources = [source(s, "Analyze") for s in request.analyze_splits]
     adapter_config = sources[0][1]
-    data = sources[0][0] if len(sources) == 1 else ([d for d, _ in sources] | "FlattenAnalyze" >> beam.Flatten())
+    data = (
+        sources[0][0]
+        if len(sources) == 1
+        else ([d for d, _ in sources] | "FlattenAnalyze" >> beam.Flatten())
+    )
     transform_fn = (data, adapter_config) | "Analyze" >> tft_beam.AnalyzeDataset(guarded)
     _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(graph_staging)
-    _ = (dataset_metadata.DatasetMetadata(schema)
-         | "WriteRawMetadata" >> tft_beam.WriteMetadata(beam_run.join(graph_staging, "metadata"), pipeline))
+    _ = dataset_metadata.DatasetMetadata(schema) | "WriteRawMetadata" >> tft_beam.WriteMetadata(
+        beam_run.join(graph_staging, "metadata"), pipeline
+    )
     if not examples_staging:
         return
     deferred = beam.pvalue.AsSingleton(transform_fn[1].deferred_metadata)
@@ -246,32 +318,52 @@ def _build_pipeline(pipeline: Any, request: TransformRequest, guarded: _GuardedF
     for split in request.transform_splits:
         raw, config = source(split, "Transform")
         transformed, _ = ((raw, config), transform_fn) | f"Transform[{split}]" >> (
-            tft_beam.TransformDataset(output_record_batches=True))
-        _ = (transformed
-             | f"Encode[{split}]" >> beam.ParDo(encoder(split), deferred)
-             | f"Write[{split}]" >> beam.io.WriteToTFRecord(
-                 beam_run.join(examples_staging, f"Split-{split}", TRANSFORMED_PREFIX), file_name_suffix=".gz"))
+            tft_beam.TransformDataset(output_record_batches=True)
+        )
+        _ = (
+            transformed
+            | f"Encode[{split}]" >> beam.ParDo(encoder(split), deferred)
+            | f"Write[{split}]"
+            >> beam.io.WriteToTFRecord(
+                beam_run.join(examples_staging, f"Split-{split}", TRANSFORMED_PREFIX),
+                file_name_suffix=".gz",
+            )
+        )
 
 
 def _transformed_schema(graph_dir: str) -> Any:
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    with beam_run.open_binary(beam_run.join(graph_dir, "transformed_metadata", "schema.pbtxt")) as f:
+    with beam_run.open_binary(
+        beam_run.join(graph_dir, "transformed_metadata", "schema.pbtxt")
+    ) as f:
         return text_format.Parse(f.read().decode("utf-8"), schema_pb2.Schema())
 
 
 def kfp_metadata(request: TransformRequest, result: TransformResult) -> dict[str, dict[str, Any]]:
     """Executor-output metadata of the transform_graph and transformed_examples artifacts."""
-    graph = {"analyze_splits": list(request.analyze_splits), "feature_count": result.feature_count,
-             "raw_feature_count": result.raw_feature_count, "preprocessing_fn": request.preprocessing_fn}
-    examples: dict[str, Any] = {"split_names": list(result.counts), "num_examples": dict(result.counts),
-                                "feature_count": result.feature_count}
+    graph = {
+        "analyze_splits": list(request.analyze_splits),
+        "feature_count": result.feature_count,
+        "raw_feature_count": result.raw_feature_count,
+        "preprocessing_fn": request.preprocessing_fn,
+    }
+    examples: dict[str, Any] = {
+        "split_names": list(result.counts),
+        "num_examples": dict(result.counts),
+        "feature_count": result.feature_count,
+    }
     for split, n in result.counts.items():
         examples[f"num_examples_{split}"] = n
     return {"transform_graph": graph, "transformed_examples": examples}
 
 
 VERB: VerbContract[TransformRequest, TransformResult] = VerbContract(
-    data_options.TRANSFORM, data_request.build_transform_request, data_request.describe_transform, run,
-    lambda request, result: (kfp_metadata(request, result), None), lambda result: result.summary())
+    data_options.TRANSFORM,
+    data_request.build_transform_request,
+    data_request.describe_transform,
+    run,
+    lambda request, result: (kfp_metadata(request, result), None),
+    lambda result: result.summary(),
+)

@@ -10,5 +10,10 @@ import tiny_serving
 def run_fn(fn_args):
     os.chdir(tempfile.mkdtemp(prefix="hostile-cwd-"))
     tiny_serving.save(fn_args.serving_model_dir)
-    return {"loss": float("nan"), "auc": float("inf"), "acc\nERROR forged: line\x00": 0.5, "notes": "text",
-            "fine": 1.0}
+    return {
+        "loss": float("nan"),
+        "auc": float("inf"),
+        "acc\nERROR forged: line\x00": 0.5,
+        "notes": "text",
+        "fine": 1.0,
+    }

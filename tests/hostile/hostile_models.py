@@ -20,7 +20,9 @@ def hanging(path: str) -> str:
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
     def serve(examples):
-        n = tf.while_loop(lambda i: tf.size(examples) >= 0, lambda i: i + 1, [tf.constant(0, tf.int64)])[0]
+        n = tf.while_loop(
+            lambda i: tf.size(examples) >= 0, lambda i: i + 1, [tf.constant(0, tf.int64)]
+        )[0]
         return {"probabilities": tf.fill([tf.size(examples), 3], tf.cast(n, tf.float32))}
 
     return _save(path, serve)
@@ -38,8 +40,12 @@ def allocating(path: str, megabytes_per_step: int = 64) -> str:
         def grow(i, held):
             return i + 1, tf.concat([held, tf.fill([floats], tf.cast(i, tf.float32))], axis=0)
 
-        _, held = tf.while_loop(lambda i, held: tf.size(examples) >= 0, grow,
-                                [tf.constant(0), tf.zeros([0])], shape_invariants=[None, tf.TensorShape([None])])
+        _, held = tf.while_loop(
+            lambda i, held: tf.size(examples) >= 0,
+            grow,
+            [tf.constant(0), tf.zeros([0])],
+            shape_invariants=[None, tf.TensorShape([None])],
+        )
         return {"probabilities": tf.fill([tf.size(examples), 3], held[0])}
 
     return _save(path, serve)

@@ -13,4 +13,6 @@ def _sleep_forever():
 
 def run_fn(fn_args):
     tiny_serving.save(fn_args.serving_model_dir)
-    threading.Thread(target=_sleep_forever, name="hostile-sleeper").start()  # not a daemon: blocks a normal exit
+    threading.Thread(
+        target=_sleep_forever, name="hostile-sleeper"
+    ).start()  # not a daemon: blocks a normal exit

@@ -39,7 +39,9 @@ def run_fn(fn_args):
         raise NotAnException("stop everything")
     tiny_serving.save(fn_args.serving_model_dir)
     if do == "child":
-        sleeper = subprocess.Popen(["sleep", "1000"])  # inherits stdout and stderr: `| cat` would wait for it
+        sleeper = subprocess.Popen(
+            ["sleep", "1000"]
+        )  # inherits stdout and stderr: `| cat` would wait for it
         with open(os.path.join(fn_args.custom_config["pid_dir"], "sleeper.pid"), "w") as f:
             f.write(str(sleeper.pid))
     if do == "close_fds":

@@ -7,5 +7,7 @@ import tiny_serving
 
 
 def run_fn(fn_args):
-    outside = os.path.normpath(os.path.join(fn_args.serving_model_dir, "..", "..", "Format-Serving"))
+    outside = os.path.normpath(
+        os.path.join(fn_args.serving_model_dir, "..", "..", "Format-Serving")
+    )
     tiny_serving.save(outside, marker="written outside fn_args.serving_model_dir")

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from generic_trainer.task import DataConfig, ExperimentConfig, OptimizerConfig, Task, TaskConfig, TrainerConfig
+from generic_trainer.task import (
+    DataConfig,
+    ExperimentConfig,
+    OptimizerConfig,
+    Task,
+    TaskConfig,
+    TrainerConfig,
+)
 
 FEATURES = ("x1", "x2")
 LABEL = "target"
@@ -30,12 +37,21 @@ class LinearTask(Task):
     @classmethod
     def default_experiment(cls) -> ExperimentConfig:
         return ExperimentConfig(
-            task=LinearTaskConfig(train_data=DataConfig(global_batch_size=16),
-                                  validation_data=DataConfig(global_batch_size=16, is_training=False,
-                                                             drop_remainder=False)),
-            trainer=TrainerConfig(train_steps=60, steps_per_loop=10, validation_interval=30, checkpoint_interval=20,
-                                  summary_interval=10,
-                                  optimizer_config=OptimizerConfig(type="sgd", learning_rate=0.05)))
+            task=LinearTaskConfig(
+                train_data=DataConfig(global_batch_size=16),
+                validation_data=DataConfig(
+                    global_batch_size=16, is_training=False, drop_remainder=False
+                ),
+            ),
+            trainer=TrainerConfig(
+                train_steps=60,
+                steps_per_loop=10,
+                validation_interval=30,
+                checkpoint_interval=20,
+                summary_interval=10,
+                optimizer_config=OptimizerConfig(type="sgd", learning_rate=0.05),
+            ),
+        )
 
     def build_inputs(self, params, input_context=None):
         return self.examples_dataset(params, input_context, label_key=LABEL)
@@ -57,7 +73,10 @@ class LinearTask(Task):
     def build_metrics(self, training=True):
         import keras
 
-        return [keras.metrics.MeanAbsoluteError(name="mae"), keras.metrics.MeanSquaredError(name="mse")]
+        return [
+            keras.metrics.MeanAbsoluteError(name="mae"),
+            keras.metrics.MeanSquaredError(name="mse"),
+        ]
 
 
 class IncompleteTask(Task):

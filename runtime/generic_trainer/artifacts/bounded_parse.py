@@ -33,16 +33,22 @@ _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 def _too_deep(input_name: str, where: str = "") -> UserInputError:
-    return UserInputError(input_name, f"{where}nested deeper than the limit of {MAX_DEPTH} levels of objects and "
-                                      "lists; flatten it")
+    return UserInputError(
+        input_name,
+        f"{where}nested deeper than the limit of {MAX_DEPTH} levels of objects and "
+        "lists; flatten it",
+    )
 
 
 def check_text_size(input_name: str, text: str | bytes, where: str = "") -> None:
     """UserInputError when `text` is over MAX_TEXT_BYTES."""
     size = len(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else len(text)
     if size > MAX_TEXT_BYTES:
-        raise UserInputError(input_name, f"{where}is {size} bytes, over the limit of {MAX_TEXT_BYTES} bytes "
-                                         f"({MAX_TEXT_BYTES // (1024 * 1024)} MiB)")
+        raise UserInputError(
+            input_name,
+            f"{where}is {size} bytes, over the limit of {MAX_TEXT_BYTES} bytes "
+            f"({MAX_TEXT_BYTES // (1024 * 1024)} MiB)",
+        )
 
 
 def json_depth(text: str) -> int:
@@ -58,22 +64,29 @@ def json_depth(text: str) -> int:
     return deepest
 
 
-def load_json(text: str | bytes, input_name: str, where: str = "", max_depth: int = MAX_DEPTH) -> Any:
+def load_json(
+    text: str | bytes, input_name: str, where: str = "", max_depth: int = MAX_DEPTH
+) -> Any:
     """Parse JSON `text` (`input_name` names it in errors, `where` prefixes the message: 'a.json: ')."""
     check_text_size(input_name, text, where)
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise UserInputError(input_name, f"{where}not UTF-8 text (byte {e.start}: {e.reason})") from None
+            raise UserInputError(
+                input_name, f"{where}not UTF-8 text (byte {e.start}: {e.reason})"
+            ) from None
     if json_depth(text) > max_depth:
         raise _too_deep(input_name, where)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise UserInputError(input_name, f"{where}not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") \
-            from None
-    except RecursionError:  # not reached with max_depth well under the recursion limit; kept as a backstop
+        raise UserInputError(
+            input_name, f"{where}not valid JSON ({e.msg} at line {e.lineno} column {e.colno})"
+        ) from None
+    except (
+        RecursionError
+    ):  # not reached with max_depth well under the recursion limit; kept as a backstop
         raise _too_deep(input_name, where) from None
 
 
@@ -82,13 +95,18 @@ def _yaml_bounds(text: str, input_name: str, where: str) -> None:
     import yaml
 
     sizes: dict[str, int] = {}  # anchor -> values it expands to
-    stack: list[list[Any]] = [[None, 0]]  # [anchor, values so far] of each open collection; the root first
+    stack: list[list[Any]] = [
+        [None, 0]
+    ]  # [anchor, values so far] of each open collection; the root first
     total = 0  # values so far, aliases expanded
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.AliasEvent):
             if any(frame[0] == event.anchor for frame in stack):
-                raise UserInputError(input_name, f"{where}the alias *{event.anchor} refers to a value that holds "
-                                                 "itself (a cycle); YAML aliases must not refer to themselves")
+                raise UserInputError(
+                    input_name,
+                    f"{where}the alias *{event.anchor} refers to a value that holds "
+                    "itself (a cycle); YAML aliases must not refer to themselves",
+                )
             added = sizes.get(event.anchor, 1)
         elif isinstance(event, yaml.ScalarEvent):
             added = 1
@@ -114,8 +132,11 @@ def _yaml_bounds(text: str, input_name: str, where: str) -> None:
 
 
 def _too_many(input_name: str, where: str = "") -> UserInputError:
-    return UserInputError(input_name, f"{where}expands to more than the limit of {MAX_NODES} values (YAML aliases "
-                                      "repeat the value they refer to: an alias bomb?)")
+    return UserInputError(
+        input_name,
+        f"{where}expands to more than the limit of {MAX_NODES} values (YAML aliases "
+        "repeat the value they refer to: an alias bomb?)",
+    )
 
 
 def load_yaml(text: str, input_name: str, where: str = "") -> Any:
@@ -129,8 +150,9 @@ def load_yaml(text: str, input_name: str, where: str = "") -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise UserInputError(input_name, f"{where}not valid YAML/JSON{at}: {getattr(e, 'problem', None) or e}") \
-            from None
+        raise UserInputError(
+            input_name, f"{where}not valid YAML/JSON{at}: {getattr(e, 'problem', None) or e}"
+        ) from None
     except RecursionError:  # a backstop: the walk above refuses deep nesting first
         raise _too_deep(input_name, where) from None
 
@@ -138,8 +160,12 @@ def load_yaml(text: str, input_name: str, where: str = "") -> Any:
 def read_text(path: str, input_name: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
     """The UTF-8 text of the regular file `path`, read with a bound: UserInputError naming the file otherwise."""
     if not os.path.isfile(path):
-        raise UserInputError(input_name, f"{path} does not exist" if not os.path.exists(path)
-                             else f"{path} is not a regular file")
+        raise UserInputError(
+            input_name,
+            f"{path} does not exist"
+            if not os.path.exists(path)
+            else f"{path} is not a regular file",
+        )
     try:
         with open(path, "rb") as f:
             data = f.read(max_bytes + 1)
@@ -150,7 +176,9 @@ def read_text(path: str, input_name: str, max_bytes: int = MAX_TEXT_BYTES) -> st
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise UserInputError(input_name, f"{path} is not UTF-8 text (byte {e.start}: {e.reason})") from None
+        raise UserInputError(
+            input_name, f"{path} is not UTF-8 text (byte {e.start}: {e.reason})"
+        ) from None
 
 
 def check_depth(value: Any, input_name: str, max_depth: int = MAX_DEPTH) -> Any:

@@ -23,10 +23,17 @@ from generic_trainer.errors import OutputError, UserInputError
 
 log = logging.getLogger(__name__)
 
-MAX_SMALL_FILE = 64 * 1024 * 1024  # bytes: no configuration, module or schema file of a run comes near it
+MAX_SMALL_FILE = (
+    64 * 1024 * 1024
+)  # bytes: no configuration, module or schema file of a run comes near it
 
-_KINDS = ((stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"), (stat.S_ISFIFO, "FIFO (named pipe)"),
-          (stat.S_ISSOCK, "socket"), (stat.S_ISDIR, "directory"))
+_KINDS = (
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISFIFO, "FIFO (named pipe)"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISDIR, "directory"),
+)
 
 
 class UnreadableFile(ValueError):
@@ -121,7 +128,12 @@ def write_file_atomic(path: str, text: str) -> None:
 def finite(value: Any, what: str, name: str = "") -> Any:
     """`value` with every NaN or infinite float replaced by None, a warning naming each (`what` and its key)."""
     if isinstance(value, float) and not math.isfinite(value):
-        log.warning("%s %s is %s: written as null (JSON has no NaN or infinity)", what, name or "value", value)
+        log.warning(
+            "%s %s is %s: written as null (JSON has no NaN or infinity)",
+            what,
+            name or "value",
+            value,
+        )
         return None
     if isinstance(value, Mapping):
         return {k: finite(v, what, f"{name}.{k}" if name else str(k)) for k, v in value.items()}

@@ -41,21 +41,30 @@ class ArtifactMaps:
     inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
     outputs: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
 
+
 def load(value: str) -> dict[str, Any]:
     """The executor input from a JSON string (what `{{$}}` becomes) or a path to a JSON file."""
     text = value
     if not value.lstrip().startswith("{"):
         if not os.path.isfile(value):
-            raise UserInputError(INPUT, "expected the executor input JSON ('{{$}}') or a file holding it")
+            raise UserInputError(
+                INPUT, "expected the executor input JSON ('{{$}}') or a file holding it"
+            )
         text = bounded_parse.read_text(value, INPUT)
     # KFP's own levels (inputs.parameterValues.custom_config) come on top of a parameter's own nesting
     parsed = bounded_parse.load_json(text, INPUT, max_depth=bounded_parse.MAX_DEPTH + 4)
     if not isinstance(parsed, dict):
-        raise UserInputError(INPUT, "expected KFP's executor input: an object with 'inputs' and 'outputs', got "
-                                    f"{type(parsed).__name__}")
+        raise UserInputError(
+            INPUT,
+            "expected KFP's executor input: an object with 'inputs' and 'outputs', got "
+            f"{type(parsed).__name__}",
+        )
     if "outputs" not in parsed:
-        raise UserInputError(INPUT, "outputs is missing: expected KFP's executor input, an object with 'inputs' "
-                                    "and 'outputs'")
+        raise UserInputError(
+            INPUT,
+            "outputs is missing: expected KFP's executor input, an object with 'inputs' "
+            "and 'outputs'",
+        )
     return parsed
 
 
@@ -77,16 +86,23 @@ def _first_artifact(entry: Any, where: str, required: bool = False) -> Mapping[s
     """
     artifacts = _object(entry, where).get("artifacts")
     if artifacts is not None and not isinstance(artifacts, list):
-        raise UserInputError(INPUT, f"{where}.artifacts must be a list, got {type(artifacts).__name__}")
+        raise UserInputError(
+            INPUT, f"{where}.artifacts must be a list, got {type(artifacts).__name__}"
+        )
     if not artifacts:
         if required:
-            raise UserInputError(INPUT, f"{where}.artifacts must be a list holding the output artifact "
-                                        "(with its uri), got " + ("nothing" if artifacts is None else "an empty list"))
+            raise UserInputError(
+                INPUT,
+                f"{where}.artifacts must be a list holding the output artifact "
+                "(with its uri), got " + ("nothing" if artifacts is None else "an empty list"),
+            )
         return None
     artifact = _object(artifacts[0], f"{where}.artifacts[0]")
     uri = artifact.get("uri")
     if not isinstance(uri, str) or not uri:
-        raise UserInputError(INPUT, f"{where}.artifacts[0].uri must be a non-empty string, got {uri!r}")
+        raise UserInputError(
+            INPUT, f"{where}.artifacts[0].uri must be a non-empty string, got {uri!r}"
+        )
     return artifact
 
 
@@ -97,15 +113,20 @@ def _flatten_args(prefix: str, args: Any) -> dict[str, Any]:
     if isinstance(args, str):
         args = bounded_parse.load_json(args, f"{prefix}_args")
     if not isinstance(args, dict):
-        raise UserInputError(f"{prefix}_args", "expected an object like {\"num_steps\": 100, \"splits\": [\"train\"]}")
+        raise UserInputError(
+            f"{prefix}_args", 'expected an object like {"num_steps": 100, "splits": ["train"]}'
+        )
     unknown = set(args) - {"num_steps", "splits"}
     if unknown:
-        raise UserInputError(f"{prefix}_args", f"unknown keys {sorted(unknown)}; expected num_steps and splits")
+        raise UserInputError(
+            f"{prefix}_args", f"unknown keys {sorted(unknown)}; expected num_steps and splits"
+        )
     return {f"{prefix}_steps": args.get("num_steps"), f"{prefix}_splits": args.get("splits")}
 
 
-def parse(executor_input: Mapping[str, Any], artifacts: ArtifactMaps,
-          gcs_root: str = "/gcs") -> tuple[dict[str, Any], KfpOutputs]:
+def parse(
+    executor_input: Mapping[str, Any], artifacts: ArtifactMaps, gcs_root: str = "/gcs"
+) -> tuple[dict[str, Any], KfpOutputs]:
     """Raw request values and the output locations from a KFP executor input.
 
     `artifacts`: which raw value each artifact fills, derived from the verb's declaration (the CLI passes
@@ -134,18 +155,28 @@ def parse(executor_input: Mapping[str, Any], artifacts: ArtifactMaps,
             "name": str(artifact.get("name") or ""),
             "uri": artifact["uri"],
             "path": path,
-            "schema_title": str(_object(artifact.get("type"), f"outputs.artifacts.{name}.artifacts[0].type")
-                                .get("schemaTitle") or ""),
+            "schema_title": str(
+                _object(artifact.get("type"), f"outputs.artifacts.{name}.artifacts[0].type").get(
+                    "schemaTitle"
+                )
+                or ""
+            ),
         }
         key = artifacts.outputs.get(name)
         if key:
             values[key] = path
     output_file = outputs.get("outputFile")
     if not isinstance(output_file, str) or not output_file:
-        raise UserInputError(INPUT, "outputs.outputFile must be a non-empty string (the executor output path), "
-                                    f"got {output_file!r}")
-    return values, KfpOutputs(output_file=os.path.abspath(output_file), artifacts=locations,
-                              parameters=tuple(_object(outputs.get("parameters"), "outputs.parameters")))
+        raise UserInputError(
+            INPUT,
+            "outputs.outputFile must be a non-empty string (the executor output path), "
+            f"got {output_file!r}",
+        )
+    return values, KfpOutputs(
+        output_file=os.path.abspath(output_file),
+        artifacts=locations,
+        parameters=tuple(_object(outputs.get("parameters"), "outputs.parameters")),
+    )
 
 
 def write_executor_output(
@@ -161,7 +192,11 @@ def write_executor_output(
     the verbs call this before they publish their main output, so a failure publishes nothing.
     """
     artifacts = {
-        name: {"artifacts": [{"name": art["name"], "uri": art["uri"], "metadata": dict(metadata.get(name, {}))}]}
+        name: {
+            "artifacts": [
+                {"name": art["name"], "uri": art["uri"], "metadata": dict(metadata.get(name, {}))}
+            ]
+        }
         for name, art in kfp.artifacts.items()
     }
     body: dict[str, Any] = {"artifacts": artifacts}
@@ -169,6 +204,8 @@ def write_executor_output(
         body["parameterValues"] = dict(parameter_values)
     path = output_file or kfp.output_file
     try:  # strict JSON: KFP's launcher does not parse NaN / Infinity (a diverged loss is written as null)
-        files.write_file_atomic(path, files.dumps_strict(body, "executor output value", indent=2, default=str))
+        files.write_file_atomic(
+            path, files.dumps_strict(body, "executor output value", indent=2, default=str)
+        )
     except files.OutputWriteError as e:
         raise OutputError(f"could not write the executor output {path}: {e.reason}") from e

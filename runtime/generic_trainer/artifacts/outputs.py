@@ -27,7 +27,8 @@ EVAL_DIR = "Format-TFMA"
 
 def _has_saved_model(path: str) -> bool:
     return os.path.isfile(os.path.join(path, "saved_model.pb")) or os.path.isfile(
-        os.path.join(path, "saved_model.pbtxt"))
+        os.path.join(path, "saved_model.pbtxt")
+    )
 
 
 def serving_model_path(model_dir: str) -> str:
@@ -54,7 +55,9 @@ def validate_serving_model(path: str, what: str = "run_fn") -> dict[str, Any]:
     try:
         loaded = tf.saved_model.load(path)
     except Exception as e:
-        raise OutputError(f"the SavedModel {what} wrote at {path} does not load: {type(e).__name__}: {e}") from e
+        raise OutputError(
+            f"the SavedModel {what} wrote at {path} does not load: {type(e).__name__}: {e}"
+        ) from e
     signatures = sorted(loaded.signatures.keys())
     if "serving_default" not in signatures:
         raise OutputError(
@@ -72,16 +75,22 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
     """Hold `directory` for this run: a second run on it fails at once (UserInputError naming `flag`
     and the run holding it). Inside, staging left by runs that died is removed."""
     lock = storage.OutputLock(directory)
-    if run_record.active():  # supervised: the run lives as long as its supervising parent, which releases it
+    if (
+        run_record.active()
+    ):  # supervised: the run lives as long as its supervising parent, which releases it
         lock.owner["pid"] = run_record.supervisor_pid()
     try:
         taken_over = lock.acquire()
     except storage.LockHeld as e:
-        raise UserInputError(flag, (
-            f"{directory} is in use by another run: {storage.describe_owner(e.owner)}, last heartbeat "
-            f"{e.age_s:.0f} s ago (lock file {e.lock_path}). Wait for that run to end or give another {flag}. "
-            f"(A run that died releases it by itself: at once when it ran on this host, else "
-            f"{lock.stale_after_s:.0f} s after its last heartbeat.)")) from None
+        raise UserInputError(
+            flag,
+            (
+                f"{directory} is in use by another run: {storage.describe_owner(e.owner)}, last heartbeat "
+                f"{e.age_s:.0f} s ago (lock file {e.lock_path}). Wait for that run to end or give another {flag}. "
+                f"(A run that died releases it by itself: at once when it ran on this host, else "
+                f"{lock.stale_after_s:.0f} s after its last heartbeat.)"
+            ),
+        ) from None
     run_record.note("held", directory, lock=lock.path, run_id=lock.owner["run_id"])
     try:
         for owner in taken_over:
@@ -95,7 +104,9 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def exclusive_all(dirs: Sequence[tuple[str | None, str]], new: Sequence[str] = ()) -> Iterator[None]:
+def exclusive_all(
+    dirs: Sequence[tuple[str | None, str]], new: Sequence[str] = ()
+) -> Iterator[None]:
     """Hold every local directory of `dirs` ((path, flag), ...; None and gs:// URIs skipped) for this run, as
     `exclusive` does. Those whose flag is in `new` must still be absent or empty once held (a run that
     finished meanwhile wrote it: UserInputError rather than replacing its output)."""
@@ -104,8 +115,11 @@ def exclusive_all(dirs: Sequence[tuple[str | None, str]], new: Sequence[str] = (
             if directory and not storage.is_gcs_uri(directory):
                 stack.enter_context(exclusive(directory, flag))
                 if flag in new and os.path.isdir(directory) and os.listdir(directory):
-                    raise UserInputError(flag, f"{directory} was written by another run meanwhile; give a new "
-                                               "directory (outputs are written whole, never over an older one)")
+                    raise UserInputError(
+                        flag,
+                        f"{directory} was written by another run meanwhile; give a new "
+                        "directory (outputs are written whole, never over an older one)",
+                    )
         yield
 
 
@@ -133,15 +147,19 @@ def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
             continue
         out[metric_name(key)] = number
     if dropped:
-        log.warning("metrics that are not single numbers are left out of the metrics file and KFP's metrics: %s",
-                    ", ".join(dropped))
+        log.warning(
+            "metrics that are not single numbers are left out of the metrics file and KFP's metrics: %s",
+            ", ".join(dropped),
+        )
     return out
 
 
 def write_metrics_file(path: str, metrics: Mapping[str, float]) -> None:
     """The flat JSON metrics file: strict JSON (NaN / infinity written as null, with a warning naming the metric);
     a write that fails is exit 4 naming `path` (files.write_file_atomic)."""
-    files.write_file_atomic(path, files.dumps_strict(dict(metrics), "metric", indent=2, sort_keys=True) + "\n")
+    files.write_file_atomic(
+        path, files.dumps_strict(dict(metrics), "metric", indent=2, sort_keys=True) + "\n"
+    )
 
 
 def write_tensorboard_scalars(log_dir: str, metrics: Mapping[str, float], step: int) -> None:

@@ -29,7 +29,9 @@ import sys
 from collections.abc import Mapping
 
 log = logging.getLogger(__name__)
-_IO_BASE = io.IOBase.__mro__[1]  # `_io._IOBase`: every file object's C base (io.IOBase is an ABC over it)
+_IO_BASE = io.IOBase.__mro__[
+    1
+]  # `_io._IOBase`: every file object's C base (io.IOBase is an ABC over it)
 
 
 def _writer_types() -> tuple[type, ...]:
@@ -54,9 +56,12 @@ def flush_open_writers() -> int:
         cls = type(obj)
         kind = kinds.get(cls, "")
         if kind == "":
-            mro = getattr(cls, "__mro__", ())  # not issubclass: ABC checks over ~10^4 types take seconds
-            kind = kinds[cls] = ("tf" if any(t in mro for t in tf_writers)
-                                 else "file" if _IO_BASE in mro else None)
+            mro = getattr(
+                cls, "__mro__", ()
+            )  # not issubclass: ABC checks over ~10^4 types take seconds
+            kind = kinds[cls] = (
+                "tf" if any(t in mro for t in tf_writers) else "file" if _IO_BASE in mro else None
+            )
         if kind is None:
             continue
         try:

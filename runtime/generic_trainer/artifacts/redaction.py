@@ -14,7 +14,9 @@ from typing import Any
 from generic_trainer.errors import UserInputError
 
 # custom_config keys whose values are never logged; also any key listed in custom_config["secret_keys"].
-SECRET_KEY_PATTERN = re.compile(r"(secret|password|passwd|token|credential|api_?key|private_?key)", re.I)
+SECRET_KEY_PATTERN = re.compile(
+    r"(secret|password|passwd|token|credential|api_?key|private_?key)", re.I
+)
 
 
 def secret_key_names(config: Mapping[str, Any]) -> set[str]:
@@ -26,7 +28,10 @@ def secret_key_names(config: Mapping[str, Any]) -> set[str]:
         return {k.strip() for k in listed.split(",") if k.strip()}
     if isinstance(listed, (list, tuple)) and all(isinstance(k, str) for k in listed):
         return set(listed)
-    raise UserInputError("--custom-config", f"secret_keys: expected a key name or a list of key names, got {listed!r}")
+    raise UserInputError(
+        "--custom-config",
+        f"secret_keys: expected a key name or a list of key names, got {listed!r}",
+    )
 
 
 def is_secret_key(key: Any, listed: set[str] = frozenset()) -> bool:
@@ -54,8 +59,12 @@ def _redact_value(value: Any, listed: set[str]) -> Any:
             listed = listed | secret_key_names(value)
         except UserInputError:
             return {k: "***" for k in value}
-        return {k: "***" if k != "secret_keys" and is_secret_key(k, listed) else _redact_value(v, listed)
-                for k, v in value.items()}
+        return {
+            k: "***"
+            if k != "secret_keys" and is_secret_key(k, listed)
+            else _redact_value(v, listed)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [_redact_value(v, listed) for v in value]
     return value
@@ -103,7 +112,13 @@ def _collect(value: Any, listed: set[str], secret: bool, found: set[str], depth:
         except UserInputError:
             secret = True  # a malformed secret_keys: every value is treated as secret
         for k, v in value.items():
-            _collect(v, listed, secret or (k != "secret_keys" and is_secret_key(k, listed)), found, depth + 1)
+            _collect(
+                v,
+                listed,
+                secret or (k != "secret_keys" and is_secret_key(k, listed)),
+                found,
+                depth + 1,
+            )
     elif isinstance(value, (list, tuple)):
         for v in value:
             _collect(v, listed, secret, found, depth + 1)

@@ -64,7 +64,9 @@ def table(rows: Iterable[Sequence[Any]], header: Sequence[str] | None = None) ->
         cells = []
         for cell in row:
             is_num = isinstance(cell, (int, float)) and not isinstance(cell, bool)
-            cells.append(f'<td class="num">{esc(fmt(cell))}</td>' if is_num else f"<td>{esc(fmt(cell))}</td>")
+            cells.append(
+                f'<td class="num">{esc(fmt(cell))}</td>' if is_num else f"<td>{esc(fmt(cell))}</td>"
+            )
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</table>")
     return "".join(out)
@@ -72,7 +74,10 @@ def table(rows: Iterable[Sequence[Any]], header: Sequence[str] | None = None) ->
 
 def key_value_table(values: Mapping[str, Any], skip_none: bool = True) -> str:
     """A two-column table of `values` (None values left out unless `skip_none` is False)."""
-    return table([(k, v) for k, v in values.items() if not (skip_none and v is None)], header=("name", "value"))
+    return table(
+        [(k, v) for k, v in values.items() if not (skip_none and v is None)],
+        header=("name", "value"),
+    )
 
 
 def _thin(points: Points, limit: int = MAX_POINTS) -> Points:
@@ -97,7 +102,9 @@ def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return ticks
 
 
-def _axis_ranges(series: Iterable[Sequence[tuple[float, float]]]) -> tuple[tuple[float, float], tuple[float, float]]:
+def _axis_ranges(
+    series: Iterable[Sequence[tuple[float, float]]],
+) -> tuple[tuple[float, float], tuple[float, float]]:
     """(x_lo, x_hi), (y_lo, y_hi) spanning every point: never empty, y padded by 5% (10% of a flat line)."""
     points = [p for pts in series for p in pts]
     x_lo, x_hi = min(x for x, _ in points), max(x for x, _ in points)
@@ -108,11 +115,21 @@ def _axis_ranges(series: Iterable[Sequence[tuple[float, float]]]) -> tuple[tuple
     return (x_lo, x_hi), (y_lo - pad, y_hi + pad)
 
 
-def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], x_label: str = "step",
-               y_label: str = "", width: int = 520, height: int = 280) -> str:
+def line_chart(
+    title: str,
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    x_label: str = "step",
+    y_label: str = "",
+    width: int = 520,
+    height: int = 280,
+) -> str:
     """An inline SVG line chart of `series` (name -> [(x, y), ...]); non-finite points are skipped."""
-    clean = {name: _thin(sorted((float(x), float(y)) for x, y in pts if math.isfinite(x) and math.isfinite(y)))
-             for name, pts in series.items()}
+    clean = {
+        name: _thin(
+            sorted((float(x), float(y)) for x, y in pts if math.isfinite(x) and math.isfinite(y))
+        )
+        for name, pts in series.items()
+    }
     clean = {name: pts for name, pts in clean.items() if pts}
     if not clean:
         return f'<p class="note">{esc(title)}: nothing logged.</p>'
@@ -126,36 +143,53 @@ def line_chart(title: str, series: Mapping[str, Sequence[tuple[float, float]]], 
     def sy(y: float) -> float:
         return top + (1 - (y - y_lo) / (y_hi - y_lo)) * plot_h
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}" font-size="11" '
-             f'font-family="sans-serif">',
-             f'<text x="{width / 2:.1f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">'
-             f'{esc(title)}</text>',
-             f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}" font-size="11" '
+        f'font-family="sans-serif">',
+        f'<text x="{width / 2:.1f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">'
+        f"{esc(title)}</text>",
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
+    ]
     for tick in _nice_ticks(y_lo, y_hi):
         y = sy(tick)
-        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>'
-                     f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{esc(f"{tick:.4g}")}</text>')
+        parts.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>'
+            f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{esc(f"{tick:.4g}")}</text>'
+        )
     for tick in _nice_ticks(x_lo, x_hi):
         x = sx(tick)
-        parts.append(f'<line x1="{x:.1f}" y1="{top + plot_h}" x2="{x:.1f}" y2="{top + plot_h + 4}" stroke="#999"/>'
-                     f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{esc(f"{tick:.6g}")}</text>')
-    parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{esc(x_label)}</text>')
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{top + plot_h}" x2="{x:.1f}" y2="{top + plot_h + 4}" stroke="#999"/>'
+            f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{esc(f"{tick:.6g}")}</text>'
+        )
+    parts.append(
+        f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{esc(x_label)}</text>'
+    )
     if y_label:
-        parts.append(f'<text x="12" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
-                     f'transform="rotate(-90 12 {top + plot_h / 2:.1f})">{esc(y_label)}</text>')
+        parts.append(
+            f'<text x="12" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
+            f'transform="rotate(-90 12 {top + plot_h / 2:.1f})">{esc(y_label)}</text>'
+        )
     legend_x = left
     for i, (name, pts) in enumerate(clean.items()):
         color = COLORS[i % len(COLORS)]
         coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
         if len(pts) > 1:
-            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{coords}">'
-                         f'<title>{esc(name)}</title></polyline>')
+            parts.append(
+                f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{coords}">'
+                f"<title>{esc(name)}</title></polyline>"
+            )
         if len(pts) <= 60:
-            parts.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}">'
-                         f'<title>{esc(name)}: {esc(fmt(x))}, {esc(fmt(y))}</title></circle>' for x, y in pts)
-        parts.append(f'<rect x="{legend_x}" y="{top - 12}" width="12" height="3" fill="{color}"/>'
-                     f'<text x="{legend_x + 16}" y="{top - 8}">{esc(name)}</text>')
+            parts.extend(
+                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}">'
+                f"<title>{esc(name)}: {esc(fmt(x))}, {esc(fmt(y))}</title></circle>"
+                for x, y in pts
+            )
+        parts.append(
+            f'<rect x="{legend_x}" y="{top - 12}" width="12" height="3" fill="{color}"/>'
+            f'<text x="{legend_x + 16}" y="{top - 8}">{esc(name)}</text>'
+        )
         legend_x += 28 + 6.5 * len(name)
     parts.append("</svg>")
     return f'<div class="chart">{"".join(parts)}</div>'
@@ -187,16 +221,22 @@ def read_scalars(log_dir: str) -> dict[str, dict[str, Points]]:
                         kind = value.WhichOneof("value")
                         if kind == "simple_value":
                             number = float(value.simple_value)
-                        elif kind == "tensor" and value.metadata.plugin_data.plugin_name == "scalars":
+                        elif (
+                            kind == "tensor" and value.metadata.plugin_data.plugin_name == "scalars"
+                        ):
                             array = tensor_util.make_ndarray(value.tensor)
                             if array.size != 1:
                                 continue
                             number = float(array.reshape(()))
                         else:
                             continue
-                        scalars.setdefault(value.tag, {}).setdefault(run, []).append((float(event.step), number))
+                        scalars.setdefault(value.tag, {}).setdefault(run, []).append(
+                            (float(event.step), number)
+                        )
             except Exception as e:  # a truncated or foreign file must not break the report
-                log.warning("report: skipped %s (%s: %s)", os.path.join(root, name), type(e).__name__, e)
+                log.warning(
+                    "report: skipped %s (%s: %s)", os.path.join(root, name), type(e).__name__, e
+                )
     return scalars
 
 
@@ -216,8 +256,10 @@ def curves(log_dir: str, skip_runs: Sequence[str] = ("final",)) -> str:
         x_label = "epoch" if tag.startswith("epoch_") else "step"
         charts.append(line_chart(tag.removeprefix("epoch_"), series, x_label=x_label))
     if not charts:
-        return (f'<p class="note">No curves: the run logged no TensorBoard scalars under {esc(log_dir)}. '
-                "Add keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir) to model.fit to get them.</p>")
+        return (
+            f'<p class="note">No curves: the run logged no TensorBoard scalars under {esc(log_dir)}. '
+            "Add keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir) to model.fit to get them.</p>"
+        )
     return f'<div class="charts">{"".join(charts)}</div>'
 
 
@@ -225,8 +267,10 @@ def page(title: str, sections: Sequence[tuple[str, str]], subtitle: str = "") ->
     """A complete HTML document: `title`, then each (heading, already-built HTML body) section."""
     body = "".join(f"<h2>{esc(heading)}</h2>{content}" for heading, content in sections)
     sub = f'<div class="sub">{esc(subtitle)}</div>' if subtitle else ""
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
-            f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>{sub}{body}</body></html>\n")
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
+        f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>{sub}{body}</body></html>\n"
+    )
 
 
 def write(path: str, document: str) -> None:

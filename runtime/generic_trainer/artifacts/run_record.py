@@ -94,8 +94,12 @@ class RunRecord:
     """What the parent reads back: `end` is None when the runtime did not finish its contract."""
 
     end: dict[str, Any] | None = None
-    held: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # directory -> lock path, run_id
-    calling: list[str] = dataclasses.field(default_factory=list)  # user code running when it stopped, innermost last
+    held: dict[str, dict[str, Any]] = dataclasses.field(
+        default_factory=dict
+    )  # directory -> lock path, run_id
+    calling: list[str] = dataclasses.field(
+        default_factory=list
+    )  # user code running when it stopped, innermost last
     last_called: str | None = None
     summary: Any = None
     executor_output: str | None = None  # staged by the child

@@ -22,7 +22,11 @@ from generic_trainer.artifacts.files import (
     write_file_atomic,  # noqa: F401 (callers write through storage)
 )
 from generic_trainer.artifacts.lock_owner import describe_owner, pid_alive, taken_over, valid_pid
-from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, GCS_TIMEOUT_ENV, StorageSettings
+from generic_trainer.artifacts.storage_settings import (
+    DEFAULT_SETTINGS,
+    GCS_TIMEOUT_ENV,
+    StorageSettings,
+)
 
 DEFAULT_MOUNT_ROOTS = {"gs://": "/gcs", "s3://": "/s3", "minio://": "/minio", "oci://": "/oci"}
 
@@ -36,13 +40,13 @@ def local_path(uri: str, gcs_root: str = "/gcs") -> str:
     for prefix, root in DEFAULT_MOUNT_ROOTS.items():
         if uri.startswith(prefix):
             root = gcs_root if prefix == "gs://" else root
-            return os.path.abspath(os.path.join(root, uri[len(prefix):]))
+            return os.path.abspath(os.path.join(root, uri[len(prefix) :]))
     return os.path.abspath(uri)
 
 
 def split_gcs_uri(uri: str) -> tuple[str, str]:
     """`gs://bucket/a/b` -> ("bucket", "a/b")."""
-    bucket, _, name = uri[len("gs://"):].partition("/")
+    bucket, _, name = uri[len("gs://") :].partition("/")
     return bucket, name
 
 
@@ -72,8 +76,12 @@ class _Deadline:
         return {"retry": DEFAULT_RETRY.with_timeout(left), "timeout": left}
 
 
-def download_gcs(uri: str, dest_dir: str, siblings_suffix: str | None = None,
-                 settings: StorageSettings = DEFAULT_SETTINGS) -> str:
+def download_gcs(
+    uri: str,
+    dest_dir: str,
+    siblings_suffix: str | None = None,
+    settings: StorageSettings = DEFAULT_SETTINGS,
+) -> str:
     """Download the object `uri` into `dest_dir` and return its local path.
 
     With `siblings_suffix` (e.g. ".py"), objects with that suffix in the same "folder" come too,
@@ -98,11 +106,19 @@ def download_gcs(uri: str, dest_dir: str, siblings_suffix: str | None = None,
         if siblings_suffix:
             prefix = name.rpartition("/")[0]
             prefix = prefix + "/" if prefix else ""
-            for blob in client.list_blobs(bucket_name, prefix=prefix, delimiter="/", **deadline.kwargs()):
+            for blob in client.list_blobs(
+                bucket_name, prefix=prefix, delimiter="/", **deadline.kwargs()
+            ):
                 if blob.name != name and blob.name.endswith(siblings_suffix):
-                    blob.download_to_filename(os.path.join(dest_dir, os.path.basename(blob.name)),
-                                              **deadline.kwargs())
-    except (exceptions.RetryError, exceptions.ServiceUnavailable, ConnectionError, TimeoutError) as e:
+                    blob.download_to_filename(
+                        os.path.join(dest_dir, os.path.basename(blob.name)), **deadline.kwargs()
+                    )
+    except (
+        exceptions.RetryError,
+        exceptions.ServiceUnavailable,
+        ConnectionError,
+        TimeoutError,
+    ) as e:
         raise GcsUnavailable(_unavailable_message(e, deadline.seconds, settings)) from None
     except Exception as e:
         if type(e).__module__.startswith(("requests", "urllib3")):  # connection errors not retried
@@ -114,8 +130,10 @@ def download_gcs(uri: str, dest_dir: str, siblings_suffix: str | None = None,
 def _unavailable_message(error: BaseException, seconds: float, settings: StorageSettings) -> str:
     cause = error.cause if getattr(error, "cause", None) is not None else error
     detail = " ".join(str(cause).split())[:300]
-    return (f"Cloud Storage at {settings.gcs_endpoint} did not answer within {seconds:g} s ({type(cause).__name__}: "
-            f"{detail}); check the endpoint and network, or set {GCS_TIMEOUT_ENV} to wait longer")
+    return (
+        f"Cloud Storage at {settings.gcs_endpoint} did not answer within {seconds:g} s ({type(cause).__name__}: "
+        f"{detail}); check the endpoint and network, or set {GCS_TIMEOUT_ENV} to wait longer"
+    )
 
 
 # S3-compatible stores: s3:// (AWS S3, or any endpoint in $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL, which boto3
@@ -134,8 +152,12 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
-def download_s3(uri: str, dest_dir: str, siblings_suffix: str | None = None,
-                settings: StorageSettings = DEFAULT_SETTINGS) -> str:
+def download_s3(
+    uri: str,
+    dest_dir: str,
+    siblings_suffix: str | None = None,
+    settings: StorageSettings = DEFAULT_SETTINGS,
+) -> str:
     """Download the object `uri` (s3:// or minio://) into `dest_dir` with boto3; returns its local path.
 
     With `siblings_suffix`, objects with that suffix in the same "folder" come too. Raises FileNotFoundError when
@@ -277,8 +299,12 @@ class OutputLock:
         self.path = os.path.join(parent, f".{base}.lock")
         self.stale_after_s = stale_after_s
         self.heartbeat_s = heartbeat_s
-        self.owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
-                      "run_id": uuid.uuid4().hex}
+        self.owner = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.time(),
+            "run_id": uuid.uuid4().hex,
+        }
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._created: list[str] = []
@@ -306,7 +332,9 @@ class OutputLock:
                 continue
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(json.dumps(self.owner) + "\n")
-            self._thread = threading.Thread(target=self._heartbeat, name="output-lock-heartbeat", daemon=True)
+            self._thread = threading.Thread(
+                target=self._heartbeat, name="output-lock-heartbeat", daemon=True
+            )
             self._thread.start()
             return taken
         owner, age = self._read()
@@ -339,7 +367,9 @@ class OutputLock:
         except FileNotFoundError:
             return None, 0.0
         except (OSError, UnreadableFile):
-            return {"pid": "unreadable"}, age  # not a lock file any run wrote: foreign, judged as stale
+            return {
+                "pid": "unreadable"
+            }, age  # not a lock file any run wrote: foreign, judged as stale
         try:
             owner = json.loads(text)
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):

@@ -28,4 +28,6 @@ class StorageSettings:
         return self.emulator_host or DEFAULT_GCS_ENDPOINT
 
 
-DEFAULT_SETTINGS = StorageSettings()  # the defaults, for a caller with no environment of its own (tests)
+DEFAULT_SETTINGS = (
+    StorageSettings()
+)  # the defaults, for a caller with no environment of its own (tests)

@@ -53,13 +53,17 @@ def parse_beam_args(value: Any) -> tuple[str, ...]:
     args: list[str] = []
     for item in items:
         if not isinstance(item, str):
-            raise UserInputError(BEAM_ARGS_INPUT, f"expected strings like '--runner=DataflowRunner', got {item!r}")
+            raise UserInputError(
+                BEAM_ARGS_INPUT, f"expected strings like '--runner=DataflowRunner', got {item!r}"
+            )
         try:
             args.extend(shlex.split(item))
         except ValueError as e:
             raise UserInputError(BEAM_ARGS_INPUT, f"cannot split {item!r}: {e}") from None
     if args and not args[0].startswith("--"):
-        raise UserInputError(BEAM_ARGS_INPUT, f"{args[0]!r} is not a Beam option (expected --name=value)")
+        raise UserInputError(
+            BEAM_ARGS_INPUT, f"{args[0]!r} is not a Beam option (expected --name=value)"
+        )
     return tuple(args)
 
 
@@ -101,7 +105,11 @@ def pipeline_args(args: Sequence[str], input_bytes: int | None = None) -> list[s
         return full
     mode = next((a.split("=", 1)[1] for a in args if a.startswith("--direct_running_mode=")), None)
     if mode is None:
-        mode = "multi_processing" if (input_bytes or 0) >= SMALL_INPUT_BYTES and cpu_count() > 1 else "in_memory"
+        mode = (
+            "multi_processing"
+            if (input_bytes or 0) >= SMALL_INPUT_BYTES and cpu_count() > 1
+            else "in_memory"
+        )
         full.append(f"--direct_running_mode={mode}")
     if not _given(args, "direct_num_workers"):
         full.append(f"--direct_num_workers={1 if mode == 'in_memory' else cpu_count()}")
@@ -124,17 +132,27 @@ def total_bytes(paths: Sequence[str]) -> int | None:
 
 def describe_options(options: Any) -> str:
     """The options that matter for a log line: runner, workers, running mode, project, region."""
-    from apache_beam.options.pipeline_options import DirectOptions, GoogleCloudOptions, StandardOptions
+    from apache_beam.options.pipeline_options import (
+        DirectOptions,
+        GoogleCloudOptions,
+        StandardOptions,
+    )
 
     runner = options.view_as(StandardOptions).runner or "DirectRunner"
     parts = [f"runner={runner}"]
     if runner_name([f"--runner={runner}"]).lower() in _LOCAL_RUNNERS:
         direct = options.view_as(DirectOptions)
-        parts += [f"direct_num_workers={direct.direct_num_workers}",
-                  f"direct_running_mode={direct.direct_running_mode}"]
+        parts += [
+            f"direct_num_workers={direct.direct_num_workers}",
+            f"direct_running_mode={direct.direct_running_mode}",
+        ]
     else:
         gcp = options.view_as(GoogleCloudOptions)
-        parts += [f"project={gcp.project}", f"region={gcp.region}", f"temp_location={gcp.temp_location}"]
+        parts += [
+            f"project={gcp.project}",
+            f"region={gcp.region}",
+            f"temp_location={gcp.temp_location}",
+        ]
     return " ".join(parts)
 
 
@@ -145,14 +163,18 @@ def run(pipeline: Any) -> dict[str, int]:
     result = pipeline.run()
     result.wait_until_finish()
     counters: dict[str, int] = {}
-    for counter in result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))["counters"]:
+    for counter in result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))[
+        "counters"
+    ]:
         try:
             value = counter.committed
         except Exception:  # some runners only report attempted values
             value = None
         if value is None:
             value = counter.attempted
-        counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(value or 0)
+        counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + int(
+            value or 0
+        )
     return counters
 
 
@@ -161,7 +183,9 @@ def data_error_message(exc: BaseException) -> str | None:
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        text = str(exc) + "\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        text = (
+            str(exc) + "\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        )
         match = _MARK_RE.search(text)
         if match:
             return match.group(1).strip()
@@ -172,8 +196,11 @@ def data_error_message(exc: BaseException) -> str | None:
 def check_new_output(input_name: str, path: str) -> None:
     """Refuse an output dir that exists with something in it: outputs are never overwritten or mixed."""
     if os.path.isdir(path) and os.listdir(path):
-        raise UserInputError(input_name, f"{path} already exists and is not empty; give a new directory "
-                                         "(outputs are written whole, never over an older one)")
+        raise UserInputError(
+            input_name,
+            f"{path} already exists and is not empty; give a new directory "
+            "(outputs are written whole, never over an older one)",
+        )
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserInputError(input_name, f"{path} exists and is a file; expected a new directory")
 
@@ -195,8 +222,12 @@ def publish(staging: str, final_dir: str) -> None:
     if storage.is_gcs_uri(final_dir):
         from apache_beam.io.filesystems import FileSystems
 
-        sources = [m.path for m in FileSystems.match([staging.rstrip("/") + "/**"])[0].metadata_list]
-        FileSystems.rename(sources, [final_dir.rstrip("/") + s[len(staging.rstrip("/")):] for s in sources])
+        sources = [
+            m.path for m in FileSystems.match([staging.rstrip("/") + "/**"])[0].metadata_list
+        ]
+        FileSystems.rename(
+            sources, [final_dir.rstrip("/") + s[len(staging.rstrip("/")) :] for s in sources]
+        )
         return
     if os.path.isdir(final_dir) and not os.listdir(final_dir):
         os.rmdir(final_dir)

@@ -29,9 +29,12 @@ def merge_inference(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         merged["rows"] += part["rows"]
         for name, (level, present, low, high) in part["columns"].items():
             old_level, old_present, old_low, old_high = merged["columns"].get(name, _ABSENT)
-            merged["columns"][name] = [max(old_level, level), old_present + present,
-                                       low if old_low is None else old_low if low is None else min(low, old_low),
-                                       high if old_high is None else old_high if high is None else max(high, old_high)]
+            merged["columns"][name] = [
+                max(old_level, level),
+                old_present + present,
+                low if old_low is None else old_low if low is None else min(low, old_low),
+                high if old_high is None else old_high if high is None else max(high, old_high),
+            ]
         for name, places in part.get("seen", {}).items():
             kept = merged["seen"].setdefault(name, {})
             for level, where in places.items():
@@ -45,8 +48,10 @@ def kind_conflict(inference: Mapping[str, Any]) -> str | None:
     for name in sorted(inference.get("seen", {})):
         places = sorted(inference["seen"][name].items())
         if len(places) > 1:
-            return (f"feature {name!r} holds {names[int(places[0][0])]} in {places[0][1]} but "
-                    f"{names[int(places[1][0])]} in {places[1][1]}; a feature has one type in every example")
+            return (
+                f"feature {name!r} holds {names[int(places[0][0])]} in {places[0][1]} but "
+                f"{names[int(places[1][0])]} in {places[1][1]}; a feature has one type in every example"
+            )
     return None
 
 

@@ -49,7 +49,9 @@ def read_columns(path: str, fmt: str, opener: Opener) -> list[str]:
         with opener(path) as f:
             return list(pq.ParquetFile(f).schema_arrow.names)
     with opener(path) as f:
-        text = io.TextIOWrapper(f, encoding="utf-8-sig", newline="")  # a UTF-8 byte order mark is no part of a name
+        text = io.TextIOWrapper(
+            f, encoding="utf-8-sig", newline=""
+        )  # a UTF-8 byte order mark is no part of a name
         try:
             header = next(csv.reader(text), None)
         except (UnicodeDecodeError, csv.Error) as e:
@@ -89,16 +91,24 @@ def parquet_kinds(path: str, opener: Opener) -> dict[str, str | None]:
             kinds[field.name] = INT
         elif pa.types.is_floating(t) or pa.types.is_decimal(t):
             kinds[field.name] = FLOAT
-        elif any(check(t) for check in (pa.types.is_string, pa.types.is_binary, pa.types.is_large_string,
-                                        pa.types.is_large_binary)):
+        elif any(
+            check(t)
+            for check in (
+                pa.types.is_string,
+                pa.types.is_binary,
+                pa.types.is_large_string,
+                pa.types.is_large_binary,
+            )
+        ):
             kinds[field.name] = BYTES
         else:
             kinds[field.name] = None
     return kinds
 
 
-def iter_batches(path: str, fmt: str, columns: Sequence[str], kinds: Mapping[str, str] | None,
-                 opener: Opener) -> Iterator[Any]:
+def iter_batches(
+    path: str, fmt: str, columns: Sequence[str], kinds: Mapping[str, str] | None, opener: Opener
+) -> Iterator[Any]:
     """Arrow record batches of a file; with `kinds` every column is converted to its type, else CSV cells
     stay strings (for inference). Conversion errors are raised as pyarrow's ArrowInvalid."""
     import pyarrow as pa
@@ -123,10 +133,15 @@ def iter_batches(path: str, fmt: str, columns: Sequence[str], kinds: Mapping[str
 
     types = {c: (_arrow_type(kinds[c]) if kinds else pa.string()) for c in columns}
     with opener(path) as f:
-        convert = pcsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=True,
-                                      quoted_strings_can_be_null=True)
-        reader = pcsv.open_csv(f, read_options=pcsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
-                               convert_options=convert)
+        convert = pcsv.ConvertOptions(
+            column_types=types,
+            null_values=[""],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=True,
+        )
+        reader = pcsv.open_csv(
+            f, read_options=pcsv.ReadOptions(block_size=CSV_BLOCK_BYTES), convert_options=convert
+        )
         yield from reader
 
 
@@ -209,11 +224,13 @@ def _encode_column(name: str, kind: str, column: Any) -> list[bytes]:
     key = name.encode("utf-8")
     n = len(column)
     if kind == FLOAT:
-        feature_head = b"\x12\x06\x0a\x04"  # Feature.float_list (2), FloatList.value packed (1), 4 bytes
+        feature_head = (
+            b"\x12\x06\x0a\x04"  # Feature.float_list (2), FloatList.value packed (1), 4 bytes
+        )
         probe = _entry(key, feature_head + b"\0\0\0\0")
         prefix = probe[:-4]
         raw = np.asarray(column.fill_null(0).to_numpy(zero_copy_only=False), dtype="<f4").tobytes()
-        entries = [prefix + raw[i:i + 4] for i in range(0, 4 * n, 4)]
+        entries = [prefix + raw[i : i + 4] for i in range(0, 4 * n, 4)]
     elif kind == INT:
         entries = []
         for value in column.to_pylist():
@@ -222,7 +239,9 @@ def _encode_column(name: str, kind: str, column: Any) -> list[bytes]:
                 continue
             packed = varint(value)
             int_list = b"\x0a" + varint(len(packed)) + packed  # Int64List.value packed (1)
-            entries.append(_entry(key, b"\x1a" + varint(len(int_list)) + int_list))  # Feature.int64_list (3)
+            entries.append(
+                _entry(key, b"\x1a" + varint(len(int_list)) + int_list)
+            )  # Feature.int64_list (3)
         return entries
     else:
         entries = []
@@ -233,7 +252,9 @@ def _encode_column(name: str, kind: str, column: Any) -> list[bytes]:
             if isinstance(value, str):
                 value = value.encode("utf-8")
             bytes_list = b"\x0a" + varint(len(value)) + value  # BytesList.value (1)
-            entries.append(_entry(key, b"\x0a" + varint(len(bytes_list)) + bytes_list))  # Feature.bytes_list (1)
+            entries.append(
+                _entry(key, b"\x0a" + varint(len(bytes_list)) + bytes_list)
+            )  # Feature.bytes_list (1)
         return entries
     if column.null_count:
         for i, missing in enumerate(column.is_null().to_pylist()):
@@ -289,7 +310,9 @@ def _parses(cell: str, kind: str) -> bool:
     return True
 
 
-def locate_csv_problem(path: str, kinds: Mapping[str, str], opener: Opener, source: str = "schema") -> str | None:
+def locate_csv_problem(
+    path: str, kinds: Mapping[str, str], opener: Opener, source: str = "schema"
+) -> str | None:
     """Where a CSV file breaks its types or shape: 'FILE line N column NAME: ...', or None when it does not.
 
     Slow (Python's csv module): called only after the fast reader failed, to name the place.
@@ -302,13 +325,17 @@ def locate_csv_problem(path: str, kinds: Mapping[str, str], opener: Opener, sour
                 if not row:
                     continue
                 if len(row) != len(header):
-                    return (f"{path} line {reader.line_num}: {len(row)} cells, but the header has "
-                            f"{len(header)} columns")
+                    return (
+                        f"{path} line {reader.line_num}: {len(row)} cells, but the header has "
+                        f"{len(header)} columns"
+                    )
                 for name, cell in zip(header, row, strict=True):
                     kind = kinds.get(name)
                     if cell != "" and kind and not _parses(cell, kind):
-                        return (f"{path} line {reader.line_num} column {name!r}: {cell[:60]!r} is not "
-                                f"{'an' if kind == INT else 'a'} {kind} (its type in the {source})")
+                        return (
+                            f"{path} line {reader.line_num} column {name!r}: {cell[:60]!r} is not "
+                            f"{'an' if kind == INT else 'a'} {kind} (its type in the {source})"
+                        )
         except UnicodeDecodeError as e:
             return f"{path} line {reader.line_num + 1}: not UTF-8 text ({e.reason})"
         except csv.Error as e:

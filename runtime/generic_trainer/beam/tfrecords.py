@@ -64,20 +64,30 @@ def iter_records(path: str, opener: tabular.Opener) -> Iterator[bytes]:
                     return
                 n += 1
                 if len(header) < 12:
-                    raise ValueError(f"{path} record {n}: the file ends inside a record header "
-                                     f"(cut short, or not {what} data)")
+                    raise ValueError(
+                        f"{path} record {n}: the file ends inside a record header "
+                        f"(cut short, or not {what} data)"
+                    )
                 (length,) = struct.unpack("<Q", header[:8])
                 if masked_crc32c(header[:8]) != struct.unpack("<I", header[8:])[0]:
-                    raise ValueError(f"{path} record {n}: the record header fails its checksum (not {what} data)")
+                    raise ValueError(
+                        f"{path} record {n}: the record header fails its checksum (not {what} data)"
+                    )
                 data = _read_exact(f, length)
                 footer = _read_exact(f, 4)
                 if len(data) < length or len(footer) < 4:
-                    raise ValueError(f"{path} record {n}: the file ends inside the record (cut short)")
+                    raise ValueError(
+                        f"{path} record {n}: the file ends inside the record (cut short)"
+                    )
                 if masked_crc32c(data) != struct.unpack("<I", footer)[0]:
-                    raise ValueError(f"{path} record {n}: the record fails its checksum (damaged data)")
+                    raise ValueError(
+                        f"{path} record {n}: the record fails its checksum (damaged data)"
+                    )
                 yield data
         except (OSError, EOFError, zlib.error) as e:  # gzip: truncated, garbage appended, bad CRC
-            raise ValueError(f"{path} record {n + 1}: not readable as {what}: {type(e).__name__}: {e}") from None
+            raise ValueError(
+                f"{path} record {n + 1}: not readable as {what}: {type(e).__name__}: {e}"
+            ) from None
 
 
 def has_records(path: str, opener: tabular.Opener) -> bool:
@@ -97,10 +107,13 @@ def example_class() -> Any:
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     f = descriptor_pb2.FieldDescriptorProto
-    file = descriptor_pb2.FileDescriptorProto(name="generic_trainer/example.proto", package="tensorflow",
-                                              syntax="proto3")
+    file = descriptor_pb2.FileDescriptorProto(
+        name="generic_trainer/example.proto", package="tensorflow", syntax="proto3"
+    )
 
-    def message(name: str, *fields: tuple[str, int, int, int, str]) -> descriptor_pb2.DescriptorProto:
+    def message(
+        name: str, *fields: tuple[str, int, int, int, str]
+    ) -> descriptor_pb2.DescriptorProto:
         m = file.message_type.add(name=name)
         for field_name, number, label, kind, type_name in fields:
             field = m.field.add(name=field_name, number=number, label=label, type=kind)
@@ -112,16 +125,23 @@ def example_class() -> Any:
     message("BytesList", ("value", 1, repeated, f.TYPE_BYTES, ""))
     message("FloatList", ("value", 1, repeated, f.TYPE_FLOAT, ""))
     message("Int64List", ("value", 1, repeated, f.TYPE_INT64, ""))
-    feature = message("Feature", ("bytes_list", 1, optional, f.TYPE_MESSAGE, ".tensorflow.BytesList"),
-                      ("float_list", 2, optional, f.TYPE_MESSAGE, ".tensorflow.FloatList"),
-                      ("int64_list", 3, optional, f.TYPE_MESSAGE, ".tensorflow.Int64List"))
+    feature = message(
+        "Feature",
+        ("bytes_list", 1, optional, f.TYPE_MESSAGE, ".tensorflow.BytesList"),
+        ("float_list", 2, optional, f.TYPE_MESSAGE, ".tensorflow.FloatList"),
+        ("int64_list", 3, optional, f.TYPE_MESSAGE, ".tensorflow.Int64List"),
+    )
     feature.oneof_decl.add(name="kind")
     for field in feature.field:
         field.oneof_index = 0
-    features = message("Features", ("feature", 1, repeated, f.TYPE_MESSAGE, ".tensorflow.Features.FeatureEntry"))
+    features = message(
+        "Features", ("feature", 1, repeated, f.TYPE_MESSAGE, ".tensorflow.Features.FeatureEntry")
+    )
     entry = features.nested_type.add(name="FeatureEntry")
     entry.field.add(name="key", number=1, label=optional, type=f.TYPE_STRING)
-    entry.field.add(name="value", number=2, label=optional, type=f.TYPE_MESSAGE, type_name=".tensorflow.Feature")
+    entry.field.add(
+        name="value", number=2, label=optional, type=f.TYPE_MESSAGE, type_name=".tensorflow.Feature"
+    )
     entry.options.map_entry = True
     message("Example", ("features", 1, optional, f.TYPE_MESSAGE, ".tensorflow.Features"))
     pool = descriptor_pool.DescriptorPool()
@@ -140,8 +160,10 @@ def canonical(payload: bytes, where: str) -> tuple[bytes, Any]:
     size = example.ByteSize()
     example.DiscardUnknownFields()
     if example.ByteSize() != size:
-        raise ValueError(f"{where}: not a tf.Example (it holds fields a tf.Example has not, e.g. a "
-                         "tf.SequenceExample or other bytes)")
+        raise ValueError(
+            f"{where}: not a tf.Example (it holds fields a tf.Example has not, e.g. a "
+            "tf.SequenceExample or other bytes)"
+        )
     return example.SerializeToString(deterministic=True), example
 
 
@@ -182,8 +204,12 @@ def fixed_sizes(schema: Any) -> dict[str, int]:
     return sizes
 
 
-def file_records(path: str, opener: tabular.Opener, rules: tuple[Mapping[str, str], Mapping[str, int]] | None,
-                 facts: dict[str, Any]) -> Iterator[bytes]:
+def file_records(
+    path: str,
+    opener: tabular.Opener,
+    rules: tuple[Mapping[str, str], Mapping[str, int]] | None,
+    facts: dict[str, Any],
+) -> Iterator[bytes]:
     """The canonical records of a TFRecord file, checked against a schema's (types, fixed sizes) when given;
     counts each into `facts`. ValueError names the file and record."""
     for n, payload in enumerate(iter_records(path, opener), 1):
@@ -196,18 +222,28 @@ def file_records(path: str, opener: tabular.Opener, rules: tuple[Mapping[str, st
         yield record
 
 
-def check_against_schema(facts: Mapping[str, tuple[int, int]], kinds: Mapping[str, str],
-                         shapes: Mapping[str, int], where: str) -> None:
+def check_against_schema(
+    facts: Mapping[str, tuple[int, int]],
+    kinds: Mapping[str, str],
+    shapes: Mapping[str, int],
+    where: str,
+) -> None:
     """Refuse a record whose features the schema does not have, whose types differ, or whose fixed size differs."""
     for name, (level, count) in facts.items():
         if name not in kinds:
             raise ValueError(f"{where}: feature {name!r} is not in the schema")
         if tabular.TYPE_LEVELS[level] != kinds[name]:
-            raise ValueError(f"{where}: feature {name!r} is {KIND_NAMES[level]}, the schema says {kinds[name]}")
+            raise ValueError(
+                f"{where}: feature {name!r} is {KIND_NAMES[level]}, the schema says {kinds[name]}"
+            )
         if name in shapes and count != shapes[name]:
-            raise ValueError(f"{where}: feature {name!r} has {count} values, its shape in the schema is "
-                             f"[{shapes[name]}]")
+            raise ValueError(
+                f"{where}: feature {name!r} has {count} values, its shape in the schema is "
+                f"[{shapes[name]}]"
+            )
     missing = sorted(n for n in shapes if n not in facts)
     if missing:
-        raise ValueError(f"{where}: feature(s) {', '.join(map(repr, missing))} missing; the schema gives "
-                         "them a fixed shape (present in every example)")
+        raise ValueError(
+            f"{where}: feature(s) {', '.join(map(repr, missing))} missing; the schema gives "
+            "them a fixed shape (present in every example)"
+        )

@@ -64,7 +64,9 @@ class Patch:
 
     versions: tuple[Versions, ...] = ()
     lost: str = ""  # what a run loses when the patch is left out
-    required: bool = False  # internals missing: True raises Unsupported, False warns and leaves it out
+    required: bool = (
+        False  # internals missing: True raises Unsupported, False warns and leaves it out
+    )
 
     def __init__(self) -> None:
         self._saved: list[tuple[Any, str, Any]] = []
@@ -94,14 +96,19 @@ class Patch:
         """Raise `Unsupported` when the internals this patch needs are gone (whether it is required or not)."""
         missing = self.missing()
         if missing:
-            raise Unsupported(f"{self.name}: the installed library lacks {', '.join(missing)}; {self.lost}")
+            raise Unsupported(
+                f"{self.name}: the installed library lacks {', '.join(missing)}; {self.lost}"
+            )
 
     def ready(self) -> bool:
         """Check versions and internals as the module docstring says; True: apply it."""
         untested = self.untested()
         if untested:
-            _warn_once(self.name, f"{self.name} patches library internals and was not tested with "
-                                  f"{', '.join(untested)}; if it misbehaves: {self.lost}")
+            _warn_once(
+                self.name,
+                f"{self.name} patches library internals and was not tested with "
+                f"{', '.join(untested)}; if it misbehaves: {self.lost}",
+            )
         try:
             self.check()
         except Unsupported as e:

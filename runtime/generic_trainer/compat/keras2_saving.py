@@ -52,5 +52,9 @@ class SaveModel(Patch):
         api = saving_api()
         original = api.save_model
         replacement = self.make(original)
-        return [(module, "save_model", replacement) for name, module in list(sys.modules.items())
-                if (name == "keras" or name.startswith("keras.")) and getattr(module, "save_model", None) is original]
+        return [
+            (module, "save_model", replacement)
+            for name, module in list(sys.modules.items())
+            if (name == "keras" or name.startswith("keras."))
+            and getattr(module, "save_model", None) is original
+        ]

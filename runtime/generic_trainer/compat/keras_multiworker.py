@@ -28,7 +28,11 @@ from typing import Any
 from generic_trainer.compat.base import Patch, Versions
 from generic_trainer.errors import UserCodeError
 
-TRAINER_FUNCTIONS = ("reduce_per_replica", "_collective_all_reduce_multi_worker", "TensorFlowTrainer")
+TRAINER_FUNCTIONS = (
+    "reduce_per_replica",
+    "_collective_all_reduce_multi_worker",
+    "TensorFlowTrainer",
+)
 TRAINER_METHODS = ("_maybe_symbolic_build", "_symbolic_build")
 
 
@@ -71,13 +75,18 @@ class MultiWorkerFit(Patch):
             return [f"keras.src.backend.tensorflow.trainer ({e})"]
         out = [name for name in TRAINER_FUNCTIONS if not hasattr(trainer, name)]
         cls = getattr(trainer, "TensorFlowTrainer", None)
-        return out + [f"TensorFlowTrainer.{name}" for name in TRAINER_METHODS
-                      if cls is not None and not hasattr(cls, name)]
+        return out + [
+            f"TensorFlowTrainer.{name}"
+            for name in TRAINER_METHODS
+            if cls is not None and not hasattr(cls, name)
+        ]
 
     def replacements(self) -> list[tuple[Any, str, Any]]:
         trainer = _trainer_module()
-        return [(trainer, "reduce_per_replica", _reduce_per_replica(trainer)),
-                (trainer.TensorFlowTrainer, "_maybe_symbolic_build", _maybe_symbolic_build(trainer))]
+        return [
+            (trainer, "reduce_per_replica", _reduce_per_replica(trainer)),
+            (trainer.TensorFlowTrainer, "_maybe_symbolic_build", _maybe_symbolic_build(trainer)),
+        ]
 
 
 def _reduce_per_replica(trainer: Any) -> Any:
@@ -106,7 +115,9 @@ def _maybe_symbolic_build(trainer: Any) -> Any:
             return original(self, iterator=iterator, data_batch=data_batch)
         if (self.steps_per_execution or 1) > 1:
             raise UserCodeError(steps_per_execution_message(self.steps_per_execution))
-        if self.jit_compile is True and all("GPU" not in d.upper() for d in strategy.extended.worker_devices):
+        if self.jit_compile is True and all(
+            "GPU" not in d.upper() for d in strategy.extended.worker_devices
+        ):
             raise UserCodeError(JIT_ON_CPU_MESSAGE)
         for _, _, it in iterator:
             data_batch = tree.map_structure(lambda x: _local_value(strategy, x, tf), next(it))

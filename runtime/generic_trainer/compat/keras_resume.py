@@ -42,7 +42,9 @@ class ResumeAt(Patch):
 
     def missing(self) -> list[str]:
         if self.tf_keras:
-            return [] if hasattr(self.model, "_training_state") else ["tf_keras Model._training_state"]
+            return (
+                [] if hasattr(self.model, "_training_state") else ["tf_keras Model._training_state"]
+            )
         return [] if hasattr(self.model, "_initial_epoch") else ["Keras 3 Model._initial_epoch"]
 
     def replacements(self) -> list[tuple[Any, str, Any]]:
@@ -68,7 +70,11 @@ class SkipSteps(Patch):
         self.model = model
 
     def missing(self) -> list[str]:
-        return [] if callable(getattr(self.model, "train_function", None)) else ["Keras 3 Model.train_function"]
+        return (
+            []
+            if callable(getattr(self.model, "train_function", None))
+            else ["Keras 3 Model.train_function"]
+        )
 
     def replacements(self) -> list[tuple[Any, str, Any]]:
         return [(self.model, "train_function", _skipped_step)]
@@ -93,7 +99,11 @@ class TfKerasCallback:
 def build_optimizer(model: Any) -> None:
     """Create the optimizer's variables now (tf_keras creates them on the first step) so they restore."""
     optimizer = getattr(model, "optimizer", None)
-    if optimizer is None or getattr(optimizer, "built", False) or getattr(optimizer, "_built", False):
+    if (
+        optimizer is None
+        or getattr(optimizer, "built", False)
+        or getattr(optimizer, "_built", False)
+    ):
         return
     if hasattr(optimizer, "build"):  # Keras 3, tf_keras
         optimizer.build(model.trainable_variables)

@@ -31,11 +31,17 @@ class _Wrapped(Patch):
         self.owner, self.hooks = owner, hooks
 
     def missing(self) -> list[str]:
-        return [f"{self.kind}.{name}" for name in self.hooks if not callable(getattr(self.owner, name, None))]
+        return [
+            f"{self.kind}.{name}"
+            for name in self.hooks
+            if not callable(getattr(self.owner, name, None))
+        ]
 
     def replacements(self) -> list[tuple[Any, str, Any]]:
-        return [(self.owner, name, functools.partial(hook, getattr(self.owner, name)))
-                for name, hook in self.hooks.items()]
+        return [
+            (self.owner, name, functools.partial(hook, getattr(self.owner, name)))
+            for name, hook in self.hooks.items()
+        ]
 
 
 class TunerHooks(_Wrapped):
@@ -59,8 +65,12 @@ def retry_queue(oracle: Any) -> list[str]:
     queue = getattr(oracle, "_retry_queue", None)
     if isinstance(queue, list):
         return queue
-    log.warning("keras-tuner %s has no Oracle._retry_queue list (written for %s): trials a killed attempt left "
-                "running are not run again", KERAS_TUNER.installed(), KERAS_TUNER)
+    log.warning(
+        "keras-tuner %s has no Oracle._retry_queue list (written for %s): trials a killed attempt left "
+        "running are not run again",
+        KERAS_TUNER.installed(),
+        KERAS_TUNER,
+    )
     return []
 
 
@@ -77,7 +87,11 @@ class ClientWait(Patch):
     def missing(self) -> list[str]:
         from keras_tuner.src.distribute import oracle_client
 
-        return [] if isinstance(getattr(oracle_client, "TIMEOUT", None), (int, float)) else ["oracle_client.TIMEOUT"]
+        return (
+            []
+            if isinstance(getattr(oracle_client, "TIMEOUT", None), (int, float))
+            else ["oracle_client.TIMEOUT"]
+        )
 
     def replacements(self) -> list[tuple[Any, str, Any]]:
         from keras_tuner.src.distribute import oracle_client

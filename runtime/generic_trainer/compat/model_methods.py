@@ -52,10 +52,19 @@ class ModelMethods(Patch):
             for method, arguments in wanted.items():
                 if method not in self.wrappers:
                     continue
-                parameters = inspect.signature(getattr(cls, method, None) or (lambda: None)).parameters
-                out += [f"{cls.__module__}.Model.{method}({a}=...)" for a in arguments if a not in parameters]
+                parameters = inspect.signature(
+                    getattr(cls, method, None) or (lambda: None)
+                ).parameters
+                out += [
+                    f"{cls.__module__}.Model.{method}({a}=...)"
+                    for a in arguments
+                    if a not in parameters
+                ]
         return out
 
     def replacements(self) -> list[tuple[Any, str, Any]]:
-        return [(cls, name, make(getattr(cls, name), cls))
-                for cls in model_classes(self.keras_mode) for name, make in self.wrappers.items()]
+        return [
+            (cls, name, make(getattr(cls, name), cls))
+            for cls in model_classes(self.keras_mode)
+            for name, make in self.wrappers.items()
+        ]

@@ -12,8 +12,14 @@ from typing import Any
 
 from generic_trainer.compat.base import Patch, Versions
 
-STRATEGY_NAMES = ("MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "CentralStorageStrategy",
-                  "TPUStrategy", "ParameterServerStrategy")
+STRATEGY_NAMES = (
+    "MirroredStrategy",
+    "MultiWorkerMirroredStrategy",
+    "OneDeviceStrategy",
+    "CentralStorageStrategy",
+    "TPUStrategy",
+    "ParameterServerStrategy",
+)
 
 
 def namespaces() -> tuple[Any, Any]:
@@ -28,7 +34,9 @@ class StrategyStandIns(Patch):
     `stand_in(name, original_class)`."""
 
     versions = (Versions("tensorflow", "2.13", "2.22"),)
-    lost = "a module creating its own tf.distribute strategy fails inside the runtime's strategy scope"
+    lost = (
+        "a module creating its own tf.distribute strategy fails inside the runtime's strategy scope"
+    )
 
     def __init__(self, stand_in: Callable[[str, type], type]):
         super().__init__()
@@ -36,8 +44,11 @@ class StrategyStandIns(Patch):
 
     def missing(self) -> list[str]:
         distribute = namespaces()[0]
-        return [f"tf.distribute.{name}" for name in ("MirroredStrategy", "MultiWorkerMirroredStrategy")
-                if not isinstance(getattr(distribute, name, None), type)]
+        return [
+            f"tf.distribute.{name}"
+            for name in ("MirroredStrategy", "MultiWorkerMirroredStrategy")
+            if not isinstance(getattr(distribute, name, None), type)
+        ]
 
     def replacements(self) -> list[tuple[Any, str, Any]]:
         out = []

@@ -15,8 +15,16 @@ from typing import Any
 
 from generic_trainer.compat.base import Patch, Versions
 
-BATCH_HOOKS = ("on_batch_begin", "on_batch_end", "on_train_batch_begin", "on_train_batch_end",
-               "on_test_batch_begin", "on_test_batch_end", "on_predict_batch_begin", "on_predict_batch_end")
+BATCH_HOOKS = (
+    "on_batch_begin",
+    "on_batch_end",
+    "on_train_batch_begin",
+    "on_train_batch_end",
+    "on_test_batch_begin",
+    "on_test_batch_end",
+    "on_predict_batch_begin",
+    "on_predict_batch_end",
+)
 GRAPH_ATTRIBUTES = ("_write_keras_model_train_graph", "_should_write_train_graph", "_should_trace")
 
 
@@ -34,7 +42,11 @@ def hooks_idle(callback: Any) -> bool:
         return False
     if any(getattr(type(callback), name) is not getattr(board, name) for name in BATCH_HOOKS):
         return False
-    if callback.update_freq != "epoch" or getattr(callback, "_should_trace", True) or callback.write_steps_per_second:
+    if (
+        callback.update_freq != "epoch"
+        or getattr(callback, "_should_trace", True)
+        or callback.write_steps_per_second
+    ):
         return False
     import tensorflow as tf
 
@@ -71,6 +83,8 @@ class IdleBatchHooks(Patch):
         out = []
         for cb in self.changed:
             out += [(cb, name, types.MethodType(getattr(base, name), cb)) for name in BATCH_HOOKS]
-            out += [(cb, name, types.MethodType(_graph_first(getattr(type(cb), name)), cb))
-                    for name in ("on_epoch_end", "on_train_end")]
+            out += [
+                (cb, name, types.MethodType(_graph_first(getattr(type(cb), name)), cb))
+                for name in ("on_epoch_end", "on_train_end")
+            ]
         return out

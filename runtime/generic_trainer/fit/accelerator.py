@@ -41,16 +41,22 @@ class GpuPresence:
 
     def words(self) -> str:
         """For the log line: `gpus_found=2 (/dev/nvidia0, /dev/nvidia1) visible=2`."""
-        return f"gpus_found={self.found}" + (f" ({self.evidence})" if self.evidence else "") + \
-            (f" visible={self.visible}" if self.visible != self.found else "")
+        return (
+            f"gpus_found={self.found}"
+            + (f" ({self.evidence})" if self.evidence else "")
+            + (f" visible={self.visible}" if self.visible != self.found else "")
+        )
 
 
 def detect(environ: Mapping[str, str] | None = None, dev_dir: str = "/dev") -> GpuPresence:
     """The GPUs of this machine, found without TensorFlow: `/dev/nvidia<N>` (what the container runtime
     mounts for each GPU it gives the container) and `nvidia-smi -L` when it is on PATH."""
     environ = os.environ if environ is None else environ
-    devices = sorted(p for p in glob.glob(os.path.join(dev_dir, "nvidia*")) if re.fullmatch(r"nvidia\d+",
-                                                                                             os.path.basename(p)))
+    devices = sorted(
+        p
+        for p in glob.glob(os.path.join(dev_dir, "nvidia*"))
+        if re.fullmatch(r"nvidia\d+", os.path.basename(p))
+    )
     smi = _nvidia_smi(environ.get("PATH", os.defpath))
     found = max(len(devices), len(smi))
     evidence = ", ".join(devices[:4] + (["..."] if len(devices) > 4 else []))
@@ -61,7 +67,9 @@ def detect(environ: Mapping[str, str] | None = None, dev_dir: str = "/dev") -> G
     if cvd is not None:
         entries = [e.strip() for e in cvd.split(",") if e.strip()]
         # CUDA stops at the first entry that is not a GPU: "" and "-1" hide them all
-        usable = len(entries[:next((i for i, e in enumerate(entries) if e.startswith("-")), len(entries))])
+        usable = len(
+            entries[: next((i for i, e in enumerate(entries) if e.startswith("-")), len(entries))]
+        )
         visible = min(found, usable)
         evidence += f"; CUDA_VISIBLE_DEVICES={cvd!r}"
     return GpuPresence(found=found, visible=visible, evidence=evidence.strip("; "))
@@ -84,27 +92,42 @@ def libraries_not_loaded(log_text: str) -> list[str]:
     return list(dict.fromkeys(_NOT_LOADED.findall(log_text)))
 
 
-def check(accelerator: str, presence: GpuPresence, registered: int, not_loaded: list[str],
-          cuda_build: bool = True) -> None:
+def check(
+    accelerator: str,
+    presence: GpuPresence,
+    registered: int,
+    not_loaded: list[str],
+    cuda_build: bool = True,
+) -> None:
     """Raise UserInputError (--accelerator) when TensorFlow registered fewer GPUs than this process can see, or
     none where `--accelerator gpu` asks for one; `--accelerator cpu` accepts anything."""
-    if accelerator == "cpu" or registered >= presence.visible and (accelerator != "gpu" or registered):
+    if (
+        accelerator == "cpu"
+        or registered >= presence.visible
+        and (accelerator != "gpu" or registered)
+    ):
         return
     if not cuda_build:
         why = "this TensorFlow is a CPU-only build (tensorflow-cpu, or the CPU image)"
     elif not_loaded:
         why = f"it could not load {', '.join(not_loaded)} (TensorFlow's log above says why)"
     else:
-        why = ("see TensorFlow's log above for what it could not load (it logs that at warning level: unset "
-               "TF_CPP_MIN_LOG_LEVEL to see it)")
-    have = (f"this machine has {presence.visible} GPU(s) ({presence.evidence})" if presence.visible
-            else "--accelerator gpu asks for a GPU")
+        why = (
+            "see TensorFlow's log above for what it could not load (it logs that at warning level: unset "
+            "TF_CPP_MIN_LOG_LEVEL to see it)"
+        )
+    have = (
+        f"this machine has {presence.visible} GPU(s) ({presence.evidence})"
+        if presence.visible
+        else "--accelerator gpu asks for a GPU"
+    )
     raise UserInputError(
         "--accelerator",
         f"{have} but TensorFlow registered {registered}: {why}. The run stops before training rather than "
         "train on the CPU unnoticed. Make every CUDA library TensorFlow opens resolvable (the generic-trainer "
         "GPU image lists each nvidia/*/lib directory in /etc/ld.so.conf.d; elsewhere put them on "
-        "LD_LIBRARY_PATH), or pass --accelerator cpu to train on the CPU on purpose.")
+        "LD_LIBRARY_PATH), or pass --accelerator cpu to train on the CPU on purpose.",
+    )
 
 
 @contextlib.contextmanager
@@ -145,16 +168,24 @@ def registered_gpus() -> tuple[int, list[str], bool]:
         import tensorflow as tf
 
         count = len(tf.config.list_physical_devices("GPU"))
-    return count, libraries_not_loaded("".join(text)), bool(tf.sysconfig.get_build_info().get("is_cuda_build"))
+    return (
+        count,
+        libraries_not_loaded("".join(text)),
+        bool(tf.sysconfig.get_build_info().get("is_cuda_build")),
+    )
 
 
-def usable_gpus(accelerator: str = "auto", environ: Mapping[str, str] | None = None) -> tuple[int, str]:
+def usable_gpus(
+    accelerator: str = "auto", environ: Mapping[str, str] | None = None
+) -> tuple[int, str]:
     """(GPUs to train on, words for the strategy log line: GPUs found and registered; the caller adds those used).
 
     Raises UserInputError when this machine has GPUs TensorFlow did not register (see `check`); with `cpu`,
     TensorFlow is told to use none."""
     if accelerator not in ACCELERATORS:
-        raise UserInputError("--accelerator", f"{accelerator!r} is not one of {', '.join(ACCELERATORS)}")
+        raise UserInputError(
+            "--accelerator", f"{accelerator!r} is not one of {', '.join(ACCELERATORS)}"
+        )
     presence = detect(environ)
     registered, not_loaded, cuda_build = registered_gpus()
     check(accelerator, presence, registered, not_loaded, cuda_build)
@@ -162,6 +193,8 @@ def usable_gpus(accelerator: str = "auto", environ: Mapping[str, str] | None = N
         import tensorflow as tf
 
         tf.config.set_visible_devices([], "GPU")
-        log.info("--accelerator cpu: the %d GPU(s) TensorFlow registered are left unused", registered)
+        log.info(
+            "--accelerator cpu: the %d GPU(s) TensorFlow registered are left unused", registered
+        )
         return 0, f"{presence.words()} gpus_registered={registered} (--accelerator cpu)"
     return registered, f"{presence.words()} gpus_registered={registered}"

@@ -23,6 +23,7 @@ STATE_FILE = "state.json"
 CHECKPOINT_NAME = "ckpt"
 MAX_STEP = 2**63 - 1
 
+
 def backup_dir(checkpoint_dir: str) -> str:
     return os.path.join(checkpoint_dir, BACKUP_SUBDIR)
 
@@ -48,29 +49,41 @@ def _whole(state: dict[str, Any], key: str, default: Any = None) -> str | None:
     return None
 
 
-def state_problem(state: Any, directory: str, epochs: int | None = None, steps: int | None = None) -> str | None:
+def state_problem(
+    state: Any, directory: str, epochs: int | None = None, steps: int | None = None
+) -> str | None:
     """Why `state` cannot be resumed from (None: it can): its fields, its checkpoint's files in `directory`,
     and, when known, the fit's `epochs` and `steps` per epoch (a state past them would train nothing)."""
     if not isinstance(state, dict):
         return f"it holds a {type(state).__name__}, expected an object"
-    problem = (_whole(state, "global_step") or _whole(state, "epoch") or _whole(state, "step_in_epoch")
-               or _whole(state, "fit_index", 0))
+    problem = (
+        _whole(state, "global_step")
+        or _whole(state, "epoch")
+        or _whole(state, "step_in_epoch")
+        or _whole(state, "fit_index", 0)
+    )
     if problem:
         return problem
     prefix = state.get("prefix")
     if prefix != f"{CHECKPOINT_NAME}-{state['global_step']}":
-        return (f"prefix is {prefix!r}, expected {CHECKPOINT_NAME}-{state['global_step']} (the checkpoint of its "
-                "global_step, a file in the backup dir)")
+        return (
+            f"prefix is {prefix!r}, expected {CHECKPOINT_NAME}-{state['global_step']} (the checkpoint of its "
+            "global_step, a file in the backup dir)"
+        )
     if not os.path.isfile(os.path.join(directory, prefix + ".index")):
         return f"its checkpoint {os.path.join(directory, prefix)}.index is missing"
-    if epochs is not None and (state["epoch"] > epochs or (state["epoch"] == epochs and state["step_in_epoch"])):
+    if epochs is not None and (
+        state["epoch"] > epochs or (state["epoch"] == epochs and state["step_in_epoch"])
+    ):
         return f"epoch {state['epoch']} step {state['step_in_epoch']} is past the fit's {epochs} epochs"
     if steps is not None and state["step_in_epoch"] > steps:
         return f"step_in_epoch {state['step_in_epoch']} is past the fit's {steps} steps per epoch"
     return None
 
 
-def run_settings(train_steps: int | None, hyperparameters: Any, module_file: str | None) -> dict[str, Any]:
+def run_settings(
+    train_steps: int | None, hyperparameters: Any, module_file: str | None
+) -> dict[str, Any]:
     """The settings of a run a backup must share to be resumed (values that may be secret are hashed).
 
     Custom config is not among them: it also carries run-specific values (output paths, ids) that a
@@ -80,7 +93,11 @@ def run_settings(train_steps: int | None, hyperparameters: Any, module_file: str
     if module_file and os.path.isfile(module_file):
         with open(module_file, "rb") as f:
             module_hash = hashlib.sha256(f.read()).hexdigest()[:16]
-    return {"train_steps": train_steps, "hyperparameters": digest(hyperparameters), "module": module_hash}
+    return {
+        "train_steps": train_steps,
+        "hyperparameters": digest(hyperparameters),
+        "module": module_hash,
+    }
 
 
 def digest(value: Any) -> str:
@@ -95,7 +112,9 @@ def differences(saved: dict[str, Any] | None, current: dict[str, Any] | None) ->
     for key in sorted(set(saved) | set(current)):
         old, new = saved.get(key), current.get(key)
         if old != new:
-            shown = isinstance(old, (int, float, type(None))) and isinstance(new, (int, float, type(None)))
+            shown = isinstance(old, (int, float, type(None))) and isinstance(
+                new, (int, float, type(None))
+            )
             out.append(f"{key} {old} -> {new}" if shown else f"{key} changed")
     return out
 

@@ -46,7 +46,15 @@ from generic_trainer.fit import backup_state
 from generic_trainer.fit.backup_state import STATE_FILE, backup_dir, read_state, run_settings
 from generic_trainer.fit.checkpoint_files import checkpoint_steps, remove_checkpoints
 
-__all__ = ["BackupAndRestore", "BackupCallback", "STATE_FILE", "backup_dir", "clear", "read_state", "run_settings"]
+__all__ = [
+    "BackupAndRestore",
+    "BackupCallback",
+    "STATE_FILE",
+    "backup_dir",
+    "clear",
+    "read_state",
+    "run_settings",
+]
 from generic_trainer.fit.preemption import WATCHER, Watcher
 
 log = logging.getLogger(__name__)
@@ -98,15 +106,28 @@ class BackupCallback(keras_resume.TfKerasCallback):
     saves; None: off), `save_every_steps` (None: off). Epoch ends and SIGTERM always save.
     """
 
-    def __init__(self, checkpoint_dir: str, *, strategy=None, is_chief: bool = True, multi_worker: bool = False,
-                 private_dir: str | None = None, save_interval_s: float | None = 600.0,
-                 save_every_steps: int | None = None, watcher: Watcher = WATCHER,
-                 settings: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        checkpoint_dir: str,
+        *,
+        strategy=None,
+        is_chief: bool = True,
+        multi_worker: bool = False,
+        private_dir: str | None = None,
+        save_interval_s: float | None = 600.0,
+        save_every_steps: int | None = None,
+        watcher: Watcher = WATCHER,
+        settings: dict[str, Any] | None = None,
+    ):
         super().__init__()
-        self.settings = settings  # the run's settings a backup must share (run_settings); None: not compared
+        self.settings = (
+            settings  # the run's settings a backup must share (run_settings); None: not compared
+        )
         self.checkpoint_dir = checkpoint_dir
         self.restore_dir = backup_dir(checkpoint_dir)
-        self.save_dir = self.restore_dir if is_chief else (private_dir or self.restore_dir + ".worker")
+        self.save_dir = (
+            self.restore_dir if is_chief else (private_dir or self.restore_dir + ".worker")
+        )
         self.strategy = strategy
         self.is_chief = is_chief
         self.multi_worker = multi_worker
@@ -128,14 +149,19 @@ class BackupCallback(keras_resume.TfKerasCallback):
         self._last_saved_step = None
         self._next_agree, self._last_agree_step = 1, 0
         self._tf_keras = type(self.model).__module__.startswith("tf_keras") or any(
-            c.__module__.startswith("tf_keras") for c in type(self.model).__mro__)
+            c.__module__.startswith("tf_keras") for c in type(self.model).__mro__
+        )
         if not self.model.weights:
-            raise UserCodeError("fn_args.backup_and_restore needs a built model before fit (give it a "
-                                "keras.Input, or call model.build(input_shape) or model(batch) first)")
+            raise UserCodeError(
+                "fn_args.backup_and_restore needs a built model before fit (give it a "
+                "keras.Input, or call model.build(input_shape) or model(batch) first)"
+            )
         self.watcher.enter()
         try:
             state = read_state(self.checkpoint_dir)
-            problem = backup_state.state_problem(state, self.restore_dir) if state is not None else None
+            problem = (
+                backup_state.state_problem(state, self.restore_dir) if state is not None else None
+            )
         except backup_state.DamagedState as e:
             state, problem = {}, str(e)
         if state is None:
@@ -152,9 +178,13 @@ class BackupCallback(keras_resume.TfKerasCallback):
             return
         params = self.params or {}
         done = self._global_step() + int(params.get("epochs") or 0) * int(params.get("steps") or 0)
-        if saved_fit > self.fit_index and state["global_step"] < done:  # the steps of this fit are not in it
-            self._supersede(f"cannot be resumed: {STATE_FILE} says fit #{self.fit_index + 1} finished, but its "
-                            f"checkpoint is at global step {state['global_step']}, before that fit's end ({done})")
+        if (
+            saved_fit > self.fit_index and state["global_step"] < done
+        ):  # the steps of this fit are not in it
+            self._supersede(
+                f"cannot be resumed: {STATE_FILE} says fit #{self.fit_index + 1} finished, but its "
+                f"checkpoint is at global step {state['global_step']}, before that fit's end ({done})"
+            )
             return
         if saved_fit > self.fit_index:
             log.info("backup: fit #%d finished before the restart; skipping it", self.fit_index + 1)
@@ -184,8 +214,11 @@ class BackupCallback(keras_resume.TfKerasCallback):
         self.steps_this_run += 1
         if self.steps_this_run < self._next_agree:
             return
-        preempt, due, interval = self._agree(self.watcher.requested, self._periodic_save_due(),
-                                             self._agree_interval() if self.is_chief else 0)
+        preempt, due, interval = self._agree(
+            self.watcher.requested,
+            self._periodic_save_due(),
+            self._agree_interval() if self.is_chief else 0,
+        )
         self._next_agree = self.steps_this_run + max(1, interval)
         if due or preempt:
             self._save()
@@ -211,27 +244,45 @@ class BackupCallback(keras_resume.TfKerasCallback):
             self._resume.undo()
             self._resume = None
         self.global_step = self._global_step()
-        resumed = f", resumed from step {self.resumed_from}" if self.resumed_from is not None else ""
-        log.info("backup: fit done at global step %d (%d steps in this run%s)", self.global_step,
-                 self.steps_this_run, resumed)
+        resumed = (
+            f", resumed from step {self.resumed_from}" if self.resumed_from is not None else ""
+        )
+        log.info(
+            "backup: fit done at global step %d (%d steps in this run%s)",
+            self.global_step,
+            self.steps_this_run,
+            resumed,
+        )
         if self.multi_worker:
-            log.info("final weights fingerprint %s (the same on every worker)", weights_fingerprint(self.model))
+            log.info(
+                "final weights fingerprint %s (the same on every worker)",
+                weights_fingerprint(self.model),
+            )
 
     # --- internals ---------------------------------------------------------------------------
 
     def _fit_signature(self) -> dict[str, Any]:
         """What this fit must share with a backup to resume it: epochs, steps per epoch, variable shapes."""
         params = self.params or {}
-        variables = [f"{tuple(v.shape)}:{getattr(v.dtype, 'name', v.dtype)}" for v in self.model.weights]
+        variables = [
+            f"{tuple(v.shape)}:{getattr(v.dtype, 'name', v.dtype)}" for v in self.model.weights
+        ]
         optimizer = getattr(self.model, "optimizer", None)
-        return {"epochs": params.get("epochs"), "steps_per_epoch": params.get("steps"),
-                "variables": backup_state.digest([type(optimizer).__name__, variables])}
+        return {
+            "epochs": params.get("epochs"),
+            "steps_per_epoch": params.get("steps"),
+            "variables": backup_state.digest([type(optimizer).__name__, variables]),
+        }
 
     def _supersede(self, why: str) -> None:
         """Start this fit afresh: the backup cannot be resumed (`why`); it is kept aside, not deleted."""
         kept = os.path.join(self.checkpoint_dir, SUPERSEDED_SUBDIR)
-        log.warning("backup: %s %s: training starts afresh; the old backup is kept in %s", self.restore_dir, why,
-                    kept)
+        log.warning(
+            "backup: %s %s: training starts afresh; the old backup is kept in %s",
+            self.restore_dir,
+            why,
+            kept,
+        )
         if self.is_chief:
             shutil.rmtree(kept, ignore_errors=True)
             try:
@@ -248,10 +299,17 @@ class BackupCallback(keras_resume.TfKerasCallback):
         if not self.is_chief:
             return False  # the chief decides; _agree tells the others
         if self.save_every_steps:
-            last = self._last_saved_step if self._last_saved_step is not None else (self.resumed_from or 0)
+            last = (
+                self._last_saved_step
+                if self._last_saved_step is not None
+                else (self.resumed_from or 0)
+            )
             if self._global_step() - last >= self.save_every_steps:
                 return True
-        return self.save_interval_s is not None and time.monotonic() - self._last_save >= self.save_interval_s
+        return (
+            self.save_interval_s is not None
+            and time.monotonic() - self._last_save >= self.save_interval_s
+        )
 
     def _agree_interval(self) -> int:
         """Steps to the next agreement: about AGREE_EVERY_S at the chief's recent step rate."""
@@ -269,15 +327,18 @@ class BackupCallback(keras_resume.TfKerasCallback):
             return preempt, due, interval
         import tensorflow as tf
 
-        flags = self.strategy.reduce("SUM", tf.constant([float(preempt), float(due), float(interval)]),
-                                     axis=None).numpy()
+        flags = self.strategy.reduce(
+            "SUM", tf.constant([float(preempt), float(due), float(interval)]), axis=None
+        ).numpy()
         return bool(flags[0]), bool(flags[1]), int(round(float(flags[2])))
 
     def _variables(self) -> dict[str, Any]:
         variables = {f"model_{i:05d}": v for i, v in enumerate(self.model.weights)}
         optimizer = getattr(self.model, "optimizer", None)
         if optimizer is not None:
-            variables.update({f"optimizer_{i:05d}": v for i, v in enumerate(_optimizer_variables(optimizer))})
+            variables.update(
+                {f"optimizer_{i:05d}": v for i, v in enumerate(_optimizer_variables(optimizer))}
+            )
         return variables
 
     def _checkpoint(self):
@@ -293,20 +354,36 @@ class BackupCallback(keras_resume.TfKerasCallback):
         started = time.monotonic()
         prefix = self._checkpoint().write(os.path.join(self.save_dir, f"ckpt-{step}"))
         self._last_save, self._last_saved_step = time.monotonic(), step
-        if not self.is_chief:  # a worker writes too (reading some variables is collective), but nobody reads it
+        if (
+            not self.is_chief
+        ):  # a worker writes too (reading some variables is collective), but nobody reads it
             shutil.rmtree(self.save_dir, ignore_errors=True)
             return
-        state = {"prefix": os.path.basename(prefix), "global_step": step, "epoch": self.epoch,
-                 "step_in_epoch": self.step_in_epoch, "fit_index": self.fit_index, "time": time.time(),
-                 "settings": self.settings, "fit": self._fit_signature(),
-                 "previous": backup_state.previous_states(self.checkpoint_dir)}
+        state = {
+            "prefix": os.path.basename(prefix),
+            "global_step": step,
+            "epoch": self.epoch,
+            "step_in_epoch": self.step_in_epoch,
+            "fit_index": self.fit_index,
+            "time": time.time(),
+            "settings": self.settings,
+            "fit": self._fit_signature(),
+            "previous": backup_state.previous_states(self.checkpoint_dir),
+        }
         storage.write_file_atomic(os.path.join(self.save_dir, STATE_FILE), json.dumps(state) + "\n")
         self._remove_old(os.path.basename(prefix))
-        log.info("backup: saved global step %d (%s) to %s in %.1f s", step,
-                 backup_state.position(self.epoch, self.step_in_epoch), prefix, time.monotonic() - started)
+        log.info(
+            "backup: saved global step %d (%s) to %s in %.1f s",
+            step,
+            backup_state.position(self.epoch, self.step_in_epoch),
+            prefix,
+            time.monotonic() - started,
+        )
 
     def _remove_old(self, latest: str) -> None:
-        keep = [f"ckpt-{step}" for step in checkpoint_steps(self.save_dir, "ckpt")[-KEEP:]] + [latest]
+        keep = [f"ckpt-{step}" for step in checkpoint_steps(self.save_dir, "ckpt")[-KEEP:]] + [
+            latest
+        ]
         remove_checkpoints(self.save_dir, "ckpt", keep)
 
     def _restore(self, state: dict[str, Any]) -> None:
@@ -314,23 +391,37 @@ class BackupCallback(keras_resume.TfKerasCallback):
         none readable: start afresh, the backup kept aside. A checkpoint of another model is exit 3."""
         keras_resume.build_optimizer(self.model)
         params = self.params or {}
-        saved = [v.numpy() for v in self._variables().values()]  # put back when no checkpoint restores
-        candidates = [state] + [c for c in (state.get("previous") or [])[:1]
-                                if isinstance(c, dict) and c.get("fit_index", 0) == state.get("fit_index", 0)]
+        saved = [
+            v.numpy() for v in self._variables().values()
+        ]  # put back when no checkpoint restores
+        candidates = [state] + [
+            c
+            for c in (state.get("previous") or [])[:1]
+            if isinstance(c, dict) and c.get("fit_index", 0) == state.get("fit_index", 0)
+        ]
         damaged = []
         for candidate in candidates:
             prefix = os.path.join(self.restore_dir, str(candidate.get("prefix")))
-            problem = backup_state.state_problem(candidate, self.restore_dir, params.get("epochs"),
-                                                 params.get("steps"))
+            problem = backup_state.state_problem(
+                candidate, self.restore_dir, params.get("epochs"), params.get("steps")
+            )
             if problem is None:
                 problem = self._read_checkpoint(prefix, int(candidate["global_step"]))
             if problem is None:
                 if damaged:
-                    log.warning("backup: %s; resuming from the older checkpoint %s", "; ".join(damaged), prefix)
+                    log.warning(
+                        "backup: %s; resuming from the older checkpoint %s",
+                        "; ".join(damaged),
+                        prefix,
+                    )
                 epoch, step = int(candidate["epoch"]), int(candidate["step_in_epoch"])
                 self.resumed_from = self._last_saved_step = int(candidate["global_step"])
-                log.info("backup: resuming from %s: global step %d (%s)", prefix, self.resumed_from,
-                         backup_state.position(epoch, step))
+                log.info(
+                    "backup: resuming from %s: global step %d (%s)",
+                    prefix,
+                    self.resumed_from,
+                    backup_state.position(epoch, step),
+                )
                 self._start_at(epoch, step)
                 return
             damaged.append(f"checkpoint {prefix} cannot be resumed: {problem}")
@@ -347,10 +438,14 @@ class BackupCallback(keras_resume.TfKerasCallback):
                 f"the backup {prefix} does not fit this model (was the module changed?): {str(e)[:500]}. "
                 f"Delete {self.restore_dir} or use another --checkpoint-dir to start afresh."
             ) from None
-        except Exception as e:  # NotFoundError, DataLossError: a damaged (truncated, garbled) checkpoint file
+        except (
+            Exception
+        ) as e:  # NotFoundError, DataLossError: a damaged (truncated, garbled) checkpoint file
             return f"its files are damaged ({type(e).__name__}: {' '.join(str(e).split())[:300]})"
         if self._global_step() != global_step:
-            return f"it holds global step {self._global_step()}, not the {global_step} of {STATE_FILE}"
+            return (
+                f"it holds global step {self._global_step()}, not the {global_step} of {STATE_FILE}"
+            )
         return None
 
     def _start_at(self, epoch: int, step: int) -> None:
@@ -371,7 +466,9 @@ class BackupCallback(keras_resume.TfKerasCallback):
         self._unskip()
         step = self._global_step()
         if self.is_chief:
-            raise self.watcher.error(f"SIGTERM received; saved global step {step} to {self.restore_dir}")
+            raise self.watcher.error(
+                f"SIGTERM received; saved global step {step} to {self.restore_dir}"
+            )
         raise self.watcher.error(f"SIGTERM received; the chief saved global step {step}")
 
 
@@ -388,7 +485,10 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import keras
 
-    cls = type("BackupAndRestore", (BackupCallback, keras.callbacks.Callback),
-               {"__module__": __name__, "__doc__": BackupCallback.__doc__})
+    cls = type(
+        "BackupAndRestore",
+        (BackupCallback, keras.callbacks.Callback),
+        {"__module__": __name__, "__doc__": BackupCallback.__doc__},
+    )
     globals()["BackupAndRestore"] = cls
     return cls

@@ -26,7 +26,12 @@ log = logging.getLogger(__name__)
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker_mirrored")
 
 # Vertex worker pools -> TensorFlow task types.
-_POOL_TO_TASK = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps", "workerpool3": "evaluator"}
+_POOL_TO_TASK = {
+    "workerpool0": "chief",
+    "workerpool1": "worker",
+    "workerpool2": "ps",
+    "workerpool3": "evaluator",
+}
 _TRAINING_TYPES = ("chief", "worker")
 # How long replicas wait for each other at start when --cluster-timeout is not given (VMs of one
 # Vertex job can come up minutes apart), and the extra time the last-resort watchdog allows.
@@ -70,12 +75,16 @@ class Cluster:
 SINGLE = Cluster(cluster={}, task_type="chief", task_index=0, source="none")
 
 
-def _normalize(cluster: Mapping[str, list], task_type: str, task_index: int, source: str) -> Cluster:
+def _normalize(
+    cluster: Mapping[str, list], task_type: str, task_index: int, source: str
+) -> Cluster:
     rename = {"master": "chief"}
     spec = {rename.get(k, k): tuple(v) for k, v in cluster.items() if v}
     task_type = rename.get(task_type, task_type)
     if task_type not in spec:
-        raise UserInputError(source, f"task type {task_type!r} is not in the cluster {sorted(spec)}")
+        raise UserInputError(
+            source, f"task type {task_type!r} is not in the cluster {sorted(spec)}"
+        )
     if not 0 <= task_index < len(spec[task_type]):
         raise UserInputError(source, f"task index {task_index} out of range for {task_type!r}")
     return Cluster(cluster=spec, task_type=task_type, task_index=task_index, source=source)
@@ -84,7 +93,9 @@ def _normalize(cluster: Mapping[str, list], task_type: str, task_index: int, sou
 def _parse_json(name: str, value: str) -> dict:
     parsed = bounded_parse.load_json(value, name)
     if not isinstance(parsed, dict) or "cluster" not in parsed or "task" not in parsed:
-        raise UserInputError(name, 'expected {"cluster": {...}, "task": {"type": ..., "index": ...}}')
+        raise UserInputError(
+            name, 'expected {"cluster": {...}, "task": {"type": ..., "index": ...}}'
+        )
     return parsed
 
 
@@ -101,7 +112,9 @@ def resolve(environ: Mapping[str, str] | None = None) -> Cluster:
         cfg = _parse_json("TF_CONFIG", environ["TF_CONFIG"])
         if cfg["cluster"]:
             task = cfg["task"]
-            return _normalize(cfg["cluster"], task.get("type", "worker"), int(task.get("index", 0)), "TF_CONFIG")
+            return _normalize(
+                cfg["cluster"], task.get("type", "worker"), int(task.get("index", 0)), "TF_CONFIG"
+            )
     if environ.get("CLUSTER_SPEC", "").strip():
         cfg = _parse_json("CLUSTER_SPEC", environ["CLUSTER_SPEC"])
         cluster = {_POOL_TO_TASK.get(pool, pool): hosts for pool, hosts in cfg["cluster"].items()}
@@ -138,7 +151,9 @@ def choose_strategy(requested: str, num_gpus: int, cluster: Cluster) -> str:
             "use 'auto' or 'multi_worker_mirrored'",
         )
     if requested == "multi_worker_mirrored" and not cluster.is_multi_worker:
-        log.info("multi_worker_mirrored asked for with no cluster: running it as a one-worker cluster")
+        log.info(
+            "multi_worker_mirrored asked for with no cluster: running it as a one-worker cluster"
+        )
     if requested == "one_device" and num_gpus > 1:
         log.info("one_device asked for with %d GPUs: only the first is used", num_gpus)
     return requested
@@ -147,7 +162,9 @@ def choose_strategy(requested: str, num_gpus: int, cluster: Cluster) -> str:
 PREFETCH_ENV = "GENERIC_TRAINER_PREFETCH_TO_DEVICE"
 
 
-def prefetch_device(strategy_name: str, num_gpus: int, environ: Mapping[str, str] | None = None) -> str | None:
+def prefetch_device(
+    strategy_name: str, num_gpus: int, environ: Mapping[str, str] | None = None
+) -> str | None:
     """The device `model.fit`'s batches are copied to ahead of the step: the GPU of a one-GPU run under the
     default strategy, else None (a tf.distribute strategy's distributed dataset prefetches to its devices
     itself; on the CPU there is nothing to copy). GENERIC_TRAINER_PREFETCH_TO_DEVICE=off turns it off."""
@@ -182,15 +199,21 @@ def create_strategy(name: str, cluster: Cluster, num_gpus: int, timeout_s: float
         os.environ["TF_CONFIG"] = json.dumps(cluster.tf_config())
         _configure_coordination(cluster, timeout)
         peers = ", ".join(f"{t}:{i}={a}" for t, i, a in _tasks(cluster))
-        log.info("connecting %d replicas (%s), waiting at most %gs (--cluster-timeout)", cluster.num_workers,
-                 peers, timeout)
+        log.info(
+            "connecting %d replicas (%s), waiting at most %gs (--cluster-timeout)",
+            cluster.num_workers,
+            peers,
+            timeout,
+        )
         started = time.monotonic()
         with _watchdog(timeout + WATCHDOG_GRACE_S, cluster, timeout):
             try:
                 strategy = tf.distribute.MultiWorkerMirroredStrategy()
             except tf.errors.OpError as e:
                 raise ClusterError(startup_failure_message(cluster, timeout, e.message)) from None
-        log.info("all %d replicas connected in %.1f s", cluster.num_workers, time.monotonic() - started)
+        log.info(
+            "all %d replicas connected in %.1f s", cluster.num_workers, time.monotonic() - started
+        )
         return strategy
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
@@ -221,8 +244,11 @@ def _configure_coordination(cluster: Cluster, timeout_s: float) -> None:
     if ctx.coordination_service is not None:
         return
     task_type, task_index, _ = leader(cluster)
-    jobs = [coordination_config_pb2.CoordinatedJob(name=t, num_tasks=len(cluster.cluster[t]))
-            for t in _TRAINING_TYPES if cluster.cluster.get(t)]
+    jobs = [
+        coordination_config_pb2.CoordinatedJob(name=t, num_tasks=len(cluster.cluster[t]))
+        for t in _TRAINING_TYPES
+        if cluster.cluster.get(t)
+    ]
     ctx.configure_coordination_service(
         service_type="standalone",
         service_leader=f"/job:{task_type}/replica:0/task:{task_index}",
@@ -245,8 +271,11 @@ def startup_failure_message(cluster: Cluster, timeout_s: float, detail: str) -> 
             if found.groups() not in missing:
                 missing.append(found.groups())
     if missing:
-        names = ", ".join(f"{t}:{i} ({cluster.cluster[t][int(i)]})" for t, i in missing
-                          if t in cluster.cluster and int(i) < len(cluster.cluster[t]))
+        names = ", ".join(
+            f"{t}:{i} ({cluster.cluster[t][int(i)]})"
+            for t, i in missing
+            if t in cluster.cluster and int(i) < len(cluster.cluster[t])
+        )
         who = f"replica(s) {names} never connected to {me}"
     elif (cluster.task_type, cluster.task_index) == (lead_type, lead_index):
         who = "not every replica connected"
@@ -271,8 +300,12 @@ def _watchdog(deadline_s: float, cluster: Cluster, timeout_s: float) -> Iterator
 
     def watch() -> None:
         if not done.wait(deadline_s):
-            log.error("train failed: %s", startup_failure_message(
-                cluster, timeout_s, f"still waiting after {deadline_s:g} s"))
+            log.error(
+                "train failed: %s",
+                startup_failure_message(
+                    cluster, timeout_s, f"still waiting after {deadline_s:g} s"
+                ),
+            )
             logging.shutdown()
             os._exit(EXIT_CLUSTER)
 
@@ -288,7 +321,10 @@ def strategy_devices(strategy) -> tuple[str, ...]:
     """The devices the strategy's replicas run on (the default strategy: TensorFlow's logical devices)."""
     try:
         return tuple(strategy.extended.worker_devices)
-    except (RuntimeError, AttributeError):  # the default strategy: whatever device TensorFlow places ops on
+    except (
+        RuntimeError,
+        AttributeError,
+    ):  # the default strategy: whatever device TensorFlow places ops on
         import tensorflow as tf
 
         return tuple(d.name for d in tf.config.list_logical_devices())

@@ -80,7 +80,11 @@ class ProgressLog:
         self.epochs, self.steps = p.get("epochs") or 1, p.get("steps")
         self.epoch = 0
         self.run_start = time.monotonic()
-        log.info("training: %s epoch(s) of %s steps", self.epochs, self.steps if self.steps else "unknown")
+        log.info(
+            "training: %s epoch(s) of %s steps",
+            self.epochs,
+            self.steps if self.steps else "unknown",
+        )
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
@@ -101,13 +105,27 @@ class ProgressLog:
         left = ((self.steps or 0) - self.step) + (self.epochs - self.epoch - 1) * (self.steps or 0)
         eta = left / rate if self.steps else float("nan")
         of = f"/{self.steps}" if self.steps else ""
-        log.info("epoch %d/%d step %d%s  %.1f steps/s  ETA %s  %s", self.epoch + 1, self.epochs, self.step, of,
-                 rate, fmt_eta(eta), _fmt_logs(logs))
+        log.info(
+            "epoch %d/%d step %d%s  %.1f steps/s  ETA %s  %s",
+            self.epoch + 1,
+            self.epochs,
+            self.step,
+            of,
+            rate,
+            fmt_eta(eta),
+            _fmt_logs(logs),
+        )
 
     def on_epoch_end(self, epoch, logs=None):
         took = time.monotonic() - self.epoch_start
-        log.info("epoch %d/%d done in %.1f s (%.1f steps/s): %s", epoch + 1, self.epochs, took,
-                 self.step / max(took, 1e-9), _fmt_logs(logs))
+        log.info(
+            "epoch %d/%d done in %.1f s (%.1f steps/s): %s",
+            epoch + 1,
+            self.epochs,
+            took,
+            self.step / max(took, 1e-9),
+            _fmt_logs(logs),
+        )
 
 
 @dataclasses.dataclass
@@ -170,7 +188,9 @@ def _set_policy(keras_mode: str, policy: str | None) -> Any:
         return lambda: None
     import keras
 
-    modules = [keras] + ([__import__("tf_keras")] if keras_mode == "tf_keras" or "tf_keras" in sys.modules else [])
+    modules = [keras] + (
+        [__import__("tf_keras")] if keras_mode == "tf_keras" or "tf_keras" in sys.modules else []
+    )
     previous = [(m, m.mixed_precision.global_policy()) for m in modules]
     for m in modules:
         m.mixed_precision.set_global_policy(policy)
@@ -196,9 +216,11 @@ def idle_batch_hooks(callbacks: Sequence[Any]) -> Iterator[list[Any]]:
             global _idle_logged
             if not _idle_logged:
                 _idle_logged = True
-                log.info("TensorBoard callback with update_freq='epoch': its batch hooks do nothing at these "
-                         "settings, so they are skipped and cost no time per step (the train graph is written "
-                         "at the first epoch end)")
+                log.info(
+                    "TensorBoard callback with update_freq='epoch': its batch hooks do nothing at these "
+                    "settings, so they are skipped and cost no time per step (the train graph is written "
+                    "at the first epoch end)"
+                )
         yield changed
 
 
@@ -250,8 +272,11 @@ class DevicePrefetch:
             return dataset  # the module prefetched it to a device itself
         if not self.logged:
             self.logged = True
-            log.info("prefetch to device: model.fit's batches are copied to %s ahead of each step "
-                     "(GENERIC_TRAINER_PREFETCH_TO_DEVICE=off turns it off)", self.device)
+            log.info(
+                "prefetch to device: model.fit's batches are copied to %s ahead of each step "
+                "(GENERIC_TRAINER_PREFETCH_TO_DEVICE=off turns it off)",
+                self.device,
+            )
         return dataset.apply(tf.data.experimental.prefetch_to_device(self.device))
 
 
@@ -265,14 +290,20 @@ def _copied_to_a_device(dataset: Any) -> bool:
     return False
 
 
-def _fit_wrapper(record: FitRecord, interval_s: float, prefetch: DevicePrefetch | None = None) -> Any:
+def _fit_wrapper(
+    record: FitRecord, interval_s: float, prefetch: DevicePrefetch | None = None
+) -> Any:
     def make(original: Any, model_cls: type) -> Any:
         def fit(self, *args, **kwargs):
             kwargs.setdefault("verbose", 0)
             args, kwargs = (prefetch or DevicePrefetch(None)).apply(args, kwargs)
             if "shuffle" not in kwargs and _is_dataset(args[0] if args else kwargs.get("x")):
-                kwargs["shuffle"] = False  # Keras ignores it for a tf.data.Dataset but warns on every fit otherwise
-            kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [_callback_for(model_cls, interval_s)]
+                kwargs["shuffle"] = (
+                    False  # Keras ignores it for a tf.data.Dataset but warns on every fit otherwise
+                )
+            kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [
+                _callback_for(model_cls, interval_s)
+            ]
             with idle_batch_hooks(kwargs["callbacks"]):
                 history = original(self, *args, **kwargs)
             if history is not None and getattr(history, "history", None) is not None:
@@ -288,9 +319,13 @@ def _fit_wrapper(record: FitRecord, interval_s: float, prefetch: DevicePrefetch 
 
 
 @contextlib.contextmanager
-def recording_fit(keras_mode: str = "keras3", interval_s: float = 30.0,
-                  speed: SpeedOptions | None = None, patches: Sequence[compat.Patch] = (),
-                  prefetch_device: str | None = None) -> Iterator[FitRecord]:
+def recording_fit(
+    keras_mode: str = "keras3",
+    interval_s: float = 30.0,
+    speed: SpeedOptions | None = None,
+    patches: Sequence[compat.Patch] = (),
+    prefetch_device: str | None = None,
+) -> Iterator[FitRecord]:
     """Within the block, every Model.fit logs progress and leaves its history in the yielded record
     (its datasets prefetched to `prefetch_device` when given: `DevicePrefetch`), and every Model.compile
     gets `speed`'s defaults for arguments the caller did not pass (`compat.model_methods`); `patches` are

@@ -30,7 +30,9 @@ class ExampleInputs:
     train_files: tuple[str, ...]
     eval_files: tuple[str, ...]
     schema_file: str | None
-    transformed_schema_file: str | None = None  # the transform graph's transformed_metadata: records may follow it
+    transformed_schema_file: str | None = (
+        None  # the transform graph's transformed_metadata: records may follow it
+    )
 
     @property
     def all_files(self) -> list[str]:
@@ -40,13 +42,21 @@ class ExampleInputs:
 
 def resolve_schema_file(path: str | None) -> str | None:
     """A schema artifact is a dir holding one .pbtxt (TFX SchemaGen) or the file itself."""
-    return example_files.one_file(path, "--schema", "*.pbtxt", "SchemaGen's schema.pbtxt") if path else path
+    return (
+        example_files.one_file(path, "--schema", "*.pbtxt", "SchemaGen's schema.pbtxt")
+        if path
+        else path
+    )
 
 
 def transformed_schema_file(transform_graph: str | None) -> str | None:
     """The transform graph's transformed_metadata/schema.pbtxt (the schema of Transform's transformed examples),
     or None without a graph or without that file."""
-    path = os.path.join(transform_graph, "transformed_metadata", "schema.pbtxt") if transform_graph else None
+    path = (
+        os.path.join(transform_graph, "transformed_metadata", "schema.pbtxt")
+        if transform_graph
+        else None
+    )
     return path if path and os.path.isfile(path) else None
 
 
@@ -62,17 +72,39 @@ def check_examples_and_schema(request: FitRequest) -> ExampleInputs:
     example_files.check_splits_hold_records(train_files + eval_files)
     schema_file = resolve_schema_file(request.schema)
     schema = schemas.load_schema(schema_file) if schema_file else None
-    log.info("examples: %s (train splits %s, eval splits %s, %d files)%s", request.examples,
-             ",".join(request.train_splits), ",".join(request.eval_splits), n_files,
-             f"; schema {schema_file} ({len(schema.feature)} features)" if schema is not None else "")
-    return ExampleInputs(tuple(train_files), tuple(eval_files), schema_file,
-                         transformed_schema_file(request.transform_graph))
+    log.info(
+        "examples: %s (train splits %s, eval splits %s, %d files)%s",
+        request.examples,
+        ",".join(request.train_splits),
+        ",".join(request.eval_splits),
+        n_files,
+        f"; schema {schema_file} ({len(schema.feature)} features)" if schema is not None else "",
+    )
+    return ExampleInputs(
+        tuple(train_files),
+        tuple(eval_files),
+        schema_file,
+        transformed_schema_file(request.transform_graph),
+    )
 
 
-def build_fn_args(request: FitRequest, examples: ExampleInputs, *, working_dir: str, strategy: tf.distribute.Strategy,
-                  num_gpus: int, is_chief: bool, task_type: str, task_index: int, num_workers: int,
-                  shard_data: bool = False, serving_model_dir: str = "", eval_model_dir: str = "",
-                  model_run_dir: str = "", backup_and_restore: BackupAndRestore | None = None) -> FnArgs:
+def build_fn_args(
+    request: FitRequest,
+    examples: ExampleInputs,
+    *,
+    working_dir: str,
+    strategy: tf.distribute.Strategy,
+    num_gpus: int,
+    is_chief: bool,
+    task_type: str,
+    task_index: int,
+    num_workers: int,
+    shard_data: bool = False,
+    serving_model_dir: str = "",
+    eval_model_dir: str = "",
+    model_run_dir: str = "",
+    backup_and_restore: BackupAndRestore | None = None,
+) -> FnArgs:
     """The FnArgs of a train or tune run: the request's data and settings, and this replica's part.
 
     What the request says (files, steps, schema, transform graph, base model, hyperparameters,
@@ -86,7 +118,10 @@ def build_fn_args(request: FitRequest, examples: ExampleInputs, *, working_dir: 
     from generic_trainer.fit import sharding
 
     accessor: data.DataAccessor | sharding.ShardingDataAccessor = data.DataAccessor(
-        transform_graph=request.transform_graph, raw_schema=examples.schema_file, cache=request.cache_examples)
+        transform_graph=request.transform_graph,
+        raw_schema=examples.schema_file,
+        cache=request.cache_examples,
+    )
     if shard_data:
         accessor = sharding.ShardingDataAccessor(accessor, num_workers)
     return FnArgs(
@@ -102,7 +137,9 @@ def build_fn_args(request: FitRequest, examples: ExampleInputs, *, working_dir: 
         eval_model_dir=eval_model_dir,
         model_run_dir=model_run_dir,
         base_model=outputs.serving_model_path(request.base_model) if request.base_model else None,
-        hyperparameters=dict(request.hyperparameters) if request.hyperparameters is not None else None,
+        hyperparameters=dict(request.hyperparameters)
+        if request.hyperparameters is not None
+        else None,
         custom_config=dict(request.custom_config),
         strategy=strategy,
         num_gpus=num_gpus,

@@ -94,11 +94,17 @@ def input_specs(model: Any) -> tuple | None:
     graph = _graph_inputs(model)
     if graph is not None:
         structure, first = graph
-        return (tf.nest.map_structure(
-            lambda x: _spec(tf, x.shape, x.dtype, keras2_input_name(_layer_name(x), first)), structure),)
+        return (
+            tf.nest.map_structure(
+                lambda x: _spec(tf, x.shape, x.dtype, keras2_input_name(_layer_name(x), first)),
+                structure,
+            ),
+        )
     shapes = getattr(model, "_build_shapes_dict", None)
     if not shapes or len(shapes) != 1:
-        return None  # never called, or a call with several arguments: Keras 3's own signature is used
+        return (
+            None  # never called, or a call with several arguments: Keras 3's own signature is used
+        )
     structure = next(iter(shapes.values()))
     names = iter(pseudo_names(structure, "input_", shapes=True))
     dtype = getattr(model, "input_dtype", None) or "float32"

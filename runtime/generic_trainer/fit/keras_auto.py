@@ -21,20 +21,26 @@ from generic_trainer.artifacts import storage
 TFX_PACKAGES = ("tfx", "tensorflow_transform", "tfx_bsl")
 NOT_READ = "cannot be read before it is fetched"  # in the reason while the module is not read: see decide_fetched
 _MAX_FILES = 200  # files of the module's own tree read, at most
-_WHY_TF_KERAS = ("TFX gives such modules Keras 2 (tf_keras) as tf.keras: importing tensorflow_transform sets "
-                 "TF_USE_LEGACY_KERAS=1 when it is unset; pass --keras keras3 to give it Keras 3")
+_WHY_TF_KERAS = (
+    "TFX gives such modules Keras 2 (tf_keras) as tf.keras: importing tensorflow_transform sets "
+    "TF_USE_LEGACY_KERAS=1 when it is unset; pass --keras keras3 to give it Keras 3"
+)
 
 
 def choose(module_file: str, gcs_root: str = "/gcs") -> tuple[str, str]:
     """("tf_keras" or "keras3", why) for the run_fn module `module_file` (path, gs:// URI or dotted name)."""
     path = source_file(module_file, gcs_root)
     if path is None:
-        return "keras3", (f"the module {module_file} {NOT_READ}, so its imports are not known; Keras 3 (pass "
-                          "--keras tf_keras for a module written for TFX's tf.keras)")
+        return "keras3", (
+            f"the module {module_file} {NOT_READ}, so its imports are not known; Keras 3 (pass "
+            "--keras tf_keras for a module written for TFX's tf.keras)"
+        )
     found = tfx_import(path)
     if found is None:
-        return "keras3", (f"neither {os.path.basename(path)} nor a file of its own that it imports imports "
-                          f"{', '.join(TFX_PACKAGES)}: Keras 3, TensorFlow's tf.keras")
+        return "keras3", (
+            f"neither {os.path.basename(path)} nor a file of its own that it imports imports "
+            f"{', '.join(TFX_PACKAGES)}: Keras 3, TensorFlow's tf.keras"
+        )
     chain, package, line = found
     names = [os.path.basename(c) for c in chain]
     via = names[0] + "".join(f" imports {name}, which" for name in names[1:])

@@ -27,8 +27,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["JIT_ON_CPU_MESSAGE", "Unsupported", "check", "prepare", "steps_per_execution_message",
-           "unsupported_message"]
+__all__ = [
+    "JIT_ON_CPU_MESSAGE",
+    "Unsupported",
+    "check",
+    "prepare",
+    "steps_per_execution_message",
+    "unsupported_message",
+]
 
 
 def check() -> None:
@@ -45,14 +51,18 @@ def unsupported_message(reason: str) -> str:
     )
 
 
-def prepare(request: TrainRequest, strategy_name: str, cluster: Cluster, num_gpus: int = 0) -> MultiWorkerFit | None:
+def prepare(
+    request: TrainRequest, strategy_name: str, cluster: Cluster, num_gpus: int = 0
+) -> MultiWorkerFit | None:
     """The patch Keras 3 fit needs on several workers (None: not needed, or not possible for a tf_keras
     module); fails before training when a Keras 3 fit cannot be fixed."""
     if strategy_name != "multi_worker_mirrored" or not cluster.is_multi_worker:
         return None
     program = request.program  # a run_fn module: the Task API's loop never gets here
     if request.keras == "keras3" and (program.steps_per_execution or 1) > 1:
-        raise UserInputError("--steps-per-execution", steps_per_execution_message(program.steps_per_execution))
+        raise UserInputError(
+            "--steps-per-execution", steps_per_execution_message(program.steps_per_execution)
+        )
     if request.keras == "keras3" and program.jit_compile and not num_gpus:
         raise UserInputError("--jit-compile", JIT_ON_CPU_MESSAGE)
     try:
@@ -63,6 +73,10 @@ def prepare(request: TrainRequest, strategy_name: str, cluster: Cluster, num_gpu
         log.warning("a Keras 3 model would not train here: %s", unsupported_message(str(e)))
         return None
     patch = MultiWorkerFit()
-    log.info("Keras %s: Model.fit/evaluate made multi-worker safe while run_fn runs (keras issue 20585; "
-             "written for %s)", patch.versions[0].installed(), patch.versions[0])
+    log.info(
+        "Keras %s: Model.fit/evaluate made multi-worker safe while run_fn runs (keras issue 20585; "
+        "written for %s)",
+        patch.versions[0].installed(),
+        patch.versions[0],
+    )
     return patch

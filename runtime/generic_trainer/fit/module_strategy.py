@@ -25,7 +25,12 @@ from generic_trainer.errors import UserCodeError
 
 log = logging.getLogger(__name__)
 
-SUBSTITUTED = ("MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "CentralStorageStrategy")
+SUBSTITUTED = (
+    "MirroredStrategy",
+    "MultiWorkerMirroredStrategy",
+    "OneDeviceStrategy",
+    "CentralStorageStrategy",
+)
 REFUSED = ("TPUStrategy", "ParameterServerStrategy")
 
 
@@ -33,7 +38,12 @@ def public_name(strategy: Any) -> str:
     """The tf.distribute name of `strategy`'s class (MultiWorkerMirroredStrategy, not CollectiveAllReduceStrategy)."""
     import tensorflow as tf
 
-    for name in ("MultiWorkerMirroredStrategy", "MirroredStrategy", "OneDeviceStrategy", "TPUStrategy"):
+    for name in (
+        "MultiWorkerMirroredStrategy",
+        "MirroredStrategy",
+        "OneDeviceStrategy",
+        "TPUStrategy",
+    ):
         if isinstance(strategy, getattr(tf.distribute, name)):
             return name
     return type(strategy).__name__
@@ -45,7 +55,9 @@ def describe(strategy: Any) -> str:
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is not None:
         jobs = resolver.cluster_spec().as_dict()
-        workers = sum(len(tasks) for job, tasks in jobs.items() if job in ("chief", "worker", "master"))
+        workers = sum(
+            len(tasks) for job, tasks in jobs.items() if job in ("chief", "worker", "master")
+        )
         if workers > 1:
             return f"{name} over {workers} workers"
     try:
@@ -84,7 +96,11 @@ class _Answer:
         import tensorflow as tf
 
         devices = kwargs.get("devices") or kwargs.get("device") or kwargs.get("compute_devices")
-        if devices is None and args and kind in ("MirroredStrategy", "OneDeviceStrategy", "CentralStorageStrategy"):
+        if (
+            devices is None
+            and args
+            and kind in ("MirroredStrategy", "OneDeviceStrategy", "CentralStorageStrategy")
+        ):
             devices = args[0]
         if isinstance(devices, str):
             devices = [devices]
@@ -95,18 +111,24 @@ class _Answer:
                 raise UserCodeError(
                     f"the module asked for {kind} on {', '.join(missing)}, which this replica does not have (it has "
                     f"{', '.join(available)}). Leave the devices out: the runtime trains with {describe(self.strategy)}"
-                    f", chosen for this replica's GPUs and the cluster (--strategy).")
+                    f", chosen for this replica's GPUs and the cluster (--strategy)."
+                )
         if kind not in self.logged:
             self.logged.add(kind)
-            log.info("module asked for %s%s; using %s", kind, f" on {', '.join(map(str, devices))}" if devices else "",
-                     describe(self.strategy))
+            log.info(
+                "module asked for %s%s; using %s",
+                kind,
+                f" on {', '.join(map(str, devices))}" if devices else "",
+                describe(self.strategy),
+            )
         return self.strategy
 
     def refuse(self, kind: str) -> Any:
         raise UserCodeError(
             f"the module asked for {kind}, which generic-trainer cannot honour: it trains on the CPUs and GPUs of its "
             f"replicas, here with {describe(self.strategy)}. Remove the {kind} from the module (use fn_args.strategy, "
-            f"or build the model without a strategy scope: run_fn is already called inside the runtime's).")
+            f"or build the model without a strategy scope: run_fn is already called inside the runtime's)."
+        )
 
 
 class _StandIn(type):
@@ -123,8 +145,15 @@ class _StandIn(type):
 
 
 def _stand_in(name: str, original: type, answer) -> type:
-    return _StandIn(name, (), {"_original": original, "_answer": staticmethod(answer),
-                               "__doc__": f"generic-trainer's stand-in for tf.distribute.{name}"})
+    return _StandIn(
+        name,
+        (),
+        {
+            "_original": original,
+            "_answer": staticmethod(answer),
+            "__doc__": f"generic-trainer's stand-in for tf.distribute.{name}",
+        },
+    )
 
 
 @contextlib.contextmanager

@@ -48,7 +48,9 @@ class Watcher:
     def uninstall(self) -> None:
         """Put the handler that was there before `install` back, and forget any request."""
         if self._installed and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
+            signal.signal(
+                signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL
+            )
         self._installed = False
         self._previous = None
         self.requested = False
@@ -59,7 +61,9 @@ class Watcher:
             self.requested = True
             raise self.error("SIGTERM received outside training steps; nothing more was saved")
         self.requested = True
-        log.warning("SIGTERM received: saving a checkpoint after the current step, then exiting (code 143)")
+        log.warning(
+            "SIGTERM received: saving a checkpoint after the current step, then exiting (code 143)"
+        )
 
     def error(self, what: str) -> Preempted:
         """The `Preempted` error for this run, saying where a restart resumes from."""

@@ -70,7 +70,9 @@ class FitRequest:
     custom_config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     strategy: str = "auto"
     accelerator: str = "auto"  # auto | gpu | cpu: see fit/accelerator.py
-    cache_examples: str = "auto"  # auto | memory | off: the data accessor's record cache (records/example_dataset.py)
+    cache_examples: str = (
+        "auto"  # auto | memory | off: the data accessor's record cache (records/example_dataset.py)
+    )
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
     storage: StorageSettings = DEFAULT_SETTINGS  # from the environment (intake/environment.py)
@@ -87,8 +89,12 @@ class TrainRequest(FitRequest):
     program: RunFnProgram | TaskProgram
     model_dir: str
     model_run_dir: str
-    model_run_copy_dir: str | None = None  # also gets model_run_dir's logs at the end (see build_train_request)
-    keras: str = "keras3"  # what tf.keras is for the program: keras3 or tf_keras (--keras auto resolved)
+    model_run_copy_dir: str | None = (
+        None  # also gets model_run_dir's logs at the end (see build_train_request)
+    )
+    keras: str = (
+        "keras3"  # what tf.keras is for the program: keras3 or tf_keras (--keras auto resolved)
+    )
     keras_reason: str = ""  # why (logged)
     cluster_timeout: float | None = None
     # The serving container the model artifact names for Vertex AI Model Registry (serving_container).

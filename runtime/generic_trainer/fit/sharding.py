@@ -33,8 +33,9 @@ class ShardingDataAccessor:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._accessor, name)
 
-    def tf_dataset_factory(self, file_patterns: str | Sequence[str], options: object,
-                           schema: schema_pb2.Schema | str) -> tf.data.Dataset:
+    def tf_dataset_factory(
+        self, file_patterns: str | Sequence[str], options: object, schema: schema_pb2.Schema | str
+    ) -> tf.data.Dataset:
         import tensorflow as tf
 
         dataset = self._accessor.tf_dataset_factory(file_patterns, options, schema)
@@ -44,8 +45,14 @@ class ShardingDataAccessor:
             return dataset
         if patterns not in self._logged:
             self._logged.add(patterns)
-            log.info("%d file(s) for %d workers in %s: sharding by example (each worker reads every file)",
-                     n_files, self.num_workers, ", ".join(patterns))
+            log.info(
+                "%d file(s) for %d workers in %s: sharding by example (each worker reads every file)",
+                n_files,
+                self.num_workers,
+                ", ".join(patterns),
+            )
         data_options = tf.data.Options()
-        data_options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+        data_options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.DATA
+        )
         return dataset.with_options(data_options)

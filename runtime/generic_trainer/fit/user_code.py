@@ -61,11 +61,15 @@ def exit_error(exc: SystemExit, what: str) -> UserCodeError:
         asked = "sys.exit()" if exc.code is None else f"sys.exit({exc.code!r})"
     except Exception:  # a code whose repr raises
         asked = f"sys.exit(<a {type(exc.code).__name__}>)"
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "_sitebuiltins" not in f.filename]
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__) if "_sitebuiltins" not in f.filename
+    ]
     where = f" at {frames[-1].filename} line {frames[-1].lineno}" if frames else ""
-    return UserCodeError(f"{what} called {asked}{where} before the run finished (no model or outputs were "
-                         "published); user code must return or raise, not end the process, so the run ends with "
-                         "exit code 3 (user code)")
+    return UserCodeError(
+        f"{what} called {asked}{where} before the run finished (no model or outputs were "
+        "published); user code must return or raise, not end the process, so the run ends with "
+        "exit code 3 (user code)"
+    )
 
 
 def _tf_error(exc: BaseException, names: tuple[str, ...]) -> bool:
@@ -77,26 +81,38 @@ def _tf_error(exc: BaseException, names: tuple[str, ...]) -> bool:
     return isinstance(exc, tuple(getattr(tf.errors, n) for n in names))
 
 
-def error_for(exc: BaseException, what: str, failed: str | None = None, data_input: str | None = None,
-              lost_peer: Callable[[Exception], str] | None = None, translate: Translate | None = None,
-              hint: Callable[[Exception], str] | None = None) -> BaseException:
+def error_for(
+    exc: BaseException,
+    what: str,
+    failed: str | None = None,
+    data_input: str | None = None,
+    lost_peer: Callable[[Exception], str] | None = None,
+    translate: Translate | None = None,
+    hint: Callable[[Exception], str] | None = None,
+) -> BaseException:
     """The error the run ends with for `exc`, raised by the user code `what` (see `call` for the rest)."""
     if isinstance(exc, (TrainerError, KeyboardInterrupt)):
         return exc
     if isinstance(exc, SystemExit):
         return exit_error(exc, what)
     if not isinstance(exc, Exception):
-        return UserCodeError(f"{failed or what + ' raised'} {describe(exc)} (a BaseException that is not an "
-                             f"Exception: raise an Exception subclass)\n{format_traceback(exc)}")
+        return UserCodeError(
+            f"{failed or what + ' raised'} {describe(exc)} (a BaseException that is not an "
+            f"Exception: raise an Exception subclass)\n{format_traceback(exc)}"
+        )
     if data_input and _tf_error(exc, ("DataLossError",)):
-        return UserInputError(data_input, f"corrupt TFRecord data while training: {getattr(exc, 'message', exc)}")
+        return UserInputError(
+            data_input, f"corrupt TFRecord data while training: {getattr(exc, 'message', exc)}"
+        )
     if lost_peer is not None and _tf_error(exc, LOST_PEER_ERRORS):
         return ClusterError(lost_peer(exc))
     mapped = _safely(translate, exc)
     if mapped is not None:
         return mapped
     head = f"{failed}:" if failed else f"{what} raised"
-    return UserCodeError(f"{head} {describe(exc)}{_safely(hint, exc) or ''}\n{format_traceback(exc)}")
+    return UserCodeError(
+        f"{head} {describe(exc)}{_safely(hint, exc) or ''}\n{format_traceback(exc)}"
+    )
 
 
 def _safely(helper: Callable[[Exception], Any] | None, exc: Exception) -> Any:
@@ -107,9 +123,17 @@ def _safely(helper: Callable[[Exception], Any] | None, exc: Exception) -> Any:
         return None
 
 
-def call(fn: Callable[..., Any], *args: Any, what: str, failed: str | None = None, data_input: str | None = None,
-         lost_peer: Callable[[Exception], str] | None = None, translate: Translate | None = None,
-         hint: Callable[[Exception], str] | None = None, **kwargs: Any) -> Any:
+def call(
+    fn: Callable[..., Any],
+    *args: Any,
+    what: str,
+    failed: str | None = None,
+    data_input: str | None = None,
+    lost_peer: Callable[[Exception], str] | None = None,
+    translate: Translate | None = None,
+    hint: Callable[[Exception], str] | None = None,
+    **kwargs: Any,
+) -> Any:
     """`fn(*args, **kwargs)`, user code named `what`, with every way it ends mapped (module docstring).
 
     failed: the head of the message for an exception (default "<what> raised"); data_input: the input

@@ -35,21 +35,30 @@ def fetch(spec: str, download_dir: str, settings: StorageSettings = DEFAULT_SETT
     """The local file behind `spec` (downloading a gs://, s3:// or minio:// one with `settings`, the request's),
     or None for a dotted module name."""
     if "://" in spec and not spec.endswith(".py"):
-        raise UserInputError(INPUT, f"{spec} does not end in .py; expected a .py file (Python imports a module "
-                                    "file by its .py name)")
+        raise UserInputError(
+            INPUT,
+            f"{spec} does not end in .py; expected a .py file (Python imports a module "
+            "file by its .py name)",
+        )
     if storage.is_gcs_uri(spec):
         try:
-            return storage.download_gcs(spec, download_dir, siblings_suffix=".py", settings=settings)
+            return storage.download_gcs(
+                spec, download_dir, siblings_suffix=".py", settings=settings
+            )
         except FileNotFoundError:
             raise UserInputError(INPUT, f"{spec} not found in Cloud Storage") from None
         except Exception as e:  # credentials, network: name the input, keep the cause short.
-            raise UserInputError(INPUT, f"could not download {spec}: {type(e).__name__}: {e}") from None
+            raise UserInputError(
+                INPUT, f"could not download {spec}: {type(e).__name__}: {e}"
+            ) from None
     if storage.is_s3_uri(spec):
         return _fetch_s3(spec, download_dir, settings)
     if not _looks_like_path(spec):
         return None
     if not os.path.exists(spec):
-        raise UserInputError(INPUT, f"{spec} does not exist (expected a .py file, a gs:// URI or a module name)")
+        raise UserInputError(
+            INPUT, f"{spec} does not exist (expected a .py file, a gs:// URI or a module name)"
+        )
     if os.path.isdir(spec):
         raise UserInputError(INPUT, f"{spec} is a directory; expected a .py file")
     if not os.access(spec, os.R_OK):
@@ -58,8 +67,11 @@ def fetch(spec: str, download_dir: str, settings: StorageSettings = DEFAULT_SETT
     if kind:
         raise UserInputError(INPUT, f"{spec} is a {kind}; expected a .py file")
     if not spec.endswith(".py"):
-        raise UserInputError(INPUT, f"{spec} does not end in .py; Python imports a module file by its .py name "
-                                    "(rename it, or give a module name on the Python path)")
+        raise UserInputError(
+            INPUT,
+            f"{spec} does not end in .py; Python imports a module file by its .py name "
+            "(rename it, or give a module name on the Python path)",
+        )
     return os.path.abspath(spec)
 
 
@@ -72,27 +84,35 @@ def _fetch_s3(spec: str, download_dir: str, settings: StorageSettings) -> str:
     try:
         return storage.download_s3(spec, download_dir, siblings_suffix=".py", settings=settings)
     except ImportError:
-        raise UserInputError(INPUT, f"{spec} is not mounted at {mounted}, and boto3 (not in the image) is not "
-                                    "installed to download it: mount the bucket there, or install "
-                                    "'generic-trainer[s3]' (boto3)") from None
+        raise UserInputError(
+            INPUT,
+            f"{spec} is not mounted at {mounted}, and boto3 (not in the image) is not "
+            "installed to download it: mount the bucket there, or install "
+            "'generic-trainer[s3]' (boto3)",
+        ) from None
     except FileNotFoundError:
         raise UserInputError(INPUT, f"{spec} not found in {store}") from None
     except Exception as e:  # credentials, endpoint, network: name the input, keep the cause short.
-        raise UserInputError(INPUT, f"could not download {spec} from {store}: {type(e).__name__}: {e}") from None
+        raise UserInputError(
+            INPUT, f"could not download {spec} from {store}: {type(e).__name__}: {e}"
+        ) from None
 
 
 def check_sha256(path: str | None, expected: str | None) -> None:
     if not expected:
         return
     if path is None:
-        raise UserInputError("--module-sha256", "a hash pin needs a module file (path or gs:// URI)")
+        raise UserInputError(
+            "--module-sha256", "a hash pin needs a module file (path or gs:// URI)"
+        )
     try:
         actual = hashlib.sha256(files.read_bounded(path)).hexdigest()
     except files.UnreadableFile as e:
         raise UserInputError(INPUT, str(e)) from None
     if actual != expected.lower():
         raise UserInputError(
-            "--module-sha256", f"module file hash {actual} differs from the pinned {expected}; refusing to run it"
+            "--module-sha256",
+            f"module file hash {actual} differs from the pinned {expected}; refusing to run it",
         )
 
 
@@ -107,7 +127,9 @@ def check_syntax(path: str | None) -> None:
         raise UserInputError(INPUT, f"{path} is not UTF-8 Python source") from None
     except SyntaxError as e:
         code = (e.text or "").rstrip()
-        raise UserInputError(INPUT, f"syntax error in {e.filename} line {e.lineno}: {e.msg}\n  {code}") from None
+        raise UserInputError(
+            INPUT, f"syntax error in {e.filename} line {e.lineno}: {e.msg}\n  {code}"
+        ) from None
 
 
 def import_module(path: str | None, spec: str) -> ModuleType:
@@ -120,25 +142,41 @@ def import_module(path: str | None, spec: str) -> ModuleType:
     tfx_hook.install()
     if path is None:
         try:
-            return user_code.call(importlib.import_module, spec, what=f"module {spec}",
-                                  failed=f"importing module {spec} failed")
+            return user_code.call(
+                importlib.import_module,
+                spec,
+                what=f"module {spec}",
+                failed=f"importing module {spec} failed",
+            )
         except UserCodeError as e:
             missing = e.__cause__
-            if isinstance(missing, ModuleNotFoundError) and missing.name and spec.startswith(missing.name):
+            if (
+                isinstance(missing, ModuleNotFoundError)
+                and missing.name
+                and spec.startswith(missing.name)
+            ):
                 raise UserInputError(
-                    INPUT, f"no module named {spec!r} (not a file path, gs:// URI or installed module)") from None
+                    INPUT,
+                    f"no module named {spec!r} (not a file path, gs:// URI or installed module)",
+                ) from None
             raise
     directory = os.path.dirname(path)
     if directory not in sys.path:
         sys.path.insert(0, directory)
-    tfx_hook.add_module_dir(directory)  # `from tfx.examples.x import sibling` loads the file beside it
+    tfx_hook.add_module_dir(
+        directory
+    )  # `from tfx.examples.x import sibling` loads the file beside it
     name = os.path.splitext(os.path.basename(path))[0]
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module  # so pickling / Keras serialization can find the module's classes
     try:
-        user_code.call(module_spec.loader.exec_module, module, what=f"module {path}",
-                       failed=f"importing module {path} failed")
+        user_code.call(
+            module_spec.loader.exec_module,
+            module,
+            what=f"module {path}",
+            failed=f"importing module {path} failed",
+        )
     except BaseException:
         sys.modules.pop(name, None)
         raise
@@ -150,8 +188,13 @@ def get_function(module: ModuleType, name: str, input_name: str) -> Callable:
     fn = getattr(module, name, None)
     if callable(fn):
         return fn
-    defined = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
-                     and getattr(v, "__module__", None) == module.__name__)
+    defined = sorted(
+        k
+        for k, v in vars(module).items()
+        if callable(v)
+        and not k.startswith("_")
+        and getattr(v, "__module__", None) == module.__name__
+    )
     raise UserInputError(
         input_name,
         f"module {getattr(module, '__file__', module.__name__)} has no function {name!r}"
@@ -159,8 +202,12 @@ def get_function(module: ModuleType, name: str, input_name: str) -> Callable:
     )
 
 
-def load(spec: str, download_dir: str, sha256: str | None = None,
-         settings: StorageSettings = DEFAULT_SETTINGS) -> ModuleType:
+def load(
+    spec: str,
+    download_dir: str,
+    sha256: str | None = None,
+    settings: StorageSettings = DEFAULT_SETTINGS,
+) -> ModuleType:
     """Fetch, verify and import the user's module."""
     path = fetch(spec, download_dir, settings)
     check_sha256(path, sha256)

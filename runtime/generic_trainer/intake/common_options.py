@@ -28,9 +28,13 @@ def seconds_flag(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e).removeprefix(": ")) from None
 
 
-def common_groups(strategies: tuple[str, ...] = STRATEGIES, cluster_timeout: bool = True, training: bool = True,
-                  params: Mapping[str, Param] | None = None,
-                  checks: Mapping[str, Check] | None = None) -> tuple[Group, Group]:
+def common_groups(
+    strategies: tuple[str, ...] = STRATEGIES,
+    cluster_timeout: bool = True,
+    training: bool = True,
+    params: Mapping[str, Param] | None = None,
+    checks: Mapping[str, Check] | None = None,
+) -> tuple[Group, Group]:
     """The KFP and runtime groups of a verb; `params` (option name -> Param) makes options component inputs of
     the verb, `checks` (option name -> Check) request fields it fills.
 
@@ -40,36 +44,69 @@ def common_groups(strategies: tuple[str, ...] = STRATEGIES, cluster_timeout: boo
     runtime = []
     if training:
         runtime += [
-            Option("keras", choices=KERAS_CHOICES,
-                   help="what tf.keras means for the user's module: auto (default: what TFX gives it, tf_keras when "
-                        "the module or a file of its own it imports imports tfx, tensorflow_transform or tfx_bsl, "
-                        "else Keras 3; Keras 3 for --task and tune), keras3 or tf_keras; unset, a set "
-                        "TF_USE_LEGACY_KERAS decides; decided before TensorFlow loads"),
-            Option("strategy", choices=strategies,
-                   help="tf.distribute strategy; auto (default) matches GPUs" + (
-                       " and TF_CONFIG/CLUSTER_SPEC" if "multi_worker_mirrored" in strategies else "")
-                   + "; any other value wins over a Task config's runtime.distribution_strategy"),
-            Option("accelerator", choices=ACCELERATORS,
-                   help="auto (default): train on every GPU this machine has, and fail (exit 2) before training "
-                        "when TensorFlow cannot use them; gpu: also fail when there is none; cpu: train on the "
-                        "CPU on purpose"),
+            Option(
+                "keras",
+                choices=KERAS_CHOICES,
+                help="what tf.keras means for the user's module: auto (default: what TFX gives it, tf_keras when "
+                "the module or a file of its own it imports imports tfx, tensorflow_transform or tfx_bsl, "
+                "else Keras 3; Keras 3 for --task and tune), keras3 or tf_keras; unset, a set "
+                "TF_USE_LEGACY_KERAS decides; decided before TensorFlow loads",
+            ),
+            Option(
+                "strategy",
+                choices=strategies,
+                help="tf.distribute strategy; auto (default) matches GPUs"
+                + (" and TF_CONFIG/CLUSTER_SPEC" if "multi_worker_mirrored" in strategies else "")
+                + "; any other value wins over a Task config's runtime.distribution_strategy",
+            ),
+            Option(
+                "accelerator",
+                choices=ACCELERATORS,
+                help="auto (default): train on every GPU this machine has, and fail (exit 2) before training "
+                "when TensorFlow cannot use them; gpu: also fail when there is none; cpu: train on the "
+                "CPU on purpose",
+            ),
         ]
         if cluster_timeout:
-            runtime.append(Option("cluster_timeout", metavar="SECONDS", type=seconds_flag,
-                                  help="multi-worker: fail (exit 5) when the replicas have not all connected within "
-                                       "this time (default 900)"))
+            runtime.append(
+                Option(
+                    "cluster_timeout",
+                    metavar="SECONDS",
+                    type=seconds_flag,
+                    help="multi-worker: fail (exit 5) when the replicas have not all connected within "
+                    "this time (default 900)",
+                )
+            )
     runtime += [
-        Option("gcs_root", metavar="DIR", help="where gs:// is mounted (default /gcs, or $GENERIC_TRAINER_GCS_ROOT)"),
+        Option(
+            "gcs_root",
+            metavar="DIR",
+            help="where gs:// is mounted (default /gcs, or $GENERIC_TRAINER_GCS_ROOT)",
+        ),
         Option("log_level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
     ]
     unknown = (set(params) | set(checks)) - {o.name for o in runtime}
     if unknown:
         raise ValueError(f"no such runtime options: {sorted(unknown)}")
-    kfp = Group("KFP", (
-        Option("executor_input", metavar="JSON",
-               help="KFP executor input ('{{$}}'): every input and output is read from it"),
-        Option("executor_output_file", metavar="FILE",
-               help="where to write the executor output (default: outputs.outputFile of the executor input)"),
-    ))
-    return kfp, Group("runtime", tuple(dataclasses.replace(o, param=params.get(o.name), check=checks.get(o.name))
-                                       for o in runtime))
+    kfp = Group(
+        "KFP",
+        (
+            Option(
+                "executor_input",
+                metavar="JSON",
+                help="KFP executor input ('{{$}}'): every input and output is read from it",
+            ),
+            Option(
+                "executor_output_file",
+                metavar="FILE",
+                help="where to write the executor output (default: outputs.outputFile of the executor input)",
+            ),
+        ),
+    )
+    return kfp, Group(
+        "runtime",
+        tuple(
+            dataclasses.replace(o, param=params.get(o.name), check=checks.get(o.name))
+            for o in runtime
+        ),
+    )

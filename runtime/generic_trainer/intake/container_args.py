@@ -28,14 +28,21 @@ def container_args(args: Sequence[str]) -> tuple[str, ...]:
     if args and args[0] == "--":
         args = args[1:]
     if not args:
-        raise UserInputError("--", "expected the trainer's arguments after `--`, e.g. "
-                                   "-- --examples gs://B/examples --module-file gs://B/module.py")
+        raise UserInputError(
+            "--",
+            "expected the trainer's arguments after `--`, e.g. "
+            "-- --examples gs://B/examples --module-file gs://B/module.py",
+        )
     if args[0] not in VERBS:
         if not args[0].startswith("-"):
-            raise UserInputError("--", f"unknown verb {args[0]!r}; expected one of {', '.join(VERBS)} or flags")
+            raise UserInputError(
+                "--", f"unknown verb {args[0]!r}; expected one of {', '.join(VERBS)} or flags"
+            )
         args = ["train", *args]
     if any(a == "--executor-input" or a.startswith("--executor-input=") for a in args):
-        raise UserInputError("--", "--executor-input is for KFP; a custom job passes the trainer's flags directly")
+        raise UserInputError(
+            "--", "--executor-input is for KFP; a custom job passes the trainer's flags directly"
+        )
     return tuple(args)
 
 
@@ -59,14 +66,21 @@ def check_container_args(args: Sequence[str], environ: Mapping[str, str]) -> Non
     root = _Parser(prog="generic-trainer", add_help=False)
     options.add_parser(root.add_subparsers(dest="verb"), verb, "")
     if "-h" in args or "--help" in args:
-        raise UserInputError(f"-- {args[0]}", "--help is not an argument for a job (the container's arguments)")
+        raise UserInputError(
+            f"-- {args[0]}", "--help is not an argument for a job (the container's arguments)"
+        )
     try:
         parsed, unknown = root.parse_known_args(list(args))
         if unknown:  # named by their flags only: a value may be a secret
             flags = [a.split("=", 1)[0] for a in unknown if a.startswith("-")]
-            raise _ArgumentError(f"unknown flags {', '.join(flags)}; `generic-trainer {args[0]} --help` lists them"
-                                 if flags else f"{len(unknown)} value(s) not after a flag")
-        check_values(verb, {k: v for k, v in vars(parsed).items() if v is not None and k != "verb"}, environ)
+            raise _ArgumentError(
+                f"unknown flags {', '.join(flags)}; `generic-trainer {args[0]} --help` lists them"
+                if flags
+                else f"{len(unknown)} value(s) not after a flag"
+            )
+        check_values(
+            verb, {k: v for k, v in vars(parsed).items() if v is not None and k != "verb"}, environ
+        )
     except _ArgumentError as e:
         raise UserInputError(f"-- {args[0]}", f"{e} (the container's arguments)") from None
     except UserInputError as e:

@@ -50,8 +50,12 @@ Summary = dict[str, object]
 class Build(Protocol[RequestT_co]):
     """A verb's request builder (the intake.*_request modules' build_*_request)."""
 
-    def __call__(self, values: RawValues, environ: Mapping[str, str] | None = None,
-                 kfp: KfpOutputs | None = None) -> RequestT_co: ...
+    def __call__(
+        self,
+        values: RawValues,
+        environ: Mapping[str, str] | None = None,
+        kfp: KfpOutputs | None = None,
+    ) -> RequestT_co: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +68,9 @@ class VerbContract(Generic[RequestT, ResultT]):
     run: Callable[[RequestT, Callable[[ResultT], None] | None], ResultT]
     kfp_outputs: Callable[[RequestT, ResultT], KfpOutputValues]
     summary: Callable[[ResultT], Summary | None]
-    keras: Callable[[RequestT], str] | None = None  # None: Keras 3 unless TF_USE_LEGACY_KERAS says otherwise
+    keras: Callable[[RequestT], str] | None = (
+        None  # None: Keras 3 unless TF_USE_LEGACY_KERAS says otherwise
+    )
 
     @property
     def name(self) -> str:

@@ -53,8 +53,11 @@ class BeamInputs:
         return new_output_dir(flag, value, self.raw.gcs_root, self.local, what)
 
 
-def beam_inputs(values: Mapping[str, Any], environ: Mapping[str, str] | None = None,
-                kfp: KfpOutputs | None = None) -> BeamInputs:
+def beam_inputs(
+    values: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    kfp: KfpOutputs | None = None,
+) -> BeamInputs:
     """The preamble of both data verbs' builders: raw_inputs, then --beam-pipeline-args and where Beam runs."""
     from generic_trainer.beam.beam_run import is_local_runner, parse_beam_args
 
@@ -77,7 +80,9 @@ class ImportExamplesRequest:
     splits: tuple[tuple[str, int], ...] = DEFAULT_SPLITS
     input_splits: tuple[tuple[str, str], ...] = ()
     schema: str | None = None
-    schema_output: str | None = None  # also write schema.pbtxt here (the KFP `output_schema` artifact)
+    schema_output: str | None = (
+        None  # also write schema.pbtxt here (the KFP `output_schema` artifact)
+    )
     beam_args: tuple[str, ...] = ()
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
@@ -86,7 +91,9 @@ class ImportExamplesRequest:
 def _split_name(input_name: str, name: str) -> str:
     name = name.strip()
     if not SPLIT_NAME_PATTERN.fullmatch(name):
-        raise UserInputError(input_name, f"split name {name!r} must be letters, digits, '_', '-' or '.'")
+        raise UserInputError(
+            input_name, f"split name {name!r} must be letters, digits, '_', '-' or '.'"
+        )
     return name
 
 
@@ -111,8 +118,11 @@ def _hash_splits(value: Any) -> tuple[tuple[str, int], ...]:
         except (TypeError, ValueError):
             count = 0
         if count < 1 or float(buckets) != count:
-            raise UserInputError("--splits", f"expected name:buckets pairs with whole buckets >= 1 such as "
-                                             f"'train:2,eval:1', got {value!r}")
+            raise UserInputError(
+                "--splits",
+                f"expected name:buckets pairs with whole buckets >= 1 such as "
+                f"'train:2,eval:1', got {value!r}",
+            )
         splits.append((_split_name("--splits", name), count))
     if len({n for n, _ in splits}) != len(splits):
         raise UserInputError("--splits", f"a split name appears twice in {value!r}")
@@ -126,8 +136,10 @@ def _input_splits(value: Any) -> tuple[tuple[str, str], ...]:
     out = []
     for name, pattern in _named_pairs(value, "="):
         if not str(pattern).strip():
-            raise UserInputError("--input-splits", f"expected name=PATTERN pairs such as 'train=a/*.csv,eval=b/*.csv', "
-                                                   f"got {value!r}")
+            raise UserInputError(
+                "--input-splits",
+                f"expected name=PATTERN pairs such as 'train=a/*.csv,eval=b/*.csv', got {value!r}",
+            )
         out.append((_split_name("--input-splits", name), str(pattern).strip()))
     if len({n for n, _ in out}) != len(out):
         raise UserInputError("--input-splits", f"a split name appears twice in {value!r}")
@@ -135,24 +147,36 @@ def _input_splits(value: Any) -> tuple[tuple[str, str], ...]:
 
 
 def build_import_examples_request(
-    values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
+    values: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    kfp: KfpOutputs | None = None,
 ) -> ImportExamplesRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into an ImportExamplesRequest."""
     beam = beam_inputs(values, environ, kfp)
     fmt = (values.get("format") or "csv").lower()
     if fmt not in ("csv", "parquet", "tfrecord"):
-        raise UserInputError("--format", f"expected csv, parquet or tfrecord, got {values.get('format')!r}")
+        raise UserInputError(
+            "--format", f"expected csv, parquet or tfrecord, got {values.get('format')!r}"
+        )
     pattern = values.get("input") or values.get("input_pattern") or None
     input_splits = _input_splits(values.get("input_splits"))
     if bool(pattern) == bool(input_splits):
-        raise UserInputError("--input", "give either --input PATTERN (split by hash with --splits) or "
-                                        "--input-splits name=PATTERN,... (one pattern per split)")
+        raise UserInputError(
+            "--input",
+            "give either --input PATTERN (split by hash with --splits) or "
+            "--input-splits name=PATTERN,... (one pattern per split)",
+        )
     if input_splits and values.get("splits") not in (None, "", {}):
-        raise UserInputError("--splits", "hash splits are for --input; with --input-splits each pattern is a split")
+        raise UserInputError(
+            "--splits", "hash splits are for --input; with --input-splits each pattern is a split"
+        )
     schema_output = beam.output("schema_output", "output_schema")
     return ImportExamplesRequest(
-        output=beam.new_dir("--output", beam.output("output", "examples"),
-                            "the Examples directory to write (Split-<name>/*.gz and schema.pbtxt)"),
+        output=beam.new_dir(
+            "--output",
+            beam.output("output", "examples"),
+            "the Examples directory to write (Split-<name>/*.gz and schema.pbtxt)",
+        ),
         format=fmt,
         input_pattern=beam.path(pattern) if pattern else None,
         splits=_hash_splits(values.get("splits")) if pattern else (),
@@ -186,18 +210,27 @@ class TransformRequest:
 
 
 def build_transform_request(
-    values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
+    values: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    kfp: KfpOutputs | None = None,
 ) -> TransformRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into a TransformRequest."""
     beam = beam_inputs(values, environ, kfp)
     gcs_root = beam.raw.gcs_root
     schema = existing_path("--schema", values.get("schema"), gcs_root)
     if not schema:
-        raise UserInputError("--schema", "required: the raw examples' tensorflow-metadata Schema (file or its dir)")
-    graph_path = beam.new_dir("--transform-graph", beam.output("transform_graph", "transform_graph"),
-                              "where the transform graph goes (transform_fn/, transformed_metadata/, metadata/)")
+        raise UserInputError(
+            "--schema", "required: the raw examples' tensorflow-metadata Schema (file or its dir)"
+        )
+    graph_path = beam.new_dir(
+        "--transform-graph",
+        beam.output("transform_graph", "transform_graph"),
+        "where the transform graph goes (transform_fn/, transformed_metadata/, metadata/)",
+    )
     transformed = beam.output("transformed_examples", "transformed_examples")
-    transformed_path = beam.new_dir("--transformed-examples", transformed, "") if transformed else None
+    transformed_path = (
+        beam.new_dir("--transformed-examples", transformed, "") if transformed else None
+    )
     if transformed_path and transformed_path == graph_path:
         raise UserInputError("--transformed-examples", "must differ from --transform-graph")
     return TransformRequest(
@@ -217,13 +250,17 @@ def build_transform_request(
 
 def describe_import_examples(r: ImportExamplesRequest) -> list[str]:
     """The log lines saying what an import-examples run will do."""
-    return [f"import-examples request: input={r.input_pattern} input_splits={dict(r.input_splits) or None} "
-            f"format={r.format} schema={r.schema} output={r.output} beam_args={list(r.beam_args)}"]
+    return [
+        f"import-examples request: input={r.input_pattern} input_splits={dict(r.input_splits) or None} "
+        f"format={r.format} schema={r.schema} output={r.output} beam_args={list(r.beam_args)}"
+    ]
 
 
 def describe_transform(r: TransformRequest) -> list[str]:
     """The log lines saying what a transform run will do."""
-    return [f"transform request: examples={r.examples} schema={r.schema} module={r.module_file} "
-            f"preprocessing_fn={r.preprocessing_fn} analyze_splits={','.join(r.analyze_splits)} "
-            f"transform_splits={','.join(r.transform_splits)} transform_graph={r.transform_graph} "
-            f"transformed_examples={r.transformed_examples} beam_args={list(r.beam_args)}"]
+    return [
+        f"transform request: examples={r.examples} schema={r.schema} module={r.module_file} "
+        f"preprocessing_fn={r.preprocessing_fn} analyze_splits={','.join(r.analyze_splits)} "
+        f"transform_splits={','.join(r.transform_splits)} transform_graph={r.transform_graph} "
+        f"transformed_examples={r.transformed_examples} beam_args={list(r.beam_args)}"
+    ]

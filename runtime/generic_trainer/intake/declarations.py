@@ -10,8 +10,14 @@ from generic_trainer.artifacts.kfp_io import ArtifactMaps
 from generic_trainer.intake import data_options, fit_options, judge_options, push_options
 from generic_trainer.intake.options import Verb, artifact_maps
 
-DECLARATIONS: tuple[Verb, ...] = (fit_options.TRAIN, fit_options.TUNE, judge_options.EVALUATE,
-                                  judge_options.INFRA_VALIDATE, data_options.IMPORT_EXAMPLES, data_options.TRANSFORM,
-                                  push_options.PUSH)
+DECLARATIONS: tuple[Verb, ...] = (
+    fit_options.TRAIN,
+    fit_options.TUNE,
+    judge_options.EVALUATE,
+    judge_options.INFRA_VALIDATE,
+    data_options.IMPORT_EXAMPLES,
+    data_options.TRANSFORM,
+    push_options.PUSH,
+)
 # The artifact maps of every component (the verbs agree on each artifact name they share).
 ARTIFACTS: ArtifactMaps = artifact_maps(*DECLARATIONS)

@@ -28,5 +28,8 @@ def storage_settings(environ: Mapping[str, str]) -> StorageSettings:
         seconds = DEFAULT_GCS_TIMEOUT
     if not (math.isfinite(seconds) and seconds > 0):
         seconds = DEFAULT_GCS_TIMEOUT
-    return StorageSettings(gcs_timeout=seconds, emulator_host=environ.get(EMULATOR_ENV) or None,
-                           minio_endpoint=environ.get(MINIO_ENDPOINT_ENV) or DEFAULT_MINIO_ENDPOINT)
+    return StorageSettings(
+        gcs_timeout=seconds,
+        emulator_host=environ.get(EMULATOR_ENV) or None,
+        minio_endpoint=environ.get(MINIO_ENDPOINT_ENV) or DEFAULT_MINIO_ENDPOINT,
+    )

@@ -55,9 +55,13 @@ def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> di
     from generic_trainer.records import example_files
 
     path = example_files.one_file(path, input_name, usual="keras-tuner's best_hyperparameters.txt")
-    value = bounded_parse.load_json(bounded_parse.read_text(path, input_name), input_name, where=f"{path} is ")
+    value = bounded_parse.load_json(
+        bounded_parse.read_text(path, input_name), input_name, where=f"{path} is "
+    )
     if not isinstance(value, dict):
-        raise UserInputError(input_name, f"{path} must hold a JSON object, got {type(value).__name__}")
+        raise UserInputError(
+            input_name, f"{path} must hold a JSON object, got {type(value).__name__}"
+        )
     return value
 
 
@@ -68,62 +72,112 @@ def _speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     """--mixed-precision, --jit-compile, --steps-per-execution (flags, or KFP parameters)."""
     policy = values.get("mixed_precision") or None
     if policy is not None and policy not in MIXED_PRECISION_CHOICES:
-        raise UserInputError("--mixed-precision", f"expected one of {', '.join(MIXED_PRECISION_CHOICES)}, "
-                                                  f"got {policy!r}")
+        raise UserInputError(
+            "--mixed-precision",
+            f"expected one of {', '.join(MIXED_PRECISION_CHOICES)}, got {policy!r}",
+        )
     jit = values.get("jit_compile")
     if isinstance(jit, str):
-        jit = {"true": True, "1": True, "false": False, "0": False, "": None}.get(jit.strip().lower(), jit)
+        jit = {"true": True, "1": True, "false": False, "0": False, "": None}.get(
+            jit.strip().lower(), jit
+        )
     if jit is not None and not isinstance(jit, bool):
         raise UserInputError("--jit-compile", f"expected true or false, got {jit!r}")
-    steps = values.get("steps_per_execution")  # 0: unset (the component's default; KFP needs a value for an int)
-    steps = None if steps in (0, "0") else number("--steps-per-execution", steps, minimum=1, maximum=MAX_INT32,
-                                                   unit="batches")
+    steps = values.get(
+        "steps_per_execution"
+    )  # 0: unset (the component's default; KFP needs a value for an int)
+    steps = (
+        None
+        if steps in (0, "0")
+        else number("--steps-per-execution", steps, minimum=1, maximum=MAX_INT32, unit="batches")
+    )
     if values.get("task"):  # the Task API's own loop is configured by its experiment config
-        instead = {"mixed_precision": ("--mixed-precision", "runtime.mixed_precision_dtype=float16|bfloat16"),
-                   "steps_per_execution": ("--steps-per-execution", "trainer.steps_per_loop=N"),
-                   "jit_compile": ("--jit-compile", None)}
-        for key, value in (("mixed_precision", policy), ("steps_per_execution", steps), ("jit_compile", jit)):
+        instead = {
+            "mixed_precision": (
+                "--mixed-precision",
+                "runtime.mixed_precision_dtype=float16|bfloat16",
+            ),
+            "steps_per_execution": ("--steps-per-execution", "trainer.steps_per_loop=N"),
+            "jit_compile": ("--jit-compile", None),
+        }
+        for key, value in (
+            ("mixed_precision", policy),
+            ("steps_per_execution", steps),
+            ("jit_compile", jit),
+        ):
             if value is not None:
                 flag, override = instead[key]
-                raise UserInputError(flag, "is for run_fn modules; with --task " + (
-                    f"set it in the experiment config, e.g. --params-override {override}" if override
-                    else "the runtime's loop has no XLA option"))
+                raise UserInputError(
+                    flag,
+                    "is for run_fn modules; with --task "
+                    + (
+                        f"set it in the experiment config, e.g. --params-override {override}"
+                        if override
+                        else "the runtime's loop has no XLA option"
+                    ),
+                )
     return {"mixed_precision": policy, "jit_compile": jit, "steps_per_execution": steps or None}
 
 
-def _task_program(values: Mapping[str, Any], gcs_root: str, keras: str, sha256: str | None) -> TaskProgram:
+def _task_program(
+    values: Mapping[str, Any], gcs_root: str, keras: str, sha256: str | None
+) -> TaskProgram:
     """The Task API's inputs: --task, --experiment, --config-file, config, --params-override, --mode."""
     from generic_trainer.task import config as task_config
 
     if keras == "tf_keras":
-        raise UserInputError("--keras", "the Task API runs Keras 3 (its own loop works under every strategy); "
-                                        "tf_keras is for run_fn modules")
+        raise UserInputError(
+            "--keras",
+            "the Task API runs Keras 3 (its own loop works under every strategy); "
+            "tf_keras is for run_fn modules",
+        )
     mode = values.get("mode") or "train_and_eval"
     if mode not in task_config.MODES:
-        raise UserInputError("--mode", f"expected one of {', '.join(task_config.MODES)}, got {mode!r}")
+        raise UserInputError(
+            "--mode", f"expected one of {', '.join(task_config.MODES)}, got {mode!r}"
+        )
     files = values.get("config_file") or []
     if isinstance(files, str):
-        listed = bounded_parse.load_json(files, "--config-file") if files.lstrip().startswith("[") else None
+        listed = (
+            bounded_parse.load_json(files, "--config-file")
+            if files.lstrip().startswith("[")
+            else None
+        )
         files = [f for f in (files.split(",") if listed is None else listed) if f]
     config_files = []
     for f in files:
         path = storage.local_path(str(f).strip(), gcs_root)
         if not os.path.isfile(path):
-            raise UserInputError("--config-file", f"{f} does not exist" + (f" (looked at {path})" if path != f else ""))
+            raise UserInputError(
+                "--config-file",
+                f"{f} does not exist" + (f" (looked at {path})" if path != f else ""),
+            )
         config_files.append(path)
-        task_config.load_config_file(path, f"--config-file {f}")  # broken YAML/JSON fails now, before TensorFlow
+        task_config.load_config_file(
+            path, f"--config-file {f}"
+        )  # broken YAML/JSON fails now, before TensorFlow
     config = values.get("config")
     if isinstance(config, Mapping):
         config = json.dumps(ints_from_floats(dict(config)))
-    task_config.parse_config_text(config or None, "config")  # syntax errors now, unknown keys once the Task loads
+    task_config.parse_config_text(
+        config or None, "config"
+    )  # syntax errors now, unknown keys once the Task loads
     params_override = values.get("params_override") or None
     task_config.parse_params_override(params_override)
-    return TaskProgram(task=values["task"], module_sha256=sha256, experiment=values.get("experiment") or None,
-                       config_files=tuple(config_files), config=config or None, params_override=params_override,
-                       mode=mode)
+    return TaskProgram(
+        task=values["task"],
+        module_sha256=sha256,
+        experiment=values.get("experiment") or None,
+        config_files=tuple(config_files),
+        config=config or None,
+        params_override=params_override,
+        mode=mode,
+    )
 
 
-def _train_keras(values: Mapping[str, Any], environ: Mapping[str, str], gcs_root: str) -> tuple[str, str]:
+def _train_keras(
+    values: Mapping[str, Any], environ: Mapping[str, str], gcs_root: str
+) -> tuple[str, str]:
     """(keras3 or tf_keras, why) of a train run: --keras, else TF_USE_LEGACY_KERAS, else auto: Keras 3 for the
     Task API, and for a run_fn module the tf.keras TFX would give it (keras_auto, from its source)."""
     keras, reason = keras_choice(values, environ)
@@ -150,13 +204,19 @@ def _custom_config(raw: RawInputs) -> dict[str, Any]:
     return ints_from_floats(custom_config) if raw.kfp else custom_config
 
 
-def _fit_inputs(values: Mapping[str, Any], environ: Mapping[str, str] | None, kfp: KfpOutputs | None,
-                examples_required: bool) -> tuple[RawInputs, str]:
+def _fit_inputs(
+    values: Mapping[str, Any],
+    environ: Mapping[str, str] | None,
+    kfp: KfpOutputs | None,
+    examples_required: bool,
+) -> tuple[RawInputs, str]:
     """The first checks of train and tune: the raw inputs, $GENERIC_TRAINER_GCS_TIMEOUT, then --examples
     (its local path; "" when not required and not given)."""
     raw = raw_inputs(values, environ, kfp)
     check_gcs_timeout(raw.environ)
-    return raw, examples_dir(values, raw.gcs_root) if examples_required or values.get("examples") else ""
+    return raw, examples_dir(values, raw.gcs_root) if examples_required or values.get(
+        "examples"
+    ) else ""
 
 
 def _fit_fields(verb: Verb, raw: RawInputs, examples: str, checkpoint_dir: str) -> dict[str, Any]:
@@ -166,13 +226,22 @@ def _fit_fields(verb: Verb, raw: RawInputs, examples: str, checkpoint_dir: str) 
     --hyperparameters (a JSON file, or best_hyperparameters.txt's dir) and --custom-config (its secret
     key names checked) are read here; from KFP, whole numbers its JSON made floats are ints again.
     """
-    return {"examples": examples, "checkpoint_dir": checkpoint_dir, "hyperparameters": _hyperparameters(raw),
-            "custom_config": _custom_config(raw), "gcs_root": raw.gcs_root, "kfp": raw.kfp,
-            "storage": storage_settings(raw.environ), **options.checked_fields(verb, raw)}
+    return {
+        "examples": examples,
+        "checkpoint_dir": checkpoint_dir,
+        "hyperparameters": _hyperparameters(raw),
+        "custom_config": _custom_config(raw),
+        "gcs_root": raw.gcs_root,
+        "kfp": raw.kfp,
+        "storage": storage_settings(raw.environ),
+        **options.checked_fields(verb, raw),
+    }
 
 
 def build_train_request(
-    values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
+    values: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    kfp: KfpOutputs | None = None,
 ) -> TrainRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into a TrainRequest."""
     task = values.get("task") or None
@@ -181,30 +250,44 @@ def build_train_request(
     if not task:
         module_file(values)
     elif values.get("module_file"):
-        raise UserInputError("--task", "give either --task module:Class or --module-file (run_fn), not both")
+        raise UserInputError(
+            "--task", "give either --task module:Class or --module-file (run_fn), not both"
+        )
     model_dir = out_dir(values.get("model_dir"), "AIP_MODEL_DIR", environ, gcs_root)
     if not model_dir:
-        raise UserInputError("--model-dir", "required (or set AIP_MODEL_DIR): where the serving model goes")
-    model_run_dir = out_dir(values.get("model_run_dir"), "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root) or (
-        os.path.join(model_dir, "logs"))
+        raise UserInputError(
+            "--model-dir", "required (or set AIP_MODEL_DIR): where the serving model goes"
+        )
+    model_run_dir = out_dir(
+        values.get("model_run_dir"), "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root
+    ) or (os.path.join(model_dir, "logs"))
     # Vertex AI TensorBoard uploads AIP_TENSORBOARD_LOG_DIR while the job runs: the module logs there, and the
     # logs are copied to the model-run dir given (the KFP artifact) at the end.
     tensorboard_dir = out_dir(None, "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root)
     model_run_copy_dir = None
     if tensorboard_dir and tensorboard_dir != model_run_dir:
         model_run_dir, model_run_copy_dir = tensorboard_dir, model_run_dir
-    checkpoints = checkpoint_dir(values, environ, gcs_root, os.path.join(model_run_copy_dir or model_run_dir,
-                                                                         "checkpoints"))
+    checkpoints = checkpoint_dir(
+        values, environ, gcs_root, os.path.join(model_run_copy_dir or model_run_dir, "checkpoints")
+    )
     keras, keras_reason = _train_keras(values, environ, gcs_root)
     fields = _fit_fields(fit_options.TRAIN, raw, examples_path, checkpoints)
     from generic_trainer.artifacts import serving_container
 
     serving_image, serving_accelerator, serving_region = serving_container.check_options(
-        values.get("serving_image"), values.get("serving_accelerator"), values.get("serving_image_region"))
+        values.get("serving_image"),
+        values.get("serving_accelerator"),
+        values.get("serving_image_region"),
+    )
     sha, run_fn = fields.pop("module_sha256"), fields.pop("run_fn")
     speed = _speed_fields(values)
-    program = (_task_program(values, gcs_root, keras, sha) if task else
-               RunFnProgram(module_file=values["module_file"], run_fn=run_fn, module_sha256=sha, **speed))
+    program = (
+        _task_program(values, gcs_root, keras, sha)
+        if task
+        else RunFnProgram(
+            module_file=values["module_file"], run_fn=run_fn, module_sha256=sha, **speed
+        )
+    )
     return TrainRequest(
         program=program,
         model_dir=model_dir,
@@ -212,15 +295,22 @@ def build_train_request(
         model_run_copy_dir=model_run_copy_dir,
         keras=keras,
         keras_reason=keras_reason,
-        serving_image=serving_image, serving_accelerator=serving_accelerator, serving_image_region=serving_region,
-        tflite=tflite_options.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
-                                           values.get("tflite_tolerance")),
+        serving_image=serving_image,
+        serving_accelerator=serving_accelerator,
+        serving_image_region=serving_region,
+        tflite=tflite_options.check_options(
+            values.get("export_tflite"),
+            values.get("tflite_quantization"),
+            values.get("tflite_tolerance"),
+        ),
         **fields,
     )
 
 
 def build_tune_request(
-    values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
+    values: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    kfp: KfpOutputs | None = None,
 ) -> TuneRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into a TuneRequest."""
     raw, examples_path = _fit_inputs(values, environ, kfp, examples_required=True)
@@ -229,8 +319,10 @@ def build_tune_request(
     best_dir = values.get("best_hyperparameters_dir")
     best_dir = os.path.normpath(storage.local_path(best_dir, gcs_root)) if best_dir else None
     if not best_dir:
-        raise UserInputError("--best-hyperparameters-dir",
-                             "required: where best_hyperparameters.txt goes (the trainer's --hyperparameters)")
+        raise UserInputError(
+            "--best-hyperparameters-dir",
+            "required: where best_hyperparameters.txt goes (the trainer's --hyperparameters)",
+        )
     results_file = values.get("tuner_results_file") or None
     if not results_file and values.get("tuner_results_dir"):
         results_file = os.path.join(values["tuner_results_dir"], TUNER_RESULTS_FILE)
@@ -251,15 +343,27 @@ def _tune_values(values: Mapping[str, Any], environ: Mapping[str, str]) -> tuple
     """tune's own checks that read no file: Keras 3, --strategy, --max-trials."""
     keras, _ = keras_choice(values, environ)
     if keras not in ("auto", "keras3"):
-        raise UserInputError("--keras" if values.get("keras") else "TF_USE_LEGACY_KERAS",
-                             "keras-tuner searches Keras 3 models only (it rejects tf_keras models); "
-                             "use --keras keras3 / TF_USE_LEGACY_KERAS=0")
+        raise UserInputError(
+            "--keras" if values.get("keras") else "TF_USE_LEGACY_KERAS",
+            "keras-tuner searches Keras 3 models only (it rejects tf_keras models); "
+            "use --keras keras3 / TF_USE_LEGACY_KERAS=0",
+        )
     strategy = values.get("strategy") or "auto"
     if strategy not in TUNE_STRATEGIES:
-        raise UserInputError("--strategy", f"expected one of {', '.join(TUNE_STRATEGIES)} for tuning (each replica "
-                                           f"runs its own trials; several replicas tune in parallel), got {strategy!r}")
-    max_trials = number("--max-trials", values.get("max_trials"), maximum=MAX_INT32,
-                        unit="trials (0: the tuner_fn's own)") or None
+        raise UserInputError(
+            "--strategy",
+            f"expected one of {', '.join(TUNE_STRATEGIES)} for tuning (each replica "
+            f"runs its own trials; several replicas tune in parallel), got {strategy!r}",
+        )
+    max_trials = (
+        number(
+            "--max-trials",
+            values.get("max_trials"),
+            maximum=MAX_INT32,
+            unit="trials (0: the tuner_fn's own)",
+        )
+        or None
+    )
     return strategy, max_trials
 
 
@@ -273,23 +377,35 @@ def check_values(verb: Verb, values: Mapping[str, Any], environ: Mapping[str, st
     _custom_config(raw)
     task = values.get("task") if verb is fit_options.TRAIN else None
     if task and values.get("module_file"):
-        raise UserInputError("--task", "give either --task module:Class or --module-file (run_fn), not both")
+        raise UserInputError(
+            "--task", "give either --task module:Class or --module-file (run_fn), not both"
+        )
     if not task:
         module_file(values)
         if not values.get("examples"):
-            raise UserInputError("--examples", "required: the examples directory (TFX layout Split-<name>/*.gz)")
+            raise UserInputError(
+                "--examples", "required: the examples directory (TFX layout Split-<name>/*.gz)"
+            )
     if verb is fit_options.TUNE:
         _tune_values(values, environ)
         if not values.get("best_hyperparameters_dir"):
-            raise UserInputError("--best-hyperparameters-dir", "required: where best_hyperparameters.txt goes")
+            raise UserInputError(
+                "--best-hyperparameters-dir", "required: where best_hyperparameters.txt goes"
+            )
         return
     from generic_trainer.artifacts import serving_container
 
     keras, _ = keras_choice(values, environ)
-    serving_container.check_options(values.get("serving_image"), values.get("serving_accelerator"),
-                                    values.get("serving_image_region"))
-    tflite_options.check_options(values.get("export_tflite"), values.get("tflite_quantization"),
-                                values.get("tflite_tolerance"))
+    serving_container.check_options(
+        values.get("serving_image"),
+        values.get("serving_accelerator"),
+        values.get("serving_image_region"),
+    )
+    tflite_options.check_options(
+        values.get("export_tflite"),
+        values.get("tflite_quantization"),
+        values.get("tflite_tolerance"),
+    )
     _speed_fields(values)
     if task:  # its config files are read on the container's machine
         _task_program({**values, "config_file": None}, raw.gcs_root, keras, None)

@@ -56,7 +56,9 @@ class EvaluateRequest(JsonRequest):
 
 
 def build_evaluate_request(
-    values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
+    values: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    kfp: KfpOutputs | None = None,
 ) -> EvaluateRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into an EvaluateRequest."""
     from generic_trainer.judge.eval_config_reader import parse_eval_config
@@ -70,9 +72,15 @@ def build_evaluate_request(
         model=model_dir("--model", values.get("model"), gcs_root, required=True),
         examples=examples_dir(values, gcs_root),
         eval_config=parse_eval_config(eval_config, gcs_root),
-        blessing_dir=required_out_dir("--blessing-dir", values.get("blessing_dir"), gcs_root,
-                                      "where the blessing (BLESSED or NOT_BLESSED) goes"),
-        baseline_model=model_dir("--baseline-model", values.get("baseline_model"), gcs_root, required=False),
+        blessing_dir=required_out_dir(
+            "--blessing-dir",
+            values.get("blessing_dir"),
+            gcs_root,
+            "where the blessing (BLESSED or NOT_BLESSED) goes",
+        ),
+        baseline_model=model_dir(
+            "--baseline-model", values.get("baseline_model"), gcs_root, required=False
+        ),
         gcs_root=gcs_root,
         kfp=kfp,
         **options.checked_fields(judge_options.EVALUATE, raw),
@@ -100,20 +108,29 @@ class InfraValidateRequest:
 
 
 def build_infra_validate_request(
-    values: Mapping[str, Any], environ: Mapping[str, str] | None = None, kfp: KfpOutputs | None = None
+    values: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    kfp: KfpOutputs | None = None,
 ) -> InfraValidateRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into an InfraValidateRequest."""
     raw = raw_inputs(values, environ, kfp)
     gcs_root = raw.gcs_root
     model_blessing = existing_path("--model-blessing", values.get("model_blessing"), gcs_root)
     if model_blessing and not os.path.isdir(model_blessing):
-        raise UserInputError("--model-blessing", f"{values.get('model_blessing')} is not a directory (the "
-                                                 "evaluator's blessing dir holds BLESSED or NOT_BLESSED)")
+        raise UserInputError(
+            "--model-blessing",
+            f"{values.get('model_blessing')} is not a directory (the "
+            "evaluator's blessing dir holds BLESSED or NOT_BLESSED)",
+        )
     return InfraValidateRequest(
         model=model_dir("--model", values.get("model"), gcs_root, required=True),
         examples=examples_dir(values, gcs_root),
-        blessing_dir=required_out_dir("--blessing-dir", values.get("blessing_dir"), gcs_root,
-                                      "where the blessing (INFRA_BLESSED or INFRA_NOT_BLESSED) goes"),
+        blessing_dir=required_out_dir(
+            "--blessing-dir",
+            values.get("blessing_dir"),
+            gcs_root,
+            "where the blessing (INFRA_BLESSED or INFRA_NOT_BLESSED) goes",
+        ),
         model_blessing=model_blessing,
         gcs_root=gcs_root,
         kfp=kfp,

@@ -54,7 +54,9 @@ class Param:
     doc: str
     default: Any = REQUIRED
     name: str | None = None  # the component's name for it, when not the option's
-    fills: str | None = None  # an output artifact: the raw value its local path fills ("": none; None: the option's)
+    fills: str | None = (
+        None  # an output artifact: the raw value its local path fills ("": none; None: the option's)
+    )
 
 
 def value(type_: type, doc: str, default: Any = REQUIRED, name: str | None = None) -> Param:
@@ -99,16 +101,26 @@ class Option:
     param: Param | None = None
     check: Check | None = None
     field: str | None = None  # the request field `check` fills (default: name)
-    output: str | None = None  # an output path of the verb: "dir" or "file" (checked writable before any work)
-    published: bool = False  # an output dir published whole by renaming a staging sibling into place
+    output: str | None = (
+        None  # an output path of the verb: "dir" or "file" (checked writable before any work)
+    )
+    published: bool = (
+        False  # an output dir published whole by renaming a staging sibling into place
+    )
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
     def flag_kwargs(self) -> dict[str, Any]:
-        kwargs = {"metavar": self.metavar, "choices": self.choices, "default": self.default, "type": self.type,
-                  "action": self.action, "help": self.help}
+        kwargs = {
+            "metavar": self.metavar,
+            "choices": self.choices,
+            "default": self.default,
+            "type": self.type,
+            "action": self.action,
+            "help": self.help,
+        }
         return {k: v for k, v in kwargs.items() if v is not None}
 
 
@@ -154,7 +166,9 @@ def artifact_maps(*verbs: Verb) -> ArtifactMaps:
             if o.param is not None and o.param.kind == "input":
                 inputs[o.param.name or o.name] = o.name
             elif o.param is not None and o.param.kind == "output":
-                outputs[o.param.name or o.name] = o.name if o.param.fills is None else (o.param.fills or None)
+                outputs[o.param.name or o.name] = (
+                    o.name if o.param.fills is None else (o.param.fills or None)
+                )
     return ArtifactMaps(inputs, outputs)
 
 
@@ -177,7 +191,9 @@ def replace(options: tuple[Option, ...], **changes: Mapping[str, Any]) -> tuple[
     unknown = set(changes) - {o.name for o in options}
     if unknown:
         raise ValueError(f"no such options: {sorted(unknown)}")
-    return tuple(dataclasses.replace(o, **changes[o.name]) if o.name in changes else o for o in options)
+    return tuple(
+        dataclasses.replace(o, **changes[o.name]) if o.name in changes else o for o in options
+    )
 
 
 def add_parser(sub: Any, verb: Verb, epilog: str) -> argparse.ArgumentParser:
@@ -194,7 +210,11 @@ def add_parser(sub: Any, verb: Verb, epilog: str) -> argparse.ArgumentParser:
 
 def checked_fields(verb: Verb, raw: Any) -> dict[str, Any]:
     """The request fields of every option of `verb` with a `check`, from `raw` (request.RawInputs)."""
-    return {o.field or o.name: o.check(raw, o.flag, raw.values.get(o.name)) for o in verb.options() if o.check}
+    return {
+        o.field or o.name: o.check(raw, o.flag, raw.values.get(o.name))
+        for o in verb.options()
+        if o.check
+    }
 
 
 def component_params(verb: Verb) -> list[tuple[str, Param]]:
@@ -224,8 +244,14 @@ def component_function(verb: Verb, container: Callable[[], Any]) -> Callable[...
             annotation = dsl.OutputPath(param.type)
         if param.default is None and param.kind != "output_value":
             annotation = Optional[annotation]  # noqa: UP045
-        parameters.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=param.default,
-                                            annotation=annotation))
+        parameters.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=param.default,
+                annotation=annotation,
+            )
+        )
         docs.append(f"    {name}: " + param.doc.replace("\n", "\n        "))
 
     def function(*placeholders: Any) -> Any:

@@ -50,16 +50,32 @@ def verb_outputs(verb: Verb) -> VerbOutputs:
 
 EXECUTOR_OUTPUT_FLAG = "--executor-output-file"
 # Inputs an output must not overlap (request attribute -> flag); those a verb writes are its outputs instead.
-INPUT_FIELDS = (("examples", "--examples"), ("schema", "--schema"), ("transform_graph", "--transform-graph"),
-                ("base_model", "--base-model"), ("model", "--model"), ("baseline_model", "--baseline-model"))
+INPUT_FIELDS = (
+    ("examples", "--examples"),
+    ("schema", "--schema"),
+    ("transform_graph", "--transform-graph"),
+    ("base_model", "--base-model"),
+    ("model", "--model"),
+    ("baseline_model", "--baseline-model"),
+)
 # (inner, outer): outputs the runtime itself nests (the defaults: <model-dir>/logs, <logs>/checkpoints).
-NESTING = {("model_run_dir", "model_dir"), ("model_run_copy_dir", "model_dir"), ("checkpoint_dir", "model_run_dir"),
-           ("checkpoint_dir", "model_run_copy_dir")}
+NESTING = {
+    ("model_run_dir", "model_dir"),
+    ("model_run_copy_dir", "model_dir"),
+    ("checkpoint_dir", "model_run_dir"),
+    ("checkpoint_dir", "model_run_copy_dir"),
+}
 # Dirs an output file may lie in (a metrics file beside the model), but for the parts the runtime replaces whole.
-FILE_HOSTS = {"model_dir": (SERVING_DIR, EVAL_DIR, SCHEMATA_DIR, TFLITE_DIR), "model_run_dir": (),
-              "model_run_copy_dir": ()}
+FILE_HOSTS = {
+    "model_dir": (SERVING_DIR, EVAL_DIR, SCHEMATA_DIR, TFLITE_DIR),
+    "model_run_dir": (),
+    "model_run_copy_dir": (),
+}
 
-def check_outputs(request: Any, executor_output_file: str | None = None, outputs: VerbOutputs | None = None) -> None:
+
+def check_outputs(
+    request: Any, executor_output_file: str | None = None, outputs: VerbOutputs | None = None
+) -> None:
     """Raise UserInputError for the first output of `request` that cannot be written.
 
     `outputs`: the verb's (the face passes them; by default train's). A gs:// URI (a Beam runner
@@ -79,9 +95,14 @@ def check_outputs(request: Any, executor_output_file: str | None = None, outputs
             check_writable(flag, path, kind, probed)
             if attr in outputs.published:
                 parent = os.path.dirname(os.path.normpath(os.path.abspath(path)))
-                check_writable(flag, parent, "dir", probed,
-                               why=f" (the run stages {os.path.basename(os.path.normpath(path))} beside it, "
-                                   "and locks it there, before publishing it whole)")
+                check_writable(
+                    flag,
+                    parent,
+                    "dir",
+                    probed,
+                    why=f" (the run stages {os.path.basename(os.path.normpath(path))} beside it, "
+                    "and locks it there, before publishing it whole)",
+                )
     kfp = getattr(request, "kfp", None)
     output_file = executor_output_file or (kfp.output_file if kfp is not None else None)
     if output_file:
@@ -99,12 +120,17 @@ def check_mounted(flag: str, path: str, gcs_root: str | None) -> None:
         return
     bucket = os.path.relpath(path, root).split(os.sep)[0]
     if not os.path.isdir(os.path.join(root, bucket)):
-        mount = f"{root} does not exist" if not os.path.isdir(root) else f"{root} holds no {bucket}/"
-        raise UserInputError(flag, f"gs://{bucket}/{os.path.relpath(path, os.path.join(root, bucket))} is not "
-                                   f"mounted: Cloud Storage is read and written through {root} (Cloud Storage FUSE, "
-                                   f"as on Vertex AI), and {mount}; an output written there would stay on this "
-                                   "machine's disk and be lost. Mount the bucket there, or set --gcs-root "
-                                   "(GENERIC_TRAINER_GCS_ROOT) to where it is mounted")
+        mount = (
+            f"{root} does not exist" if not os.path.isdir(root) else f"{root} holds no {bucket}/"
+        )
+        raise UserInputError(
+            flag,
+            f"gs://{bucket}/{os.path.relpath(path, os.path.join(root, bucket))} is not "
+            f"mounted: Cloud Storage is read and written through {root} (Cloud Storage FUSE, "
+            f"as on Vertex AI), and {mount}; an output written there would stay on this "
+            "machine's disk and be lost. Mount the bucket there, or set --gcs-root "
+            "(GENERIC_TRAINER_GCS_ROOT) to where it is mounted",
+        )
 
 
 def _inside(inner: str, outer: str) -> bool:
@@ -127,9 +153,14 @@ def check_overlaps(request: Any, fields: tuple[OutputField, ...]) -> None:
     (`--checkpoint-dir` in `--model-dir`, `--model-dir` in `--examples`): publishing one would delete or
     mix into the other. The runtime's own nesting is allowed (`_allowed`); the innermost dir decides
     (`<model-dir>/logs/checkpoints` lies in the logs, which may lie in the model dir)."""
+
     def real(attr: str) -> str | None:
         path = getattr(request, attr, None)
-        return os.path.realpath(path) if isinstance(path, str) and path and not storage.is_gcs_uri(path) else None
+        return (
+            os.path.realpath(path)
+            if isinstance(path, str) and path and not storage.is_gcs_uri(path)
+            else None
+        )
 
     outs = [(attr, flag, real(attr), kind) for attr, flag, kind in fields if real(attr)]
     written = {attr for attr, _, _ in fields}
@@ -140,13 +171,19 @@ def check_overlaps(request: Any, fields: tuple[OutputField, ...]) -> None:
         innermost = max(containers, key=lambda o: len(o[2]), default=None)
         for other in containers:
             if (other is innermost or other[2] == path) and not _allowed(out, other):
-                raise UserInputError(flag, f"{path} lies inside {other[1]} {other[2]}; give each output its own "
-                                           "place (one would delete or mix into the other)")
+                raise UserInputError(
+                    flag,
+                    f"{path} lies inside {other[1]} {other[2]}; give each output its own "
+                    "place (one would delete or mix into the other)",
+                )
         for other_flag, other_path in ins:
             if _inside(path, other_path) or _inside(other_path, path):
                 where = "inside" if _inside(path, other_path) else "around"
-                raise UserInputError(flag, f"{path} lies {where} the input {other_flag} {other_path}; an output "
-                                           "must not be written into an input, nor hold one")
+                raise UserInputError(
+                    flag,
+                    f"{path} lies {where} the input {other_flag} {other_path}; an output "
+                    "must not be written into an input, nor hold one",
+                )
 
 
 def _nearest_existing(path: str) -> str:
@@ -170,26 +207,34 @@ def _probe(directory: str) -> str | None:
     return None
 
 
-def check_writable(flag: str, path: str, kind: str, probed: dict[str, str | None] | None = None,
-                   why: str = "") -> None:
+def check_writable(
+    flag: str, path: str, kind: str, probed: dict[str, str | None] | None = None, why: str = ""
+) -> None:
     """Raise UserInputError(flag) unless `path` (a "dir" or a "file") can be created or replaced."""
     probed = {} if probed is None else probed
     path = os.path.normpath(os.path.abspath(path))
     if os.path.exists(path):
         if kind == "dir" and not os.path.isdir(path):
-            raise UserInputError(flag, f"{path} is a {files.special_kind(path) or 'file'}; expected a directory (or "
-                                       "a path where one can be created)")
+            raise UserInputError(
+                flag,
+                f"{path} is a {files.special_kind(path) or 'file'}; expected a directory (or "
+                "a path where one can be created)",
+            )
         if kind == "file" and os.path.isdir(path):
             raise UserInputError(flag, f"{path} is a directory; expected a file path")
         if kind == "file" and files.not_replaceable(path):
-            raise UserInputError(flag, f"{files.not_replaceable(path)}: give a file path (or a new one)")
+            raise UserInputError(
+                flag, f"{files.not_replaceable(path)}: give a file path (or a new one)"
+            )
         if kind == "file" and not os.access(path, os.W_OK):
             raise UserInputError(flag, f"{path} exists and cannot be replaced (it is read-only)")
         directory = path if kind == "dir" else os.path.dirname(path)
     else:
         directory = _nearest_existing(os.path.dirname(path))
         if not os.path.isdir(directory):
-            raise UserInputError(flag, f"cannot create {path}: {directory} is a file, not a directory")
+            raise UserInputError(
+                flag, f"cannot create {path}: {directory} is a file, not a directory"
+            )
     if directory not in probed:
         probed[directory] = _probe(directory)
     if probed[directory] is not None:

@@ -9,42 +9,86 @@ from __future__ import annotations
 from generic_trainer.intake.common_options import common_groups
 from generic_trainer.intake.options import Component, Group, Option, Verb, artifact, output, value
 
-PUSH_INPUTS = Group("inputs", (
-    Option("model", help="the model to push: a train model dir (DIR/Format-Serving) or a SavedModel dir",
-           metavar="DIR",
-           param=artifact("Model", "The model to push (a trainer model: its Format-Serving SavedModel is pushed).")),
-    Option("model_blessing", help="the evaluator's blessing: only a BLESSED model is pushed", metavar="DIR",
-           param=artifact("Artifact", "The evaluator's blessing: only a BLESSED model is pushed.")),
-    Option("infra_blessing",
-           help="the infra-validator's blessing: when given, the model must also be INFRA_BLESSED", metavar="DIR",
-           param=artifact("Artifact",
-                          "The infra-validator's blessing: when given, the model must also be INFRA_BLESSED.", None)),
-    Option("push_destination",
-           help=("where TF Serving (or another server) watches for versions: a directory or gs:// URI; the model "
-                 "goes to <destination>/<Unix seconds>/. TFX's PushDestination as JSON "
-                 "({\"filesystem\": {\"base_directory\": ...}}) works too"), metavar="DIR_OR_GS_URI",
-           output="dir",
-           param=value(str, ("A directory or gs:// URI TF Serving watches; the model goes to <destination>/<Unix "
-                             "seconds>/\n(or TFX's PushDestination as JSON: "
-                             '{"filesystem": {"base_directory": ...}}).'))),
-))
+PUSH_INPUTS = Group(
+    "inputs",
+    (
+        Option(
+            "model",
+            help="the model to push: a train model dir (DIR/Format-Serving) or a SavedModel dir",
+            metavar="DIR",
+            param=artifact(
+                "Model",
+                "The model to push (a trainer model: its Format-Serving SavedModel is pushed).",
+            ),
+        ),
+        Option(
+            "model_blessing",
+            help="the evaluator's blessing: only a BLESSED model is pushed",
+            metavar="DIR",
+            param=artifact("Artifact", "The evaluator's blessing: only a BLESSED model is pushed."),
+        ),
+        Option(
+            "infra_blessing",
+            help="the infra-validator's blessing: when given, the model must also be INFRA_BLESSED",
+            metavar="DIR",
+            param=artifact(
+                "Artifact",
+                "The infra-validator's blessing: when given, the model must also be INFRA_BLESSED.",
+                None,
+            ),
+        ),
+        Option(
+            "push_destination",
+            help=(
+                "where TF Serving (or another server) watches for versions: a directory or gs:// URI; the model "
+                "goes to <destination>/<Unix seconds>/. TFX's PushDestination as JSON "
+                '({"filesystem": {"base_directory": ...}}) works too'
+            ),
+            metavar="DIR_OR_GS_URI",
+            output="dir",
+            param=value(
+                str,
+                (
+                    "A directory or gs:// URI TF Serving watches; the model goes to <destination>/<Unix "
+                    "seconds>/\n(or TFX's PushDestination as JSON: "
+                    '{"filesystem": {"base_directory": ...}}).'
+                ),
+            ),
+        ),
+    ),
+)
 
-PUSH_OUTPUTS = Group("outputs", (
-    Option("pushed_model_dir",
-           help="a copy of the pushed SavedModel for the record (TFX's PushedModel artifact); default: none",
-           metavar="DIR", output="dir", published=True,
-           param=output("Artifact", ("TFX's PushedModel: a copy of the pushed SavedModel; metadata pushed 1|0, "
-                                     "pushed_destination,\npushed_version (and the reasons when not pushed)."),
-                        name="pushed_model")),
-))
+PUSH_OUTPUTS = Group(
+    "outputs",
+    (
+        Option(
+            "pushed_model_dir",
+            help="a copy of the pushed SavedModel for the record (TFX's PushedModel artifact); default: none",
+            metavar="DIR",
+            output="dir",
+            published=True,
+            param=output(
+                "Artifact",
+                (
+                    "TFX's PushedModel: a copy of the pushed SavedModel; metadata pushed 1|0, "
+                    "pushed_destination,\npushed_version (and the reasons when not pushed)."
+                ),
+                name="pushed_model",
+            ),
+        ),
+    ),
+)
 
 PUSH = Verb(
-    "push", help="push a blessed model to a directory TF Serving watches (TFX Pusher)",
+    "push",
+    help="push a blessed model to a directory TF Serving watches (TFX Pusher)",
     description="When the evaluator blessed the model (and the infra-validator, when its blessing is given), "
-                "copy its SavedModel to <push-destination>/<version>/ (version: Unix seconds), saved_model.pb "
-                "last, whole or not at all; a version dir that exists is left alone. A model that is not blessed "
-                "is not pushed, and that is a result, not a failure: the exit code is 0 (pushed: 0).",
-    component=Component("generic_pusher", "Pushes a blessed model to a filesystem or gs:// destination for TF "
-                                          "Serving (TFX Pusher)."),
+    "copy its SavedModel to <push-destination>/<version>/ (version: Unix seconds), saved_model.pb "
+    "last, whole or not at all; a version dir that exists is left alone. A model that is not blessed "
+    "is not pushed, and that is a result, not a failure: the exit code is 0 (pushed: 0).",
+    component=Component(
+        "generic_pusher",
+        "Pushes a blessed model to a filesystem or gs:// destination for TF Serving (TFX Pusher).",
+    ),
     groups=(PUSH_INPUTS, PUSH_OUTPUTS, *common_groups(cluster_timeout=False, training=False)),
 )

@@ -47,17 +47,29 @@ def destination_value(value: Any) -> str:
     try:
         spec = json.loads(value)
     except json.JSONDecodeError as e:
-        raise UserInputError(FLAG, f"not valid JSON ({e.msg} at position {e.pos}); expected a directory, a gs:// "
-                                   'URI or {"filesystem": {"base_directory": ...}}') from None
+        raise UserInputError(
+            FLAG,
+            f"not valid JSON ({e.msg} at position {e.pos}); expected a directory, a gs:// "
+            'URI or {"filesystem": {"base_directory": ...}}',
+        ) from None
     filesystem = spec.get("filesystem") if isinstance(spec, dict) else None
     base = filesystem.get("base_directory") if isinstance(filesystem, dict) else None
     if set(spec) != {"filesystem"} or not isinstance(base, str) or not base.strip():
-        raise UserInputError(FLAG, 'only TFX\'s filesystem destination is supported: {"filesystem": '
-                                   f'{{"base_directory": "DIR"}}}}, got {value[:200]}')
+        raise UserInputError(
+            FLAG,
+            'only TFX\'s filesystem destination is supported: {"filesystem": '
+            f'{{"base_directory": "DIR"}}}}, got {value[:200]}',
+        )
     versioning = filesystem.get("versioning", "AUTO")
-    if versioning not in ("AUTO", "UNIX_TIMESTAMP", 0, 1) or set(filesystem) - {"base_directory", "versioning"}:
-        raise UserInputError(FLAG, f"filesystem.versioning {versioning!r} (or another key) is not supported: "
-                                   "versions are Unix seconds (AUTO, UNIX_TIMESTAMP)")
+    if versioning not in ("AUTO", "UNIX_TIMESTAMP", 0, 1) or set(filesystem) - {
+        "base_directory",
+        "versioning",
+    }:
+        raise UserInputError(
+            FLAG,
+            f"filesystem.versioning {versioning!r} (or another key) is not supported: "
+            "versions are Unix seconds (AUTO, UNIX_TIMESTAMP)",
+        )
     return base.strip()
 
 
@@ -69,16 +81,23 @@ def _inside(path: str, directory: str) -> bool:
 def _destination(value: str, gcs_root: str, model: str) -> tuple[str, bool]:
     """(local directory, on the Cloud Storage FUSE mount) of the destination, checked."""
     if storage.is_gcs_uri(value) and not os.path.isdir(gcs_root):
-        raise UserInputError(FLAG, f"{value} is written through the Cloud Storage FUSE mount at {gcs_root}, which "
-                                   "does not exist here: mount the bucket there (Vertex AI does) or give --gcs-root")
+        raise UserInputError(
+            FLAG,
+            f"{value} is written through the Cloud Storage FUSE mount at {gcs_root}, which "
+            "does not exist here: mount the bucket there (Vertex AI does) or give --gcs-root",
+        )
     if "://" in value and not storage.is_gcs_uri(value):
         raise UserInputError(FLAG, f"{value}: expected a directory or a gs:// URI")
     path = os.path.normpath(os.path.abspath(storage.local_path(value, gcs_root)))
     if os.path.exists(path) and not os.path.isdir(path):
-        raise UserInputError(FLAG, f"{value} is a file; expected a directory for the pushed versions")
+        raise UserInputError(
+            FLAG, f"{value} is a file; expected a directory for the pushed versions"
+        )
     if _inside(path, model):
-        raise UserInputError(FLAG, f"{value} lies inside the model being pushed ({model}); give a directory "
-                                   "outside it")
+        raise UserInputError(
+            FLAG,
+            f"{value} lies inside the model being pushed ({model}); give a directory outside it",
+        )
     return path, storage.is_gcs_uri(value) or _inside(path, gcs_root)
 
 
@@ -86,32 +105,55 @@ def _model(value: Any, gcs_root: str) -> str:
     model = model_dir("--model", value, gcs_root, required=True)
     serving = outputs.serving_model_path(model)
     if not os.path.isfile(os.path.join(serving, "saved_model.pb")):
-        raise UserInputError("--model", f"{serving} holds no SavedModel (saved_model.pb): expected a train model dir "
-                                        "(DIR/Format-Serving) or a SavedModel dir")
+        raise UserInputError(
+            "--model",
+            f"{serving} holds no SavedModel (saved_model.pb): expected a train model dir "
+            "(DIR/Format-Serving) or a SavedModel dir",
+        )
     return os.path.normpath(os.path.abspath(model))
 
 
-def build_push_request(values: Mapping[str, Any], environ: Mapping[str, str] | None = None,
-                       kfp: KfpOutputs | None = None) -> PushRequest:
+def build_push_request(
+    values: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    kfp: KfpOutputs | None = None,
+) -> PushRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into a PushRequest."""
     raw = raw_inputs(values, environ, kfp)
     model = _model(values.get("model"), raw.gcs_root)
     if not values.get("model_blessing"):
-        raise UserInputError("--model-blessing", "required: the evaluator's blessing dir (BLESSED or NOT_BLESSED)")
+        raise UserInputError(
+            "--model-blessing", "required: the evaluator's blessing dir (BLESSED or NOT_BLESSED)"
+        )
     blessings = {}
-    for key, kind in (("model_blessing", "the evaluator"), ("infra_blessing", "the infra-validator")):
+    for key, kind in (
+        ("model_blessing", "the evaluator"),
+        ("infra_blessing", "the infra-validator"),
+    ):
         flag = "--" + key.replace("_", "-")
         path = existing_path(flag, values.get(key), raw.gcs_root)
         if path and not os.path.isdir(path):
-            raise UserInputError(flag, f"{values.get(key)} is not a directory (expected {kind}'s blessing dir)")
+            raise UserInputError(
+                flag, f"{values.get(key)} is not a directory (expected {kind}'s blessing dir)"
+            )
         if path:
             blessings[key] = os.path.abspath(path)
     uri = destination_value(values.get("push_destination"))
     destination, on_fuse = _destination(uri, raw.gcs_root, model)
     pushed = values.get("pushed_model_dir")
-    pushed = os.path.normpath(os.path.abspath(storage.local_path(pushed, raw.gcs_root))) if pushed else None
+    pushed = (
+        os.path.normpath(os.path.abspath(storage.local_path(pushed, raw.gcs_root)))
+        if pushed
+        else None
+    )
     return PushRequest(
-        model=model, push_destination=destination, on_gcs_fuse=on_fuse,
+        model=model,
+        push_destination=destination,
+        on_gcs_fuse=on_fuse,
         destination_uri=uri.rstrip("/") if storage.is_gcs_uri(uri) else destination,
         pushed_model_dir=pushed,
-        gcs_root=raw.gcs_root, kfp=kfp, **blessings, **options.checked_fields(push_options.PUSH, raw))
+        gcs_root=raw.gcs_root,
+        kfp=kfp,
+        **blessings,
+        **options.checked_fields(push_options.PUSH, raw),
+    )

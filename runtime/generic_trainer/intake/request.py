@@ -45,8 +45,11 @@ def gcs_root(values: Mapping[str, Any], environ: Mapping[str, str] | None = None
     return values.get("gcs_root") or environ.get(GCS_ROOT_ENV) or "/gcs"
 
 
-def raw_inputs(values: Mapping[str, Any], environ: Mapping[str, str] | None = None,
-               kfp: KfpOutputs | None = None) -> RawInputs:
+def raw_inputs(
+    values: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    kfp: KfpOutputs | None = None,
+) -> RawInputs:
     """The one preamble of every request builder: the environment (os.environ by default) and the gcs root."""
     environ = os.environ if environ is None else environ
     return RawInputs(values, environ, gcs_root(values, environ), kfp)
@@ -60,6 +63,7 @@ def text(default: str | None = None) -> Callable[[RawInputs, str, Any], Any]:
 
 def one_of(choices: tuple[str, ...], default: str) -> Callable[[RawInputs, str, Any], str]:
     """One of `choices`, or `default` when unset or empty (a KFP parameter is not checked by argparse)."""
+
     def check(raw: RawInputs, flag: str, value: Any) -> str:
         if value in (None, ""):
             return default
@@ -124,10 +128,15 @@ def ints_from_floats(value: Any) -> Any:
 def json_object(input_name: str, value: Any) -> dict[str, Any]:
     if value is None or value == "":
         return {}
-    value = bounded_parse.load_json(value, input_name) if isinstance(value, str) else \
-        bounded_parse.check_depth(value, input_name)
+    value = (
+        bounded_parse.load_json(value, input_name)
+        if isinstance(value, str)
+        else bounded_parse.check_depth(value, input_name)
+    )
     if not isinstance(value, dict):
-        raise UserInputError(input_name, f"expected a JSON object ({{...}}), got {type(value).__name__}")
+        raise UserInputError(
+            input_name, f"expected a JSON object ({{...}}), got {type(value).__name__}"
+        )
     return value
 
 
@@ -136,8 +145,17 @@ MAX_INT32 = 2**31 - 1
 MAX_SECONDS = 30 * 24 * 3600  # a timeout longer than 30 days is a typo (and overflows some clocks)
 
 
-def number(input_name: str, value: Any, *, integer: bool = True, minimum: float = 0, maximum: float = MAX_INT64,
-           above_minimum: bool = False, default: Any = None, unit: str = "") -> Any:
+def number(
+    input_name: str,
+    value: Any,
+    *,
+    integer: bool = True,
+    minimum: float = 0,
+    maximum: float = MAX_INT64,
+    above_minimum: bool = False,
+    default: Any = None,
+    unit: str = "",
+) -> Any:
     """The one check of a numeric flag or parameter: a finite number in range, else UserInputError (exit 2).
 
     `value` is what a flag or KFP parameter gave (a string, int or float); None or "" gives `default`.
@@ -149,8 +167,10 @@ def number(input_name: str, value: Any, *, integer: bool = True, minimum: float 
         return default
     low = f"{'>' if above_minimum else '>='} {minimum:g}"
     high = f"{maximum}" if isinstance(maximum, int) else f"{maximum:g}"
-    expected = (f"expected a {'whole number' if integer else 'number'}{' of ' + unit if unit else ''} "
-                f"{low} and at most {high}, got {value!r}")
+    expected = (
+        f"expected a {'whole number' if integer else 'number'}{' of ' + unit if unit else ''} "
+        f"{low} and at most {high}, got {value!r}"
+    )
     if isinstance(value, bool):
         raise UserInputError(input_name, expected)
     try:
@@ -159,8 +179,11 @@ def number(input_name: str, value: Any, *, integer: bool = True, minimum: float 
         raise UserInputError(input_name, expected) from None
     if not exact.is_finite() or (integer and exact != exact.to_integral_value()):
         raise UserInputError(input_name, expected)
-    if exact > decimal.Decimal(maximum) or exact < decimal.Decimal(minimum) or (
-            above_minimum and exact == decimal.Decimal(minimum)):
+    if (
+        exact > decimal.Decimal(maximum)
+        or exact < decimal.Decimal(minimum)
+        or (above_minimum and exact == decimal.Decimal(minimum))
+    ):
         raise UserInputError(input_name, expected)
     return int(exact) if integer else float(exact)
 
@@ -185,14 +208,21 @@ def split_names(input_name: str, value: Any, default: tuple[str, ...]) -> tuple[
     elif isinstance(value, (list, tuple)):
         items = list(value)
     else:
-        raise UserInputError(input_name, f"expected split names such as 'train,eval', got {value!r}")
+        raise UserInputError(
+            input_name, f"expected split names such as 'train,eval', got {value!r}"
+        )
     splits = tuple(str(s).strip() for s in items if str(s).strip())
     if not splits:
-        raise UserInputError(input_name, f"expected split names such as 'train,eval', got {value!r}")
+        raise UserInputError(
+            input_name, f"expected split names such as 'train,eval', got {value!r}"
+        )
     for split in splits:
         if not SPLIT_NAME_PATTERN.fullmatch(split) or ".." in split or split == ".":
-            raise UserInputError(input_name, f"split name {split!r} is not allowed: expected letters, digits, "
-                                             "'_', '-' and '.' only (no '/', no '..'), e.g. train,eval")
+            raise UserInputError(
+                input_name,
+                f"split name {split!r} is not allowed: expected letters, digits, "
+                "'_', '-' and '.' only (no '/', no '..'), e.g. train,eval",
+            )
     if len(set(splits)) != len(splits):
         raise UserInputError(input_name, f"split names repeat: {', '.join(splits)}")
     return splits
@@ -203,7 +233,10 @@ def existing_path(input_name: str, value: str | None, gcs_root: str) -> str | No
         return None
     path = storage.local_path(value, gcs_root)
     if not os.path.exists(path):
-        raise UserInputError(input_name, f"{value} does not exist" + (f" (looked at {path})" if path != value else ""))
+        raise UserInputError(
+            input_name,
+            f"{value} does not exist" + (f" (looked at {path})" if path != value else ""),
+        )
     return path
 
 
@@ -231,18 +264,25 @@ def run_namespace(values: Mapping[str, Any]) -> str | None:
         value = str(values.get(key) or "").strip()
         if not value or value.startswith("{{"):
             if value:
-                log.warning("%s %s was not filled in by the pipeline runner; checkpoints are not namespaced by it",
-                            flag, value)
+                log.warning(
+                    "%s %s was not filled in by the pipeline runner; checkpoints are not namespaced by it",
+                    flag,
+                    value,
+                )
             if key == "run_id":
                 return None
             continue
         if not _RUN_PART.fullmatch(value):
-            raise UserInputError(flag, f"expected a name of letters, digits, '.', '_' or '-', got {value!r}")
+            raise UserInputError(
+                flag, f"expected a name of letters, digits, '.', '_' or '-', got {value!r}"
+            )
         parts.append(value)
     return "/".join(parts)
 
 
-def checkpoint_dir(values: Mapping[str, Any], environ: Mapping[str, str], gcs_root: str, default: str) -> str:
+def checkpoint_dir(
+    values: Mapping[str, Any], environ: Mapping[str, str], gcs_root: str, default: str
+) -> str:
     """Where checkpoints go: --checkpoint-dir, else $AIP_CHECKPOINT_DIR, else `default` (inside this task's outputs).
 
     In a pipeline run (--run-id) the first two are base dirs shared by every run, so the run's own dir is
@@ -255,25 +295,36 @@ def checkpoint_dir(values: Mapping[str, Any], environ: Mapping[str, str], gcs_ro
     namespace = run_namespace(values)
     if namespace:
         path = os.path.join(path, namespace)
-        log.info("checkpoint dir %s: run %s's own under %s", path, namespace,
-                 "--checkpoint-dir" if values.get("checkpoint_dir") else "AIP_CHECKPOINT_DIR")
+        log.info(
+            "checkpoint dir %s: run %s's own under %s",
+            path,
+            namespace,
+            "--checkpoint-dir" if values.get("checkpoint_dir") else "AIP_CHECKPOINT_DIR",
+        )
     return path
 
 
 def examples_dir(values: Mapping[str, Any], gcs_root: str) -> str:
     examples = values.get("examples")
     if not examples:
-        raise UserInputError("--examples", "required: the examples directory (TFX layout Split-<name>/*.gz)")
+        raise UserInputError(
+            "--examples", "required: the examples directory (TFX layout Split-<name>/*.gz)"
+        )
     examples_path = storage.local_path(examples, gcs_root)
     if not os.path.isdir(examples_path):
-        raise UserInputError("--examples", f"{examples} is not a directory" + (
-            "" if os.path.exists(examples_path) else " (it does not exist)"))
+        raise UserInputError(
+            "--examples",
+            f"{examples} is not a directory"
+            + ("" if os.path.exists(examples_path) else " (it does not exist)"),
+        )
     return examples_path
 
 
 def module_file(values: Mapping[str, Any]) -> str:
     if not values.get("module_file"):
-        raise UserInputError("--module-file", "required: a .py file, a gs:// URI or a dotted module name")
+        raise UserInputError(
+            "--module-file", "required: a .py file, a gs:// URI or a dotted module name"
+        )
     return values["module_file"]
 
 
@@ -283,7 +334,9 @@ def keras_choice(values: Mapping[str, Any], environ: Mapping[str, str]) -> tuple
     keras = values.get("keras")
     if keras:
         if keras not in KERAS_CHOICES:
-            raise UserInputError("--keras", f"expected one of {', '.join(KERAS_CHOICES)}, got {keras!r}")
+            raise UserInputError(
+                "--keras", f"expected one of {', '.join(KERAS_CHOICES)}, got {keras!r}"
+            )
         return keras, f"--keras {keras}"
     legacy = environ.get("TF_USE_LEGACY_KERAS")
     if legacy:
@@ -294,8 +347,16 @@ def keras_choice(values: Mapping[str, Any], environ: Mapping[str, str]) -> tuple
 
 def seconds(input_name: str, value: Any, default: float | None = None) -> float | None:
     """A number of seconds > 0 (at most MAX_SECONDS), or `default` when unset."""
-    return number(input_name, value, integer=False, minimum=0, above_minimum=True, maximum=MAX_SECONDS,
-                  default=default, unit="seconds")
+    return number(
+        input_name,
+        value,
+        integer=False,
+        minimum=0,
+        above_minimum=True,
+        maximum=MAX_SECONDS,
+        default=default,
+        unit="seconds",
+    )
 
 
 def check_gcs_timeout(environ: Mapping[str, str]) -> float | None:
@@ -307,7 +368,9 @@ def module_sha256(value: Any) -> str | None:
     """--module-sha256: 64 hex digits (sha256sum of the module file), or None when unset."""
     sha = value or None
     if sha and not re.fullmatch(r"[0-9a-fA-F]{64}", sha):
-        raise UserInputError("--module-sha256", "expected 64 hex digits (sha256sum of the module file)")
+        raise UserInputError(
+            "--module-sha256", "expected 64 hex digits (sha256sum of the module file)"
+        )
     return sha
 
 
@@ -315,8 +378,11 @@ def model_dir(input_name: str, value: Any, gcs_root: str, required: bool) -> str
     """A model artifact dir (holding Format-Serving) or a SavedModel dir; None when absent and not required."""
     if not value:
         if required:
-            raise UserInputError(input_name, "required: a model dir (<dir>/Format-Serving, as train writes it) "
-                                             "or a SavedModel dir")
+            raise UserInputError(
+                input_name,
+                "required: a model dir (<dir>/Format-Serving, as train writes it) "
+                "or a SavedModel dir",
+            )
         return None
     path = existing_path(input_name, value, gcs_root)
     if not os.path.isdir(path):
@@ -334,8 +400,22 @@ def positive_int(input_name: str, value: Any, default: int) -> int:
     return number(input_name, value, minimum=1, maximum=MAX_INT32, default=default)
 
 
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
-               "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
+}
 
 
 def memory_size(input_name: str, value: Any, default: int | None) -> int | None:
@@ -345,7 +425,9 @@ def memory_size(input_name: str, value: Any, default: int | None) -> int | None:
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", str(value))
     unit = match.group(2).lower() if match else None
     if not match or unit not in _SIZE_UNITS:
-        raise UserInputError(input_name, f"expected a size like 8GiB, 512MiB or 0 (no limit), got {value!r}")
+        raise UserInputError(
+            input_name, f"expected a size like 8GiB, 512MiB or 0 (no limit), got {value!r}"
+        )
     amount = decimal.Decimal(match.group(1)) * _SIZE_UNITS[unit]
     size = number(input_name, int(amount), unit="bytes (a size like 8GiB, 512MiB or 0: no limit)")
     return size or None
@@ -356,6 +438,7 @@ DEFAULT_PROBE_MEMORY = 8 * 1024**3
 
 MAX_WARMUP_REQUESTS = 1000  # TF Serving reads at most this many warm-up records
 
+
 def data_path(value: str, gcs_root: str, local_runner: bool) -> str:
     """A path Beam reads or writes: gs:// stays a URI for a remote runner, else the local (/gcs) path."""
     if storage.is_gcs_uri(value) and not local_runner:
@@ -363,15 +446,22 @@ def data_path(value: str, gcs_root: str, local_runner: bool) -> str:
     return storage.local_path(value, gcs_root)
 
 
-def new_output_dir(input_name: str, value: Any, gcs_root: str, local_runner: bool, what: str) -> str:
+def new_output_dir(
+    input_name: str, value: Any, gcs_root: str, local_runner: bool, what: str
+) -> str:
     if not value:
         raise UserInputError(input_name, f"required: {what}")
     path = data_path(str(value), gcs_root, local_runner)
     if not storage.is_gcs_uri(path):
         path = os.path.normpath(path)
         if os.path.isdir(path) and os.listdir(path):
-            raise UserInputError(input_name, f"{value} already exists and is not empty; give a new directory "
-                                             "(outputs are written whole, never over an older one)")
+            raise UserInputError(
+                input_name,
+                f"{value} already exists and is not empty; give a new directory "
+                "(outputs are written whole, never over an older one)",
+            )
         if os.path.exists(path) and not os.path.isdir(path):
-            raise UserInputError(input_name, f"{value} exists and is a file; expected a new directory")
+            raise UserInputError(
+                input_name, f"{value} exists and is a file; expected a new directory"
+            )
     return path

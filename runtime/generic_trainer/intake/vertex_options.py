@@ -44,9 +44,12 @@ def duration_seconds(flag: str, value: Any, allow_zero: bool = False) -> int | N
     digits = text[:-1] if text[-1:] in _DURATION_UNITS else text
     seconds = int(digits) * scale if digits.isdigit() else -1
     if not (0 if allow_zero else 1) <= seconds <= MAX_SECONDS:
-        raise UserInputError(flag, f"expected a duration such as 3600, 90m, 2h or 7d, in seconds >= "
-                                   f"{0 if allow_zero else 1} and at most {MAX_SECONDS}"
-                                   f"{' (0: no limit)' if allow_zero else ''}, got {value!r}")
+        raise UserInputError(
+            flag,
+            f"expected a duration such as 3600, 90m, 2h or 7d, in seconds >= "
+            f"{0 if allow_zero else 1} and at most {MAX_SECONDS}"
+            f"{' (0: no limit)' if allow_zero else ''}, got {value!r}",
+        )
     return seconds
 
 
@@ -55,17 +58,25 @@ def _labels(pairs: Sequence[str] | None) -> dict[str, str]:
     labels = {}
     for pair in pairs or ():
         key, sep, value = pair.partition("=")
-        if not sep or not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", key) or not re.fullmatch(r"[a-z0-9_-]{0,63}", value):
-            raise UserInputError("--label", f"expected key=value in lowercase letters, digits, '_' or '-' (key "
-                                            f"starting with a letter, each at most 63 characters), got {pair!r}")
+        if (
+            not sep
+            or not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", key)
+            or not re.fullmatch(r"[a-z0-9_-]{0,63}", value)
+        ):
+            raise UserInputError(
+                "--label",
+                f"expected key=value in lowercase letters, digits, '_' or '-' (key "
+                f"starting with a letter, each at most 63 characters), got {pair!r}",
+            )
         labels[key] = value
     if len(labels) > 64:
         raise UserInputError("--label", f"at most 64 labels, got {len(labels)}")
     return labels
 
 
-def production_options(ns: argparse.Namespace, replica_count: int, accelerator_type: str | None,
-                       accelerator_count: int) -> dict[str, Any]:
+def production_options(
+    ns: argparse.Namespace, replica_count: int, accelerator_type: str | None, accelerator_count: int
+) -> dict[str, Any]:
     """The JobOptions fields of the production flags (add_production_flags), validated; also checks the machines
     and warns when a GPU needs more than the default image (vertex_machines.image_note)."""
 
@@ -74,13 +85,20 @@ def production_options(ns: argparse.Namespace, replica_count: int, accelerator_t
 
     allow_unknown = bool(opt("allow_unknown_machine_type"))
     machine_type = ns.machine_type or DEFAULT_MACHINE_TYPE
-    vertex_machines.check_machine(machine_type, accelerator_type, accelerator_count, allow_unknown=allow_unknown)
+    vertex_machines.check_machine(
+        machine_type, accelerator_type, accelerator_count, allow_unknown=allow_unknown
+    )
     out = _scheduling(opt, ns)
     out.update(_network_and_key(opt, ns))
     out.update(_chief_pool(opt, machine_type, accelerator_type, accelerator_count, allow_unknown))
     out.update(_reduction_servers(opt, replica_count, accelerator_type, allow_unknown))
-    for note in sorted({vertex_machines.image_note(a) for a in (accelerator_type, out.get("chief_accelerator_type"))}
-                       - {None}):
+    for note in sorted(
+        {
+            vertex_machines.image_note(a)
+            for a in (accelerator_type, out.get("chief_accelerator_type"))
+        }
+        - {None}
+    ):
         log.warning("%s", note)
     return out
 
@@ -92,19 +110,30 @@ def _scheduling(opt: Any, ns: argparse.Namespace) -> dict[str, Any]:
     if strategy:
         strategy = strategy.upper()
         if strategy not in SCHEDULING_STRATEGIES:
-            raise UserInputError("--scheduling-strategy", f"expected one of {', '.join(SCHEDULING_STRATEGIES)}, "
-                                                          f"got {ns.scheduling_strategy!r}")
+            raise UserInputError(
+                "--scheduling-strategy",
+                f"expected one of {', '.join(SCHEDULING_STRATEGIES)}, "
+                f"got {ns.scheduling_strategy!r}",
+            )
         out["scheduling_strategy"] = strategy
-    out["max_wait_duration"] = duration_seconds("--max-wait-duration", opt("max_wait_duration"), allow_zero=True)
+    out["max_wait_duration"] = duration_seconds(
+        "--max-wait-duration", opt("max_wait_duration"), allow_zero=True
+    )
     out["timeout"] = duration_seconds("--timeout", opt("timeout"))
     resource = opt("persistent_resource_id")
     if resource:
         if not re.fullmatch(r"[a-z][a-z0-9-]{0,62}", resource):
-            raise UserInputError("--persistent-resource-id", f"expected the resource's id (lowercase letters, digits, "
-                                                             f"'-'), not its full name, got {resource!r}")
+            raise UserInputError(
+                "--persistent-resource-id",
+                f"expected the resource's id (lowercase letters, digits, "
+                f"'-'), not its full name, got {resource!r}",
+            )
         if strategy in ("SPOT", "FLEX_START"):
-            raise UserInputError("--persistent-resource-id", f"the job runs on the persistent resource's machines: "
-                                                             f"--scheduling-strategy {strategy} does not apply")
+            raise UserInputError(
+                "--persistent-resource-id",
+                f"the job runs on the persistent resource's machines: "
+                f"--scheduling-strategy {strategy} does not apply",
+            )
         out["persistent_resource_id"] = resource
     return out
 
@@ -113,29 +142,51 @@ def _network_and_key(opt: Any, ns: argparse.Namespace) -> dict[str, Any]:
     """--network, --reserved-ip-range, --label and --encryption-spec-key-name."""
     network = opt("network")
     if network and not re.fullmatch(r"projects/[^/]+/global/networks/[^/]+", network):
-        raise UserInputError("--network", f"expected projects/PROJECT_NUMBER/global/networks/NAME, got {network!r}")
+        raise UserInputError(
+            "--network", f"expected projects/PROJECT_NUMBER/global/networks/NAME, got {network!r}"
+        )
     ranges = tuple(opt("reserved_ip_range") or ())
     if ranges and not network:
-        raise UserInputError("--reserved-ip-range", "needs --network (the ranges are reserved in that VPC network)")
-    out: dict[str, Any] = {"network": network, "reserved_ip_ranges": ranges, "labels": _labels(opt("label"))}
+        raise UserInputError(
+            "--reserved-ip-range", "needs --network (the ranges are reserved in that VPC network)"
+        )
+    out: dict[str, Any] = {
+        "network": network,
+        "reserved_ip_ranges": ranges,
+        "labels": _labels(opt("label")),
+    }
     key = opt("encryption_spec_key_name")
     if key:
-        match = re.fullmatch(r"projects/[^/]+/locations/([^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+", key)
+        match = re.fullmatch(
+            r"projects/[^/]+/locations/([^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+", key
+        )
         if not match:
-            raise UserInputError("--encryption-spec-key-name", "expected projects/P/locations/L/keyRings/R/"
-                                                               f"cryptoKeys/K, got {key!r}")
+            raise UserInputError(
+                "--encryption-spec-key-name",
+                f"expected projects/P/locations/L/keyRings/R/cryptoKeys/K, got {key!r}",
+            )
         if getattr(ns, "region", None) and match.group(1) != ns.region:
-            raise UserInputError("--encryption-spec-key-name", f"the key is in {match.group(1)}, the job in "
-                                                               f"{ns.region}: Vertex AI needs a key in its region")
+            raise UserInputError(
+                "--encryption-spec-key-name",
+                f"the key is in {match.group(1)}, the job in "
+                f"{ns.region}: Vertex AI needs a key in its region",
+            )
         out["encryption_spec_key_name"] = key
     return out
 
 
-def _chief_pool(opt: Any, machine_type: str, accelerator_type: str | None, accelerator_count: int,
-                allow_unknown: bool) -> dict[str, Any]:
+def _chief_pool(
+    opt: Any,
+    machine_type: str,
+    accelerator_type: str | None,
+    accelerator_count: int,
+    allow_unknown: bool,
+) -> dict[str, Any]:
     """Worker pool 0's own machine and accelerators (--chief-*), when they differ from the workers'."""
     chief_type = opt("chief_machine_type")
-    chief_count_given = count("--chief-accelerator-count", opt("chief_accelerator_count"), 0, MAX_ACCELERATORS)
+    chief_count_given = count(
+        "--chief-accelerator-count", opt("chief_accelerator_count"), 0, MAX_ACCELERATORS
+    )
     if not (chief_type or opt("chief_accelerator_type") or chief_count_given):
         return {}
     chief_accelerator = opt("chief_accelerator_type") or accelerator_type
@@ -143,58 +194,119 @@ def _chief_pool(opt: Any, machine_type: str, accelerator_type: str | None, accel
         chief_accelerator = None
     chief_count = (chief_count_given or accelerator_count or 1) if chief_accelerator else 0
     chief_type = chief_type or machine_type
-    vertex_machines.check_machine(chief_type, chief_accelerator, chief_count, flag="--chief-machine-type",
-                                  allow_unknown=allow_unknown)
-    return {"chief_machine_type": chief_type, "chief_accelerator_type": chief_accelerator,
-            "chief_accelerator_count": chief_count}
+    vertex_machines.check_machine(
+        chief_type,
+        chief_accelerator,
+        chief_count,
+        flag="--chief-machine-type",
+        allow_unknown=allow_unknown,
+    )
+    return {
+        "chief_machine_type": chief_type,
+        "chief_accelerator_type": chief_accelerator,
+        "chief_accelerator_count": chief_count,
+    }
 
 
-def _reduction_servers(opt: Any, replica_count: int, accelerator_type: str | None,
-                       allow_unknown: bool) -> dict[str, Any]:
+def _reduction_servers(
+    opt: Any, replica_count: int, accelerator_type: str | None, allow_unknown: bool
+) -> dict[str, Any]:
     """Worker pool 2's Reduction Server (--reduction-server-*)."""
     servers = opt("reduction_server_count")
     if not servers:
         if opt("reduction_server_machine_type") or opt("reduction_server_image"):
-            raise UserInputError("--reduction-server-count", "required with --reduction-server-machine-type/-image")
+            raise UserInputError(
+                "--reduction-server-count", "required with --reduction-server-machine-type/-image"
+            )
         return {}
     servers = count("--reduction-server-count", servers, 1, MAX_REPLICAS)
     if replica_count < 2 or not accelerator_type:
-        raise UserInputError("--reduction-server-count", "Reduction Server speeds up all-reduce between GPU "
-                                                         "workers (NCCL): it needs --replica-count >= 2 and "
-                                                         "--accelerator-type")
+        raise UserInputError(
+            "--reduction-server-count",
+            "Reduction Server speeds up all-reduce between GPU "
+            "workers (NCCL): it needs --replica-count >= 2 and "
+            "--accelerator-type",
+        )
     server_type = opt("reduction_server_machine_type") or DEFAULT_REDUCTION_SERVER_MACHINE_TYPE
-    vertex_machines.check_machine(server_type, None, 0, flag="--reduction-server-machine-type",
-                                  allow_unknown=allow_unknown)
-    return {"reduction_server_count": servers, "reduction_server_machine_type": server_type,
-            "reduction_server_image": opt("reduction_server_image") or REDUCTION_SERVER_IMAGE}
+    vertex_machines.check_machine(
+        server_type, None, 0, flag="--reduction-server-machine-type", allow_unknown=allow_unknown
+    )
+    return {
+        "reduction_server_count": servers,
+        "reduction_server_machine_type": server_type,
+        "reduction_server_image": opt("reduction_server_image") or REDUCTION_SERVER_IMAGE,
+    }
 
 
 def add_production_flags(p: argparse.ArgumentParser) -> None:
     """Scheduling, networking, encryption and pool flags of `vertex-job` (see production_options)."""
     g = p.add_argument_group("scheduling, network, encryption and pools")
-    g.add_argument("--scheduling-strategy", metavar="STRATEGY",
-                   help=f"{', '.join(SCHEDULING_STRATEGIES)}: SPOT runs on Spot VMs (cheaper, preemptible: the "
-                        "trainer resumes from its backup); FLEX_START waits for scarce GPUs (see --max-wait-duration)")
-    g.add_argument("--max-wait-duration", metavar="DURATION",
-                   help="how long the job may wait for its machines, e.g. 2h (0: no limit; Vertex default 1 day)")
-    g.add_argument("--timeout", metavar="DURATION", help="the job's longest run, e.g. 3600, 90m, 12h, 7d "
-                                                         "(Vertex default 7 days)")
-    g.add_argument("--network", metavar="NAME", help="VPC network to peer with: projects/PROJECT_NUMBER/global/"
-                                                     "networks/NAME")
-    g.add_argument("--reserved-ip-range", action="append", metavar="NAME",
-                   help="reserved IP range of --network to deploy in (repeatable)")
+    g.add_argument(
+        "--scheduling-strategy",
+        metavar="STRATEGY",
+        help=f"{', '.join(SCHEDULING_STRATEGIES)}: SPOT runs on Spot VMs (cheaper, preemptible: the "
+        "trainer resumes from its backup); FLEX_START waits for scarce GPUs (see --max-wait-duration)",
+    )
+    g.add_argument(
+        "--max-wait-duration",
+        metavar="DURATION",
+        help="how long the job may wait for its machines, e.g. 2h (0: no limit; Vertex default 1 day)",
+    )
+    g.add_argument(
+        "--timeout",
+        metavar="DURATION",
+        help="the job's longest run, e.g. 3600, 90m, 12h, 7d (Vertex default 7 days)",
+    )
+    g.add_argument(
+        "--network",
+        metavar="NAME",
+        help="VPC network to peer with: projects/PROJECT_NUMBER/global/networks/NAME",
+    )
+    g.add_argument(
+        "--reserved-ip-range",
+        action="append",
+        metavar="NAME",
+        help="reserved IP range of --network to deploy in (repeatable)",
+    )
     g.add_argument("--label", action="append", metavar="KEY=VALUE", help="job label (repeatable)")
-    g.add_argument("--encryption-spec-key-name", metavar="KMS_KEY",
-                   help="CMEK: projects/P/locations/REGION/keyRings/R/cryptoKeys/K (in the job's region)")
-    g.add_argument("--persistent-resource-id", metavar="ID", help="run on this Vertex AI persistent resource")
-    g.add_argument("--chief-machine-type", metavar="TYPE", help="worker pool 0's machine (default --machine-type)")
-    g.add_argument("--chief-accelerator-type", metavar="TYPE",
-                   help="pool 0's accelerator (default the workers'; 'none' for a CPU chief)")
-    g.add_argument("--chief-accelerator-count", metavar="K", help="pool 0's accelerators (default the workers')")
-    g.add_argument("--reduction-server-count", metavar="N",
-                   help="Reduction Server replicas in worker pool 2 (GPU workers, --replica-count >= 2)")
-    g.add_argument("--reduction-server-machine-type", metavar="TYPE",
-                   help=f"their machine (default {DEFAULT_REDUCTION_SERVER_MACHINE_TYPE})")
-    g.add_argument("--reduction-server-image", metavar="IMAGE", help=f"default {REDUCTION_SERVER_IMAGE}")
-    g.add_argument("--allow-unknown-machine-type", action="store_true",
-                   help="skip the check of machine types and accelerators against the known families")
+    g.add_argument(
+        "--encryption-spec-key-name",
+        metavar="KMS_KEY",
+        help="CMEK: projects/P/locations/REGION/keyRings/R/cryptoKeys/K (in the job's region)",
+    )
+    g.add_argument(
+        "--persistent-resource-id", metavar="ID", help="run on this Vertex AI persistent resource"
+    )
+    g.add_argument(
+        "--chief-machine-type",
+        metavar="TYPE",
+        help="worker pool 0's machine (default --machine-type)",
+    )
+    g.add_argument(
+        "--chief-accelerator-type",
+        metavar="TYPE",
+        help="pool 0's accelerator (default the workers'; 'none' for a CPU chief)",
+    )
+    g.add_argument(
+        "--chief-accelerator-count",
+        metavar="K",
+        help="pool 0's accelerators (default the workers')",
+    )
+    g.add_argument(
+        "--reduction-server-count",
+        metavar="N",
+        help="Reduction Server replicas in worker pool 2 (GPU workers, --replica-count >= 2)",
+    )
+    g.add_argument(
+        "--reduction-server-machine-type",
+        metavar="TYPE",
+        help=f"their machine (default {DEFAULT_REDUCTION_SERVER_MACHINE_TYPE})",
+    )
+    g.add_argument(
+        "--reduction-server-image", metavar="IMAGE", help=f"default {REDUCTION_SERVER_IMAGE}"
+    )
+    g.add_argument(
+        "--allow-unknown-machine-type",
+        action="store_true",
+        help="skip the check of machine types and accelerators against the known families",
+    )

@@ -27,7 +27,9 @@ class Resampler:
 
     def draw(self, n: int) -> np.ndarray:
         """The counts of the next n examples in each sample: [samples, n] integers."""
-        return self.rng.poisson(1.0, size=(n, self.samples)).T  # example by example: batching does not matter
+        return self.rng.poisson(
+            1.0, size=(n, self.samples)
+        ).T  # example by example: batching does not matter
 
 
 def interval(values: Sequence[float | None], level: float) -> dict[str, float] | None:
@@ -36,5 +38,9 @@ def interval(values: Sequence[float | None], level: float) -> dict[str, float] |
     if defined.size < 2:
         return None
     lower, upper = np.quantile(defined, [(1 - level) / 2, (1 + level) / 2])
-    return {"lower": float(lower), "upper": float(upper), "std_error": float(defined.std(ddof=1)),
-            "samples": int(defined.size)}
+    return {
+        "lower": float(lower),
+        "upper": float(upper),
+        "std_error": float(defined.std(ddof=1)),
+        "samples": int(defined.size),
+    }

@@ -40,13 +40,32 @@ from typing import Any
 from generic_trainer.errors import UserInputError
 
 PROBLEMS = ("multiclass", "binary", "regression")
-CLASSIFICATION_METRICS = ("example_count", "weighted_example_count", "accuracy", "loss", "auc", "precision",
-                          "recall", "f1")
-REGRESSION_METRICS = ("example_count", "weighted_example_count", "loss", "mse", "rmse", "mae", "mean_label",
-                      "mean_prediction")
+CLASSIFICATION_METRICS = (
+    "example_count",
+    "weighted_example_count",
+    "accuracy",
+    "loss",
+    "auc",
+    "precision",
+    "recall",
+    "f1",
+)
+REGRESSION_METRICS = (
+    "example_count",
+    "weighted_example_count",
+    "loss",
+    "mse",
+    "rmse",
+    "mae",
+    "mean_label",
+    "mean_prediction",
+)
 BUILTIN_METRICS = frozenset(CLASSIFICATION_METRICS) | frozenset(REGRESSION_METRICS)
-METRICS_BY_PROBLEM = {"multiclass": CLASSIFICATION_METRICS, "binary": CLASSIFICATION_METRICS,
-                      "regression": REGRESSION_METRICS}
+METRICS_BY_PROBLEM = {
+    "multiclass": CLASSIFICATION_METRICS,
+    "binary": CLASSIFICATION_METRICS,
+    "regression": REGRESSION_METRICS,
+}
 DEFAULT_METRICS = {
     "multiclass": ("example_count", "accuracy", "loss", "auc", "precision", "recall"),
     "binary": ("example_count", "accuracy", "loss", "auc", "precision", "recall"),
@@ -54,8 +73,19 @@ DEFAULT_METRICS = {
 }
 LOWER_IS_BETTER = frozenset({"loss", "mse", "rmse", "mae"})
 DIRECTIONS = ("higher_is_better", "lower_is_better")
-KNOWN_KEYS = ("label_key", "prediction_key", "problem", "from_logits", "label_vocabulary", "example_weight_key",
-              "metrics", "slices", "thresholds", "slice_thresholds", "confidence_intervals")
+KNOWN_KEYS = (
+    "label_key",
+    "prediction_key",
+    "problem",
+    "from_logits",
+    "label_vocabulary",
+    "example_weight_key",
+    "metrics",
+    "slices",
+    "thresholds",
+    "slice_thresholds",
+    "confidence_intervals",
+)
 MAX_CI_SAMPLES = 10000
 INPUT = "--eval-config"
 
@@ -122,7 +152,9 @@ class EvalConfig:
     problem: str | None = None
     from_logits: bool = False
     label_vocabulary: tuple[str, ...] | None = None
-    metrics: tuple[str, ...] | None = None  # None: DEFAULT_METRICS of the problem; custom metrics by name
+    metrics: tuple[str, ...] | None = (
+        None  # None: DEFAULT_METRICS of the problem; custom metrics by name
+    )
     slices: tuple[SliceSpec, ...] = ()
     thresholds: tuple[Threshold, ...] = ()
     example_weight_key: str | None = None
@@ -152,9 +184,16 @@ class EvalConfig:
         custom = {m.name for m in self.custom_metrics}
         for name in names:
             if name not in allowed and name not in custom:
-                key = "metrics" if self.metrics is not None and name in self.metrics else f"thresholds.{name}"
-                raise UserInputError(f"eval_config.{key}", f"{name!r} is not defined for a {problem} model; "
-                                                           f"{problem} metrics: {', '.join(allowed)}")
+                key = (
+                    "metrics"
+                    if self.metrics is not None and name in self.metrics
+                    else f"thresholds.{name}"
+                )
+                raise UserInputError(
+                    f"eval_config.{key}",
+                    f"{name!r} is not defined for a {problem} model; "
+                    f"{problem} metrics: {', '.join(allowed)}",
+                )
         return tuple(names)
 
     def all_thresholds(self) -> list[Threshold]:
@@ -175,9 +214,17 @@ class EvalConfig:
         def spec(s: Mapping[str, Any]) -> SliceSpec:
             return SliceSpec(tuple(s["features"]), tuple(tuple(p) for p in s["values"]))
 
-        return cls(**{**value, "label_vocabulary": tupled(value["label_vocabulary"]),
-                      "metrics": tupled(value["metrics"]), "slices": tuple(spec(s) for s in value["slices"]),
-                      "thresholds": tuple(Threshold(**t) for t in value["thresholds"]),
-                      "custom_metrics": tuple(CustomMetric(**m) for m in value["custom_metrics"]),
-                      "slice_thresholds": tuple(SliceThreshold(spec(s["slice"]), Threshold(**s["threshold"]))
-                                                for s in value["slice_thresholds"])})
+        return cls(
+            **{
+                **value,
+                "label_vocabulary": tupled(value["label_vocabulary"]),
+                "metrics": tupled(value["metrics"]),
+                "slices": tuple(spec(s) for s in value["slices"]),
+                "thresholds": tuple(Threshold(**t) for t in value["thresholds"]),
+                "custom_metrics": tuple(CustomMetric(**m) for m in value["custom_metrics"]),
+                "slice_thresholds": tuple(
+                    SliceThreshold(spec(s["slice"]), Threshold(**s["threshold"]))
+                    for s in value["slice_thresholds"]
+                ),
+            }
+        )

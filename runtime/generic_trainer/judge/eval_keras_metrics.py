@@ -48,7 +48,9 @@ def resolve(class_path: str, name: str) -> Any:
     import keras
 
     if not isinstance(obj, type) or not issubclass(obj, keras.metrics.Metric):
-        raise UserInputError(_key(name), f"{class_path} is not a Keras metric class (a keras.metrics.Metric)")
+        raise UserInputError(
+            _key(name), f"{class_path} is not a Keras metric class (a keras.metrics.Metric)"
+        )
     return obj
 
 
@@ -63,13 +65,19 @@ class KerasMetrics:
             try:
                 metric = cls(**spec.config)
             except Exception as e:
-                raise UserInputError(_key(spec.name), f"{spec.class_path}(**{spec.config}) failed: "
-                                                      f"{type(e).__name__}: {e}") from e
+                raise UserInputError(
+                    _key(spec.name),
+                    f"{spec.class_path}(**{spec.config}) failed: {type(e).__name__}: {e}",
+                ) from e
             self.metrics.append((spec, metric, cls.__name__.startswith("Sparse")))
 
-    def _inputs(self, labels: np.ndarray, predictions: np.ndarray, sparse: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _inputs(
+        self, labels: np.ndarray, predictions: np.ndarray, sparse: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
         if self.problem == "regression":
-            return labels.reshape(-1, 1).astype(np.float32), predictions.reshape(-1, 1).astype(np.float32)
+            return labels.reshape(-1, 1).astype(np.float32), predictions.reshape(-1, 1).astype(
+                np.float32
+            )
         if sparse:
             return labels.reshape(-1, 1), predictions.astype(np.float32)
         if self.problem == "binary":
@@ -83,12 +91,20 @@ class KerasMetrics:
         for spec, metric, sparse in self.metrics:
             y_true, y_pred = self._inputs(labels, predictions, sparse)
             try:
-                metric.update_state(y_true, y_pred, sample_weight=None if weights is None
-                                    else np.asarray(weights, dtype=np.float32))
+                metric.update_state(
+                    y_true,
+                    y_pred,
+                    sample_weight=None
+                    if weights is None
+                    else np.asarray(weights, dtype=np.float32),
+                )
             except Exception as e:
-                raise UserInputError(_key(spec.name), f"{spec.class_path}.update_state failed on y_true "
-                                                      f"{list(y_true.shape)}, y_pred {list(y_pred.shape)}: "
-                                                      f"{type(e).__name__}: {str(e)[:400]}") from e
+                raise UserInputError(
+                    _key(spec.name),
+                    f"{spec.class_path}.update_state failed on y_true "
+                    f"{list(y_true.shape)}, y_pred {list(y_pred.shape)}: "
+                    f"{type(e).__name__}: {str(e)[:400]}",
+                ) from e
 
     def result(self) -> dict[str, float | None]:
         """{name: scalar value}; None where the value is not finite (no data)."""
@@ -96,8 +112,11 @@ class KerasMetrics:
         for spec, metric, _ in self.metrics:
             value = np.asarray(metric.result())
             if value.size != 1:
-                raise UserInputError(_key(spec.name), f"{spec.class_path} gives a result of shape {list(value.shape)};"
-                                                      " the evaluator needs a scalar (e.g. set average= or class_id=)")
+                raise UserInputError(
+                    _key(spec.name),
+                    f"{spec.class_path} gives a result of shape {list(value.shape)};"
+                    " the evaluator needs a scalar (e.g. set average= or class_id=)",
+                )
             number = float(value.reshape(()))
             out[spec.name] = number if np.isfinite(number) else None
         return out

@@ -71,12 +71,21 @@ class Accumulator:
         else:
             k = self.num_classes
             self.confusion = np.zeros((k, k), dtype=np.float64)  # [label, predicted], weighted
-            self.counts = np.zeros((k, k), dtype=np.int64)  # the same, counted (the report's confusion matrix)
+            self.counts = np.zeros(
+                (k, k), dtype=np.int64
+            )  # the same, counted (the report's confusion matrix)
             # For AUC: [class, negative|positive, bin]; binary needs the positive class only.
-            self.histograms = np.zeros((k if problem == "multiclass" else 1, 2, NUM_BINS), dtype=np.float64)
+            self.histograms = np.zeros(
+                (k if problem == "multiclass" else 1, 2, NUM_BINS), dtype=np.float64
+            )
 
-    def add(self, labels: np.ndarray, predictions: np.ndarray, weights: np.ndarray | None = None,
-            multiplicity: np.ndarray | None = None) -> None:
+    def add(
+        self,
+        labels: np.ndarray,
+        predictions: np.ndarray,
+        weights: np.ndarray | None = None,
+        multiplicity: np.ndarray | None = None,
+    ) -> None:
         """Add a batch: class indices and probabilities [n, classes] (classification), or numbers [n]; example
         weights [n] (default 1) and bootstrap multiplicities [n] (default 1)."""
         n = len(labels)
@@ -100,7 +109,9 @@ class Accumulator:
         np.add.at(self.confusion, (labels, predicted), w)
         if multiplicity is None:
             np.add.at(self.counts, (labels, predicted), 1)
-        self.loss_sum += float((w * -np.log(np.clip(probs[np.arange(n), labels], EPSILON, 1.0))).sum())
+        self.loss_sum += float(
+            (w * -np.log(np.clip(probs[np.arange(n), labels], EPSILON, 1.0))).sum()
+        )
         classes = range(self.num_classes) if self.problem == "multiclass" else (1,)
         for row, k in enumerate(classes):
             bins = np.clip((probs[:, k] * NUM_BINS).astype(np.int64), 0, NUM_BINS - 1)
@@ -110,7 +121,11 @@ class Accumulator:
 
     def _per_class(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         tp = np.diag(self.confusion).astype(np.float64)
-        return tp, self.confusion.sum(axis=0).astype(np.float64), self.confusion.sum(axis=1).astype(np.float64)
+        return (
+            tp,
+            self.confusion.sum(axis=0).astype(np.float64),
+            self.confusion.sum(axis=1).astype(np.float64),
+        )
 
     def _precision_recall_f1(self) -> tuple[float | None, float | None, float | None]:
         tp, predicted, support = self._per_class()
@@ -124,25 +139,46 @@ class Accumulator:
             return None, None, None
         precision = np.divide(tp, predicted, out=np.zeros_like(tp), where=predicted > 0)
         recall = tp / np.where(present, support, 1)
-        f1 = np.divide(2 * precision * recall, precision + recall, out=np.zeros_like(tp),
-                       where=(precision + recall) > 0)
-        return float(precision[present].mean()), float(recall[present].mean()), float(f1[present].mean())
+        f1 = np.divide(
+            2 * precision * recall,
+            precision + recall,
+            out=np.zeros_like(tp),
+            where=(precision + recall) > 0,
+        )
+        return (
+            float(precision[present].mean()),
+            float(recall[present].mean()),
+            float(f1[present].mean()),
+        )
 
     def result(self, names: Sequence[str]) -> dict[str, float | None]:
         """The metrics `names` (see eval_config.METRICS_BY_PROBLEM) as numbers, None where undefined."""
         n = self.weight_sum
-        values: dict[str, float | None] = {"example_count": float(self.count), "weighted_example_count": n,
-                                           "loss": _ratio(self.loss_sum, n)}
+        values: dict[str, float | None] = {
+            "example_count": float(self.count),
+            "weighted_example_count": n,
+            "loss": _ratio(self.loss_sum, n),
+        }
         if self.problem == "regression":
             mse = _ratio(self.sq_error, n)
-            values.update(mse=mse, rmse=math.sqrt(mse) if mse is not None else None, mae=_ratio(self.abs_error, n),
-                          mean_label=_ratio(self.label_sum, n), mean_prediction=_ratio(self.prediction_sum, n))
+            values.update(
+                mse=mse,
+                rmse=math.sqrt(mse) if mse is not None else None,
+                mae=_ratio(self.abs_error, n),
+                mean_label=_ratio(self.label_sum, n),
+                mean_prediction=_ratio(self.prediction_sum, n),
+            )
         else:
             precision, recall, f1 = self._precision_recall_f1()
             aucs = [_auc(h[0], h[1]) for h in self.histograms]
             aucs = [a for a in aucs if a is not None]
-            values.update(accuracy=_ratio(float(np.trace(self.confusion)), n), precision=precision, recall=recall,
-                          f1=f1, auc=float(np.mean(aucs)) if aucs else None)
+            values.update(
+                accuracy=_ratio(float(np.trace(self.confusion)), n),
+                precision=precision,
+                recall=recall,
+                f1=f1,
+                auc=float(np.mean(aucs)) if aucs else None,
+            )
         return {name: values[name] for name in names if name in values}
 
     def details(self) -> dict[str, Any]:
@@ -150,8 +186,11 @@ class Accumulator:
         file."""
         if self.problem == "regression":
             return {}
-        return {"confusion_matrix": self.counts.tolist(), "label_counts": self.counts.sum(axis=1).tolist(),
-                "prediction_counts": self.counts.sum(axis=0).tolist()}
+        return {
+            "confusion_matrix": self.counts.tolist(),
+            "label_counts": self.counts.sum(axis=1).tolist(),
+            "prediction_counts": self.counts.sum(axis=0).tolist(),
+        }
 
 
 def _value_text(value: Any) -> str:
@@ -169,17 +208,26 @@ def slice_keys(values: Mapping[str, Sequence[Any]], specs: Sequence[Any]) -> lis
     for spec in specs:
         fixed = dict(spec.values)
         columns = sorted(spec.columns)
-        lists = [[v for v in values.get(f) or () if f not in fixed or _value_text(v) == fixed[f]] for f in columns]
+        lists = [
+            [v for v in values.get(f) or () if f not in fixed or _value_text(v) == fixed[f]]
+            for f in columns
+        ]
         if all(lists):
             for combo in itertools.product(*lists):
-                keys[tuple((feature, _value_text(v)) for feature, v in zip(columns, combo, strict=True))] = None
+                keys[
+                    tuple(
+                        (feature, _value_text(v)) for feature, v in zip(columns, combo, strict=True)
+                    )
+                ] = None
     return list(keys)
 
 
 class CustomMetrics(Protocol):
     """Metrics computed outside this module (eval_keras_metrics.KerasMetrics): fed like an Accumulator."""
 
-    def add(self, labels: np.ndarray, predictions: np.ndarray, weights: np.ndarray | None) -> None: ...
+    def add(
+        self, labels: np.ndarray, predictions: np.ndarray, weights: np.ndarray | None
+    ) -> None: ...
 
     def result(self) -> dict[str, float | None]: ...
 
@@ -188,15 +236,27 @@ class SliceMetrics:
     """Every metric of one model on one slice: the built-in sums, the custom metrics (from `make_custom`), and
     the same again per bootstrap sample."""
 
-    def __init__(self, problem: str, num_classes: int, make_custom: Callable[[], CustomMetrics] | None,
-                 samples: int):
+    def __init__(
+        self,
+        problem: str,
+        num_classes: int,
+        make_custom: Callable[[], CustomMetrics] | None,
+        samples: int,
+    ):
         self.main = Accumulator(problem, num_classes)
         self.custom = make_custom() if make_custom else None
-        self.samples = [(Accumulator(problem, num_classes), make_custom() if make_custom else None)
-                        for _ in range(samples)]
+        self.samples = [
+            (Accumulator(problem, num_classes), make_custom() if make_custom else None)
+            for _ in range(samples)
+        ]
 
-    def add(self, labels: np.ndarray, predictions: np.ndarray, weights: np.ndarray | None,
-            multiplicity: np.ndarray | None) -> None:
+    def add(
+        self,
+        labels: np.ndarray,
+        predictions: np.ndarray,
+        weights: np.ndarray | None,
+        multiplicity: np.ndarray | None,
+    ) -> None:
         """Add a batch; `multiplicity` is [samples, n], each example's count in each bootstrap sample."""
         self.main.add(labels, predictions, weights)
         if self.custom is not None:
@@ -204,10 +264,14 @@ class SliceMetrics:
         for s, (acc, custom) in enumerate(self.samples):
             acc.add(labels, predictions, weights, multiplicity[s])
             if custom is not None:
-                custom.add(labels, predictions, multiplicity[s] * (1.0 if weights is None else weights))
+                custom.add(
+                    labels, predictions, multiplicity[s] * (1.0 if weights is None else weights)
+                )
 
     @staticmethod
-    def _merged(acc: Accumulator, custom: CustomMetrics | None, names: Sequence[str]) -> dict[str, float | None]:
+    def _merged(
+        acc: Accumulator, custom: CustomMetrics | None, names: Sequence[str]
+    ) -> dict[str, float | None]:
         values = {**acc.result(names), **(custom.result() if custom is not None else {})}
         return {name: values.get(name) for name in names}
 
@@ -215,7 +279,9 @@ class SliceMetrics:
         """The metrics `names` (built-in or custom), in that order; None where undefined."""
         return self._merged(self.main, self.custom, names)
 
-    def intervals(self, names: Sequence[str], level: float) -> dict[str, dict[str, float] | None] | None:
+    def intervals(
+        self, names: Sequence[str], level: float
+    ) -> dict[str, dict[str, float] | None] | None:
         """Per metric, the bootstrap interval (eval_bootstrap.interval); None without bootstrap samples."""
         from generic_trainer.judge.eval_bootstrap import interval
 
@@ -228,8 +294,14 @@ class SliceMetrics:
 class SlicedEvaluation:
     """One model's metrics: overall and per slice."""
 
-    def __init__(self, problem: str, num_classes: int, specs: Sequence[Any],
-                 make_custom: Callable[[], CustomMetrics] | None = None, samples: int = 0):
+    def __init__(
+        self,
+        problem: str,
+        num_classes: int,
+        specs: Sequence[Any],
+        make_custom: Callable[[], CustomMetrics] | None = None,
+        samples: int = 0,
+    ):
         self.problem, self.num_classes, self.specs = problem, num_classes, list(specs)
         self.make_custom, self.num_samples = make_custom, samples
         self.overall = self._new()
@@ -247,14 +319,24 @@ class SlicedEvaluation:
             if self._per_spec.get(columns, 0) >= MAX_SLICES:
                 if columns not in self._warned:
                     self._warned.add(columns)
-                    log.warning("slice %s has more than %d values; further values are left out", columns, MAX_SLICES)
+                    log.warning(
+                        "slice %s has more than %d values; further values are left out",
+                        columns,
+                        MAX_SLICES,
+                    )
                 return None
             self._per_spec[columns] = self._per_spec.get(columns, 0) + 1
             metrics = self.slices[key] = self._new()
         return metrics
 
-    def add(self, labels: np.ndarray, predictions: np.ndarray, keys: Sequence[Iterable[SliceKey]],
-            weights: np.ndarray | None = None, multiplicity: np.ndarray | None = None) -> None:
+    def add(
+        self,
+        labels: np.ndarray,
+        predictions: np.ndarray,
+        keys: Sequence[Iterable[SliceKey]],
+        weights: np.ndarray | None = None,
+        multiplicity: np.ndarray | None = None,
+    ) -> None:
         """Add a batch; `keys[i]` are the slices of example i, `weights` [n] the example weights, `multiplicity`
         [samples, n] the bootstrap counts (when there are samples)."""
         self.overall.add(labels, predictions, weights, multiplicity)
@@ -265,12 +347,19 @@ class SlicedEvaluation:
         for key, index in rows.items():
             metrics = self._metrics(key)
             if metrics is not None:
-                metrics.add(labels[index], predictions[index], None if weights is None else weights[index],
-                            None if multiplicity is None else multiplicity[:, index])
+                metrics.add(
+                    labels[index],
+                    predictions[index],
+                    None if weights is None else weights[index],
+                    None if multiplicity is None else multiplicity[:, index],
+                )
 
     def sorted_slices(self) -> list[tuple[SliceKey, SliceMetrics]]:
         """Slices in the order of the specs, then by value."""
+
         def order(key: SliceKey) -> int:
-            return next((i for i, spec in enumerate(self.specs) if spec.matches(key)), len(self.specs))
+            return next(
+                (i for i, spec in enumerate(self.specs) if spec.matches(key)), len(self.specs)
+            )
 
         return sorted(self.slices.items(), key=lambda kv: (order(kv[0]), kv[0]))

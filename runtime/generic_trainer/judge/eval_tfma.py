@@ -31,61 +31,126 @@ from generic_trainer.errors import UserInputError
 # message -> field -> (kind, repeated). Kinds: str, bool, int, double (scalars); wdouble, wbool, wint (the
 # google.protobuf wrappers: `{value: x}` in text, plain in JSON); enum; map:<kind> (string keys); or a message.
 SCHEMA: dict[str, dict[str, tuple[str, bool]]] = {
-    "EvalConfig": {"model_specs": ("ModelSpec", True), "slicing_specs": ("SlicingSpec", True),
-                   "metrics_specs": ("MetricsSpec", True), "options": ("Options", False)},
-    "ModelSpec": {"name": ("str", False), "model_type": ("str", False), "signature_name": ("str", False),
-                  "label_key": ("str", False), "prediction_key": ("str", False),
-                  "example_weight_key": ("str", False), "is_baseline": ("bool", False)},
+    "EvalConfig": {
+        "model_specs": ("ModelSpec", True),
+        "slicing_specs": ("SlicingSpec", True),
+        "metrics_specs": ("MetricsSpec", True),
+        "options": ("Options", False),
+    },
+    "ModelSpec": {
+        "name": ("str", False),
+        "model_type": ("str", False),
+        "signature_name": ("str", False),
+        "label_key": ("str", False),
+        "prediction_key": ("str", False),
+        "example_weight_key": ("str", False),
+        "is_baseline": ("bool", False),
+    },
     "SlicingSpec": {"feature_keys": ("str", True), "feature_values": ("map:str", False)},
-    "MetricsSpec": {"metrics": ("MetricConfig", True), "model_names": ("str", True),
-                    "thresholds": ("map:MetricThreshold", False),
-                    "per_slice_thresholds": ("map:PerSliceMetricThresholds", False)},
-    "MetricConfig": {"class_name": ("str", False), "module": ("str", False), "config": ("str", False),
-                     "threshold": ("MetricThreshold", False),
-                     "per_slice_thresholds": ("PerSliceMetricThreshold", True)},
-    "MetricThreshold": {"value_threshold": ("GenericValueThreshold", False),
-                        "change_threshold": ("GenericChangeThreshold", False)},
+    "MetricsSpec": {
+        "metrics": ("MetricConfig", True),
+        "model_names": ("str", True),
+        "thresholds": ("map:MetricThreshold", False),
+        "per_slice_thresholds": ("map:PerSliceMetricThresholds", False),
+    },
+    "MetricConfig": {
+        "class_name": ("str", False),
+        "module": ("str", False),
+        "config": ("str", False),
+        "threshold": ("MetricThreshold", False),
+        "per_slice_thresholds": ("PerSliceMetricThreshold", True),
+    },
+    "MetricThreshold": {
+        "value_threshold": ("GenericValueThreshold", False),
+        "change_threshold": ("GenericChangeThreshold", False),
+    },
     "GenericValueThreshold": {"lower_bound": ("wdouble", False), "upper_bound": ("wdouble", False)},
-    "GenericChangeThreshold": {"absolute": ("wdouble", False), "relative": ("wdouble", False),
-                               "direction": ("enum", False)},
-    "PerSliceMetricThreshold": {"slicing_specs": ("SlicingSpec", True), "threshold": ("MetricThreshold", False)},
+    "GenericChangeThreshold": {
+        "absolute": ("wdouble", False),
+        "relative": ("wdouble", False),
+        "direction": ("enum", False),
+    },
+    "PerSliceMetricThreshold": {
+        "slicing_specs": ("SlicingSpec", True),
+        "threshold": ("MetricThreshold", False),
+    },
     "PerSliceMetricThresholds": {"thresholds": ("PerSliceMetricThreshold", True)},
-    "Options": {"include_default_metrics": ("wbool", False), "compute_confidence_intervals": ("wbool", False),
-                "confidence_intervals": ("ConfidenceIntervalOptions", False)},
+    "Options": {
+        "include_default_metrics": ("wbool", False),
+        "compute_confidence_intervals": ("wbool", False),
+        "confidence_intervals": ("ConfidenceIntervalOptions", False),
+    },
     "ConfidenceIntervalOptions": {"method": ("enum", False)},
 }
 # Fields config.proto has that the evaluator does not implement, with what to do instead.
 UNSUPPORTED: dict[str, dict[str, str]] = {
     "EvalConfig": {"cross_slicing_specs": "cross-slice comparisons are not computed"},
-    "ModelSpec": {"preprocessing_function_names": "the model is called through serving_default only",
-                  "label_keys": "one output is evaluated: use label_key",
-                  "prediction_keys": "one output is evaluated: use prediction_key",
-                  "example_weight_keys": "one output is evaluated: use example_weight_key",
-                  "padding_options": "labels and predictions are not padded",
-                  "inference_batch_size": "use --batch-size"},
+    "ModelSpec": {
+        "preprocessing_function_names": "the model is called through serving_default only",
+        "label_keys": "one output is evaluated: use label_key",
+        "prediction_keys": "one output is evaluated: use prediction_key",
+        "example_weight_keys": "one output is evaluated: use example_weight_key",
+        "padding_options": "labels and predictions are not padded",
+        "inference_batch_size": "use --batch-size",
+    },
     "SlicingSpec": {"slice_keys_sql": "use feature_keys / feature_values"},
-    "MetricsSpec": {"output_names": "one output is evaluated: use model_specs.prediction_key",
-                    "output_weights": "one output is evaluated", "binarize": "metrics are not binarized per class",
-                    "aggregate": "multiclass precision, recall and f1 are macro averages; no other aggregation",
-                    "example_weights": "example_weight_key weights every metric; no unweighted variants",
-                    "query_key": "query (ranking) metrics are not computed",
-                    "cross_slice_thresholds": "cross-slice comparisons are not computed"},
+    "MetricsSpec": {
+        "output_names": "one output is evaluated: use model_specs.prediction_key",
+        "output_weights": "one output is evaluated",
+        "binarize": "metrics are not binarized per class",
+        "aggregate": "multiclass precision, recall and f1 are macro averages; no other aggregation",
+        "example_weights": "example_weight_key weights every metric; no unweighted variants",
+        "query_key": "query (ranking) metrics are not computed",
+        "cross_slice_thresholds": "cross-slice comparisons are not computed",
+    },
     "MetricConfig": {"cross_slice_thresholds": "cross-slice comparisons are not computed"},
-    "Options": {"min_slice_size": "every slice is reported", "disabled_outputs": "outputs are always written"},
+    "Options": {
+        "min_slice_size": "every slice is reported",
+        "disabled_outputs": "outputs are always written",
+    },
 }
-ENUMS = {"direction": ("UNKNOWN", "LOWER_IS_BETTER", "HIGHER_IS_BETTER"),
-         "method": ("UNKNOWN_CONFIDENCE_INTERVAL_METHOD", "POISSON_BOOTSTRAP", "JACKKNIFE")}
+ENUMS = {
+    "direction": ("UNKNOWN", "LOWER_IS_BETTER", "HIGHER_IS_BETTER"),
+    "method": ("UNKNOWN_CONFIDENCE_INTERVAL_METHOD", "POISSON_BOOTSTRAP", "JACKKNIFE"),
+}
 TOP_LEVEL = frozenset(SCHEMA["EvalConfig"]) | frozenset(UNSUPPORTED["EvalConfig"])
 # TFMA metrics with a built-in equivalent here; other TFMA-only metrics are refused by name.
-TFMA_BUILTINS = {"ExampleCount": "example_count", "WeightedExampleCount": "weighted_example_count",
-                 "MeanLabel": "mean_label", "MeanPrediction": "mean_prediction"}
-TFMA_ONLY = frozenset({
-    "AUCPrecisionRecall", "BooleanFlipRates", "Calibration", "CalibrationPlot", "CoefficientOfDiscrimination",
-    "ConfusionMatrixAtThresholds", "ConfusionMatrixPlot", "FairnessIndicators", "FallOut", "FlipCount", "FlipRate",
-    "MeanAbsoluteAttributions", "MeanAttributions", "MinLabelPosition", "MissRate", "ModelCosineSimilarity",
-    "MultiClassConfusionMatrixAtThresholds", "MultiClassConfusionMatrixPlot", "MultiLabelConfusionMatrixPlot",
-    "NDCG", "QueryStatistics", "RelativeCoefficientOfDiscrimination", "SetMatchPrecision", "SetMatchRecall",
-    "SquaredPearsonCorrelation", "TotalAttributions"})
+TFMA_BUILTINS = {
+    "ExampleCount": "example_count",
+    "WeightedExampleCount": "weighted_example_count",
+    "MeanLabel": "mean_label",
+    "MeanPrediction": "mean_prediction",
+}
+TFMA_ONLY = frozenset(
+    {
+        "AUCPrecisionRecall",
+        "BooleanFlipRates",
+        "Calibration",
+        "CalibrationPlot",
+        "CoefficientOfDiscrimination",
+        "ConfusionMatrixAtThresholds",
+        "ConfusionMatrixPlot",
+        "FairnessIndicators",
+        "FallOut",
+        "FlipCount",
+        "FlipRate",
+        "MeanAbsoluteAttributions",
+        "MeanAttributions",
+        "MinLabelPosition",
+        "MissRate",
+        "ModelCosineSimilarity",
+        "MultiClassConfusionMatrixAtThresholds",
+        "MultiClassConfusionMatrixPlot",
+        "MultiLabelConfusionMatrixPlot",
+        "NDCG",
+        "QueryStatistics",
+        "RelativeCoefficientOfDiscrimination",
+        "SetMatchPrecision",
+        "SetMatchRecall",
+        "SquaredPearsonCorrelation",
+        "TotalAttributions",
+    }
+)
 # With an example_weight_key every TFMA metric is weighted (ExampleWeightOptions unset), ExampleCount too:
 # it is the native weighted_example_count then (the native example_count always counts examples).
 WEIGHTED = {"example_count": "weighted_example_count"}
@@ -126,7 +191,9 @@ def parse_text_proto(text: str) -> dict[str, Any]:
     try:
         fields = textproto.parse(text)
     except ValueError as e:
-        raise UserInputError("--eval-config", f"not a valid text proto (TFMA EvalConfig): {e}") from None
+        raise UserInputError(
+            "--eval-config", f"not a valid text proto (TFMA EvalConfig): {e}"
+        ) from None
     return normalize(fields)
 
 
@@ -138,7 +205,9 @@ def _scalar(kind: str, value: Any, path: str) -> Any:
         if isinstance(value, (list, Mapping)):
             inner = dict(_field_items(value, path))
             if set(inner) != {"value"}:
-                raise UserInputError(_key(path), f"expected {{value: ...}}, got fields {sorted(inner)}")
+                raise UserInputError(
+                    _key(path), f"expected {{value: ...}}, got fields {sorted(inner)}"
+                )
             value = inner["value"]
     text = value.text if isinstance(value, Scalar) else value
     try:
@@ -149,8 +218,16 @@ def _scalar(kind: str, value: Any, path: str) -> Any:
         if kind == "bool":
             if isinstance(text, bool):
                 return text
-            return {"true": True, "True": True, "t": True, "1": True, "false": False, "False": False, "f": False,
-                    "0": False}[text]
+            return {
+                "true": True,
+                "True": True,
+                "t": True,
+                "1": True,
+                "false": False,
+                "False": False,
+                "f": False,
+                "0": False,
+            }[text]
         if kind == "enum":
             if not isinstance(text, str) or text not in ENUMS[path.rsplit(".", 1)[-1]]:
                 raise ValueError
@@ -160,8 +237,13 @@ def _scalar(kind: str, value: Any, path: str) -> Any:
         number = float(text) if kind == "double" else int(text)
         return number
     except (ValueError, KeyError, TypeError):
-        expected = {"str": "a quoted string", "bool": "true or false", "double": "a number", "int": "an integer",
-                    "enum": "one of " + ", ".join(ENUMS.get(path.rsplit(".", 1)[-1], ()))}[kind]
+        expected = {
+            "str": "a quoted string",
+            "bool": "true or false",
+            "double": "a number",
+            "int": "an integer",
+            "enum": "one of " + ", ".join(ENUMS.get(path.rsplit(".", 1)[-1], ())),
+        }[kind]
         raise UserInputError(_key(path), f"expected {expected}, got {text!r}") from None
 
 
@@ -182,7 +264,9 @@ def _map(kind: str, value: Any, path: str) -> dict[str, Any]:
         return {str(k): _value(kind, v, f"{path}.{k}") for k, v in value.items()}
     entry = dict(_field_items(value, path))
     if set(entry) != {"key", "value"}:
-        raise UserInputError(_key(path), f"expected a map entry {{key: ... value: ...}}, got fields {sorted(entry)}")
+        raise UserInputError(
+            _key(path), f"expected a map entry {{key: ... value: ...}}, got fields {sorted(entry)}"
+        )
     key = _scalar("str", entry["key"], f"{path}.key")
     return {key: _value(kind, entry["value"], f"{path}.{key}")}
 
@@ -198,11 +282,16 @@ def normalize(value: Any, message: str = "EvalConfig", path: str = "") -> dict[s
     for name, v in _field_items(value, path):
         where = f"{path}.{name}" if path else name
         if name in unsupported:
-            raise UserInputError(_key(where), f"TFMA's {message}.{name} is not supported by generic-trainer's "
-                                              f"evaluator ({unsupported[name]})")
+            raise UserInputError(
+                _key(where),
+                f"TFMA's {message}.{name} is not supported by generic-trainer's "
+                f"evaluator ({unsupported[name]})",
+            )
         if name not in fields:
-            raise UserInputError(_key(where), f"{message} has no field {name!r} (config.proto); supported: "
-                                              f"{', '.join(fields)}")
+            raise UserInputError(
+                _key(where),
+                f"{message} has no field {name!r} (config.proto); supported: {', '.join(fields)}",
+            )
         kind, repeated = fields[name]
         if kind.startswith("map:"):
             out.setdefault(name, {}).update(_map(kind[4:], v, where))
@@ -225,25 +314,38 @@ def _model(specs: list[dict[str, Any]]) -> tuple[dict[str, str], set[str]]:
     candidates = [i for i, s in enumerate(specs) if not s.get("is_baseline")]
     baselines = [i for i, s in enumerate(specs) if s.get("is_baseline")]
     if len(candidates) != 1 or len(baselines) > 1:
-        raise UserInputError("eval_config.model_specs", f"expected one model spec (and at most one with is_baseline: "
-                                                        f"true), got {len(candidates)} and {len(baselines)}: the "
-                                                        "evaluator judges one model (--model) against --baseline-model")
+        raise UserInputError(
+            "eval_config.model_specs",
+            f"expected one model spec (and at most one with is_baseline: "
+            f"true), got {len(candidates)} and {len(baselines)}: the "
+            "evaluator judges one model (--model) against --baseline-model",
+        )
     for i, spec in enumerate(specs):
         if spec.get("signature_name", "") not in ("", "serving_default"):
-            raise UserInputError(f"eval_config.model_specs[{i}].signature_name", "the evaluator calls "
-                                                                                 "serving_default only")
+            raise UserInputError(
+                f"eval_config.model_specs[{i}].signature_name",
+                "the evaluator calls serving_default only",
+            )
         if spec.get("model_type", "") not in SERVED_MODEL_TYPES:
-            raise UserInputError(f"eval_config.model_specs[{i}].model_type", f"{spec['model_type']!r} is not "
-                                                                             "supported: the model is a SavedModel "
-                                                                             "served through serving_default "
-                                                                             "(tf_keras, tf_generic)")
+            raise UserInputError(
+                f"eval_config.model_specs[{i}].model_type",
+                f"{spec['model_type']!r} is not "
+                "supported: the model is a SavedModel "
+                "served through serving_default "
+                "(tf_keras, tf_generic)",
+            )
     model = specs[candidates[0]]
-    keys = {k: model[k] for k in ("label_key", "prediction_key", "example_weight_key") if model.get(k)}
+    keys = {
+        k: model[k] for k in ("label_key", "prediction_key", "example_weight_key") if model.get(k)
+    }
     for i in baselines:
         for k in ("label_key", "prediction_key", "example_weight_key"):
             if specs[i].get(k) and specs[i][k] != keys.get(k):
-                raise UserInputError(f"eval_config.model_specs[{i}].{k}", f"the baseline's {k} must be the model's "
-                                                                          f"({keys.get(k)!r}): one config judges both")
+                raise UserInputError(
+                    f"eval_config.model_specs[{i}].{k}",
+                    f"the baseline's {k} must be the model's "
+                    f"({keys.get(k)!r}): one config judges both",
+                )
     return keys, {s.get("name", "") for s in specs}
 
 
@@ -258,8 +360,10 @@ def _threshold(threshold: dict[str, Any], path: str) -> dict[str, Any]:
         out.update({k: value[k] for k in ("lower_bound", "upper_bound") if k in value})
     change = threshold.get("change_threshold")
     if change is not None:
-        direction = {"HIGHER_IS_BETTER": "higher_is_better", "LOWER_IS_BETTER": "lower_is_better"}.get(
-            change.get("direction", "UNKNOWN"))
+        direction = {
+            "HIGHER_IS_BETTER": "higher_is_better",
+            "LOWER_IS_BETTER": "lower_is_better",
+        }.get(change.get("direction", "UNKNOWN"))
         out["change"] = {k: change[k] for k in ("absolute", "relative") if k in change}
         if direction:
             out["change"]["direction"] = direction
@@ -274,7 +378,9 @@ def _per_slice(entries: list[dict[str, Any]], metric: str, path: str) -> list[di
         if not entry.get("slicing_specs") or "threshold" not in entry:
             raise UserInputError(_key(f"{path}[{i}]"), "expected slicing_specs and a threshold")
         threshold = _threshold(entry["threshold"], f"{path}[{i}].threshold")
-        out += [{"slice": _slice(s), "thresholds": {metric: threshold}} for s in entry["slicing_specs"]]
+        out += [
+            {"slice": _slice(s), "thresholds": {metric: threshold}} for s in entry["slicing_specs"]
+        ]
     return out
 
 
@@ -290,23 +396,42 @@ def _metric(config: dict[str, Any], path: str, weighted: bool) -> tuple[Any, str
             name = TFMA_BUILTINS[class_name]
             return (WEIGHTED.get(name, name) if weighted else name), name
         if module or class_name in TFMA_ONLY:
-            raise UserInputError(_key(f"{path}.class_name"), f"TFMA's {class_name} is not supported; use a Keras "
-                                                             f"metric or one of {', '.join(TFMA_BUILTINS)}")
+            raise UserInputError(
+                _key(f"{path}.class_name"),
+                f"TFMA's {class_name} is not supported; use a Keras "
+                f"metric or one of {', '.join(TFMA_BUILTINS)}",
+            )
         module = "keras.metrics"  # TFMA looks a bare class name up in its metrics, then in Keras'
     from generic_trainer.artifacts import bounded_parse
 
     text = config.get("config", "")
-    settings = bounded_parse.load_json(text if text.lstrip().startswith("{") else "{" + text + "}",
-                                       _key(f"{path}.config")) if text else {}
+    settings = (
+        bounded_parse.load_json(
+            text if text.lstrip().startswith("{") else "{" + text + "}", _key(f"{path}.config")
+        )
+        if text
+        else {}
+    )
     if not isinstance(settings, Mapping):
-        raise UserInputError(_key(f"{path}.config"), f"expected a JSON object of constructor arguments, got {text!r}")
+        raise UserInputError(
+            _key(f"{path}.config"), f"expected a JSON object of constructor arguments, got {text!r}"
+        )
     if class_name == "AUC" and module == "keras.metrics" and not config.get("module"):
-        settings = {"num_thresholds": TFMA_AUC_THRESHOLDS, **settings}  # TFMA's AUC default, not Keras' 200
+        settings = {
+            "num_thresholds": TFMA_AUC_THRESHOLDS,
+            **settings,
+        }  # TFMA's AUC default, not Keras' 200
     name = settings.get("name")
-    return {"class_name": class_name, "module": module, "config": settings}, name or keras_metric_name(class_name)
+    return {
+        "class_name": class_name,
+        "module": module,
+        "config": settings,
+    }, name or keras_metric_name(class_name)
 
 
-def _metrics_spec(spec: dict[str, Any], path: str, native: dict[str, Any], models: set[str]) -> None:
+def _metrics_spec(
+    spec: dict[str, Any], path: str, native: dict[str, Any], models: set[str]
+) -> None:
     """Adds one MetricsSpec's metrics and thresholds to `native` (thresholds keyed by TFMA's metric names)."""
     weighted = bool(native.get("example_weight_key"))
 
@@ -315,13 +440,20 @@ def _metrics_spec(spec: dict[str, Any], path: str, native: dict[str, Any], model
 
     unknown = [m for m in spec.get("model_names", []) if m not in models]
     if unknown:
-        raise UserInputError(_key(f"{path}.model_names"), f"{unknown} name no model_specs entry (names: "
-                                                          f"{sorted(models) or 'none'})")
-    thresholds, slice_thresholds = native.setdefault("thresholds", {}), native.setdefault("slice_thresholds", [])
+        raise UserInputError(
+            _key(f"{path}.model_names"),
+            f"{unknown} name no model_specs entry (names: {sorted(models) or 'none'})",
+        )
+    thresholds, slice_thresholds = (
+        native.setdefault("thresholds", {}),
+        native.setdefault("slice_thresholds", []),
+    )
 
     def add(metric: str, threshold: dict[str, Any], where: str) -> None:
         if metric in thresholds:
-            raise UserInputError(_key(where), f"a second threshold on {metric!r}; give one per metric")
+            raise UserInputError(
+                _key(where), f"a second threshold on {metric!r}; give one per metric"
+            )
         thresholds[metric] = _threshold(threshold, where)
 
     for i, config in enumerate(spec.get("metrics", [])):
@@ -330,38 +462,55 @@ def _metrics_spec(spec: dict[str, Any], path: str, native: dict[str, Any], model
         native.setdefault("metrics", []).append(entry)
         if "threshold" in config:
             add(rename(name), config["threshold"], f"{where}.threshold")
-        slice_thresholds += _per_slice(config.get("per_slice_thresholds", []), rename(name),
-                                       f"{where}.per_slice_thresholds")
+        slice_thresholds += _per_slice(
+            config.get("per_slice_thresholds", []), rename(name), f"{where}.per_slice_thresholds"
+        )
     for name, threshold in spec.get("thresholds", {}).items():
         add(rename(name), threshold, f"{path}.thresholds.{name}")
     for name, entries in spec.get("per_slice_thresholds", {}).items():
-        slice_thresholds += _per_slice(entries.get("thresholds", []), rename(name),
-                                       f"{path}.per_slice_thresholds.{name}")
+        slice_thresholds += _per_slice(
+            entries.get("thresholds", []), rename(name), f"{path}.per_slice_thresholds.{name}"
+        )
 
 
 def to_native(value: Mapping[str, Any]) -> dict[str, Any]:
     """The native config (a dict for eval_config_reader.parse_eval_config) of a TFMA EvalConfig (JSON or normalized)."""
     config = normalize(value)
     if not config.get("model_specs"):
-        raise UserInputError("eval_config.model_specs", "required: a TFMA EvalConfig needs a model spec with a "
-                                                        "label_key")
+        raise UserInputError(
+            "eval_config.model_specs",
+            "required: a TFMA EvalConfig needs a model spec with a label_key",
+        )
     keys, models = _model(config["model_specs"])
     if "label_key" not in keys:
-        raise UserInputError("eval_config.model_specs[0].label_key", "required (the label feature of the examples)")
+        raise UserInputError(
+            "eval_config.model_specs[0].label_key", "required (the label feature of the examples)"
+        )
     native: dict[str, Any] = dict(keys)
-    slices = [_slice(s) for s in config.get("slicing_specs", []) if s.get("feature_keys") or s.get("feature_values")]
+    slices = [
+        _slice(s)
+        for s in config.get("slicing_specs", [])
+        if s.get("feature_keys") or s.get("feature_values")
+    ]
     if slices:
         native["slices"] = slices
     for i, spec in enumerate(config.get("metrics_specs", [])):
         _metrics_spec(spec, f"metrics_specs[{i}]", native, models)
     options = config.get("options", {})
     if options.get("include_default_metrics"):
-        raise UserInputError("eval_config.options.include_default_metrics", "the model's compiled metrics are not "
-                                                                            "known to the evaluator: list the "
-                                                                            "metrics in metrics_specs")
-    method = options.get("confidence_intervals", {}).get("method", "UNKNOWN_CONFIDENCE_INTERVAL_METHOD")
+        raise UserInputError(
+            "eval_config.options.include_default_metrics",
+            "the model's compiled metrics are not "
+            "known to the evaluator: list the "
+            "metrics in metrics_specs",
+        )
+    method = options.get("confidence_intervals", {}).get(
+        "method", "UNKNOWN_CONFIDENCE_INTERVAL_METHOD"
+    )
     if method == "JACKKNIFE":
-        raise UserInputError("eval_config.options.confidence_intervals.method", "only POISSON_BOOTSTRAP is supported")
+        raise UserInputError(
+            "eval_config.options.confidence_intervals.method", "only POISSON_BOOTSTRAP is supported"
+        )
     if options.get("compute_confidence_intervals"):
         native["confidence_intervals"] = {"samples": TFMA_CI_SAMPLES}
     return {k: v for k, v in native.items() if v not in ({}, [])}

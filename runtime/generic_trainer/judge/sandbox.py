@@ -39,9 +39,17 @@ log = logging.getLogger(__name__)
 MEMORY_ENV = "GENERIC_TRAINER_SANDBOX_MEMORY"
 PROGRESS_ENV = "GENERIC_TRAINER_SANDBOX_PROGRESS"
 LOG_LEVEL_ENV = "GENERIC_TRAINER_SANDBOX_LOG_LEVEL"
-MEMORY_SIGNS = ("MemoryError", "bad_alloc", "Cannot allocate memory", "out of memory", "OOM when allocating",
-                "ResourceExhaustedError", "failed to allocate", "failed to map segment")
-_NOISE = ("Graph execution error", "Detected at node", "<stack traces unavailable>", "File \"")
+MEMORY_SIGNS = (
+    "MemoryError",
+    "bad_alloc",
+    "Cannot allocate memory",
+    "out of memory",
+    "OOM when allocating",
+    "ResourceExhaustedError",
+    "failed to allocate",
+    "failed to map segment",
+)
+_NOISE = ("Graph execution error", "Detected at node", "<stack traces unavailable>", 'File "')
 TAIL_LINES = 40
 POLL_S = 0.2
 AT_LIMIT = 0.95  # an address space this close to the limit counts as at the limit
@@ -107,11 +115,16 @@ def is_memory_error(text: str) -> bool:
 
 
 def _child_env(limits: Limits, progress_file: str) -> dict[str, str]:
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1", PROGRESS_ENV: progress_file,
-           LOG_LEVEL_ENV: logging.getLevelName(logging.getLogger().getEffectiveLevel()),
-           # On a GPU, TensorFlow would take all of its memory at start: grow as needed, so the sandboxes of
-           # evaluate and infra-validate (and a training job beside them) can share one GPU.
-           "TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    env = {
+        **os.environ,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "PYTHONUNBUFFERED": "1",
+        PROGRESS_ENV: progress_file,
+        LOG_LEVEL_ENV: logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+        # On a GPU, TensorFlow would take all of its memory at start: grow as needed, so the sandboxes of
+        # evaluate and infra-validate (and a training job beside them) can share one GPU.
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+    }
     if limits.cpu_only:
         env["CUDA_VISIBLE_DEVICES"] = "-1"
     if limits.memory_limit:
@@ -153,20 +166,38 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run(module: str, args: Sequence[str], limits: Limits, work_dir: str, what: str = "sandbox process",
-        echo: bool = False) -> Outcome:
+def run(
+    module: str,
+    args: Sequence[str],
+    limits: Limits,
+    work_dir: str,
+    what: str = "sandbox process",
+    echo: bool = False,
+) -> Outcome:
     """Run `python -m module ARGS` in the sandbox; returns how it ended (never raises for the child's faults).
 
     `work_dir` is a private directory of the caller (the progress file goes there); `what` names the child in
     the log; with `echo` its output is copied to stderr line by line as well as kept.
     """
     progress_file = os.path.join(work_dir, "progress")
-    proc = subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=_child_env(limits, progress_file),
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=_child_env(limits, progress_file),
+        start_new_session=True,
+    )
     idle = " without progress" if limits.idle else ""
-    log.info("%s %d started (time limit %g s%s, memory limit %s%s)", what, proc.pid, limits.timeout, idle,
-             size_text(limits.memory_limit), ", CPU only" if limits.cpu_only else "")
+    log.info(
+        "%s %d started (time limit %g s%s, memory limit %s%s)",
+        what,
+        proc.pid,
+        limits.timeout,
+        idle,
+        size_text(limits.memory_limit),
+        ", CPU only" if limits.cpu_only else "",
+    )
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
 
     def pump() -> None:
@@ -190,8 +221,12 @@ def run(module: str, args: Sequence[str], limits: Limits, work_dir: str, what: s
             except subprocess.TimeoutExpired:
                 pass
             peak, resident = _memory(proc.pid)
-            outcome.peak_address_space = max(filter(None, (peak, outcome.peak_address_space)), default=None)
-            outcome.peak_resident = max(filter(None, (resident, outcome.peak_resident)), default=None)
+            outcome.peak_address_space = max(
+                filter(None, (peak, outcome.peak_address_space)), default=None
+            )
+            outcome.peak_resident = max(
+                filter(None, (resident, outcome.peak_resident)), default=None
+            )
             try:
                 mtime = os.stat(progress_file).st_mtime_ns
             except OSError:
@@ -226,51 +261,79 @@ def _memory_text(outcome: Outcome, limits: Limits) -> str:
 
 def at_memory_limit(outcome: Outcome, limits: Limits) -> bool:
     """Whether the child's address space reached (nearly) its limit."""
-    return bool(limits.memory_limit and outcome.peak_address_space
-                and outcome.peak_address_space >= AT_LIMIT * limits.memory_limit)
+    return bool(
+        limits.memory_limit
+        and outcome.peak_address_space
+        and outcome.peak_address_space >= AT_LIMIT * limits.memory_limit
+    )
 
 
-def memory_reason(stage: str, limits: Limits, detail: str = "", what: str = "the serving process") -> str:
+def memory_reason(
+    stage: str, limits: Limits, detail: str = "", what: str = "the serving process"
+) -> str:
     """The reason for a child (`what`) that ran out of memory while `stage`, with the limit."""
-    return (f"{what} ran out of memory{f' while {stage}' if stage else ''} (memory limit "
-            f"{size_text(limits.memory_limit)}; raise --memory-limit if the model needs more)"
-            + (f": {detail}" if detail else ""))
+    return (
+        f"{what} ran out of memory{f' while {stage}' if stage else ''} (memory limit "
+        f"{size_text(limits.memory_limit)}; raise --memory-limit if the model needs more)"
+        + (f": {detail}" if detail else "")
+    )
 
 
-def failure(outcome: Outcome, limits: Limits, stage: str = "", what: str = "the serving process") -> str | None:
+def failure(
+    outcome: Outcome, limits: Limits, stage: str = "", what: str = "the serving process"
+) -> str | None:
     """Why the child (`what`) did not finish, for a NOT_BLESSED reason; None when it exited normally (code 0)."""
     stage = stage or outcome.stage or "starting"
     used = _memory_text(outcome, limits)
     if outcome.timed_out:
         limit = f"{limits.timeout:g} s" + (" without progress" if limits.idle else "")
         if at_memory_limit(outcome, limits):
-            return (f"{what} reached its memory limit of {size_text(limits.memory_limit)} and then "
-                    f"did not finish within the time limit of {limit} (it was {stage}; peak {used}): the model "
-                    "likely needs more memory than --memory-limit allows")
-        return (f"{what} did not finish within the time limit of {limit} (it was {stage}"
-                + (f"; peak {used}" if used else "") + ")")
+            return (
+                f"{what} reached its memory limit of {size_text(limits.memory_limit)} and then "
+                f"did not finish within the time limit of {limit} (it was {stage}; peak {used}): the model "
+                "likely needs more memory than --memory-limit allows"
+            )
+        return (
+            f"{what} did not finish within the time limit of {limit} (it was {stage}"
+            + (f"; peak {used}" if used else "")
+            + ")"
+        )
     code = outcome.code
     if code == 0:
         return None
     signame = f" ({signal.Signals(-code).name})" if code is not None and code < 0 else ""
     if is_memory_error(outcome.tail) or code == -signal.SIGKILL or at_memory_limit(outcome, limits):
-        killed = " (killed by SIGKILL: the kernel's out-of-memory killer or a container limit)" \
-            if code == -signal.SIGKILL else ""
-        return (f"{what} ran out of memory while {stage} (memory limit "
-                f"{size_text(limits.memory_limit)}; exit code {code}{signame}{killed}"
-                + (f"; peak {used}" if used else "") + ")")
+        killed = (
+            " (killed by SIGKILL: the kernel's out-of-memory killer or a container limit)"
+            if code == -signal.SIGKILL
+            else ""
+        )
+        return (
+            f"{what} ran out of memory while {stage} (memory limit "
+            f"{size_text(limits.memory_limit)}; exit code {code}{signame}{killed}"
+            + (f"; peak {used}" if used else "")
+            + ")"
+        )
     likely = ""
-    if limits.memory_limit and code is not None and -code in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS):
-        likely = (f", likely at its memory limit of {size_text(limits.memory_limit)} (native code cannot "
-                  "report that cleanly; raise --memory-limit to check)")
+    if (
+        limits.memory_limit
+        and code is not None
+        and -code in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS)
+    ):
+        likely = (
+            f", likely at its memory limit of {size_text(limits.memory_limit)} (native code cannot "
+            "report that cleanly; raise --memory-limit to check)"
+        )
     last = outcome.last_line
-    return (f"{what} died while {stage}: exit code {code}{signame}{likely}"
-            + (f"; last output: {last[:300]}" if last else ""))
+    return f"{what} died while {stage}: exit code {code}{signame}{likely}" + (
+        f"; last output: {last[:300]}" if last else ""
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # Child side
 # --------------------------------------------------------------------------------------------
+
 
 def enter() -> int | None:
     """In the child, first thing: apply the parent's address-space limit; returns it (None: no limit)."""
@@ -301,7 +364,7 @@ def _error_json(error: BaseException) -> dict[str, Any]:
         message = str(error)
         input_name = getattr(error, "input_name", None)
         if input_name and message.startswith(f"{input_name}: "):
-            message = message[len(input_name) + 2:]
+            message = message[len(input_name) + 2 :]
         return {"class": type(error).__name__, "input_name": input_name, "message": message}
     return {"class": type(error).__name__, "message": compact_error(error)}
 
@@ -322,12 +385,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`python -m generic_trainer.judge.sandbox MODULE:FUNCTION SPEC.json RESULT.json` (see the module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) != 3:
-        print("usage: python -m generic_trainer.judge.sandbox MODULE:FUNCTION SPEC.json RESULT.json", file=sys.stderr)
+        print(
+            "usage: python -m generic_trainer.judge.sandbox MODULE:FUNCTION SPEC.json RESULT.json",
+            file=sys.stderr,
+        )
         return 2
     target, spec_path, result_path = argv
     enter()
-    logging.basicConfig(level=os.environ.get(LOG_LEVEL_ENV, "INFO"), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get(LOG_LEVEL_ENV, "INFO"),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     for noisy in ("absl", "tensorflow", "h5py"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     with open(spec_path, encoding="utf-8") as f:
@@ -336,7 +405,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     module_name, _, function = target.partition(":")
     try:
-        result: dict[str, Any] = {"value": getattr(importlib.import_module(module_name), function)(spec)}
+        result: dict[str, Any] = {
+            "value": getattr(importlib.import_module(module_name), function)(spec)
+        }
     except Exception as e:  # MemoryError included: the parent decides what it means
         result = {"error": _error_json(e)}
     tmp = f"{result_path}.tmp"

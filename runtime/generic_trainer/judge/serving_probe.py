@@ -61,7 +61,9 @@ def _serve(spec: dict[str, Any], result: dict[str, Any], result_path: str) -> No
     result["load_seconds"] = time.monotonic() - started
     result["signatures"] = sorted(loaded.signatures)
     if "serving_default" not in loaded.signatures:
-        result["error"] = f"the model has no serving_default signature (it has {result['signatures'] or 'none'})"
+        result["error"] = (
+            f"the model has no serving_default signature (it has {result['signatures'] or 'none'})"
+        )
         return
     fn = loaded.signatures["serving_default"]
     result["inputs"] = {k: _spec(v) for k, v in fn.structured_input_signature[1].items()}
@@ -74,19 +76,30 @@ def _serve(spec: dict[str, Any], result: dict[str, Any], result_path: str) -> No
             _warmup(spec, result, stage, fn, feed)
     except UserInputError as e:
         prefix = f"{e.input_name}: "
-        message = str(e)[len(prefix):] if str(e).startswith(prefix) else str(e)
+        message = str(e)[len(prefix) :] if str(e).startswith(prefix) else str(e)
         result["input_error"] = {"input": e.input_name, "message": message}
 
 
-def _send(spec: dict[str, Any], result: dict[str, Any], stage: Callable[[str], None], fn: Any,
-          feed: SignatureFeed) -> None:
+def _send(
+    spec: dict[str, Any],
+    result: dict[str, Any],
+    stage: Callable[[str], None],
+    fn: Any,
+    feed: SignatureFeed,
+) -> None:
     import tensorflow as tf
 
     result["requests"] = []
     warmups = spec.get("warmup", 1)
     for i, encoded in enumerate(spec["requests"]):
-        stage(f"serving warm-up request {i + 1}" if i < warmups else f"serving request {i + 1 - warmups}")
-        inputs = feed.inputs([base64.b64decode(r) for r in encoded])  # as a client would send them: not timed
+        stage(
+            f"serving warm-up request {i + 1}"
+            if i < warmups
+            else f"serving request {i + 1 - warmups}"
+        )
+        inputs = feed.inputs(
+            [base64.b64decode(r) for r in encoded]
+        )  # as a client would send them: not timed
         entry: dict[str, Any] = {"size": len(encoded), "warmup": i < warmups}
         started = time.monotonic()
         try:
@@ -94,16 +107,23 @@ def _send(spec: dict[str, Any], result: dict[str, Any], stage: Callable[[str], N
             values = {k: v.numpy() for k, v in out.items()}
             entry["seconds"] = time.monotonic() - started
             entry["ok"] = True
-            entry["outputs"] = {k: {"dtype": tf.as_dtype(v.dtype).name, "shape": list(v.shape)}
-                                for k, v in values.items()}
+            entry["outputs"] = {
+                k: {"dtype": tf.as_dtype(v.dtype).name, "shape": list(v.shape)}
+                for k, v in values.items()
+            }
         except Exception as e:
             entry["ok"] = False
             entry["error"] = compact_error(e)
         result["requests"].append(entry)
 
 
-def _warmup(spec: dict[str, Any], result: dict[str, Any], stage: Callable[[str], None], fn: Any,
-            feed: SignatureFeed) -> None:
+def _warmup(
+    spec: dict[str, Any],
+    result: dict[str, Any],
+    stage: Callable[[str], None],
+    fn: Any,
+    feed: SignatureFeed,
+) -> None:
     """Write the TF Serving warm-up file, then replay every request in it as TF Serving would."""
     import tensorflow as tf
 
@@ -120,8 +140,10 @@ def _warmup(spec: dict[str, Any], result: dict[str, Any], stage: Callable[[str],
             if missing:
                 raise ValueError(f"outputs {missing} are missing")
         except Exception as e:
-            result["warmup_error"] = f"warm-up request {i + 1} of the warm-up file failed when replayed: " \
-                                     f"{compact_error(e)}"
+            result["warmup_error"] = (
+                f"warm-up request {i + 1} of the warm-up file failed when replayed: "
+                f"{compact_error(e)}"
+            )
             return
         result["warmup_written"] = i + 1
 
@@ -129,7 +151,10 @@ def _warmup(spec: dict[str, Any], result: dict[str, Any], stage: Callable[[str],
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) != 2:
-        print("usage: python -m generic_trainer.judge.serving_probe SPEC.json RESULT.json", file=sys.stderr)
+        print(
+            "usage: python -m generic_trainer.judge.serving_probe SPEC.json RESULT.json",
+            file=sys.stderr,
+        )
         return 2
     spec_path, result_path = argv
     with open(spec_path, encoding="utf-8") as f:
@@ -142,7 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _serve(spec, result, result_path)
     except MemoryError as e:
         result["error"] = f"out of memory: MemoryError {e}"
-    except Exception as e:  # anything the model's code raises is a finding, not a crash of the probe
+    except (
+        Exception
+    ) as e:  # anything the model's code raises is a finding, not a crash of the probe
         result["error"] = compact_error(e)
     result["finished"] = result.get("stage")
     result["stage"] = "done"

@@ -86,8 +86,10 @@ def example_features(record: bytes) -> dict[str, Feature]:
 
     kinds = {"int64_list": "INT", "float_list": "FLOAT", "bytes_list": "BYTES"}
     example = example_pb2.Example.FromString(record)
-    return {name: Feature(kinds.get(value.WhichOneof("kind") or "", "UNKNOWN"))
-            for name, value in example.features.feature.items()}
+    return {
+        name: Feature(kinds.get(value.WhichOneof("kind") or "", "UNKNOWN"))
+        for name, value in example.features.feature.items()
+    }
 
 
 class SignatureFeed:
@@ -107,19 +109,29 @@ class SignatureFeed:
         """How the signature is fed, for the log."""
         if self.examples:
             return f"serialized tf.Examples ({next(iter(self.specs))})"
-        return "tensors " + describe_specs(self.specs) + " parsed from the features of the same names"
+        return (
+            "tensors " + describe_specs(self.specs) + " parsed from the features of the same names"
+        )
 
     def _plan(self, features: Mapping[str, Feature], source: str) -> None:
         import tensorflow as tf
 
-        available = ", ".join(f"{n} ({f.kind}{'' if f.size is None else f'[{f.size}]'})"
-                              for n, f in sorted(features.items())) or "none"
+        available = (
+            ", ".join(
+                f"{n} ({f.kind}{'' if f.size is None else f'[{f.size}]'})"
+                for n, f in sorted(features.items())
+            )
+            or "none"
+        )
 
         def fail(name: str, spec: Any, problem: str) -> UserInputError:
-            return UserInputError(self.input_name, f"{SIGNATURE} input {name!r} ({describe_spec(spec)}) {problem}; "
-                                                   f"features ({source}): {available}. Name each model input after "
-                                                   "the feature it takes (e.g. keras.Input(name=...)), or export a "
-                                                   f"{SIGNATURE} that takes serialized tf.Examples")
+            return UserInputError(
+                self.input_name,
+                f"{SIGNATURE} input {name!r} ({describe_spec(spec)}) {problem}; "
+                f"features ({source}): {available}. Name each model input after "
+                "the feature it takes (e.g. keras.Input(name=...)), or export a "
+                f"{SIGNATURE} that takes serialized tf.Examples",
+            )
 
         parse_dtypes = {"INT": tf.int64, "FLOAT": tf.float32, "BYTES": tf.string}
         plan = {}
@@ -130,20 +142,33 @@ class SignatureFeed:
             if spec.dtype.name not in _SUITS.get(feature.kind, ()):
                 raise fail(name, spec, f"cannot take feature {name!r} of type {feature.kind}")
             if spec.shape.rank is None or spec.shape.rank == 0:
-                raise fail(name, spec, "has no batch dimension (a known rank of at least 1 is needed)")
+                raise fail(
+                    name, spec, "has no batch dimension (a known rank of at least 1 is needed)"
+                )
             per_example = spec.shape.as_list()[1:]
             dtype = parse_dtypes[feature.kind]
             if all(d is not None for d in per_example):
                 size = math.prod(per_example)
                 if feature.size is not None and feature.size != size:
-                    raise fail(name, spec, f"takes {size} value(s) per example; feature {name!r} has {feature.size}")
+                    raise fail(
+                        name,
+                        spec,
+                        f"takes {size} value(s) per example; feature {name!r} has {feature.size}",
+                    )
                 parse = tf.io.FixedLenFeature([size], dtype)
             elif len(per_example) == 1:
-                parse = (tf.io.FixedLenFeature([feature.size], dtype) if feature.size is not None
-                         else tf.io.VarLenFeature(dtype))
+                parse = (
+                    tf.io.FixedLenFeature([feature.size], dtype)
+                    if feature.size is not None
+                    else tf.io.VarLenFeature(dtype)
+                )
             else:
-                raise fail(name, spec, "has unknown dimensions besides the batch and a list: it cannot be fed from "
-                                       "a tf.Example feature")
+                raise fail(
+                    name,
+                    spec,
+                    "has unknown dimensions besides the batch and a list: it cannot be fed from "
+                    "a tf.Example feature",
+                )
             plan[name] = (parse, spec)
         self._parse = plan
 
@@ -159,12 +184,17 @@ class SignatureFeed:
             self._plan(example_features(first), "in the first eval example")
         assert self._parse is not None
         try:
-            parsed = tf.io.parse_example(batch, {name: parse for name, (parse, _) in self._parse.items()})
+            parsed = tf.io.parse_example(
+                batch, {name: parse for name, (parse, _) in self._parse.items()}
+            )
         except (tf.errors.InvalidArgumentError, ValueError) as e:
             from generic_trainer.judge.sandbox import compact_error
 
-            raise UserInputError(self.input_name, f"the eval examples do not fit {SIGNATURE}'s inputs "
-                                                  f"{describe_specs(self.specs)}: {compact_error(e)}") from e
+            raise UserInputError(
+                self.input_name,
+                f"the eval examples do not fit {SIGNATURE}'s inputs "
+                f"{describe_specs(self.specs)}: {compact_error(e)}",
+            ) from e
         fed = {}
         for name, (_, spec) in self._parse.items():
             value = parsed[name]
@@ -190,7 +220,8 @@ class SignatureFeed:
         for name, value in self.inputs(list(serialized)).items():
             request.inputs[name].CopyFrom(tf.make_tensor_proto(value.numpy()))
         return prediction_log_pb2.PredictionLog(
-            predict_log=prediction_log_pb2.PredictLog(request=request)).SerializeToString()
+            predict_log=prediction_log_pb2.PredictLog(request=request)
+        ).SerializeToString()
 
 
 def replay(fn: Any, record: bytes) -> dict[str, Any]:
@@ -200,13 +231,21 @@ def replay(fn: Any, record: bytes) -> dict[str, Any]:
 
     log = prediction_log_pb2.PredictionLog.FromString(record)
     if log.WhichOneof("log_type") != "predict_log":
-        raise ValueError(f"a warm-up record holds a {log.WhichOneof('log_type')}, not a predict_log")
+        raise ValueError(
+            f"a warm-up record holds a {log.WhichOneof('log_type')}, not a predict_log"
+        )
     request = log.predict_log.request
     specs = fn.structured_input_signature[1]
     if sorted(request.inputs) != sorted(specs):
-        raise ValueError(f"a warm-up request has inputs {sorted(request.inputs)}; {SIGNATURE} takes {sorted(specs)}")
-    return fn(**{name: tf.constant(tf.make_ndarray(proto), dtype=specs[name].dtype)
-                 for name, proto in request.inputs.items()})
+        raise ValueError(
+            f"a warm-up request has inputs {sorted(request.inputs)}; {SIGNATURE} takes {sorted(specs)}"
+        )
+    return fn(
+        **{
+            name: tf.constant(tf.make_ndarray(proto), dtype=specs[name].dtype)
+            for name, proto in request.inputs.items()
+        }
+    )
 
 
 class ServingModel:
@@ -217,18 +256,28 @@ class ServingModel:
 
         self.input_name = input_name
         self.path = outputs.serving_model_path(model_dir)
-        if not any(os.path.isfile(os.path.join(self.path, f)) for f in ("saved_model.pb", "saved_model.pbtxt")):
-            raise UserInputError(input_name, f"{self.path} holds no SavedModel (saved_model.pb); expected a model "
-                                             "dir with Format-Serving, as train writes it, or a SavedModel dir")
+        if not any(
+            os.path.isfile(os.path.join(self.path, f))
+            for f in ("saved_model.pb", "saved_model.pbtxt")
+        ):
+            raise UserInputError(
+                input_name,
+                f"{self.path} holds no SavedModel (saved_model.pb); expected a model "
+                "dir with Format-Serving, as train writes it, or a SavedModel dir",
+            )
         try:
             loaded = tf.saved_model.load(self.path)
         except Exception as e:
-            raise UserInputError(input_name, f"the SavedModel at {self.path} does not load: "
-                                             f"{type(e).__name__}: {e}") from e
+            raise UserInputError(
+                input_name, f"the SavedModel at {self.path} does not load: {type(e).__name__}: {e}"
+            ) from e
         self._loaded = loaded  # keeps the signature's variables alive
         if SIGNATURE not in loaded.signatures:
-            raise UserInputError(input_name, f"the SavedModel at {self.path} has no {SIGNATURE} signature "
-                                             f"(it has {sorted(loaded.signatures) or 'none'})")
+            raise UserInputError(
+                input_name,
+                f"the SavedModel at {self.path} has no {SIGNATURE} signature "
+                f"(it has {sorted(loaded.signatures) or 'none'})",
+            )
         self.fn = loaded.signatures[SIGNATURE]
         self.feed = SignatureFeed(self.fn, input_name, schema_path)
         self.output_keys = sorted(self.fn.structured_outputs)
@@ -237,14 +286,20 @@ class ServingModel:
         """The output to evaluate: `prediction_key`, else the only one."""
         if prediction_key:
             if prediction_key not in self.output_keys:
-                raise UserInputError("eval_config.prediction_key", f"{prediction_key!r} is not an output of "
-                                                                   f"{self.input_name}'s {SIGNATURE}; outputs: "
-                                                                   f"{', '.join(self.output_keys)}")
+                raise UserInputError(
+                    "eval_config.prediction_key",
+                    f"{prediction_key!r} is not an output of "
+                    f"{self.input_name}'s {SIGNATURE}; outputs: "
+                    f"{', '.join(self.output_keys)}",
+                )
             return prediction_key
         if len(self.output_keys) != 1:
-            raise UserInputError("eval_config.prediction_key", f"{self.input_name}'s {SIGNATURE} has several "
-                                                               f"outputs ({', '.join(self.output_keys)}); name the "
-                                                               "one to evaluate")
+            raise UserInputError(
+                "eval_config.prediction_key",
+                f"{self.input_name}'s {SIGNATURE} has several "
+                f"outputs ({', '.join(self.output_keys)}); name the "
+                "one to evaluate",
+            )
         return self.output_keys[0]
 
     def predict(self, serialized: Any, key: str) -> Any:
@@ -256,9 +311,14 @@ class ServingModel:
         try:
             value = self.fn(**inputs)[key].numpy()
         except Exception as e:
-            raise UserInputError(self.input_name, f"{SIGNATURE} failed on a batch of {n} eval examples: "
-                                                  f"{compact_error(e)}") from e
+            raise UserInputError(
+                self.input_name,
+                f"{SIGNATURE} failed on a batch of {n} eval examples: {compact_error(e)}",
+            ) from e
         if value.ndim == 0 or value.shape[0] != n or value.ndim > 2:
-            raise UserInputError(self.input_name, f"{SIGNATURE} output {key!r} has shape {list(value.shape)} for "
-                                                  f"{n} examples; expected [{n}] or [{n}, classes]")
+            raise UserInputError(
+                self.input_name,
+                f"{SIGNATURE} output {key!r} has shape {list(value.shape)} for "
+                f"{n} examples; expected [{n}] or [{n}, classes]",
+            )
         return value

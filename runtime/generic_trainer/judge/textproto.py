@@ -16,14 +16,28 @@ from typing import Any
 
 from generic_trainer.artifacts.bounded_parse import MAX_DEPTH
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<space>\s+|\#[^\n]*)
   | (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
   | (?P<word>[A-Za-z0-9_.+-]+)
   | (?P<punct>[{}<>:\[\],;])
-""", re.VERBOSE)
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f",
-            "v": "\v", "?": "?"}
+""",
+    re.VERBOSE,
+)
+_ESCAPES = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+    "?": "?",
+}
 _CLOSE = {"{": "}", "<": ">"}
 
 
@@ -49,13 +63,13 @@ def _unescape(body: str) -> str:
             out += _ESCAPES[nxt].encode()
             i += 2
         elif nxt in "xX":
-            digits = re.match(r"[0-9A-Fa-f]{1,2}", body[i + 2:])
+            digits = re.match(r"[0-9A-Fa-f]{1,2}", body[i + 2 :])
             if not digits:
                 raise ValueError(f"bad escape \\{nxt} in {body!r}")
             out.append(int(digits.group(), 16))
             i += 2 + len(digits.group())
         elif nxt in "01234567":
-            digits = re.match(r"[0-7]{1,3}", body[i + 1:]).group()  # type: ignore[union-attr]
+            digits = re.match(r"[0-7]{1,3}", body[i + 1 :]).group()  # type: ignore[union-attr]
             out.append(int(digits, 8) & 0xFF)
             i += 1 + len(digits)
         else:
@@ -92,9 +106,13 @@ class _Parser:
     def take(self, expected: str | None = None) -> tuple[str, str, int]:
         token = self.peek()
         if token is None:
-            raise ValueError(f"unexpected end of text{f', expected {expected!r}' if expected else ''}")
+            raise ValueError(
+                f"unexpected end of text{f', expected {expected!r}' if expected else ''}"
+            )
         if expected is not None and token[1] != expected:
-            raise ValueError(f"expected {expected!r} at {_where(self.text, token[2])}, found {token[1]!r}")
+            raise ValueError(
+                f"expected {expected!r} at {_where(self.text, token[2])}, found {token[1]!r}"
+            )
         self.i += 1
         return token
 
@@ -108,7 +126,9 @@ class _Parser:
                 return fields
             kind, name, pos = self.take()
             if kind != "word" or not re.match(r"^[A-Za-z_]\w*$", name):
-                raise ValueError(f"expected a field name at {_where(self.text, pos)}, found {name!r}")
+                raise ValueError(
+                    f"expected a field name at {_where(self.text, pos)}, found {name!r}"
+                )
             fields += [(name, value) for value in self.field_values()]
             if self.peek() is not None and self.peek()[1] in (",", ";"):  # type: ignore[index]
                 self.take()
@@ -139,7 +159,9 @@ class _Parser:
         opening, pos = self.take()[1:]
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise ValueError(f"messages nested deeper than the limit of {MAX_DEPTH} levels at {_where(self.text, pos)}")
+            raise ValueError(
+                f"messages nested deeper than the limit of {MAX_DEPTH} levels at {_where(self.text, pos)}"
+            )
         fields = self.message(_CLOSE[opening])
         self.take(_CLOSE[opening])
         self.depth -= 1

@@ -29,8 +29,12 @@ if TYPE_CHECKING:
 AUTOTUNE = -1  # the value of tf.data.AUTOTUNE, without importing TensorFlow
 _READ_BLOCK = 128  # records a file reader hands over at a time
 _READ_AHEAD = 2  # blocks a file reader reads ahead (memory: cycle length x 3 blocks)
-CACHE_AUTO_BYTES = 1 << 30  # cache="auto" keeps the records in memory up to this size (decompressed)
-GZIP_EXPANSION = 8  # how much larger than its .gz file a split's records are counted (tf.Examples: 3-8x)
+CACHE_AUTO_BYTES = (
+    1 << 30
+)  # cache="auto" keeps the records in memory up to this size (decompressed)
+GZIP_EXPANSION = (
+    8  # how much larger than its .gz file a split's records are counted (tf.Examples: 3-8x)
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,9 +59,12 @@ def as_dataset_options(options: object) -> DatasetOptions:
     if not isinstance(options, DatasetOptions):
         if not hasattr(options, "batch_size"):
             raise UserInputError(
-                "options", f"expected TensorFlowDatasetOptions or DatasetOptions, got {type(options).__name__}"
+                "options",
+                f"expected TensorFlowDatasetOptions or DatasetOptions, got {type(options).__name__}",
             )
-        fields = {f.name: getattr(options, f.name, f.default) for f in dataclasses.fields(DatasetOptions)}
+        fields = {
+            f.name: getattr(options, f.name, f.default) for f in dataclasses.fields(DatasetOptions)
+        }
         options = DatasetOptions(**fields)
     check_batch_size(options.batch_size)
     return options
@@ -66,12 +73,19 @@ def as_dataset_options(options: object) -> DatasetOptions:
 def check_batch_size(batch_size: object) -> None:
     """A dataset's batch size is a whole number >= 1 (not a bool), else UserInputError naming `options`."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise UserInputError("options", f"batch_size must be a positive integer, got {batch_size!r}")
+        raise UserInputError(
+            "options", f"batch_size must be a positive integer, got {batch_size!r}"
+        )
 
 
-def make_dataset(patterns: list[str], options: DatasetOptions, schema: schema_pb2.Schema,
-                 transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                 keep: Sequence[str] | None = None, cache: str = "auto") -> tf.data.Dataset:
+def make_dataset(
+    patterns: list[str],
+    options: DatasetOptions,
+    schema: schema_pb2.Schema,
+    transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    keep: Sequence[str] | None = None,
+    cache: str = "auto",
+) -> tf.data.Dataset:
     """The batches of tfx_bsl's TensorFlowDataset; with `transform`, parsed batches go through it and
     its outputs named in `keep` are the features. `cache` (see `caches`): keep the decompressed records in
     memory after the first epoch, so later epochs only shuffle and parse."""
@@ -82,7 +96,8 @@ def make_dataset(patterns: list[str], options: DatasetOptions, schema: schema_pb
     label_key = options.label_key
     if label_key is not None and label_key not in tensor_names:
         raise UserInputError(
-            "label_key", f"{label_key!r} is not a tensor of the schema; tensors: {', '.join(sorted(tensor_names))}"
+            "label_key",
+            f"{label_key!r} is not a tensor of the schema; tensors: {', '.join(sorted(tensor_names))}",
         )
 
     dataset = _records(patterns, options)
@@ -166,4 +181,3 @@ def _cycle_length(reader_num_threads: int) -> int:
     if reader_num_threads == AUTOTUNE:
         return -(-cpus // 3)  # one thread for the current and two for prefetched cycle elements
     return max(1, min(reader_num_threads, cpus))
-

@@ -40,12 +40,17 @@ def one_file(path: str, input_name: str, pattern: str = "*", usual: str = "") ->
     if len(found) != 1:
         kind = "file" if pattern == "*" else f"{pattern} file"
         what = f"no {kind}" if not found else f"{len(found)} {kind}s ({', '.join(found)})"
-        raise UserInputError(input_name, f"directory {path} holds {what}; expected exactly one"
-                                         + (f" ({usual})" if usual else ""))
+        raise UserInputError(
+            input_name,
+            f"directory {path} holds {what}; expected exactly one"
+            + (f" ({usual})" if usual else ""),
+        )
     return found[0]
 
 
-def split_file_patterns(examples_dir: str, splits: Sequence[str], input_name: str = "--examples") -> list[str]:
+def split_file_patterns(
+    examples_dir: str, splits: Sequence[str], input_name: str = "--examples"
+) -> list[str]:
     """Returns one file pattern (`<dir>/Split-<name>/*`) per split of a TFX Examples artifact.
 
     Also accepts the old TFX layout `<dir>/<name>/`.
@@ -60,7 +65,8 @@ def split_file_patterns(examples_dir: str, splits: Sequence[str], input_name: st
     patterns = []
     for split in splits:
         split_dir = next(
-            (d for d in (f"Split-{split}", split) if os.path.isdir(os.path.join(examples_dir, d))), None
+            (d for d in (f"Split-{split}", split) if os.path.isdir(os.path.join(examples_dir, d))),
+            None,
         )
         if split_dir is None:
             raise UserInputError(
@@ -85,12 +91,15 @@ def check_split_entries(path: str, split: str, input_name: str = "--examples") -
         if kind is None and not os.path.exists(entry.path):
             kind = f"symlink to {os.path.realpath(entry.path)}, which does not exist"
         if kind is not None:
-            raise UserInputError(input_name, f"split {split!r}: {entry.path} is a {kind}, not a record file; a "
-                                             "split directory holds its record files only (move it out)")
+            raise UserInputError(
+                input_name,
+                f"split {split!r}: {entry.path} is a {kind}, not a record file; a "
+                "split directory holds its record files only (move it out)",
+            )
 
 
 def damaged_file(file_patterns: Sequence[str], budget: int = 200_000) -> str | None:
-    """"split 'x', <file>: <what is wrong>" for the first file whose records cannot be read to their end (a
+    """ "split 'x', <file>: <what is wrong>" for the first file whose records cannot be read to their end (a
     truncated gzip stream, garbage after it, a record cut short), reading at most `budget` records; else None."""
     for pattern in file_patterns:
         for path in split_files(pattern):
@@ -120,7 +129,9 @@ def check_readable(file_patterns: Sequence[str], input_name: str = "--examples")
         for path in files:
             problem = _first_record_problem(path)
             if problem:
-                raise UserInputError(input_name, f"{path} is not a readable TFRecord file: {problem}")
+                raise UserInputError(
+                    input_name, f"{path} is not a readable TFRecord file: {problem}"
+                )
         count += len(files)
     return count
 
@@ -177,10 +188,12 @@ def _crc32c_py(data: bytes) -> int:
 def split_name(file_pattern: str) -> str:
     """The split a file pattern of `split_file_patterns` reads (`<dir>/Split-train/*` -> `train`)."""
     name = os.path.basename(os.path.dirname(file_pattern))
-    return name[len("Split-"):] if name.startswith("Split-") else name
+    return name[len("Split-") :] if name.startswith("Split-") else name
 
 
-def read_records(path: str, limit: int | None = None, damaged_input: str | None = None) -> Iterator[bytes]:
+def read_records(
+    path: str, limit: int | None = None, damaged_input: str | None = None
+) -> Iterator[bytes]:
     """The records of a TFRecord file (gzipped or plain), without TensorFlow; stops after `limit`.
 
     Stops quietly at a record cut short (`check_readable` and TensorFlow's reader report damage),
@@ -213,8 +226,11 @@ def check_splits_hold_records(file_patterns: Sequence[str], input_name: str = "-
     for pattern in file_patterns:
         files = split_files(pattern)
         if not any(next(read_records(f, 1), None) is not None for f in files):
-            raise UserInputError(input_name, f"split {split_name(pattern)!r} holds no records: its "
-                                             f"{len(files)} file(s) in {os.path.dirname(pattern)} are empty")
+            raise UserInputError(
+                input_name,
+                f"split {split_name(pattern)!r} holds no records: its "
+                f"{len(files)} file(s) in {os.path.dirname(pattern)} are empty",
+            )
 
 
 def compression_fn(patterns: Sequence[str]) -> Callable[[str | tf.Tensor], str | tf.Tensor]:
@@ -228,7 +244,9 @@ def compression_fn(patterns: Sequence[str]) -> Callable[[str | tf.Tensor], str |
 
     files = [f for p in patterns for f in sorted(tf.io.gfile.glob(p))]
     if not files:
-        raise UserInputError("file_patterns", f"no files match {', '.join(patterns) or '(no patterns given)'}")
+        raise UserInputError(
+            "file_patterns", f"no files match {', '.join(patterns) or '(no patterns given)'}"
+        )
     group_gzip: dict[tuple[str, bool], bool] = {}
     gzipped = []
     for f in files:
@@ -243,4 +261,3 @@ def compression_fn(patterns: Sequence[str]) -> Callable[[str | tf.Tensor], str |
         return lambda path: kind
     gzipped_names = tf.constant(gzipped)
     return lambda path: tf.where(tf.reduce_any(tf.equal(gzipped_names, path)), "GZIP", "")
-

@@ -14,17 +14,26 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.records.example_files import damaged_file, read_records, split_files, split_name
+from generic_trainer.records.example_files import (
+    damaged_file,
+    read_records,
+    split_files,
+    split_name,
+)
 from generic_trainer.records.schemas import feature_spec_from_schema, load_schema
 
 log = logging.getLogger(__name__)
 
 _FIRST_RECORDS = 16  # records decoded per split before run_fn runs (plus the first of each file)
 _MAX_FILES_CHECKED = 64  # files per split whose first record is decoded too
-_LOCATE_RECORDS = 200_000  # records scanned, at most, to locate a record the input pipeline could not decode
+_LOCATE_RECORDS = (
+    200_000  # records scanned, at most, to locate a record the input pipeline could not decode
+)
 NOT_AN_EXAMPLE = "it is not a serialized tf.Example"
 _DECODE_PATTERNS = (
-    re.compile(r"Feature: (?P<feature>\S+) \(data type: (?P<dtype>\w+)\) is required but could not be found"),
+    re.compile(
+        r"Feature: (?P<feature>\S+) \(data type: (?P<dtype>\w+)\) is required but could not be found"
+    ),
     re.compile(r"Key: (?P<feature>[^,\s]+), Index: \d+\.\s+(?P<detail>[^\[]*?)\s*(\[|$)"),
     re.compile(r"(?P<detail>Could not parse example input)"),
 )
@@ -60,7 +69,9 @@ def _decode_problem(record: bytes, spec: dict[str, Any] | None) -> str | None:
         tf.io.parse_example(tf.constant([record]), spec)
     except tf.errors.InvalidArgumentError as e:
         return _describe_decode_error(e.message) or " ".join(e.message.split())[:300]
-    except UnicodeDecodeError:  # TensorFlow's error text quoted the record's bytes, which are not UTF-8
+    except (
+        UnicodeDecodeError
+    ):  # TensorFlow's error text quoted the record's bytes, which are not UTF-8
         return NOT_AN_EXAMPLE
     return None
 
@@ -80,13 +91,17 @@ def _describe_decode_error(message: str) -> str | None:
     return None
 
 
-def _bad_record(file_patterns: Sequence[str], spec: dict[str, Any] | None,
-                records: Callable[[str], Iterator[tuple[str, int, bytes]]],
-                batch: int = 512) -> str | None:
+def _bad_record(
+    file_patterns: Sequence[str],
+    spec: dict[str, Any] | None,
+    records: Callable[[str], Iterator[tuple[str, int, bytes]]],
+    batch: int = 512,
+) -> str | None:
     """The first record `records(pattern)` yields that does not decode, described, or None.
 
     Records are decoded a batch at a time; only a batch that fails is decoded record by record.
     """
+
     def first_problem(pattern: str, chunk: list[tuple[str, int, bytes]]) -> str | None:
         if spec is not None and _decode_problem_batch([r for _, _, r in chunk], spec) is None:
             return None
@@ -118,7 +133,9 @@ def _decode_problem_batch(records: list[bytes], spec: dict[str, Any]) -> str | N
         tf.io.parse_example(tf.constant(records), spec)
     except tf.errors.InvalidArgumentError as e:
         return e.message
-    except UnicodeDecodeError:  # an error text quoting bytes that are not UTF-8: some record is not a tf.Example
+    except (
+        UnicodeDecodeError
+    ):  # an error text quoting bytes that are not UTF-8: some record is not a tf.Example
         return NOT_AN_EXAMPLE
     return None
 
@@ -127,8 +144,11 @@ def _spec(schema_path: str | None) -> dict[str, Any] | None:
     return feature_spec_from_schema(load_schema(schema_path)) if schema_path else None
 
 
-def _bad_split(pattern: str, schema_paths: Sequence[str | None],
-               records: Callable[[str], Iterator[tuple[str, int, bytes]]]) -> tuple[str | None, str | None]:
+def _bad_split(
+    pattern: str,
+    schema_paths: Sequence[str | None],
+    records: Callable[[str], Iterator[tuple[str, int, bytes]]],
+) -> tuple[str | None, str | None]:
     """(why the split's records fit none of `schema_paths`, each problem naming its schema, or None; the first
     schema they fit, logged when it is not the first given)."""
     problems = []
@@ -136,17 +156,27 @@ def _bad_split(pattern: str, schema_paths: Sequence[str | None],
         problem = _bad_record([pattern], _spec(schema_path), records)
         if problem is None:
             if problems:
-                log.info("split %r follows the schema %s (not %s)", split_name(pattern), schema_path,
-                         schema_paths[0])
+                log.info(
+                    "split %r follows the schema %s (not %s)",
+                    split_name(pattern),
+                    schema_path,
+                    schema_paths[0],
+                )
             return None, schema_path
         problems.append(problem + (f" (schema {schema_path})" if schema_path else ""))
     if len(problems) == 1:
         return problems[0], None
-    return "; and against ".join(problems) + ": the records fit neither the raw schema nor the transform graph's " \
-        "transformed_metadata", None
+    return (
+        "; and against ".join(problems)
+        + ": the records fit neither the raw schema nor the transform graph's "
+        "transformed_metadata",
+        None,
+    )
 
 
-def record_schemas(schema_path: str | None, transformed_schema_path: str | None) -> list[str | None]:
+def record_schemas(
+    schema_path: str | None, transformed_schema_path: str | None
+) -> list[str | None]:
     """The schemas a split's records may follow: the raw schema (--schema), then, with a transform graph, its
     transformed_metadata (TFX feeds the Trainer Transform's transformed examples with the raw schema)."""
     if schema_path and transformed_schema_path:
@@ -154,8 +184,12 @@ def record_schemas(schema_path: str | None, transformed_schema_path: str | None)
     return [schema_path]
 
 
-def check_first_records(file_patterns: Sequence[str], schema_path: str | None,
-                        input_name: str = "--examples", transformed_schema_path: str | None = None) -> list[str]:
+def check_first_records(
+    file_patterns: Sequence[str],
+    schema_path: str | None,
+    input_name: str = "--examples",
+    transformed_schema_path: str | None = None,
+) -> list[str]:
     """Decode the first records of each split (and the first of each file) before user code runs.
 
     Each must be a tf.Example and, with a schema, parse with `tf.io.parse_example` against the
@@ -175,8 +209,13 @@ def check_first_records(file_patterns: Sequence[str], schema_path: str | None,
     return transformed
 
 
-def decode_error(error: BaseException, file_patterns: Sequence[str], schema_path: str | None,
-                 input_name: str = "--examples", transformed_schema_path: str | None = None) -> UserInputError | None:
+def decode_error(
+    error: BaseException,
+    file_patterns: Sequence[str],
+    schema_path: str | None,
+    input_name: str = "--examples",
+    transformed_schema_path: str | None = None,
+) -> UserInputError | None:
     """A UserInputError for a decode error the input pipeline raised while user code ran, else None.
 
     tf.io.parse_example's InvalidArgumentError (missing feature, wrong type or size, not a
@@ -190,9 +229,17 @@ def decode_error(error: BaseException, file_patterns: Sequence[str], schema_path
     splits = ", ".join(repr(split_name(p)) for p in file_patterns)
     if isinstance(error, tf.errors.DataLossError):
         where = damaged_file(file_patterns) or f"one of the splits {splits}"
-        return UserInputError(input_name, f"damaged TFRecord data in {where} (TensorFlow said: {error.message})")
-    what = _describe_decode_error(error.message) if isinstance(error, tf.errors.InvalidArgumentError) else None
-    if isinstance(error, UnicodeDecodeError):  # TensorFlow's error text quoted record bytes that are not UTF-8
+        return UserInputError(
+            input_name, f"damaged TFRecord data in {where} (TensorFlow said: {error.message})"
+        )
+    what = (
+        _describe_decode_error(error.message)
+        if isinstance(error, tf.errors.InvalidArgumentError)
+        else None
+    )
+    if isinstance(
+        error, UnicodeDecodeError
+    ):  # TensorFlow's error text quoted record bytes that are not UTF-8
         what = NOT_AN_EXAMPLE
     if what is None:
         return None
@@ -210,11 +257,23 @@ def decode_error(error: BaseException, file_patterns: Sequence[str], schema_path
 
     schema_paths = record_schemas(schema_path, transformed_schema_path)
     try:
-        located = next((p for p in (_bad_split(pattern, schema_paths, every_record)[0] for pattern in file_patterns)
-                        if p), None)
+        located = next(
+            (
+                p
+                for p in (
+                    _bad_split(pattern, schema_paths, every_record)[0] for pattern in file_patterns
+                )
+                if p
+            ),
+            None,
+        )
     except (UserInputError, OSError, tf.errors.OpError):
         located, cut_short = None, ["(scan failed)"]
     if located is None and not cut_short:
         return None  # every record decodes against the schema: the module's own parsing disagrees with it
-    where = located or f"one of the splits {splits}: {what}" + (f" (schema {schema_path})" if schema_path else "")
-    return UserInputError(input_name, f"bad data in {where} (found while the input pipeline read it)")
+    where = located or f"one of the splits {splits}: {what}" + (
+        f" (schema {schema_path})" if schema_path else ""
+    )
+    return UserInputError(
+        input_name, f"bad data in {where} (found while the input pipeline read it)"
+    )

@@ -32,11 +32,15 @@ def load_schema(path: str, input_name: str = "--schema") -> schema_pb2.Schema:
 
     path = one_file(path, input_name, "*.pbtxt", "SchemaGen's schema.pbtxt")
     if not os.path.isfile(path):
-        raise UserInputError(input_name, f"{path} does not exist; expected a schema.pbtxt file or its directory")
+        raise UserInputError(
+            input_name, f"{path} does not exist; expected a schema.pbtxt file or its directory"
+        )
     try:
         schema = text_format.Parse(files.read_small(path, input_name), schema_pb2.Schema())
     except (text_format.ParseError, UnicodeDecodeError) as e:
-        raise UserInputError(input_name, f"{path} is not a text-format tensorflow-metadata Schema: {e}") from e
+        raise UserInputError(
+            input_name, f"{path} is not a text-format tensorflow-metadata Schema: {e}"
+        ) from e
     if not schema.feature:
         raise UserInputError(input_name, f"{path} parses as a Schema but declares no features")
     return schema
@@ -66,11 +70,14 @@ def parser_config(schema: schema_pb2.Schema) -> tuple[dict[str, Any], dict[str, 
 
     def dtype_of(tensor: str, column: str) -> tf.DType:
         if column not in types:
-            raise UserInputError("--schema", f"tensor {tensor!r} refers to feature {column!r}, not in the schema")
+            raise UserInputError(
+                "--schema", f"tensor {tensor!r} refers to feature {column!r}, not in the schema"
+            )
         if types[column] not in dtypes:
             type_name = schema_pb2.FeatureType.Name(types[column])
             raise UserInputError(
-                "--schema", f"feature {column!r} has type {type_name}; only INT, FLOAT and BYTES can be parsed"
+                "--schema",
+                f"feature {column!r} has type {type_name}; only INT, FLOAT and BYTES can be parsed",
             )
         return dtypes[types[column]]
 
@@ -102,16 +109,22 @@ def parser_config(schema: schema_pb2.Schema) -> tuple[dict[str, Any], dict[str, 
         elif kind == "ragged_tensor":
             key, feature = name, _ragged_feature(name, rep.ragged_tensor, dtype_of)
         else:
-            raise UserInputError("--schema", f"tensor representation {name!r} has no supported kind ({kind})")
+            raise UserInputError(
+                "--schema", f"tensor representation {name!r} has no supported kind ({kind})"
+            )
         if key in spec:
-            raise UserInputError("--schema", f"feature {key!r} is the source of more than one dense/var-len tensor")
+            raise UserInputError(
+                "--schema", f"feature {key!r} is the source of more than one dense/var-len tensor"
+            )
         spec[key] = feature
         if key != name:
             renames[key] = name
     return spec, renames
 
 
-def _tensor_representations(schema: schema_pb2.Schema) -> dict[str, schema_pb2.TensorRepresentation]:
+def _tensor_representations(
+    schema: schema_pb2.Schema,
+) -> dict[str, schema_pb2.TensorRepresentation]:
     """tfx_bsl's InferTensorRepresentationsFromMixedSchema: explicit group "" plus inferred ones."""
     inferred = _infer_tensor_representations(schema)
     if "" not in schema.tensor_representation_group:
@@ -142,23 +155,36 @@ def _live(feature: schema_pb2.Feature | schema_pb2.SparseFeature) -> bool:
     """Whether tfx_bsl reads the feature (not deprecated, not in a lifecycle stage it skips)."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    skipped = {schema_pb2.DEPRECATED, schema_pb2.DISABLED, schema_pb2.PLANNED, schema_pb2.ALPHA,
-               schema_pb2.DEBUG_ONLY, schema_pb2.VALIDATION_DERIVED}
+    skipped = {
+        schema_pb2.DEPRECATED,
+        schema_pb2.DISABLED,
+        schema_pb2.PLANNED,
+        schema_pb2.ALPHA,
+        schema_pb2.DEBUG_ONLY,
+        schema_pb2.VALIDATION_DERIVED,
+    }
     return not (feature.deprecated or feature.lifecycle_stage in skipped)
 
 
-def _infer_tensor_representations(schema: schema_pb2.Schema) -> dict[str, schema_pb2.TensorRepresentation]:
+def _infer_tensor_representations(
+    schema: schema_pb2.Schema,
+) -> dict[str, schema_pb2.TensorRepresentation]:
     from tensorflow_metadata.proto.v0 import path_pb2, schema_pb2
 
     representation = schema_pb2.TensorRepresentation
     remaining = {f.name: f for f in schema.feature}
-    result = {sparse.name: _sparse_representation(sparse, remaining) for sparse in schema.sparse_feature
-              if _live(sparse)}
+    result = {
+        sparse.name: _sparse_representation(sparse, remaining)
+        for sparse in schema.sparse_feature
+        if _live(sparse)
+    }
     for feature in remaining.values():
         if not _live(feature):
             continue
         if feature.type == schema_pb2.STRUCT:
-            raise UserInputError("--schema", f"feature {feature.name!r} is a STRUCT, which tf.Example cannot hold")
+            raise UserInputError(
+                "--schema", f"feature {feature.name!r} is a STRUCT, which tf.Example cannot hold"
+            )
         if feature.HasField("shape"):
             if feature.presence.min_fraction != 1:
                 raise UserInputError(
@@ -168,19 +194,24 @@ def _infer_tensor_representations(schema: schema_pb2.Schema) -> dict[str, schema
                     "feature that can be missing",
                 )
             result[feature.name] = representation(
-                dense_tensor=representation.DenseTensor(column_name=feature.name, shape=feature.shape)
+                dense_tensor=representation.DenseTensor(
+                    column_name=feature.name, shape=feature.shape
+                )
             )
         elif schema.represent_variable_length_as_ragged:
             path = path_pb2.Path(step=[feature.name])
-            result[feature.name] = representation(ragged_tensor=representation.RaggedTensor(feature_path=path))
+            result[feature.name] = representation(
+                ragged_tensor=representation.RaggedTensor(feature_path=path)
+            )
         else:
             varlen = representation.VarLenSparseTensor(column_name=feature.name)
             result[feature.name] = representation(varlen_sparse_tensor=varlen)
     return result
 
 
-def _sparse_representation(sparse: schema_pb2.SparseFeature,
-                           remaining: dict[str, schema_pb2.Feature]) -> schema_pb2.TensorRepresentation:
+def _sparse_representation(
+    sparse: schema_pb2.SparseFeature, remaining: dict[str, schema_pb2.Feature]
+) -> schema_pb2.TensorRepresentation:
     """A sparse_feature's SparseTensor; its index and value features are taken out of `remaining`."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
@@ -190,7 +221,8 @@ def _sparse_representation(sparse: schema_pb2.SparseFeature,
         column = remaining.pop(index.name, None)
         if column is None:
             raise UserInputError(
-                "--schema", f"sparse_feature {sparse.name!r} names index feature {index.name!r}, not in the schema"
+                "--schema",
+                f"sparse_feature {sparse.name!r} names index feature {index.name!r}, not in the schema",
             )
         domain = column.int_domain
         if column.HasField("int_domain"):
@@ -219,27 +251,40 @@ def _sparse_representation(sparse: schema_pb2.SparseFeature,
     )
 
 
-def _default_values(name: str, default: schema_pb2.TensorRepresentation.DefaultValue, dtype: tf.DType,
-                    shape: list[int]) -> list[int | float | bytes]:
+def _default_values(
+    name: str,
+    default: schema_pb2.TensorRepresentation.DefaultValue,
+    dtype: tf.DType,
+    shape: list[int],
+) -> list[int | float | bytes]:
     import tensorflow as tf
 
     kind = default.WhichOneof("kind")
-    expected = {"int_value": tf.int64, "float_value": tf.float32, "bytes_value": tf.string}.get(kind)
+    expected = {"int_value": tf.int64, "float_value": tf.float32, "bytes_value": tf.string}.get(
+        kind
+    )
     if expected != dtype:
-        raise UserInputError("--schema", f"tensor {name!r}: default value {kind} does not suit type {dtype.name}")
+        raise UserInputError(
+            "--schema", f"tensor {name!r}: default value {kind} does not suit type {dtype.name}"
+        )
     size = 1
     for d in shape:
         size *= d
     return [getattr(default, kind)] * size
 
 
-def _ragged_feature(name: str, ragged: schema_pb2.TensorRepresentation.RaggedTensor,
-                    dtype_of: Callable[[str, str], tf.DType]) -> tf.io.RaggedFeature:
+def _ragged_feature(
+    name: str,
+    ragged: schema_pb2.TensorRepresentation.RaggedTensor,
+    dtype_of: Callable[[str, str], tf.DType],
+) -> tf.io.RaggedFeature:
     import tensorflow as tf
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     if len(ragged.feature_path.step) != 1:
-        raise UserInputError("--schema", f"ragged tensor {name!r} needs a feature_path of exactly one step")
+        raise UserInputError(
+            "--schema", f"ragged tensor {name!r} needs a feature_path of exactly one step"
+        )
     partitions = []
     for p in ragged.partition:
         if p.HasField("uniform_row_length"):
@@ -255,4 +300,3 @@ def _ragged_feature(name: str, ragged: schema_pb2.TensorRepresentation.RaggedTen
         partitions=partitions,
         row_splits_dtype=tf.int32 if int32 else tf.int64,
     )
-

@@ -25,7 +25,13 @@ Importing this package does not import TensorFlow.
 
 from __future__ import annotations
 
-from generic_trainer.task.base import Task, check_task_class, get_task, register_task, task_for_config
+from generic_trainer.task.base import (
+    Task,
+    check_task_class,
+    get_task,
+    register_task,
+    task_for_config,
+)
 from generic_trainer.task.config import (
     DataConfig,
     ExperimentConfig,
@@ -41,15 +47,42 @@ from generic_trainer.task.config import (
 )
 from generic_trainer.task.experiment import run_experiment
 from generic_trainer.task.optimization_config import OptimizationConfig, OptimizerConfig
-from generic_trainer.task.optimizer_blocks import EMAConfig, LearningRateConfig, OptimizerTypeConfig, WarmupConfig
+from generic_trainer.task.optimizer_blocks import (
+    EMAConfig,
+    LearningRateConfig,
+    OptimizerTypeConfig,
+    WarmupConfig,
+)
 from generic_trainer.task.overrides import build_optimization_config, override
 from generic_trainer.task.resolve import RunInputs, build_experiment, validate
 
 __all__ = [
-    "DataConfig", "EMAConfig", "ExperimentConfig", "LearningRateConfig", "OptimizationConfig", "OptimizerConfig",
-    "OptimizerTypeConfig", "WarmupConfig", "RunInputs", "RuntimeConfig", "Task", "TaskConfig",
-    "TrainerConfig", "build_experiment", "build_optimization_config", "check_task_class", "get_experiment", "get_task",
+    "DataConfig",
+    "EMAConfig",
+    "ExperimentConfig",
+    "LearningRateConfig",
+    "OptimizationConfig",
+    "OptimizerConfig",
+    "OptimizerTypeConfig",
+    "WarmupConfig",
+    "RunInputs",
+    "RuntimeConfig",
+    "Task",
+    "TaskConfig",
+    "TrainerConfig",
+    "build_experiment",
+    "build_optimization_config",
+    "check_task_class",
+    "get_experiment",
+    "get_task",
     "override",
-    "parse_params_override", "register_experiment", "register_task", "registered_experiments", "run_experiment",
-    "task_for_config", "to_yaml", "validate", "write_params_yaml",
+    "parse_params_override",
+    "register_experiment",
+    "register_task",
+    "registered_experiments",
+    "run_experiment",
+    "task_for_config",
+    "to_yaml",
+    "validate",
+    "write_params_yaml",
 ]

@@ -38,8 +38,13 @@ class Task:
     config_cls: type[TaskConfig] = TaskConfig
     loss_key = "loss"
 
-    def __init__(self, params: TaskConfig, logging_dir: str | None = None,
-                 experiment: ExperimentConfig | None = None, name: str | None = None):
+    def __init__(
+        self,
+        params: TaskConfig,
+        logging_dir: str | None = None,
+        experiment: ExperimentConfig | None = None,
+        name: str | None = None,
+    ):
         self.params = params
         self.logging_dir = logging_dir
         self.experiment = experiment if experiment is not None else ExperimentConfig(task=params)
@@ -77,8 +82,11 @@ class Task:
         """Keras metrics updated by `process_metrics`; made inside the strategy scope, so global."""
         return []
 
-    def build_optimizer(self, optimizer_config: OptimizationConfig | OptimizerConfig | None = None,
-                        runtime_config: RuntimeConfig | None = None) -> Any:
+    def build_optimizer(
+        self,
+        optimizer_config: OptimizationConfig | OptimizerConfig | None = None,
+        runtime_config: RuntimeConfig | None = None,
+    ) -> Any:
         """A Keras optimizer from `trainer.optimizer_config` (Model Garden's one-of form; loss-scaled under float16).
 
         The EMA of `optimizer_config.ema` is kept by the runtime's loop, not by this optimizer.
@@ -87,7 +95,9 @@ class Task:
 
         optimizer_config = optimizer_config or self.experiment.trainer.optimizer_config
         runtime_config = runtime_config or self.experiment.runtime
-        return optimizers.build(optimizer_config, self.experiment.trainer.train_steps, runtime_config)
+        return optimizers.build(
+            optimizer_config, self.experiment.trainer.train_steps, runtime_config
+        )
 
     def initialize(self, model: Any) -> None:
         """Warm-start `model` from `params.init_checkpoint`; called only when the run has no checkpoint yet.
@@ -102,12 +112,16 @@ class Task:
 
         checkpoints.restore_model(model, path)
 
-    def process_metrics(self, metrics: list | None, labels: Any, model_outputs: Any, **kwargs: Any) -> None:
+    def process_metrics(
+        self, metrics: list | None, labels: Any, model_outputs: Any, **kwargs: Any
+    ) -> None:
         """Update each metric with the batch (override to pass other tensors, e.g. one-hot labels)."""
         for metric in metrics or []:
             metric.update_state(labels, model_outputs)
 
-    def train_step(self, inputs: Any, model: Any, optimizer: Any, metrics: list | None = None) -> dict[str, Any]:
+    def train_step(
+        self, inputs: Any, model: Any, optimizer: Any, metrics: list | None = None
+    ) -> dict[str, Any]:
         """One replica's training step; returns logs with `loss` (the unscaled mean loss)."""
         import tensorflow as tf
 
@@ -125,7 +139,9 @@ class Task:
         self.process_metrics(metrics, labels, outputs)
         return {self.loss_key: loss}
 
-    def validation_step(self, inputs: Any, model: Any, metrics: list | None = None) -> dict[str, Any]:
+    def validation_step(
+        self, inputs: Any, model: Any, metrics: list | None = None
+    ) -> dict[str, Any]:
         """One replica's validation step; returns logs with `loss`.
 
         Other entries are passed (gathered over all replicas of all workers) to `aggregate_logs`
@@ -147,11 +163,15 @@ class Task:
         """
         return model(inputs, training=False)
 
-    def aggregate_logs(self, state: Any = None, step_outputs: Mapping[str, Any] | None = None) -> Any:
+    def aggregate_logs(
+        self, state: Any = None, step_outputs: Mapping[str, Any] | None = None
+    ) -> Any:
         """Fold one validation step's outputs (numpy, from every replica of every worker) into `state`."""
         return state
 
-    def reduce_aggregated_logs(self, aggregated_logs: Any, global_step: int | None = None) -> dict[str, float]:
+    def reduce_aggregated_logs(
+        self, aggregated_logs: Any, global_step: int | None = None
+    ) -> dict[str, float]:
         """Turn the state built by `aggregate_logs` into metrics (host side, after the eval pass)."""
         return {}
 
@@ -168,7 +188,9 @@ class Task:
 
     # ---- helpers for subclasses ------------------------------------------------------------
 
-    def examples_dataset(self, params: DataConfig, input_context: Any = None, label_key: str | None = None) -> Any:
+    def examples_dataset(
+        self, params: DataConfig, input_context: Any = None, label_key: str | None = None
+    ) -> Any:
         """Batches of the tf.Example files `params.input_path`, parsed with `self.params.schema_path`.
 
         Per-replica batch size from the input context; batches are sharded over input pipelines
@@ -179,17 +201,28 @@ class Task:
         from generic_trainer.records import example_dataset
 
         if not self.params.schema_path:
-            raise UserInputError("task.schema_path", "examples_dataset needs a schema: pass --schema or set it")
+            raise UserInputError(
+                "task.schema_path", "examples_dataset needs a schema: pass --schema or set it"
+            )
         batch_size = params.global_batch_size
         if input_context is not None:
             batch_size = input_context.get_per_replica_batch_size(params.global_batch_size)
         options = example_dataset.DatasetOptions(
-            batch_size=batch_size, label_key=label_key, num_epochs=None if params.is_training else 1,
-            shuffle=params.is_training, shuffle_buffer_size=params.shuffle_buffer_size, shuffle_seed=params.seed,
-            drop_final_batch=params.drop_remainder)
-        dataset = data.DataAccessor().tf_dataset_factory(params.file_patterns(), options, self.params.schema_path)
+            batch_size=batch_size,
+            label_key=label_key,
+            num_epochs=None if params.is_training else 1,
+            shuffle=params.is_training,
+            shuffle_buffer_size=params.shuffle_buffer_size,
+            shuffle_seed=params.seed,
+            drop_final_batch=params.drop_remainder,
+        )
+        dataset = data.DataAccessor().tf_dataset_factory(
+            params.file_patterns(), options, self.params.schema_path
+        )
         if input_context is not None and input_context.num_input_pipelines > 1:
-            dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+            dataset = dataset.shard(
+                input_context.num_input_pipelines, input_context.input_pipeline_id
+            )
         if params.cache:
             dataset = dataset.cache()
         return dataset
@@ -199,7 +232,9 @@ def _float32(outputs: Any) -> Any:
     """Floating outputs as float32 (mixed-precision models compute in float16/bfloat16)."""
     import tensorflow as tf
 
-    return tf.nest.map_structure(lambda x: tf.cast(x, tf.float32) if x.dtype.is_floating else x, outputs)
+    return tf.nest.map_structure(
+        lambda x: tf.cast(x, tf.float32) if x.dtype.is_floating else x, outputs
+    )
 
 
 def register_task(cls: type[Task] | None = None, *, name: str | None = None):
@@ -234,8 +269,11 @@ def check_task_class(cls: Any, input_name: str = "--task") -> type[Task]:
     """Fail early, naming what is missing, when `cls` cannot be trained as a Task."""
     if not inspect.isclass(cls) or not issubclass(cls, Task):
         kind = type(cls).__name__ if not inspect.isclass(cls) else f"class {cls.__name__}"
-        raise UserInputError(input_name, f"{getattr(cls, '__name__', cls)!s} is a {kind}, not a subclass of "
-                                         "generic_trainer.Task")
+        raise UserInputError(
+            input_name,
+            f"{getattr(cls, '__name__', cls)!s} is a {kind}, not a subclass of "
+            "generic_trainer.Task",
+        )
     missing = [m for m in ("build_model", "build_inputs") if not _overrides(cls, m)]
     own_steps = _overrides(cls, "train_step") and _overrides(cls, "validation_step")
     if not _overrides(cls, "build_losses") and not own_steps:
@@ -244,10 +282,13 @@ def check_task_class(cls: Any, input_name: str = "--task") -> type[Task]:
         raise UserInputError(
             input_name,
             f"Task {cls.__name__} does not define {', '.join(missing)} (required: build_model, build_inputs, "
-            "and build_losses unless train_step and validation_step are both overridden)")
+            "and build_losses unless train_step and validation_step are both overridden)",
+        )
     if not (inspect.isclass(cls.config_cls) and issubclass(cls.config_cls, TaskConfig)):
-        raise UserInputError(input_name, f"{cls.__name__}.config_cls must be a TaskConfig subclass, "
-                                         f"got {cls.config_cls!r}")
+        raise UserInputError(
+            input_name,
+            f"{cls.__name__}.config_cls must be a TaskConfig subclass, got {cls.config_cls!r}",
+        )
     return cls
 
 

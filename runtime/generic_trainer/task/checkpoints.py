@@ -40,7 +40,9 @@ def resolve_checkpoint(path: str, input_name: str = "task.init_checkpoint") -> s
         try:
             ckpt = (read_json(os.path.join(path, INFO_FILE)) or {}).get("best_ckpt_path")
         except DamagedState as e:
-            raise UserInputError(input_name, f"{e} (a best-checkpoint export's {INFO_FILE})") from None
+            raise UserInputError(
+                input_name, f"{e} (a best-checkpoint export's {INFO_FILE})"
+            ) from None
         if isinstance(ckpt, str) and ckpt:
             return os.path.join(path, os.path.basename(ckpt))
         latest = tf.train.latest_checkpoint(path)
@@ -49,8 +51,11 @@ def resolve_checkpoint(path: str, input_name: str = "task.init_checkpoint") -> s
         raise UserInputError(input_name, f"{path} holds no checkpoint")
     if glob.glob(path + ".index"):
         return path
-    raise UserInputError(input_name, f"{path} is not a checkpoint (no {os.path.basename(path)}.index) "
-                                     "nor a directory holding one")
+    raise UserInputError(
+        input_name,
+        f"{path} is not a checkpoint (no {os.path.basename(path)}.index) "
+        "nor a directory holding one",
+    )
 
 
 def restore_model(model: Any, path: str, input_name: str = "task.init_checkpoint") -> str:
@@ -68,7 +73,9 @@ def restore_model(model: Any, path: str, input_name: str = "task.init_checkpoint
     try:
         status.expect_partial().assert_existing_objects_matched()
     except AssertionError as e:
-        raise UserInputError(input_name, f"{prefix} does not match the model: {str(e)[:500]}") from None
+        raise UserInputError(
+            input_name, f"{prefix} does not match the model: {str(e)[:500]}"
+        ) from None
     log.info("initialized the model from %s", prefix)
     return prefix
 
@@ -96,24 +103,34 @@ class BestCheckpointExporter:
         try:
             info = self.read_info(export_dir)
         except DamagedState as e:
-            log.warning("%s: the best checkpoint so far is not known; the next evaluation is exported", e)
+            log.warning(
+                "%s: the best checkpoint so far is not known; the next evaluation is exported", e
+            )
             info = None
         if info is not None and isinstance(info.get(metric_name), (int, float)):
             self.best = float(info[metric_name])
-            log.info("best checkpoint so far: %s=%.4g at step %s", metric_name, self.best,
-                     info.get("best_ckpt_global_step"))
+            log.info(
+                "best checkpoint so far: %s=%.4g at step %s",
+                metric_name,
+                self.best,
+                info.get("best_ckpt_global_step"),
+            )
 
     @staticmethod
     def read_info(export_dir: str) -> dict[str, Any] | None:
         """The info.json of the best checkpoint in `export_dir`, or None."""
         return read_json(os.path.join(export_dir, INFO_FILE))
 
-    def maybe_export(self, checkpoint: Any, eval_logs: Mapping[str, float], global_step: int) -> bool:
+    def maybe_export(
+        self, checkpoint: Any, eval_logs: Mapping[str, float], global_step: int
+    ) -> bool:
         """Write `checkpoint` as the best one when `eval_logs[metric_name]` beats the best so far."""
         if self.metric_name not in eval_logs:
-            raise UserInputError("trainer.best_checkpoint_eval_metric",
-                                 f"{self.metric_name!r} is not a validation metric; there are: "
-                                 f"{', '.join(sorted(eval_logs))}")
+            raise UserInputError(
+                "trainer.best_checkpoint_eval_metric",
+                f"{self.metric_name!r} is not a validation metric; there are: "
+                f"{', '.join(sorted(eval_logs))}",
+            )
         value = float(eval_logs[self.metric_name])
         if not math.isfinite(value) or not _is_better(value, self.best, self.metric_comp):
             return False
@@ -121,9 +138,23 @@ class BestCheckpointExporter:
         self.best = value
         if self.is_chief:
             info = {k: float(v) for k, v in eval_logs.items()}
-            info.update({"best_ckpt_global_step": int(global_step), "best_ckpt_path": os.path.basename(prefix),
-                         "best_ckpt_metric": self.metric_name, "best_ckpt_metric_comp": self.metric_comp})
-            storage.write_file_atomic(os.path.join(self.export_dir, INFO_FILE), json.dumps(info, indent=2) + "\n")
-            log.info("new best checkpoint: %s=%.4g at step %d -> %s", self.metric_name, value, global_step, prefix)
+            info.update(
+                {
+                    "best_ckpt_global_step": int(global_step),
+                    "best_ckpt_path": os.path.basename(prefix),
+                    "best_ckpt_metric": self.metric_name,
+                    "best_ckpt_metric_comp": self.metric_comp,
+                }
+            )
+            storage.write_file_atomic(
+                os.path.join(self.export_dir, INFO_FILE), json.dumps(info, indent=2) + "\n"
+            )
+            log.info(
+                "new best checkpoint: %s=%.4g at step %d -> %s",
+                self.metric_name,
+                value,
+                global_step,
+                prefix,
+            )
         remove_checkpoints(self.export_dir, "best_ckpt", keep=[prefix])
         return True

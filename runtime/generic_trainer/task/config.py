@@ -41,7 +41,9 @@ class DataConfig:
     """One input pipeline (Model Garden's `DataConfig` fields that fit tf.Example files)."""
 
     input_path: str = ""  # file patterns, comma-separated (filled from --examples and the splits)
-    global_batch_size: int = 32  # split across all replicas: input_context.get_per_replica_batch_size
+    global_batch_size: int = (
+        32  # split across all replicas: input_context.get_per_replica_batch_size
+    )
     is_training: bool = True  # training data: shuffled and repeated forever
     drop_remainder: bool = True
     shuffle_buffer_size: int = 10000
@@ -62,7 +64,8 @@ class TaskConfig:
     model: dict = dataclasses.field(default_factory=dict)
     train_data: DataConfig = dataclasses.field(default_factory=DataConfig)
     validation_data: DataConfig = dataclasses.field(
-        default_factory=lambda: DataConfig(is_training=False, drop_remainder=False))
+        default_factory=lambda: DataConfig(is_training=False, drop_remainder=False)
+    )
     schema_path: str = ""  # filled from --schema
     transform_graph_path: str = ""  # filled from --transform-graph
     hyperparameters: dict = dataclasses.field(default_factory=dict)  # filled from --hyperparameters
@@ -84,24 +87,37 @@ class TrainerConfig:
     best_checkpoint_eval_metric: str = ""
     best_checkpoint_metric_comp: str = "higher"  # higher or lower
     continuous_eval_timeout: int = 3600  # seconds continuous_eval waits for a new checkpoint
-    loss_upper_bound: float = 1e6  # a training loss above this (or NaN/inf) restores the last checkpoint ...
-    recovery_max_trials: int = 0  # ... and retries, at most this many times (0: stop the run at once)
-    recovery_begin_steps: int = 0  # a loss above the bound before this step is not a blow-up (NaN/inf always is)
+    loss_upper_bound: float = (
+        1e6  # a training loss above this (or NaN/inf) restores the last checkpoint ...
+    )
+    recovery_max_trials: int = (
+        0  # ... and retries, at most this many times (0: stop the run at once)
+    )
+    recovery_begin_steps: int = (
+        0  # a loss above the bound before this step is not a blow-up (NaN/inf always is)
+    )
     optimizer_config: OptimizationConfig = dataclasses.field(default_factory=OptimizationConfig)
 
     def __post_init__(self) -> None:
         if isinstance(self.optimizer_config, OptimizerConfig):  # the flat form of earlier releases
-            self.optimizer_config = build_optimization_config(self.optimizer_config.as_one_of(),
-                                                              "OptimizerConfig(...)")
+            self.optimizer_config = build_optimization_config(
+                self.optimizer_config.as_one_of(), "OptimizerConfig(...)"
+            )
 
 
 @dataclasses.dataclass
 class RuntimeConfig:
     """Where it runs (Model Garden's `RuntimeConfig` names)."""
 
-    distribution_strategy: str = ""  # auto, off, one_device, mirrored, multi_worker_mirrored ("": --strategy)
-    mixed_precision_dtype: str = ""  # float16 or bfloat16 for mixed precision; "" or float32 for none
-    loss_scale: str | float | None = None  # float16 only: "dynamic" (also the default) or the initial scale
+    distribution_strategy: str = (
+        ""  # auto, off, one_device, mirrored, multi_worker_mirrored ("": --strategy)
+    )
+    mixed_precision_dtype: str = (
+        ""  # float16 or bfloat16 for mixed precision; "" or float32 for none
+    )
+    loss_scale: str | float | None = (
+        None  # float16 only: "dynamic" (also the default) or the initial scale
+    )
     num_gpus: int = 0  # 0: every visible GPU; N: the first N (an error when fewer are visible)
     run_eagerly: bool = False  # run steps eagerly (debugging; slow)
     seed: int | None = None  # tf.keras.utils.set_random_seed before the model is built
@@ -135,7 +151,9 @@ class ExperimentConfig:
 _EXPERIMENTS: dict[str, Callable[[], ExperimentConfig]] = {}
 
 
-def register_experiment(name: str) -> Callable[[Callable[[], ExperimentConfig]], Callable[[], ExperimentConfig]]:
+def register_experiment(
+    name: str,
+) -> Callable[[Callable[[], ExperimentConfig]], Callable[[], ExperimentConfig]]:
     """Decorator: register a zero-argument factory returning an ExperimentConfig under `name`."""
 
     def decorator(factory: Callable[[], ExperimentConfig]) -> Callable[[], ExperimentConfig]:
@@ -156,14 +174,17 @@ def registered_experiments() -> list[str]:
 def get_experiment(name: str, input_name: str = "--experiment") -> ExperimentConfig:
     """A fresh ExperimentConfig from the factory registered as `name`."""
     if name not in _EXPERIMENTS:
-        known = ", ".join(registered_experiments()) or "none (register one with @register_experiment)"
+        known = (
+            ", ".join(registered_experiments()) or "none (register one with @register_experiment)"
+        )
         raise UserInputError(input_name, f"no experiment named {name!r}; registered: {known}")
     config = _EXPERIMENTS[name]()
     if not isinstance(config, ExperimentConfig):
-        raise UserInputError(input_name, f"experiment {name!r} returned a {type(config).__name__}, "
-                                         "expected an ExperimentConfig")
+        raise UserInputError(
+            input_name,
+            f"experiment {name!r} returned a {type(config).__name__}, expected an ExperimentConfig",
+        )
     return config
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,19 +204,29 @@ def load_config_file(path: str, source: str | None = None) -> dict[str, Any]:
     if parsed is None:
         return {}
     if not isinstance(parsed, Mapping):
-        raise UserInputError(source, f"expected a mapping (task: ..., trainer: ...), got {type(parsed).__name__}")
+        raise UserInputError(
+            source, f"expected a mapping (task: ..., trainer: ...), got {type(parsed).__name__}"
+        )
     return dict(parsed)
 
 
-def parse_config_text(text: str | Mapping[str, Any] | None, source: str = "config") -> dict[str, Any]:
+def parse_config_text(
+    text: str | Mapping[str, Any] | None, source: str = "config"
+) -> dict[str, Any]:
     """Inline YAML/JSON (the KFP `config` parameter); a mapping passes through."""
     if text is None or (isinstance(text, str) and not text.strip()):
         return {}
-    parsed = bounded_parse.check_depth(text, source) if isinstance(text, Mapping) else _yaml_load(text, source)
+    parsed = (
+        bounded_parse.check_depth(text, source)
+        if isinstance(text, Mapping)
+        else _yaml_load(text, source)
+    )
     if parsed is None:
         return {}
     if not isinstance(parsed, Mapping):
-        raise UserInputError(source, f"expected a YAML/JSON mapping (task: ..., trainer: ...), got {parsed!r}")
+        raise UserInputError(
+            source, f"expected a YAML/JSON mapping (task: ..., trainer: ...), got {parsed!r}"
+        )
     return dict(parsed)
 
 
@@ -239,11 +270,15 @@ def parse_params_override(text: str | None, source: str = "--params-override") -
         elif pairs:
             pairs[-1][1] += "," + piece
         else:
-            raise UserInputError(source, f"expected key=value pairs like trainer.train_steps=100, got {piece!r}")
+            raise UserInputError(
+                source, f"expected key=value pairs like trainer.train_steps=100, got {piece!r}"
+            )
     out: dict[str, Any] = {}
     for key, raw in pairs:
         if not key or any(not part for part in key.split(".")):
-            raise UserInputError(source, f"bad key {key!r}; expected dotted names like task.train_data.input_path")
+            raise UserInputError(
+                source, f"bad key {key!r}; expected dotted names like task.train_data.input_path"
+            )
         value = _yaml_load(raw.strip(), source) if raw.strip() else ""
         node = out
         parts = key.split(".")
@@ -253,8 +288,6 @@ def parse_params_override(text: str | None, source: str = "--params-override") -
                 raise UserInputError(source, f"{key}: {part} is given both a value and sub-keys")
         node[parts[-1]] = value
     return bounded_parse.check_depth(out, source)
-
-
 
 
 def as_dict(config: Any, redact_secrets: bool = True) -> dict[str, Any]:

@@ -53,7 +53,9 @@ class ExperimentResult:
     eval_logs: dict[str, float] = dataclasses.field(default_factory=dict)
     eval_history: list[tuple[int, dict[str, float]]] = dataclasses.field(default_factory=list)
     best_checkpoint_dir: str | None = None
-    serving_model_dir: str | None = None  # where run_experiment exported the serving model (None: not exported)
+    serving_model_dir: str | None = (
+        None  # where run_experiment exported the serving model (None: not exported)
+    )
 
     def metrics(self) -> dict[str, float]:
         """Eval metrics under their names, train metrics as `train_<name>` (what KFP's Metrics carry)."""
@@ -67,9 +69,13 @@ class ControllerSettings:
     """Where a run writes and how often the controller reports; the schedule is `experiment.trainer`."""
 
     checkpoint_dir: str  # the run's checkpoints (the chief's; every worker restores from there)
-    summary_dir: str | None = None  # TensorBoard summaries (train/, validation/), chief only; None: none
+    summary_dir: str | None = (
+        None  # TensorBoard summaries (train/, validation/), chief only; None: none
+    )
     is_chief: bool = True  # only the chief writes real checkpoints and summaries
-    private_dir: str = ""  # where a non-chief worker writes what it must write (saving can be collective)
+    private_dir: str = (
+        ""  # where a non-chief worker writes what it must write (saving can be collective)
+    )
     log_interval_s: float = 10.0  # at most this many seconds between progress lines while training
     eval_poll_s: float = 5.0  # continuous_eval: seconds between looks for a new checkpoint
 
@@ -86,8 +92,14 @@ class Controller:
         worker (an action may write a checkpoint, which can be collective).
     """
 
-    def __init__(self, state: TaskState, settings: ControllerSettings, trainer: TrainLoop | None = None,
-                 evaluator: EvalLoop | None = None, eval_actions: Sequence[EvalAction] = ()):
+    def __init__(
+        self,
+        state: TaskState,
+        settings: ControllerSettings,
+        trainer: TrainLoop | None = None,
+        evaluator: EvalLoop | None = None,
+        eval_actions: Sequence[EvalAction] = (),
+    ):
         import tensorflow as tf
 
         self.state, self.settings = state, settings
@@ -96,10 +108,17 @@ class Controller:
         self.schedule = state.experiment.trainer
         self.recoveries = 0  # loss blow-ups recovered from (trainer.recovery_max_trials)
         self.eval_history: list[tuple[int, dict[str, float]]] = []
-        manager_dir = settings.checkpoint_dir if settings.is_chief else os.path.join(settings.private_dir,
-                                                                                     "checkpoints")
-        self.manager = tf.train.CheckpointManager(state.checkpoint, manager_dir, max_to_keep=self.schedule.max_to_keep,
-                                                  step_counter=state.global_step)
+        manager_dir = (
+            settings.checkpoint_dir
+            if settings.is_chief
+            else os.path.join(settings.private_dir, "checkpoints")
+        )
+        self.manager = tf.train.CheckpointManager(
+            state.checkpoint,
+            manager_dir,
+            max_to_keep=self.schedule.max_to_keep,
+            step_counter=state.global_step,
+        )
         self._writers: dict[str, Any] = {}
         self._agree_fn = None
 
@@ -118,18 +137,27 @@ class Controller:
             path = os.path.join(checkpoint_dir, f"ckpt-{step}")
             problem = self._read_checkpoint(path)
             if problem:
-                log.warning("checkpoint %s cannot be restored (%s); trying the one before it", path, problem)
+                log.warning(
+                    "checkpoint %s cannot be restored (%s); trying the one before it", path, problem
+                )
                 damaged.append(f"{path}: {problem}")
                 continue
             log.info("restored checkpoint %s (step %d)", path, s.step)
             s.start_ema()
             return path
         if damaged:
-            raise UserInputError("--checkpoint-dir", f"no checkpoint in {checkpoint_dir} can be restored ("
-                                 + "; ".join(damaged)[:1500] + "); move them away to start afresh")
+            raise UserInputError(
+                "--checkpoint-dir",
+                f"no checkpoint in {checkpoint_dir} can be restored ("
+                + "; ".join(damaged)[:1500]
+                + "); move them away to start afresh",
+            )
         if s.task.params.init_checkpoint:
-            log.info("no checkpoint in %s: initializing from task.init_checkpoint %s", checkpoint_dir,
-                     s.task.params.init_checkpoint)
+            log.info(
+                "no checkpoint in %s: initializing from task.init_checkpoint %s",
+                checkpoint_dir,
+                s.task.params.init_checkpoint,
+            )
         s.call("initialize", s.task.initialize, s.model)
         s.start_ema()
         return None
@@ -145,9 +173,14 @@ class Controller:
             else:
                 status.expect_partial()
         except AssertionError as e:
-            raise UserInputError("--checkpoint-dir", f"{path} does not match this model and optimizer "
-                                 f"(use a fresh checkpoint dir for a changed model): {str(e)[:400]}") from None
-        except Exception as e:  # DataLossError, NotFoundError, IndexError ("Read less bytes"): a damaged file
+            raise UserInputError(
+                "--checkpoint-dir",
+                f"{path} does not match this model and optimizer "
+                f"(use a fresh checkpoint dir for a changed model): {str(e)[:400]}",
+            ) from None
+        except (
+            Exception
+        ) as e:  # DataLossError, NotFoundError, IndexError ("Read less bytes"): a damaged file
             return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
         return None
 
@@ -165,7 +198,9 @@ class Controller:
         import tensorflow as tf
 
         if name not in self._writers:
-            self._writers[name] = tf.summary.create_file_writer(os.path.join(self.settings.summary_dir, name))
+            self._writers[name] = tf.summary.create_file_writer(
+                os.path.join(self.settings.summary_dir, name)
+            )
         writer = self._writers[name]
         with writer.as_default(step=step):
             for k, v in logs.items():
@@ -182,18 +217,31 @@ class Controller:
         t, s = self.schedule, self.state
         step = start = s.step
         if step >= target_step:
-            log.info("step %d already reaches trainer.train_steps=%d: nothing to train", step, target_step)
+            log.info(
+                "step %d already reaches trainer.train_steps=%d: nothing to train",
+                step,
+                target_step,
+            )
             return {}
-        progress_log.info("training from step %d to %d (%d steps per loop, %d replicas)", step, target_step,
-                          t.steps_per_loop, s.strategy.num_replicas_in_sync)
-        if t.recovery_max_trials > 0 and step == 0:  # the same decision on every worker (saving can be collective)
+        progress_log.info(
+            "training from step %d to %d (%d steps per loop, %d replicas)",
+            step,
+            target_step,
+            t.steps_per_loop,
+            s.strategy.num_replicas_in_sync,
+        )
+        if (
+            t.recovery_max_trials > 0 and step == 0
+        ):  # the same decision on every worker (saving can be collective)
             self.save()  # something to recover to from a loss blow-up before the first checkpoint
         last_ckpt = last_summary = step
         last_log = 0.0
         rate_start: tuple[int, float] | None = None
         rate = 0.0
         logs: dict[str, float] = {}
-        with WATCHER.deferred():  # SIGTERM while training: save at the end of the current loop, exit 143
+        with (
+            WATCHER.deferred()
+        ):  # SIGTERM while training: save at the end of the current loop, exit 143
             while step < target_step:
                 steps = min(t.steps_per_loop, target_step - step)
                 if evaluate_every:
@@ -214,14 +262,27 @@ class Controller:
                 if done or step == start + steps or now - last_log >= self.settings.log_interval_s:
                     last_log = now
                     eta = fmt_eta((target_step - step) / max(rate, 1e-9))
-                    progress_log.info("step %d/%d (%.0f%%)  %.1f steps/s  ETA %s  %s", step, target_step,
-                                      100.0 * step / target_step, rate, eta, format_logs(logs))
+                    progress_log.info(
+                        "step %d/%d (%.0f%%)  %.1f steps/s  ETA %s  %s",
+                        step,
+                        target_step,
+                        100.0 * step / target_step,
+                        rate,
+                        eta,
+                        format_logs(logs),
+                    )
                 if step // t.summary_interval > last_summary // t.summary_interval or done:
                     last_summary = step
                     lr = s.learning_rate()
-                    self._summaries("train", {**logs, **({"learning_rate": lr} if lr is not None else {})}, step)
+                    self._summaries(
+                        "train", {**logs, **({"learning_rate": lr} if lr is not None else {})}, step
+                    )
                 preempted = self._agree_preempted()
-                if step // t.checkpoint_interval > last_ckpt // t.checkpoint_interval or done or preempted:
+                if (
+                    step // t.checkpoint_interval > last_ckpt // t.checkpoint_interval
+                    or done
+                    or preempted
+                ):
                     last_ckpt = step
                     self.save()
                 if preempted:
@@ -241,23 +302,41 @@ class Controller:
         t = self.schedule
         if math.isfinite(loss) and (loss <= t.loss_upper_bound or step < t.recovery_begin_steps):
             return False
-        latest = tf.train.latest_checkpoint(self.settings.checkpoint_dir)  # the chief's, read by every worker
-        bound = f" (above trainer.loss_upper_bound={t.loss_upper_bound:g})" if math.isfinite(loss) else ""
+        latest = tf.train.latest_checkpoint(
+            self.settings.checkpoint_dir
+        )  # the chief's, read by every worker
+        bound = (
+            f" (above trainer.loss_upper_bound={t.loss_upper_bound:g})"
+            if math.isfinite(loss)
+            else ""
+        )
         if self.recoveries < t.recovery_max_trials and latest:
             self.recoveries += 1
             self.state.checkpoint.restore(latest).assert_existing_objects_matched()
-            log.warning("training loss is %s at step %d%s: restored %s (step %d) and training again "
-                        "(recovery %d of trainer.recovery_max_trials=%d)", loss, step, bound, latest,
-                        self.state.step, self.recoveries, t.recovery_max_trials)
+            log.warning(
+                "training loss is %s at step %d%s: restored %s (step %d) and training again "
+                "(recovery %d of trainer.recovery_max_trials=%d)",
+                loss,
+                step,
+                bound,
+                latest,
+                self.state.step,
+                self.recoveries,
+                t.recovery_max_trials,
+            )
             return True
-        tried = f" after {self.recoveries} recoveries (trainer.recovery_max_trials={t.recovery_max_trials})" \
-            if t.recovery_max_trials else ""
+        tried = (
+            f" after {self.recoveries} recoveries (trainer.recovery_max_trials={t.recovery_max_trials})"
+            if t.recovery_max_trials
+            else ""
+        )
         raise UserCodeError(
             f"training loss is {loss} at step {step} (mean of steps {step - steps + 1}-{step}): the run "
             f"diverged{bound}{tried}. Lower the learning rate (trainer.optimizer_config.learning_rate), clip "
             "gradients (trainer.optimizer_config.optimizer.<type>.global_clipnorm), allow recoveries "
             "(trainer.recovery_max_trials), or check the inputs for NaN/inf. "
-            f"Nothing was saved for these steps; the last checkpoint is {latest or 'none'}.")
+            f"Nothing was saved for these steps; the last checkpoint is {latest or 'none'}."
+        )
 
     def _agree_preempted(self) -> bool:
         """Whether any worker got SIGTERM (all workers agree, so all save at the same step)."""
@@ -266,6 +345,7 @@ class Controller:
             import tensorflow as tf
 
             if self._agree_fn is None:
+
                 def agree(flag):
                     local = strategy.run(lambda: tf.identity(flag))
                     return strategy.reduce(tf.distribute.ReduceOp.SUM, local, axis=None)
@@ -290,16 +370,31 @@ class Controller:
         """Evaluate each new checkpoint in the checkpoint dir until the last one (train_steps) or a timeout."""
         import tensorflow as tf
 
-        checkpoint_dir, timeout, target = self.settings.checkpoint_dir, self.schedule.continuous_eval_timeout, \
-            self.schedule.train_steps
-        log.info("continuous evaluation: watching %s (timeout %d s%s)", checkpoint_dir, timeout,
-                 f", until step {target}" if target > 0 else "")
-        for path in tf.train.checkpoints_iterator(checkpoint_dir, min_interval_secs=self.settings.eval_poll_s,
-                                                  timeout=timeout):
+        checkpoint_dir, timeout, target = (
+            self.settings.checkpoint_dir,
+            self.schedule.continuous_eval_timeout,
+            self.schedule.train_steps,
+        )
+        log.info(
+            "continuous evaluation: watching %s (timeout %d s%s)",
+            checkpoint_dir,
+            timeout,
+            f", until step {target}" if target > 0 else "",
+        )
+        for path in tf.train.checkpoints_iterator(
+            checkpoint_dir, min_interval_secs=self.settings.eval_poll_s, timeout=timeout
+        ):
             try:
                 self.state.checkpoint.restore(path).expect_partial()
-            except (tf.errors.NotFoundError, ValueError) as e:  # rotated away by max_to_keep meanwhile
-                log.warning("could not read %s (%s); waiting for the next checkpoint", path, type(e).__name__)
+            except (
+                tf.errors.NotFoundError,
+                ValueError,
+            ) as e:  # rotated away by max_to_keep meanwhile
+                log.warning(
+                    "could not read %s (%s); waiting for the next checkpoint",
+                    path,
+                    type(e).__name__,
+                )
                 continue
             step = self.state.step
             log.info("evaluating %s (step %d)", path, step)
@@ -308,8 +403,11 @@ class Controller:
                 log.info("reached trainer.train_steps=%d: continuous evaluation done", target)
                 return
         if not self.eval_history:
-            raise UserInputError("--checkpoint-dir", f"no checkpoint appeared in {checkpoint_dir} within "
-                                                     f"trainer.continuous_eval_timeout={timeout} s")
+            raise UserInputError(
+                "--checkpoint-dir",
+                f"no checkpoint appeared in {checkpoint_dir} within "
+                f"trainer.continuous_eval_timeout={timeout} s",
+            )
         log.info("no new checkpoint for %d s: continuous evaluation done", timeout)
 
     # ---- modes ------------------------------------------------------------------------------
@@ -328,16 +426,22 @@ class Controller:
             return self._finish(result)
         restored = self.restore()
         initial = self.state.step
-        result = ExperimentResult(mode=mode, global_step=initial, initial_step=initial, restored_from=restored)
+        result = ExperimentResult(
+            mode=mode, global_step=initial, initial_step=initial, restored_from=restored
+        )
         if mode == "eval":
             if restored is None and not self.state.task.params.init_checkpoint:
-                log.warning("no checkpoint in %s and no task.init_checkpoint: evaluating an untrained model",
-                            self.settings.checkpoint_dir)
+                log.warning(
+                    "no checkpoint in %s and no task.init_checkpoint: evaluating an untrained model",
+                    self.settings.checkpoint_dir,
+                )
             self.evaluate()
             return self._finish(result)
         every = self.schedule.validation_interval if mode == "train_and_eval" else None
         result.train_logs = self.train(self.schedule.train_steps, evaluate_every=every)
-        if mode == "train_and_eval" and (not self.eval_history or self.eval_history[-1][0] != self.state.step):
+        if mode == "train_and_eval" and (
+            not self.eval_history or self.eval_history[-1][0] != self.state.step
+        ):
             self.evaluate()
         return self._finish(result)
 
@@ -346,7 +450,9 @@ class Controller:
         if self.eval_history:
             result.eval_logs = dict(self.eval_history[-1][1])
         # continuous_eval: the step of the last checkpoint evaluated
-        result.global_step = self.eval_history[-1][0] if result.mode == "continuous_eval" else self.state.step
+        result.global_step = (
+            self.eval_history[-1][0] if result.mode == "continuous_eval" else self.state.step
+        )
         return result
 
     def close(self) -> None:

@@ -46,11 +46,21 @@ class WeightAverage:
         source = model.trainable_variables if config.trainable_weights_only else model.variables
         self.weights = [v for v in source if "float" in str(v.dtype)]
         self.averages = [
-            tf.Variable(tf.zeros(v.shape, dtype=_dtype(v)), trainable=False, name=f"ema_{i}",
-                        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-            for i, v in enumerate(self.weights)]
-        self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="ema_updates",
-                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+            tf.Variable(
+                tf.zeros(v.shape, dtype=_dtype(v)),
+                trainable=False,
+                name=f"ema_{i}",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
+            for i, v in enumerate(self.weights)
+        ]
+        self.updates = tf.Variable(
+            0,
+            dtype=tf.int64,
+            trainable=False,
+            name="ema_updates",
+            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+        )
         self.trackable = tf.Module(name="ema")
         self.trackable.averages = self.averages
         self.trackable.updates = self.updates

@@ -48,7 +48,10 @@ class EvalLoop:
 
     def _results(self) -> dict[str, Any]:
         s = self.state
-        return {s.eval_loss.name: s.eval_loss.result(), **{m.name: m.result() for m in s.eval_metrics}}
+        return {
+            s.eval_loss.name: s.eval_loss.result(),
+            **{m.name: m.result() for m in s.eval_metrics},
+        }
 
     def _replica_step(self, inputs: Any) -> dict[str, Any]:
         import tensorflow as tf
@@ -56,8 +59,10 @@ class EvalLoop:
         s, task = self.state, self.state.task
         logs = task.validation_step(inputs, s.model, metrics=s.eval_metrics)
         if not isinstance(logs, dict) or task.loss_key not in logs:
-            raise UserCodeError(f"{type(task).__name__}.validation_step must return a dict with "
-                                f"{task.loss_key!r}, got {type(logs).__name__}")
+            raise UserCodeError(
+                f"{type(task).__name__}.validation_step must return a dict with "
+                f"{task.loss_key!r}, got {type(logs).__name__}"
+            )
         n = tf.cast(_batch_size(inputs), tf.float32)
         loss = tf.cast(logs[task.loss_key], tf.float32)
         # An empty batch (a worker out of data while others still have some) adds nothing.
@@ -99,7 +104,9 @@ class EvalLoop:
         s = self.state
         if self._dataset is None:
             data = s.task.params.validation_data
-            self._dataset = s.distributed_inputs(data, whole_pass=num_steps < 0 and not data.is_training)
+            self._dataset = s.distributed_inputs(
+                data, whole_pass=num_steps < 0 and not data.is_training
+            )
             self._loop_fn = self._make_loop()
             if self.aggregate:
                 self._gather_fn = self._make_gather()
@@ -111,11 +118,22 @@ class EvalLoop:
             n, aggregated = self._batches(iterator, num_steps)
         logs = host_logs(self._results_fn())
         if self.aggregate:
-            extra = s.call("reduce_aggregated_logs", s.task.reduce_aggregated_logs, aggregated, global_step=s.step)
+            extra = s.call(
+                "reduce_aggregated_logs",
+                s.task.reduce_aggregated_logs,
+                aggregated,
+                global_step=s.step,
+            )
             logs.update({k: float(v) for k, v in (extra or {}).items()})
         examples = int(s.eval_loss.count.numpy()) if hasattr(s.eval_loss, "count") else -1
-        progress_log.info("validation at step %d: %d batches, %d examples, %.1f s: %s", s.step, n, examples,
-                          time.monotonic() - start, format_logs(logs))
+        progress_log.info(
+            "validation at step %d: %d batches, %d examples, %.1f s: %s",
+            s.step,
+            n,
+            examples,
+            time.monotonic() - start,
+            format_logs(logs),
+        )
         if n == 0:
             raise UserInputError("task.validation_data.input_path", "the validation data is empty")
         return logs
@@ -133,8 +151,12 @@ class EvalLoop:
                 if not bool(optional.has_value()):
                     break
                 outputs = self._gather_fn(optional.get_value())
-                aggregated = s.call("aggregate_logs", s.task.aggregate_logs, aggregated,
-                                    {k: v.numpy() for k, v in outputs.items()})
+                aggregated = s.call(
+                    "aggregate_logs",
+                    s.task.aggregate_logs,
+                    aggregated,
+                    {k: v.numpy() for k, v in outputs.items()},
+                )
                 n += 1
             return n, aggregated
         except TrainerError:
@@ -144,5 +166,7 @@ class EvalLoop:
 
             where = damaged_file(s.task.params.validation_data.file_patterns())
             detail = f" in {where}" if where else ""
-            raise UserInputError("task.validation_data.input_path",
-                                 f"damaged TFRecord data{detail} (TensorFlow said: {e.message})") from e
+            raise UserInputError(
+                "task.validation_data.input_path",
+                f"damaged TFRecord data{detail} (TensorFlow said: {e.message})",
+            ) from e

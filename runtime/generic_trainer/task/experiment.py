@@ -24,7 +24,12 @@ from generic_trainer.artifacts import bounded_parse
 from generic_trainer.task import checkpoints
 from generic_trainer.task.base import Task
 from generic_trainer.task.config import TRAIN_MODES, ExperimentConfig, as_dict, write_params_yaml
-from generic_trainer.task.controller import Controller, ControllerSettings, EvalAction, ExperimentResult
+from generic_trainer.task.controller import (
+    Controller,
+    ControllerSettings,
+    EvalAction,
+    ExperimentResult,
+)
 from generic_trainer.task.eval_loop import EvalLoop
 from generic_trainer.task.export import export_serving
 from generic_trainer.task.resolve import validate
@@ -52,14 +57,19 @@ def write_params(experiment: ExperimentConfig, checkpoint_dir: str) -> None:
             new = _flat(as_dict(experiment))
             changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
             if changed:
-                log.warning("params.yaml in %s differs from this run's config in %s; resuming with the new one",
-                            checkpoint_dir, ", ".join(changed[:20]))
+                log.warning(
+                    "params.yaml in %s differs from this run's config in %s; resuming with the new one",
+                    checkpoint_dir,
+                    ", ".join(changed[:20]),
+                )
         except Exception:  # an unreadable old file is replaced
             pass
     log.info("resolved config written to %s", write_params_yaml(experiment, checkpoint_dir))
 
 
-def best_checkpoint_action(exporter: checkpoints.BestCheckpointExporter, state: TaskState) -> EvalAction:
+def best_checkpoint_action(
+    exporter: checkpoints.BestCheckpointExporter, state: TaskState
+) -> EvalAction:
     """An eval action offering each evaluated checkpoint of `state` to `exporter`."""
 
     def export_if_best(logs: dict[str, float], step: int) -> None:
@@ -87,22 +97,36 @@ def _export(task: Task, state: TaskState, result: ExperimentResult, export_dir: 
     result.serving_model_dir = export_dir
 
 
-def _best_checkpoint_exporter(t: Any, mode: str, checkpoint_dir: str, private_dir: str,
-                              is_chief: bool) -> checkpoints.BestCheckpointExporter | None:
+def _best_checkpoint_exporter(
+    t: Any, mode: str, checkpoint_dir: str, private_dir: str, is_chief: bool
+) -> checkpoints.BestCheckpointExporter | None:
     """trainer.best_checkpoint_export_subdir's exporter (a worker's into its private dir); None when not asked."""
     if not t.best_checkpoint_export_subdir or mode == "train":
         return None
     real = os.path.join(checkpoint_dir, t.best_checkpoint_export_subdir)
-    return checkpoints.BestCheckpointExporter(real if is_chief else os.path.join(private_dir, "best"),
-                                              t.best_checkpoint_eval_metric, t.best_checkpoint_metric_comp,
-                                              is_chief=is_chief)
+    return checkpoints.BestCheckpointExporter(
+        real if is_chief else os.path.join(private_dir, "best"),
+        t.best_checkpoint_eval_metric,
+        t.best_checkpoint_metric_comp,
+        is_chief=is_chief,
+    )
 
 
-def run_experiment(task: Task, experiment: ExperimentConfig, mode: str, checkpoint_dir: str,
-                   summary_dir: str | None = None, strategy: Any = None, export_dir: str | None = None,
-                   is_chief: bool = True, private_dir: str | None = None, *, log_interval_s: float = 10.0,
-                   eval_poll_s: float = 5.0, export_when: Callable[[ExperimentResult], bool] | None = None,
-                   ) -> tuple[ExperimentResult, Controller]:
+def run_experiment(
+    task: Task,
+    experiment: ExperimentConfig,
+    mode: str,
+    checkpoint_dir: str,
+    summary_dir: str | None = None,
+    strategy: Any = None,
+    export_dir: str | None = None,
+    is_chief: bool = True,
+    private_dir: str | None = None,
+    *,
+    log_interval_s: float = 10.0,
+    eval_poll_s: float = 5.0,
+    export_when: Callable[[ExperimentResult], bool] | None = None,
+) -> tuple[ExperimentResult, Controller]:
     """Run `task` in `mode` (train, eval, train_and_eval, continuous_eval) with `experiment`.
 
     Args:
@@ -128,7 +152,9 @@ def run_experiment(task: Task, experiment: ExperimentConfig, mode: str, checkpoi
     validate(experiment, mode)
     strategy = strategy or tf.distribute.get_strategy()
     own_private = private_dir is None and not is_chief
-    private_dir = private_dir or (tempfile.mkdtemp(prefix="generic-trainer-worker-") if not is_chief else "")
+    private_dir = private_dir or (
+        tempfile.mkdtemp(prefix="generic-trainer-worker-") if not is_chief else ""
+    )
     training, t = mode in TRAIN_MODES, experiment.trainer
     if training and is_chief:
         os.makedirs(checkpoint_dir, exist_ok=True)
@@ -136,11 +162,21 @@ def run_experiment(task: Task, experiment: ExperimentConfig, mode: str, checkpoi
     try:
         state = TaskState(task, experiment, strategy, training=training)
         exporter = _best_checkpoint_exporter(t, mode, checkpoint_dir, private_dir, is_chief)
-        settings = ControllerSettings(checkpoint_dir=checkpoint_dir, summary_dir=summary_dir, is_chief=is_chief,
-                                      private_dir=private_dir, log_interval_s=log_interval_s, eval_poll_s=eval_poll_s)
-        controller = Controller(state, settings, trainer=TrainLoop(state) if training else None,
-                                evaluator=EvalLoop(state) if mode != "train" else None,
-                                eval_actions=[best_checkpoint_action(exporter, state)] if exporter else [])
+        settings = ControllerSettings(
+            checkpoint_dir=checkpoint_dir,
+            summary_dir=summary_dir,
+            is_chief=is_chief,
+            private_dir=private_dir,
+            log_interval_s=log_interval_s,
+            eval_poll_s=eval_poll_s,
+        )
+        controller = Controller(
+            state,
+            settings,
+            trainer=TrainLoop(state) if training else None,
+            evaluator=EvalLoop(state) if mode != "train" else None,
+            eval_actions=[best_checkpoint_action(exporter, state)] if exporter else [],
+        )
         try:
             result = controller.run(mode)
             if exporter is not None and is_chief and result.eval_history:

@@ -19,7 +19,9 @@ from generic_trainer.task.state import call_user
 
 def _model_input_signature(model: Any) -> Any:
     """The input signature `model.export` gives the model's serving function."""
-    from keras.src.export.export_utils import get_input_signature  # what model.export uses (no public name)
+    from keras.src.export.export_utils import (
+        get_input_signature,
+    )  # what model.export uses (no public name)
 
     return get_input_signature(model)
 
@@ -31,25 +33,34 @@ def export_serving(task: Task, model: Any, export_dir: str) -> None:
     name = type(task).__name__
     signatures = call_user(task, "build_serving_signatures", task.build_serving_signatures, model)
     if signatures and "serving_default" not in signatures:
-        raise UserCodeError(f"{name}.build_serving_signatures returned {sorted(signatures)}; it must include "
-                            "'serving_default'")
+        raise UserCodeError(
+            f"{name}.build_serving_signatures returned {sorted(signatures)}; it must include "
+            "'serving_default'"
+        )
     try:
         archive = keras.export.ExportArchive()
         archive.track(model)
         if signatures:
-            for trackable in call_user(task, "serving_trackables", task.serving_trackables, model) or []:
+            for trackable in (
+                call_user(task, "serving_trackables", task.serving_trackables, model) or []
+            ):
                 archive.track(trackable)
             for endpoint, fn in signatures.items():
                 archive.add_endpoint(endpoint, fn)
         else:
+
             def serve(*inputs):
                 return task.inference_step(inputs[0] if len(inputs) == 1 else inputs, model)
 
             # "serve", also written as serving_default (the first endpoint), as model.export names it
             archive.add_endpoint("serve", serve, _model_input_signature(model))
         archive.write_out(export_dir, verbose=False)
-    except Exception as e:  # the Task's serving functions run while the archive is traced and written
-        mapped = user_code.error_for(e, "the serving export", failed="exporting the serving model failed")
+    except (
+        Exception
+    ) as e:  # the Task's serving functions run while the archive is traced and written
+        mapped = user_code.error_for(
+            e, "the serving export", failed="exporting the serving model failed"
+        )
         if mapped is e:
             raise
         raise mapped from e

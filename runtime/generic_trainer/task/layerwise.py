@@ -21,11 +21,14 @@ from collections.abc import Sequence
 from typing import Any
 
 
-def exclusion_patterns(weight_decay: list[str] | None, layer_adaptation: list[str] | None,
-                       ) -> tuple[list[str], list[str]]:
+def exclusion_patterns(
+    weight_decay: list[str] | None,
+    layer_adaptation: list[str] | None,
+) -> tuple[list[str], list[str]]:
     """(weight-decay, layer-adaptation) exclusion regexes; layer adaptation defaults to the weight-decay ones."""
     weight_decay = list(weight_decay or [])
     return weight_decay, list(layer_adaptation) if layer_adaptation is not None else weight_decay
+
 
 def matches(variable: Any, patterns: Sequence[str] | None) -> bool:
     """Whether any regex in `patterns` is found in the variable's path (or `path:0`)."""
@@ -51,13 +54,24 @@ def _make_lamb() -> type:
     class LAMB(keras.optimizers.Optimizer):
         """LAMB (Layer-wise Adaptive Moments for Batch training), tensorflow_addons' formula."""
 
-        def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-6, weight_decay_rate=0.0,
-                     exclude_from_weight_decay=None, exclude_from_layer_adaptation=None, name="LAMB", **kwargs):
+        def __init__(
+            self,
+            learning_rate=0.001,
+            beta_1=0.9,
+            beta_2=0.999,
+            epsilon=1e-6,
+            weight_decay_rate=0.0,
+            exclude_from_weight_decay=None,
+            exclude_from_layer_adaptation=None,
+            name="LAMB",
+            **kwargs,
+        ):
             super().__init__(learning_rate=learning_rate, name=name, **kwargs)
             self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
             self.weight_decay_rate = weight_decay_rate
-            self.exclude_from_weight_decay_patterns, self.exclude_from_layer_adaptation_patterns = \
+            self.exclude_from_weight_decay_patterns, self.exclude_from_layer_adaptation_patterns = (
                 exclusion_patterns(exclude_from_weight_decay, exclude_from_layer_adaptation)
+            )
 
         def build(self, var_list):
             if self.built:
@@ -77,20 +91,31 @@ def _make_lamb() -> type:
             m_hat = m / (1.0 - ops.power(self.beta_1, t))
             v_hat = v / (1.0 - ops.power(self.beta_2, t))
             update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
-            if self.weight_decay_rate and not matches(variable, self.exclude_from_weight_decay_patterns):
+            if self.weight_decay_rate and not matches(
+                variable, self.exclude_from_weight_decay_patterns
+            ):
                 update = update + self.weight_decay_rate * variable
             ratio = 1.0
             if not matches(variable, self.exclude_from_layer_adaptation_patterns):
-                w_norm, u_norm = ops.norm(ops.reshape(variable, [-1])), ops.norm(ops.reshape(update, [-1]))
+                w_norm, u_norm = (
+                    ops.norm(ops.reshape(variable, [-1])),
+                    ops.norm(ops.reshape(update, [-1])),
+                )
                 ratio = trust_ratio(w_norm, w_norm, u_norm)
             self.assign_sub(variable, ratio * lr * update)
 
         def get_config(self):
             config = super().get_config()
-            config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
-                           "weight_decay_rate": self.weight_decay_rate,
-                           "exclude_from_weight_decay": self.exclude_from_weight_decay_patterns,
-                           "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation_patterns})
+            config.update(
+                {
+                    "beta_1": self.beta_1,
+                    "beta_2": self.beta_2,
+                    "epsilon": self.epsilon,
+                    "weight_decay_rate": self.weight_decay_rate,
+                    "exclude_from_weight_decay": self.exclude_from_weight_decay_patterns,
+                    "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation_patterns,
+                }
+            )
             return config
 
     return LAMB
@@ -105,14 +130,25 @@ def _make_lars() -> type:
     class LARS(keras.optimizers.Optimizer):
         """LARS (Layer-wise Adaptive Rate Scaling), Model Garden's formula."""
 
-        def __init__(self, learning_rate=0.001, momentum=0.9, eeta=0.001, weight_decay_rate=0.0, nesterov=False,
-                     classic_momentum=True, exclude_from_weight_decay=None, exclude_from_layer_adaptation=None,
-                     name="LARS", **kwargs):
+        def __init__(
+            self,
+            learning_rate=0.001,
+            momentum=0.9,
+            eeta=0.001,
+            weight_decay_rate=0.0,
+            nesterov=False,
+            classic_momentum=True,
+            exclude_from_weight_decay=None,
+            exclude_from_layer_adaptation=None,
+            name="LARS",
+            **kwargs,
+        ):
             super().__init__(learning_rate=learning_rate, name=name, **kwargs)
             self.momentum, self.eeta, self.weight_decay_rate = momentum, eeta, weight_decay_rate
             self.nesterov, self.classic_momentum = nesterov, classic_momentum
-            self.exclude_from_weight_decay_patterns, self.exclude_from_layer_adaptation_patterns = \
+            self.exclude_from_weight_decay_patterns, self.exclude_from_layer_adaptation_patterns = (
                 exclusion_patterns(exclude_from_weight_decay, exclude_from_layer_adaptation)
+            )
 
         def build(self, var_list):
             if self.built:
@@ -124,12 +160,18 @@ def _make_lars() -> type:
             lr = ops.cast(learning_rate, variable.dtype)
             grad = ops.cast(gradient, variable.dtype)
             velocity = self.velocities[self._get_variable_index(variable)]
-            if self.weight_decay_rate and not matches(variable, self.exclude_from_weight_decay_patterns):
+            if self.weight_decay_rate and not matches(
+                variable, self.exclude_from_weight_decay_patterns
+            ):
                 grad = grad + self.weight_decay_rate * variable
             adapt = not matches(variable, self.exclude_from_layer_adaptation_patterns)
             w_norm = ops.norm(ops.reshape(variable, [-1]))
             if self.classic_momentum:
-                trust = trust_ratio(self.eeta * w_norm, w_norm, ops.norm(ops.reshape(grad, [-1]))) if adapt else 1.0
+                trust = (
+                    trust_ratio(self.eeta * w_norm, w_norm, ops.norm(ops.reshape(grad, [-1])))
+                    if adapt
+                    else 1.0
+                )
                 scaled_lr = lr * trust
                 next_v = self.momentum * velocity + scaled_lr * grad
                 update = self.momentum * next_v + scaled_lr * grad if self.nesterov else next_v
@@ -138,17 +180,27 @@ def _make_lars() -> type:
             else:
                 next_v = self.momentum * velocity + grad
                 update = self.momentum * next_v + grad if self.nesterov else next_v
-                trust = (trust_ratio(self.eeta * w_norm, w_norm, ops.norm(ops.reshape(update, [-1])))
-                         if adapt else 1.0)
+                trust = (
+                    trust_ratio(self.eeta * w_norm, w_norm, ops.norm(ops.reshape(update, [-1])))
+                    if adapt
+                    else 1.0
+                )
                 self.assign(velocity, next_v)
                 self.assign_sub(variable, trust * lr * update)
 
         def get_config(self):
             config = super().get_config()
-            config.update({"momentum": self.momentum, "eeta": self.eeta, "weight_decay_rate": self.weight_decay_rate,
-                           "nesterov": self.nesterov, "classic_momentum": self.classic_momentum,
-                           "exclude_from_weight_decay": self.exclude_from_weight_decay_patterns,
-                           "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation_patterns})
+            config.update(
+                {
+                    "momentum": self.momentum,
+                    "eeta": self.eeta,
+                    "weight_decay_rate": self.weight_decay_rate,
+                    "nesterov": self.nesterov,
+                    "classic_momentum": self.classic_momentum,
+                    "exclude_from_weight_decay": self.exclude_from_weight_decay_patterns,
+                    "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation_patterns,
+                }
+            )
             return config
 
     return LARS
@@ -169,7 +221,11 @@ def _make_adamw() -> type:
             if self.built:
                 return
             if self.include_patterns or self.exclude_patterns:
-                skipped = [v for v in var_list if not decays(v, self.include_patterns, self.exclude_patterns)]
+                skipped = [
+                    v
+                    for v in var_list
+                    if not decays(v, self.include_patterns, self.exclude_patterns)
+                ]
                 if skipped:
                     self.exclude_from_weight_decay(var_list=skipped)
             super().build(var_list)

@@ -44,7 +44,8 @@ class OptimizationConfig:
     optimizer: OptimizerTypeConfig = dataclasses.field(default_factory=OptimizerTypeConfig)
     ema: EMAConfig | None = None
     learning_rate: LearningRateConfig = dataclasses.field(
-        default_factory=lambda: LearningRateConfig(constant=ConstantLrConfig(learning_rate=0.001)))
+        default_factory=lambda: LearningRateConfig(constant=ConstantLrConfig(learning_rate=0.001))
+    )
     warmup: WarmupConfig = dataclasses.field(default_factory=WarmupConfig)
 
     def upgrade_keys(self, values: Mapping[str, Any], source: str) -> Mapping[str, Any]:
@@ -78,17 +79,25 @@ def one_of(config: Any, kind: str | None, where: str) -> Any:
 
     close = difflib.get_close_matches(str(kind), names, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise UserInputError(f"{where}.type", f"unknown type {kind!r}{hint}; expected one of {', '.join(names)}")
+    raise UserInputError(
+        f"{where}.type", f"unknown type {kind!r}{hint}; expected one of {', '.join(names)}"
+    )
 
 
-def unused_blocks(config: OptimizationConfig, before: OptimizationConfig | None = None) -> list[str]:
+def unused_blocks(
+    config: OptimizationConfig, before: OptimizationConfig | None = None
+) -> list[str]:
     """Blocks changed from `before` (the defaults) but not chosen by their one-of's `type` (worth a warning)."""
     out = []
     before = before if isinstance(before, OptimizationConfig) else OptimizationConfig()
     for part in ("optimizer", "learning_rate", "warmup"):
         one, default = getattr(config, part), getattr(before, part)
         for f in dataclasses.fields(one):
-            if f.name != "type" and f.name != one.type and getattr(one, f.name) != getattr(default, f.name):
+            if (
+                f.name != "type"
+                and f.name != one.type
+                and getattr(one, f.name) != getattr(default, f.name)
+            ):
                 out.append(f"{PREFIX}.{part}.{f.name}")
     return out
 
@@ -96,9 +105,20 @@ def unused_blocks(config: OptimizationConfig, before: OptimizationConfig | None 
 # ---- the flat form of earlier releases --------------------------------------------------------
 
 FLAT_MOMENTUM_TYPES = ("sgd", "rmsprop", "lars")  # the types the flat `momentum` applies to
-FLAT_WEIGHT_DECAY_TYPES = ("adamw", "lamb", "lars")  # ... and the flat `weight_decay` (as weight_decay_rate)
-FLAT_KEYS = ("type", "learning_rate_schedule", "warmup_steps", "momentum", "weight_decay", "clipnorm",
-             "global_clipnorm")
+FLAT_WEIGHT_DECAY_TYPES = (
+    "adamw",
+    "lamb",
+    "lars",
+)  # ... and the flat `weight_decay` (as weight_decay_rate)
+FLAT_KEYS = (
+    "type",
+    "learning_rate_schedule",
+    "warmup_steps",
+    "momentum",
+    "weight_decay",
+    "clipnorm",
+    "global_clipnorm",
+)
 
 
 def is_flat(values: Mapping[str, Any]) -> bool:
@@ -107,8 +127,9 @@ def is_flat(values: Mapping[str, Any]) -> bool:
     return any(k in values for k in FLAT_KEYS) or (lr is not None and not isinstance(lr, Mapping))
 
 
-def upgrade_flat(values: Mapping[str, Any], source: str,
-                 current: OptimizationConfig | None = None) -> Mapping[str, Any]:
+def upgrade_flat(
+    values: Mapping[str, Any], source: str, current: OptimizationConfig | None = None
+) -> Mapping[str, Any]:
     """Convert the flat form to the one-of form (same behaviour), warning with the new keys.
 
     Keys the flat mapping leaves out keep their values in `current` (the config being overridden).
@@ -123,14 +144,20 @@ def upgrade_flat(values: Mapping[str, Any], source: str,
     momentum = flat.pop("momentum", None)
     if momentum is not None:
         if kind not in FLAT_MOMENTUM_TYPES:
-            raise UserInputError(source, f"{PREFIX}.momentum: not an option of {kind} "
-                                         f"({', '.join(FLAT_MOMENTUM_TYPES)} only)")
+            raise UserInputError(
+                source,
+                f"{PREFIX}.momentum: not an option of {kind} "
+                f"({', '.join(FLAT_MOMENTUM_TYPES)} only)",
+            )
         block["momentum"] = momentum
     weight_decay = flat.pop("weight_decay", None)
     if weight_decay is not None:
         if kind not in FLAT_WEIGHT_DECAY_TYPES:
-            raise UserInputError(source, f"{PREFIX}.weight_decay: {kind} takes no weight decay; use "
-                                         f"{PREFIX}.optimizer.type: adamw with adamw.weight_decay_rate")
+            raise UserInputError(
+                source,
+                f"{PREFIX}.weight_decay: {kind} takes no weight decay; use "
+                f"{PREFIX}.optimizer.type: adamw with adamw.weight_decay_rate",
+            )
         block["weight_decay_rate"] = weight_decay
     if kind == "adamw" and current.optimizer.type != "adamw":
         block["gradient_clip_norm"] = 0.0  # the flat form did not clip by default
@@ -149,23 +176,39 @@ def upgrade_flat(values: Mapping[str, Any], source: str,
         if schedule == "constant":
             new["learning_rate"] = {"type": "constant", "constant": {"learning_rate": base}}
         elif schedule == "cosine":  # decays over trainer.train_steps - warmup, after the warm-up
-            new["learning_rate"] = {"type": "cosine", "cosine": {"initial_learning_rate": base, "offset": offset,
-                                                                 "decay_steps": None}}
+            new["learning_rate"] = {
+                "type": "cosine",
+                "cosine": {"initial_learning_rate": base, "offset": offset, "decay_steps": None},
+            }
         else:
-            raise UserInputError(source, f"{PREFIX}.learning_rate_schedule: expected constant or cosine, "
-                                         f"got {schedule!r}")
+            raise UserInputError(
+                source,
+                f"{PREFIX}.learning_rate_schedule: expected constant or cosine, got {schedule!r}",
+            )
     elif lr is not None:
         rescaled = current.with_base_learning_rate(float(lr)).learning_rate
         kind_lr = rescaled.type
-        new["learning_rate"] = {"type": kind_lr, kind_lr: dataclasses.asdict(getattr(rescaled, kind_lr))}
+        new["learning_rate"] = {
+            "type": kind_lr,
+            kind_lr: dataclasses.asdict(getattr(rescaled, kind_lr)),
+        }
     if warmup is not None:
-        new["warmup"] = ({"type": "linear", "linear": {"warmup_steps": int(warmup), "warmup_learning_rate": 0.0}}
-                         if int(warmup) > 0 else {"type": None})
+        new["warmup"] = (
+            {"type": "linear", "linear": {"warmup_steps": int(warmup), "warmup_learning_rate": 0.0}}
+            if int(warmup) > 0
+            else {"type": None}
+        )
     new.update(flat)  # one-of keys given beside the flat ones (checked by the caller)
-    log.warning("%s: the flat %s form (type, learning_rate: <number>, learning_rate_schedule, warmup_steps, "
-                "momentum, weight_decay, clipnorm, global_clipnorm) is deprecated and will be removed in the next "
-                "release; write it as %s.optimizer.type / .optimizer.<type>.*, .learning_rate.type / "
-                ".learning_rate.<type>.*, .warmup.type / .warmup.<type>.*: %s", source, PREFIX, PREFIX, new)
+    log.warning(
+        "%s: the flat %s form (type, learning_rate: <number>, learning_rate_schedule, warmup_steps, "
+        "momentum, weight_decay, clipnorm, global_clipnorm) is deprecated and will be removed in the next "
+        "release; write it as %s.optimizer.type / .optimizer.<type>.*, .learning_rate.type / "
+        ".learning_rate.<type>.*, .warmup.type / .warmup.<type>.*: %s",
+        source,
+        PREFIX,
+        PREFIX,
+        new,
+    )
     return new
 
 
@@ -194,10 +237,22 @@ class OptimizerConfig:
 
 # ---- checks (before TensorFlow starts) -----------------------------------------------------------
 
-OPTIMIZER_TYPES = ("sgd", "sgd_experimental", "adam", "adam_experimental", "adamw", "adamw_experimental", "lamb",
-                   "rmsprop", "lars", "adagrad")
-REFUSED_OPTIMIZERS = {"slide": "Model Garden's SLIDE optimizer is not provided",
-                      "adafactor": "Model Garden's Adafactor is not provided (keras.optimizers.Adafactor differs)"}
+OPTIMIZER_TYPES = (
+    "sgd",
+    "sgd_experimental",
+    "adam",
+    "adam_experimental",
+    "adamw",
+    "adamw_experimental",
+    "lamb",
+    "rmsprop",
+    "lars",
+    "adagrad",
+)
+REFUSED_OPTIMIZERS = {
+    "slide": "Model Garden's SLIDE optimizer is not provided",
+    "adafactor": "Model Garden's Adafactor is not provided (keras.optimizers.Adafactor differs)",
+}
 
 
 def check_block(block: Any, where: str) -> None:
@@ -215,39 +270,66 @@ def check_block(block: Any, where: str) -> None:
 def check(config: OptimizationConfig, train_steps: int = 0) -> None:
     """Check the chosen optimizer, schedule, warm-up and EMA make sense (errors name the key)."""
     if not isinstance(config, OptimizationConfig):
-        raise UserInputError(PREFIX, f"expected the one-of form (optimizer, learning_rate, warmup, ema), "
-                                     f"got {type(config).__name__}")
+        raise UserInputError(
+            PREFIX,
+            f"expected the one-of form (optimizer, learning_rate, warmup, ema), "
+            f"got {type(config).__name__}",
+        )
     kind = config.optimizer.type
     if kind in REFUSED_OPTIMIZERS:
-        raise UserInputError(f"{PREFIX}.optimizer.type", f"{REFUSED_OPTIMIZERS[kind]}; use one of "
-                                                         f"{', '.join(OPTIMIZER_TYPES)}")
+        raise UserInputError(
+            f"{PREFIX}.optimizer.type",
+            f"{REFUSED_OPTIMIZERS[kind]}; use one of {', '.join(OPTIMIZER_TYPES)}",
+        )
     block = one_of(config.optimizer, kind, f"{PREFIX}.optimizer")
     where = f"{PREFIX}.optimizer.{kind}"
-    clips = [k for k in ("clipnorm", "clipvalue", "global_clipnorm") if getattr(block, k) is not None]
+    clips = [
+        k for k in ("clipnorm", "clipvalue", "global_clipnorm") if getattr(block, k) is not None
+    ]
     if len(clips) > 1:
-        raise UserInputError(where, f"set at most one of clipnorm, clipvalue, global_clipnorm (got {', '.join(clips)})")
+        raise UserInputError(
+            where,
+            f"set at most one of clipnorm, clipvalue, global_clipnorm (got {', '.join(clips)})",
+        )
     if kind == "sgd" and block.decay:
-        raise UserInputError(f"{where}.decay", "Keras 3 optimizers have no `decay`: set it to 0 and use a "
-                                               f"{PREFIX}.learning_rate schedule")
+        raise UserInputError(
+            f"{where}.decay",
+            "Keras 3 optimizers have no `decay`: set it to 0 and use a "
+            f"{PREFIX}.learning_rate schedule",
+        )
     if kind == "adamw" and block.gradient_clip_norm and clips:
-        raise UserInputError(f"{where}.gradient_clip_norm", f"set either gradient_clip_norm or {clips[0]}, not both")
+        raise UserInputError(
+            f"{where}.gradient_clip_norm", f"set either gradient_clip_norm or {clips[0]}, not both"
+        )
     lr = config.learning_rate
     lr_block = one_of(lr, lr.type, f"{PREFIX}.learning_rate")
     where = f"{PREFIX}.learning_rate.{lr.type}"
     check_block(lr_block, where)
     if lr.type == "stepwise":
         if len(lr_block.values) != len(lr_block.boundaries) + 1:
-            raise UserInputError(f"{where}.values", f"expected one more value than boundaries, got "
-                                                    f"{len(lr_block.values)} values for {len(lr_block.boundaries)}")
+            raise UserInputError(
+                f"{where}.values",
+                f"expected one more value than boundaries, got "
+                f"{len(lr_block.values)} values for {len(lr_block.boundaries)}",
+            )
         if list(lr_block.boundaries) != sorted(set(lr_block.boundaries)):
-            raise UserInputError(f"{where}.boundaries",
-                                 f"expected strictly increasing steps, got {lr_block.boundaries}")
+            raise UserInputError(
+                f"{where}.boundaries",
+                f"expected strictly increasing steps, got {lr_block.boundaries}",
+            )
     if lr.type in ("polynomial", "cosine") and lr_block.decay_steps is None:
         if train_steps and train_steps - lr_block.offset <= 0:
-            raise UserInputError(f"{where}.decay_steps", "not set, and trainer.train_steps - offset is not "
-                                                         "positive: set decay_steps")
+            raise UserInputError(
+                f"{where}.decay_steps",
+                "not set, and trainer.train_steps - offset is not positive: set decay_steps",
+            )
     if config.warmup.type:
-        check_block(one_of(config.warmup, config.warmup.type, f"{PREFIX}.warmup"),
-                    f"{PREFIX}.warmup.{config.warmup.type}")
+        check_block(
+            one_of(config.warmup, config.warmup.type, f"{PREFIX}.warmup"),
+            f"{PREFIX}.warmup.{config.warmup.type}",
+        )
     if config.ema is not None and not 0.0 <= config.ema.average_decay < 1.0:
-        raise UserInputError(f"{PREFIX}.ema.average_decay", f"expected 0 <= decay < 1, got {config.ema.average_decay}")
+        raise UserInputError(
+            f"{PREFIX}.ema.average_decay",
+            f"expected 0 <= decay < 1, got {config.ema.average_decay}",
+        )

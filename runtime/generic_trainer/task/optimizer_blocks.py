@@ -75,7 +75,9 @@ class AdamWeightDecayConfig(BaseOptimizerConfig):
     weight_decay_rate: float = 0.0
     include_in_weight_decay: list[str] | None = None  # regexes (re.search on the variable path)
     exclude_from_weight_decay: list[str] | None = None
-    gradient_clip_norm: float = 1.0  # Model Garden's default: the global gradient norm is clipped to 1.0
+    gradient_clip_norm: float = (
+        1.0  # Model Garden's default: the global gradient norm is clipped to 1.0
+    )
 
 
 @dataclasses.dataclass
@@ -119,7 +121,9 @@ class LARSConfig(BaseOptimizerConfig):
     nesterov: bool = False
     classic_momentum: bool = True
     exclude_from_weight_decay: list[str] | None = None
-    exclude_from_layer_adaptation: list[str] | None = None  # None: the same as exclude_from_weight_decay
+    exclude_from_layer_adaptation: list[str] | None = (
+        None  # None: the same as exclude_from_weight_decay
+    )
 
 
 @dataclasses.dataclass
@@ -135,12 +139,17 @@ class OptimizerTypeConfig:
 
     type: str | None = "adam"
     sgd: SGDConfig = dataclasses.field(default_factory=SGDConfig)
-    sgd_experimental: SGDExperimentalConfig = dataclasses.field(default_factory=SGDExperimentalConfig)
+    sgd_experimental: SGDExperimentalConfig = dataclasses.field(
+        default_factory=SGDExperimentalConfig
+    )
     adam: AdamConfig = dataclasses.field(default_factory=AdamConfig)
-    adam_experimental: AdamExperimentalConfig = dataclasses.field(default_factory=AdamExperimentalConfig)
+    adam_experimental: AdamExperimentalConfig = dataclasses.field(
+        default_factory=AdamExperimentalConfig
+    )
     adamw: AdamWeightDecayConfig = dataclasses.field(default_factory=AdamWeightDecayConfig)
     adamw_experimental: AdamWeightDecayExperimentalConfig = dataclasses.field(
-        default_factory=AdamWeightDecayExperimentalConfig)
+        default_factory=AdamWeightDecayExperimentalConfig
+    )
     lamb: LAMBConfig = dataclasses.field(default_factory=LAMBConfig)
     rmsprop: RMSPropConfig = dataclasses.field(default_factory=RMSPropConfig)
     lars: LARSConfig = dataclasses.field(default_factory=LARSConfig)
@@ -259,4 +268,6 @@ class EMAConfig:
     trainable_weights_only: bool = True
     average_decay: float = 0.99
     start_step: int = 0
-    dynamic_decay: bool = True  # decay = min(average_decay, (1 + t) / (10 + t)), t = step - start_step
+    dynamic_decay: bool = (
+        True  # decay = min(average_decay, (1 + t) / (10 + t)), t = step - start_step
+    )

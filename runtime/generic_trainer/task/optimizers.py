@@ -14,7 +14,13 @@ from typing import Any
 from generic_trainer.errors import UserInputError
 from generic_trainer.task import schedules
 from generic_trainer.task.config import RuntimeConfig
-from generic_trainer.task.optimization_config import PREFIX, OptimizationConfig, OptimizerConfig, check, one_of
+from generic_trainer.task.optimization_config import (
+    PREFIX,
+    OptimizationConfig,
+    OptimizerConfig,
+    check,
+    one_of,
+)
 
 log = logging.getLogger("generic_trainer.task")
 
@@ -39,33 +45,73 @@ def build_optimizer(config: OptimizationConfig, learning_rate: Any) -> Any:
     if kind in ("sgd", "sgd_experimental"):
         return keras.optimizers.SGD(**lr, **_kwargs(block, ("momentum", "nesterov")))
     if kind in ("adam", "adam_experimental"):
-        return keras.optimizers.Adam(**lr, **_kwargs(block, ("beta_1", "beta_2", "epsilon", "amsgrad")))
+        return keras.optimizers.Adam(
+            **lr, **_kwargs(block, ("beta_1", "beta_2", "epsilon", "amsgrad"))
+        )
     if kind == "adamw":
         kwargs = _kwargs(block, ("beta_1", "beta_2", "epsilon", "amsgrad"))
         if block.gradient_clip_norm and block.gradient_clip_norm > 0:
             kwargs["global_clipnorm"] = block.gradient_clip_norm
         return layerwise.classes()["adamw"](
-            **lr, weight_decay=block.weight_decay_rate, include_in_weight_decay=block.include_in_weight_decay,
-            exclude_from_weight_decay=block.exclude_from_weight_decay, **kwargs)
+            **lr,
+            weight_decay=block.weight_decay_rate,
+            include_in_weight_decay=block.include_in_weight_decay,
+            exclude_from_weight_decay=block.exclude_from_weight_decay,
+            **kwargs,
+        )
     if kind == "adamw_experimental":
-        return keras.optimizers.AdamW(**lr, weight_decay=block.weight_decay,
-                                      **_kwargs(block, ("beta_1", "beta_2", "epsilon", "amsgrad")))
+        return keras.optimizers.AdamW(
+            **lr,
+            weight_decay=block.weight_decay,
+            **_kwargs(block, ("beta_1", "beta_2", "epsilon", "amsgrad")),
+        )
     if kind == "rmsprop":
-        return keras.optimizers.RMSprop(**lr, **_kwargs(block, ("rho", "momentum", "epsilon", "centered")))
+        return keras.optimizers.RMSprop(
+            **lr, **_kwargs(block, ("rho", "momentum", "epsilon", "centered"))
+        )
     if kind == "adagrad":
-        return keras.optimizers.Adagrad(**lr, **_kwargs(block, ("initial_accumulator_value", "epsilon")))
+        return keras.optimizers.Adagrad(
+            **lr, **_kwargs(block, ("initial_accumulator_value", "epsilon"))
+        )
     if kind == "lamb":
-        return layerwise.classes()["lamb"](**lr, **_kwargs(block, (
-            "beta_1", "beta_2", "epsilon", "weight_decay_rate", "exclude_from_weight_decay",
-            "exclude_from_layer_adaptation")))
+        return layerwise.classes()["lamb"](
+            **lr,
+            **_kwargs(
+                block,
+                (
+                    "beta_1",
+                    "beta_2",
+                    "epsilon",
+                    "weight_decay_rate",
+                    "exclude_from_weight_decay",
+                    "exclude_from_layer_adaptation",
+                ),
+            ),
+        )
     if kind == "lars":
-        return layerwise.classes()["lars"](**lr, **_kwargs(block, (
-            "momentum", "eeta", "weight_decay_rate", "nesterov", "classic_momentum", "exclude_from_weight_decay",
-            "exclude_from_layer_adaptation")))
+        return layerwise.classes()["lars"](
+            **lr,
+            **_kwargs(
+                block,
+                (
+                    "momentum",
+                    "eeta",
+                    "weight_decay_rate",
+                    "nesterov",
+                    "classic_momentum",
+                    "exclude_from_weight_decay",
+                    "exclude_from_layer_adaptation",
+                ),
+            ),
+        )
     raise UserInputError(f"{PREFIX}.optimizer.type", f"unsupported optimizer {kind!r}")
 
 
-def build(config: OptimizationConfig | OptimizerConfig, train_steps: int, runtime: RuntimeConfig | None = None) -> Any:
+def build(
+    config: OptimizationConfig | OptimizerConfig,
+    train_steps: int,
+    runtime: RuntimeConfig | None = None,
+) -> Any:
     """The Keras optimizer `config` describes; wrapped in a LossScaleOptimizer under float16."""
     import keras
 
@@ -82,6 +128,8 @@ def build(config: OptimizationConfig | OptimizerConfig, train_steps: int, runtim
         else:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     elif runtime is not None and runtime.loss_scale is not None:
-        log.info("runtime.loss_scale=%s ignored: loss scaling is for float16 mixed precision only",
-                 runtime.loss_scale)
+        log.info(
+            "runtime.loss_scale=%s ignored: loss scaling is for float16 mixed precision only",
+            runtime.loss_scale,
+        )
     return optimizer

@@ -150,8 +150,11 @@ def override(config: Any, values: Mapping[str, Any], source: str, prefix: str = 
     errors name it and the full dotted key.
     """
     if not isinstance(values, Mapping):
-        raise UserInputError(source, f"expected a mapping of keys to values at {prefix or 'the top level'}, "
-                                     f"got {type(values).__name__}")
+        raise UserInputError(
+            source,
+            f"expected a mapping of keys to values at {prefix or 'the top level'}, "
+            f"got {type(values).__name__}",
+        )
     upgrade = getattr(config, "upgrade_keys", None)
     if upgrade is not None:
         values = upgrade(values, source)
@@ -162,7 +165,9 @@ def override(config: Any, values: Mapping[str, Any], source: str, prefix: str = 
             close = difflib.get_close_matches(str(key), list(fields), n=1)
             hint = f" (did you mean {prefix + close[0]!r}?)" if close else ""
             section = prefix.rstrip(".") or "the experiment"
-            raise UserInputError(source, f"unknown key {dotted!r}{hint}; {section} has: {', '.join(fields)}")
+            raise UserInputError(
+                source, f"unknown key {dotted!r}{hint}; {section} has: {', '.join(fields)}"
+            )
         current = getattr(config, key)
         tp = fields[key]
         if dataclasses.is_dataclass(current) and not isinstance(current, type):
@@ -171,7 +176,9 @@ def override(config: Any, values: Mapping[str, Any], source: str, prefix: str = 
             override(current, value, source, prefix=f"{dotted}.")
             continue
         nested = _dataclass_in(tp)
-        if nested is not None and isinstance(value, Mapping):  # an Optional[Dataclass] that is None now
+        if nested is not None and isinstance(
+            value, Mapping
+        ):  # an Optional[Dataclass] that is None now
             fresh = nested()
             override(fresh, value, source, prefix=f"{dotted}.")
             setattr(config, key, fresh)
@@ -186,8 +193,9 @@ def override(config: Any, values: Mapping[str, Any], source: str, prefix: str = 
     return config
 
 
-def build_optimization_config(values: Mapping[str, Any],
-                              source: str = "optimizer_config") -> OptimizationConfig:
+def build_optimization_config(
+    values: Mapping[str, Any], source: str = "optimizer_config"
+) -> OptimizationConfig:
     """A `trainer.optimizer_config` from a mapping in the YAML form (unknown keys: an error naming the key)."""
     return override(OptimizationConfig(), values, source, prefix="trainer.optimizer_config.")
 
@@ -199,5 +207,3 @@ def _dataclass_in(tp: Any) -> type | None:
         if dataclasses.is_dataclass(arg) and isinstance(arg, type):
             return arg
     return None
-
-

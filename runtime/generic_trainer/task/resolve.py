@@ -41,6 +41,7 @@ from generic_trainer.task.overrides import override
 
 log = logging.getLogger("generic_trainer.task")
 
+
 @dataclasses.dataclass(frozen=True)
 class RunInputs:
     """What the run's flags (TFX inputs) offer to fields the defaults leave unset."""
@@ -90,14 +91,25 @@ def apply_cli_strategy(config: ExperimentConfig, strategy: str) -> ExperimentCon
     configured = config.runtime.distribution_strategy
     normalized = STRATEGY_ALIASES.get(configured.lower(), configured.lower())
     if configured and normalized != STRATEGY_ALIASES.get(strategy, strategy):
-        log.info("--strategy %s wins over runtime.distribution_strategy %s from the config", strategy, configured)
+        log.info(
+            "--strategy %s wins over runtime.distribution_strategy %s from the config",
+            strategy,
+            configured,
+        )
     config.runtime.distribution_strategy = strategy
     return config
 
 
 # Model Garden's runtime keys read but not acted on
-_IGNORED_RUNTIME = ("all_reduce_alg", "num_packs", "enable_xla", "gpu_thread_mode", "per_gpu_thread_count",
-                    "dataset_num_private_threads", "batchnorm_spatial_persistent")
+_IGNORED_RUNTIME = (
+    "all_reduce_alg",
+    "num_packs",
+    "enable_xla",
+    "gpu_thread_mode",
+    "per_gpu_thread_count",
+    "dataset_num_private_threads",
+    "batchnorm_spatial_persistent",
+)
 
 
 def build_experiment(
@@ -120,11 +132,16 @@ def build_experiment(
     for key in unused_blocks(config.trainer.optimizer_config, defaults.trainer.optimizer_config):
         log.warning("%s is set but its one-of's type chooses another block: it is ignored", key)
     runtime_defaults = RuntimeConfig()
-    ignored = [f"{k}={getattr(config.runtime, k)!r}" for k in _IGNORED_RUNTIME
-               if getattr(config.runtime, k) != getattr(runtime_defaults, k)]
+    ignored = [
+        f"{k}={getattr(config.runtime, k)!r}"
+        for k in _IGNORED_RUNTIME
+        if getattr(config.runtime, k) != getattr(runtime_defaults, k)
+    ]
     if ignored:
-        log.info("runtime keys read but not acted on (tf.distribute and Keras choose these here): %s",
-                 ", ".join(ignored))
+        log.info(
+            "runtime keys read but not acted on (tf.distribute and Keras choose these here): %s",
+            ", ".join(ignored),
+        )
     return config
 
 
@@ -133,70 +150,109 @@ def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
     if mode not in MODES:
         raise UserInputError("--mode", f"expected one of {', '.join(MODES)}, got {mode!r}")
     t, r = config.trainer, config.runtime
-    strategy = STRATEGY_ALIASES.get(r.distribution_strategy.lower(), r.distribution_strategy.lower())
+    strategy = STRATEGY_ALIASES.get(
+        r.distribution_strategy.lower(), r.distribution_strategy.lower()
+    )
     if strategy == "tpu" or r.tpu:
-        raise UserInputError("runtime.distribution_strategy" if strategy == "tpu" else "runtime.tpu",
-                             "TPUs are not supported by generic-trainer (it trains on CPUs and GPUs): use mirrored, "
-                             "multi_worker_mirrored, one_device or off, and drop runtime.tpu")
+        raise UserInputError(
+            "runtime.distribution_strategy" if strategy == "tpu" else "runtime.tpu",
+            "TPUs are not supported by generic-trainer (it trains on CPUs and GPUs): use mirrored, "
+            "multi_worker_mirrored, one_device or off, and drop runtime.tpu",
+        )
     if strategy not in STRATEGIES:
-        raise UserInputError("runtime.distribution_strategy",
-                             f"expected one of {', '.join(STRATEGIES)} "
-                             f"(or {', '.join(a for a in STRATEGY_ALIASES if a)} for default), "
-                             f"got {r.distribution_strategy!r}")
+        raise UserInputError(
+            "runtime.distribution_strategy",
+            f"expected one of {', '.join(STRATEGIES)} "
+            f"(or {', '.join(a for a in STRATEGY_ALIASES if a)} for default), "
+            f"got {r.distribution_strategy!r}",
+        )
     r.distribution_strategy = strategy
     if r.mixed_precision_dtype not in MIXED_PRECISION:
-        raise UserInputError("runtime.mixed_precision_dtype",
-                             f"expected one of {', '.join(v for v in MIXED_PRECISION if v)} or empty, "
-                             f"got {r.mixed_precision_dtype!r}")
+        raise UserInputError(
+            "runtime.mixed_precision_dtype",
+            f"expected one of {', '.join(v for v in MIXED_PRECISION if v)} or empty, "
+            f"got {r.mixed_precision_dtype!r}",
+        )
     _check_runtime(r)
     _check_recovery(t)
     check_optimization(t.optimizer_config, t.train_steps if mode in TRAIN_MODES else 0)
     if mode in TRAIN_MODES and t.train_steps <= 0:
-        raise UserInputError("trainer.train_steps", "required to train: set it (or pass --train-steps N)")
-    for name in ("steps_per_loop", "checkpoint_interval", "summary_interval", "validation_interval", "max_to_keep"):
+        raise UserInputError(
+            "trainer.train_steps", "required to train: set it (or pass --train-steps N)"
+        )
+    for name in (
+        "steps_per_loop",
+        "checkpoint_interval",
+        "summary_interval",
+        "validation_interval",
+        "max_to_keep",
+    ):
         if getattr(t, name) <= 0:
-            raise UserInputError(f"trainer.{name}", f"expected a positive integer, got {getattr(t, name)}")
+            raise UserInputError(
+                f"trainer.{name}", f"expected a positive integer, got {getattr(t, name)}"
+            )
     if t.validation_steps == 0 or t.validation_steps < -1:
-        raise UserInputError("trainer.validation_steps", f"expected -1 (whole set) or > 0, got {t.validation_steps}")
+        raise UserInputError(
+            "trainer.validation_steps", f"expected -1 (whole set) or > 0, got {t.validation_steps}"
+        )
     if t.best_checkpoint_metric_comp not in ("higher", "lower"):
-        raise UserInputError("trainer.best_checkpoint_metric_comp",
-                             f"expected higher or lower, got {t.best_checkpoint_metric_comp!r}")
+        raise UserInputError(
+            "trainer.best_checkpoint_metric_comp",
+            f"expected higher or lower, got {t.best_checkpoint_metric_comp!r}",
+        )
     if t.best_checkpoint_export_subdir and not t.best_checkpoint_eval_metric:
-        raise UserInputError("trainer.best_checkpoint_eval_metric",
-                             "required when trainer.best_checkpoint_export_subdir is set")
+        raise UserInputError(
+            "trainer.best_checkpoint_eval_metric",
+            "required when trainer.best_checkpoint_export_subdir is set",
+        )
     if mode in TRAIN_MODES and not config.task.train_data.input_path:
-        raise UserInputError("task.train_data.input_path", "not set: pass --examples or set it in the config")
+        raise UserInputError(
+            "task.train_data.input_path", "not set: pass --examples or set it in the config"
+        )
     if mode != "train" and not config.task.validation_data.input_path:
-        raise UserInputError("task.validation_data.input_path", "not set: pass --examples or set it in the config")
+        raise UserInputError(
+            "task.validation_data.input_path", "not set: pass --examples or set it in the config"
+        )
     for data_name in ("train_data", "validation_data"):
         data = getattr(config.task, data_name)
         if data.global_batch_size <= 0:
-            raise UserInputError(f"task.{data_name}.global_batch_size",
-                                 f"expected a positive integer, got {data.global_batch_size}")
+            raise UserInputError(
+                f"task.{data_name}.global_batch_size",
+                f"expected a positive integer, got {data.global_batch_size}",
+            )
     return config
 
 
 def _check_runtime(r: RuntimeConfig) -> None:
     if r.worker_hosts or r.task_index != -1:
-        raise UserInputError("runtime.worker_hosts" if r.worker_hosts else "runtime.task_index",
-                             "the cluster comes from TF_CONFIG or CLUSTER_SPEC (Vertex AI sets them), not the config: "
-                             "remove runtime.worker_hosts and runtime.task_index")
+        raise UserInputError(
+            "runtime.worker_hosts" if r.worker_hosts else "runtime.task_index",
+            "the cluster comes from TF_CONFIG or CLUSTER_SPEC (Vertex AI sets them), not the config: "
+            "remove runtime.worker_hosts and runtime.task_index",
+        )
     if r.num_gpus < 0:
-        raise UserInputError("runtime.num_gpus",
-                             f"expected 0 (every visible GPU) or a positive count, got {r.num_gpus}")
+        raise UserInputError(
+            "runtime.num_gpus",
+            f"expected 0 (every visible GPU) or a positive count, got {r.num_gpus}",
+        )
     if r.loss_scale is not None and r.loss_scale != "dynamic":
         try:
             scale = float(r.loss_scale)
         except (TypeError, ValueError):
             scale = 0.0
         if not scale > 0:
-            raise UserInputError("runtime.loss_scale", f"expected dynamic or a positive number, got {r.loss_scale!r}")
+            raise UserInputError(
+                "runtime.loss_scale", f"expected dynamic or a positive number, got {r.loss_scale!r}"
+            )
         r.loss_scale = scale
 
 
 def _check_recovery(t: TrainerConfig) -> None:
     if t.recovery_max_trials < 0:
-        raise UserInputError("trainer.recovery_max_trials", f"expected 0 or more, got {t.recovery_max_trials}")
+        raise UserInputError(
+            "trainer.recovery_max_trials", f"expected 0 or more, got {t.recovery_max_trials}"
+        )
     if t.recovery_begin_steps < 0:
-        raise UserInputError("trainer.recovery_begin_steps", f"expected 0 or more, got {t.recovery_begin_steps}")
-
+        raise UserInputError(
+            "trainer.recovery_begin_steps", f"expected 0 or more, got {t.recovery_begin_steps}"
+        )

@@ -58,9 +58,17 @@ def _decay_classes(base: type, ops: Any) -> dict[str, type]:
         def __call__(self, step):
             p = self.params
             s = _float(step) - p["offset"]
-            index = ops.sum(ops.cast(ops.greater(s, ops.convert_to_tensor(
-                [float(b) for b in p["boundaries"]], "float32")), "int32"))
-            return ops.take(ops.convert_to_tensor([float(v) for v in p["values"]], "float32"), index)
+            index = ops.sum(
+                ops.cast(
+                    ops.greater(
+                        s, ops.convert_to_tensor([float(b) for b in p["boundaries"]], "float32")
+                    ),
+                    "int32",
+                )
+            )
+            return ops.take(
+                ops.convert_to_tensor([float(v) for v in p["values"]], "float32"), index
+            )
 
     class Exponential(Schedule):
         def __call__(self, step):
@@ -94,10 +102,17 @@ def _decay_classes(base: type, ops: Any) -> dict[str, type]:
     class Power(Schedule):
         def __call__(self, step):
             p = self.params
-            return p["initial_learning_rate"] * ops.power(ops.maximum(_float(step), 1.0), float(p["power"]))
+            return p["initial_learning_rate"] * ops.power(
+                ops.maximum(_float(step), 1.0), float(p["power"])
+            )
 
-    return {"stepwise": Stepwise, "exponential": Exponential, "polynomial": Polynomial, "cosine": Cosine,
-            "power": Power}
+    return {
+        "stepwise": Stepwise,
+        "exponential": Exponential,
+        "polynomial": Polynomial,
+        "cosine": Cosine,
+        "power": Power,
+    }
 
 
 def _warmup_class(base: type, ops: Any) -> type:
@@ -106,14 +121,24 @@ def _warmup_class(base: type, ops: Any) -> type:
     class Warmup(base):
         """A warm-up in front of `after` (a schedule or a number); hands over at `warmup_steps`."""
 
-        def __init__(self, kind: str, after: Any, warmup_steps: int, warmup_learning_rate: float = 0.0,
-                     power: float = 1.0):
+        def __init__(
+            self,
+            kind: str,
+            after: Any,
+            warmup_steps: int,
+            warmup_learning_rate: float = 0.0,
+            power: float = 1.0,
+        ):
             super().__init__()
             self.kind, self.after, self.warmup_steps = kind, after, int(warmup_steps)
             self.warmup_learning_rate, self.power = float(warmup_learning_rate), float(power)
 
         def _after(self, step):
-            return self.after(step) if callable(self.after) else ops.convert_to_tensor(float(self.after), "float32")
+            return (
+                self.after(step)
+                if callable(self.after)
+                else ops.convert_to_tensor(float(self.after), "float32")
+            )
 
         def __call__(self, step):
             s = _float(step)
@@ -127,8 +152,13 @@ def _warmup_class(base: type, ops: Any) -> type:
 
         def get_config(self) -> dict[str, Any]:
             after = self.after.get_config() if hasattr(self.after, "get_config") else self.after
-            return {"kind": self.kind, "after": after, "warmup_steps": self.warmup_steps,
-                    "warmup_learning_rate": self.warmup_learning_rate, "power": self.power}
+            return {
+                "kind": self.kind,
+                "after": after,
+                "warmup_steps": self.warmup_steps,
+                "warmup_learning_rate": self.warmup_learning_rate,
+                "power": self.power,
+            }
 
     return Warmup
 
@@ -160,8 +190,11 @@ def build_learning_rate(config: OptimizationConfig, train_steps: int = 0) -> Any
     if warmup.type:
         w = one_of(warmup, warmup.type, f"{PREFIX}.warmup")
         if w.warmup_steps and w.warmup_steps > 0:
-            extra = ({"warmup_learning_rate": w.warmup_learning_rate} if warmup.type == "linear"
-                     else {"power": w.power})
+            extra = (
+                {"warmup_learning_rate": w.warmup_learning_rate}
+                if warmup.type == "linear"
+                else {"power": w.power}
+            )
             schedule = classes()["warmup"](warmup.type, schedule, w.warmup_steps, **extra)
     return schedule
 

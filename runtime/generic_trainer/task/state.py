@@ -66,19 +66,35 @@ class TaskState:
         import keras
         import tensorflow as tf
 
-        self.task, self.experiment, self.strategy, self.training = task, experiment, strategy, training
+        self.task, self.experiment, self.strategy, self.training = (
+            task,
+            experiment,
+            strategy,
+            training,
+        )
         with strategy.scope():
             self.model = self._build_model()
             self.optimizer = None
             if training:
                 self.optimizer = self.call("build_optimizer", task.build_optimizer)
-                self.optimizer.build(self.model.trainable_variables)  # before the first step (multi-replica)
-            self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
-                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                self.optimizer.build(
+                    self.model.trainable_variables
+                )  # before the first step (multi-replica)
+            self.global_step = tf.Variable(
+                0,
+                dtype=tf.int64,
+                trainable=False,
+                name="global_step",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            )
             self.train_loss = keras.metrics.Mean(name=task.loss_key)
             self.eval_loss = keras.metrics.Mean(name=task.loss_key)
-            self.train_metrics = list(self.call("build_metrics", task.build_metrics, training=True) or [])
-            self.eval_metrics = list(self.call("build_metrics", task.build_metrics, training=False) or [])
+            self.train_metrics = list(
+                self.call("build_metrics", task.build_metrics, training=True) or []
+            )
+            self.eval_metrics = list(
+                self.call("build_metrics", task.build_metrics, training=False) or []
+            )
             ema_config = getattr(experiment.trainer.optimizer_config, "ema", None)
             self.ema = ema.WeightAverage(self.model, ema_config) if ema_config is not None else None
         objects = {"model": self.model, "global_step": self.global_step}
@@ -101,22 +117,32 @@ class TaskState:
         policy = keras.mixed_precision.global_policy()
         dtype = runtime.mixed_precision_dtype
         if dtype in MIXED_DTYPES:
-            keras.mixed_precision.set_global_policy(dtype if dtype.startswith("mixed_") else f"mixed_{dtype}")
+            keras.mixed_precision.set_global_policy(
+                dtype if dtype.startswith("mixed_") else f"mixed_{dtype}"
+            )
         try:
             model = self.call("build_model", task.build_model)
         finally:
             keras.mixed_precision.set_global_policy(policy)
         if model is None:
-            raise UserCodeError(f"{type(task).__name__}.build_model returned None; return a Keras model")
+            raise UserCodeError(
+                f"{type(task).__name__}.build_model returned None; return a Keras model"
+            )
         if dtype in MIXED_DTYPES:
             applied = getattr(getattr(model, "dtype_policy", None), "name", "?")
-            log.info("mixed precision: runtime.mixed_precision_dtype=%s, the model was built with the %s policy "
-                     "(compute %s, variables %s)", dtype, applied, getattr(model, "compute_dtype", "?"),
-                     getattr(model, "variable_dtype", "?"))
+            log.info(
+                "mixed precision: runtime.mixed_precision_dtype=%s, the model was built with the %s policy "
+                "(compute %s, variables %s)",
+                dtype,
+                applied,
+                getattr(model, "compute_dtype", "?"),
+                getattr(model, "variable_dtype", "?"),
+            )
         if not getattr(model, "built", True) or (self.training and not model.trainable_variables):
             raise UserCodeError(
                 f"{type(task).__name__}.build_model returned a model without variables: return a built model "
-                "(a functional model, or call model.build(...) / the model once on example inputs)")
+                "(a functional model, or call model.build(...) / the model once on example inputs)"
+            )
         return model
 
     @property
@@ -127,8 +153,11 @@ class TaskState:
     def start_ema(self) -> None:
         """Start the EMA from the current weights (after a restore), unless the checkpoint held averages."""
         if self.ema is not None and self.ema.start():
-            log.info("EMA of the weights (average_decay=%g, %s weights) starts from the current weights",
-                     self.ema.config.average_decay, "trainable" if self.ema.config.trainable_weights_only else "all")
+            log.info(
+                "EMA of the weights (average_decay=%g, %s weights) starts from the current weights",
+                self.ema.config.average_decay,
+                "trainable" if self.ema.config.trainable_weights_only else "all",
+            )
 
     def averaged_weights(self) -> contextlib.AbstractContextManager:
         """A context in which the model holds the EMA weights (a no-op without trainer.optimizer_config.ema)."""
@@ -154,12 +183,15 @@ class TaskState:
         def dataset_fn(input_context):
             dataset = self.call("build_inputs", task.build_inputs, data_config, input_context)
             if dataset is None:
-                raise UserCodeError(f"{type(task).__name__}.build_inputs returned None; return a tf.data.Dataset")
+                raise UserCodeError(
+                    f"{type(task).__name__}.build_inputs returned None; return a tf.data.Dataset"
+                )
             if whole_pass and dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
                 raise UserCodeError(
                     f"{type(task).__name__}.build_inputs repeats the validation data forever, and "
                     "trainer.validation_steps is -1 (one whole pass): do not repeat validation data "
-                    "(params.is_training is False), or set trainer.validation_steps")
+                    "(params.is_training is False), or set trainer.validation_steps"
+                )
             return dataset
 
         return self.strategy.distribute_datasets_from_function(dataset_fn)

@@ -28,14 +28,19 @@ class TrainLoop:
 
     def _results(self) -> dict[str, Any]:
         s = self.state
-        return {s.train_loss.name: s.train_loss.result(), **{m.name: m.result() for m in s.train_metrics}}
+        return {
+            s.train_loss.name: s.train_loss.result(),
+            **{m.name: m.result() for m in s.train_metrics},
+        }
 
     def _replica_step(self, inputs: Any) -> None:
         s, task = self.state, self.state.task
         logs = task.train_step(inputs, s.model, s.optimizer, metrics=s.train_metrics)
         if not isinstance(logs, dict) or task.loss_key not in logs:
-            raise UserCodeError(f"{type(task).__name__}.train_step must return a dict with "
-                                f"{task.loss_key!r}, got {type(logs).__name__}")
+            raise UserCodeError(
+                f"{type(task).__name__}.train_step must return a dict with "
+                f"{task.loss_key!r}, got {type(logs).__name__}"
+            )
         s.train_loss.update_state(logs[task.loss_key])
 
     def _step(self, iterator: Any) -> None:
@@ -49,9 +54,11 @@ class TrainLoop:
         import tensorflow as tf
 
         if self.state.experiment.runtime.run_eagerly:
+
             def eager_loop(iterator, num_steps):
                 for _ in range(int(num_steps)):
                     self._step(iterator)
+
             return eager_loop
 
         def loop(iterator, num_steps):
@@ -78,18 +85,31 @@ class TrainLoop:
 
                 where = damaged_file(s.task.params.train_data.file_patterns())
                 detail = f" in {where}" if where else ""
-                return UserInputError("task.train_data.input_path",
-                                      f"damaged TFRecord data{detail} (TensorFlow said: {e.message})")
+                return UserInputError(
+                    "task.train_data.input_path",
+                    f"damaged TFRecord data{detail} (TensorFlow said: {e.message})",
+                )
             if not isinstance(e, tf.errors.OutOfRangeError):
                 return None
-            return UserCodeError(f"the training data ran out at step {step}: {type(s.task).__name__}.build_inputs "
-                                 "should repeat training data (dataset.repeat()) when params.is_training")
+            return UserCodeError(
+                f"the training data ran out at step {step}: {type(s.task).__name__}.build_inputs "
+                "should repeat training data (dataset.repeat()) when params.is_training"
+            )
 
         def lost_peer(e: Exception) -> str:
-            return (f"lost the cluster at step {step} ({type(e).__name__}): a peer worker stopped or cannot be "
-                    f"reached; restart the job to resume from the last checkpoint. {e}")
+            return (
+                f"lost the cluster at step {step} ({type(e).__name__}): a peer worker stopped or cannot be "
+                f"reached; restart the job to resume from the last checkpoint. {e}"
+            )
 
-        user_code.call(self._loop_fn, self._iterator, tf.constant(num_steps, tf.int64),
-                       what=f"{type(s.task).__name__}.train_step", failed=f"training step failed at step {step}",
-                       data_input="task.train_data.input_path", lost_peer=lost_peer, translate=ran_out)
+        user_code.call(
+            self._loop_fn,
+            self._iterator,
+            tf.constant(num_steps, tf.int64),
+            what=f"{type(s.task).__name__}.train_step",
+            failed=f"training step failed at step {step}",
+            data_input="task.train_data.input_path",
+            lost_peer=lost_peer,
+            translate=ran_out,
+        )
         return host_logs(self._results_fn())

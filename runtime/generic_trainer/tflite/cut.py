@@ -36,7 +36,6 @@ def takes_serialized_examples(fn: Any) -> bool:
     return any(n.op in PARSE_OPS for n in nodes)
 
 
-
 @dataclasses.dataclass
 class ParsedModel:
     """A SavedModel in scratch whose serving_default takes the parsed features of the original's signature."""
@@ -46,7 +45,9 @@ class ParsedModel:
     parse: Any  # serialized examples -> parsed feature tensors (the original's own parse op), as a list
     call: Any  # {feature key: array} -> the new signature's outputs
 
-    def reference_and_features(self, fn: Any, records: Sequence[bytes]) -> tuple[dict, dict[str, Any]]:
+    def reference_and_features(
+        self, fn: Any, records: Sequence[bytes]
+    ) -> tuple[dict, dict[str, Any]]:
         import tensorflow as tf
 
         if not records:
@@ -68,13 +69,17 @@ def parsed_features_model(loaded: Any, fn: Any, scratch: str) -> ParsedModel:
 
     frozen = convert_variables_to_constants_v2(fn, aggressive_inlining=True)
     dense, resources, handles = _cut_points(frozen, fn)
-    outputs = tf.nest.pack_sequence_as(fn.structured_outputs, frozen.outputs, expand_composites=True)
+    outputs = tf.nest.pack_sequence_as(
+        fn.structured_outputs, frozen.outputs, expand_composites=True
+    )
     try:
         pruned = frozen.prune(feeds=list(dense.values()) + resources, fetches=outputs)
     except Exception as e:  # an output that still needs the serialized input
-        raise TFLiteExportError(f"cannot cut a TFLite model from the serving signature at its ParseExample op "
-                                f"({type(e).__name__}: {e}). Export a serving signature that takes the parsed "
-                                "feature tensors") from None
+        raise TFLiteExportError(
+            f"cannot cut a TFLite model from the serving signature at its ParseExample op "
+            f"({type(e).__name__}: {e}). Export a serving signature that takes the parsed "
+            "feature tensors"
+        ) from None
     specs = {key: tf.TensorSpec(t.shape, t.dtype, name=input_name(key)) for key, t in dense.items()}
     tables = _constant_tables(resources, handles)
     table_handles = [tables[i].resource_handle if i in tables else h for i, h in enumerate(handles)]
@@ -85,20 +90,34 @@ def parsed_features_model(loaded: Any, fn: Any, scratch: str) -> ParsedModel:
 
     module = tf.Module()
     module.tables = list(tables.values())
-    if len(tables) < len(handles):  # resources other than lookup tables: saved with the original's objects
+    if len(tables) < len(
+        handles
+    ):  # resources other than lookup tables: saved with the original's objects
         module.loaded = loaded
     path = os.path.join(scratch, "parsed")
-    tf.saved_model.save(module, path, signatures={"serving_default": serve_parsed.get_concrete_function()})
-    parse_only = frozen.prune(feeds=[t for t in frozen.inputs if t.dtype == tf.string] + resources,
-                              fetches=list(dense.values()))
+    tf.saved_model.save(
+        module, path, signatures={"serving_default": serve_parsed.get_concrete_function()}
+    )
+    parse_only = frozen.prune(
+        feeds=[t for t in frozen.inputs if t.dtype == tf.string] + resources,
+        fetches=list(dense.values()),
+    )
 
     def parse_fn(serialized):
         return parse_only(serialized, *handles)
 
-    log.info("the serving signature takes serialized tf.Examples: the TFLite model takes the %d parsed features "
-             "it uses instead (%s)", len(specs), ", ".join(specs))
-    return ParsedModel(path, specs, parse_fn, call=lambda features: serve_parsed(
-        *[tf.constant(features[k]) for k in specs]))
+    log.info(
+        "the serving signature takes serialized tf.Examples: the TFLite model takes the %d parsed features "
+        "it uses instead (%s)",
+        len(specs),
+        ", ".join(specs),
+    )
+    return ParsedModel(
+        path,
+        specs,
+        parse_fn,
+        call=lambda features: serve_parsed(*[tf.constant(features[k]) for k in specs]),
+    )
 
 
 def _cut_points(frozen: Any, fn: Any) -> tuple[dict[str, Any], list[Any], list[Any]]:
@@ -109,31 +128,42 @@ def _cut_points(frozen: Any, fn: Any) -> tuple[dict[str, Any], list[Any], list[A
 
     parses = [op for op in frozen.graph.get_operations() if op.type in PARSE_OPS]
     if len(parses) != 1:
-        raise TFLiteExportError(f"the serving signature takes serialized tf.Examples and parses them with "
-                                f"{len(parses)} ParseExample ops; a TFLite model can be cut from one only. Export a "
-                                "serving signature that takes the parsed (or transformed) feature tensors")
+        raise TFLiteExportError(
+            f"the serving signature takes serialized tf.Examples and parses them with "
+            f"{len(parses)} ParseExample ops; a TFLite model can be cut from one only. Export a "
+            "serving signature that takes the parsed (or transformed) feature tensors"
+        )
     parse = parses[0]
     dense, sparse_keys = _parse_outputs(parse)
     used = _consumed_tensors(list(frozen.outputs), stop=parse)
-    needed_sparse = [key for key, tensors in sparse_keys.items() if any(t.name in used for t in tensors)]
+    needed_sparse = [
+        key for key, tensors in sparse_keys.items() if any(t.name in used for t in tensors)
+    ]
     if needed_sparse:
         raise TFLiteExportError(
             f"the serving signature parses {', '.join(needed_sparse)} as sparse or ragged features "
             "(VarLenFeature, SparseFeature or RaggedFeature) and TFLite takes dense tensors only: give them a "
             "fixed shape in the schema (FixedLenFeature, presence min_fraction 1), or export a serving signature "
-            "that takes dense tensors")
+            "that takes dense tensors"
+        )
     dense = {key: t for key, t in dense.items() if t.name in used}
     resources = [t for t in frozen.inputs if t.dtype == tf.resource]
     strings = [t for t in frozen.inputs if t.dtype != tf.resource and t.name in used]
     if strings:
         raise TFLiteExportError(
             "the serving signature uses its serialized tf.Example input other than through ParseExample: no "
-            "TFLite model can be cut from it. Export a serving signature that takes the parsed feature tensors")
-    captured = {ph.op.name: ext for ext, ph in zip(fn.captured_inputs, fn.graph.internal_captures, strict=True)}
+            "TFLite model can be cut from it. Export a serving signature that takes the parsed feature tensors"
+        )
+    captured = {
+        ph.op.name: ext
+        for ext, ph in zip(fn.captured_inputs, fn.graph.internal_captures, strict=True)
+    }
     missing = [t.op.name for t in resources if t.op.name not in captured]
     if missing:
-        raise TFLiteExportError(f"cannot cut a TFLite model from the serving signature: resources {missing} of its "
-                                "frozen graph are not the signature's")
+        raise TFLiteExportError(
+            f"cannot cut a TFLite model from the serving signature: resources {missing} of its "
+            "frozen graph are not the signature's"
+        )
     handles = [captured[t.op.name] for t in resources]
     return dense, resources, handles
 
@@ -158,9 +188,13 @@ def _constant_tables(resources: Sequence[Any], handles: Sequence[Any]) -> dict[i
         if not finds:
             continue
         key_dtype, value_dtype = finds[0].get_attr("Tin"), finds[0].get_attr("Tout")
-        keys, values = tf.raw_ops.LookupTableExportV2(table_handle=handle, Tkeys=key_dtype, Tvalues=value_dtype)
+        keys, values = tf.raw_ops.LookupTableExportV2(
+            table_handle=handle, Tkeys=key_dtype, Tvalues=value_dtype
+        )
         default = tf.zeros([], value_dtype) if value_dtype != tf.string else tf.constant("")
-        tables[i] = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), default)
+        tables[i] = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(keys, values), default
+        )
     return tables
 
 
@@ -180,18 +214,30 @@ def _parse_outputs(parse: Any) -> tuple[dict[str, Any], dict[str, list]]:
             values += [k.decode() for k in tf.make_ndarray(t.op.get_attr("value")).ravel()]
         return values
 
-    num_sparse = parse.get_attr("num_sparse") if parse.type == "ParseExampleV2" else parse.get_attr("Nsparse")
+    num_sparse = (
+        parse.get_attr("num_sparse")
+        if parse.type == "ParseExampleV2"
+        else parse.get_attr("Nsparse")
+    )
     num_dense = len(parse.get_attr("Tdense"))
-    if parse.type == "ParseExampleV2":  # inputs: serialized, names, sparse_keys, dense_keys, ragged_keys, defaults
-        sparse, dense, ragged = keys([parse.inputs[2]]), keys([parse.inputs[3]]), keys([parse.inputs[4]])
+    if (
+        parse.type == "ParseExampleV2"
+    ):  # inputs: serialized, names, sparse_keys, dense_keys, ragged_keys, defaults
+        sparse, dense, ragged = (
+            keys([parse.inputs[2]]),
+            keys([parse.inputs[3]]),
+            keys([parse.inputs[4]]),
+        )
     else:  # serialized, names, sparse_keys..., dense_keys..., dense_defaults...
-        sparse = keys(parse.inputs[2:2 + num_sparse])
-        dense = keys(parse.inputs[2 + num_sparse:2 + num_sparse + num_dense])
+        sparse = keys(parse.inputs[2 : 2 + num_sparse])
+        dense = keys(parse.inputs[2 + num_sparse : 2 + num_sparse + num_dense])
         ragged = []
     out = list(parse.outputs)
-    sparse_tensors = {k: [out[i], out[num_sparse + i], out[2 * num_sparse + i]] for i, k in enumerate(sparse)}
-    dense_tensors = dict(zip(dense, out[3 * num_sparse:3 * num_sparse + num_dense], strict=True))
-    rest = out[3 * num_sparse + num_dense:]
+    sparse_tensors = {
+        k: [out[i], out[num_sparse + i], out[2 * num_sparse + i]] for i, k in enumerate(sparse)
+    }
+    dense_tensors = dict(zip(dense, out[3 * num_sparse : 3 * num_sparse + num_dense], strict=True))
+    rest = out[3 * num_sparse + num_dense :]
     sparse_tensors.update({k: [rest[i], rest[len(ragged) + i]] for i, k in enumerate(ragged)})
     return dense_tensors, sparse_tensors
 

@@ -43,8 +43,13 @@ from generic_trainer.tflite.options import (
 log = logging.getLogger("generic_trainer.tflite")
 
 
-def export(saved_model_dir: str, output_dir: str, options: TFLiteOptions, example_files: Sequence[str] = (),
-           schema_file: str | None = None) -> dict[str, Any]:
+def export(
+    saved_model_dir: str,
+    output_dir: str,
+    options: TFLiteOptions,
+    example_files: Sequence[str] = (),
+    schema_file: str | None = None,
+) -> dict[str, Any]:
     """Convert `saved_model_dir`'s serving_default, check it, write `output_dir/model.tflite` and
     `validation.json`; returns what validation.json holds. Raises TFLiteExportError (nothing written)."""
     import tensorflow as tf
@@ -53,7 +58,11 @@ def export(saved_model_dir: str, output_dir: str, options: TFLiteOptions, exampl
     try:
         loaded = tf.saved_model.load(saved_model_dir)
         fn = loaded.signatures["serving_default"]
-        parsed = cut.parsed_features_model(loaded, fn, scratch) if cut.takes_serialized_examples(fn) else None
+        parsed = (
+            cut.parsed_features_model(loaded, fn, scratch)
+            if cut.takes_serialized_examples(fn)
+            else None
+        )
         source = parsed.path if parsed else saved_model_dir
         tflite = _convert(source, options, parsed.input_specs if parsed else _input_specs(fn))
         records = _read_examples(example_files)
@@ -66,8 +75,9 @@ def export(saved_model_dir: str, output_dir: str, options: TFLiteOptions, exampl
     except TFLiteExportError:
         raise
     except Exception as e:  # whatever else a model can make TensorFlow raise on the way: still the export's failure
-        raise TFLiteExportError(f"the TFLite export failed: {type(e).__name__}: {' '.join(str(e).split())[:800]}"
-                                ) from e
+        raise TFLiteExportError(
+            f"the TFLite export failed: {type(e).__name__}: {' '.join(str(e).split())[:800]}"
+        ) from e
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if diff > options.max_abs_diff:
@@ -75,10 +85,15 @@ def export(saved_model_dir: str, output_dir: str, options: TFLiteOptions, exampl
             f"the TFLite model (quantization {options.quantization}) differs from the SavedModel by up to {diff:.3g} "
             f"on {_examples_used(records)}, more than the tolerance {options.max_abs_diff:g}. Convert without "
             "quantization (--tflite-quantization none), or accept the difference with --tflite-tolerance (the KFP "
-            "parameter tflite_tolerance)")
+            "parameter tflite_tolerance)"
+        )
     record = {
-        "path": f"{TFLITE_DIR}/{TFLITE_FILE}", "size_bytes": len(tflite), "quantization": options.quantization,
-        "max_abs_diff": diff, "tolerance": options.max_abs_diff, "validated_on": _examples_used(records),
+        "path": f"{TFLITE_DIR}/{TFLITE_FILE}",
+        "size_bytes": len(tflite),
+        "quantization": options.quantization,
+        "max_abs_diff": diff,
+        "tolerance": options.max_abs_diff,
+        "validated_on": _examples_used(records),
         "inputs": "parsed tf.Example features" if parsed else "the signature's inputs",
         "input_names": sorted(features),
     }
@@ -87,8 +102,15 @@ def export(saved_model_dir: str, output_dir: str, options: TFLiteOptions, exampl
         f.write(tflite)
     with open(os.path.join(output_dir, VALIDATION_FILE), "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2, sort_keys=True)
-    log.info("TFLite model: %d bytes, quantization %s, max abs difference from the SavedModel %.3g on %s "
-             "(tolerance %g)", len(tflite), options.quantization, diff, record["validated_on"], options.max_abs_diff)
+    log.info(
+        "TFLite model: %d bytes, quantization %s, max abs difference from the SavedModel %.3g on %s "
+        "(tolerance %g)",
+        len(tflite),
+        options.quantization,
+        diff,
+        record["validated_on"],
+        options.max_abs_diff,
+    )
     return record
 
 
@@ -103,7 +125,9 @@ def _input_specs(fn: Any) -> dict[str, Any]:
 def _convert(saved_model_dir: str, options: TFLiteOptions, input_specs: Mapping[str, Any]) -> bytes:
     import tensorflow as tf
 
-    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=["serving_default"])
+    converter = tf.lite.TFLiteConverter.from_saved_model(
+        saved_model_dir, signature_keys=["serving_default"]
+    )
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if options.quantization != "none":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -119,23 +143,32 @@ def _conversion_failure(message: str, input_specs: Mapping[str, Any]) -> str:
     """What the converter said, shortened to the ops it lacks, and how to restructure."""
     import tensorflow as tf
 
-    ops = sorted(set(re.findall(r"'tf\.(\w+)' op is neither a custom op nor a flex op", message))
-                 | {o.strip() for m in re.findall(r"TF Select ops: ([^\n]+)", message) for o in m.split(",")})
+    ops = sorted(
+        set(re.findall(r"'tf\.(\w+)' op is neither a custom op nor a flex op", message))
+        | {o.strip() for m in re.findall(r"TF Select ops: ([^\n]+)", message) for o in m.split(",")}
+    )
     ops = [o for o in ops if o]
-    text = (f"the model cannot be converted to TFLite: it uses TensorFlow ops that TFLite's built-in ops lack: "
-            f"{', '.join(ops)}" if ops else
-            f"the model cannot be converted to TFLite: {' '.join(message.split())[:800]}")
+    text = (
+        f"the model cannot be converted to TFLite: it uses TensorFlow ops that TFLite's built-in ops lack: "
+        f"{', '.join(ops)}"
+        if ops
+        else f"the model cannot be converted to TFLite: {' '.join(message.split())[:800]}"
+    )
     strings = sorted(k for k, s in input_specs.items() if s.dtype == tf.string)
     if strings:
-        text += (f". Its inputs {', '.join(strings)} are strings: TFLite's built-in ops handle little string "
-                 "processing (vocabulary lookups, such as Keras' StringLookup or tf.Transform's vocabularies, work; "
-                 "hashing, such as tf.Transform's num_oov_buckets or keras.layers.Hashing, splitting and regexes do "
-                 "not). "
-                 "Restructure: do the string processing before the model, and export a serving signature that "
-                 "takes the numeric (parsed or transformed) tensors the Keras model takes")
+        text += (
+            f". Its inputs {', '.join(strings)} are strings: TFLite's built-in ops handle little string "
+            "processing (vocabulary lookups, such as Keras' StringLookup or tf.Transform's vocabularies, work; "
+            "hashing, such as tf.Transform's num_oov_buckets or keras.layers.Hashing, splitting and regexes do "
+            "not). "
+            "Restructure: do the string processing before the model, and export a serving signature that "
+            "takes the numeric (parsed or transformed) tensors the Keras model takes"
+        )
     else:
-        text += (". Export a serving signature without those ops (e.g. one that takes the tensors the Keras "
-                 "model takes, with preprocessing done before it)")
+        text += (
+            ". Export a serving signature without those ops (e.g. one that takes the tensors the Keras "
+            "model takes, with preprocessing done before it)"
+        )
     return text
 
 
@@ -151,7 +184,9 @@ def _read_examples(example_files: Sequence[str]) -> list[bytes]:
     return records
 
 
-def _features(specs: Mapping[str, Any], records: Sequence[bytes], schema_file: str | None) -> dict[str, Any]:
+def _features(
+    specs: Mapping[str, Any], records: Sequence[bytes], schema_file: str | None
+) -> dict[str, Any]:
     """The signature's inputs from serialized examples: each input is the feature of its name (typed by the
     schema when given, else by the input), cast to the input's dtype; random values without examples."""
     import tensorflow as tf
@@ -163,22 +198,36 @@ def _features(specs: Mapping[str, Any], records: Sequence[bytes], schema_file: s
         from generic_trainer.records import schemas
 
         schema_types = {f.name: f.type for f in schemas.load_schema(schema_file).feature}
-    kinds = {1: tf.string, 2: tf.int64, 3: tf.float32}  # tensorflow_metadata FeatureType BYTES, INT, FLOAT
+    kinds = {
+        1: tf.string,
+        2: tf.int64,
+        3: tf.float32,
+    }  # tensorflow_metadata FeatureType BYTES, INT, FLOAT
     parse_spec = {}
     for name, spec in specs.items():
         stored = kinds.get(schema_types.get(name), None)
         if stored is None:
-            stored = tf.string if spec.dtype == tf.string else tf.float32 if spec.dtype.is_floating else tf.int64
+            stored = (
+                tf.string
+                if spec.dtype == tf.string
+                else tf.float32
+                if spec.dtype.is_floating
+                else tf.int64
+            )
         if spec.shape.rank is None or any(d is None for d in spec.shape[1:]):
-            raise TFLiteExportError(f"cannot feed the signature's input {name!r} ({spec}) from tf.Examples: its "
-                                    "shape past the batch dimension is not fixed")
+            raise TFLiteExportError(
+                f"cannot feed the signature's input {name!r} ({spec}) from tf.Examples: its "
+                "shape past the batch dimension is not fixed"
+            )
         parse_spec[name] = tf.io.FixedLenFeature(spec.shape[1:].as_list(), stored)
     try:
         parsed = tf.io.parse_example(tf.constant(list(records)), parse_spec)
     except tf.errors.InvalidArgumentError as e:
-        raise TFLiteExportError(f"cannot check the TFLite model: the eval examples cannot be fed to the serving "
-                                f"signature's inputs {sorted(specs)} (each input is read as the feature of its "
-                                f"name): {e.message}") from None
+        raise TFLiteExportError(
+            f"cannot check the TFLite model: the eval examples cannot be fed to the serving "
+            f"signature's inputs {sorted(specs)} (each input is read as the feature of its "
+            f"name): {e.message}"
+        ) from None
     return {name: tf.cast(parsed[name], specs[name].dtype).numpy() for name in specs}
 
 
@@ -198,16 +247,25 @@ def _compare(tflite: bytes, features: Mapping[str, Any], reference: Mapping[str,
     try:
         got = runner(**{n: by_name[n] for n in names})
     except Exception as e:
-        raise TFLiteExportError(f"the TFLite model was converted but fails in the TFLite interpreter: {e}. Export "
-                                "a serving signature without what fails (e.g. vocabularies read from files)") from None
+        raise TFLiteExportError(
+            f"the TFLite model was converted but fails in the TFLite interpreter: {e}. Export "
+            "a serving signature without what fails (e.g. vocabularies read from files)"
+        ) from None
     diff = 0.0
     for key, want in reference.items():
         if key not in got:
-            raise TFLiteExportError(f"the TFLite model has no output {key!r} (it has {sorted(got)})")
+            raise TFLiteExportError(
+                f"the TFLite model has no output {key!r} (it has {sorted(got)})"
+            )
         have = np.asarray(got[key])
         if want.dtype.kind in "SOU" or have.shape != want.shape:
             equal = have.shape == want.shape and bool(np.all(have == want))
             diff = max(diff, 0.0 if equal else float("inf"))
         else:
-            diff = max(diff, float(np.max(np.abs(have.astype(np.float64) - want.astype(np.float64)), initial=0.0)))
+            diff = max(
+                diff,
+                float(
+                    np.max(np.abs(have.astype(np.float64) - want.astype(np.float64)), initial=0.0)
+                ),
+            )
     return diff

@@ -32,24 +32,32 @@ class TFLiteOptions:
 
     @property
     def max_abs_diff(self) -> float:
-        return self.tolerance if self.tolerance is not None else DEFAULT_TOLERANCES[self.quantization]
+        return (
+            self.tolerance if self.tolerance is not None else DEFAULT_TOLERANCES[self.quantization]
+        )
 
 
-def check_options(export: Any, quantization: Any = None, tolerance: Any = None) -> TFLiteOptions | None:
+def check_options(
+    export: Any, quantization: Any = None, tolerance: Any = None
+) -> TFLiteOptions | None:
     """--export-tflite, --tflite-quantization and --tflite-tolerance as TFLiteOptions (None: no export)."""
     if isinstance(export, str):
         if export.strip().lower() not in ("", "true", "false", "1", "0"):
             raise UserInputError("--export-tflite", f"expected true or false, got {export!r}")
         export = export.strip().lower() in ("true", "1")
-    quantization = (str(quantization).strip().lower() if quantization not in (None, "") else "none")
+    quantization = str(quantization).strip().lower() if quantization not in (None, "") else "none"
     if quantization not in QUANTIZATIONS:
-        raise UserInputError("--tflite-quantization",
-                             f"expected one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
+        raise UserInputError(
+            "--tflite-quantization",
+            f"expected one of {', '.join(QUANTIZATIONS)}, got {quantization!r}",
+        )
     if tolerance not in (None, ""):
         try:
             tolerance = float(tolerance)
         except (TypeError, ValueError):
-            raise UserInputError("--tflite-tolerance", f"expected a number, got {tolerance!r}") from None
+            raise UserInputError(
+                "--tflite-tolerance", f"expected a number, got {tolerance!r}"
+            ) from None
         if not tolerance >= 0:
             raise UserInputError("--tflite-tolerance", f"expected a number >= 0, got {tolerance!r}")
     else:
@@ -57,7 +65,10 @@ def check_options(export: Any, quantization: Any = None, tolerance: Any = None) 
     if not export:
         if quantization != "none" or tolerance is not None:
             flag = "--tflite-quantization" if quantization != "none" else "--tflite-tolerance"
-            raise UserInputError(flag, "given without --export-tflite (the KFP parameter export_tflite): add it, "
-                                       "or leave this out")
+            raise UserInputError(
+                flag,
+                "given without --export-tflite (the KFP parameter export_tflite): add it, "
+                "or leave this out",
+            )
         return None
     return TFLiteOptions(quantization, tolerance)

@@ -26,9 +26,14 @@ log = logging.getLogger(__name__)
 EXTRA_DIRS = (serving_container.SCHEMATA_DIR, tflite_options.TFLITE_DIR)
 
 
-def stage_extras(staging_root: str, serving_dir: str, result: TrainResult,
-                 tflite: tflite_options.TFLiteOptions | None = None, example_files: Sequence[str] = (),
-                 schema_file: str | None = None) -> None:
+def stage_extras(
+    staging_root: str,
+    serving_dir: str,
+    result: TrainResult,
+    tflite: tflite_options.TFLiteOptions | None = None,
+    example_files: Sequence[str] = (),
+    schema_file: str | None = None,
+) -> None:
     """Write the schemata (and the TFLite model) of the validated SavedModel at `serving_dir` into
     `staging_root`; records them on `result` (`schemata`, `tflite`, `tflite_error`)."""
     if result.model_info:
@@ -36,8 +41,13 @@ def stage_extras(staging_root: str, serving_dir: str, result: TrainResult,
     if tflite is None:
         return
     try:
-        result.tflite = tflite_export.export(serving_dir, os.path.join(staging_root, tflite_options.TFLITE_DIR),
-                                             tflite, example_files, schema_file)
+        result.tflite = tflite_export.export(
+            serving_dir,
+            os.path.join(staging_root, tflite_options.TFLITE_DIR),
+            tflite,
+            example_files,
+            schema_file,
+        )
     except tflite_options.TFLiteExportError as e:
         shutil.rmtree(os.path.join(staging_root, tflite_options.TFLITE_DIR), ignore_errors=True)
         result.tflite_error = str(e)
@@ -60,8 +70,11 @@ def publish_extras(staging_root: str, model_dir: str) -> None:
 
 def published_schemata(model_dir: str) -> tuple[str, ...]:
     """The predictSchemata files an earlier run published with the model in `model_dir`."""
-    return tuple(name for name in serving_container.SCHEMA_FILES.values()
-                 if os.path.isfile(os.path.join(model_dir, serving_container.SCHEMATA_DIR, name)))
+    return tuple(
+        name
+        for name in serving_container.SCHEMA_FILES.values()
+        if os.path.isfile(os.path.join(model_dir, serving_container.SCHEMATA_DIR, name))
+    )
 
 
 def raise_tflite_failure(result: TrainResult) -> None:
@@ -69,16 +82,22 @@ def raise_tflite_failure(result: TrainResult) -> None:
     if result.tflite_error:
         raise tflite_options.TFLiteExportError(
             f"{result.tflite_error}. The SavedModel is published at {result.serving_model_dir}; no "
-            f"{tflite_options.TFLITE_DIR} was written (convert it later with `generic-trainer export-tflite`)")
+            f"{tflite_options.TFLITE_DIR} was written (convert it later with `generic-trainer export-tflite`)"
+        )
 
 
 def kfp_metadata(result: TrainResult) -> dict[str, Any]:
     """The TFLite entries of the model artifact's metadata (none when no export was asked for)."""
     if result.tflite:
         record = result.tflite
-        return {"tflite_model_path": record["path"], "tflite_size_bytes": record["size_bytes"],
-                "tflite_quantization": record["quantization"], "tflite_max_abs_diff": record["max_abs_diff"],
-                "tflite_tolerance": record["tolerance"], "tflite_validated_on": record["validated_on"]}
+        return {
+            "tflite_model_path": record["path"],
+            "tflite_size_bytes": record["size_bytes"],
+            "tflite_quantization": record["quantization"],
+            "tflite_max_abs_diff": record["max_abs_diff"],
+            "tflite_tolerance": record["tolerance"],
+            "tflite_validated_on": record["validated_on"],
+        }
     if result.tflite_error:
         return {"tflite_error": result.tflite_error}
     return {}

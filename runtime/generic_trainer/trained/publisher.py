@@ -74,15 +74,27 @@ class Staged:
     schema_file: str | None = None
 
 
-def publish_model(request: TrainRequest, staging: ModelStaging, result: TrainResult, staged: Staged,
-                  before_publish: Callable[[TrainResult], None] | None = None) -> None:
+def publish_model(
+    request: TrainRequest,
+    staging: ModelStaging,
+    result: TrainResult,
+    staged: Staged,
+    before_publish: Callable[[TrainResult], None] | None = None,
+) -> None:
     """Chief only: validate, stage the extras, write the run outputs, `before_publish`, publish the model last."""
     if staged.trains:
         result.model_info = outputs.validate_serving_model(
-            staging.serving_dir if staged.exported else staging.final_serving, what=staged.what)
+            staging.serving_dir if staged.exported else staging.final_serving, what=staged.what
+        )
     if staged.exported:
-        model_artifact.stage_extras(staging.root, staging.serving_dir, result, request.tflite,
-                                    staged.tflite_examples, staged.schema_file)
+        model_artifact.stage_extras(
+            staging.root,
+            staging.serving_dir,
+            result,
+            request.tflite,
+            staged.tflite_examples,
+            staged.schema_file,
+        )
     elif staged.trains:  # published by the run that exported it
         result.schemata = model_artifact.published_schemata(request.model_dir)
     # Everything else first, the model last: a failure before it publishes nothing.
@@ -95,16 +107,24 @@ def publish_model(request: TrainRequest, staging: ModelStaging, result: TrainRes
     model_artifact.publish_extras(staging.root, request.model_dir)
     if os.path.isdir(staging.eval_dir) and os.listdir(staging.eval_dir):
         outputs.publish(staging.eval_dir, os.path.join(request.model_dir, outputs.EVAL_DIR))
-    log.info("serving model: %s (signatures %s)", staging.final_serving, ", ".join(result.model_info["signatures"]))
+    log.info(
+        "serving model: %s (signatures %s)",
+        staging.final_serving,
+        ", ".join(result.model_info["signatures"]),
+    )
 
 
 def write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
     """The chief's outputs besides the model: TensorBoard scalars, metrics file, report, log copy."""
     metrics = result.metrics
     step = f" (step {result.train_steps})" if request.task else ""
-    log.info("final metrics%s: %s", step, " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items())))
+    log.info(
+        "final metrics%s: %s", step, " ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
+    )
     if metrics:
-        outputs.write_tensorboard_scalars(request.model_run_dir, metrics, step=result.train_steps or 0)
+        outputs.write_tensorboard_scalars(
+            request.model_run_dir, metrics, step=result.train_steps or 0
+        )
     if request.metrics_file:
         outputs.write_metrics_file(request.metrics_file, metrics)
     if request.report_file:

@@ -29,7 +29,9 @@ def train_report(request: TrainRequest, result: TrainResult) -> str:
         "module sha256": request.program.module_sha256,
         "schema": request.schema,
         "transform graph": request.transform_graph,
-        "hyperparameters": dict(request.hyperparameters) if request.hyperparameters is not None else None,
+        "hyperparameters": dict(request.hyperparameters)
+        if request.hyperparameters is not None
+        else None,
         "base model": request.base_model,
         "train steps": request.train_steps,
         "eval steps": request.eval_steps,
@@ -49,11 +51,19 @@ def train_report(request: TrainRequest, result: TrainResult) -> str:
         "checkpoints": request.checkpoint_dir,
     }
     metrics = sorted(result.metrics.items(), key=lambda kv: (kv[0].startswith("train_"), kv[0]))
-    final = table(metrics, header=("metric", "value")) if metrics else '<p class="note">No metrics were logged.</p>'
+    final = (
+        table(metrics, header=("metric", "value"))
+        if metrics
+        else '<p class="note">No metrics were logged.</p>'
+    )
     return page(
         "generic-trainer: training run",
-        [("Final metrics", final), ("Curves", curves(request.model_run_dir)),
-         ("Run", key_value_table(run)), ("Inputs", key_value_table(inputs))],
+        [
+            ("Final metrics", final),
+            ("Curves", curves(request.model_run_dir)),
+            ("Run", key_value_table(run)),
+            ("Inputs", key_value_table(inputs)),
+        ],
         subtitle=f"{now_utc()} · {result.strategy} × {result.num_replicas} replica(s)",
     )
 
@@ -62,8 +72,10 @@ def _tflite_summary(result: TrainResult) -> str | None:
     """One line on the run's TFLite export (None when none was asked for)."""
     if result.tflite:
         t = result.tflite
-        return (f"{t['path']}: {t['size_bytes']} bytes, quantization {t['quantization']}, max abs difference from "
-                f"the SavedModel {t['max_abs_diff']:.3g} on {t['validated_on']} (tolerance {t['tolerance']:g})")
+        return (
+            f"{t['path']}: {t['size_bytes']} bytes, quantization {t['quantization']}, max abs difference from "
+            f"the SavedModel {t['max_abs_diff']:.3g} on {t['validated_on']} (tolerance {t['tolerance']:g})"
+        )
     return f"not written: {result.tflite_error}" if result.tflite_error else None
 
 

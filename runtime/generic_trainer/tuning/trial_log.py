@@ -49,7 +49,9 @@ class TrialLog:
         self.oracle = None
         if os.path.isfile(self.path):
             try:
-                records = bounded_parse.load_json(bounded_parse.read_text(self.path, self.path), self.path)
+                records = bounded_parse.load_json(
+                    bounded_parse.read_text(self.path, self.path), self.path
+                )
             except UserInputError as e:
                 records = None
                 log.warning("ignoring the unreadable trial log (%s)", e)
@@ -84,8 +86,12 @@ class TrialLog:
             save(*args, **kwargs)  # under the oracle's lock when called by create_trial / end_trial
             self._backup_oracle_state()
 
-        return keras_tuner.OracleMethods(oracle, create_trial=logged_create_trial, end_trial=logged_end_trial,
-                                         save=save_with_backup)
+        return keras_tuner.OracleMethods(
+            oracle,
+            create_trial=logged_create_trial,
+            end_trial=logged_end_trial,
+            save=save_with_backup,
+        )
 
     def _backup_oracle_state(self) -> None:
         source = os.path.join(os.path.dirname(self.path), "oracle.json")
@@ -112,11 +118,19 @@ class TrialLog:
             self._save()
         values = " ".join(f"{k}={_fmt_value(v)}" for k, v in trial.hyperparameters.values.items())
         retry = f" (attempt {record['attempts']})" if record["attempts"] > 1 else ""
-        log.info("trial %s started on %s%s: %s", trial.trial_id, tuner_id, retry, values or "default values")
+        log.info(
+            "trial %s started on %s%s: %s",
+            trial.trial_id,
+            tuner_id,
+            retry,
+            values or "default values",
+        )
 
     def _ended(self, trial) -> None:
         with self._lock:
-            record = self.records.setdefault(trial.trial_id, {"attempts": 1, "tuner_id": "?", "started": time.time()})
+            record = self.records.setdefault(
+                trial.trial_id, {"attempts": 1, "tuner_id": "?", "started": time.time()}
+            )
             record["seconds"] = round(time.time() - record["started"], 3)
             retrying = trial.status == "INVALID"
             record["status"] = trial.status
@@ -126,7 +140,9 @@ class TrialLog:
             outcome = f"{self.oracle.objective.name}={_fmt_value(float(trial.score))}"
             best = self.oracle.get_best_trials(1)
             if best and best[0].score is not None:
-                outcome += f"; best so far {_fmt_value(float(best[0].score))} (trial {best[0].trial_id})"
+                outcome += (
+                    f"; best so far {_fmt_value(float(best[0].score))} (trial {best[0].trial_id})"
+                )
         else:
             outcome = last_line(trial.message) + ("; it will be retried" if retrying else "")
         max_trials = self.oracle.max_trials
@@ -136,5 +152,13 @@ class TrialLog:
             tuners = {r["tuner_id"] for r in self.records.values()} or {"?"}
             mean = sum(r["seconds"] or 0 for r in done) / len(done)
             eta = f", ETA {fmt_eta(max(0, max_trials - len(done)) * mean / len(tuners))}"
-        log.info("trial %s %s on %s in %.1f s: %s; %s trials done%s", trial.trial_id, trial.status,
-                 record["tuner_id"], record["seconds"], outcome, progress, eta)
+        log.info(
+            "trial %s %s on %s in %.1f s: %s; %s trials done%s",
+            trial.trial_id,
+            trial.status,
+            record["tuner_id"],
+            record["seconds"],
+            outcome,
+            progress,
+            eta,
+        )

@@ -41,7 +41,10 @@ class TuneResult:
             "best_trial_id": self.best_trial_id,
             "best_score": self.best_score,
             "best_values": self.best_values,
-            "trials": [{k: t[k] for k in ("trial_id", "status", "score", "tuner_id", "seconds")} for t in self.trials],
+            "trials": [
+                {k: t[k] for k in ("trial_id", "status", "score", "tuner_id", "seconds")}
+                for t in self.trials
+            ],
         }
 
 
@@ -66,23 +69,40 @@ def result_of(role: tuner_cluster.TunerRole, oracle, project_dir: str) -> TuneRe
     for trial_id in sorted(oracle.trials):
         trial = oracle.trials[trial_id]
         record = records.get(trial_id, {})
-        trials.append({
-            "trial_id": trial_id,
-            "status": trial.status,
-            "score": number_or_none(trial.score) if trial.status == "COMPLETED" else None,
-            "tuner_id": record.get("tuner_id"),
-            "seconds": record.get("seconds"),
-            "attempts": record.get("attempts"),
-            "values": json.loads(json.dumps(trial.hyperparameters.values, default=jsonable)),
-            "error": trial_log.last_line(trial.message) if trial.status != "COMPLETED" else None,
-        })
-    result = TuneResult(is_chief=True, tuner_id=role.tuner_id, objective=str(oracle.objective.name),
-                        direction=str(oracle.objective.direction), trials=trials)
+        trials.append(
+            {
+                "trial_id": trial_id,
+                "status": trial.status,
+                "score": number_or_none(trial.score) if trial.status == "COMPLETED" else None,
+                "tuner_id": record.get("tuner_id"),
+                "seconds": record.get("seconds"),
+                "attempts": record.get("attempts"),
+                "values": json.loads(json.dumps(trial.hyperparameters.values, default=jsonable)),
+                "error": trial_log.last_line(trial.message)
+                if trial.status != "COMPLETED"
+                else None,
+            }
+        )
+    result = TuneResult(
+        is_chief=True,
+        tuner_id=role.tuner_id,
+        objective=str(oracle.objective.name),
+        direction=str(oracle.objective.direction),
+        trials=trials,
+    )
     if not result.completed:
-        failed = [oracle.trials[t["trial_id"]] for t in trials if t["status"] in ("FAILED", "INVALID")]
-        detail = f"\nthe first failure (trial {failed[0].trial_id}):\n{failed[0].message}" if failed else ""
-        raise UserCodeError(f"no trial completed ({len(trials)} trial(s) run, {len(failed)} failed); "
-                            f"no best hyperparameters to publish.{detail}")
+        failed = [
+            oracle.trials[t["trial_id"]] for t in trials if t["status"] in ("FAILED", "INVALID")
+        ]
+        detail = (
+            f"\nthe first failure (trial {failed[0].trial_id}):\n{failed[0].message}"
+            if failed
+            else ""
+        )
+        raise UserCodeError(
+            f"no trial completed ({len(trials)} trial(s) run, {len(failed)} failed); "
+            f"no best hyperparameters to publish.{detail}"
+        )
     best = oracle.get_best_trials(1)[0]
     result.best_trial_id = best.trial_id
     result.best_score = number_or_none(best.score)
@@ -94,8 +114,11 @@ def result_of(role: tuner_cluster.TunerRole, oracle, project_dir: str) -> TuneRe
 def tuner_results(result: TuneResult) -> list[dict[str, Any]]:
     """TFX's tuner_results.json: completed trials, best first, as {trial_id, score, **values}."""
     reverse = result.direction == "max"
-    ranked = sorted(result.completed, key=lambda t: t["score"] if t["score"] is not None else float("nan"),
-                    reverse=reverse)
+    ranked = sorted(
+        result.completed,
+        key=lambda t: t["score"] if t["score"] is not None else float("nan"),
+        reverse=reverse,
+    )
     return [{"trial_id": t["trial_id"], "score": t["score"], **t["values"]} for t in ranked]
 
 
@@ -124,17 +147,58 @@ def render_report(result: TuneResult) -> str:
         scores.append((x, t["score"]))
         best_so_far.append((x, best))
     names = sorted({k for t in result.trials for k in t["values"]})
-    rows = [[t["trial_id"], t["status"], t["score"], t["tuner_id"], t["seconds"],
-             *(t["values"].get(n) for n in names), t["error"] or ""] for t in result.trials]
+    rows = [
+        [
+            t["trial_id"],
+            t["status"],
+            t["score"],
+            t["tuner_id"],
+            t["seconds"],
+            *(t["values"].get(n) for n in names),
+            t["error"] or "",
+        ]
+        for t in result.trials
+    ]
     failed = len(result.trials) - len(result.completed)
     return report.page(
         "Hyperparameter search",
-        [("Best trial", report.key_value_table({"trial": result.best_trial_id, result.objective: result.best_score,
-                                                 "direction": result.direction, **result.best_values})),
-         ("Score per trial", report.line_chart(
-             f"{result.objective} per trial", {"trial score": scores, "best so far": best_so_far},
-             x_label="trial", y_label=result.objective)),
-         ("Trials", report.table(rows, header=["trial", "status", result.objective, "tuner", "seconds", *names,
-                                               "error"]))],
+        [
+            (
+                "Best trial",
+                report.key_value_table(
+                    {
+                        "trial": result.best_trial_id,
+                        result.objective: result.best_score,
+                        "direction": result.direction,
+                        **result.best_values,
+                    }
+                ),
+            ),
+            (
+                "Score per trial",
+                report.line_chart(
+                    f"{result.objective} per trial",
+                    {"trial score": scores, "best so far": best_so_far},
+                    x_label="trial",
+                    y_label=result.objective,
+                ),
+            ),
+            (
+                "Trials",
+                report.table(
+                    rows,
+                    header=[
+                        "trial",
+                        "status",
+                        result.objective,
+                        "tuner",
+                        "seconds",
+                        *names,
+                        "error",
+                    ],
+                ),
+            ),
+        ],
         subtitle=f"{len(result.completed)} trial(s) completed, {failed} failed; objective {result.objective} "
-                 f"({result.direction})")
+        f"({result.direction})",
+    )

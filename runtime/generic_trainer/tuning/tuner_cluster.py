@@ -42,7 +42,9 @@ class TunerRole:
     """This replica's part in a search."""
 
     distributed: bool
-    serves_oracle: bool  # the chief (or the only replica) holds the oracle and publishes the outputs
+    serves_oracle: (
+        bool  # the chief (or the only replica) holds the oracle and publishes the outputs
+    )
     tuner_id: str  # the id this replica's trials run under
     oracle_host: str = ""
     oracle_port: int = 0
@@ -74,15 +76,20 @@ def _is_loopback(host: str) -> bool:
 def resolve_role(cluster: Cluster) -> TunerRole:
     """The role of this replica: alone, the chief (serves the oracle at its cluster address) or a worker."""
     if cluster.task_type not in ("chief", "worker"):
-        raise UserInputError(cluster.source, f"this replica is a {cluster.task_type!r}; tuning runs trials on chief "
-                                             "and worker replicas only. Remove the other worker pools.")
+        raise UserInputError(
+            cluster.source,
+            f"this replica is a {cluster.task_type!r}; tuning runs trials on chief "
+            "and worker replicas only. Remove the other worker pools.",
+        )
     if not cluster.is_multi_worker:
         return TunerRole(distributed=False, serves_oracle=True, tuner_id=SINGLE_TUNER_ID)
     chief_type = "chief" if cluster.cluster.get("chief") else "worker"
     address = cluster.cluster[chief_type][0]
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
-        raise UserInputError(cluster.source, f"the chief's address {address!r} has no port (expected host:port)")
+        raise UserInputError(
+            cluster.source, f"the chief's address {address!r} has no port (expected host:port)"
+        )
     replicas = [(t, i) for t in ("chief", "worker") for i in range(len(cluster.cluster.get(t, ())))]
     me = (cluster.task_type, cluster.task_index)
     return TunerRole(
@@ -91,7 +98,9 @@ def resolve_role(cluster: Cluster) -> TunerRole:
         tuner_id=tuner_id(*me),
         oracle_host=host.strip("[]"),
         oracle_port=int(port),
-        remote_tuner_ids=tuple(tuner_id(*r) for r in replicas if r != me) if cluster.is_chief else (),
+        remote_tuner_ids=tuple(tuner_id(*r) for r in replicas if r != me)
+        if cluster.is_chief
+        else (),
         task_type=cluster.task_type,
         task_index=cluster.task_index,
         num_replicas=len(replicas),
@@ -99,7 +108,9 @@ def resolve_role(cluster: Cluster) -> TunerRole:
 
 
 @contextlib.contextmanager
-def environment(role: TunerRole, tuner_id_now: str | None = None) -> Iterator[Callable[[str], None]]:
+def environment(
+    role: TunerRole, tuner_id_now: str | None = None
+) -> Iterator[Callable[[str], None]]:
     """KERASTUNER_* set for `role` within the block (cleared for a single replica), restored afterwards.
 
     Yields a function that changes KERASTUNER_TUNER_ID (the chief builds its tuner as the oracle's
@@ -175,7 +186,9 @@ class OracleServer:
         from keras_tuner.src import protos
 
         servicer = _servicer_class()(self.oracle, self)
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(self.role.remote_tuner_ids) + 2))
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=len(self.role.remote_tuner_ids) + 2)
+        )
         protos.get_service_grpc().add_OracleServicer_to_server(servicer, self._server)
         address = self.role.bind_address
         try:
@@ -183,10 +196,16 @@ class OracleServer:
         except RuntimeError:
             bound = 0
         if not bound:
-            raise ClusterError(f"cannot serve the tuner oracle at {address} (port in use or address not local)")
+            raise ClusterError(
+                f"cannot serve the tuner oracle at {address} (port in use or address not local)"
+            )
         self._server.start()
-        log.info("serving the tuner oracle at %s for workers %s (worker timeout %g s)", address,
-                 ", ".join(self.role.remote_tuner_ids), self.timeout)
+        log.info(
+            "serving the tuner oracle at %s for workers %s (worker timeout %g s)",
+            address,
+            ", ".join(self.role.remote_tuner_ids),
+            self.timeout,
+        )
         threading.Thread(target=self._watch, name="oracle-watch", daemon=True).start()
         return self
 
@@ -211,7 +230,8 @@ class OracleServer:
                     f"worker {tuner} has not been heard from for {silent:.0f} s while running trial "
                     f"{trial.trial_id} (--worker-timeout {self.timeout:g} s): giving up the search instead of "
                     f"waiting forever. The search state is saved in {self.state_dir}: run the same job again "
-                    "to resume (completed trials are kept, the unfinished one is retried).")
+                    "to resume (completed trials are kept, the unfinished one is retried)."
+                )
         return None
 
     def _watch(self) -> None:
@@ -245,13 +265,24 @@ class OracleServer:
             waiting = [t for t in pending if t in running or self._silence(t, now) <= self.timeout]
             if not running and not waiting:
                 for t in pending:
-                    log.warning("worker %s %s within --worker-timeout %g s; the search is complete without it", t,
-                                "never connected" if t not in self.last_seen else "did not check out", self.timeout)
+                    log.warning(
+                        "worker %s %s within --worker-timeout %g s; the search is complete without it",
+                        t,
+                        "never connected" if t not in self.last_seen else "did not check out",
+                        self.timeout,
+                    )
                 return
             if now - last_report >= report_every_s:
                 last_report = now
-                log.info("waiting for workers: %s", ", ".join(
-                    f"{t} (trial {running[t]})" if t in running else f"{t} (not yet told to stop)" for t in waiting))
+                log.info(
+                    "waiting for workers: %s",
+                    ", ".join(
+                        f"{t} (trial {running[t]})"
+                        if t in running
+                        else f"{t} (not yet told to stop)"
+                        for t in waiting
+                    ),
+                )
             time.sleep(poll_s)
 
 
@@ -320,7 +351,10 @@ class Heartbeat:
                 if trial_id is None:
                     continue
                 try:
-                    stub.GetTrial(protos.get_service().GetTrialRequest(trial_id=trial_id), timeout=self.interval_s)
+                    stub.GetTrial(
+                        protos.get_service().GetTrialRequest(trial_id=trial_id),
+                        timeout=self.interval_s,
+                    )
                 except grpc.RpcError as e:
                     log.warning("heartbeat to the oracle at %s failed: %s", self.address, e.code())
 

@@ -18,8 +18,10 @@ LEGACY = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
 
 def penguin_simple():
     """TFX's penguin_simple tutorial model: a list of named Inputs, auto-named Dense layers."""
-    inputs = [keras.layers.Input(shape=(1,), name=f)
-              for f in ["culmen_length_mm", "culmen_depth_mm", "flipper_length_mm", "body_mass_g"]]
+    inputs = [
+        keras.layers.Input(shape=(1,), name=f)
+        for f in ["culmen_length_mm", "culmen_depth_mm", "flipper_length_mm", "body_mass_g"]
+    ]
     d = keras.layers.concatenate(inputs)
     for _ in range(2):
         d = keras.layers.Dense(8, activation="relu")(d)
@@ -28,9 +30,16 @@ def penguin_simple():
 
 def functional_dict():
     """Dict inputs of two dtypes, dict outputs (one output layer named, one not)."""
-    inputs = {"b": keras.Input(shape=(2,), name="b", dtype="int64"), "a": keras.Input(shape=(3,), name="a")}
-    x = keras.layers.concatenate([inputs["a"], keras.layers.Lambda(lambda t: tf.cast(t, tf.float32))(inputs["b"])])
-    return keras.Model(inputs, {"score": keras.layers.Dense(2, name="head")(x), "aux": keras.layers.Dense(1)(x)})
+    inputs = {
+        "b": keras.Input(shape=(2,), name="b", dtype="int64"),
+        "a": keras.Input(shape=(3,), name="a"),
+    }
+    x = keras.layers.concatenate(
+        [inputs["a"], keras.layers.Lambda(lambda t: tf.cast(t, tf.float32))(inputs["b"])]
+    )
+    return keras.Model(
+        inputs, {"score": keras.layers.Dense(2, name="head")(x), "aux": keras.layers.Dense(1)(x)}
+    )
 
 
 def functional_unnamed():
@@ -44,7 +53,9 @@ def sequential_input_shape():
 
 
 def sequential_named_input():
-    return keras.Sequential([keras.Input(shape=(3,), name="feats"), keras.layers.Dense(2, activation="softmax")])
+    return keras.Sequential(
+        [keras.Input(shape=(3,), name="feats"), keras.layers.Dense(2, activation="softmax")]
+    )
 
 
 def sequential_built_by_call():
@@ -69,14 +80,25 @@ def subclassed():
     return model
 
 
-MODELS = [penguin_simple, functional_dict, functional_unnamed, sequential_input_shape, sequential_named_input,
-          sequential_built_by_call, subclassed]
+MODELS = [
+    penguin_simple,
+    functional_dict,
+    functional_unnamed,
+    sequential_input_shape,
+    sequential_named_input,
+    sequential_built_by_call,
+    subclassed,
+]
 
 
 def set_weights(model) -> None:
     weights = model.get_weights()
-    model.set_weights([np.sin(np.arange(w.size, dtype=np.float32) + i).reshape(w.shape) * 0.5
-                       for i, w in enumerate(weights)])
+    model.set_weights(
+        [
+            np.sin(np.arange(w.size, dtype=np.float32) + i).reshape(w.shape) * 0.5
+            for i, w in enumerate(weights)
+        ]
+    )
 
 
 def save(model, path: str, how: str) -> None:
@@ -96,7 +118,10 @@ def main(out: str) -> None:
     else:
         from generic_trainer.fit import keras2_saving
 
-        hows, bridge = ["model_save", "save_model", "plain_save"], lambda: keras2_saving.bridge("keras3")
+        hows, bridge = (
+            ["model_save", "save_model", "plain_save"],
+            lambda: keras2_saving.bridge("keras3"),
+        )
     for build in MODELS:
         model = build()
         set_weights(model)

@@ -15,9 +15,12 @@ def run_fn(fn_args):
     inputs = {name: keras.layers.Input(shape=(1,), name=name) for name in FEATURES}
     x = keras.layers.concatenate([tf.cast(v, tf.float32) / 100.0 for v in inputs.values()])
     model = keras.Model(inputs, keras.layers.Dense(3)(x))
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     dataset = fn_args.data_accessor.tf_dataset_factory(
-        fn_args.train_files, DatasetOptions(batch_size=8, label_key="species"), fn_args.schema_path)
+        fn_args.train_files, DatasetOptions(batch_size=8, label_key="species"), fn_args.schema_path
+    )
     dataset = dataset.map(lambda features, label: ({k: features[k] for k in FEATURES}, label))
     model.fit(dataset, steps_per_epoch=fn_args.train_steps, epochs=1)
     print(f"IDIOM_MODULE trained with {type(model).__module__.split('.')[0]}")

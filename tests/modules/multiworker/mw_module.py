@@ -34,27 +34,43 @@ def run_fn(fn_args: tfx.components.FnArgs):
     batch_size = int(config.get("batch_size", 16))
     epochs = int(config.get("epochs", 4))
     schema = tfx.utils.parse_pbtxt_file(fn_args.schema_path, schema_pb2.Schema())
-    features = sorted(f.name for f in schema.feature if f.name != label and f.type == schema_pb2.FLOAT)
+    features = sorted(
+        f.name for f in schema.feature if f.name != label and f.type == schema_pb2.FLOAT
+    )
     train = _dataset(fn_args, fn_args.train_files, schema, label, features, batch_size)
     evaluation = _dataset(fn_args, fn_args.eval_files, schema, label, features, batch_size)
 
     keras.utils.set_random_seed(7)
-    model = keras.Sequential([
-        keras.Input(shape=(len(features),)),
-        keras.layers.Dense(16, activation="relu"),
-        keras.layers.Dense(2, activation="softmax"),
-    ])
-    model.compile(optimizer=keras.optimizers.Adam(0.02), loss="sparse_categorical_crossentropy",
-                  metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-                  steps_per_execution=int(config.get("steps_per_execution", 1)))
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(len(features),)),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(2, activation="softmax"),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.02),
+        loss="sparse_categorical_crossentropy",
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        steps_per_execution=int(config.get("steps_per_execution", 1)),
+    )
 
     sleep = float(config.get("step_sleep", 0))
     callbacks = [fn_args.backup_and_restore]
     if sleep:
-        callbacks.append(keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: time.sleep(sleep)))
+        callbacks.append(
+            keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: time.sleep(sleep))
+        )
     train_steps = fn_args.train_steps or 40
-    model.fit(train, epochs=epochs, steps_per_epoch=train_steps // epochs, validation_data=evaluation,
-              validation_steps=fn_args.eval_steps or 8, callbacks=callbacks, verbose=0)
+    model.fit(
+        train,
+        epochs=epochs,
+        steps_per_epoch=train_steps // epochs,
+        validation_data=evaluation,
+        validation_steps=fn_args.eval_steps or 8,
+        callbacks=callbacks,
+        verbose=0,
+    )
 
     model.export(fn_args.export_dir("serving"))
     if config.get("result_dir"):

@@ -20,7 +20,9 @@ LABEL = "cls"
 
 def _model(**compile_args):
     inputs = {name: keras.Input(shape=(1,), name=name) for name in FEATURES}
-    x = keras.layers.Dense(8, activation="relu", name="hidden")(keras.layers.Concatenate()(list(inputs.values())))
+    x = keras.layers.Dense(8, activation="relu", name="hidden")(
+        keras.layers.Concatenate()(list(inputs.values()))
+    )
     model = keras.Model(inputs, keras.layers.Dense(2, activation="softmax", name="out")(x))
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", **compile_args)
     return model
@@ -28,8 +30,14 @@ def _model(**compile_args):
 
 def _fit(model, dataset, steps):
     batch_ends = []
-    model.fit(dataset, epochs=1, steps_per_epoch=steps,
-              callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: batch_ends.append(b))])
+    model.fit(
+        dataset,
+        epochs=1,
+        steps_per_epoch=steps,
+        callbacks=[
+            keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: batch_ends.append(b))
+        ],
+    )
     hidden = model.get_layer("hidden")
     sample = next(iter(dataset))[0]
     return {

@@ -26,12 +26,18 @@ def load_schema(path: str) -> schema_pb2.Schema:
     return schema
 
 
-def input_fn(file_pattern: list[str], data_accessor: DataAccessor, schema: schema_pb2.Schema,
-             batch_size: int) -> tf.data.Dataset:
+def input_fn(
+    file_pattern: list[str], data_accessor: DataAccessor, schema: schema_pb2.Schema, batch_size: int
+) -> tf.data.Dataset:
     """(features, label) batches, forever, with only the numeric features (as penguin_simple)."""
     dataset = data_accessor.tf_dataset_factory(
-        file_pattern, tfxio.TensorFlowDatasetOptions(batch_size=batch_size, label_key=LABEL_KEY), schema)
-    return dataset.map(lambda features, label: ({k: features[k] for k in FEATURE_KEYS}, label)).repeat()
+        file_pattern,
+        tfxio.TensorFlowDatasetOptions(batch_size=batch_size, label_key=LABEL_KEY),
+        schema,
+    )
+    return dataset.map(
+        lambda features, label: ({k: features[k] for k in FEATURE_KEYS}, label)
+    ).repeat()
 
 
 def serve_examples_fn(model, schema: schema_pb2.Schema):

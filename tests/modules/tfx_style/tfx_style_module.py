@@ -45,9 +45,11 @@ def _make_keras_model() -> tf.keras.Model:
         d = keras.layers.Dense(8, activation="relu")(d)
     outputs = keras.layers.Dense(3)(d)
     model = keras.Model(inputs=inputs, outputs=outputs)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=[keras.metrics.SparseCategoricalAccuracy()])
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[keras.metrics.SparseCategoricalAccuracy()],
+    )
     model.summary(print_fn=logging.info)
     return model
 
@@ -55,8 +57,12 @@ def _make_keras_model() -> tf.keras.Model:
 def run_fn(fn_args: tfx.components.FnArgs):
     config = fn_args.custom_config or {}
     schema = base.load_schema(fn_args.schema_path)
-    train_dataset = base.input_fn(fn_args.train_files, fn_args.data_accessor, schema, base.TRAIN_BATCH_SIZE)
-    eval_dataset = base.input_fn(fn_args.eval_files, fn_args.data_accessor, schema, base.EVAL_BATCH_SIZE)
+    train_dataset = base.input_fn(
+        fn_args.train_files, fn_args.data_accessor, schema, base.TRAIN_BATCH_SIZE
+    )
+    eval_dataset = base.input_fn(
+        fn_args.eval_files, fn_args.data_accessor, schema, base.EVAL_BATCH_SIZE
+    )
     logging.info("tfx-style module: absl says training for %s steps", fn_args.train_steps)
     log.info("tfx-style module: python logging says hello")
 
@@ -64,23 +70,36 @@ def run_fn(fn_args: tfx.components.FnArgs):
     if strategy is None:
         model = _make_keras_model()
     else:
-        logging.info("tfx-style module: strategy %s with %d replicas", type(strategy).__name__,
-                     strategy.num_replicas_in_sync)
+        logging.info(
+            "tfx-style module: strategy %s with %d replicas",
+            type(strategy).__name__,
+            strategy.num_replicas_in_sync,
+        )
         with strategy.scope():
             model = _make_keras_model()
 
-    tensorboard_callback = tf.keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq="epoch")
+    tensorboard_callback = tf.keras.callbacks.TensorBoard(
+        log_dir=fn_args.model_run_dir, update_freq="epoch"
+    )
     epochs = int(config.get("epochs", 2))
-    model.fit(train_dataset, epochs=epochs, steps_per_epoch=fn_args.train_steps // epochs,
-              validation_data=eval_dataset, validation_steps=fn_args.eval_steps,
-              callbacks=[tensorboard_callback], verbose=0)
+    model.fit(
+        train_dataset,
+        epochs=epochs,
+        steps_per_epoch=fn_args.train_steps // epochs,
+        validation_data=eval_dataset,
+        validation_steps=fn_args.eval_steps,
+        callbacks=[tensorboard_callback],
+        verbose=0,
+    )
 
     signatures = {"serving_default": base.serve_examples_fn(model, schema)}
     save = config.get("save", "model_save")
     if save == "model_save":
         model.save(fn_args.serving_model_dir, save_format="tf", signatures=signatures)
     elif save == "save_model":
-        tf.keras.models.save_model(model, fn_args.serving_model_dir, save_format="tf", signatures=signatures)
+        tf.keras.models.save_model(
+            model, fn_args.serving_model_dir, save_format="tf", signatures=signatures
+        )
     elif save == "saved_model":
         tf.saved_model.save(model, fn_args.serving_model_dir, signatures=signatures)
     elif save == "model_save_plain":

@@ -20,10 +20,17 @@ _FEATURE_KEYS = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_m
 _LABEL_KEY = "species"
 
 
-def _input_fn(file_pattern: list[str], data_accessor: DataAccessor, schema: schema_pb2.Schema,
-              batch_size: int = 20) -> tf.data.Dataset:
+def _input_fn(
+    file_pattern: list[str],
+    data_accessor: DataAccessor,
+    schema: schema_pb2.Schema,
+    batch_size: int = 20,
+) -> tf.data.Dataset:
     dataset = data_accessor.tf_dataset_factory(
-        file_pattern, dataset_options.TensorFlowDatasetOptions(batch_size=batch_size, label_key=_LABEL_KEY), schema)
+        file_pattern,
+        dataset_options.TensorFlowDatasetOptions(batch_size=batch_size, label_key=_LABEL_KEY),
+        schema,
+    )
     return dataset.map(lambda f, y: ({k: f[k] for k in _FEATURE_KEYS}, y)).repeat()
 
 
@@ -33,9 +40,11 @@ def _build_keras_model(hparams: keras_tuner.HyperParameters) -> tf.keras.Model:
     for _ in range(int(hparams.get("num_layers"))):
         d = keras.layers.Dense(8, activation="relu")(d)
     model = keras.Model(inputs=inputs, outputs=keras.layers.Dense(3)(d))
-    model.compile(optimizer=keras.optimizers.Adam(hparams.get("learning_rate")),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=[keras.metrics.SparseCategoricalAccuracy()])
+    model.compile(
+        optimizer=keras.optimizers.Adam(hparams.get("learning_rate")),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[keras.metrics.SparseCategoricalAccuracy()],
+    )
     model.summary(print_fn=absl.logging.info)
     return model
 
@@ -47,12 +56,23 @@ def tuner_fn(fn_args: FnArgs) -> TunerFnResult:
     strategy = tf.distribute.MirroredStrategy()
     absl.logging.info("tfx-style tuner module: trials run in %s", type(strategy).__name__)
     tuner = keras_tuner.RandomSearch(
-        _build_keras_model, max_trials=2, hyperparameters=hp, allow_new_entries=False,
+        _build_keras_model,
+        max_trials=2,
+        hyperparameters=hp,
+        allow_new_entries=False,
         objective=keras_tuner.Objective("val_sparse_categorical_accuracy", "max"),
-        directory=fn_args.working_dir, project_name="tfx_style_tuning", distribution_strategy=strategy)
+        directory=fn_args.working_dir,
+        project_name="tfx_style_tuning",
+        distribution_strategy=strategy,
+    )
     schema = schema_pb2.Schema()
     io_utils.parse_pbtxt_file(fn_args.schema_path, schema)
-    return TunerFnResult(tuner=tuner, fit_kwargs={
-        "x": _input_fn(fn_args.train_files, fn_args.data_accessor, schema),
-        "validation_data": _input_fn(fn_args.eval_files, fn_args.data_accessor, schema),
-        "steps_per_epoch": fn_args.train_steps, "validation_steps": fn_args.eval_steps})
+    return TunerFnResult(
+        tuner=tuner,
+        fit_kwargs={
+            "x": _input_fn(fn_args.train_files, fn_args.data_accessor, schema),
+            "validation_data": _input_fn(fn_args.eval_files, fn_args.data_accessor, schema),
+            "steps_per_epoch": fn_args.train_steps,
+            "validation_steps": fn_args.eval_steps,
+        },
+    )

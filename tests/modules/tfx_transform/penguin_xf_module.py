@@ -52,8 +52,10 @@ def _get_hyperparameters() -> keras_tuner.HyperParameters:
 
 
 def _make_keras_model(hparams: keras_tuner.HyperParameters) -> keras.Model:
-    inputs = {_transformed_name(key): keras.layers.Input(shape=(1,), name=_transformed_name(key))
-              for key in _FEATURE_KEYS}
+    inputs = {
+        _transformed_name(key): keras.layers.Input(shape=(1,), name=_transformed_name(key))
+        for key in _FEATURE_KEYS
+    }
     d = keras.layers.concatenate(list(inputs.values()))
     for _ in range(int(hparams.get("num_layers"))):
         d = keras.layers.Dense(8, activation="relu")(d)
@@ -76,7 +78,11 @@ def _export(model, tf_transform_output, export_dir):
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
     def serve_tf_examples_fn(serialized_tf_examples):
         transformed = tft_layer(tf.io.parse_example(serialized_tf_examples, feature_spec))
-        return {"outputs": model({_transformed_name(k): transformed[_transformed_name(k)] for k in _FEATURE_KEYS})}
+        return {
+            "outputs": model(
+                {_transformed_name(k): transformed[_transformed_name(k)] for k in _FEATURE_KEYS}
+            )
+        }
 
     archive = keras.export.ExportArchive()
     archive.track(model)
@@ -89,22 +95,38 @@ def tuner_fn(fn_args: tfx.components.FnArgs) -> tfx.components.TunerFnResult:
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_graph_path)
     label_key = (fn_args.custom_config or {}).get("label_key", _transformed_name(_LABEL_KEY))
     tuner = keras_tuner.RandomSearch(
-        _make_keras_model, max_trials=2, hyperparameters=_get_hyperparameters(), allow_new_entries=False,
+        _make_keras_model,
+        max_trials=2,
+        hyperparameters=_get_hyperparameters(),
+        allow_new_entries=False,
         objective=keras_tuner.Objective("val_sparse_categorical_accuracy", "max"),
-        directory=fn_args.working_dir, project_name="penguin_xf_tuning")
-    return tfx.components.TunerFnResult(tuner=tuner, fit_kwargs={
-        "x": _input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, label_key),
-        "validation_data": _input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, label_key),
-        "steps_per_epoch": fn_args.train_steps,
-        "validation_steps": fn_args.eval_steps,
-    })
+        directory=fn_args.working_dir,
+        project_name="penguin_xf_tuning",
+    )
+    return tfx.components.TunerFnResult(
+        tuner=tuner,
+        fit_kwargs={
+            "x": _input_fn(
+                fn_args.train_files, fn_args.data_accessor, tf_transform_output, label_key
+            ),
+            "validation_data": _input_fn(
+                fn_args.eval_files, fn_args.data_accessor, tf_transform_output, label_key
+            ),
+            "steps_per_epoch": fn_args.train_steps,
+            "validation_steps": fn_args.eval_steps,
+        },
+    )
 
 
 def run_fn(fn_args: tfx.components.FnArgs) -> None:
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     label_key = (fn_args.custom_config or {}).get("label_key", _transformed_name(_LABEL_KEY))
-    train_dataset = _input_fn(fn_args.train_files, fn_args.data_accessor, tf_transform_output, label_key)
-    eval_dataset = _input_fn(fn_args.eval_files, fn_args.data_accessor, tf_transform_output, label_key)
+    train_dataset = _input_fn(
+        fn_args.train_files, fn_args.data_accessor, tf_transform_output, label_key
+    )
+    eval_dataset = _input_fn(
+        fn_args.eval_files, fn_args.data_accessor, tf_transform_output, label_key
+    )
     if fn_args.hyperparameters:
         hparams = keras_tuner.HyperParameters.from_config(fn_args.hyperparameters)
     else:
@@ -112,7 +134,15 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
     logging.info("HyperParameters for training: %s", hparams.get_config())
     model = _make_keras_model(hparams)
     epochs = int((fn_args.custom_config or {}).get("epochs", 1))
-    tensorboard_callback = keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq="epoch")
-    model.fit(train_dataset, epochs=epochs, steps_per_epoch=fn_args.train_steps // epochs,
-              validation_data=eval_dataset, validation_steps=fn_args.eval_steps, callbacks=[tensorboard_callback])
+    tensorboard_callback = keras.callbacks.TensorBoard(
+        log_dir=fn_args.model_run_dir, update_freq="epoch"
+    )
+    model.fit(
+        train_dataset,
+        epochs=epochs,
+        steps_per_epoch=fn_args.train_steps // epochs,
+        validation_data=eval_dataset,
+        validation_steps=fn_args.eval_steps,
+        callbacks=[tensorboard_callback],
+    )
     _export(model, tf_transform_output, fn_args.serving_model_dir)

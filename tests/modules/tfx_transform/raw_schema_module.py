@@ -25,10 +25,14 @@ def _options(label_key: str):
 def run_fn(fn_args: tfx.components.FnArgs) -> None:
     label_key = (fn_args.custom_config or {}).get("label_key", "species_xf")
     schema = tfx.utils.parse_pbtxt_file(fn_args.schema_path, schema_pb2.Schema())
-    train = fn_args.data_accessor.tf_dataset_factory(fn_args.train_files, _options(label_key), schema)
+    train = fn_args.data_accessor.tf_dataset_factory(
+        fn_args.train_files, _options(label_key), schema
+    )
     features, label = next(iter(train))
     tags = features["tags"]
-    tags = tf.sparse.to_dense(tags, default_value=b"") if isinstance(tags, tf.SparseTensor) else tags
+    tags = (
+        tf.sparse.to_dense(tags, default_value=b"") if isinstance(tags, tf.SparseTensor) else tags
+    )
     if tags.dtype != tf.string or not all(t.startswith(b"tag-") for t in tags.numpy().ravel() if t):
         raise ValueError(f"tags read wrongly: {tags}")
     if label.dtype != tf.int64:
@@ -38,8 +42,11 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
     def numeric(features, label):
         return tf.concat([features[k] for k in _FEATURE_KEYS], axis=1) / 100.0, label
 
-    model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(8, activation="relu"),
-                              keras.layers.Dense(3)])
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = keras.Sequential(
+        [keras.Input(shape=(4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(3)]
+    )
+    model.compile(
+        optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     model.fit(train.map(numeric), steps_per_epoch=fn_args.train_steps, epochs=1)
     model.export(fn_args.serving_model_dir)
