@@ -27,6 +27,7 @@ COMPONENTS: dict[str, Callable[[str | None], Any]] = {
     "import_examples": specs.import_examples_component,
     "transform": specs.transform_component,
     "pusher": specs.pusher_component,
+    "bulk_inferrer": specs.bulk_inferrer_component,
 }
 
 

@@ -131,3 +131,10 @@ def pusher_component(image: str | None = None) -> Any:
     from generic_trainer.intake.push_options import PUSH
 
     return component(PUSH, image)
+
+
+def bulk_inferrer_component(image: str | None = None) -> Any:
+    """The bulk inferrer component (`generic-trainer bulk-infer`) for `image` (see resolve_image)."""
+    from generic_trainer.intake.infer_options import BULK_INFER
+
+    return component(BULK_INFER, image)

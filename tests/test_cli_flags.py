@@ -104,6 +104,7 @@ REQUESTS = {
     "import-examples": "intake.data_request:ImportExamplesRequest",
     "transform": "intake.data_request:TransformRequest",
     "push": "intake.push_request:PushRequest",
+    "bulk-infer": "intake.infer_request:BulkInferRequest",
 }
 # Fields a checked option fills that live in the program of a train run, not on TrainRequest itself.
 PROGRAM_FIELDS = {"train": {"run_fn", "module_sha256"}}
@@ -135,6 +136,7 @@ def test_every_component_input_is_declared_once_per_verb():
         "import-examples": "import_examples",
         "transform": "transform",
         "push": "pusher",
+        "bulk-infer": "bulk_inferrer",
     }
     import yaml
 

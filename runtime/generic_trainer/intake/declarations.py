@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from generic_trainer.artifacts.kfp_io import ArtifactMaps
 from generic_trainer.intake import data_options, fit_options, judge_options, push_options
+from generic_trainer.intake.infer_options import BULK_INFER
 from generic_trainer.intake.options import Verb, artifact_maps
 
 DECLARATIONS: tuple[Verb, ...] = (
@@ -18,6 +19,7 @@ DECLARATIONS: tuple[Verb, ...] = (
     data_options.IMPORT_EXAMPLES,
     data_options.TRANSFORM,
     push_options.PUSH,
+    BULK_INFER,
 )
 # The artifact maps of every component (the verbs agree on each artifact name they share).
 ARTIFACTS: ArtifactMaps = artifact_maps(*DECLARATIONS)

@@ -1,0 +1,159 @@
+"""The bulk inference pipeline: examples' records through Beam's RunInference with tfx_bsl's
+SavedModel handler, to TFRecords of PredictionLog (and, when asked, the examples with their
+predictions added), as TFX's BulkInferrer writes them.
+
+Why tfx_bsl's handler (`tfx_bsl.public.beam.run_inference.CreateModelHandler`) on Beam's
+`apache_beam.ml.inference.base.RunInference`: it is the engine TFX's BulkInferrer runs, it runs
+a SavedModel's classify / regress / predict / multi-head signatures on serialized tf.Examples
+and answers with TF Serving's PredictionLog, and it loads the model as a TF1 session graph
+(no Keras involved). Beam's own TensorFlow handler (`apache_beam.ml.inference.
+tensorflow_inference`) loads a Keras model with `tf.keras.models.load_model`, which Keras 3 (TF
+2.21's tf.keras) cannot do for a SavedModel, needs tensorflow_hub (not installed), feeds tensors
+rather than serialized examples and answers with PredictionResult, not PredictionLog.
+
+One RunInference for every split (keyed by the split's name, so the model loads once per
+worker); the record files of each split are read whole (gzipped or not, told by their content,
+as the trainer reads them). Layout, as TFX's:
+
+    <inference-result>/prediction_logs-NNNNN-of-MMMMM.gz
+    <output-examples>/Split-<name>/examples-NNNNN-of-MMMMM.gz
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from generic_trainer.beam import beam_run
+from generic_trainer.beam.infer_specs import Columns
+
+PREDICTION_LOGS = "prediction_logs"  # TFX BulkInferrer's file names
+EXAMPLES = "examples"
+COUNTER_PREFIX = "inferred_"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclasses.dataclass(frozen=True)
+class InferencePlan:
+    """What one bulk inference pipeline reads, runs and writes (paths as Beam reads them)."""
+
+    sources: Mapping[str, Sequence[tuple[str, bool]]]  # split -> ((file, gzipped), ...)
+    model_path: str
+    signature_names: tuple[str, ...]
+    tags: tuple[str, ...]
+    columns: tuple[Columns, ...]  # the output examples' columns (infer_model.output_columns)
+    local: bool  # a runner on this machine: one output file each, as TFX writes locally
+
+
+def split_sources(
+    local_dir: str, uri: str, splits: Sequence[str]
+) -> dict[str, list[tuple[str, bool]]]:
+    """Each split's record files as Beam reads them (under `uri`), and whether each is gzipped.
+
+    Raises:
+      UserInputError (--examples): a split missing, holding no files or an unreadable one.
+    """
+    from generic_trainer.records import example_files
+
+    patterns = example_files.split_file_patterns(local_dir, splits)
+    example_files.check_readable(patterns)
+    sources = {}
+    for split, pattern in zip(splits, patterns, strict=True):
+        files = example_files.split_files(pattern)
+        sources[split] = [
+            (beam_run.join(uri, os.path.relpath(f, local_dir)), _gzipped(f)) for f in files
+        ]
+    return sources
+
+
+def _gzipped(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
+
+
+def _handler(plan: InferencePlan) -> Any:
+    """tfx_bsl's SavedModel handler for Beam's RunInference, keyed by split."""
+    from apache_beam.ml.inference import base
+    from tfx_bsl.public.beam import run_inference
+    from tfx_bsl.public.proto import model_spec_pb2
+
+    saved_model = model_spec_pb2.SavedModelSpec(
+        model_path=plan.model_path, signature_name=plan.signature_names, tag=plan.tags
+    )
+    spec = model_spec_pb2.InferenceSpecType(saved_model_spec=saved_model)
+    return base.KeyedModelHandler(run_inference.CreateModelHandler(spec))
+
+
+def _read_split(pipeline: Any, split: str, files: Sequence[tuple[str, bool]]) -> Any:
+    """The split's records keyed by its name, counted in COUNTER_PREFIX<split>."""
+    import apache_beam as beam
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.metrics import Metrics
+
+    parts = []
+    for gzipped in sorted({g for _, g in files}):
+        kind = CompressionTypes.GZIP if gzipped else CompressionTypes.UNCOMPRESSED
+        name = f"{split}{'.gz' if gzipped else ''}"
+        parts.append(
+            pipeline
+            | f"Files[{name}]" >> beam.Create([f for f, g in files if g == gzipped])
+            | f"Read[{name}]" >> beam.io.ReadAllFromTFRecord(compression_type=kind)
+        )
+    records = parts[0] if len(parts) == 1 else parts | f"Join[{split}]" >> beam.Flatten()
+    counter = Metrics.counter(beam_run.METRICS_NAMESPACE, COUNTER_PREFIX + split)
+
+    def keyed(record: bytes) -> tuple[str, bytes]:
+        counter.inc()
+        return split, record
+
+    return records | f"Key[{split}]" >> beam.Map(keyed)
+
+
+def _to_examples_fn(columns: tuple[Columns, ...], splits: Sequence[str]) -> Any:
+    import apache_beam as beam
+
+    from generic_trainer.beam.prediction_examples import to_example
+
+    class ToExamples(beam.DoFn):
+        def process(self, element: tuple[str, Any]):
+            split, log = element
+            yield beam.pvalue.TaggedOutput(split, to_example(log, columns))
+
+    return beam.ParDo(ToExamples()).with_outputs(*splits)
+
+
+def build(
+    pipeline: Any, plan: InferencePlan, result_dir: str | None, examples_dir: str | None
+) -> None:
+    """Read every split, run the model, write the PredictionLogs to `result_dir` and the examples
+    with their predictions to `examples_dir` (either may be None: not written)."""
+    import apache_beam as beam
+    from apache_beam.ml.inference.base import RunInference
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    shards = 1 if plan.local else 0  # TFX: one file on a local runner, the runner's choice else
+    keyed = [_read_split(pipeline, s, files) for s, files in plan.sources.items()]
+    logs = keyed | "Flatten" >> beam.Flatten() | "RunInference" >> RunInference(_handler(plan))
+    if result_dir:
+        _ = (
+            logs
+            | "Logs" >> beam.Values()
+            | "WriteLogs"
+            >> beam.io.WriteToTFRecord(
+                beam_run.join(result_dir, PREDICTION_LOGS),
+                file_name_suffix=".gz",
+                num_shards=shards,
+                coder=beam.coders.ProtoCoder(prediction_log_pb2.PredictionLog),
+            )
+        )
+    if not examples_dir:
+        return
+    examples = logs | "ToExamples" >> _to_examples_fn(plan.columns, list(plan.sources))
+    for split in plan.sources:
+        _ = examples[split] | f"WriteExamples[{split}]" >> beam.io.WriteToTFRecord(
+            beam_run.join(examples_dir, f"Split-{split}", EXAMPLES),
+            file_name_suffix=".gz",
+            num_shards=shards,
+        )
