@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer.beam import beam_run
+from generic_trainer.beam.infer_specs import flag_of
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import infer_options, infer_request
 from generic_trainer.intake.contract import VerbContract
@@ -188,8 +189,8 @@ def _run_pipeline(
     result_dir: str | None,
     examples_dir: str | None,
 ) -> dict[str, int]:
-    """Run the pipeline; the examples inferred per split. A DataError (a column the examples have
-    already) is UserInputError naming --output-example-spec."""
+    """Run the pipeline; the examples inferred per split. A DataError (examples the model cannot
+    parse, a column the examples have already) is a UserInputError naming its input."""
     import apache_beam as beam
 
     from generic_trainer.beam import bulk_inference
@@ -201,7 +202,7 @@ def _run_pipeline(
     except Exception as e:
         message = beam_run.data_error_message(e)
         if message:
-            raise UserInputError("--output-example-spec", message) from None
+            raise UserInputError(*flag_of(message)) from None
         raise
     return beam_run.split_counts(counters, bulk_inference.COUNTER_PREFIX, list(plan.sources))
 

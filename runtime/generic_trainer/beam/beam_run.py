@@ -34,7 +34,9 @@ BEAM_ARGS_INPUT = "--beam-pipeline-args"
 SMALL_INPUT_BYTES = 64 << 20
 METRICS_NAMESPACE = "generic_trainer"
 _MARK = "[generic-trainer data error] "
-_MARK_RE = re.compile(re.escape(_MARK) + r"([^\n]*)")
+# Beam re-raises a worker's exception as a new one of its type (adding "[while running ...]"): the
+# marker then repeats.
+_MARK_RE = re.compile("(?:" + re.escape(_MARK) + r")+([^\n]*)")
 _LOCAL_RUNNERS = ("directrunner", "direct", "fnapirunner", "prismrunner", "")
 
 

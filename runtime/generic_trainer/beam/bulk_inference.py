@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer.beam import beam_run
-from generic_trainer.beam.infer_specs import Columns
+from generic_trainer.beam.infer_specs import Columns, input_error
 
 PREDICTION_LOGS = "prediction_logs"  # TFX BulkInferrer's file names
 EXAMPLES = "examples"
@@ -74,7 +74,9 @@ def _gzipped(path: str) -> bool:
 
 
 def _handler(plan: InferencePlan) -> Any:
-    """tfx_bsl's SavedModel handler for Beam's RunInference, keyed by split."""
+    """tfx_bsl's SavedModel handler for Beam's RunInference, keyed by split; examples the model
+    cannot parse (a feature missing, of another type) are bad input naming --examples."""
+    import tensorflow as tf
     from apache_beam.ml.inference import base
     from tfx_bsl.public.beam import run_inference
     from tfx_bsl.public.proto import model_spec_pb2
@@ -83,7 +85,19 @@ def _handler(plan: InferencePlan) -> Any:
         model_path=plan.model_path, signature_name=plan.signature_names, tag=plan.tags
     )
     spec = model_spec_pb2.InferenceSpecType(saved_model_spec=saved_model)
-    return base.KeyedModelHandler(run_inference.CreateModelHandler(spec))
+
+    class Keyed(base.KeyedModelHandler):
+        def run_inference(self, batch: Any, model: Any, inference_args: Any = None) -> Any:
+            try:
+                return super().run_inference(batch, model, inference_args)
+            except tf.errors.InvalidArgumentError as e:
+                first = (e.message or str(e)).strip().splitlines()[0]
+                raise input_error(
+                    "--examples",
+                    f"split {batch[0][0]!r}: the model cannot take these examples: {first}",
+                ) from None
+
+    return Keyed(run_inference.CreateModelHandler(spec))
 
 
 def _read_split(pipeline: Any, split: str, files: Sequence[tuple[str, bool]]) -> Any:

@@ -35,7 +35,8 @@ METHODS = {
 
 @dataclasses.dataclass(frozen=True)
 class Signature:
-    """A signature bulk inference runs: its name, kind (classify|regress|predict), input and outputs."""
+    """A signature bulk inference runs: its name, kind (classify|regress|predict), its input's
+    key and its outputs' keys."""
 
     name: str
     kind: str

@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from generic_trainer.beam.beam_run import DataError
 from generic_trainer.errors import UserInputError
 
 MODEL_SPEC_INPUT = "--model-spec"
@@ -100,7 +101,11 @@ def _only(flag: str, where: str, body: Mapping[str, Any], known: tuple[str, ...]
 
 
 def parse_model_spec(value: Any) -> ModelSpec:
-    """TFX's ModelSpec from JSON (`{"model_signature_name": [...], "tag": [...]}`); empty: defaults."""
+    """TFX's ModelSpec from JSON (`{"model_signature_name": [...], "tag": [...]}`).
+
+    Returns:
+      The ModelSpec; an empty value is the defaults.
+    """
     if value in (None, "", {}):
         return ModelSpec()
     body = _load(MODEL_SPEC_INPUT, value, '{"model_signature_name": ["serving_default"]}')
@@ -153,7 +158,11 @@ def _columns(index: int, body: Any) -> Columns:
 
 
 def parse_output_example_spec(value: Any) -> tuple[Columns, ...]:
-    """TFX's OutputExampleSpec from JSON (`{"output_columns_spec": [...]}`); empty: () (defaults)."""
+    """TFX's OutputExampleSpec from JSON (`{"output_columns_spec": [...]}`).
+
+    Returns:
+      Its columns, in order; an empty value is () (the defaults of `default_columns`).
+    """
     if value in (None, "", {}):
         return ()
     example = '{"output_columns_spec": [{"predict_output": {"output_columns": [...]}}]}'
@@ -175,12 +184,25 @@ DEFAULT_NAMES = {"classify": ("classes", "scores"), "regress": ("outputs",)}
 
 
 def default_columns(name: str, kind: str, outputs: tuple[str, ...], prefix: str) -> Columns:
-    """The columns of a signature without a spec: a predict signature's outputs under their own keys,
-    a classify signature's as `classes` and `scores`, a regress signature's as `outputs`; each name
-    after `prefix` (the signature's name and "_" when several signatures run)."""
+    """The columns of a signature without a spec: a predict signature's outputs under their own
+    keys, a classify signature's as `classes` and `scores`, a regress signature's as `outputs`;
+    each name after `prefix` (the signature's name and "_" when several signatures run)."""
     if kind == "predict":
         return Columns(kind, name, predict_columns=tuple((k, prefix + k) for k in outputs))
     if kind == "classify":
         label, score = DEFAULT_NAMES["classify"]
         return Columns(kind, name, label_column=prefix + label, score_column=prefix + score)
     return Columns(kind, name, value_column=prefix + DEFAULT_NAMES["regress"][0])
+
+
+def input_error(flag: str, message: str) -> DataError:
+    """A DataError whose message starts with the input to blame (`flag_of` reads it back)."""
+    return DataError(f"{flag} {message}")
+
+
+def flag_of(message: str) -> tuple[str, str]:
+    """(flag, message) of an `input_error` message (as beam_run.data_error_message
+    finds it)."""
+    message = re.sub(r"\s*\[while running '[^']*'\]$", "", message)  # Beam's step name
+    flag, _, rest = message.partition(" ")
+    return (flag, rest) if flag.startswith("--") else ("--examples", message)

@@ -6,7 +6,7 @@ first classification; a regression its value; a predict output its tensor, squee
 dimension at most (a scalar is one value); a feature's type follows its first value (bytes,
 int64 or float). A multi-head model's results are matched to their columns by signature name.
 A column named like a feature the example already has, or a predict output that is not 1-D once
-squeezed, is bad input: beam_run.DataError naming it (TFX stops on an assertion there).
+squeezed, is bad input: a DataError naming it (TFX stops on an assertion there).
 """
 
 from __future__ import annotations
@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from generic_trainer.beam.beam_run import DataError
-from generic_trainer.beam.infer_specs import Columns
+from generic_trainer.beam.infer_specs import OUTPUT_SPEC_INPUT, Columns, input_error
 
 Values = list[Any]
+
+
+def _error(message: str) -> Exception:
+    return input_error(OUTPUT_SPEC_INPUT, message)
 
 
 def _classes(classification_result: Any, columns: Columns) -> list[tuple[str, Values]]:
@@ -36,7 +39,7 @@ def _predict_values(key: str, tensor: Any) -> Values:
 
     values = np.squeeze(tf.make_ndarray(tensor))
     if values.ndim > 1:
-        raise DataError(
+        raise _error(
             f"output {key!r} has shape {list(values.shape)} per example; a feature holds a list "
             "(1-D once squeezed): map another output, or reshape it in the signature"
         )
@@ -76,7 +79,7 @@ def _predictions(log: Any, by_signature: Mapping[str, Columns]) -> tuple[Any, li
 def _add(example: Any, name: str, values: Values) -> None:
     feature = example.features.feature
     if name in feature:
-        raise DataError(
+        raise _error(
             f"the examples already have a feature {name!r}; name the prediction's column "
             "otherwise (--output-example-spec)"
         )

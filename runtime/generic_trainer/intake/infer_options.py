@@ -108,8 +108,8 @@ BULK_INFER = Verb(
     description="Run the model's serving_default (or the signatures of --model-spec) on every "
     "example of the chosen splits with Beam's RunInference and write TFRecords of TF Serving's "
     "PredictionLog, one per example, and, when asked, the examples with their predictions added as "
-    "features. When --model-blessing is given and the evaluator did not bless the model, nothing is "
-    "inferred, and that is a result, not a failure: exit 0 (inferred: 0).",
+    "features. When --model-blessing is given and the evaluator did not bless the model, "
+    "nothing is inferred, and that is a result, not a failure: exit 0 (inferred: 0).",
     component=Component(
         "generic_bulk_inferrer",
         "Runs a model on examples in bulk with Beam's RunInference (TFX BulkInferrer).",

@@ -27,6 +27,7 @@ from generic_trainer.beam.infer_specs import (
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.data_request import BeamInputs, beam_inputs
 from generic_trainer.intake.request import examples_dir, existing_path, model_dir, split_names
+from generic_trainer.records.example_files import split_file_patterns
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 
@@ -69,9 +70,10 @@ def _model(value: Any, beam: BeamInputs) -> tuple[str, str]:
 
 
 def _splits(examples: str, value: Any) -> tuple[str, ...]:
-    """The splits given (each must exist: checked when the files are listed), else every split."""
+    """The splits given, each checked to exist and hold files; none given: every split."""
     given = split_names("--data-splits", value, ())
     if given:
+        split_file_patterns(examples, given, "--data-splits")
         return given
     present = sorted(
         e.name[len("Split-") :]
@@ -83,6 +85,7 @@ def _splits(examples: str, value: Any) -> tuple[str, ...]:
             "--examples",
             f"{examples} holds no Split-<name>/ directory; expected examples in TFX layout",
         )
+    split_file_patterns(examples, present)
     return tuple(present)
 
 
