@@ -1,9 +1,10 @@
 """Compile the components into their checked-in YAML: `python -m components.build [--image IMAGE] [--check]`.
 
-Writes components/<name>/component.yaml for trainer, tuner, evaluator, infra_validator, import_examples,
-transform and pusher. `--check` compiles into a temporary dir and exits 1 (printing a diff) when a checked-in
-file differs, so CI catches a component definition changed without recompiling. The image defaults to
-components.specs.DEFAULT_IMAGE (or $GENERIC_TRAINER_IMAGE).
+Writes components/<name>/component.yaml for trainer, tuner, evaluator, infra_validator,
+import_examples, transform, pusher and bulk_inferrer. `--check` compiles into a temporary dir and
+exits 1 (printing a diff) when a checked-in file differs, so CI catches a component definition
+changed without recompiling. The image defaults to components.specs.DEFAULT_IMAGE (or
+$GENERIC_TRAINER_IMAGE).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The verbs as KFP v2 container components (trainer, tuner, evaluator, infra-validator, import-examples,
-transform, pusher).
+transform, pusher, bulk-inferrer).
 
 Each component's inputs and outputs are generated from its verb's declaration in the runtime
-(generic_trainer/intake/fit_options.py, judge_options.py, data_options.py, push_options.py; see
-generic_trainer/intake/options.py):
+(generic_trainer/intake/fit_options.py, judge_options.py, data_options.py, push_options.py,
+infer_options.py; see generic_trainer/intake/options.py):
 the same table that makes the CLI flags and checks the request, so an input is added in one place.
 
 Each component runs the image's `generic-trainer` with the whole executor input (`{{$}}`) and the

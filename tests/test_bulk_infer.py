@@ -102,22 +102,24 @@ def _served(model: Path, records: list[bytes]):
 
 @pytest.mark.slow
 def test_every_split_is_inferred_and_the_predictions_join_the_examples(
-    trained_penguin_model, tmp_path
+    trained_penguin_model, tmp_path, capsys
 ):
-    """The CLI with no splits and no spec: every split, one PredictionLog per example (TFX's
-    InferenceResult), and the examples with the signature's output added under its own key."""
+    """The CLI (in this process) with no splits and no spec: every split, one PredictionLog per
+    example (TFX's InferenceResult), and the examples with the signature's output added under its
+    own key."""
     import numpy as np
     import tensorflow as tf
 
     result, written = tmp_path / "result", tmp_path / "examples"
-    proc = run_cli(
-        ["bulk-infer", "--model", trained_penguin_model, "--examples", EXAMPLES]
-        + ["--inference-result", result, "--output-examples", written]
+    argv = ["bulk-infer", "--model", trained_penguin_model, "--examples", EXAMPLES]
+    code = cli.main(
+        [*map(str, argv), "--inference-result", str(result), "--output-examples", str(written)]
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "no --model-blessing given: the model is used" in proc.stderr
+    out, err = capsys.readouterr()
+    assert code == 0, err[-3000:]
+    assert "no --model-blessing given: the model is used" in err
     records = {s: _records(EXAMPLES, s) for s in ("eval", "train")}
-    summary = json.loads(proc.stdout[proc.stdout.index("{") :])
+    summary = json.loads(out[out.index("{") :])
     assert summary["num_examples"] == {s: len(r) for s, r in records.items()}
     logs = _logs(result)
     inputs = [log.predict_log.request.inputs["examples"].string_val[0] for log in logs]
