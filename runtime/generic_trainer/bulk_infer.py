@@ -140,7 +140,7 @@ def _infer(
 ) -> BulkInferResult:
     started = time.monotonic()
     plan = _plan(request)
-    files = [f for sources in plan.sources.values() for f, _ in sources]
+    files = [f for source in plan.sources.values() for f, _ in source.files]
     options = beam_run.pipeline_options(request.beam_args, beam_run.total_bytes(files))
     log.info(
         "bulk-infer: %s on splits %s (%d files); beam %s",

@@ -12,8 +12,8 @@ tensorflow_inference`) loads a Keras model with `tf.keras.models.load_model`, wh
 rather than serialized examples and answers with PredictionResult, not PredictionLog.
 
 One RunInference for every split (keyed by the split's name, so the model loads once per
-worker); the record files of each split are read whole (gzipped or not, told by their content,
-as the trainer reads them). Layout, as TFX's:
+worker); each split's record files are read as one pattern, gzipped or not as their content says
+(as the trainer reads them; a split mixing both is read file by file). Layout, as TFX's:
 
     <inference-result>/prediction_logs-NNNNN-of-MMMMM.gz
     <output-examples>/Split-<name>/examples-NNNNN-of-MMMMM.gz
@@ -36,10 +36,24 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 @dataclasses.dataclass(frozen=True)
+class SplitSource:
+    """A split's record files as Beam reads them, each with whether it is gzipped."""
+
+    pattern: str  # every file of the split
+    files: tuple[tuple[str, bool], ...]
+
+    def reads(self) -> list[tuple[str, bool]]:
+        """(pattern, gzipped) to read: the split's pattern when its files agree (one read, split
+        by the runner as the plain ReadFromTFRecord is), else each file on its own."""
+        kinds = {gzipped for _, gzipped in self.files}
+        return [(self.pattern, kinds.pop())] if len(kinds) == 1 else list(self.files)
+
+
+@dataclasses.dataclass(frozen=True)
 class InferencePlan:
     """What one bulk inference pipeline reads, runs and writes (paths as Beam reads them)."""
 
-    sources: Mapping[str, Sequence[tuple[str, bool]]]  # split -> ((file, gzipped), ...)
+    sources: Mapping[str, SplitSource]
     model_path: str
     signature_names: tuple[str, ...]
     tags: tuple[str, ...]
@@ -47,9 +61,7 @@ class InferencePlan:
     local: bool  # a runner on this machine: one output file each, as TFX writes locally
 
 
-def split_sources(
-    local_dir: str, uri: str, splits: Sequence[str]
-) -> dict[str, list[tuple[str, bool]]]:
+def split_sources(local_dir: str, uri: str, splits: Sequence[str]) -> dict[str, SplitSource]:
     """Each split's record files as Beam reads them (under `uri`), and whether each is gzipped.
 
     Raises:
@@ -62,9 +74,10 @@ def split_sources(
     sources = {}
     for split, pattern in zip(splits, patterns, strict=True):
         files = example_files.split_files(pattern)
-        sources[split] = [
-            (beam_run.join(uri, os.path.relpath(f, local_dir)), _gzipped(f)) for f in files
-        ]
+        sources[split] = SplitSource(
+            beam_run.join(uri, os.path.relpath(pattern, local_dir)),
+            tuple((beam_run.join(uri, os.path.relpath(f, local_dir)), _gzipped(f)) for f in files),
+        )
     return sources
 
 
@@ -100,21 +113,17 @@ def _handler(plan: InferencePlan) -> Any:
     return Keyed(run_inference.CreateModelHandler(spec))
 
 
-def _read_split(pipeline: Any, split: str, files: Sequence[tuple[str, bool]]) -> Any:
+def _read_split(pipeline: Any, split: str, source: SplitSource) -> Any:
     """The split's records keyed by its name, counted in COUNTER_PREFIX<split>."""
     import apache_beam as beam
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.metrics import Metrics
 
     parts = []
-    for gzipped in sorted({g for _, g in files}):
+    for i, (pattern, gzipped) in enumerate(source.reads()):
         kind = CompressionTypes.GZIP if gzipped else CompressionTypes.UNCOMPRESSED
-        name = f"{split}{'.gz' if gzipped else ''}"
-        parts.append(
-            pipeline
-            | f"Files[{name}]" >> beam.Create([f for f, g in files if g == gzipped])
-            | f"Read[{name}]" >> beam.io.ReadAllFromTFRecord(compression_type=kind)
-        )
+        read = beam.io.ReadFromTFRecord(pattern, compression_type=kind)
+        parts.append(pipeline | f"Read[{split}][{i}]" >> read)
     records = parts[0] if len(parts) == 1 else parts | f"Join[{split}]" >> beam.Flatten()
     counter = Metrics.counter(beam_run.METRICS_NAMESPACE, COUNTER_PREFIX + split)
 
@@ -148,7 +157,7 @@ def build(
     from tensorflow_serving.apis import prediction_log_pb2
 
     shards = 1 if plan.local else 0  # TFX: one file on a local runner, the runner's choice else
-    keyed = [_read_split(pipeline, s, files) for s, files in plan.sources.items()]
+    keyed = [_read_split(pipeline, s, source) for s, source in plan.sources.items()]
     logs = keyed | "Flatten" >> beam.Flatten() | "RunInference" >> RunInference(_handler(plan))
     if result_dir:
         _ = (
