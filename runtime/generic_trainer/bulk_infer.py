@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer.beam import beam_run
+from generic_trainer.beam.bulk_inference import COUNTER_PREFIX, InferencePlan, build, split_sources
 from generic_trainer.beam.infer_specs import flag_of
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import infer_options, infer_request
@@ -112,8 +113,9 @@ def _publish_empty(
     return result
 
 
-def _plan(request: BulkInferRequest) -> Any:
-    from generic_trainer.beam import bulk_inference, infer_model
+def _plan(request: BulkInferRequest) -> InferencePlan:
+    """The model's signatures checked, the output columns, every split's files: the pipeline's plan."""
+    from generic_trainer.beam import infer_model
 
     signatures = infer_model.read_signatures(request.model, request.model_spec)
     columns = (
@@ -123,10 +125,8 @@ def _plan(request: BulkInferRequest) -> Any:
     )
     for c in columns:
         log.info("output examples: signature %s adds %s", c.signature_name, ", ".join(c.names()))
-    return bulk_inference.InferencePlan(
-        sources=bulk_inference.split_sources(
-            request.examples, request.examples_uri, request.data_splits
-        ),
+    return InferencePlan(
+        sources=split_sources(request.examples, request.examples_uri, request.data_splits),
         model_path=request.model_uri,
         signature_names=tuple(s.name for s in signatures),
         tags=request.model_spec.tags,
@@ -156,7 +156,7 @@ def _infer(
         if request.output_examples:
             examples_staging = beam_run.new_staging(request.output_examples)
         piped = time.monotonic()
-        counts = _run_pipeline(request, plan, options, result_staging, examples_staging)
+        counts = _run_pipeline(plan, options, result_staging, examples_staging)
         now = time.monotonic()
         result = BulkInferResult(
             True, (), counts, plan.signature_names, now - started, pipeline_seconds=now - piped
@@ -183,8 +183,7 @@ def _infer(
 
 
 def _run_pipeline(
-    request: BulkInferRequest,
-    plan: Any,
+    plan: InferencePlan,
     options: Any,
     result_dir: str | None,
     examples_dir: str | None,
@@ -193,10 +192,8 @@ def _run_pipeline(
     parse, a column the examples have already) is a UserInputError naming its input."""
     import apache_beam as beam
 
-    from generic_trainer.beam import bulk_inference
-
     pipeline = beam.Pipeline(options=options)
-    bulk_inference.build(pipeline, plan, result_dir, examples_dir)
+    build(pipeline, plan, result_dir, examples_dir)
     try:
         counters = beam_run.run(pipeline)
     except Exception as e:
@@ -204,10 +201,10 @@ def _run_pipeline(
         if message:
             raise UserInputError(*flag_of(message)) from None
         raise
-    return beam_run.split_counts(counters, bulk_inference.COUNTER_PREFIX, list(plan.sources))
+    return beam_run.split_counts(counters, COUNTER_PREFIX, list(plan.sources))
 
 
-def kfp_metadata(request: BulkInferRequest, result: BulkInferResult) -> dict[str, dict[str, Any]]:
+def kfp_metadata(result: BulkInferResult) -> dict[str, dict[str, Any]]:
     """Executor-output metadata of the inference_result and output_examples artifacts."""
     if not result.inferred:
         reasons = "; ".join(result.reasons)
@@ -233,6 +230,6 @@ VERB: VerbContract[BulkInferRequest, BulkInferResult] = VerbContract(
     infer_request.build_bulk_infer_request,
     infer_request.describe,
     run,
-    lambda request, result: (kfp_metadata(request, result), None),
+    lambda request, result: (kfp_metadata(result), None),
     lambda result: result.summary(),
 )
