@@ -189,7 +189,9 @@ def test_executor_input_form_with_splits_blessing_and_tfx_specs(trained_penguin_
         "num_examples": {"eval": count},
         "num_examples_eval": count,
     }
-    assert len(_logs(out / "result")) == count
+    logs = _logs(out / "result")
+    inputs = [log.predict_log.request.inputs["examples"].string_val[0] for log in logs]
+    assert Counter(inputs) == Counter(_records(EXAMPLES, "eval"))
     assert sorted(os.listdir(out / "examples")) == ["Split-eval"]
     for example in _examples(out / "examples", "eval"):
         features = example.features.feature
