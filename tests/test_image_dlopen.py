@@ -104,9 +104,7 @@ def test_the_framework_runpath_misses_cusolver_nvjitlink_and_nvrtc(dl, site):
         )
         assert reached not in missing
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    out = subprocess.run(
-        [*COMMAND, str(site)], capture_output=True, text=True, env=env
-    )
+    out = subprocess.run([*COMMAND, str(site)], capture_output=True, text=True, env=env)
     assert out.returncode == 1
     assert (
         "libcusolver.so.11: not found by dlopen from tensorflow/libtensorflow_framework.so.2"

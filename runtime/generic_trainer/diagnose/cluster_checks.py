@@ -28,7 +28,9 @@ def cluster_check(environ: Mapping[str, str]) -> tuple[Check, clusters.Cluster |
         return ok("cluster", "none (no TF_CONFIG or CLUSTER_SPEC): one machine"), cluster
     task_type, task_index, address = clusters.leader(cluster)
     replicas = ", ".join(
-        f"{t}:{i}={a}" for t in ("chief", "worker") for i, a in enumerate(cluster.cluster.get(t, ()))
+        f"{t}:{i}={a}"
+        for t in ("chief", "worker")
+        for i, a in enumerate(cluster.cluster.get(t, ()))
     )
     me = f"{cluster.task_type}:{cluster.task_index}" + (" (chief)" if cluster.is_chief else "")
     detail = (

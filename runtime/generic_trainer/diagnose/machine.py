@@ -98,7 +98,9 @@ def cuda_libraries_check(request: DoctorRequest, presence: accelerator.GpuPresen
         return ok(name, f"all {len(found)} resolve from {dlopen.LOADER} under {site}")
     missing = ", ".join(dict.fromkeys(p.split(":")[0] for p in problems))
     if presence.visible:
-        return fail(name, f"TensorFlow could not load {missing}: it would train on the CPU", LIBRARY_FIX)
+        return fail(
+            name, f"TensorFlow could not load {missing}: it would train on the CPU", LIBRARY_FIX
+        )
     return warn(name, f"{missing} would not load on a GPU (no GPU here)", LIBRARY_FIX)
 
 
@@ -113,7 +115,9 @@ def memory_check(meminfo: str = "/proc/meminfo", cgroup: str = "/sys/fs/cgroup")
         " (the container's memory limit)" if limit is not None and limit == left else ""
     )
     if left < LOW_MEMORY:
-        return warn("memory", detail, "give the job more memory: TensorFlow alone takes about 1 GiB")
+        return warn(
+            "memory", detail, "give the job more memory: TensorFlow alone takes about 1 GiB"
+        )
     return ok("memory", detail)
 
 

@@ -30,7 +30,11 @@ def input_check(place: Place, gcs_root: str, settings: StorageSettings) -> Check
         where = f"mounted at {place.local}" if remote else place.local
         return ok(name, f"{place.value}: {where} ({_local_listing(place.local)})")
     if not remote:
-        if place.flag == "--module-file" and not place.value.endswith(".py") and os.sep not in place.value:
+        if (
+            place.flag == "--module-file"
+            and not place.value.endswith(".py")
+            and os.sep not in place.value
+        ):
             return ok(name, f"{place.value}: a dotted module name (imported from the Python path)")
         return fail(name, f"{place.value} does not exist", f"check {place.flag}")
     try:
@@ -41,7 +45,11 @@ def input_check(place: Place, gcs_root: str, settings: StorageSettings) -> Check
             name,
             f"{place.value} cannot be listed ({type(e).__name__}: {detail})",
             "check the URI, the credentials and the network"
-            + (f" (the endpoint is {settings.gcs_endpoint})" if storage.is_gcs_uri(place.value) else ""),
+            + (
+                f" (the endpoint is {settings.gcs_endpoint})"
+                if storage.is_gcs_uri(place.value)
+                else ""
+            ),
         )
     if not names:
         return fail(name, f"nothing at {place.value}", f"check {place.flag}")
@@ -78,9 +86,7 @@ def _list_gcs(uri: str, settings: StorageSettings) -> list[str]:
     from google.cloud import storage as gcs
 
     bucket, name = storage.split_gcs_uri(uri)
-    client = (
-        gcs.Client.create_anonymous_client() if settings.emulator_host else gcs.Client()
-    )
+    client = gcs.Client.create_anonymous_client() if settings.emulator_host else gcs.Client()
     blobs = client.list_blobs(
         bucket,
         prefix=name,

@@ -34,7 +34,9 @@ def versions_checks(driver: str | None) -> list[Check]:
     return checks
 
 
-def registered_check(request_accelerator: str, presence: accelerator.GpuPresence) -> tuple[Check, int]:
+def registered_check(
+    request_accelerator: str, presence: accelerator.GpuPresence
+) -> tuple[Check, int]:
     """(the check, GPUs TensorFlow registered): fewer than this machine shows is train's stop (exit 2)."""
     registered, not_loaded, cuda_build = accelerator.registered_gpus()
     detail = f"TensorFlow registered {registered} of the {presence.visible} GPU(s) visible here"
