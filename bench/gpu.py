@@ -1,8 +1,10 @@
-"""GPU benchmark: `generic-trainer train` against a plain Keras script on the same GPU, in one run (issue 33).
+"""GPU benchmark: `generic-trainer train` against a plain Keras script on the same GPU, in one run
+(issue 33).
 
 One command on any machine with TensorFlow and a GPU (in the image: see docs/running/gpus.md):
 
-  1. `generic-trainer doctor --json`: its lines are printed; without a GPU TensorFlow registers, the bench
+  1. `generic-trainer doctor --json`: its lines are printed; without a GPU TensorFlow registers, the
+  bench
      says so and exits 0 (nothing to measure);
   2. two cases on the generated penguin-like TFRecords of bench/overhead.py:
        penguin  bench/overhead.py's model (2 x Dense(32)), batch 128;
@@ -13,8 +15,8 @@ One command on any machine with TensorFlow and a GPU (in the image: see docs/run
        accessor_off   the module reading through the data accessor, --cache-examples off;
        accessor_cache the same with --cache-examples memory;
      per run: wall time, time to the first step (seconds after the process start, as both log it),
-     steps/s of the last epoch, GPU utilisation sampled through NVML (nvidia-ml-py) every 100 ms (mean
-     and the share of samples >= 80 %), and the strategy and XLA lines of the log;
+     steps/s of the last epoch, GPU utilisation sampled through NVML (nvidia-ml-py) every 100 ms
+     (mean and the share of samples >= 80 %), and the strategy and XLA lines of the log;
   3. bench/wide_mlp.py itself (accessor vs raw tf.data vs the input alone) under the same sampler.
 
 One table on stdout, everything in JSON (--json FILE, default bench/_work/gpu/results.json).
@@ -37,7 +39,8 @@ import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import overhead  # noqa: E402  (beside this file: data, commands, the log's first-step and rate lines)
+# bench/overhead.py, beside this file: the data, the commands, a log's first-step and rate lines
+import overhead  # noqa: E402
 
 WORK = os.path.join(HERE, "_work", "gpu")
 VARIANTS = ("plain", "trainer", "accessor_off", "accessor_cache")
@@ -48,7 +51,8 @@ BUSY = 80.0  # utilisation (%) counted as "not input-bound"
 
 
 class NvmlSampler:
-    """GPU utilisation of every GPU, sampled through NVML every `period` seconds while in the block."""
+    """GPU utilisation of every GPU, sampled through NVML every `period` seconds while in the
+    block."""
 
     def __init__(self, period: float = 0.1):
         self.period, self.samples, self._stop = period, [], threading.Event()
@@ -94,8 +98,8 @@ class NvmlSampler:
 
 
 def child_env() -> dict[str, str]:
-    """bench/overhead.py's child environment with TensorFlow's INFO lines (XLA's "Compiled cluster using
-    XLA!" is one)."""
+    """bench/overhead.py's child environment with TensorFlow's INFO lines (XLA's "Compiled cluster
+    using XLA!" is one)."""
     return plain_child_env() | {"TF_CPP_MIN_LOG_LEVEL": "0"}
 
 
@@ -104,7 +108,8 @@ overhead.child_env = child_env  # run_child starts every variant with it
 
 
 def doctor() -> tuple[int, list[dict]]:
-    """Run `generic-trainer doctor --json`, print its lines; (GPUs TensorFlow registered, the checks)."""
+    """Run `generic-trainer doctor --json`, print its lines; (GPUs TensorFlow registered, the
+    checks)."""
     proc = subprocess.run(
         [overhead.TRAINER, "doctor", "--json"],
         capture_output=True,
@@ -116,7 +121,8 @@ def doctor() -> tuple[int, list[dict]]:
         checks = json.loads(proc.stdout)["checks"]
     except (ValueError, KeyError):
         sys.exit(
-            f"generic-trainer doctor printed no JSON (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+            f"generic-trainer doctor printed no JSON (exit {proc.returncode}):\n"
+            + proc.stderr[-3000:]
         )
     for check in checks:
         print(f"  doctor: {check['status']:<5} {check['name']:<20} {check['detail']}")
@@ -125,7 +131,8 @@ def doctor() -> tuple[int, list[dict]]:
 
 
 def command(variant: str, data: str, model_dir: str, case: dict, epochs: int) -> list[str]:
-    """The command line of one variant (bench/overhead.py's, with the case's width and speed flags)."""
+    """The command line of one variant (bench/overhead.py's, with the case's width and speed
+    flags)."""
     base = "plain" if variant == "plain" else "trainer" if variant == "trainer" else "accessor_gt"
     cmd = overhead.command(base, data, model_dir, case["batch_size"], epochs)
     if variant == "plain":
@@ -184,7 +191,8 @@ def wide_mlp(quick: bool) -> dict:
 def table(results: dict) -> str:
     """One markdown table: per case and variant, the medians and the wall time against plain."""
     rows = [
-        "| case | variant | wall s | vs plain | first step s | steps/s | GPU util % | samples >= 80 % |",
+        "| case | variant | wall s | vs plain | first step s | steps/s | GPU util % "
+        "| samples >= 80 % |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for case_name, case in results["cases"].items():
@@ -212,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     gpus, checks = doctor()
     if not gpus:
         print(
-            "no GPU: TensorFlow registers none on this machine (doctor's lines above); nothing to measure"
+            "no GPU: TensorFlow registers none on this machine (doctor's lines above); "
+            "nothing to measure"
         )
         return 0
     examples, repeats = (50_000, 1) if args.quick else (args.examples, args.repeats)

@@ -1,10 +1,11 @@
-"""The GPU image's CUDA libraries resolve the way TensorFlow's loader dlopens them (generic_trainer.diagnose.dlopen).
+"""The GPU image's CUDA libraries resolve the way TensorFlow's loader dlopens them
+(generic_trainer.diagnose.dlopen).
 
 Checked here without building the image: a fake site-packages with TensorFlow's real
 libtensorflow_framework.so.2 (its real RUNPATH) and tiny ELF libraries, built with gcc, under the
 `nvidia/<package>/lib/<soname>` layout of the CUDA wheels; the ld.so cache is built by the real ldconfig from
-the Dockerfile's own ld.so.conf.d step. The image's build and test (images/trainer/smoke.sh) and `doctor` run the
-same module in the image.
+the Dockerfile's own ld.so.conf.d step. The image's build and test (images/trainer/smoke.sh)
+and `doctor` run the same module in the image.
 """
 
 from __future__ import annotations

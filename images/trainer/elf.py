@@ -1,7 +1,8 @@
 """The trainer image's shared libraries: strip what the loader never reads, and check that every kept one resolves.
 
-Standard library and the package's list of CUDA libraries only (it runs with the venv's python in the
-Dockerfile's builder stage, once the package is installed there; no binutils are installed). Subcommands:
+Standard library and the package's list of CUDA libraries only (it runs with the venv's python
+in the Dockerfile's builder stage, once the package is installed there; no binutils are installed).
+Subcommands:
 
   strip SITE_PACKAGES [--accelerator A]   drop the symbol tables and debug sections of every 64-bit ELF file
                                           under SITE_PACKAGES (`.symtab`, `.strtab`, `.debug_*`); the bytes the
@@ -24,8 +25,8 @@ import os
 import struct
 import sys
 
-# What TensorFlow 2.21 and cuDNN load on a GPU machine, and what the driver provides: the package's list
-# (the builder runs this script once the package is installed into /opt/venv).
+# What TensorFlow 2.21 and cuDNN load on a GPU machine, and what the driver provides: the
+# package's list (the builder runs this script once the package is installed into /opt/venv).
 from generic_trainer.diagnose.dlopen import CUDA_LOADED, FROM_THE_DRIVER
 
 ELF_MAGIC = b"\x7fELF"

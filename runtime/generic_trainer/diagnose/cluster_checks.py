@@ -1,5 +1,5 @@
-"""The cluster train would join and the strategy it would choose (fit/cluster.py's own functions), with the
-chief's address resolved the way the replicas will connect to it."""
+"""The cluster train would join and the strategy it would choose (fit/cluster.py's own functions),
+with the chief's address resolved the way the replicas will connect to it."""
 
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ def strategy_check(
     cluster: clusters.Cluster | None,
     environ: Mapping[str, str],
 ) -> Check:
-    """The strategy train would choose (fit/cluster.py's choose_strategy) for the GPUs TensorFlow registers."""
+    """The strategy train would choose (fit/cluster.py's choose_strategy) for the GPUs TensorFlow
+    registers."""
     if cluster is None:
         return fail("strategy", "not chosen: the cluster spec cannot be read", CLUSTER_FIX)
     try:

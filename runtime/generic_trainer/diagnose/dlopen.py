@@ -1,13 +1,15 @@
-"""Does every CUDA library TensorFlow opens on a GPU resolve by soname, as dlopen from its loader finds it?
+"""Does every CUDA library TensorFlow opens on a GPU resolve by soname, as dlopen from its loader
+finds it?
 
-TensorFlow's GPU loader (xla/tsl dso_loader) sits in `tensorflow/libtensorflow_framework.so.2` and calls
-`dlopen("libcusolver.so.11")` etc. with a bare soname. glibc then searches, in this order: the caller's
-DT_RPATH (only when it has no DT_RUNPATH), LD_LIBRARY_PATH, the caller's DT_RUNPATH, the ld.so cache
-(`/etc/ld.so.cache`, built by `ldconfig` from /etc/ld.so.conf.d), then the default directories. The
-framework's RUNPATH names only some `nvidia/*/lib` directories (not cuSOLVER, nvJitLink or NVRTC): without
-a library path the GPU is silently not registered and TensorFlow trains on the CPU. `unresolved` does that
-search for each soname (and, recursively, for each DT_NEEDED of what it finds, from that library). Standard
-library only, plus `ldconfig -p` to read the cache. `doctor` runs it; so do the image's build and test:
+TensorFlow's GPU loader (xla/tsl dso_loader) sits in `tensorflow/libtensorflow_framework.so.2` and
+calls `dlopen("libcusolver.so.11")` etc. with a bare soname. glibc then searches, in this order: the
+caller's DT_RPATH (only when it has no DT_RUNPATH), LD_LIBRARY_PATH, the caller's DT_RUNPATH, the
+ld.so cache (`/etc/ld.so.cache`, built by `ldconfig` from /etc/ld.so.conf.d), then the default
+directories. The framework's RUNPATH names only some `nvidia/*/lib` directories (not cuSOLVER,
+nvJitLink or NVRTC): without a library path the GPU is silently not registered and TensorFlow trains
+on the CPU. `unresolved` does that search for each soname (and, recursively, for each DT_NEEDED of
+what it finds, from that library). Standard library only, plus `ldconfig -p` to read the cache.
+`doctor` runs it; so do the image's build and test:
 
   python -m generic_trainer.diagnose.dlopen SITE_PACKAGES [--ld-cache FILE]
       exit 0: every library resolves; 1: some do not (listed); 2: usage
@@ -28,10 +30,11 @@ from generic_trainer.diagnose.elf_dynamic import read_dynamic
 
 LOADER = "tensorflow/libtensorflow_framework.so.2"
 # What TensorFlow 2.21 dlopens on a GPU machine (xla/tsl/platform/default/dso_loader.cc and
-# dlopen_checker.cc: cudart, cuBLAS, cuBLASLt, cuFFT, cuSOLVER, cuSPARSE and cuDNN before it registers a
-# GPU at all; NCCL for multi-GPU all-reduce, CUPTI for GPU profiling), what cuDNN 9 loads itself (its
-# sub-libraries, NVRTC for its runtime-compiled engines), what XLA runs (ptxas, libdevice) and what
-# cuSPARSE/cuSOLVER/cuFFT link (nvJitLink). Paths relative to site-packages; `*` matches the minor version.
+# dlopen_checker.cc: cudart, cuBLAS, cuBLASLt, cuFFT, cuSOLVER, cuSPARSE and cuDNN before it
+# registers a GPU at all; NCCL for multi-GPU all-reduce, CUPTI for GPU profiling), what cuDNN 9
+# loads itself (its sub-libraries, NVRTC for its runtime-compiled engines), what XLA runs (ptxas,
+# libdevice) and what cuSPARSE/cuSOLVER/cuFFT link (nvJitLink). Paths relative to site-packages; `*`
+# matches the minor version.
 CUDA_LOADED = [
     "nvidia/cuda_runtime/lib/libcudart.so.12",
     "nvidia/cublas/lib/libcublas.so.12",
@@ -55,7 +58,8 @@ CUDA_LOADED = [
     "nvidia/cuda_nvcc/bin/ptxas",
     "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc",
 ]
-# Provided at run time by the host's NVIDIA driver (the container runtime injects it), never by the image.
+# Provided at run time by the host's NVIDIA driver (the container runtime injects it), never by the
+# image.
 FROM_THE_DRIVER = {"libcuda.so.1"}
 DEFAULT_DIRS = [
     "/lib/x86_64-linux-gnu",
@@ -72,7 +76,8 @@ class CacheUnreadable(OSError):
 
 
 def tensorflow_site() -> str | None:
-    """The site-packages directory TensorFlow is installed in, found without importing it (or None)."""
+    """The site-packages directory TensorFlow is installed in, found without importing it (or
+    None)."""
     spec = importlib.util.find_spec("tensorflow")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -80,7 +85,8 @@ def tensorflow_site() -> str | None:
 
 
 def sonames(site: str) -> list[str]:
-    """The sonames TensorFlow (and cuDNN, NVRTC) dlopen: CUDA_LOADED's shared libraries, `*` matched in site."""
+    """The sonames TensorFlow (and cuDNN, NVRTC) dlopen: CUDA_LOADED's shared libraries, `*` matched
+    in site."""
     names = []
     for rel in CUDA_LOADED:
         base = os.path.basename(rel)
@@ -94,7 +100,8 @@ def sonames(site: str) -> list[str]:
 
 
 def read_cache(cache_file: str | None = None) -> dict[str, str]:
-    """{soname: path} of the ld.so cache (`ldconfig -p`; the first entry of a name wins, as in ld.so).
+    """{soname: path} of the ld.so cache (`ldconfig -p`; the first entry of a name wins, as in
+    ld.so).
 
     Raises:
       CacheUnreadable: no ldconfig could be run.
@@ -119,8 +126,9 @@ def read_cache(cache_file: str | None = None) -> dict[str, str]:
 
 
 def search_dirs(caller: str, env_path: str) -> list[str]:
-    """The directories a dlopen from `caller` searches before the ld.so cache: its DT_RPATH (only when it has
-    no DT_RUNPATH), LD_LIBRARY_PATH, its DT_RUNPATH; $ORIGIN is the caller's directory."""
+    """The directories a dlopen from `caller` searches before the ld.so cache: its DT_RPATH (only
+    when it has no DT_RUNPATH), LD_LIBRARY_PATH, its DT_RUNPATH; $ORIGIN is the caller's
+    directory."""
     dynamic = read_dynamic(caller)
     origin = os.path.dirname(caller)
     dirs = [
@@ -145,8 +153,8 @@ def resolve(name: str, caller: str, env_path: str, cache: dict[str, str]) -> str
 
 
 def unresolved(site: str, env_path: str, cache: dict[str, str]) -> tuple[dict[str, str], list[str]]:
-    """What dlopen finds for every soname TensorFlow's loader opens, and every DT_NEEDED of what it finds
-    (searched from that library, as ld.so does).
+    """What dlopen finds for every soname TensorFlow's loader opens, and every DT_NEEDED of what it
+    finds (searched from that library, as ld.so does).
 
     Args:
       site: the site-packages directory holding tensorflow/ and nvidia/.
@@ -170,7 +178,8 @@ def unresolved(site: str, env_path: str, cache: dict[str, str]) -> tuple[dict[st
         who = os.path.relpath(caller, site) if caller.startswith(site) else caller
         if path is None:
             problems.append(
-                f"{name}: not found by dlopen from {who} (its RUNPATH, LD_LIBRARY_PATH, the ld.so cache)"
+                f"{name}: not found by dlopen from {who} "
+                "(its RUNPATH, LD_LIBRARY_PATH, the ld.so cache)"
             )
             continue
         found.setdefault(name, path)
@@ -181,7 +190,8 @@ def unresolved(site: str, env_path: str, cache: dict[str, str]) -> tuple[dict[st
 
 
 def main(argv: list[str]) -> int:
-    """The command: list where each soname resolves; 0 when all do, 1 when some do not, 2 on bad usage."""
+    """The command: list where each soname resolves; 0 when all do, 1 when some do not, 2 on bad
+    usage."""
     if not argv or argv[0].startswith("-"):
         print(__doc__)
         return 2
@@ -202,7 +212,8 @@ def main(argv: list[str]) -> int:
         )
         return 1
     print(
-        f"dlopen: every CUDA library TensorFlow opens resolves from {LOADER} ({len(found)} libraries)"
+        f"dlopen: every CUDA library TensorFlow opens resolves from {LOADER} "
+        f"({len(found)} libraries)"
     )
     return 0
 

@@ -1,7 +1,8 @@
-"""The dynamic section of a 64-bit little-endian ELF shared library: what the loader reads to resolve it.
+"""The dynamic section of a 64-bit little-endian ELF shared library: what the loader reads to
+resolve it.
 
-Standard library only: it runs wherever TensorFlow's CUDA libraries are checked (the image's build, a
-user's venv), with no binutils.
+Standard library only: it runs wherever TensorFlow's CUDA libraries are checked (the image's build,
+a user's venv), with no binutils.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ DT_NEEDED, DT_RPATH, DT_RUNPATH = 1, 15, 29
 
 @dataclasses.dataclass(frozen=True)
 class Dynamic:
-    """DT_NEEDED names, the search directories (RUNPATH, else RPATH) and whether they are a RUNPATH."""
+    """DT_NEEDED names, the search directories (RUNPATH, else RPATH) and whether they are a
+    RUNPATH."""
 
     needed: tuple[str, ...]
     dirs: tuple[str, ...]
@@ -26,7 +28,8 @@ class Dynamic:
 
 
 def read_dynamic(path: str) -> Dynamic | None:
-    """The dynamic section of the ELF file at `path`; None for anything else (or a file without one).
+    """The dynamic section of the ELF file at `path`; None for anything else (or a file without
+    one).
 
     Args:
       path: a file.
@@ -41,7 +44,10 @@ def read_dynamic(path: str) -> Dynamic | None:
         return None
     if raw is None:
         return None
-    text = lambda off: strings[off : strings.find(b"\0", off)].decode(errors="replace")  # noqa: E731
+
+    def text(off: int) -> str:
+        return strings[off : strings.find(b"\0", off)].decode(errors="replace")
+
     needed, runpath, rpath, has_runpath = [], [], [], False
     for i in range(0, len(raw) - 15, 16):
         tag, val = struct.unpack_from("<qQ", raw, i)

@@ -1,5 +1,5 @@
-"""What this machine offers train, found without TensorFlow: Python, the module's tf.keras, the GPUs it
-shows, the CUDA libraries TensorFlow would open, memory and disk where the outputs go."""
+"""What this machine offers train, found without TensorFlow: Python, the module's tf.keras, the GPUs
+it shows, the CUDA libraries TensorFlow would open, memory and disk where the outputs go."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def python_check() -> Check:
 
 
 def keras_check(request: DoctorRequest) -> Check:
-    """The Keras `tf.keras` would be for the module (--keras auto reads the module: fit/keras_auto.py)."""
+    """The Keras `tf.keras` would be for the module (--keras auto reads the module:
+    fit/keras_auto.py)."""
     keras, why = request.keras, request.keras_reason
     if keras == "auto":
         if request.task:
@@ -65,7 +66,8 @@ def gpus_check(presence: accelerator.GpuPresence) -> Check:
 
 
 def driver_version(proc_file: str = "/proc/driver/nvidia/version") -> str | None:
-    """The NVIDIA kernel driver's version (`NVRM version: ... Kernel Module  550.54.15 ...`), or None."""
+    """The NVIDIA kernel driver's version (`NVRM version: ... Kernel Module  550.54.15 ...`), or
+    None."""
     try:
         with open(proc_file, encoding="utf-8", errors="replace") as f:
             first = f.read(4096).splitlines()[0]
@@ -76,7 +78,8 @@ def driver_version(proc_file: str = "/proc/driver/nvidia/version") -> str | None
 
 
 def cuda_libraries_check(request: DoctorRequest, presence: accelerator.GpuPresence) -> Check:
-    """Every CUDA library TensorFlow opens, resolved as dlopen from its loader finds it (diagnose/dlopen)."""
+    """Every CUDA library TensorFlow opens, resolved as dlopen from its loader finds it
+    (diagnose/dlopen)."""
     site = request.site_packages or dlopen.tensorflow_site()
     name = "cuda_libraries"
     if site is None:
@@ -105,7 +108,8 @@ def cuda_libraries_check(request: DoctorRequest, presence: accelerator.GpuPresen
 
 
 def memory_check(meminfo: str = "/proc/meminfo", cgroup: str = "/sys/fs/cgroup") -> Check:
-    """Memory available to train: /proc/meminfo's MemAvailable, and the cgroup's limit when lower."""
+    """Memory available to train: /proc/meminfo's MemAvailable, and the cgroup's limit when
+    lower."""
     available = _meminfo_available(meminfo)
     limit = _cgroup_left(cgroup)
     if available is None and limit is None:
@@ -168,8 +172,8 @@ def _disk(place: Place, gcs_root: str) -> Check:
         return fail(
             name,
             f"{place.value}: {gcs_root} is not mounted (train writes gs:// through the mount)",
-            "mount the bucket with Cloud Storage FUSE (Vertex AI and KFP on GKE mount /gcs), or pass "
-            "--gcs-root where it is mounted",
+            "mount the bucket with Cloud Storage FUSE (Vertex AI and KFP on GKE mount /gcs), "
+            "or pass --gcs-root where it is mounted",
         )
     existing = place.local
     while not os.path.exists(existing) and os.path.dirname(existing) != existing:

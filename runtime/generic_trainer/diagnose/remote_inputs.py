@@ -1,9 +1,10 @@
-"""Whether each input train would read is there: local paths exist, gs:// / s3:// inputs can be listed.
+"""Whether each input train would read is there: local paths exist, gs:// / s3:// inputs can be
+listed.
 
-Train reads its inputs through the mount (`gs://b/x` at `/gcs/b/x`: Cloud Storage FUSE on Vertex AI and
-KFP on GKE); only the module file is downloaded when it is not mounted. So a gs:// input is listed
-through the mount when it is there, else through Cloud Storage's API (google-cloud-storage, imported
-here only), which says whether it exists at all.
+Train reads its inputs through the mount (`gs://b/x` at `/gcs/b/x`: Cloud Storage FUSE on Vertex AI
+and KFP on GKE); only the module file is downloaded when it is not mounted. So a gs:// input is
+listed through the mount when it is there, else through Cloud Storage's API (google-cloud-storage,
+imported here only), which says whether it exists at all.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from generic_trainer.diagnose.request import Place
 
 SHOWN = 3  # names shown of a listing
 MOUNT_FIX = (
-    "mount the bucket with Cloud Storage FUSE (Vertex AI and KFP on GKE mount gs:// at /gcs), or pass "
-    "--gcs-root where it is mounted"
+    "mount the bucket with Cloud Storage FUSE (Vertex AI and KFP on GKE mount gs:// at /gcs), "
+    "or pass --gcs-root where it is mounted"
 )
 
 

@@ -1,4 +1,5 @@
-"""One line per thing `doctor` checks: ok / warn / fail, what it found, and the fix when it is not ok."""
+"""One line per thing `doctor` checks: ok / warn / fail, what it found, and the fix when it is not
+ok."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 
 @dataclasses.dataclass(frozen=True)
 class Check:
-    """What one check found: `status` (ok, warn, fail), `detail` (what was found) and `fix` (what to do)."""
+    """What one check found: `status` (ok, warn, fail), `detail` (what was found) and `fix` (what to
+    do)."""
 
     name: str
     status: str
@@ -47,11 +49,13 @@ def failed(checks: list[Check]) -> list[Check]:
     return [c for c in checks if c.status == FAIL]
 
 
-def as_json(checks: list[Check], seconds: float) -> str:
-    """The whole report for machines: {"ok": bool, "seconds": s, "checks": [...]}."""
+def as_json(checks: list[Check], seconds: float, tensorflow_import_s: float) -> str:
+    """The whole report for machines: {"ok": bool, "seconds": s, "tensorflow_import_seconds": s,
+    "checks": [...]}."""
     body = {
         "ok": not failed(checks),
         "seconds": round(seconds, 2),
+        "tensorflow_import_seconds": round(tensorflow_import_s, 2),
         "checks": [c.as_json() for c in checks],
     }
     return json.dumps(body, indent=2)

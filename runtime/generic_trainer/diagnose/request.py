@@ -1,5 +1,5 @@
-"""What `doctor` checks, resolved at the edge (intake/doctor_request.py builds it; nothing below reads the
-environment)."""
+"""What `doctor` checks, resolved at the edge (intake/doctor_request.py builds it; nothing below
+reads the environment)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ ENVIRONMENT = (
 
 @dataclasses.dataclass(frozen=True)
 class Place:
-    """An input or output of train as given: its flag, the value (a path or URI) and its local path."""
+    """An input or output of train as given: its flag, the value (a path or URI) and its local
+    path."""
 
     flag: str
     value: str

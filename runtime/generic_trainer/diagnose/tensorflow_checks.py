@@ -1,17 +1,29 @@
-"""What TensorFlow makes of this machine: its version and CUDA build, the GPUs it registers (the same check
-train stops on: fit/accelerator.py), and XLA on each GPU (a tiny jit-compiled op). Imports TensorFlow."""
+"""What TensorFlow makes of this machine: its version and CUDA build, the GPUs it registers (the
+same check train stops on: fit/accelerator.py), and XLA on each GPU (a tiny jit-compiled op).
+Imports TensorFlow."""
 
 from __future__ import annotations
 
 import os
+import time
 
 from generic_trainer.diagnose.report import Check, fail, ok, warn
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit import accelerator
 
 
+def import_seconds() -> float:
+    """Import TensorFlow (the one import of a doctor run); the seconds it took (0 when it was
+    loaded)."""
+    started = time.monotonic()
+    import tensorflow  # noqa: F401
+
+    return time.monotonic() - started
+
+
 def versions_checks(driver: str | None) -> list[Check]:
-    """TensorFlow's version and build; the CUDA and cuDNN it was built with, and the driver's version."""
+    """TensorFlow's version and build; the CUDA and cuDNN it was built with, and the driver's
+    version."""
     import tensorflow as tf
 
     info = tf.sysconfig.get_build_info()
@@ -37,7 +49,8 @@ def versions_checks(driver: str | None) -> list[Check]:
 def registered_check(
     request_accelerator: str, presence: accelerator.GpuPresence
 ) -> tuple[Check, int]:
-    """(the check, GPUs TensorFlow registered): fewer than this machine shows is train's stop (exit 2)."""
+    """(the check, GPUs TensorFlow registered): fewer than this machine shows is train's stop (exit
+    2)."""
     registered, not_loaded, cuda_build = accelerator.registered_gpus()
     detail = f"TensorFlow registered {registered} of the {presence.visible} GPU(s) visible here"
     try:
@@ -50,7 +63,8 @@ def registered_check(
 
 
 def xla_checks(num_gpus: int) -> list[Check]:
-    """A tiny jit-compiled op on each GPU (on the CPU when there is none): XLA compiles and runs there."""
+    """A tiny jit-compiled op on each GPU (on the CPU when there is none): XLA compiles and runs
+    there."""
     import tensorflow as tf
 
     devices = [f"/GPU:{i}" for i in range(num_gpus)] or ["/CPU:0"]

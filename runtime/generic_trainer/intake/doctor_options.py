@@ -1,8 +1,9 @@
-"""The inputs of `doctor`: train's flags (so `train` in a command line can be replaced by `doctor`), and its own.
+"""The inputs of `doctor`: train's flags (so `train` in a command line can be replaced by `doctor`),
+and its own.
 
-train's options are taken as they are declared (fit_options.TRAIN), without their component parameters,
-request checks or output roles: doctor has no KFP component, reports a bad value instead of stopping on it,
-and writes nothing where train's outputs would go.
+train's options are taken as they are declared (fit_options.TRAIN), without their component
+parameters, request checks or output roles: doctor has no KFP component, reports a bad value instead
+of stopping on it, and writes nothing where train's outputs would go.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ DOCTOR_OWN = Group(
         Option(
             "site_packages",
             metavar="DIR",
-            help="where the CUDA libraries TensorFlow opens are looked for (default: the site-packages "
-            "TensorFlow is installed in)",
+            help="where the CUDA libraries TensorFlow opens are looked for (default: the "
+            "site-packages TensorFlow is installed in)",
         ),
     ),
 )
@@ -48,10 +49,11 @@ TRAIN_OUTPUTS = tuple((o.name, o.flag, o.output) for o in TRAIN.options() if o.c
 DOCTOR = Verb(
     "doctor",
     help="check what train would find on this machine, without training",
-    description="Print, one line each (ok / warn / fail, with the fix), what `train` with the same flags "
-    "would find here: the Python, TensorFlow, Keras and CUDA versions, the tf.keras of the module, the GPUs "
-    "the machine shows and those TensorFlow registers, every CUDA library that does not load, XLA on each "
-    "GPU, the strategy and the cluster, whether each gs:// / s3:// input can be listed, memory and disk "
-    "where the outputs go. Nothing is trained or written. Exit 0 when nothing fails, 2 otherwise.",
+    description="Print, one line each (ok / warn / fail, with the fix), what `train` with "
+    "the same flags would find here: the Python, TensorFlow, Keras and CUDA versions, the "
+    "tf.keras of the module, the GPUs the machine shows and those TensorFlow registers, every "
+    "CUDA library that does not load, XLA on each GPU, the strategy and the cluster, whether "
+    "each gs:// / s3:// input can be listed, memory and disk where the outputs go. Nothing is "
+    "trained or written. Exit 0 when nothing fails, 2 otherwise.",
     groups=(DOCTOR_OWN, *(_as_read(g) for g in TRAIN.groups)),
 )

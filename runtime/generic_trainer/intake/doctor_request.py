@@ -1,7 +1,7 @@
 """`doctor`'s request: train's flags read the way train reads them, the environment read once, here.
 
-Nothing is refused here but a --keras value that is not a choice (argparse's): a flag train would refuse is
-reported by the checks, one line each, instead of stopping at the first.
+Nothing is refused here but a --keras value that is not a choice (argparse's): a flag train would
+refuse is reported by the checks, one line each, instead of stopping at the first.
 """
 
 from __future__ import annotations
