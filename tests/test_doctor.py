@@ -168,6 +168,17 @@ def test_gs_inputs_are_listed_through_the_mount_or_the_api(tmp_path, gcs_emulato
     assert unreachable.status == "fail" and "cannot be listed" in unreachable.detail
 
 
+def test_the_keras_of_a_gs_module_is_decided_once_fetched(gcs_emulator, monkeypatch, tmp_path):
+    host, bucket = gcs_emulator
+    uri = gcs_upload(host, bucket, "code/module.py", b"import helper\n")
+    gcs_upload(host, bucket, "code/helper.py", b"from tfx_bsl.public import tfxio\n")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
+    values = {"module_file": uri, "gcs_root": str(tmp_path / "gcs")}
+    check = machine.keras_check(build_doctor_request(values, {"STORAGE_EMULATOR_HOST": host}))
+    assert check.detail.startswith("tf.keras is tf_keras "), check
+    assert "decided once fetched, as train does): module.py imports helper.py" in check.detail
+
+
 def test_local_inputs_and_where_outputs_go(tmp_path):
     req = build_doctor_request(
         {"examples": str(tmp_path / "none"), "module_file": "my_pkg.module"},
@@ -263,7 +274,10 @@ def test_doctor_on_a_gpu_machine_tensorflow_cannot_use(tmp_path, gcs_emulator):
     assert status["cluster"] == "ok" and "2 replica(s)" in checks["cluster"]["detail"]
     assert checks["strategy"]["detail"].startswith("multi_worker_mirrored")
     assert status["input --module-file"] == "ok" and status["input --examples"] == "ok"
-    assert "cannot be read before it is fetched" in checks["keras"]["detail"]  # train decides then
+    assert (
+        "(decided once fetched, as train does): module.py imports tensorflow_transform"
+        in (checks["keras"]["detail"])
+    )
     assert status["xla CPU:0"] == "ok" and status["disk --model-dir"] == "ok"
     assert body["ok"] is False and "doctor failed: " in proc.stderr
     assert body["seconds"] - body["tensorflow_import_seconds"] < 15
