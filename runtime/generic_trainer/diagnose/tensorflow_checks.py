@@ -5,20 +5,10 @@ Imports TensorFlow."""
 from __future__ import annotations
 
 import os
-import time
 
 from generic_trainer.diagnose.report import Check, fail, ok, warn
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit import accelerator
-
-
-def import_seconds() -> float:
-    """Import TensorFlow (the one import of a doctor run); the seconds it took (0 when it was
-    loaded)."""
-    started = time.monotonic()
-    import tensorflow  # noqa: F401
-
-    return time.monotonic() - started
 
 
 def versions_checks(driver: str | None) -> list[Check]:
@@ -49,8 +39,10 @@ def versions_checks(driver: str | None) -> list[Check]:
 def registered_check(
     request_accelerator: str, presence: accelerator.GpuPresence
 ) -> tuple[Check, int]:
-    """(the check, GPUs TensorFlow registered): fewer than this machine shows is train's stop (exit
-    2)."""
+    """(the check, GPUs TensorFlow registered): fewer than this machine shows is train's stop.
+
+    Imports TensorFlow the way train does (accelerator.registered_gpus reads its C++ log for the
+    libraries it could not load), so call it before anything else imports TensorFlow."""
     registered, not_loaded, cuda_build = accelerator.registered_gpus()
     detail = f"TensorFlow registered {registered} of the {presence.visible} GPU(s) visible here"
     try:
