@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from generic_trainer import (
     bulk_infer,
+    doctor,
     evaluate,
     import_examples,
     infra_validate,
@@ -210,6 +211,7 @@ VERBS = {
         import_examples.VERB,
         transform.VERB,
         push.VERB,
+        doctor.VERB,
         bulk_infer.VERB,
     )
 }
