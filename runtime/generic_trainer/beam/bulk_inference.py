@@ -11,8 +11,8 @@ tensorflow_inference`) loads a Keras model with `tf.keras.models.load_model`, wh
 2.21's tf.keras) cannot do for a SavedModel, needs tensorflow_hub (not installed), feeds tensors
 rather than serialized examples and answers with PredictionResult, not PredictionLog.
 
-One RunInference per split, as TFX's (its records keyed by the split's name, which the errors
-name); each split's record files are read as one pattern, gzipped or not as their content says
+One RunInference for every split (keyed by the split's name, so the model loads once per
+worker); each split's record files are read as one pattern, gzipped or not as their content says
 (as the trainer reads them; a split mixing both is read file by file). Layout, as TFX's:
 
     <inference-result>/prediction_logs-NNNNN-of-MMMMM.gz
@@ -134,47 +134,35 @@ def _read_split(pipeline: Any, split: str, source: SplitSource) -> Any:
     return records | f"Key[{split}]" >> beam.Map(keyed)
 
 
-def _to_examples(columns: tuple[Columns, ...]) -> Any:
+def _to_examples_fn(columns: tuple[Columns, ...], splits: Sequence[str]) -> Any:
     import apache_beam as beam
 
     from generic_trainer.beam.prediction_examples import to_example
 
-    return beam.MapTuple(lambda split, log: to_example(log, columns))
+    class ToExamples(beam.DoFn):
+        def process(self, element: tuple[str, Any]):
+            split, log = element
+            yield beam.pvalue.TaggedOutput(split, to_example(log, columns))
+
+    return beam.ParDo(ToExamples()).with_outputs(*splits)
 
 
 def build(
     pipeline: Any, plan: InferencePlan, result_dir: str | None, examples_dir: str | None
 ) -> None:
     """Read every split, run the model, write the PredictionLogs to `result_dir` and the examples
-    with their predictions to `examples_dir` (either may be None: not written).
-
-    As TFX's BulkInferrer: one RunInference per split, fused with its read (a Flatten before it
-    would make the runner hold every record first), the PredictionLogs flattened for the write."""
+    with their predictions to `examples_dir` (either may be None: not written)."""
     import apache_beam as beam
     from apache_beam.ml.inference.base import RunInference
     from tensorflow_serving.apis import prediction_log_pb2
 
     shards = 1 if plan.local else 0  # TFX: one file on a local runner, the runner's choice else
-    logs = []
-    for split, source in plan.sources.items():
-        keyed = _read_split(pipeline, split, source)
-        inferred = keyed | f"RunInference[{split}]" >> RunInference(_handler(plan))
-        logs.append(inferred | f"Logs[{split}]" >> beam.Values())
-        if examples_dir:
-            _ = (
-                inferred
-                | f"ToExamples[{split}]" >> _to_examples(plan.columns)
-                | f"WriteExamples[{split}]"
-                >> beam.io.WriteToTFRecord(
-                    beam_run.join(examples_dir, f"Split-{split}", EXAMPLES),
-                    file_name_suffix=".gz",
-                    num_shards=shards,
-                )
-            )
+    keyed = [_read_split(pipeline, s, source) for s, source in plan.sources.items()]
+    logs = keyed | "Flatten" >> beam.Flatten() | "RunInference" >> RunInference(_handler(plan))
     if result_dir:
         _ = (
             logs
-            | "FlattenLogs" >> beam.Flatten()
+            | "Logs" >> beam.Values()
             | "WriteLogs"
             >> beam.io.WriteToTFRecord(
                 beam_run.join(result_dir, PREDICTION_LOGS),
@@ -182,4 +170,13 @@ def build(
                 num_shards=shards,
                 coder=beam.coders.ProtoCoder(prediction_log_pb2.PredictionLog),
             )
+        )
+    if not examples_dir:
+        return
+    examples = logs | "ToExamples" >> _to_examples_fn(plan.columns, list(plan.sources))
+    for split in plan.sources:
+        _ = examples[split] | f"WriteExamples[{split}]" >> beam.io.WriteToTFRecord(
+            beam_run.join(examples_dir, f"Split-{split}", EXAMPLES),
+            file_name_suffix=".gz",
+            num_shards=shards,
         )
