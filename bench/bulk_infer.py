@@ -14,7 +14,7 @@ pipeline's own time (the verb's summary; the plain script's timing of the same s
 per CPU second of the whole process (user + system: what other work on the machine barely moves),
 wall seconds and peak RSS (wait4).
 
-  .venv/bin/python bench/bulk_infer.py --examples 200000 --repeats 3 [--model DIR]
+  .venv/bin/python bench/bulk_infer.py --examples 300000 --repeats 2 [--model DIR]
 """
 
 from __future__ import annotations
@@ -105,8 +105,8 @@ def run_once(which: str, model: str, examples: str, out: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--examples", type=int, default=200_000)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--examples", type=int, default=300_000)
+    parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--model", help="a train model dir (default: train one here)")
     args = parser.parse_args()
     shutil.rmtree(WORK, ignore_errors=True)
