@@ -40,7 +40,7 @@ def test_secret_values_are_found_in_flags_executor_input_and_container_arguments
     file = tmp_path / "executor_input.json"
     file.write_text(json.dumps(executor_input))
     args = argparse.Namespace(executor_input=str(file), custom_config=None, verb="train")
-    assert supervisor.known_secrets(args) == {"kfp-token-1"}
+    assert supervisor.known_secrets(args, environ={}) == {"kfp-token-1"}
 
 
 def test_masker_masks_the_value_as_written_and_as_json_or_repr_escape_it():

@@ -215,6 +215,19 @@ VERBS = {
 DECLARATIONS = tuple(verb.declaration for verb in VERBS.values())
 
 
+def _expected_output(args: argparse.Namespace) -> str | None:
+    """The main output a successful run must leave, for the supervisor to check (main_output.py)."""
+    from generic_trainer.artifacts import main_output
+
+    if args.verb not in VERBS:
+        return None
+    try:
+        values, _ = _raw_values(args, VERBS[args.verb].declaration)
+    except (TrainerError, OSError, ValueError, TypeError, KeyError):
+        return None  # the run itself reports a bad executor input
+    return main_output.expected(args.verb, values, os.environ)
+
+
 def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> int:
     """Run one verb; returns the exit code.
 
@@ -230,7 +243,8 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     if (
         ending and not supervised and supervisor.wanted()
     ):  # user code runs in a child the parent watches
-        return supervisor.run(args.verb, list(sys.argv[1:] if argv is None else argv), secrets)
+        argv = list(sys.argv[1:] if argv is None else argv)
+        return supervisor.run(args.verb, argv, secrets, _expected_output(args))
     supervisor.mask_logs(secrets)
     try:
         code = (
