@@ -36,6 +36,7 @@ from generic_trainer.intake import options, output_checks
 from generic_trainer.intake.common_options import EPILOG
 from generic_trainer.intake.contract import RequestT, ResultT, VerbContract
 from generic_trainer.intake.request import gcs_root
+from generic_trainer.log_text import EscapingFilter
 
 log = logging.getLogger("generic_trainer")
 
@@ -70,6 +71,8 @@ def _setup_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         force=True,
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(EscapingFilter())
     for noisy in ("tensorflow", "h5py", "urllib3", "google", "apache_beam"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     absl = logging.getLogger(

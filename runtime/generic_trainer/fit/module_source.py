@@ -71,8 +71,10 @@ def decode(data: bytes, path: str, input_name: str = INPUT) -> str:
         )
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as e:
-        raise UserInputError(input_name, f"{path}: {e.msg if hasattr(e, 'msg') else e}") from None
+    except SyntaxError as e:  # an unknown encoding, or lines 1-2 not UTF-8 without a cookie
+        if "invalid or missing encoding" not in str(e):
+            raise UserInputError(input_name, f"{path}: {e} (its PEP 263 coding cookie)") from None
+        encoding = "utf-8"
     try:
         text = data.decode(encoding)
     except (UnicodeDecodeError, LookupError) as e:
