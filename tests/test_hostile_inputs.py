@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-import os
 import stat
 import struct
 import subprocess
@@ -123,9 +122,7 @@ def test_latin1_module_and_nul_byte_on_the_cli(tmp_path):
 def _record(payload: bytes, length: int | None = None) -> bytes:
     header = struct.pack("<Q", len(payload) if length is None else length)
     crc = tfrecords.masked_crc32c
-    return (
-        header + struct.pack("<I", crc(header)) + payload + struct.pack("<I", crc(payload))
-    )
+    return header + struct.pack("<I", crc(header)) + payload + struct.pack("<I", crc(payload))
 
 
 @pytest.mark.parametrize("length", [1 << 62, 30 << 30, (1 << 64) - 1])
@@ -143,9 +140,7 @@ def test_a_tfrecord_length_beyond_the_file_is_refused_before_reading(length, gzi
         list(tfrecords.iter_records(str(path), lambda p: open(p, "rb")))
     first = tmp_path / "first" / path.name
     first.parent.mkdir()
-    first.write_bytes(
-        gzip.compress(_record(b"x", length)) if gzipped else _record(b"x", length)
-    )
+    first.write_bytes(gzip.compress(_record(b"x", length)) if gzipped else _record(b"x", length))
     with pytest.raises(UserInputError, match="record 1: its header claims"):
         example_files.check_readable([str(first.parent / "*")])
 
@@ -153,7 +148,7 @@ def test_a_tfrecord_length_beyond_the_file_is_refused_before_reading(length, gzi
 def test_numbers_and_text_python_cannot_decode_are_exit_2_naming_the_input():
     big = "1" + "0" * 5000
     with pytest.raises(UserInputError, match=r"^--custom-config: holds a number .*4300 digits"):
-        bounded_parse.load_json('{"n": %s}' % big, "--custom-config")
+        bounded_parse.load_json(f'{{"n": {big}}}', "--custom-config")
     with pytest.raises(UserInputError, match=r"^--config-file c.yaml: holds a number"):
         bounded_parse.load_yaml(f"n: {big}\n", "--config-file c.yaml")
     for text in ('{"token": "ab\\ud800cd"}', '{"t": "\\udc00"}', '{"t": "\ud800"}'):
@@ -164,8 +159,8 @@ def test_numbers_and_text_python_cannot_decode_are_exit_2_naming_the_input():
 
 def test_big_integers_on_the_cli_are_exit_2_before_tensorflow(tmp_path):
     hp = tmp_path / "hp.json"
-    hp.write_text('{"units": %s}' % ("9" * 5000))
-    big = '{"n": %s}' % ("9" * 5000)
+    hp.write_text(f'{{"units": {"9" * 5000}}}')
+    big = f'{{"n": {"9" * 5000}}}'
     for extra in (["--custom-config", big], ["--hyperparameters", str(hp)]):
         code, heavy, stderr = _cli(_train(PENGUIN / "module.py", tmp_path, *extra))
         assert (code, heavy) == (2, []), stderr[-2000:]
@@ -208,4 +203,3 @@ def test_a_newline_in_a_path_on_the_cli_is_escaped(tmp_path):
 
 def test_tool_text_drops_control_characters():
     assert bounded_parse.tool_text(b"a\xffb\x1b[31m\tc\n") == "a\ufffdb[31m\tc\n"
-    assert os.linesep == "\n"

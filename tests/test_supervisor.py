@@ -112,6 +112,8 @@ def test_vertex_dry_run_masks_the_secret_it_would_send(tmp_path):
             "--base-output-dir",
             "gs://b/out",
             "--dry-run",
+            *("--env", "WANDB_API_KEY=wandb-secret-42", "--env", "OTHER=env-secret-99"),
+            *("--env", "STORAGE_EMULATOR_HOST=http://u:emu-pass-7@h:9"),
             "--",
             "train",
             "--examples",
@@ -120,11 +122,18 @@ def test_vertex_dry_run_masks_the_secret_it_would_send(tmp_path):
             "gs://b/m.py",
             "--custom-config",
             json.dumps({"api_key": secret, "n": 1}),
+            # issue 31: every channel feeds the secret list (vertex --env, --params-override,
+            # the environment's names that say secret, URL userinfo)
+            *("--params-override", "task.custom_config.api_token=override-secret-5"),
         ],
         timeout=120,
+        env={"MY_SERVICE_TOKEN": "env-secret-99"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "very-secret" not in proc.stdout + proc.stderr
+    for leaked in ("wandb-secret-42", "env-secret-99", "emu-pass-7", "override-secret-5"):
+        assert leaked not in proc.stdout + proc.stderr
+    assert "http://***@h:9" in proc.stdout
     job = json.loads(proc.stdout)
     args = job["customJob"]["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"]
     assert json.loads(args[args.index("--custom-config") + 1]) == {"api_key": "***", "n": 1}
