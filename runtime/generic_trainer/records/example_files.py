@@ -219,11 +219,13 @@ def read_records(
             (length,) = struct.unpack("<Q", header[:8])
             try:
                 data = record_framing.read_payload(
-                    f, length, _left(path, f, gzipped), f"{path} record {count + 1}"
+                    f, length, _left(path, f, gzipped), f"record {count + 1}"
                 )
             except record_framing.RecordTooLong as e:
                 if damaged_input:
-                    raise UserInputError(damaged_input, str(e)) from None
+                    raise UserInputError(
+                        damaged_input, f"{path} ends inside a record ({e})"
+                    ) from None
                 return
             if len(data) < length or len(f.read(4)) < 4:
                 if damaged_input:
