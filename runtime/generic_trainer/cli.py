@@ -29,7 +29,7 @@ from generic_trainer import (
     transform,
     tune,
 )
-from generic_trainer.artifacts import run_record
+from generic_trainer.artifacts import main_output, run_record
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import TrainerError
 from generic_trainer.intake import options, output_checks
@@ -53,9 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for verb in VERBS.values():
         options.add_parser(sub, verb.declaration, EPILOG)
-    from generic_trainer import (
-        vertex,
-    )  # light: google-cloud-aiplatform loads only when a job is built
+    from generic_trainer import vertex  # light: aiplatform loads only when a job is built
 
     vertex.add_parser(sub)
     from generic_trainer import export_tflite  # light: TensorFlow loads only when the verb runs
@@ -218,19 +216,6 @@ VERBS = {
 DECLARATIONS = tuple(verb.declaration for verb in VERBS.values())
 
 
-def _expected_output(args: argparse.Namespace) -> str | None:
-    """The main output a successful run must leave, for the supervisor to check (main_output.py)."""
-    from generic_trainer.artifacts import main_output
-
-    if args.verb not in VERBS:
-        return None
-    try:
-        values, _ = _raw_values(args, VERBS[args.verb].declaration)
-    except (TrainerError, OSError, ValueError, TypeError, KeyError):
-        return None  # the run itself reports a bad executor input
-    return main_output.expected(args.verb, values, os.environ)
-
-
 def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> int:
     """Run one verb; returns the exit code.
 
@@ -243,11 +228,13 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     ending = argv is None if end_process is None else end_process
     supervised = run_record.claim() is not None
     secrets = supervisor.known_secrets(args)
-    if (
-        ending and not supervised and supervisor.wanted()
-    ):  # user code runs in a child the parent watches
+    if ending and not supervised and supervisor.wanted():  # user code runs in a watched child
         argv = list(sys.argv[1:] if argv is None else argv)
-        return supervisor.run(args.verb, argv, secrets, _expected_output(args))
+        declaration = VERBS[args.verb].declaration if args.verb in VERBS else None
+        expected = main_output.expected(
+            args.verb, lambda: _raw_values(args, declaration)[0], os.environ
+        )
+        return supervisor.run(args.verb, argv, secrets, expected)
     supervisor.mask_logs(secrets)
     try:
         code = (

@@ -1,23 +1,20 @@
 """The supervising parent: the console script runs each verb in a child process it watches.
 
 User code runs in the process that runs the verb, so it can end that process in ways no `except`
-sees: `os._exit(0)`, a signal, a crash in a native library; and it can leave processes running that
-keep the log pipe open. The parent (light: no TensorFlow; `--help` and argument errors are answered
-before it starts anything) runs `python -m generic_trainer <same arguments>` as a child in its own
-session and:
+sees (`os._exit(0)`, a signal, a native crash), write the run record itself, or leave processes
+running. The parent (light: no TensorFlow) runs `python -m generic_trainer <same arguments>` as a
+child in its own session and:
 
-- relays the child's stdout and stderr line by line, masking every known secret value (the values of
-  custom_config's secret keys, redaction.secret_values) in every line, tracebacks included;
-- forwards the signals it gets (SIGTERM from Kubernetes or Vertex preemption, SIGINT, ...) to the child,
-  which handles them exactly as before; the child dies with the parent (PR_SET_PDEATHSIG);
-- reads the run record (artifacts/run_record.py) once the child ended: only a child that wrote its
-  `end` entry finished the runtime's contract; its exit code stands, its summary is printed here and
-  its KFP executor output is moved to where KFP reads it (never for a failed run). Any other ending
-  is exit 3 naming what happened (the exit status or the signal, and the user code that was running),
-  and the output locks the child held are released and their staging dirs removed;
-- names every process the run left running (pid and command line, from /proc) and ends it: SIGTERM
-  to its process group, SIGKILL after a short grace. The parent is a child subreaper, so processes
-  orphaned by the child are found even when they left its process group.
+- relays its stdout and stderr masked as whole streams (artifacts/masking.py: every secret of every
+  configuration channel, intake/secret_channels.py, and URL userinfo), tracebacks included;
+- forwards the signals it gets to the child (which dies with the parent, PR_SET_PDEATHSIG); a run
+  one of them ends before it finished is "stopped from outside by SIGx", exit 128+N;
+- decides success itself: a child that wrote its record's `end` entry keeps its exit code, but exit
+  0 only when the main output is there (artifacts/main_output.py); `atexit` handlers get
+  ATEXIT_GRACE_S after that entry. Its summary is printed here and its KFP executor output moved to
+  where KFP reads it (never for a failed run). Any other ending is exit 3 naming what happened, and
+  the output locks the child held are released and their staging dirs removed;
+- names every process the run left running and ends it (artifacts/leftovers.py).
 """
 
 from __future__ import annotations
@@ -112,27 +109,6 @@ def mask_logs(secrets: set[str]) -> None:
             handler.addFilter(MaskingFilter(secrets))
 
 
-def _describe_ending(returncode: int, record: run_record.RunRecord) -> str:
-    """'was killed by SIGSEGV while run_fn ran' and the like."""
-    if returncode < 0:
-        sig = signal.Signals(-returncode)
-        what = {
-            signal.SIGKILL: " (the out-of-memory killer, or a kill from outside?)",
-            signal.SIGSEGV: " (a crash in native code)",
-            signal.SIGABRT: " (an abort in native code)",
-        }
-        how = f"was killed by {sig.name}{what.get(sig, '')}"
-    else:
-        how = f"ended with exit status {returncode} (os._exit() or a library ending the process)"
-    if record.calling:
-        return f"{how} while {record.calling[-1]} ran"
-    return (
-        f"{how} after {record.last_called} returned"
-        if record.last_called
-        else f"{how} before user code ran"
-    )
-
-
 def _release_held(record: run_record.RunRecord) -> None:
     """Remove the staging dirs and the lock files of the outputs a dead child held (the locks name this
     process as their owner, so no other run can have taken them meanwhile)."""
@@ -183,7 +159,7 @@ def _finish(verb: str, child: subprocess.Popen, record: run_record.RunRecord, ru
             "%s stopped from outside by %s: the run %s, before it could save anything; exit %d",
             verb,
             name,
-            _describe_ending(child.returncode, record),
+            record.ending(child.returncode),
             128 + sig,
         )
         return _discard_executor_output(record, 128 + sig)
@@ -191,7 +167,7 @@ def _finish(verb: str, child: subprocess.Popen, record: run_record.RunRecord, ru
         "%s failed: the run %s, before it finished: no outputs were published; user code must return or "
         "raise, not end the process, so the run ends with exit code 3 (user code)",
         verb,
-        _describe_ending(child.returncode, record),
+        record.ending(child.returncode),
     )
     return _discard_executor_output(record, EXIT_USER_CODE)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 MAIN_OUTPUTS = {  # verb -> (option holding its main output, the flag that names it)
@@ -25,10 +25,29 @@ CLUSTER_ENV = ("TF_CONFIG", "CLUSTER_SPEC")
 SERVING_DIR = "Format-Serving"
 
 
-def expected(verb: str, values: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
-    """The main output path a successful `verb` run must leave (absolute, local), or None (unchecked)."""
+def expected(
+    verb: str,
+    values: Mapping[str, Any] | Callable[[], Mapping[str, Any]],
+    environ: Mapping[str, str],
+) -> str | None:
+    """The main output path a successful `verb` run must leave (absolute, local), or None (unchecked).
+
+    Args:
+      verb: the verb run.
+      values: its raw option values, or a function giving them (flags overlaid by the executor
+        input's; when it raises, the run itself reports the bad input and nothing is checked).
+      environ: the environment (a cluster's replicas are not checked).
+
+    Returns:
+      The path, or None.
+    """
     if verb not in MAIN_OUTPUTS or any(environ.get(name) for name in CLUSTER_ENV):
         return None
+    if callable(values):
+        try:
+            values = values()
+        except Exception:  # noqa: BLE001 (any failure is the run's to report, with exit 2)
+            return None
     path = values.get(MAIN_OUTPUTS[verb][0])
     if not isinstance(path, str) or not path or "://" in path:
         return None  # gs:// and the like: the child maps and checks them
