@@ -20,7 +20,7 @@ import pytest
 from conftest import PENGUIN, cli_env
 from generic_trainer.artifacts import bounded_parse
 from generic_trainer.beam import tfrecords
-from generic_trainer.errors import UserInputError
+from generic_trainer.errors import UserCodeError, UserInputError
 from generic_trainer.fit import accelerator, keras_auto, module_source, user_module
 from generic_trainer.log_text import EscapingFilter, shown
 from generic_trainer.records import example_files
@@ -187,6 +187,14 @@ def test_control_characters_in_user_strings_never_start_a_log_line(tmp_path, cap
     record = logging.LogRecord("generic_trainer", logging.INFO, "", 0, "model %s", (forged,), None)
     EscapingFilter().filter(record)
     assert "\n" not in record.getMessage()
+    failed = OSError(28, "No space left on device", f"/out/{forged}")
+    traceback = UserCodeError("run_fn raised ValueError: x\nTraceback (most recent call last):")
+    record = logging.LogRecord(
+        "generic_trainer.x", logging.ERROR, "", 0, "%s; %s", (failed, traceback), None
+    )
+    EscapingFilter().filter(record)
+    assert record.getMessage().count("\n") == 1  # the user code's traceback keeps its lines
+    assert "/out/m\\n2026" in record.getMessage()
     user = logging.LogRecord("module (absl)", logging.INFO, "", 0, "%s", ("a\nb",), None)
     EscapingFilter().filter(user)
     assert user.getMessage() == "a\nb"  # user code's own lines are the user's

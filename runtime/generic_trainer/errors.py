@@ -38,6 +38,7 @@ class UserCodeError(TrainerError):
     """The user's module raised, or returned something the runtime cannot use."""
 
     exit_code = EXIT_USER_CODE
+    multiline = True  # its message may hold the user code's traceback: logged as it is
 
 
 class OutputError(TrainerError):

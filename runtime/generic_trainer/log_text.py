@@ -3,7 +3,7 @@ value can start a line that looks like the runtime's own (`--model-dir 'm\n2026-
 
 `shown` escapes one string (`\\n`, `\\r`, `\\t`, `\\x1b`, `\\u2028`, ...); `EscapingFilter`, on the
 log handlers (cli.py), applies it to every string and path argument of the runtime's own records
-(logger `generic_trainer`), and `errors.UserInputError` to its message. A floor module: standard
+(logger `generic_trainer`) and exceptions, and `errors.UserInputError` to its message. A floor module: standard
 library only.
 """
 
@@ -33,7 +33,8 @@ def shown(text: str) -> str:
 
 class EscapingFilter(logging.Filter):
     """Escapes the string and path arguments of the runtime's own log records (`shown`); the format
-    string is the runtime's and stays as written, and so do exceptions (their tracebacks)."""
+    string is the runtime's and stays as written, and so do exceptions marked `multiline` (a user-code
+    error carries the traceback of the user's code)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name.split(".")[0] != RUNTIME_LOGGER or not record.args:
@@ -46,6 +47,8 @@ class EscapingFilter(logging.Filter):
 def _shown_arg(arg: object) -> object:
     if isinstance(arg, str):
         return shown(arg)
+    if isinstance(arg, BaseException) and not getattr(arg, "multiline", False):
+        return shown(str(arg))  # an OSError naming a path; not a user-code error and its traceback
     if isinstance(arg, os.PathLike):
         return shown(os.fspath(arg)) if isinstance(os.fspath(arg), str) else arg
     return arg
