@@ -181,6 +181,9 @@ def test_main_output_expected_only_where_one_process_publishes(tmp_path):
     assert main_output.expected("train", values, {}) == os.path.abspath("m")
     assert main_output.expected("train", values, {"TF_CONFIG": "{}"}) is None
     assert main_output.expected("push", {"pushed_model_dir": "p"}, {}) is None
+    assert main_output.expected("train", {**values, "mode": "eval"}, {}) is None
+    assert main_output.expected("tune", lambda: {"best_hyperparameters_dir": "b"}, {}) is not None
+    assert main_output.expected("tune", lambda: 1 / 0, {}) is None  # the run reports it
     assert main_output.expected("train", {"model_dir": "gs://b/m"}, {}) is None
 
 

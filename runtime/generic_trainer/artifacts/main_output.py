@@ -6,7 +6,8 @@ itself and end the process: the record alone cannot say a run succeeded. The par
 output from the arguments (`expected`) and checks it here, without TensorFlow: a train's
 `<model-dir>/Format-Serving/saved_model.pb` must parse as a SavedModel holding a MetaGraph; a tune's
 best hyperparameters and a transform's graph must be there, not empty. Verbs that run no user code
-in their own process, and cluster replicas (only the chief publishes), are not checked.
+in their own process, cluster replicas (only the chief publishes) and a Task's eval modes are not
+checked.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ MAIN_OUTPUTS = {  # verb -> (option holding its main output, the flag that names
     "tune": ("best_hyperparameters_dir", "--best-hyperparameters-dir"),
     "transform": ("transform_graph", "--transform-graph"),
 }
-CLUSTER_ENV = ("TF_CONFIG", "CLUSTER_SPEC")
+CLUSTER_ENV = ("TF_CONFIG", "CLUSTER_SPEC", "KERASTUNER_TUNER_ID")
+NO_MODEL_MODES = (
+    "eval",
+    "continuous_eval",
+)  # a Task's --mode that evaluates and publishes no model
 SERVING_DIR = "Format-Serving"
 
 
@@ -48,6 +53,8 @@ def expected(
             values = values()
         except Exception:  # noqa: BLE001 (any failure is the run's to report, with exit 2)
             return None
+    if verb == "train" and values.get("mode") in NO_MODEL_MODES:
+        return None
     path = values.get(MAIN_OUTPUTS[verb][0])
     if not isinstance(path, str) or not path or "://" in path:
         return None  # gs:// and the like: the child maps and checks them
