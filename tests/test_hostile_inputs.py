@@ -157,14 +157,18 @@ def test_numbers_and_text_python_cannot_decode_are_exit_2_naming_the_input():
     assert bounded_parse.load_json('{"t": "\\ud83d\\ude00"}', "x") == {"t": "\U0001f600"}
 
 
-def test_big_integers_on_the_cli_are_exit_2_before_tensorflow(tmp_path):
+def test_big_integers_and_surrogates_on_the_cli_are_exit_2_before_tensorflow(tmp_path):
     hp = tmp_path / "hp.json"
     hp.write_text(f'{{"units": {"9" * 5000}}}')
     big = f'{{"n": {"9" * 5000}}}'
-    for extra in (["--custom-config", big], ["--hyperparameters", str(hp)]):
+    for extra, said in (
+        (["--custom-config", big], "holds a number Python cannot read"),
+        (["--hyperparameters", str(hp)], "holds a number Python cannot read"),
+        (["--custom-config", '{"token": "abc\\ud800defg"}'], "holds a lone surrogate \\ud800"),
+    ):
         code, heavy, stderr = _cli(_train(PENGUIN / "module.py", tmp_path, *extra))
         assert (code, heavy) == (2, []), stderr[-2000:]
-        assert f"{extra[0]}: " in stderr and "holds a number Python cannot read" in stderr
+        assert f"{extra[0]}: " in stderr and said in stderr
 
 
 def test_nvidia_smi_output_that_is_not_utf8(tmp_path):

@@ -47,10 +47,9 @@ def _channel_secrets(values: Mapping[str, Any], read_files: bool, depth: int) ->
         "config": task_config.parse_config_text,
     }
     if read_files:
-        parsers["config_file"] = lambda paths: [
-            task_config.load_config_file(p) for p in _strings([paths])
-        ]
         parsers["hyperparameters"] = _hyperparameters
+        for path in _strings([values.get("config_file")]):
+            found |= _parsed_secrets(task_config.load_config_file, path)
     for key, parse in parsers.items():
         if values.get(key):
             found |= _parsed_secrets(parse, values[key])
