@@ -30,13 +30,14 @@ from generic_trainer import (
     transform,
     tune,
 )
-from generic_trainer.artifacts import run_record
+from generic_trainer.artifacts import main_output, run_record
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import TrainerError
 from generic_trainer.intake import options, output_checks
 from generic_trainer.intake.common_options import EPILOG
 from generic_trainer.intake.contract import RequestT, ResultT, VerbContract
 from generic_trainer.intake.request import gcs_root
+from generic_trainer.log_text import EscapingFilter
 
 log = logging.getLogger("generic_trainer")
 
@@ -53,9 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for verb in VERBS.values():
         options.add_parser(sub, verb.declaration, EPILOG)
-    from generic_trainer import (
-        vertex,
-    )  # light: google-cloud-aiplatform loads only when a job is built
+    from generic_trainer import vertex  # light: aiplatform loads only when a job is built
 
     vertex.add_parser(sub)
     from generic_trainer import export_tflite  # light: TensorFlow loads only when the verb runs
@@ -71,6 +70,8 @@ def _setup_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         force=True,
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(EscapingFilter())
     for noisy in ("tensorflow", "h5py", "urllib3", "google", "apache_beam"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     absl = logging.getLogger(
@@ -229,10 +230,13 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     ending = argv is None if end_process is None else end_process
     supervised = run_record.claim() is not None
     secrets = supervisor.known_secrets(args)
-    if (
-        ending and not supervised and supervisor.wanted()
-    ):  # user code runs in a child the parent watches
-        return supervisor.run(args.verb, list(sys.argv[1:] if argv is None else argv), secrets)
+    if ending and not supervised and supervisor.wanted():  # user code runs in a watched child
+        argv = list(sys.argv[1:] if argv is None else argv)
+        declaration = VERBS[args.verb].declaration if args.verb in VERBS else None
+        expected = main_output.expected(
+            args.verb, lambda: _raw_values(args, declaration)[0], os.environ
+        )
+        return supervisor.run(args.verb, argv, secrets, expected)
     supervisor.mask_logs(secrets)
     try:
         code = (

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from generic_trainer.beam import tabular
+from generic_trainer.records import record_framing
 
 GZIP_MAGIC = b"\x1f\x8b"
 KIND_LEVELS = {"int64_list": 0, "float_list": 1, "bytes_list": 2}  # tabular.TYPE_LEVELS' order
@@ -54,6 +55,7 @@ def iter_records(path: str, opener: tabular.Opener) -> Iterator[bytes]:
     with opener(path) as raw:
         gzipped = raw.read(2) == GZIP_MAGIC
         raw.seek(0)
+        gzip_left = record_framing.bytes_left(raw, gzipped=True)
         f = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
         what = "gzipped TFRecord" if gzipped else "TFRecord (plain, not gzip)"
         n = 0
@@ -73,7 +75,8 @@ def iter_records(path: str, opener: tabular.Opener) -> Iterator[bytes]:
                     raise ValueError(
                         f"{path} record {n}: the record header fails its checksum (not {what} data)"
                     )
-                data = _read_exact(f, length)
+                left = gzip_left if gzipped else record_framing.bytes_left(f, gzipped=False)
+                data = record_framing.read_payload(f, length, left, f"{path} record {n}")
                 footer = _read_exact(f, 4)
                 if len(data) < length or len(footer) < 4:
                     raise ValueError(

@@ -22,6 +22,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping
 
+from generic_trainer.artifacts import bounded_parse
 from generic_trainer.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -81,9 +82,10 @@ def _nvidia_smi(path: str) -> list[str]:
     if not exe:
         return []
     try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20).stdout
+        raw = subprocess.run([exe, "-L"], capture_output=True, timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
         return []
+    out = bounded_parse.tool_text(raw)  # any bytes: not UTF-8, control characters
     return [m.group(1).strip() for m in re.finditer(r"^GPU \d+: ([^(\n]+)", out, re.M)]
 
 
