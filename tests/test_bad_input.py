@@ -99,6 +99,7 @@ def _base_args(verb: str, root: Path) -> list[str]:
     ex, out = str(root / "examples"), str(root / "out")
     return {
         "train": ["train", "--examples", ex, "--module-file", "m.py", "--model-dir", out],
+        "doctor": ["doctor", "--examples", ex, "--module-file", "m.py", "--model-dir", out],
         "tune": [
             "tune",
             "--examples",
@@ -147,7 +148,8 @@ def _main(argv: list[str], capsys) -> tuple[int, str]:
         code = cli.main(argv)
     except SystemExit as e:  # argparse
         code = e.code
-    return code, capsys.readouterr().err
+    captured = capsys.readouterr()
+    return code, captured.err + captured.out  # doctor prints its checks, the fail lines too
 
 
 @pytest.mark.parametrize("verb, flag", numeric_flags())

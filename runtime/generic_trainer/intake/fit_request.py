@@ -68,7 +68,7 @@ def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> di
 MIXED_PRECISION_CHOICES = ("mixed_float16", "mixed_bfloat16")
 
 
-def _speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
+def speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     """--mixed-precision, --jit-compile, --steps-per-execution (flags, or KFP parameters)."""
     policy = values.get("mixed_precision") or None
     if policy is not None and policy not in MIXED_PRECISION_CHOICES:
@@ -280,7 +280,7 @@ def build_train_request(
         values.get("serving_image_region"),
     )
     sha, run_fn = fields.pop("module_sha256"), fields.pop("run_fn")
-    speed = _speed_fields(values)
+    speed = speed_fields(values)
     program = (
         _task_program(values, gcs_root, keras, sha)
         if task
@@ -406,6 +406,6 @@ def check_values(verb: Verb, values: Mapping[str, Any], environ: Mapping[str, st
         values.get("tflite_quantization"),
         values.get("tflite_tolerance"),
     )
-    _speed_fields(values)
+    speed_fields(values)
     if task:  # its config files are read on the container's machine
         _task_program({**values, "config_file": None}, raw.gcs_root, keras, None)
