@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from generic_trainer.intake.common_options import common_groups
 from generic_trainer.intake.options import Component, Group, Option, Verb, artifact, output, value
-from generic_trainer.intake.request import existing, sha256, splits, text
+from generic_trainer.intake.request import boolean, existing, one_of, sha256, splits, text
+
+PAYLOAD_FORMATS = ("FORMAT_TF_EXAMPLE", "FORMAT_TF_SEQUENCE_EXAMPLE")
 
 BEAM = Group(
     "beam",
@@ -39,20 +41,61 @@ IMPORT_EXAMPLES_INPUTS = Group(
     (
         Option(
             "input",
-            help="files to read, a glob (gs:// allowed), e.g. 'data/*.csv'",
-            metavar="PATTERN",
+            help=(
+                "files to read: a glob (gs:// allowed), e.g. 'data/*.csv', or a folder (TFX's "
+                "input_base: the files in it, or the base of --input-splits' patterns); "
+                "{SPAN}, {VERSION} and {YYYY}{MM}{DD} select the latest span as TFX's ExampleGen"
+            ),
+            metavar="PATTERN_OR_DIR",
             param=value(
                 str,
-                "Files to read, a glob (gs:// allowed). Give it or input_splits.",
+                (
+                    "Files to read: a glob (gs:// allowed), or a folder (TFX's input_base: the files\n"
+                    "in it, or the base of input_splits' patterns). {SPAN}, {VERSION} and\n"
+                    "{YYYY}{MM}{DD} in a pattern select the latest span and version, as TFX's ExampleGen."
+                ),
                 "",
                 name="input_pattern",
+            ),
+        ),
+        Option(
+            "range_config",
+            help=(
+                'TFX\'s RangeConfig as JSON: \'{"static_range": {"start_span_number": N, '
+                '"end_span_number": N}}\' reads span N instead of the latest'
+            ),
+            metavar="JSON",
+            param=value(
+                dict,
+                (
+                    'TFX\'s RangeConfig, e.g. {"static_range": {"start_span_number": 3,\n'
+                    '"end_span_number": 3}}: read that span instead of the latest.'
+                ),
+                None,
+            ),
+        ),
+        Option(
+            "payload_format",
+            check=one_of(PAYLOAD_FORMATS, "FORMAT_TF_EXAMPLE"),
+            choices=PAYLOAD_FORMATS,
+            help=(
+                "what the TFRecords hold (--format tfrecord; TFX's payload_format): "
+                "FORMAT_TF_EXAMPLE (default) or FORMAT_TF_SEQUENCE_EXAMPLE"
+            ),
+            param=value(
+                str,
+                (
+                    "What the TFRecords hold (format tfrecord): FORMAT_TF_EXAMPLE or\n"
+                    "FORMAT_TF_SEQUENCE_EXAMPLE; recorded on the examples (TFX's payload_format)."
+                ),
+                "FORMAT_TF_EXAMPLE",
             ),
         ),
         Option(
             "format",
             help=(
                 "file format (default csv; CSV needs a header line; tfrecord: TFRecord files of "
-                "tf.Example, gzipped or plain, as TFX's ImportExampleGen)"
+                "tf.Example or tf.SequenceExample, gzipped or plain, as TFX's ImportExampleGen)"
             ),
             choices=("csv", "parquet", "tfrecord"),
             param=value(
@@ -99,8 +142,46 @@ IMPORT_EXAMPLES_INPUTS = Group(
             ),
         ),
         Option(
+            "partition_feature",
+            check=text(None),
+            help=(
+                "split by the hash of this feature's value instead of the whole record (TFX's "
+                "partition_feature_name; an int64 or bytes feature every record holds)"
+            ),
+            metavar="NAME",
+            param=value(
+                str,
+                (
+                    "Split by the hash of this feature's value instead of the whole record (TFX's\n"
+                    "output_config.split_config.partition_feature_name); empty: the record."
+                ),
+                "",
+            ),
+        ),
+        Option(
+            "infer_feature_shape",
+            check=boolean(True),
+            help=(
+                "true (default): a feature with the same number of values in every example gets "
+                "that shape; false: no shapes, every feature read sparse (SchemaGen's "
+                "infer_feature_shape)"
+            ),
+            metavar="true|false",
+            param=value(
+                bool,
+                (
+                    "SchemaGen's infer_feature_shape for the inferred schema: false gives no feature\n"
+                    "a shape (TFX's modules then read every feature sparse)."
+                ),
+                True,
+            ),
+        ),
+        Option(
             "input_splits",
-            help="one pattern per split instead of --input (no hashing)",
+            help=(
+                "one pattern per split (no hashing); with --input DIR the patterns are relative "
+                "to it (TFX's input_config)"
+            ),
             metavar="name=PATTERN,...",
             param=value(
                 dict,

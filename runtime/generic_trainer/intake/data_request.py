@@ -9,6 +9,7 @@ data_options.py (options.checked_fields).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,8 @@ from generic_trainer.intake.request import (
     data_path,
     examples_dir,
     existing_path,
+    ints_from_floats,
+    json_object,
     module_file,
     new_output_dir,
     raw_inputs,
@@ -86,6 +89,10 @@ class ImportExamplesRequest:
     beam_args: tuple[str, ...] = ()
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
+    payload_format: str = "FORMAT_TF_EXAMPLE"  # TFX's payload_format (tfrecord input)
+    partition_feature: str | None = None  # TFX's partition_feature_name
+    infer_feature_shape: bool = True  # SchemaGen's infer_feature_shape
+    range_config: Mapping[str, Any] | None = None  # TFX's RangeConfig (JSON form)
 
 
 def _split_name(input_name: str, name: str) -> str:
@@ -158,18 +165,13 @@ def build_import_examples_request(
         raise UserInputError(
             "--format", f"expected csv, parquet or tfrecord, got {values.get('format')!r}"
         )
-    pattern = values.get("input") or values.get("input_pattern") or None
-    input_splits = _input_splits(values.get("input_splits"))
-    if bool(pattern) == bool(input_splits):
-        raise UserInputError(
-            "--input",
-            "give either --input PATTERN (split by hash with --splits) or "
-            "--input-splits name=PATTERN,... (one pattern per split)",
-        )
+    pattern, input_splits = _input_patterns(beam, values)
     if input_splits and values.get("splits") not in (None, "", {}):
         raise UserInputError(
             "--splits", "hash splits are for --input; with --input-splits each pattern is a split"
         )
+    fields = options.checked_fields(data_options.IMPORT_EXAMPLES, beam.raw)
+    _check_import_options(fmt, fields)
     schema_output = beam.output("schema_output", "output_schema")
     return ImportExamplesRequest(
         output=beam.new_dir(
@@ -178,15 +180,77 @@ def build_import_examples_request(
             "the Examples directory to write (Split-<name>/*.gz and schema.pbtxt)",
         ),
         format=fmt,
-        input_pattern=beam.path(pattern) if pattern else None,
+        input_pattern=pattern,
         splits=_hash_splits(values.get("splits")) if pattern else (),
-        input_splits=tuple((name, beam.path(p)) for name, p in input_splits),
+        input_splits=input_splits,
         schema_output=beam.path(schema_output) if schema_output else None,
         beam_args=beam.beam_args,
         gcs_root=beam.raw.gcs_root,
         kfp=kfp,
-        **options.checked_fields(data_options.IMPORT_EXAMPLES, beam.raw),
+        range_config=_range_config(values.get("range_config")),
+        **fields,
     )
+
+
+def _input_patterns(
+    beam: BeamInputs, values: Mapping[str, Any]
+) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """(hash-split pattern, per-split patterns) as Beam reads them. `--input DIR` is TFX's
+    input_base: its files (`DIR/*`), or the base of relative `--input-splits` patterns."""
+    given = values.get("input") or values.get("input_pattern") or None
+    input_splits = _input_splits(values.get("input_splits"))
+    base = beam.path(given) if given else None
+    is_dir = bool(given) and (
+        str(given).endswith("/") or ("://" not in base and os.path.isdir(base))
+    )
+    if input_splits and given and not is_dir:
+        raise UserInputError(
+            "--input",
+            f"{given} is not a folder; with --input-splits, --input is the folder their "
+            "patterns are relative to (TFX's input_base), or left out",
+        )
+    if not given and not input_splits:
+        raise UserInputError(
+            "--input",
+            "give --input PATTERN_OR_DIR (split by hash with --splits) or --input-splits "
+            "name=PATTERN,... (one pattern per split)",
+        )
+    if input_splits:
+        root = base if is_dir else ""
+        return None, tuple(
+            (n, beam.path(_join(root, p)) if root else beam.path(p)) for n, p in input_splits
+        )
+    return (_join(base, "*") if is_dir else base), ()
+
+
+def _join(base: str, pattern: str) -> str:
+    if "://" in pattern or pattern.startswith("/"):
+        return pattern
+    return base.rstrip("/") + "/" + pattern
+
+
+def _range_config(value: Any) -> dict[str, Any] | None:
+    """TFX's RangeConfig (JSON or a KFP dict), checked as TFX checks it; None when not given."""
+    from generic_trainer.beam.spans import check_range_config
+
+    config = json_object("--range-config", value)
+    try:
+        check_range_config(ints_from_floats(config))
+    except ValueError as e:
+        raise UserInputError("--range-config", str(e)) from None
+    return ints_from_floats(config) or None
+
+
+def _check_import_options(fmt: str, fields: Mapping[str, Any]) -> None:
+    """Options that only some formats take."""
+    if fields.get("payload_format") == "FORMAT_TF_SEQUENCE_EXAMPLE" and fmt != "tfrecord":
+        raise UserInputError(
+            "--payload-format",
+            "FORMAT_TF_SEQUENCE_EXAMPLE is for --format tfrecord (tables become tf.Examples)",
+        )
+    name = fields.get("partition_feature")
+    if name is not None and not str(name).strip():
+        raise UserInputError("--partition-feature", "expected a feature name, got an empty one")
 
 
 @dataclasses.dataclass(frozen=True)
