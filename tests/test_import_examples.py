@@ -69,7 +69,12 @@ def test_penguin_csv_with_schema_is_split_like_example_gen(tmp_path, capsys):
         == 0
     )
     summary = json.loads(capsys.readouterr().out)
-    assert sorted(p.name for p in out.iterdir()) == ["Split-eval", "Split-train", "schema.pbtxt"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "Split-eval",
+        "Split-train",
+        "examples_properties.json",
+        "schema.pbtxt",
+    ]
     assert [p.name for p in (out / "Split-train").iterdir()] == ["data_tfrecord-00000-of-00001.gz"]
     assert (out / "schema.pbtxt").read_text() != "" and "bill_length_mm" in (
         out / "schema.pbtxt"

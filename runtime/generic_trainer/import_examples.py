@@ -1,18 +1,18 @@
 """The import-examples verb: CSV, Parquet or TFRecord files to a TFX Examples artifact, on Apache Beam.
 
-    <output>/Split-<name>/data_tfrecord-NNNNN-of-MMMMM.gz   gzipped TFRecords of tf.Example (ExampleGen's layout)
-    <output>/schema.pbtxt                                   the schema given, or the one inferred
+    <output>/Split-<name>/data_tfrecord-NNNNN-of-MMMMM.gz   gzipped TFRecords (ExampleGen's layout)
+    <output>/schema.pbtxt                                   the schema given, or inferred
+    <output>/examples_properties.json                       TFX's Examples properties (span, ...)
 
-Before Beam starts, every table's columns are checked (against the schema when one is given, else
-against the first file), and each input pattern must hold a row. The pipeline reads each file in
-Arrow blocks (files are the unit of parallelism), encodes rows as tf.Example with missing cells left
-out (tabular.py) and sends each record to a split by the hash of its bytes, or by the pattern it came
-from (`--input-splits`). Without a schema tables are read twice: once to infer the types (every value
-counts), once to encode, so memory does not grow with the rows. TFRecord files (tfrecords.py, as TFX's
-ImportExampleGen) are read once: each record is parsed as a tf.Example, re-serialized deterministically
-(the bytes hashed and written) and counted for inference. The schema inferred is SchemaGen's with
-`infer_feature_shape=True` (inference.py). Beam's workers write the shards into a staging dir, renamed
-into place once the pipeline has succeeded (after `before_publish`: contract.py).
+Before Beam starts the input patterns are resolved as TFX's ExampleGen does (`{SPAN}`, `{VERSION}`,
+dates, a range config: beam/spans.py), every table's columns are checked (against the schema when
+one is given, else against the first file) and each pattern must hold a row (beam/import_sources.py).
+The pipeline (steps in beam/import_fns.py) reads each file in Arrow blocks or TFRecords (files are
+the unit of parallelism), encodes rows as tf.Example or canonicalizes each tf.(Sequence)Example,
+and splits by TFX's hash (of the record, or of its partition feature) or by the pattern it came
+from (`--input-splits`). Without a schema tables
+are read twice (types first), TFRecords once; the schema is SchemaGen's (beam/inference.py). Beam
+writes into a staging dir, renamed into place on success (after `before_publish`: contract.py).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 from generic_trainer.artifacts import outputs
 from generic_trainer.beam import beam_run, import_fns, tfrecords
-from generic_trainer.beam.import_sources import Source, check_sources, given_kinds, resolve_sources
+from generic_trainer.beam.import_sources import Source, given_kinds, prepare_sources
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import data_options, data_request
 from generic_trainer.intake.contract import VerbContract
@@ -78,32 +78,19 @@ def _build(
     tfrecord = request.format == "tfrecord"
     inferred = None
     if given is None and not tfrecord:
-        inferred = (
-            pipeline
-            | "InferFiles" >> beam.Create(sorted({f for s in sources for f in s.files}))
-            | "InferReshuffle" >> beam.Reshuffle()
-            | "Infer" >> beam.Map(import_fns.InferFile(request.format, columns))
-            | "InferMerge" >> beam.CombineGlobally(import_fns.merge)
-        )
+        files = sorted({f for s in sources for f in s.files})
+        inferred = pipeline | "InferTables" >> _infer_tables(files, request.format, columns)
     per_split: dict[str, list[Any]] = {name: [] for name in split_names}
     facts = []
-    rules = tfrecords.schema_rules(schema) if schema is not None else None
     for i, source in enumerate(sources):
-        names = source.splitter.names
-        if tfrecord:
-            fn = import_fns.import_tfrecord_fn(rules, source.splitter, request.payload_format)
-            step = beam.ParDo(fn).with_outputs(import_fns.FACTS_TAG, *names)
-        else:
-            side = (beam.pvalue.AsSingleton(inferred),) if inferred is not None else ()
-            fn = import_fns.encode_file_fn(request.format, columns, given, source.splitter)
-            step = beam.ParDo(fn, *side).with_outputs(*names)
+        step = _encode_step(request, source, schema, columns, inferred)
         outputs = (
             pipeline
             | f"Files[{i}]" >> beam.Create(source.files)
             | f"Reshuffle[{i}]" >> beam.Reshuffle()
             | f"Encode[{i}]" >> step
         )
-        for name in names:
+        for name in source.splitter.names:
             per_split[name].append(outputs[name])
         if tfrecord:
             facts.append(outputs[import_fns.FACTS_TAG])
@@ -124,6 +111,44 @@ def _build(
             beam_run.join(staging, f"Split-{name}", DATA_FILE_PREFIX), file_name_suffix=".gz"
         )
     return split_names
+
+
+def _infer_tables(files: list[str], fmt: str, columns: list[str] | None) -> Any:
+    """A PTransform: the tables' merged inference facts (one element)."""
+    import apache_beam as beam
+
+    @beam.ptransform_fn
+    def infer(pipeline: Any) -> Any:
+        return (
+            pipeline
+            | "Files" >> beam.Create(files)
+            | "Reshuffle" >> beam.Reshuffle()
+            | "Infer" >> beam.Map(import_fns.InferFile(fmt, columns))
+            | "Merge" >> beam.CombineGlobally(import_fns.merge)
+        )
+
+    return infer()
+
+
+def _encode_step(
+    request: ImportExamplesRequest,
+    source: Source,
+    schema: Any,
+    columns: list[str] | None,
+    inferred: Any,
+) -> Any:
+    """The ParDo that turns one source's files into split-tagged records (and TFRecord facts)."""
+    import apache_beam as beam
+
+    names = source.splitter.names
+    if request.format == "tfrecord":
+        rules = tfrecords.schema_rules(schema) if schema is not None else None
+        fn = import_fns.import_tfrecord_fn(rules, source.splitter, request.payload_format)
+        return beam.ParDo(fn).with_outputs(import_fns.FACTS_TAG, *names)
+    given = given_kinds(schema, request.payload_format) if schema is not None else None
+    side = (beam.pvalue.AsSingleton(inferred),) if inferred is not None else ()
+    fn = import_fns.encode_file_fn(request.format, columns, given, source.splitter)
+    return beam.ParDo(fn, *side).with_outputs(*names)
 
 
 def _run_pipeline(
@@ -173,25 +198,25 @@ def run(
         return _import(request, before_publish)
 
 
-def _prepare(request: ImportExamplesRequest) -> tuple[Any, list[Source], dict[str, Any], Any]:
-    """(schema or None, sources, TFX's artifact properties, columns) checked before Beam starts."""
-    from generic_trainer.records.schemas import load_schema
-
-    schema = load_schema(request.schema) if request.schema else None
-    if schema is not None:
-        given_kinds(schema, request.payload_format)
-    sources, resolved = resolve_sources(
-        request.input_pattern,
-        request.splits,
-        request.input_splits,
-        request.partition_feature,
-        request.range_config,
+def _log_plan(
+    request: ImportExamplesRequest,
+    files: int,
+    properties: Mapping[str, Any],
+    columns: list[str] | None,
+    options: Any,
+) -> None:
+    log.info(
+        "import-examples: %d %s file(s) of %s, %s, splits %s, schema %s, span %s%s; beam %s",
+        files,
+        request.format,
+        properties["payload_format"],
+        f"{len(columns)} columns" if columns is not None else "features from the records",
+        ", ".join([f"{n}:{b}" for n, b in request.splits] + [n for n, _ in request.input_splits]),
+        request.schema or "inferred from the data",
+        properties["span"],
+        f" version {properties['version']}" if "version" in properties else "",
+        beam_run.describe_options(options),
     )
-    columns = check_sources(request.format, sources, schema, request.schema)
-    properties = examples_properties.properties(
-        request.payload_format, resolved.span, resolved.version, resolved.fingerprint
-    )
-    return schema, sources, properties, columns
 
 
 def _import(
@@ -199,22 +224,18 @@ def _import(
 ) -> ImportResult:
     """Import the files into a new Examples directory; returns the counts per split."""
     started = time.monotonic()
-    schema, sources, properties, columns = _prepare(request)
+    patterns = (request.input_pattern, request.splits, request.input_splits)
+    schema, sources, properties, columns = prepare_sources(
+        request.format,
+        request.schema,
+        request.payload_format,
+        patterns,
+        request.partition_feature,
+        request.range_config,
+    )
     all_files = sorted({f for s in sources for f in s.files})
     options = beam_run.pipeline_options(request.beam_args, beam_run.total_bytes(all_files))
-    log.info(
-        "import-examples: %d %s file(s) of %s, %s, splits %s, schema %s, span %s%s; beam %s",
-        len(all_files),
-        request.format,
-        properties["payload_format"],
-        f"{len(columns)} columns" if columns is not None else "features from the records",
-        ", ".join(f"{n}:{b}" for n, b in request.splits)
-        or ", ".join(n for n, _ in request.input_splits),
-        request.schema or "inferred from the data",
-        properties["span"],
-        f" version {properties['version']}" if "version" in properties else "",
-        beam_run.describe_options(options),
-    )
+    _log_plan(request, len(all_files), properties, columns, options)
     staging = beam_run.new_staging(request.output)
     schema_staging = None
     try:
@@ -222,10 +243,10 @@ def _import(
         examples_properties.write(staging, properties, beam_run.write_text)
         with beam_run.open_binary(beam_run.join(staging, SCHEMA_FILE)) as f:
             schema_text = f.read().decode("utf-8")
+        seconds = time.monotonic() - started
         result = ImportResult(
-            request.output, counts, _feature_count(schema_text), schema is None, 0.0, properties
+            request.output, counts, _feature_count(schema_text), schema is None, seconds, properties
         )
-        result = dataclasses.replace(result, seconds=time.monotonic() - started)
         if request.schema_output:
             schema_staging = beam_run.new_staging(request.schema_output)
             beam_run.write_text(beam_run.join(schema_staging, SCHEMA_FILE), schema_text)

@@ -177,3 +177,28 @@ def given_kinds(schema: Any, payload_format: str = FORMAT_TF_EXAMPLE) -> dict[st
             "a table column becomes one of those",
         )
     return kinds
+
+
+def prepare_sources(
+    fmt: str,
+    schema_path: str | None,
+    payload_format: str,
+    patterns: tuple[str | None, Sequence[tuple[str, int]], Sequence[tuple[str, str]]],
+    partition_feature: str | None,
+    range_config: Mapping[str, Any] | None,
+) -> tuple[Any, list[Source], dict[str, Any], list[str] | None]:
+    """(schema or None, sources, TFX's Examples properties, the tables' columns) of an import.
+
+    `patterns`: (the `--input` pattern or None, its hash splits, the `--input-splits`)."""
+    from generic_trainer.records import examples_properties
+    from generic_trainer.records.schemas import load_schema
+
+    schema = load_schema(schema_path) if schema_path else None
+    if schema is not None:
+        given_kinds(schema, payload_format)
+    sources, resolved = resolve_sources(*patterns, partition_feature, range_config)
+    columns = check_sources(fmt, sources, schema, schema_path)
+    properties = examples_properties.properties(
+        payload_format, resolved.span, resolved.version, resolved.fingerprint
+    )
+    return schema, sources, properties, columns
