@@ -9,29 +9,23 @@ data_options.py (options.checked_fields).
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from typing import Any
 
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake import data_options, options
+from generic_trainer.intake import data_options, example_gen_inputs, options
 from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.request import (
-    SPLIT_NAME_PATTERN,
     RawInputs,
     data_path,
     examples_dir,
     existing_path,
-    ints_from_floats,
-    json_object,
     module_file,
     new_output_dir,
     raw_inputs,
 )
-
-DEFAULT_SPLITS = (("train", 2), ("eval", 1))  # CsvExampleGen's default: 2/3 train, 1/3 eval
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +74,7 @@ class ImportExamplesRequest:
     output: str
     format: str = "csv"
     input_pattern: str | None = None
-    splits: tuple[tuple[str, int], ...] = DEFAULT_SPLITS
+    splits: tuple[tuple[str, int], ...] = example_gen_inputs.DEFAULT_SPLITS
     input_splits: tuple[tuple[str, str], ...] = ()
     schema: str | None = None
     schema_output: str | None = (
@@ -95,64 +89,6 @@ class ImportExamplesRequest:
     range_config: Mapping[str, Any] | None = None  # TFX's RangeConfig (JSON form)
 
 
-def _split_name(input_name: str, name: str) -> str:
-    name = name.strip()
-    if not SPLIT_NAME_PATTERN.fullmatch(name):
-        raise UserInputError(
-            input_name, f"split name {name!r} must be letters, digits, '_', '-' or '.'"
-        )
-    return name
-
-
-def _named_pairs(value: Any, separator: str) -> list[tuple[str, Any]]:
-    """A KFP dict's items in order, or `name<separator>value,...` split into pairs (a bare name pairs with "")."""
-    if isinstance(value, Mapping):
-        return list(value.items())
-    return [(part.split(separator, 1) + [""])[:2] for part in str(value).split(",") if part.strip()]
-
-
-def _hash_splits(value: Any) -> tuple[tuple[str, int], ...]:
-    """`train:2,eval:1` -> (("train", 2), ("eval", 1)); the order decides which bucket range is whose.
-
-    A dict is taken in its order; KFP sorts a dict parameter's keys, so the component takes the string.
-    """
-    if value is None or value == "" or value == {}:
-        return DEFAULT_SPLITS
-    splits = []
-    for name, buckets in _named_pairs(value, ":"):
-        try:
-            count = int(float(buckets))
-        except (TypeError, ValueError):
-            count = 0
-        if count < 1 or float(buckets) != count:
-            raise UserInputError(
-                "--splits",
-                f"expected name:buckets pairs with whole buckets >= 1 such as "
-                f"'train:2,eval:1', got {value!r}",
-            )
-        splits.append((_split_name("--splits", name), count))
-    if len({n for n, _ in splits}) != len(splits):
-        raise UserInputError("--splits", f"a split name appears twice in {value!r}")
-    return tuple(splits)
-
-
-def _input_splits(value: Any) -> tuple[tuple[str, str], ...]:
-    """`train=PATTERN,eval=PATTERN` (or a KFP dict) -> (("train", PATTERN), ("eval", PATTERN))."""
-    if value is None or value == "" or value == {}:
-        return ()
-    out = []
-    for name, pattern in _named_pairs(value, "="):
-        if not str(pattern).strip():
-            raise UserInputError(
-                "--input-splits",
-                f"expected name=PATTERN pairs such as 'train=a/*.csv,eval=b/*.csv', got {value!r}",
-            )
-        out.append((_split_name("--input-splits", name), str(pattern).strip()))
-    if len({n for n, _ in out}) != len(out):
-        raise UserInputError("--input-splits", f"a split name appears twice in {value!r}")
-    return tuple(out)
-
-
 def build_import_examples_request(
     values: Mapping[str, Any],
     environ: Mapping[str, str] | None = None,
@@ -165,13 +101,13 @@ def build_import_examples_request(
         raise UserInputError(
             "--format", f"expected csv, parquet or tfrecord, got {values.get('format')!r}"
         )
-    pattern, input_splits = _input_patterns(beam, values)
+    pattern, input_splits = example_gen_inputs.input_patterns(beam.path, values)
     if input_splits and values.get("splits") not in (None, "", {}):
         raise UserInputError(
             "--splits", "hash splits are for --input; with --input-splits each pattern is a split"
         )
     fields = options.checked_fields(data_options.IMPORT_EXAMPLES, beam.raw)
-    _check_import_options(fmt, fields)
+    example_gen_inputs.check_import_options(fmt, fields, input_splits)
     schema_output = beam.output("schema_output", "output_schema")
     return ImportExamplesRequest(
         output=beam.new_dir(
@@ -181,76 +117,15 @@ def build_import_examples_request(
         ),
         format=fmt,
         input_pattern=pattern,
-        splits=_hash_splits(values.get("splits")) if pattern else (),
+        splits=example_gen_inputs.hash_splits(values.get("splits")) if pattern else (),
         input_splits=input_splits,
         schema_output=beam.path(schema_output) if schema_output else None,
         beam_args=beam.beam_args,
         gcs_root=beam.raw.gcs_root,
         kfp=kfp,
-        range_config=_range_config(values.get("range_config")),
+        range_config=example_gen_inputs.range_config(values.get("range_config")),
         **fields,
     )
-
-
-def _input_patterns(
-    beam: BeamInputs, values: Mapping[str, Any]
-) -> tuple[str | None, tuple[tuple[str, str], ...]]:
-    """(hash-split pattern, per-split patterns) as Beam reads them. `--input DIR` is TFX's
-    input_base: its files (`DIR/*`), or the base of relative `--input-splits` patterns."""
-    given = values.get("input") or values.get("input_pattern") or None
-    input_splits = _input_splits(values.get("input_splits"))
-    base = beam.path(given) if given else None
-    is_dir = bool(given) and (
-        str(given).endswith("/") or ("://" not in base and os.path.isdir(base))
-    )
-    if input_splits and given and not is_dir:
-        raise UserInputError(
-            "--input",
-            f"{given} is not a folder; with --input-splits, --input is the folder their "
-            "patterns are relative to (TFX's input_base), or left out",
-        )
-    if not given and not input_splits:
-        raise UserInputError(
-            "--input",
-            "give --input PATTERN_OR_DIR (split by hash with --splits) or --input-splits "
-            "name=PATTERN,... (one pattern per split)",
-        )
-    if input_splits:
-        root = base if is_dir else ""
-        return None, tuple(
-            (n, beam.path(_join(root, p)) if root else beam.path(p)) for n, p in input_splits
-        )
-    return (_join(base, "*") if is_dir else base), ()
-
-
-def _join(base: str, pattern: str) -> str:
-    if "://" in pattern or pattern.startswith("/"):
-        return pattern
-    return base.rstrip("/") + "/" + pattern
-
-
-def _range_config(value: Any) -> dict[str, Any] | None:
-    """TFX's RangeConfig (JSON or a KFP dict), checked as TFX checks it; None when not given."""
-    from generic_trainer.beam.spans import check_range_config
-
-    config = json_object("--range-config", value)
-    try:
-        check_range_config(ints_from_floats(config))
-    except ValueError as e:
-        raise UserInputError("--range-config", str(e)) from None
-    return ints_from_floats(config) or None
-
-
-def _check_import_options(fmt: str, fields: Mapping[str, Any]) -> None:
-    """Options that only some formats take."""
-    if fields.get("payload_format") == "FORMAT_TF_SEQUENCE_EXAMPLE" and fmt != "tfrecord":
-        raise UserInputError(
-            "--payload-format",
-            "FORMAT_TF_SEQUENCE_EXAMPLE is for --format tfrecord (tables become tf.Examples)",
-        )
-    name = fields.get("partition_feature")
-    if name is not None and not str(name).strip():
-        raise UserInputError("--partition-feature", "expected a feature name, got an empty one")
 
 
 @dataclasses.dataclass(frozen=True)
