@@ -367,3 +367,21 @@ def _read_as_the_trainer_does(examples: Path, schema: Path, tmp_path: Path) -> N
     wrong.write_text(schema.read_text().replace("type: BYTES", "type: INT"))
     with pytest.raises(UserInputError, match="split 'train'"):
         check_first_records(patterns, str(wrong))
+
+
+def test_bad_span_inputs_are_exit_2_naming_the_input(tmp_path, capsys):
+    out = str(tmp_path / "out")
+    _files(tmp_path, ["d/s1/a.csv"])
+    cases = [
+        (["--input", f"{tmp_path}/d/s{{SPAN}}/{{SPAN}}"], "--input: only one {SPAN}"),
+        (["--input", f"{tmp_path}/d/s{{SPAN}}/*.csv", "--range-config", '{"static_range": 1}'],
+         "--range-config: "),
+        (["--input", f"{tmp_path}/d/s{{SPAN}}/*.csv", "--range-config", "{"], "--range-config: "),
+        (["--input", f"{tmp_path}/d", "--input-splits", "a=s{SPAN}/*", "--partition-feature",
+          "x"], "--partition-feature: is for --input with hash --splits"),
+        (["--input", "x.csv", "--payload-format", SEQUENCE], "--payload-format: "),
+    ]  # fmt: skip
+    for args, message in cases:
+        assert cli.main(["import-examples", *args, "--output", out]) == 2
+        assert message in capsys.readouterr().err
+    assert not Path(out).exists()

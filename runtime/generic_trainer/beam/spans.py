@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -91,12 +92,15 @@ def check_range_config(config: Mapping[str, Any] | None) -> int | None:
             'expected {"static_range": {"start_span_number": N, "end_span_number": N}} or '
             f'{{"rolling_range": {{"num_spans": 1}}}}, got {config!r}'
         )
+    inner = next(iter(config.values())) or {}
+    if not isinstance(inner, Mapping):
+        raise ValueError(f"{next(iter(config))} must be a JSON object, got {inner!r}")
     if "rolling_range" in config:
-        rolling = config["rolling_range"] or {}
+        rolling = inner
         if _number(rolling, "num_spans", 0) != 1 or _number(rolling, "start_span_number", 0) > 0:
             raise ValueError("rolling_range supports num_spans 1 and no start_span_number (TFX's)")
         return None
-    static = config["static_range"] or {}
+    static = inner
     start, end = _number(static, "start_span_number"), _number(static, "end_span_number")
     if start != end:
         raise ValueError(
@@ -108,9 +112,14 @@ def check_range_config(config: Mapping[str, Any] | None) -> int | None:
 
 def _number(config: Mapping[str, Any], key: str, default: int | None = None) -> int:
     value = config.get(key, default)
-    if value is None or isinstance(value, bool) or float(value) != int(float(value)):
+    if (
+        not isinstance(value, (int, float))
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value != int(value)
+    ):
         raise ValueError(f"{key} must be a whole number, got {value!r}")
-    return int(float(value))
+    return int(value)
 
 
 def span_to_date(span: int) -> tuple[str, str, str]:
