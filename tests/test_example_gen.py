@@ -199,6 +199,7 @@ def test_input_base_with_span_patterns_takes_the_latest_span_and_records_it(tmp_
     assert (props["span"], props["version"]) == (1, 1)
 
 
+@pytest.mark.slow
 def test_partition_feature_splits_by_the_feature_hash_as_tfx(tmp_path):
     import bisect
 
@@ -224,6 +225,7 @@ def test_partition_feature_splits_by_the_feature_hash_as_tfx(tmp_path):
     assert code == 2 and not Path(str(out) + "2").exists()
 
 
+@pytest.mark.slow
 def test_infer_feature_shape_false_gives_no_shapes_and_sparse_reading(tmp_path):
     from generic_trainer.beam import inference
     from generic_trainer.intake.data_request import build_import_examples_request
