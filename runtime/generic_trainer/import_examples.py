@@ -1,8 +1,7 @@
 """The import-examples verb: CSV, Parquet or TFRecord files to a TFX Examples artifact, on Apache Beam.
 
     <output>/Split-<name>/data_tfrecord-NNNNN-of-MMMMM.gz   gzipped TFRecords (ExampleGen's layout)
-    <output>/schema.pbtxt                                   the schema given, or inferred
-    <output>/examples_properties.json                       TFX's Examples properties (span, ...)
+    <output>/schema.pbtxt, examples_properties.json        the schema; TFX's properties (span, ...)
 
 Before Beam starts the input patterns are resolved as TFX's ExampleGen does (`{SPAN}`, `{VERSION}`,
 dates, a range config: beam/spans.py), every table's columns are checked (against the schema when
@@ -27,7 +26,7 @@ from generic_trainer.artifacts import outputs
 from generic_trainer.beam import beam_run, import_fns, tfrecords
 from generic_trainer.beam.import_sources import Source, given_kinds, prepare_sources
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake import data_options, data_request
+from generic_trainer.intake import data_request, example_gen_options
 from generic_trainer.intake.contract import VerbContract
 from generic_trainer.intake.data_request import ImportExamplesRequest
 from generic_trainer.records import examples_properties
@@ -183,9 +182,9 @@ def _run_pipeline(
 
 def _feature_count(schema_text: str) -> int:
     from google.protobuf import text_format
-    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tensorflow_metadata.proto.v0 import schema_pb2 as pb
 
-    return len(text_format.Parse(schema_text, schema_pb2.Schema()).feature)
+    return len(text_format.Parse(schema_text, pb.Schema()).feature)
 
 
 def run(
@@ -292,7 +291,7 @@ def kfp_metadata(request: ImportExamplesRequest, result: ImportResult) -> dict[s
 
 
 VERB: VerbContract[ImportExamplesRequest, ImportResult] = VerbContract(
-    data_options.IMPORT_EXAMPLES,
+    example_gen_options.IMPORT_EXAMPLES,
     data_request.build_import_examples_request,
     data_request.describe_import_examples,
     run,

@@ -15,7 +15,7 @@ from typing import Any
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake import data_options, example_gen_inputs, options
+from generic_trainer.intake import data_options, example_gen_inputs, example_gen_options, options
 from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.request import (
     RawInputs,
@@ -106,7 +106,7 @@ def build_import_examples_request(
         raise UserInputError(
             "--splits", "hash splits are for --input; with --input-splits each pattern is a split"
         )
-    fields = options.checked_fields(data_options.IMPORT_EXAMPLES, beam.raw)
+    fields = options.checked_fields(example_gen_options.IMPORT_EXAMPLES, beam.raw)
     example_gen_inputs.check_import_options(fmt, fields, input_splits)
     schema_output = beam.output("schema_output", "output_schema")
     return ImportExamplesRequest(

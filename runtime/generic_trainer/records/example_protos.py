@@ -29,6 +29,19 @@ def message_name(payload_format: str) -> str:
     return _MESSAGE_NAMES[payload_format]
 
 
+def _map_entry(parent: Any, value_type: str) -> None:
+    """The nested map entry (string key) of `parent`'s first field, a map of `value_type`."""
+    from google.protobuf import descriptor_pb2
+
+    f = descriptor_pb2.FieldDescriptorProto
+    entry = parent.nested_type.add(name=parent.field[0].type_name.rsplit(".", 1)[1])
+    entry.field.add(name="key", number=1, label=f.LABEL_OPTIONAL, type=f.TYPE_STRING)
+    entry.field.add(
+        name="value", number=2, label=f.LABEL_OPTIONAL, type=f.TYPE_MESSAGE, type_name=value_type
+    )
+    entry.options.map_entry = True
+
+
 def _file_descriptor() -> Any:
     """The FileDescriptorProto of feature.proto and example.proto, field numbers as TensorFlow's."""
     from google.protobuf import descriptor_pb2
@@ -47,17 +60,8 @@ def _file_descriptor() -> Any:
                 field.type_name = type_name
         return m
 
-    def map_of(parent: Any, value_type: str) -> None:
-        entry = parent.nested_type.add(name=parent.field[0].type_name.rsplit(".", 1)[1])
-        entry.field.add(name="key", number=1, label=optional, type=f.TYPE_STRING)
-        entry.field.add(
-            name="value", number=2, label=optional, type=f.TYPE_MESSAGE, type_name=value_type
-        )
-        entry.options.map_entry = True
-
-    message("BytesList", ("value", 1, repeated, f.TYPE_BYTES, ""))
-    message("FloatList", ("value", 1, repeated, f.TYPE_FLOAT, ""))
-    message("Int64List", ("value", 1, repeated, f.TYPE_INT64, ""))
+    for name, kind in (("Bytes", f.TYPE_BYTES), ("Float", f.TYPE_FLOAT), ("Int64", f.TYPE_INT64)):
+        message(f"{name}List", ("value", 1, repeated, kind, ""))
     feature = message(
         "Feature",
         ("bytes_list", 1, optional, f.TYPE_MESSAGE, ".tensorflow.BytesList"),
@@ -70,18 +74,20 @@ def _file_descriptor() -> Any:
     features = message(
         "Features", ("feature", 1, repeated, f.TYPE_MESSAGE, ".tensorflow.Features.FeatureEntry")
     )
-    map_of(features, ".tensorflow.Feature")
+    _map_entry(features, ".tensorflow.Feature")
     message("FeatureList", ("feature", 1, repeated, f.TYPE_MESSAGE, ".tensorflow.Feature"))
     lists = message(
         "FeatureLists",
         ("feature_list", 1, repeated, f.TYPE_MESSAGE, ".tensorflow.FeatureLists.FeatureListEntry"),
     )
-    map_of(lists, ".tensorflow.FeatureList")
-    message("Example", ("features", 1, optional, f.TYPE_MESSAGE, ".tensorflow.Features"))
+    _map_entry(lists, ".tensorflow.FeatureList")
+    features_type = (f.TYPE_MESSAGE, ".tensorflow.Features")
+    message("Example", ("features", 1, optional, *features_type))
+    lists_type = (f.TYPE_MESSAGE, ".tensorflow.FeatureLists")
     message(
         "SequenceExample",
-        ("context", 1, optional, f.TYPE_MESSAGE, ".tensorflow.Features"),
-        ("feature_lists", 2, optional, f.TYPE_MESSAGE, ".tensorflow.FeatureLists"),
+        ("context", 1, optional, *features_type),
+        ("feature_lists", 2, optional, *lists_type),
     )
     return file
 

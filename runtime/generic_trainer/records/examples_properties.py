@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -92,14 +93,24 @@ def payload_format_of(patterns: list[str], input_name: str = "--examples") -> st
     props = read(os.path.dirname(os.path.dirname(patterns[0])), input_name)
     if props is not None:
         return props.get("payload_format", FORMAT_TF_EXAMPLE)
+    for path in sorted(p for pattern in patterns for p in glob.glob(pattern)):
+        record = _record_of(path)
+        if record is not None:
+            return sniff(record)
+    return FORMAT_TF_EXAMPLE
+
+
+def _record_of(path: str) -> bytes | None:
+    """The first record of a regular file, or None (empty, unreadable or damaged: the record
+    checks name damage)."""
     from generic_trainer.records.example_files import read_records
 
-    for path in sorted(p for pattern in patterns for p in glob.glob(pattern)):
-        if os.path.isfile(path):
-            record = next(read_records(path, 1), None)
-            if record is not None:
-                return sniff(record)
-    return FORMAT_TF_EXAMPLE
+    if not os.path.isfile(path):
+        return None
+    try:
+        return next(read_records(path, 1), None)
+    except (OSError, EOFError, ValueError, zlib.error):
+        return None
 
 
 def sniff(record: bytes) -> str:
@@ -117,21 +128,13 @@ def sniff(record: bytes) -> str:
 
 
 def _first_record(examples_dir: str) -> bytes | None:
-    from generic_trainer.records.example_files import read_records
-
     if not os.path.isdir(examples_dir):
         return None
     for entry in sorted(os.scandir(examples_dir), key=lambda e: e.name):
         if not entry.is_dir():
             continue
         for name in sorted(os.listdir(entry.path)):
-            path = os.path.join(entry.path, name)
-            if name.startswith(".") or not os.path.isfile(path):
-                continue
-            try:
-                record = next(read_records(path, 1), None)
-            except (OSError, EOFError, ValueError):
-                continue
+            record = None if name.startswith(".") else _record_of(os.path.join(entry.path, name))
             if record is not None:
                 return record
     return None
