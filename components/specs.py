@@ -114,7 +114,7 @@ def infra_validator_component(image: str | None = None) -> Any:
 
 def import_examples_component(image: str | None = None) -> Any:
     """The import-examples component (`generic-trainer import-examples`) for `image` (see resolve_image)."""
-    from generic_trainer.intake.data_options import IMPORT_EXAMPLES
+    from generic_trainer.intake.example_gen_options import IMPORT_EXAMPLES
 
     return component(IMPORT_EXAMPLES, image)
 

@@ -288,10 +288,11 @@ def _build_pipeline(
     import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.tf_metadata import dataset_metadata
-    from tfx_bsl.public import tfxio
+
+    record_reader = _record_reader(request.examples, schema)
 
     def source(split: str, purpose: str) -> tuple[Any, Any]:
-        reader = tfxio.TFExampleRecord(
+        reader = record_reader(
             file_pattern=uri_patterns[split],
             schema=schema,
             telemetry_descriptors=["generic-trainer", "transform"],
@@ -329,6 +330,27 @@ def _build_pipeline(
                 file_name_suffix=".gz",
             )
         )
+
+
+def _record_reader(examples: str, schema: Any) -> Any:
+    """tfx_bsl's reader of the examples' payload format (TFX's `payload_format`, recorded by
+    import-examples or read from the first record): TFExampleRecord or TFSequenceExampleRecord."""
+    from tfx_bsl.public import tfxio
+
+    from generic_trainer.records.example_protos import FORMAT_TF_SEQUENCE_EXAMPLE
+    from generic_trainer.records.examples_properties import payload_format
+
+    if payload_format(examples) != FORMAT_TF_SEQUENCE_EXAMPLE:
+        return tfxio.TFExampleRecord
+    if not schema.tensor_representation_group:
+        raise UserInputError(
+            "--schema",
+            f"{examples} holds tf.SequenceExamples; their schema needs a "
+            "tensor_representation_group (TFX's native SequenceExample path, e.g. TFX's "
+            "testdata schema_gen_sequence); reading them as raw records is not supported",
+        )
+    log.info("transform: %s holds tf.SequenceExamples (TFSequenceExampleRecord)", examples)
+    return tfxio.TFSequenceExampleRecord
 
 
 def _transformed_schema(graph_dir: str) -> Any:

@@ -15,10 +15,9 @@ from typing import Any
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake import data_options, options
+from generic_trainer.intake import data_options, example_gen_inputs, example_gen_options, options
 from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.request import (
-    SPLIT_NAME_PATTERN,
     RawInputs,
     data_path,
     examples_dir,
@@ -27,8 +26,6 @@ from generic_trainer.intake.request import (
     new_output_dir,
     raw_inputs,
 )
-
-DEFAULT_SPLITS = (("train", 2), ("eval", 1))  # CsvExampleGen's default: 2/3 train, 1/3 eval
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +74,7 @@ class ImportExamplesRequest:
     output: str
     format: str = "csv"
     input_pattern: str | None = None
-    splits: tuple[tuple[str, int], ...] = DEFAULT_SPLITS
+    splits: tuple[tuple[str, int], ...] = example_gen_inputs.DEFAULT_SPLITS
     input_splits: tuple[tuple[str, str], ...] = ()
     schema: str | None = None
     schema_output: str | None = (
@@ -86,64 +83,10 @@ class ImportExamplesRequest:
     beam_args: tuple[str, ...] = ()
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
-
-
-def _split_name(input_name: str, name: str) -> str:
-    name = name.strip()
-    if not SPLIT_NAME_PATTERN.fullmatch(name):
-        raise UserInputError(
-            input_name, f"split name {name!r} must be letters, digits, '_', '-' or '.'"
-        )
-    return name
-
-
-def _named_pairs(value: Any, separator: str) -> list[tuple[str, Any]]:
-    """A KFP dict's items in order, or `name<separator>value,...` split into pairs (a bare name pairs with "")."""
-    if isinstance(value, Mapping):
-        return list(value.items())
-    return [(part.split(separator, 1) + [""])[:2] for part in str(value).split(",") if part.strip()]
-
-
-def _hash_splits(value: Any) -> tuple[tuple[str, int], ...]:
-    """`train:2,eval:1` -> (("train", 2), ("eval", 1)); the order decides which bucket range is whose.
-
-    A dict is taken in its order; KFP sorts a dict parameter's keys, so the component takes the string.
-    """
-    if value is None or value == "" or value == {}:
-        return DEFAULT_SPLITS
-    splits = []
-    for name, buckets in _named_pairs(value, ":"):
-        try:
-            count = int(float(buckets))
-        except (TypeError, ValueError):
-            count = 0
-        if count < 1 or float(buckets) != count:
-            raise UserInputError(
-                "--splits",
-                f"expected name:buckets pairs with whole buckets >= 1 such as "
-                f"'train:2,eval:1', got {value!r}",
-            )
-        splits.append((_split_name("--splits", name), count))
-    if len({n for n, _ in splits}) != len(splits):
-        raise UserInputError("--splits", f"a split name appears twice in {value!r}")
-    return tuple(splits)
-
-
-def _input_splits(value: Any) -> tuple[tuple[str, str], ...]:
-    """`train=PATTERN,eval=PATTERN` (or a KFP dict) -> (("train", PATTERN), ("eval", PATTERN))."""
-    if value is None or value == "" or value == {}:
-        return ()
-    out = []
-    for name, pattern in _named_pairs(value, "="):
-        if not str(pattern).strip():
-            raise UserInputError(
-                "--input-splits",
-                f"expected name=PATTERN pairs such as 'train=a/*.csv,eval=b/*.csv', got {value!r}",
-            )
-        out.append((_split_name("--input-splits", name), str(pattern).strip()))
-    if len({n for n, _ in out}) != len(out):
-        raise UserInputError("--input-splits", f"a split name appears twice in {value!r}")
-    return tuple(out)
+    payload_format: str = "FORMAT_TF_EXAMPLE"  # TFX's payload_format (tfrecord input)
+    partition_feature: str | None = None  # TFX's partition_feature_name
+    infer_feature_shape: bool = True  # SchemaGen's infer_feature_shape
+    range_config: Mapping[str, Any] | None = None  # TFX's RangeConfig (JSON form)
 
 
 def build_import_examples_request(
@@ -158,18 +101,13 @@ def build_import_examples_request(
         raise UserInputError(
             "--format", f"expected csv, parquet or tfrecord, got {values.get('format')!r}"
         )
-    pattern = values.get("input") or values.get("input_pattern") or None
-    input_splits = _input_splits(values.get("input_splits"))
-    if bool(pattern) == bool(input_splits):
-        raise UserInputError(
-            "--input",
-            "give either --input PATTERN (split by hash with --splits) or "
-            "--input-splits name=PATTERN,... (one pattern per split)",
-        )
+    pattern, input_splits = example_gen_inputs.input_patterns(beam.path, values)
     if input_splits and values.get("splits") not in (None, "", {}):
         raise UserInputError(
             "--splits", "hash splits are for --input; with --input-splits each pattern is a split"
         )
+    fields = options.checked_fields(example_gen_options.IMPORT_EXAMPLES, beam.raw)
+    example_gen_inputs.check_import_options(fmt, fields, input_splits)
     schema_output = beam.output("schema_output", "output_schema")
     return ImportExamplesRequest(
         output=beam.new_dir(
@@ -178,14 +116,15 @@ def build_import_examples_request(
             "the Examples directory to write (Split-<name>/*.gz and schema.pbtxt)",
         ),
         format=fmt,
-        input_pattern=beam.path(pattern) if pattern else None,
-        splits=_hash_splits(values.get("splits")) if pattern else (),
-        input_splits=tuple((name, beam.path(p)) for name, p in input_splits),
+        input_pattern=pattern,
+        splits=example_gen_inputs.hash_splits(values.get("splits")) if pattern else (),
+        input_splits=input_splits,
         schema_output=beam.path(schema_output) if schema_output else None,
         beam_args=beam.beam_args,
         gcs_root=beam.raw.gcs_root,
         kfp=kfp,
-        **options.checked_fields(data_options.IMPORT_EXAMPLES, beam.raw),
+        range_config=example_gen_inputs.range_config(values.get("range_config")),
+        **fields,
     )
 
 

@@ -8,8 +8,8 @@ A verb's inputs are a `Verb`: `Group`s of `Option`s, in the order `--help` shows
   modules' builders; the fields that depend on each other are resolved there by hand).
 
 The tables: fit_options.py (train, tune), judge_options.py (evaluate, infra-validate), data_options.py
-(import-examples, transform), push_options.py (push); common_options.py has the KFP and runtime groups every
-verb ends with.
+(transform, Beam), example_gen_options.py (import-examples), push_options.py (push); common_options.py has
+the KFP and runtime groups every verb ends with.
 
 To add an input, add one `Option` to its verb's table, e.g. in fit_options.py's tune "search" group:
 

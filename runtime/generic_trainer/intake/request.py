@@ -74,6 +74,22 @@ def one_of(choices: tuple[str, ...], default: str) -> Callable[[RawInputs, str, 
     return check
 
 
+def boolean(default: bool) -> Callable[[RawInputs, str, Any], bool]:
+    """A bool: true/false (also 1/0, yes/no), a KFP bool, or `default` when unset or empty."""
+
+    def check(raw: RawInputs, flag: str, value: Any) -> bool:
+        if value in (None, ""):
+            return default
+        if isinstance(value, bool):
+            return value
+        words = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+        if str(value).strip().lower() not in words:
+            raise UserInputError(flag, f"expected true or false, got {value!r}")
+        return words[str(value).strip().lower()]
+
+    return check
+
+
 def existing(raw: RawInputs, flag: str, value: Any) -> str | None:
     """An input path that must exist (gs:// mapped under the gcs root); None when not given."""
     return existing_path(flag, value, raw.gcs_root)

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from generic_trainer.errors import UserInputError
 from generic_trainer.records import cache_budget
 from generic_trainer.records.example_files import compression_fn
-from generic_trainer.records.schemas import parser_config
+from generic_trainer.records.examples_properties import payload_format_of
+from generic_trainer.records.record_parsing import batch_parser
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -84,14 +85,16 @@ def make_dataset(
     transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     keep: Sequence[str] | None = None,
     cache: str = "auto",
+    payload_format: str | None = None,
 ) -> tf.data.Dataset:
     """The batches of tfx_bsl's TensorFlowDataset; with `transform`, parsed batches go through it and
     its outputs named in `keep` are the features. `cache` (see `caches`): keep the decompressed records in
-    memory after the first epoch, so later epochs only shuffle and parse."""
+    memory after the first epoch, so later epochs only shuffle and parse. `payload_format` (None: the
+    examples' own, examples_properties.py) picks tf.Example or tf.SequenceExample parsing."""
     import tensorflow as tf
 
-    spec, renames = parser_config(schema)
-    tensor_names = {renames.get(key, key) for key in spec} if transform is None else set(keep or ())
+    parse_batch, names = batch_parser(schema, payload_format or payload_format_of(patterns))
+    tensor_names = names if transform is None else set(keep or ())
     label_key = options.label_key
     if label_key is not None and label_key not in tensor_names:
         raise UserInputError(
@@ -110,11 +113,7 @@ def make_dataset(
     dataset = dataset.batch(options.batch_size, drop_remainder=drop)
 
     def parse(serialized: tf.Tensor) -> Any:
-        parsed = tf.io.parse_example(serialized, spec)
-        for value in parsed.values():
-            if isinstance(value, tf.SparseTensor):  # keep the static batch size, as tfx_bsl does
-                value.set_shape(serialized.shape.concatenate([None] * (value.shape.rank - 1)))
-        features = {renames.get(key, key): value for key, value in parsed.items()}
+        features = parse_batch(serialized)
         if transform is not None:
             outputs = transform(features)
             features = {key: outputs[key] for key in keep}
