@@ -29,7 +29,7 @@ from generic_trainer import (
     transform,
     tune,
 )
-from generic_trainer.artifacts import run_record
+from generic_trainer.artifacts import outputs, run_record
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import TrainerError
 from generic_trainer.intake import options, output_checks
@@ -151,7 +151,8 @@ def _raw_values(
 
 def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) -> int:
     """The one order of every verb (contract.py): request -> log -> outputs checked writable (before
-    TensorFlow) -> run, the executor output written in `before_publish` -> print the summary."""
+    TensorFlow) -> output dirs locked (`lock_outputs`) -> run, the executor output written in
+    `before_publish` -> print the summary."""
     from generic_trainer.artifacts import kfp_io
 
     if args.executor_output_file:  # absolute now: user code may change the working directory
@@ -177,7 +178,13 @@ def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) ->
                 kfp, metadata, parameter_values=parameter_values, output_file=path
             )
 
-    summary = verb.summary(verb.run(request, before_publish))
+    held = [
+        (getattr(request, attr, None), flag)
+        for attr, flag, kind in options.output_fields(verb.declaration)
+        if kind == "dir" and verb.lock_outputs
+    ]
+    with outputs.exclusive_all(held):  # a second run on one of them fails at once, naming this one
+        summary = verb.summary(verb.run(request, before_publish))
     if summary is not None:
         supervisor.print_summary(summary)
     return 0

@@ -91,6 +91,8 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
                 f"{lock.stale_after_s:.0f} s after its last heartbeat.)"
             ),
         ) from None
+    except storage.LockForeign as e:
+        raise UserInputError(flag, f"{directory} cannot be locked: {e}") from None
     run_record.note("held", directory, lock=lock.path, run_id=lock.owner["run_id"])
     try:
         for owner in taken_over:

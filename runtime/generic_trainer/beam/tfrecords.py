@@ -216,6 +216,8 @@ def file_records(
         where = f"{path} record {n}"
         record, example = canonical(payload, where)
         found = record_facts(example)
+        if any(not name.strip() for name in example.features.feature):
+            raise ValueError(f"{where}: a feature has an empty name; every feature needs one")
         if rules is not None:
             check_against_schema(found, *rules, where)
         add_facts(facts, found, where)
