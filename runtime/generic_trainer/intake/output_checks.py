@@ -268,7 +268,8 @@ def check_writable(
         directory = _nearest_existing(os.path.dirname(path))
         if not os.path.isdir(directory):
             raise UserInputError(
-                flag, f"cannot create {path}: {directory} is a file, not a directory"
+                flag,
+                f"cannot create {path}: {directory} is {files.describe(directory)}, not a directory",
             )
     if directory not in probed:
         probed[directory] = _probe(directory)
