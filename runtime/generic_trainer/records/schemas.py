@@ -8,7 +8,6 @@ TensorFlow and the protos are imported inside the functions.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
