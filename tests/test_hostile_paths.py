@@ -90,6 +90,25 @@ def test_push_takes_its_output_locks_and_reads_the_model_under_its_lock(pushing,
     code, err = _main([*argv, "--pushed-model-dir", tmp / "pushed"], capsys)
     assert code == 0, err
     assert not [n for n in os.listdir(tmp) if n.endswith(".lock")]  # all released
+
+
+def test_evaluate_and_infra_validate_lock_their_blessing_dir(pushing, capsys, penguin):
+    """Two evaluates (or infra-validates) into one --blessing-dir: the second fails at once."""
+    blessing = pushing["tmp"] / "verdict"
+    _live_lock(blessing)
+    common = [
+        "--model",
+        pushing["model"],
+        "--examples",
+        penguin / "data",
+        "--blessing-dir",
+        blessing,
+    ]
+    config = json.dumps({"label_key": "species"})
+    for verb in (["evaluate", "--eval-config", config], ["infra-validate"]):
+        code, err = _main([*verb, *common], capsys)
+        assert code == 2 and f"--blessing-dir: {blessing} is in use by another run" in err, err
+        assert not blessing.exists()
     assert evaluate.VERB.lock_outputs and infra_validate.VERB.lock_outputs
 
 
