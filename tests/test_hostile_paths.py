@@ -150,6 +150,22 @@ def test_an_output_on_an_input_is_refused_before_anything_is_written(pushing, ca
     assert code == 2 and "lies inside the input --model" in err and not out.exists(), err
 
 
+def test_every_verbs_path_inputs_come_from_its_declaration(tmp_path, capsys, penguin):
+    from generic_trainer.intake.output_checks import verb_inputs
+
+    inputs = {v.name: {flag for _, flag in verb_inputs(v)} for v in cli.DECLARATIONS}
+    assert {"--model", "--model-blessing", "--infra-blessing"} <= inputs["push"]
+    assert {"--model", "--baseline-model", "--eval-config", "--schema"} <= inputs["evaluate"]
+    assert {"--module-file", "--hyperparameters", "--config-file"} <= inputs["train"]
+    assert all("--executor-output-file" not in flags for flags in inputs.values())
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "hp.json").write_text('{"learning_rate": 0.1}')  # replaced when the model publishes
+    argv = ["train", "--examples", penguin / "data", "--module-file", penguin / "module.py"]
+    code, err = _main([*argv, "--model-dir", model, "--hyperparameters", model / "hp.json"], capsys)
+    assert code == 2 and "lies around the input --hyperparameters" in err, err
+
+
 # --- cause 4: blessing markers ---
 
 

@@ -167,7 +167,7 @@ def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) ->
     for line in verb.describe(request):
         log.info("%s", line)
     output_checks.check_outputs(
-        request, args.executor_output_file, output_checks.verb_outputs(verb.declaration)
+        request, args.executor_output_file, output_checks.verb_outputs(verb.declaration), values
     )
 
     def before_publish(result: ResultT) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer.artifacts import files, storage
@@ -87,12 +87,16 @@ FILE_HOSTS = {
 
 
 def check_outputs(
-    request: Any, executor_output_file: str | None = None, outputs: VerbOutputs | None = None
+    request: Any,
+    executor_output_file: str | None = None,
+    outputs: VerbOutputs | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> None:
     """Raise UserInputError for the first output of `request` that cannot be written.
 
-    `outputs`: the verb's (the face passes them; by default train's). A gs:// URI (a Beam runner
-    elsewhere writes it) is not checked here.
+    `outputs`: the verb's (the face passes them; by default train's). `values`: the raw values
+    (flags, KFP's), for the path of an input whose request field holds what was read from it (the
+    hyperparameters). A gs:// URI (a Beam runner elsewhere writes it) is not checked here.
     """
     if outputs is None:
         from generic_trainer.intake.fit_options import TRAIN
@@ -100,7 +104,7 @@ def check_outputs(
         outputs = verb_outputs(TRAIN)
     probed: dict[str, str | None] = {}
     gcs_root = getattr(request, "gcs_root", None)
-    check_overlaps(request, outputs.fields, outputs.inputs)
+    check_overlaps(request, outputs.fields, outputs.inputs, values)
     for attr, flag, kind in outputs.fields:
         path = getattr(request, attr, None)
         if path and not storage.is_gcs_uri(path):
@@ -162,7 +166,10 @@ def _allowed(inner: tuple[str, str, str, str], outer: tuple[str, str, str, str])
 
 
 def check_overlaps(
-    request: Any, fields: tuple[OutputField, ...], inputs: tuple[tuple[str, str], ...] = ()
+    request: Any,
+    fields: tuple[OutputField, ...],
+    inputs: tuple[tuple[str, str], ...] = (),
+    values: Mapping[str, Any] | None = None,
 ) -> None:
     """UserInputError when an output lies inside another output or an input, or an input inside an output
     (`--checkpoint-dir` in `--model-dir`, `--model-dir` in `--examples`, `--pushed-model-dir` as a
@@ -170,8 +177,11 @@ def check_overlaps(
     mix into the other. The runtime's own nesting is allowed (`_allowed`); the innermost dir decides
     (`<model-dir>/logs/checkpoints` lies in the logs, which may lie in the model dir)."""
 
-    def real(attr: str) -> str | None:
+    def real(attr: str, raw_name: str | None = None) -> str | None:
         path = getattr(request, attr, None)
+        raw = (values or {}).get(raw_name) if raw_name else None
+        if not isinstance(path, str) and isinstance(raw, str) and raw:
+            path = storage.local_path(raw, getattr(request, "gcs_root", None) or "/gcs")
         return (
             os.path.realpath(path)
             if isinstance(path, str) and path and not storage.is_gcs_uri(path)
@@ -180,7 +190,11 @@ def check_overlaps(
 
     outs = [(attr, flag, real(attr), kind) for attr, flag, kind in fields if real(attr)]
     written = {attr for attr, _, _ in fields}
-    ins = [(flag, real(attr)) for attr, flag in inputs if attr not in written]
+    ins = [
+        (flag, real(attr, flag[2:].replace("-", "_")))
+        for attr, flag in inputs
+        if attr not in written
+    ]
     for out in outs:
         attr, flag, path, _ = out
         containers = [o for o in outs if o[0] != attr and _inside(path, o[2])]
