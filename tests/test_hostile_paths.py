@@ -71,6 +71,28 @@ def pushing(tmp_path):
     return {"tmp": tmp_path, "model": model, "blessed": blessed, "dest": dest, "argv": argv}
 
 
+# --- cause 1: push never reports a path it did not write ---
+
+
+def test_a_version_that_appears_during_the_push_is_not_reported(pushing):
+    request = build_push_request(
+        {"model": str(pushing["model"]), "push_destination": str(pushing["dest"])}
+    )
+    reported = []
+
+    def before_publish(result):  # KFP's executor output is written here
+        reported.append(result.version)
+        if len(reported) == 1:  # someone else's dir of that name appears meanwhile
+            (pushing["dest"] / result.version).mkdir()
+            (pushing["dest"] / result.version / "other").write_text("not ours")
+
+    result = push.run(request, before_publish)
+    first = reported[0]
+    assert result.version == reported[-1] == str(int(first) + 1)
+    assert os.listdir(pushing["dest"] / first) == ["other"]
+    assert sorted(os.listdir(pushing["dest"] / result.version)) == ["saved_model.pb", "variables"]
+
+
 # --- cause 2: every output locked (push, evaluate, infra-validate: the face's shared mechanism) ---
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 from generic_trainer import push
+from generic_trainer.artifacts import storage
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.intake.push_request import build_push_request
 
@@ -105,11 +106,14 @@ def test_a_blessed_model_is_pushed_whole_as_a_serving_version(setup):
 
 def test_saved_model_pb_is_copied_last_and_the_version_appears_in_one_rename(setup, monkeypatch):
     copied, renamed = [], []
-    real_copy, real_rename = shutil.copyfile, os.rename
+    real_copy = shutil.copyfile
     monkeypatch.setattr(
         shutil, "copyfile", lambda src, dst: (copied.append((src, dst)), real_copy(src, dst))[1]
     )
-    monkeypatch.setattr(os, "rename", lambda a, b: (renamed.append((a, b)), real_rename(a, b))[1])
+    real_rename = storage.rename_no_replace
+    monkeypatch.setattr(
+        storage, "rename_no_replace", lambda a, b: (renamed.append((a, b)), real_rename(a, b))[1]
+    )
     request = build_push_request(
         {
             "model": str(setup["model"]),

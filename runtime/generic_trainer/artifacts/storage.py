@@ -237,25 +237,41 @@ _RENAME_EXCHANGE = 2  # linux/fs.h
 _AT_FDCWD = -100
 
 
+_RENAME_NOREPLACE = 1
+
+
 def exchange_dirs(a: str, b: str) -> bool:
     """Swap two directories in one atomic step (Linux `renameat2(RENAME_EXCHANGE)`).
 
     Returns False when the system or the file system cannot (not Linux, FUSE file systems such
     as Cloud Storage FUSE, old kernels); then nothing was changed.
     """
+    return _renameat2(a, b, _RENAME_EXCHANGE)
+
+
+def rename_no_replace(a: str, b: str) -> None:
+    """Rename `a` to `b` in one step, never over anything at `b` (FileExistsError then): Linux's
+    RENAME_NOREPLACE; where it is missing, a plain rename after the caller's check."""
+    if not _renameat2(a, b, _RENAME_NOREPLACE):
+        os.rename(a, b)
+
+
+def _renameat2(a: str, b: str, flags: int) -> bool:
+    """Linux `renameat2(a, b, flags)`: True when done, False when not supported here (nothing
+    changed); OSError otherwise (FileExistsError: `b` exists, with RENAME_NOREPLACE)."""
     import ctypes
 
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
         return False
-    result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), flags)
     if result == 0:
         return True
     errno = ctypes.get_errno()
     if errno in (22, 38, 95, 18):  # EINVAL, ENOSYS, EOPNOTSUPP, EXDEV: not supported here
         return False
-    raise OSError(errno, os.strerror(errno), a)
+    raise OSError(errno, os.strerror(errno), b)
 
 
 def publish_dir(staging: str, final_dir: str) -> None:
@@ -302,8 +318,8 @@ def publish_version(
         if rename_files and _fill_version(staging, target, entries):
             return str(version)
         if not rename_files:
-            try:
-                os.rename(staging, target)  # one step: a reader sees no version, or all of it
+            try:  # one step: a reader sees no version, or all of it; never over what is there
+                rename_no_replace(staging, target)
                 return str(version)
             except OSError:
                 if not os.path.lexists(target):
