@@ -93,6 +93,12 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
         ) from None
     except storage.LockForeign as e:
         raise UserInputError(flag, f"{directory} cannot be locked: {e}") from None
+    except OSError as e:  # the lock file beside the dir cannot be created (a read-only parent)
+        raise UserInputError(
+            flag,
+            f"{directory} cannot be locked: could not create {lock.path} ({e.strerror or e}); "
+            "a run holds its output dir by a lock file beside it",
+        ) from None
     run_record.note("held", directory, lock=lock.path, run_id=lock.owner["run_id"])
     try:
         for owner in taken_over:
