@@ -179,11 +179,7 @@ def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) ->
                 kfp, metadata, parameter_values=parameter_values, output_file=path
             )
 
-    held = [
-        (getattr(request, attr, None), flag)
-        for attr, flag, kind in options.output_fields(verb.declaration)
-        if kind == "dir" and verb.lock_outputs
-    ]
+    held = output_checks.output_dirs(request, verb.declaration) if verb.lock_outputs else []
     with outputs.exclusive_all(held):  # a second run on one of them fails at once, naming this one
         summary = verb.summary(verb.run(request, before_publish))
     if summary is not None:

@@ -86,6 +86,11 @@ FILE_HOSTS = {
 }
 
 
+def output_dirs(request: Any, verb: Verb) -> list[tuple[str | None, str]]:
+    """(path, flag) of each output dir `verb` declares, as `outputs.exclusive_all` holds them."""
+    return [(getattr(request, a, None), f) for a, f, kind in output_fields(verb) if kind == "dir"]
+
+
 def check_outputs(
     request: Any,
     executor_output_file: str | None = None,
