@@ -393,3 +393,20 @@ def test_import_examples_refuses_an_empty_feature_name_naming_the_file(tmp_path)
     facts = {"rows": 0, "columns": {}, "seen": {}}
     with pytest.raises(ValueError, match="data.tfrecord record 1: a feature has an empty name"):
         list(tfrecords.file_records(str(path), lambda p: open(p, "rb"), None, facts))
+
+
+def test_the_copy_of_the_logs_walks_them_iteratively_and_copies_no_link(tmp_path):
+    """The TensorBoard logs user code wrote are copied beside --model-run-dir: a tree 1,100 dirs
+    deep is cut at the bound and a symlink (to a file outside) left out, with a warning; no
+    RecursionError, nothing outside the logs copied."""
+    logs = tmp_path / "logs"
+    (logs / "train").mkdir(parents=True)
+    (logs / "train" / "events.out.tfevents.1").write_bytes(b"events")
+    os.symlink("/etc/hostname", logs / "train" / "link")
+    deep = logs / "deep"
+    for _ in range(1100):
+        deep.mkdir()
+        deep = deep / "d"
+    outputs.copy_model_run(str(logs), str(tmp_path / "copy"))
+    assert (tmp_path / "copy" / "train" / "events.out.tfevents.1").read_bytes() == b"events"
+    assert not (tmp_path / "copy" / "train" / "link").exists()

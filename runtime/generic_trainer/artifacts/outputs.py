@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from generic_trainer.artifacts import files, run_record, storage
+from generic_trainer.artifacts import files, run_record, storage, tree
 from generic_trainer.errors import OutputError, UserInputError
 
 log = logging.getLogger(__name__)
@@ -202,5 +202,16 @@ def copy_model_run(model_run_dir: str, copy_dir: str | None) -> None:
     """
     if not copy_dir:
         return
-    shutil.copytree(model_run_dir, copy_dir, dirs_exist_ok=True)
+    found = tree.walk(model_run_dir, "--model-run-dir", lenient=True)  # iterative, bounded
+    os.makedirs(copy_dir, exist_ok=True)
+    for rel in found.dirs:
+        os.makedirs(os.path.join(copy_dir, rel), exist_ok=True)
+    for rel in found.files:
+        shutil.copyfile(os.path.join(model_run_dir, rel), os.path.join(copy_dir, rel))
+    if found.skipped:
+        log.warning(
+            "TensorBoard logs: left out of the copy (not a directory or regular file, or beyond "
+            "the walk's bounds): %s",
+            ", ".join(found.skipped[:5]) + (" ..." if len(found.skipped) > 5 else ""),
+        )
     log.info("TensorBoard logs copied from %s to %s", model_run_dir, copy_dir)

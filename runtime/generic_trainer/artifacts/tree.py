@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
+from collections.abc import Callable
+from typing import Any
 
 from generic_trainer.artifacts import files
 from generic_trainer.errors import UserInputError
@@ -26,58 +28,79 @@ class Tree:
 
     dirs: list[str]
     files: list[str]
+    skipped: list[str] = dataclasses.field(default_factory=list)  # lenient walks: left out
 
 
 def walk(
-    root: str, input_name: str, max_depth: int = MAX_DEPTH, max_entries: int = MAX_ENTRIES
+    root: str,
+    input_name: str,
+    max_depth: int = MAX_DEPTH,
+    max_entries: int = MAX_ENTRIES,
+    lenient: bool = False,
 ) -> Tree:
     """The directories and regular files under `root`, sorted per directory.
 
     UserInputError naming `input_name` for an entry that is neither, a tree deeper than `max_depth`
     directories or holding more than `max_entries` entries, or an entry that cannot be read.
+    `lenient` (a view of a run's own logs, never a reason to fail it): such entries, and what lies
+    beyond the bounds, are left out and listed in `skipped` instead.
     """
     tree = Tree([], [])
     pending = [("", 0)]
+
+    def attempt(where: str, check: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return check(*args)
+        except UserInputError:
+            if not lenient:
+                raise
+            tree.skipped.append(where)
+            return None
+
     while pending:
         rel, depth = pending.pop()
-        names = _names(root, rel, input_name)
-        if len(tree.dirs) + len(tree.files) + len(names) > max_entries:
-            raise UserInputError(
-                input_name, f"{root} holds more than {max_entries:,} entries; refused"
-            )
+        room = max_entries - len(tree.dirs) - len(tree.files)
+        names = attempt(rel or ".", _names, root, rel, input_name, (room, max_entries)) or []
         subdirs = []
         for name in names:
             child = os.path.join(rel, name) if rel else name
-            kind = _kind(os.path.join(root, child), input_name)
+            too_deep = max_depth if depth >= max_depth else None
+            kind = attempt(child, _kind, root, child, input_name, too_deep)
             if kind == "dir":
-                if depth + 1 > max_depth:
-                    raise UserInputError(
-                        input_name,
-                        f"{root} nests directories deeper than {max_depth} levels "
-                        f"(at {os.path.join(root, child)[:300]}...); refused",
-                    )
                 tree.dirs.append(child)
                 subdirs.append((child, depth + 1))
-            else:
+            elif kind == "file":
                 tree.files.append(child)
         pending.extend(reversed(subdirs))
     return tree
 
 
-def _names(root: str, rel: str, input_name: str) -> list[str]:
+def _names(root: str, rel: str, input_name: str, room: tuple[int, int]) -> list[str]:
+    """The sorted names in `<root>/<rel>`; UserInputError when unreadable or more than the room
+    left (`room`: entries left, the bound)."""
     path = os.path.join(root, rel) if rel else root
     try:
-        return sorted(os.listdir(path))
+        names = sorted(os.listdir(path))
     except OSError as e:
         raise UserInputError(input_name, f"{path} cannot be read: {e.strerror or e}") from None
+    if len(names) > room[0]:
+        raise UserInputError(input_name, f"{root} holds more than {room[1]:,} entries; refused")
+    return names
 
 
-def _kind(path: str, input_name: str) -> str:
-    """ "dir" or "file"; UserInputError for anything else, saying what it is."""
+def _kind(root: str, rel: str, input_name: str, too_deep: int | None) -> str:
+    """The kind of `<root>/<rel>`, "dir" or "file"; UserInputError for anything else, saying what
+    it is, and for a directory below the depth bound (`too_deep`: the bound, when `rel` is at it)."""
+    path = os.path.join(root, rel)
     try:
         mode = os.lstat(path).st_mode
     except OSError as e:
         raise UserInputError(input_name, f"{path} cannot be read: {e.strerror or e}") from None
+    if stat.S_ISDIR(mode) and too_deep is not None:
+        raise UserInputError(
+            input_name,
+            f"{root} nests directories deeper than {too_deep} levels (at {path[:300]}...); refused",
+        )
     if stat.S_ISDIR(mode):
         return "dir"
     if stat.S_ISREG(mode):
