@@ -53,6 +53,27 @@ def _entries(directory: Path) -> list[str]:
     return os.listdir(directory) if directory.exists() else []
 
 
+def _deep_tree(top: Path, levels: int) -> None:
+    """`top/d/d/...` `levels` deep (os.makedirs itself recurses)."""
+    for _ in range(levels):
+        top.mkdir(exist_ok=True)
+        top = top / "d"
+
+
+def _remove_tree(top: Path) -> None:
+    """Remove `top` bottom-up without recursion (pytest's cleanup, shutil.rmtree, recurse per
+    level and fail on a tree 1,100 deep)."""
+    order, pending = [], [str(top)]
+    while pending:
+        order.append(pending.pop())
+        pending += [e.path for e in os.scandir(order[-1]) if e.is_dir(follow_symlinks=False)]
+    for path in reversed(order):
+        for entry in os.scandir(path):
+            if not entry.is_dir(follow_symlinks=False):
+                os.unlink(entry.path)
+        os.rmdir(path)
+
+
 def _live_lock(directory: Path) -> Path:
     """The lock file a live run of this host holds on `directory` (this process)."""
     lock = directory.parent / f".{directory.name}.lock"
@@ -268,10 +289,11 @@ def test_sigterm_removes_the_partial_copy_and_the_next_push_sweeps_a_dead_one(pu
 
 def test_a_model_thousands_of_dirs_deep_is_refused_with_a_message(pushing, capsys):
     deep = pushing["model"] / "Format-Serving" / "assets"
-    for _ in range(1100):  # os.makedirs itself recurses
-        deep = deep / "d"
-        deep.mkdir(parents=deep.parent.name == "assets")
-    code, err = _main(pushing["argv"], capsys)
+    _deep_tree(deep, 1100)
+    try:
+        code, err = _main(pushing["argv"], capsys)
+    finally:
+        _remove_tree(deep)
     assert code == 2 and "nests directories deeper than 64 levels" in err, err
     assert _entries(pushing["dest"]) == []
 
@@ -403,10 +425,12 @@ def test_the_copy_of_the_logs_walks_them_iteratively_and_copies_no_link(tmp_path
     (logs / "train").mkdir(parents=True)
     (logs / "train" / "events.out.tfevents.1").write_bytes(b"events")
     os.symlink("/etc/hostname", logs / "train" / "link")
-    deep = logs / "deep"
-    for _ in range(1100):
-        deep.mkdir()
-        deep = deep / "d"
-    outputs.copy_model_run(str(logs), str(tmp_path / "copy"))
-    assert (tmp_path / "copy" / "train" / "events.out.tfevents.1").read_bytes() == b"events"
-    assert not (tmp_path / "copy" / "train" / "link").exists()
+    _deep_tree(logs / "deep", 1100)
+    try:
+        outputs.copy_model_run(str(logs), str(tmp_path / "copy"))
+        assert (tmp_path / "copy" / "train" / "events.out.tfevents.1").read_bytes() == b"events"
+        assert not (tmp_path / "copy" / "train" / "link").exists()
+        assert (tmp_path / "copy" / "deep").is_dir()  # down to the bound
+    finally:
+        _remove_tree(logs / "deep")
+        _remove_tree(tmp_path / "copy")
