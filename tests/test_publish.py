@@ -250,7 +250,7 @@ CASES = {
     "file-typed --model-dir": (
         lambda t: _train(t, model_dir=str(t / "afile")),
         "--model-dir",
-        "is a file",
+        "is a regular file",
     ),
     "read-only --model-dir": (
         lambda t: _train(t, model_dir=str(t / "ro" / "model")),
@@ -265,7 +265,7 @@ CASES = {
     "--metrics-file under a file": (
         lambda t: _train(t, metrics_file=str(t / "afile" / "m.json")),
         "--metrics-file",
-        "is a file, not a directory",
+        "is a regular file, not a directory",
     ),
     "--report-file in a read-only dir": (
         lambda t: _train(t, report_file=str(t / "ro" / "r.html")),
@@ -280,17 +280,17 @@ CASES = {
     "--model-run-dir is a file": (
         lambda t: _train(t, model_run_dir=str(t / "afile")),
         "--model-run-dir",
-        "is a file",
+        "is a regular file",
     ),
     "--checkpoint-dir under a file": (
         lambda t: _train(t, checkpoint_dir=str(t / "afile" / "c")),
         "--checkpoint-dir",
-        "is a file",
+        "is a regular file",
     ),
     "tune: --best-hyperparameters-dir is a file": (
         lambda t: _tune(t, best_hyperparameters_dir=str(t / "afile")),
         "--best-hyperparameters-dir",
-        "is a file",
+        "is a regular file",
     ),
     "tune: read-only --metrics-file dir": (
         lambda t: _tune(t, metrics_file=str(t / "ro" / "m.json")),
@@ -315,7 +315,7 @@ CASES = {
             str(t / "afile"),
         ],
         "--blessing-dir",
-        "is a file",
+        "is a regular file",
     ),
     "infra-validate: read-only --metrics-file dir": (
         lambda t: [
@@ -342,7 +342,7 @@ CASES = {
             str(t / "afile" / "out"),
         ],
         "--output",
-        "is a file, not a directory",
+        "is a regular file, not a directory",
     ),
     "import-examples: read-only --schema-output dir": (
         lambda t: [
@@ -372,7 +372,7 @@ CASES = {
             str(t / "afile" / "x"),
         ],
         "--transformed-examples",
-        "is a file",
+        "is a regular file",
     ),
     "transform: --executor-output-file is a dir": (
         lambda t: [

@@ -30,7 +30,7 @@ from generic_trainer import (
     transform,
     tune,
 )
-from generic_trainer.artifacts import main_output, run_record
+from generic_trainer.artifacts import main_output, outputs, run_record
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import TrainerError
 from generic_trainer.intake import options, output_checks
@@ -153,7 +153,8 @@ def _raw_values(
 
 def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) -> int:
     """The one order of every verb (contract.py): request -> log -> outputs checked writable (before
-    TensorFlow) -> run, the executor output written in `before_publish` -> print the summary."""
+    TensorFlow) -> output dirs locked (`lock_outputs`) -> run, the executor output written in
+    `before_publish` -> print the summary."""
     from generic_trainer.artifacts import kfp_io
 
     if args.executor_output_file:  # absolute now: user code may change the working directory
@@ -168,7 +169,7 @@ def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) ->
     for line in verb.describe(request):
         log.info("%s", line)
     output_checks.check_outputs(
-        request, args.executor_output_file, output_checks.verb_outputs(verb.declaration)
+        request, args.executor_output_file, output_checks.verb_outputs(verb.declaration), values
     )
 
     def before_publish(result: ResultT) -> None:
@@ -179,7 +180,9 @@ def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) ->
                 kfp, metadata, parameter_values=parameter_values, output_file=path
             )
 
-    summary = verb.summary(verb.run(request, before_publish))
+    held = output_checks.output_dirs(request, verb.declaration) if verb.lock_outputs else []
+    with outputs.exclusive_all(held):  # a second run on one of them fails at once, naming this one
+        summary = verb.summary(verb.run(request, before_publish))
     if summary is not None:
         supervisor.print_summary(summary)
     return 0

@@ -536,4 +536,5 @@ VERB: VerbContract[EvaluateRequest, EvaluateResult] = VerbContract(
     run,
     lambda request, result: (kfp_metadata(request, result), None),
     lambda result: result.summary(),
+    lock_outputs=True,
 )

@@ -113,6 +113,9 @@ def main(args: argparse.Namespace) -> int:
     schema_file = inputs.resolve_schema_file(schema) if schema else None
     output = os.path.normpath(storage.local_path(args.output, gcs_root))
     output_checks.check_writable("--output", output, "dir")
+    output_checks.check_apart(
+        [("--output", output)], [("--model", saved_model), ("--schema", schema)]
+    )
     output_checks.check_writable("--output", os.path.dirname(os.path.abspath(output)), "dir")
     log.info(
         "export-tflite request: model=%s output=%s examples=%s splits=%s quantization=%s tolerance=%g",

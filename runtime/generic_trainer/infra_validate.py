@@ -484,4 +484,5 @@ VERB: VerbContract[InfraValidateRequest, InfraValidateResult] = VerbContract(
     run,
     kfp_outputs,
     lambda result: result.summary(),
+    lock_outputs=True,
 )

@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from generic_trainer.artifacts import files, run_record, storage
+from generic_trainer.artifacts import files, run_record, storage, tree
 from generic_trainer.errors import OutputError, UserInputError
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,14 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
                 f"(A run that died releases it by itself: at once when it ran on this host, else "
                 f"{lock.stale_after_s:.0f} s after its last heartbeat.)"
             ),
+        ) from None
+    except storage.LockForeign as e:
+        raise UserInputError(flag, f"{directory} cannot be locked: {e}") from None
+    except OSError as e:  # the lock file beside the dir cannot be created (a read-only parent)
+        raise UserInputError(
+            flag,
+            f"{directory} cannot be locked: could not create {lock.path} ({e.strerror or e}); "
+            "a run holds its output dir by a lock file beside it",
         ) from None
     run_record.note("held", directory, lock=lock.path, run_id=lock.owner["run_id"])
     try:
@@ -194,5 +202,16 @@ def copy_model_run(model_run_dir: str, copy_dir: str | None) -> None:
     """
     if not copy_dir:
         return
-    shutil.copytree(model_run_dir, copy_dir, dirs_exist_ok=True)
+    found = tree.walk(model_run_dir, "--model-run-dir", lenient=True)  # iterative, bounded
+    os.makedirs(copy_dir, exist_ok=True)
+    for rel in found.dirs:
+        os.makedirs(os.path.join(copy_dir, rel), exist_ok=True)
+    for rel in found.files:
+        shutil.copyfile(os.path.join(model_run_dir, rel), os.path.join(copy_dir, rel))
+    if found.skipped:
+        log.warning(
+            "TensorBoard logs: left out of the copy (not a directory or regular file, or beyond "
+            "the walk's bounds): %s",
+            ", ".join(found.skipped[:5]) + (" ..." if len(found.skipped) > 5 else ""),
+        )
     log.info("TensorBoard logs copied from %s to %s", model_run_dir, copy_dir)

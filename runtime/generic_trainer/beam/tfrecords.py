@@ -164,6 +164,8 @@ def file_records(
             steps = example_protos.sequence_facts(message)
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
+        if any(not name.strip() for name in (*found, *steps)):
+            raise ValueError(f"{where}: a feature has an empty name; every feature needs one")
         if rules is not None:
             check_against_schema(found, rules.kinds, rules.shapes, where)
             check_sequence(steps, rules.sequence_kinds, where)

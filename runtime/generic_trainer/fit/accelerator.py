@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -51,12 +52,13 @@ class GpuPresence:
 
 def detect(environ: Mapping[str, str] | None = None, dev_dir: str = "/dev") -> GpuPresence:
     """The GPUs of this machine, found without TensorFlow: `/dev/nvidia<N>` (what the container runtime
-    mounts for each GPU it gives the container) and `nvidia-smi -L` when it is on PATH."""
+    mounts for each GPU it gives the container: character devices only) and `nvidia-smi -L` when it is
+    on PATH."""
     environ = os.environ if environ is None else environ
     devices = sorted(
         p
         for p in glob.glob(os.path.join(dev_dir, "nvidia*"))
-        if re.fullmatch(r"nvidia\d+", os.path.basename(p))
+        if re.fullmatch(r"nvidia\d+", os.path.basename(p)) and _is_char_device(p)
     )
     smi = _nvidia_smi(environ.get("PATH", os.defpath))
     found = max(len(devices), len(smi))
@@ -74,6 +76,15 @@ def detect(environ: Mapping[str, str] | None = None, dev_dir: str = "/dev") -> G
         visible = min(found, usable)
         evidence += f"; CUDA_VISIBLE_DEVICES={cvd!r}"
     return GpuPresence(found=found, visible=visible, evidence=evidence.strip("; "))
+
+
+def _is_char_device(path: str) -> bool:
+    """Whether `path` is a character device (what a GPU's /dev/nvidia<N> is; a regular file of
+    that name is not a GPU)."""
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _nvidia_smi(path: str) -> list[str]:

@@ -71,6 +71,10 @@ class VerbContract(Generic[RequestT, ResultT]):
     keras: Callable[[RequestT], str] | None = (
         None  # None: Keras 3 unless TF_USE_LEGACY_KERAS says otherwise
     )
+    # True: the face holds every output dir the declaration lists (outputs.exclusive_all: train's
+    # output locks) for the whole run; False: the verb takes its own (train, tune, transform,
+    # import-examples hold theirs in `run`).
+    lock_outputs: bool = False
 
     @property
     def name(self) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from generic_trainer.artifacts import bounded_parse, storage
+from generic_trainer.artifacts.files import describe as describe_path
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.artifacts.redaction import secret_key_names
 from generic_trainer.errors import UserInputError
@@ -51,7 +52,8 @@ TUNER_RESULTS_FILE = "tuner_results.json"
 def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> dict[str, Any]:
     """Read a hyperparameters file, or the single file in a directory (TFX's best_hyperparameters.txt)."""
     if not os.path.exists(path):
-        raise UserInputError(input_name, f"{path} does not exist")
+        what = f"is {describe_path(path)}" if os.path.lexists(path) else "does not exist"
+        raise UserInputError(input_name, f"{path} {what}")
     from generic_trainer.records import example_files
 
     path = example_files.one_file(path, input_name, usual="keras-tuner's best_hyperparameters.txt")
@@ -148,9 +150,10 @@ def _task_program(
     for f in files:
         path = storage.local_path(str(f).strip(), gcs_root)
         if not os.path.isfile(path):
+            what = f"is {describe_path(path)}" if os.path.lexists(path) else "does not exist"
             raise UserInputError(
                 "--config-file",
-                f"{f} does not exist" + (f" (looked at {path})" if path != f else ""),
+                f"{f} {what}" + (f" (looked at {path})" if path != f else ""),
             )
         config_files.append(path)
         task_config.load_config_file(

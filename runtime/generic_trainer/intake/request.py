@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from generic_trainer.artifacts import bounded_parse, storage
+from generic_trainer.artifacts import bounded_parse, files, storage
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import UserInputError
 
@@ -249,9 +249,10 @@ def existing_path(input_name: str, value: str | None, gcs_root: str) -> str | No
         return None
     path = storage.local_path(value, gcs_root)
     if not os.path.exists(path):
+        what = f"is {files.describe(path)}" if os.path.lexists(path) else "does not exist"
         raise UserInputError(
             input_name,
-            f"{value} does not exist" + (f" (looked at {path})" if path != value else ""),
+            f"{value} {what}" + (f" (looked at {path})" if path != value else ""),
         )
     return path
 

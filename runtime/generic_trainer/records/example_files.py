@@ -255,9 +255,8 @@ def check_splits_hold_records(file_patterns: Sequence[str], input_name: str = "-
 def compression_fn(patterns: Sequence[str]) -> Callable[[str | tf.Tensor], str | tf.Tensor]:
     """A function path -> compression type ("GZIP" or "") for the files `patterns` match.
 
-    Files of one directory whose names agree on a `.gz` suffix are taken to be compressed alike
-    (one writer wrote them), so only the first of each such group is opened to look at its magic
-    bytes: a gzipped file not named `.gz` (or the reverse) is read right.
+    Each file's compression is found by its content (the gzip magic bytes), whatever its name says:
+    a gzipped file not named `.gz`, a plain one named `.gz`, both in one split, are each read right.
     """
     import tensorflow as tf
 
@@ -266,15 +265,11 @@ def compression_fn(patterns: Sequence[str]) -> Callable[[str | tf.Tensor], str |
         raise UserInputError(
             "file_patterns", f"no files match {', '.join(patterns) or '(no patterns given)'}"
         )
-    group_gzip: dict[tuple[str, bool], bool] = {}
     gzipped = []
     for f in files:
-        group = (os.path.dirname(f), f.endswith(".gz"))
-        if group not in group_gzip:
-            with tf.io.gfile.GFile(f, "rb") as handle:
-                group_gzip[group] = handle.read(2) == _GZIP_MAGIC
-        if group_gzip[group]:
-            gzipped.append(f)
+        with tf.io.gfile.GFile(f, "rb") as handle:
+            if handle.read(2) == _GZIP_MAGIC:
+                gzipped.append(f)
     if len(gzipped) in (0, len(files)):
         kind = "GZIP" if gzipped else ""
         return lambda path: kind
