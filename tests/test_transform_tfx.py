@@ -126,3 +126,38 @@ def test_second_span_with_the_cache_analyzes_only_the_new_span(first):
     assert sorted(p.name for p in (out / "run2" / "cache").iterdir()) == sorted(
         cache["dataset_keys"]
     )
+
+
+def test_request_takes_spans_custom_config_and_the_cache(tmp_path):
+    from generic_trainer.errors import UserInputError
+    from generic_trainer.intake.transform_request import build_transform_request
+
+    for name in ("s1", "s2", "s3", "cache"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "schema.pbtxt").write_text("")
+    values = {
+        "examples": f"{tmp_path / 's1'},{tmp_path / 's2'}",
+        "more_examples": [str(tmp_path / "s3")],  # KFP: the spans besides the artifact
+        "schema": str(tmp_path / "schema.pbtxt"),
+        "module_file": "m.py",
+        "transform_graph": str(tmp_path / "graph"),
+        "custom_config": '{"scale": 2, "api_key": "x"}',
+        "analyzer_cache": str(tmp_path / "cache"),
+        "updated_analyzer_cache": str(tmp_path / "cache2"),
+    }
+    request = build_transform_request(values, environ={})
+    assert [p for p, _ in request.example_dirs()] == [str(tmp_path / s) for s in ("s1", "s2", "s3")]
+    assert request.custom_config == {"scale": 2, "api_key": "x"}
+    assert request.transform_splits == () and request.analyze_splits == ("train",)
+    assert request.analyzer_cache == str(tmp_path / "cache")
+    assert request.updated_analyzer_cache == str(tmp_path / "cache2")
+    bad = [
+        ({"examples": f"{tmp_path / 's1'},{tmp_path / 's1'}"}, "--examples", "appears twice"),
+        ({"analyzer_cache": str(tmp_path / "schema.pbtxt")}, "--analyzer-cache", "not a dir"),
+        ({"updated_analyzer_cache": str(tmp_path / "graph")}, "--updated-analyzer-cache", "differ"),
+        ({"custom_config": "[1]"}, "--custom-config", "JSON object"),
+    ]
+    for change, flag, words in bad:
+        with pytest.raises(UserInputError, match=words) as raised:
+            build_transform_request({**values, **change}, environ={})
+        assert raised.value.input_name == flag

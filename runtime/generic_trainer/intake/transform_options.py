@@ -24,6 +24,16 @@ TRANSFORM_INPUTS = Group(
             param=artifact("Dataset", "Raw examples in TFX layout: Split-<name>/*.gz."),
         ),
         Option(
+            "more_examples",
+            cli=False,
+            param=value(
+                list,
+                "Further Examples dirs (URIs: the spans a resolver gave besides `examples`), analyzed\n"
+                "and transformed with it; with analyzer_cache, the spans it saw are not analyzed again.",
+                None,
+            ),
+        ),
+        Option(
             "schema",
             help="the raw examples' tensorflow-metadata Schema",
             metavar="FILE_OR_DIR",

@@ -113,9 +113,14 @@ def _transform_outputs(beam: BeamInputs, graph_path: str) -> dict[str, str | Non
 
 
 def _example_dirs(beam: BeamInputs) -> list[tuple[str, str]]:
-    """--examples DIR[,DIR...] (the KFP artifact: one): (local path, URI Beam reads) per dir."""
+    """--examples DIR[,DIR...] (KFP: the artifact, then more_examples): (local path, URI Beam
+    reads) per dir."""
     value = beam.raw.values.get("examples")
     dirs = [d.strip() for d in str(value).split(",") if d.strip()] if value else [value]
+    more = beam.raw.values.get("more_examples") or []
+    if not isinstance(more, (list, tuple)) or not all(isinstance(d, str) and d for d in more):
+        raise UserInputError("more_examples", f"expected a list of Examples URIs, got {more!r}")
+    dirs += list(more)
     if len(set(dirs)) != len(dirs):
         raise UserInputError("--examples", f"an Examples dir appears twice in {value!r}")
     gcs_root = beam.raw.gcs_root
