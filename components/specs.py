@@ -121,7 +121,7 @@ def import_examples_component(image: str | None = None) -> Any:
 
 def transform_component(image: str | None = None) -> Any:
     """The transform component (`generic-trainer transform`) for `image` (see resolve_image)."""
-    from generic_trainer.intake.data_options import TRANSFORM
+    from generic_trainer.intake.transform_options import TRANSFORM
 
     return component(TRANSFORM, image)
 

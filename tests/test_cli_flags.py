@@ -102,7 +102,7 @@ REQUESTS = {
     "evaluate": "intake.judge_request:EvaluateRequest",
     "infra-validate": "intake.judge_request:InfraValidateRequest",
     "import-examples": "intake.data_request:ImportExamplesRequest",
-    "transform": "intake.data_request:TransformRequest",
+    "transform": "intake.transform_request:TransformRequest",
     "push": "intake.push_request:PushRequest",
     "doctor": "diagnose.request:DoctorRequest",
 }

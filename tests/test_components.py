@@ -111,6 +111,7 @@ def test_trainer_interface():
         "steps_per_execution": "NUMBER_INTEGER",
         "serving_image": "STRING",
         "serving_accelerator": "STRING",
+        "model_format": "STRING",
         "serving_image_region": "STRING",
         "export_tflite": "BOOLEAN",
         "tflite_quantization": "STRING",

@@ -369,11 +369,14 @@ def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[s
         "num_replicas": result.num_replicas,
     }
     model_uri = request.kfp.artifacts.get("model", {}).get("uri") if request.kfp else None
-    model.update(
-        serving_container.model_registry_metadata(
-            _serving_image(request, tf.__version__), model_uri, result.schemata
+    if request.model_format == model_artifact.OTHER_FORMAT:  # no SavedModel: nothing to serve
+        model.update(framework="other", model_format="other", files=result.model_info["files"])
+    else:
+        model.update(
+            serving_container.model_registry_metadata(
+                _serving_image(request, tf.__version__), model_uri, result.schemata
+            )
         )
-    )
     model.update(model_artifact.kfp_metadata(result))
     return {
         "model": {k: v for k, v in model.items() if v is not None},
@@ -395,10 +398,11 @@ def kfp_parameters(request: TrainRequest, result: TrainResult) -> dict[str, str]
     model = request.kfp.artifacts.get("model") if request.kfp else None
     if not model or not request.kfp.parameters:
         return {}
+    other = request.model_format == model_artifact.OTHER_FORMAT  # no TF Serving image for it
     return serving_container.kfp_parameters(
         model["uri"],
         outputs.SERVING_DIR,
-        _serving_image(request, tf.__version__),
+        "" if other else _serving_image(request, tf.__version__),
         result.schemata,
         declared=request.kfp.parameters,
     )

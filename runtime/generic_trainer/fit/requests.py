@@ -102,6 +102,7 @@ class TrainRequest(FitRequest):
     serving_accelerator: str = "cpu"
     serving_image_region: str = "us"
     tflite: TFLiteOptions | None = None  # --export-tflite (tflite/); None: no TFLite export
+    model_format: str = "savedmodel"  # other: what run_fn wrote is published unchecked
 
     @property
     def task(self) -> TaskProgram | None:

@@ -1,14 +1,12 @@
-"""The inputs of transform (a Beam pipeline) and the Beam options both data verbs share, each declared
-once: flag, KFP component input, request check (import-examples' are in example_gen_options.py).
+"""The Beam options both data verbs share, declared once: flag, KFP component input, request check
+(import-examples' own are in example_gen_options.py, transform's in transform_options.py).
 
 See options.py for how each `Option` becomes a flag, a component input and a request field.
 """
 
 from __future__ import annotations
 
-from generic_trainer.intake.common_options import common_groups
-from generic_trainer.intake.options import Component, Group, Option, Verb, artifact, output, value
-from generic_trainer.intake.request import sha256, splits, text
+from generic_trainer.intake.options import Group, Option, value
 
 BEAM = Group(
     "beam",
@@ -31,117 +29,5 @@ BEAM = Group(
                 None,
             ),
         ),
-    ),
-)
-
-TRANSFORM_INPUTS = Group(
-    "inputs",
-    (
-        Option(
-            "examples",
-            help="raw examples in TFX layout: DIR/Split-<name>/*.gz (gs:// allowed)",
-            metavar="DIR",
-            param=artifact("Dataset", "Raw examples in TFX layout: Split-<name>/*.gz."),
-        ),
-        Option(
-            "schema",
-            help="the raw examples' tensorflow-metadata Schema",
-            metavar="FILE_OR_DIR",
-            param=artifact(
-                "Artifact",
-                "The raw examples' tensorflow-metadata Schema (schema.pbtxt or a dir holding one).",
-            ),
-        ),
-        Option(
-            "module_file",
-            help="user module: a .py file, a gs:// URI, or a dotted module name",
-            metavar="PATH_OR_URI",
-            param=value(
-                str,
-                "The user module: a .py path, a gs:// URI, or a dotted module name in the image.",
-            ),
-        ),
-        Option(
-            "preprocessing_fn",
-            check=text("preprocessing_fn"),
-            help="function to call (default preprocessing_fn)",
-            metavar="NAME",
-            param=value(str, "The function to call in the module.", "preprocessing_fn"),
-        ),
-        Option(
-            "module_sha256",
-            check=sha256,
-            help="refuse to run a module file whose sha256 differs",
-            metavar="HEX",
-            param=value(
-                str, "Refuse to run a module file whose sha256 differs (empty: no check).", ""
-            ),
-        ),
-        Option(
-            "analyze_splits",
-            check=splits(("train",)),
-            help="splits the analyzers see (default train)",
-            metavar="a,b",
-            param=value(list, 'Splits the analyzers see (default ["train"]).', None),
-        ),
-        Option(
-            "transform_splits",
-            check=splits(("train", "eval")),
-            help="splits to transform (default train,eval)",
-            metavar="a,b",
-            param=value(list, 'Splits to transform (default ["train", "eval"]).', None),
-        ),
-    ),
-)
-
-TRANSFORM_OUTPUTS = Group(
-    "outputs",
-    (
-        Option(
-            "transform_graph",
-            help="the transform graph to create (TFTransformOutput dir)",
-            metavar="DIR",
-            output="dir",
-            param=output(
-                "Artifact",
-                (
-                    "tf.Transform output (transform_fn/, transformed_metadata/, metadata/), the\n"
-                    "trainer's transform_graph; metadata: analyze_splits, feature_count, raw_feature_count."
-                ),
-            ),
-        ),
-        Option(
-            "transformed_examples",
-            help="also write the transformed examples here",
-            metavar="DIR",
-            output="dir",
-            param=output(
-                "Dataset",
-                (
-                    "The transformed examples in TFX layout (Split-<name>/transformed_examples-*.gz);\n"
-                    "metadata: split_names, num_examples per split, feature_count."
-                ),
-            ),
-        ),
-    ),
-)
-
-TRANSFORM = Verb(
-    "transform",
-    help="tf.Transform: analyze and transform examples with a module's preprocessing_fn (TFX "
-    "Transform), on Apache Beam",
-    description="Run the module's preprocessing_fn with tensorflow-transform: analyze the analyze splits, write "
-    "the transform graph (transform_fn/, transformed_metadata/, metadata/) and, when asked, the "
-    "transformed examples (Split-<name>/transformed_examples-*.gz), as TFX's Transform does.",
-    component=Component(
-        "generic_transform",
-        "Runs a module's preprocessing_fn with tensorflow-transform on Apache "
-        "Beam (TFX Transform compatible).",
-    ),
-    groups=(
-        TRANSFORM_INPUTS,
-        TRANSFORM_OUTPUTS,
-        BEAM,
-        *common_groups(cluster_timeout=False, training=False),
     ),
 )

@@ -13,16 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from generic_trainer.artifacts.kfp_io import KfpOutputs
-from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake import data_options, example_gen_inputs, example_gen_options, options
-from generic_trainer.intake.environment import storage_settings
+from generic_trainer.intake import example_gen_inputs, example_gen_options, options
 from generic_trainer.intake.request import (
     RawInputs,
     data_path,
-    examples_dir,
-    existing_path,
-    module_file,
     new_output_dir,
     raw_inputs,
 )
@@ -128,78 +123,9 @@ def build_import_examples_request(
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class TransformRequest:
-    """Every input of a transform run (tf.Transform's analyze and transform on Beam), resolved."""
-
-    examples: str  # local path (checked); Beam reads examples_uri
-    schema: str
-    module_file: str
-    transform_graph: str
-    examples_uri: str = ""
-    preprocessing_fn: str = "preprocessing_fn"
-    transformed_examples: str | None = None
-    analyze_splits: tuple[str, ...] = ("train",)
-    transform_splits: tuple[str, ...] = ("train", "eval")
-    module_sha256: str | None = None
-    beam_args: tuple[str, ...] = ()
-    gcs_root: str = "/gcs"
-    kfp: KfpOutputs | None = None
-    storage: StorageSettings = DEFAULT_SETTINGS  # from the environment (intake/environment.py)
-
-
-def build_transform_request(
-    values: Mapping[str, Any],
-    environ: Mapping[str, str] | None = None,
-    kfp: KfpOutputs | None = None,
-) -> TransformRequest:
-    """Validate raw values (keyed by flag name, dashes as underscores) into a TransformRequest."""
-    beam = beam_inputs(values, environ, kfp)
-    gcs_root = beam.raw.gcs_root
-    schema = existing_path("--schema", values.get("schema"), gcs_root)
-    if not schema:
-        raise UserInputError(
-            "--schema", "required: the raw examples' tensorflow-metadata Schema (file or its dir)"
-        )
-    graph_path = beam.new_dir(
-        "--transform-graph",
-        beam.output("transform_graph", "transform_graph"),
-        "where the transform graph goes (transform_fn/, transformed_metadata/, metadata/)",
-    )
-    transformed = beam.output("transformed_examples", "transformed_examples")
-    transformed_path = (
-        beam.new_dir("--transformed-examples", transformed, "") if transformed else None
-    )
-    if transformed_path and transformed_path == graph_path:
-        raise UserInputError("--transformed-examples", "must differ from --transform-graph")
-    return TransformRequest(
-        examples=examples_dir(values, gcs_root),
-        examples_uri=beam.path(values["examples"]),
-        schema=schema,
-        module_file=module_file(values),
-        transform_graph=graph_path,
-        transformed_examples=transformed_path,
-        beam_args=beam.beam_args,
-        gcs_root=gcs_root,
-        kfp=kfp,
-        storage=storage_settings(beam.raw.environ),
-        **options.checked_fields(data_options.TRANSFORM, beam.raw),
-    )
-
-
 def describe_import_examples(r: ImportExamplesRequest) -> list[str]:
     """The log lines saying what an import-examples run will do."""
     return [
         f"import-examples request: input={r.input_pattern} input_splits={dict(r.input_splits) or None} "
         f"format={r.format} schema={r.schema} output={r.output} beam_args={list(r.beam_args)}"
-    ]
-
-
-def describe_transform(r: TransformRequest) -> list[str]:
-    """The log lines saying what a transform run will do."""
-    return [
-        f"transform request: examples={r.examples} schema={r.schema} module={r.module_file} "
-        f"preprocessing_fn={r.preprocessing_fn} analyze_splits={','.join(r.analyze_splits)} "
-        f"transform_splits={','.join(r.transform_splits)} transform_graph={r.transform_graph} "
-        f"transformed_examples={r.transformed_examples} beam_args={list(r.beam_args)}"
     ]

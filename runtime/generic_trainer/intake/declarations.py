@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from generic_trainer.artifacts.kfp_io import ArtifactMaps
 from generic_trainer.intake import (
-    data_options,
     example_gen_options,
     fit_options,
     judge_options,
     push_options,
+    transform_options,
 )
 from generic_trainer.intake.options import Verb, artifact_maps
 
@@ -22,7 +22,7 @@ DECLARATIONS: tuple[Verb, ...] = (
     judge_options.EVALUATE,
     judge_options.INFRA_VALIDATE,
     example_gen_options.IMPORT_EXAMPLES,
-    data_options.TRANSFORM,
+    transform_options.TRANSFORM,
     push_options.PUSH,
 )
 # The artifact maps of every component (the verbs agree on each artifact name they share).

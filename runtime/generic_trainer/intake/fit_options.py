@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from generic_trainer.errors import UserInputError
 from generic_trainer.fit.accelerator import ACCELERATORS
 from generic_trainer.intake import options
 from generic_trainer.intake.common_options import common_groups
@@ -23,6 +24,7 @@ from generic_trainer.intake.options import (
 )
 from generic_trainer.intake.request import (
     TUNE_STRATEGIES,
+    RawInputs,
     duration,
     existing,
     one_of,
@@ -32,6 +34,16 @@ from generic_trainer.intake.request import (
     step_count,
     text,
 )
+
+MODEL_FORMATS = ("savedmodel", "other")
+
+
+def model_format(raw: RawInputs, flag: str, value: object) -> str:
+    """--model-format: savedmodel or other (no TFLite export of a model that is no SavedModel)."""
+    chosen = one_of(MODEL_FORMATS, "savedmodel")(raw, flag, value)
+    if chosen == "other" and raw.values.get("export_tflite"):
+        raise UserInputError(flag, "--export-tflite converts a SavedModel; other models have none")
+    return chosen
 
 
 def _training_inputs(function: Option) -> tuple[Option, ...]:
@@ -378,6 +390,22 @@ TRAIN_SERVING = Group(
                     "version."
                 ),
                 "",
+            ),
+        ),
+        Option(
+            "model_format",
+            check=model_format,
+            help=(
+                "savedmodel (default: run_fn must export a SavedModel with serving_default, "
+                "checked); other: publish what run_fn wrote (a scikit-learn model.pkl, ...) unchecked"
+            ),
+            choices=MODEL_FORMATS,
+            param=value(
+                str,
+                "savedmodel (run_fn's SavedModel is checked for serving_default) or other (what\n"
+                "run_fn wrote to serving_model_dir is published whole, unchecked: TFX's scikit-learn\n"
+                "module's model.pkl).",
+                "savedmodel",
             ),
         ),
         Option(

@@ -18,12 +18,36 @@ from typing import Any
 
 from generic_trainer.artifacts import serving_container, storage
 from generic_trainer.artifacts.results import TrainResult
+from generic_trainer.errors import OutputError
 from generic_trainer.tflite import export as tflite_export
 from generic_trainer.tflite import options as tflite_options
 
 log = logging.getLogger(__name__)
 
 EXTRA_DIRS = (serving_container.SCHEMATA_DIR, tflite_options.TFLITE_DIR)
+OTHER_FORMAT = "other"  # --model-format other: a model of another framework, published unchecked
+
+
+def check_other_model(path: str, what: str = "run_fn") -> dict[str, Any]:
+    """--model-format other: what `what` wrote to `path` is published as it is (not a SavedModel:
+    no serving check, no predictSchemata); it must have written something.
+
+    Returns:
+      The model info: its format and the files at its top (`files`), no signatures.
+    """
+    if not os.path.isdir(path) or not os.listdir(path):
+        raise OutputError(
+            f"{what} wrote no model: {path} is empty. Write the model into "
+            "fn_args.serving_model_dir (e.g. model.pkl, as TFX's scikit-learn module does)."
+        )
+    files = sorted(os.listdir(path))
+    log.info(
+        "--model-format other: publishing what %s wrote (%s) as it is; it is not checked as a "
+        "SavedModel, and no serving signature or predictSchemata is recorded",
+        what,
+        ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else ""),
+    )
+    return {"format": OTHER_FORMAT, "files": files, "signatures": []}
 
 
 def stage_extras(

@@ -82,11 +82,15 @@ def publish_model(
     before_publish: Callable[[TrainResult], None] | None = None,
 ) -> None:
     """Chief only: validate, stage the extras, write the run outputs, `before_publish`, publish the model last."""
+    other = request.model_format == model_artifact.OTHER_FORMAT
     if staged.trains:
-        result.model_info = outputs.validate_serving_model(
-            staging.serving_dir if staged.exported else staging.final_serving, what=staged.what
+        serving = staging.serving_dir if staged.exported else staging.final_serving
+        result.model_info = (
+            model_artifact.check_other_model(serving, staged.what)
+            if other
+            else outputs.validate_serving_model(serving, what=staged.what)
         )
-    if staged.exported:
+    if staged.exported and not other:
         model_artifact.stage_extras(
             staging.root,
             staging.serving_dir,
@@ -108,9 +112,11 @@ def publish_model(
     if os.path.isdir(staging.eval_dir) and os.listdir(staging.eval_dir):
         outputs.publish(staging.eval_dir, os.path.join(request.model_dir, outputs.EVAL_DIR))
     log.info(
-        "serving model: %s (signatures %s)",
+        "serving model: %s (%s)",
         staging.final_serving,
-        ", ".join(result.model_info["signatures"]),
+        f"files {', '.join(result.model_info['files'])}"
+        if other
+        else f"signatures {', '.join(result.model_info['signatures'])}",
     )
 
 
