@@ -402,8 +402,9 @@ def test_a_split_of_gzipped_and_plain_files_of_one_suffix_reads_whole(tmp_path):
 def test_import_examples_refuses_an_empty_feature_name_naming_the_file(tmp_path):
     """TFRecord input (CSV and Parquet headers are refused alike: test_hostile_files)."""
     from generic_trainer.beam import tfrecords
+    from generic_trainer.records import example_protos
 
-    example = tfrecords.example_class()()
+    example = example_protos.example_class()()
     example.features.feature["x"].int64_list.value.append(1)
     example.features.feature[""].int64_list.value.append(2)
     payload = example.SerializeToString()
