@@ -404,7 +404,12 @@ def parse_eval_config(value: Any, gcs_root: str = "/gcs") -> EvalConfig | str:
             raise UserInputError(
                 "eval_config.label_vocabulary", "a regression label is a number, not a class name"
             )
-        vocabulary = tuple(vocabulary)
+        raise UserInputError(
+            "eval_config.label_vocabulary",
+            "string labels are not mapped to classes: TFMA reads the label as the examples hold "
+            "it. Give integer class labels, or a TFMA EvalConfig whose model has a "
+            "preprocessing function that makes them (preprocessing_function_names)",
+        )
     metrics, custom = _metrics(value.get("metrics"))
     known = set(BUILTIN_METRICS) | {m.name for m in custom}
     thresholds = _thresholds("thresholds", value.get("thresholds") or {}, known)
