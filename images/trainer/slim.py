@@ -48,6 +48,8 @@ LEAVE_OUT = {
     "pymysql": "Beam's Cloud SQL connector",
     "python-tds": "Beam's Cloud SQL connector",
     "keyrings-google-artifactregistry-auth": "pip's keyring for Artifact Registry; nothing pip-installs in the image",
+    "widgetsnbextension": "ipywidgets' classic-notebook frontend (TFMA's notebook view); never imported",
+    "jupyterlab-widgets": "ipywidgets' JupyterLab frontend (TFMA's notebook view); never imported",
     "nvidia-curand-cu12": "TensorFlow never loads cuRAND (its own Philox RNG); nothing else in cuda.lock needs it",
 }
 
@@ -78,6 +80,9 @@ PRUNE_GLOBS = [
     "apache_beam/examples",
     "tensorflow_transform/**/*_test.py",
     "tfx_bsl/**/*_test.py",
+    "tensorflow_model_analysis/**/*_test.py",
+    "fairness_indicators/**/*_test.py",
+    "jedi/third_party",  # typeshed stubs for IPython's completion (TFMA imports IPython), ~32 MB
     "pyarrow/include",  # headers
     "pyarrow/_pyarrow_cpp_tests*.so",
     "pyarrow/*flight*",  # Arrow Flight RPC: only `import pyarrow.flight` loads it

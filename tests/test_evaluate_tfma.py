@@ -1,0 +1,276 @@
+# ruff: noqa: F811  (the fixtures imported from test_tfx_real_modules are parameters here)
+"""`evaluate` is TFMA: real TFMA runs through the CLI, on TFX's own configs and module files.
+
+- the bundled penguin model with the short form (KFP form): the summary equals the numbers of a
+  plain `tfma.run_model_analysis` on the same model, config and data, exactly (what
+  bench/tfma_compare.py checked by hand), and TFMA's readers read the `evaluation` output;
+- a change threshold against a baseline: NOT_BLESSED from TFMA's validation result;
+- TFX's penguin local pipeline EvalConfig (label `species_xf`, `preprocessing_function_names`) on
+  a model trained with TFX's wiring from the wheel's penguin_utils_keras.py, without a baseline
+  (with TFX's evaluator_module.py, the legacy feature_slicing_spec and two example splits) and
+  with one;
+- TFX's taxi native-Keras EvalConfig (`tips_xf`) with FairnessIndicators (and
+  fairness_indicator_thresholds) on a model trained from the wheel's taxi_utils_native_keras.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import PENGUIN, run_cli
+from test_tfx_real_modules import _train, _transform, taxi, tfx_root  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.slow
+
+# TFX's penguin_pipeline_local.py EvalConfig (accuracy_threshold 0.6), as its text proto
+PENGUIN_LOCAL_CONFIG = """
+model_specs {
+  signature_name: "serving_default"
+  label_key: "species_xf"
+  preprocessing_function_names: "transform_features"
+}
+slicing_specs {}
+metrics_specs {
+  metrics {
+    class_name: "SparseCategoricalAccuracy"
+    threshold {
+      value_threshold { lower_bound { value: 0.6 } }
+      change_threshold { direction: HIGHER_IS_BETTER absolute { value: -1e-10 } }
+    }
+  }
+}
+"""
+# TFX's taxi_pipeline_native_keras.py EvalConfig, plus a FairnessIndicators metric
+TAXI_NATIVE_KERAS_CONFIG = """
+model_specs {
+  signature_name: "serving_default"
+  label_key: "tips_xf"
+  preprocessing_function_names: "transform_features"
+}
+slicing_specs {}
+slicing_specs { feature_keys: "trip_start_hour" }
+metrics_specs {
+  metrics {
+    class_name: "BinaryAccuracy"
+    threshold {
+      value_threshold { lower_bound { value: 0.6 } }
+      change_threshold { direction: HIGHER_IS_BETTER absolute { value: -1e-10 } }
+    }
+  }
+  metrics { class_name: "FairnessIndicators" config: '{"thresholds": [0.3, 0.7]}' }
+}
+"""
+PENGUIN_SHORT = {
+    "label_key": "species",
+    "slices": [["island"]],
+    "metrics": ["accuracy", "loss", "auc", "precision"],
+    "thresholds": {"accuracy": {"lower_bound": 0.8, "change": {"absolute": -0.01}}},
+    "slice_thresholds": [
+        {
+            "slice": {"values": {"island": "Biscoe"}},
+            "thresholds": {"accuracy": {"lower_bound": 0.5}},
+        }
+    ],
+}
+
+
+def _evaluate(*args) -> tuple[dict, str]:
+    proc = run_cli(["evaluate", *[str(a) for a in args]], timeout=600)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    return json.loads(proc.stdout), proc.stderr
+
+
+def _artifact(name: str, title: str, uri: Path) -> dict:
+    return {
+        "artifacts": [
+            {"name": name, "type": {"schemaTitle": title}, "uri": str(uri), "metadata": {}}
+        ]
+    }
+
+
+def _plain_tfma(model: Path, config: dict, data: str, out: Path) -> dict:
+    """A plain tfma.run_model_analysis: {slice: {metric name: value}} of the candidate."""
+    import tensorflow_model_analysis as tfma
+    from google.protobuf import json_format
+    from tensorflow_model_analysis.proto import config_pb2
+
+    eval_config = json_format.ParseDict(config, config_pb2.EvalConfig())
+    shared = tfma.default_eval_shared_model(
+        eval_saved_model_path=str(model), eval_config=eval_config
+    )
+    result = tfma.run_model_analysis(
+        eval_shared_model=shared,
+        eval_config=eval_config,
+        data_location=data,
+        output_path=str(out),
+        file_format="tfrecords",
+    )
+    plain = {}
+    for slice_key, metrics in result.slicing_metrics:
+        name = tfma.slicer.stringify_slice_key(slice_key) or "Overall"
+        values = next(iter(next(iter(metrics.values())).values()))
+        plain[name] = {k.split("\n_")[-1]: v.get("doubleValue") for k, v in values.items()}
+    return plain
+
+
+def test_short_form_summary_equals_plain_tfma_kfp_form(trained_penguin_model, tmp_path):
+    import tensorflow_model_analysis as tfma
+
+    out = tmp_path / "outputs"
+    executor_input = {
+        "inputs": {
+            "parameterValues": {"eval_config": PENGUIN_SHORT},
+            "artifacts": {
+                "model": _artifact("m", "system.Model", trained_penguin_model),
+                "examples": _artifact("e", "system.Dataset", PENGUIN / "data"),
+                "schema": _artifact("s", "system.Artifact", PENGUIN / "schema.pbtxt"),
+            },
+        },
+        "outputs": {
+            "artifacts": {
+                "evaluation": _artifact("ev", "system.Artifact", out / "evaluation"),
+                "metrics": _artifact("mt", "system.Metrics", out / "metrics"),
+                "blessing": _artifact("b", "system.Artifact", out / "blessing"),
+                "report": _artifact("r", "system.HTML", out / "report"),
+            },
+            "outputFile": str(out / "executor_output.json"),
+        },
+    }
+    summary, stderr = _evaluate("--executor-input", json.dumps(executor_input))
+    assert "change thresholds are skipped" in stderr
+    assert summary["blessed"] is True and (out / "blessing" / "BLESSED").is_file()
+    written = json.loads((out / "executor_output.json").read_text())["artifacts"]
+    assert written["blessing"]["artifacts"][0]["metadata"]["blessed"] == 1
+    scalars = written["metrics"]["artifacts"][0]["metadata"]
+    assert scalars["example_count"] == 95 and scalars["accuracy"] == summary["metrics"]["accuracy"]
+    # TFMA's own readers read the evaluation output
+    evaluation = str(out / "evaluation")
+    assert tfma.load_validation_result(evaluation).validation_ok
+    loaded = tfma.load_eval_result(evaluation)
+    assert len(loaded.slicing_metrics) == 4  # overall and three islands
+    # the summary is TFMA's numbers: a plain run_model_analysis with the config as run
+    metrics_json = json.loads((out / "metrics").read_text())
+    config = metrics_json["tfma_eval_config"]
+    plain = _plain_tfma(
+        trained_penguin_model / "Format-Serving",
+        config,
+        str(PENGUIN / "data" / "Split-eval" / "*"),
+        tmp_path / "plain",
+    )
+    ours = {s["slice"]: s["metrics"] for s in metrics_json["slices"]}
+    assert (
+        set(ours) == set(plain) == {"Overall", "island:Biscoe", "island:Dream", "island:Torgersen"}
+    )
+    for name, values in ours.items():
+        nan_as_none = {
+            k: None if v in ("NaN", None) or v != v else v for k, v in plain[name].items()
+        }
+        assert values == nan_as_none, name
+    rows = {(r["slice"], r["metric"]): r for r in metrics_json["thresholds"]}
+    assert rows[("Overall", "accuracy")]["passed"] is True
+    assert any(s.startswith("{feature_values") and m == "accuracy" for s, m in rows)
+    html = (out / "report").read_text()
+    assert "BLESSED" in html and "island:Biscoe" in html
+
+
+def test_change_threshold_against_a_baseline_is_not_blessed(trained_penguin_model, tmp_path):
+    import tensorflow_model_analysis as tfma
+
+    config = {"label_key": "species", "thresholds": {"accuracy": {"change": {"absolute": 0.5}}}}
+    summary, _ = _evaluate(
+        "--model", trained_penguin_model, "--baseline-model", trained_penguin_model,
+        "--examples", PENGUIN / "data", "--eval-config", json.dumps(config),
+        "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
+    )  # fmt: skip
+    assert summary["blessed"] is False and (tmp_path / "blessing" / "NOT_BLESSED").is_file()
+    assert summary["baseline_metrics"]["accuracy"] == summary["metrics"]["accuracy"]
+    assert any("change of accuracy" in r for r in summary["reasons"])
+    result = tfma.load_validation_result(str(tmp_path / "evaluation"))
+    assert not result.validation_ok
+    baseline = tfma.load_eval_result(str(tmp_path / "evaluation"), model_name="baseline")
+    assert baseline.slicing_metrics
+
+
+@pytest.fixture(scope="module")
+def tfx_penguin(tfx_root, tmp_path_factory) -> tuple[Path, Path, Path]:  # noqa: F811
+    """(model dir, raw examples, schema): penguin_utils_keras.py trained with TFX's wiring."""
+    out = tmp_path_factory.mktemp("tfx_penguin")
+    testdata = tfx_root / "tfx" / "components" / "testdata" / "penguin"
+    examples, schema = testdata / "data", testdata / "schema" / "schema.pbtxt"
+    module = tfx_root / "tfx" / "examples" / "penguin" / "penguin_utils_keras.py"
+    graph, transformed = _transform(out, examples, schema, module)
+    _train(out, module, transformed, schema, graph)
+    return out / "model", examples, schema
+
+
+def test_tfx_penguin_local_config_module_file_legacy_slicing_and_splits(
+    tfx_penguin,
+    tfx_root,
+    tmp_path,  # noqa: F811
+):
+    import tensorflow_model_analysis as tfma
+
+    model, examples, schema = tfx_penguin
+    module = tfx_root / "tfx" / "components" / "testdata" / "module_file" / "evaluator_module.py"
+    summary, stderr = _evaluate(
+        "--model", model, "--examples", examples, "--schema", schema,
+        "--eval-config", PENGUIN_LOCAL_CONFIG, "--module-file", module,
+        "--feature-slicing-spec", '{"specs": [{"column_for_slicing": ["island"]}]}',
+        "--eval-splits", "eval,train", "--beam-pipeline-args", "--direct_num_workers=1",
+        "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
+    )  # fmt: skip
+    accuracy = summary["metrics"]["sparse_categorical_accuracy"]
+    assert summary["blessed"] == (accuracy >= 0.6)
+    assert (tmp_path / "blessing" / ("BLESSED" if accuracy >= 0.6 else "NOT_BLESSED")).is_file()
+    loaded = tfma.load_eval_result(str(tmp_path / "evaluation"))
+    names = {tfma.slicer.stringify_slice_key(k) for k, _ in loaded.slicing_metrics}
+    assert "" in names and {n for n in names if n.startswith("island:")}
+    overall = dict(loaded.slicing_metrics)[()]
+    count = next(iter(next(iter(overall.values())).values()))["example_count"]["doubleValue"]
+    split_sizes = {"eval": 0, "train": 0}
+    from generic_trainer.records import example_files
+
+    for split in split_sizes:
+        for path in (examples / f"Split-{split}").iterdir():
+            split_sizes[split] += sum(1 for _ in example_files.read_records(str(path)))
+    assert count == sum(split_sizes.values())  # both splits, as TFX's example_splits
+    assert "change thresholds are skipped" in stderr
+
+
+def test_tfx_penguin_local_config_with_a_baseline(tfx_penguin, tmp_path):
+    import tensorflow_model_analysis as tfma
+
+    model, examples, schema = tfx_penguin
+    summary, _ = _evaluate(
+        "--model", model, "--baseline-model", model, "--examples", examples, "--schema", schema,
+        "--eval-config", PENGUIN_LOCAL_CONFIG,
+        "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
+    )  # fmt: skip
+    accuracy = summary["metrics"]["sparse_categorical_accuracy"]
+    assert summary["baseline_metrics"]["sparse_categorical_accuracy"] == accuracy
+    assert summary["blessed"] == (accuracy >= 0.6)  # the change (0) passes absolute -1e-10
+    candidate = tfma.load_eval_result(str(tmp_path / "evaluation"), model_name="candidate")
+    assert candidate.slicing_metrics
+
+
+def test_tfx_taxi_native_keras_config_with_fairness_indicators(tfx_root, taxi, tmp_path):  # noqa: F811
+    import tensorflow_model_analysis as tfma
+
+    examples, schema = taxi
+    module = tfx_root / "tfx" / "examples" / "chicago_taxi_pipeline" / "taxi_utils_native_keras.py"
+    graph, transformed = _transform(tmp_path, examples, schema, module)
+    _train(tmp_path, module, transformed, schema, graph)
+    summary, _ = _evaluate(
+        "--model", tmp_path / "model", "--examples", examples, "--schema", schema,
+        "--eval-config", TAXI_NATIVE_KERAS_CONFIG, "--fairness-indicator-thresholds", "0.5",
+        "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
+    )  # fmt: skip
+    accuracy = summary["metrics"]["binary_accuracy"]
+    assert summary["blessed"] == (accuracy >= 0.6)
+    fairness = [k for k in summary["metrics"] if k.startswith("fairness_indicators_metrics/")]
+    for threshold in ("0.3", "0.5", "0.7"):
+        assert f"fairness_indicators_metrics/false_positive_rate@{threshold}" in fairness
+    loaded = tfma.load_eval_result(str(tmp_path / "evaluation"))
+    assert any(k for k, _ in loaded.slicing_metrics if k and k[0][0] == "trip_start_hour")
