@@ -104,6 +104,7 @@ REQUESTS = {
     "import-examples": "intake.data_request:ImportExamplesRequest",
     "transform": "intake.data_request:TransformRequest",
     "push": "intake.push_request:PushRequest",
+    "doctor": "diagnose.request:DoctorRequest",
 }
 # Fields a checked option fills that live in the program of a train run, not on TrainRequest itself.
 PROGRAM_FIELDS = {"train": {"run_fn", "module_sha256"}}
@@ -138,7 +139,7 @@ def test_every_component_input_is_declared_once_per_verb():
     }
     import yaml
 
-    for verb in _declarations():
+    for verb in (v for v in _declarations() if v.component):  # doctor has none
         declared = [p.name or o.name for o in verb.options() if (p := o.param)]
         assert len(declared) == len(set(declared)), verb.name
         spec = yaml.safe_load(open(build.yaml_path(names[verb.name])).read())

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from generic_trainer import (
+    doctor,
     evaluate,
     import_examples,
     infra_validate,
@@ -209,6 +210,7 @@ VERBS = {
         import_examples.VERB,
         transform.VERB,
         push.VERB,
+        doctor.VERB,
     )
 }
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
