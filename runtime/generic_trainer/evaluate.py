@@ -1,4 +1,4 @@
-"""The `evaluate` verb: TFX's Evaluator. TFMA judges the model on the eval splits and blesses it, or not.
+"""The `evaluate` verb: TFX's Evaluator. TFMA judges the model on the eval splits and blesses it.
 
 The evaluation is TFMA's own Beam pipeline (judge/tfma_run.py) on the EvalConfig as given: TFMA's
 text proto or JSON, or the project's short form written as an EvalConfig (judge/eval_short_form.py).
@@ -16,8 +16,8 @@ fairness_indicator_thresholds), and the module file's `custom_eval_shared_model`
 
 TFMA runs in sandbox.py's sandbox: a child process (`compute_spec`) with an address-space limit
 (`--memory-limit`, then on CPU) and a limit on the time without progress (`--timeout`); this process
-publishes the outputs. A model that hangs or runs out of memory there is NOT_BLESSED with the reason;
-input errors found there are raised here. NOT_BLESSED is a result, not a failure: exit 0.
+publishes the outputs. A model that hangs or runs out of memory there is NOT_BLESSED with the
+reason; input errors found there are raised here. NOT_BLESSED is a result, not a failure: exit 0.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def _log_verdict(result: EvaluateResult) -> None:
 
 
 def sandbox_limits(request: EvaluateRequest) -> Any:
-    """The evaluation process's limits: --timeout without progress, --memory-limit (then CPU only)."""
+    """The evaluation process's limits: --timeout without progress, --memory-limit (CPU only)."""
     from generic_trainer.judge import sandbox
 
     return sandbox.Limits(

@@ -8,7 +8,7 @@ kind of problem. Each built-in name is a TFMA metric reported under that name (i
 |---|---|---|---|
 | accuracy | SparseCategoricalAccuracy | BinaryAccuracy | - |
 | loss | SparseCategoricalCrossentropy | BinaryCrossentropy | MeanSquaredError |
-| auc, precision, recall, f1 | AUC, Precision, Recall, F1Score, macro-averaged over classes | the same, binary | - |
+| auc, precision, recall, f1 | AUC, Precision, Recall, F1Score, macro-averaged | the same | - |
 | mse, rmse, mae | - | - | MeanSquaredError, RootMeanSquaredError, MeanAbsoluteError |
 | mean_label, mean_prediction | - | - | MeanLabel, MeanPrediction |
 

@@ -1,4 +1,4 @@
-"""Telling a TFMA `EvalConfig` (JSON or text proto) from the project's short form, before TFMA loads.
+"""Telling a TFMA `EvalConfig` (JSON or text proto) from the short form, before TFMA loads.
 
 A TFMA config is handed to TFMA as it is (tfma_config.py parses it with TFMA's own message in the
 evaluation process, so every field TFMA has works). Here only: whether a text or JSON object is one
@@ -22,7 +22,7 @@ _TEXT_PROTO_START = re.compile(r"^\s*(#[^\n]*\n\s*)*(" + "|".join(sorted(TOP_LEV
 
 
 def keras_metric_name(class_name: str) -> str:
-    """Keras' default metric name: AUC -> auc, SparseCategoricalAccuracy -> sparse_categorical_accuracy."""
+    """Keras' default metric name: AUC -> auc, BinaryAccuracy -> binary_accuracy."""
     name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", class_name)
     return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
 
@@ -37,7 +37,7 @@ def looks_like_text_proto(text: str) -> bool:
 
 
 def is_tfma_config(value: Mapping[str, Any]) -> bool:
-    """Whether a parsed JSON object is a TFMA EvalConfig (its top-level fields), not the short form."""
+    """Whether a parsed JSON object is a TFMA EvalConfig (its top-level fields)."""
     return any(_snake(k) in TOP_LEVEL for k in value)
 
 

@@ -1,11 +1,11 @@
-"""The TFMA `EvalConfig` an evaluation runs, as TFX's Evaluator prepares it (in the evaluation process).
+"""The TFMA `EvalConfig` an evaluation runs, as TFX's Evaluator prepares it (evaluation process).
 
 The config comes as TFMA's text proto or JSON (parsed by TFMA's own message, so every field TFMA has
 works), or as the project's short form (eval_short_form.py, once the problem is known). Then, as
 TFX's Evaluator executor does: the legacy `feature_slicing_spec`'s column lists become slicing specs
 (the overall slice always included), `fairness_indicator_thresholds` add TFMA's FairnessIndicators
-metric, and `update_eval_config_with_defaults(has_baseline=..., rubber_stamp=True)` adds the baseline
-model spec when there is a baseline and drops change thresholds when there is none.
+metric, and `update_eval_config_with_defaults(has_baseline=..., rubber_stamp=True)` adds the
+baseline model spec when there is a baseline and drops change thresholds when there is none.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ FAIRNESS_MODULE = "fairness_indicators.fairness_indicators_metrics"
 
 
 def parse(text: str) -> Any:
-    """TFMA's EvalConfig message from its JSON or text proto form (a UserInputError naming the field)."""
+    """TFMA's EvalConfig message from its JSON or text proto (a UserInputError naming the field)."""
     from google.protobuf import json_format, text_format
     from tensorflow_model_analysis.proto import config_pb2
 
@@ -50,7 +50,7 @@ def add_feature_slicing_spec(config: Any, spec: Sequence[Sequence[str]]) -> None
 
 
 def add_fairness_indicators(config: Any, thresholds: Sequence[float]) -> None:
-    """TFMA's FairnessIndicators metric at these decision thresholds (TFX's fairness_indicator_thresholds)."""
+    """TFMA's FairnessIndicators at these thresholds (TFX's fairness_indicator_thresholds)."""
     from tensorflow_model_analysis.proto import config_pb2
 
     metric = config_pb2.MetricConfig(
@@ -62,7 +62,7 @@ def add_fairness_indicators(config: Any, thresholds: Sequence[float]) -> None:
 
 
 def import_fairness_indicators() -> None:
-    """Register FairnessIndicators with TFMA (the fairness-indicators package; absent: a log line)."""
+    """Register FairnessIndicators with TFMA (fairness-indicators package; absent: a log line)."""
     import importlib
 
     try:

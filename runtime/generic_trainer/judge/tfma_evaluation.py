@@ -95,7 +95,7 @@ def _names(config: Any) -> tuple[str, str | None]:
 
 
 def compute(job: Job, output: str, module_path: str | None) -> dict[str, Any]:
-    """Run TFMA for `job`, writing its output to `output`; the result as evaluate.EvaluateResult's fields."""
+    """Run TFMA for `job` (its output in `output`); evaluate.EvaluateResult's fields."""
     from google.protobuf import json_format
 
     started = time.monotonic()

@@ -1,7 +1,8 @@
 """TFMA's config message names on the `tensorflow_model_analysis` module, for TFX's files.
 
 TFX's module files (e.g. components/testdata/module_file/evaluator_module.py) annotate with
-`tfma.EvalConfig`; TFMA 0.52 keeps the messages only in `tensorflow_model_analysis.proto.config_pb2`.
+`tfma.EvalConfig`; TFMA 0.52 keeps the messages only in
+`tensorflow_model_analysis.proto.config_pb2`.
 `install()` sets the missing names to those very messages (nothing else of TFMA changes).
 """
 

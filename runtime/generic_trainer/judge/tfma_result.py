@@ -164,7 +164,7 @@ def _bound(threshold: Any) -> tuple[str, str]:
 def threshold_rows(
     config: Any, candidate: str, slices: list[dict[str, Any]], failed: set[tuple[str, str, bool]]
 ) -> list[dict[str, Any]]:
-    """One row per threshold of the candidate (overall, or per slice spec): the check and its verdict."""
+    """A row per threshold of the candidate (overall, or per slice spec): the check, its verdict."""
     from google.protobuf import text_format
     from tensorflow_model_analysis import metrics
 

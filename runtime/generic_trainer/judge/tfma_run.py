@@ -1,13 +1,13 @@
-"""TFMA's own Beam pipeline on the eval splits, as TFX's Evaluator executor runs it (evaluation process).
+"""TFMA's own Beam pipeline on the eval splits, as TFX's Evaluator executor runs it.
 
-Per model spec of the prepared EvalConfig (tfma_config.py), the candidate (`--model`) or the baseline
-(`--baseline-model`) serving model becomes an EvalSharedModel through the module file's
-`custom_eval_shared_model` when it has one, else `tfma.default_eval_shared_model`, called with TFX's
-arguments. Each split's files are read as TFX reads them (batched input: tfx_bsl's TFExampleRecord
-with the schema when one is given, and a TensorAdapterConfig from it; else raw TFRecords), the
-module's `custom_extractors` (if any) build the extractors, and `tfma.ExtractEvaluateAndWriteResults`
-writes TFMA's output to `output_path`. Beam runs with `--beam-pipeline-args` (default: the
-DirectRunner in this process).
+Per model spec of the prepared EvalConfig (tfma_config.py), the candidate (`--model`) or the
+baseline (`--baseline-model`) serving model becomes an EvalSharedModel through the module file's
+`custom_eval_shared_model` when it has one, else `tfma.default_eval_shared_model`, called with
+TFX's arguments. Each split's files are read as TFX reads them (batched input: tfx_bsl's
+TFExampleRecord with the schema when one is given, and a TensorAdapterConfig from it; else raw
+TFRecords), the module's `custom_extractors` (if any) build the extractors, and
+`tfma.ExtractEvaluateAndWriteResults` writes TFMA's output to `output_path`. Beam runs with
+`--beam-pipeline-args` (default: the DirectRunner in this process).
 """
 
 from __future__ import annotations
