@@ -267,3 +267,16 @@ def test_tfx_taxi_native_keras_config_with_fairness_indicators(tfx_root, taxi, t
         assert f"fairness_indicators_metrics/false_positive_rate@{threshold}" in fairness
     loaded = tfma.load_eval_result(str(tmp_path / "evaluation"))
     assert any(k for k, _ in loaded.slicing_metrics if k and k[0][0] == "trip_start_hour")
+
+
+def test_a_run_past_the_time_limit_is_not_blessed_and_publishes_no_evaluation(
+    trained_penguin_model, tmp_path
+):
+    summary, _ = _evaluate(
+        "--model", trained_penguin_model, "--examples", PENGUIN / "data",
+        "--eval-config", json.dumps(PENGUIN_SHORT), "--timeout", "0.5",
+        "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
+    )  # fmt: skip
+    assert summary["blessed"] is False and "time limit" in summary["reasons"][0]
+    assert (tmp_path / "blessing" / "NOT_BLESSED").is_file()
+    assert not (tmp_path / "evaluation").exists()  # TFMA's output appears whole or not at all
