@@ -216,11 +216,11 @@ def test_tfx_penguin_local_config_module_file_legacy_slicing_and_splits(
     summary, stderr = _evaluate(
         "--model", model, "--examples", examples, "--schema", schema,
         "--eval-config", PENGUIN_LOCAL_CONFIG, "--module-file", module,
-        "--feature-slicing-spec", '{"specs": [{"column_for_slicing": ["island"]}]}',
+        "--feature-slicing-spec", '{"specs": [{"column_for_slicing": ["species"]}]}',
         "--eval-splits", "eval,train", "--beam-pipeline-args=--direct_num_workers=1",
         "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
     )  # fmt: skip
-    # the threshold applies to every slice, the legacy spec's islands too: TFMA's verdict decides
+    # the threshold applies to every slice, the legacy spec's species too: TFMA's verdict decides
     accuracy = summary["metrics"]["sparse_categorical_accuracy"]
     validation_ok = tfma.load_validation_result(str(tmp_path / "evaluation")).validation_ok
     assert summary["blessed"] == validation_ok and (validation_ok or summary["reasons"])
@@ -228,7 +228,7 @@ def test_tfx_penguin_local_config_module_file_legacy_slicing_and_splits(
     assert (tmp_path / "blessing" / ("BLESSED" if validation_ok else "NOT_BLESSED")).is_file()
     loaded = tfma.load_eval_result(str(tmp_path / "evaluation"))
     names = {tfma.slicer.stringify_slice_key(k) for k, _ in loaded.slicing_metrics}
-    assert names & {"", "Overall"} and {n for n in names if n.startswith("island:")}
+    assert names & {"", "Overall"} and {n for n in names if n.startswith("species:")}
     read = stderr.split("TFMA on ", 1)[1].split("\n", 1)[0]
     assert "Split-eval/*" in read and "Split-train/*" in read  # both splits, as example_splits
     assert "change thresholds are skipped" in stderr
