@@ -204,6 +204,7 @@ def tfx_penguin(tfx_root, tmp_path_factory) -> tuple[Path, Path, Path]:  # noqa:
     return out / "model", examples, schema
 
 
+@pytest.mark.e2e
 def test_tfx_penguin_local_config_module_file_legacy_slicing_and_splits(
     tfx_penguin,
     tfx_root,
@@ -234,6 +235,7 @@ def test_tfx_penguin_local_config_module_file_legacy_slicing_and_splits(
     assert "change thresholds are skipped" in stderr
 
 
+@pytest.mark.e2e
 def test_tfx_penguin_local_config_with_a_baseline(tfx_penguin, tmp_path):
     import tensorflow_model_analysis as tfma
 
@@ -250,6 +252,7 @@ def test_tfx_penguin_local_config_with_a_baseline(tfx_penguin, tmp_path):
     assert candidate.slicing_metrics
 
 
+@pytest.mark.e2e
 def test_tfx_taxi_native_keras_config_with_fairness_indicators(tfx_root, taxi, tmp_path):  # noqa: F811
     import tensorflow_model_analysis as tfma
 
