@@ -57,7 +57,7 @@ KNOWN_NUMERIC = {
     ("tune", "--eval-steps"),
     ("tune", "--max-trials"),
     ("tune", "--worker-timeout"),
-    ("evaluate", "--batch-size"),
+    ("evaluate", "--timeout"),
     ("infra-validate", "--num-requests"),
     ("infra-validate", "--batch-size"),
     ("infra-validate", "--timeout"),
