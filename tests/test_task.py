@@ -1081,3 +1081,30 @@ def test_ema_under_a_two_replica_mirrored_strategy(tmp_path):
         timeout=600,
     )
     assert done.returncode == 0 and "EMA OK replicas 2" in done.stdout, done.stderr[-4000:]
+
+
+@pytest.mark.slow
+def test_a_task_whose_constructor_raises_leaves_no_sigterm_watcher(
+    linear_data, tmp_path, monkeypatch
+):
+    from generic_trainer import train
+    from generic_trainer.intake.fit_request import build_train_request
+
+    for var in ("TF_CONFIG", "CLUSTER_SPEC"):
+        monkeypatch.delenv(var, raising=False)
+    request = build_train_request(
+        {
+            "task": f"{TASK_FILE}:RaisingInitTask",
+            "examples": str(linear_data["examples"]),
+            "schema": str(linear_data["schema"]),
+            "model_dir": str(tmp_path / "model"),
+            "checkpoint_dir": str(tmp_path / "ckpt"),
+            "params_override": "trainer.train_steps=5",
+        },
+        environ={},
+    )
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(UserCodeError, match="the Task's constructor failed"):
+        train.run(request)
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert not (tmp_path / "model").exists()

@@ -205,8 +205,10 @@ def test_task_api_run_exports_float16_tflite(tmp_path):
 
 
 @pytest.mark.slow
-def test_string_input_model_fails_clearly_and_the_saved_model_is_published(tmp_path):
+def test_unconvertible_model_fails_clearly_publishes_nothing_and_keeps_checkpoints(tmp_path):
     out = tmp_path / "out"
+    (out / "ckpt" / "backup").mkdir(parents=True)
+    (out / "ckpt" / "backup" / "state.json").write_text("{}")  # a backup a run left: not cleared
     proc = run_cli(
         [
             "train",
@@ -220,6 +222,8 @@ def test_string_input_model_fails_clearly_and_the_saved_model_is_published(tmp_p
             out / "model",
             "--metrics-file",
             out / "metrics.json",
+            "--checkpoint-dir",
+            out / "ckpt",
             "--export-tflite",
         ],
         timeout=900,
@@ -228,9 +232,9 @@ def test_string_input_model_fails_clearly_and_the_saved_model_is_published(tmp_p
     error = proc.stderr[proc.stderr.index("train failed") :]
     assert "StringToHashBucketFast" in error and "inputs island are strings" in error
     assert "export a serving signature that takes the numeric" in error
-    assert "The SavedModel is published at" in error
-    assert sorted(os.listdir(out / "model")) == ["Format-Serving", "logs", "schemata"]
-    assert (out / "metrics.json").exists()
+    assert "Nothing was published and the checkpoints in" in error
+    assert not (out / "model" / "Format-Serving").exists() and not (out / "metrics.json").exists()
+    assert (out / "ckpt" / "backup" / "state.json").read_text() == "{}"  # kept for a retry
     assert [n for n in os.listdir(out) if n.startswith(".")] == []  # staging removed, lock released
 
 

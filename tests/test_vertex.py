@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN, REPO, free_port, run_cli
-from generic_trainer import cli, vertex
+from generic_trainer import cli, vertex, vertex_machines
 from generic_trainer.errors import UserInputError
 
 IMAGE = "us-central1-docker.pkg.dev/my-proj/generic-trainer/trainer:0123abc"
@@ -138,7 +138,7 @@ def test_a_blackwell_gpu_warns_that_the_image_needs_the_blackwell_cuda_libraries
     assert (
         "NVIDIA_B200 is a Blackwell GPU: the image must carry CUDA >= 12.8 and cuDNN >= 9.7 libraries; "
         "the default GPU image has 12.5 / 9.3, so build it with --build-arg CUDA_LOCK=cuda-blackwell.lock"
-    ) in captured.err
+    ) in " ".join(captured.err.split())
     assert (
         cli.main(
             [
@@ -1147,3 +1147,11 @@ def test_serving_image_from_the_tensorflow_version_and_accelerator(caplog):
     ):
         with pytest.raises(UserInputError, match=f"^{flag}: "):
             serving_container.check_options(*args)
+
+
+def test_the_blackwell_note_points_to_a_section_that_exists():
+    note = vertex_machines.image_note("NVIDIA_B200")
+    page = (REPO / vertex_machines.IMAGE_PAGE).read_text()
+    assert vertex_machines.IMAGE_PAGE in note and vertex_machines.IMAGE_SECTION in note
+    assert f"\n## {vertex_machines.IMAGE_SECTION}\n" in page
+    assert "CUDA_LOCK=cuda-blackwell.lock" in page

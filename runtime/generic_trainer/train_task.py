@@ -226,12 +226,39 @@ def _run(
     log.info(
         "resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus
     )
-    # after the strategy: TensorFlow's coordination service replaces the SIGTERM handler
-    WATCHER.install(where=f"the latest checkpoint in {request.checkpoint_dir}")
+    private = os.path.join(scratch, f"{cluster.task_type}-{cluster.task_index}")
+    staging = publisher.staging_for(request.model_dir, cluster.is_chief, private)
+    try:  # its finally removes the watcher: a Task whose constructor raises leaves none behind
+        # after the strategy: TensorFlow's coordination service replaces the SIGTERM handler
+        WATCHER.install(where=f"the latest checkpoint in {request.checkpoint_dir}")
+        _log_experiment(request, task_cls, experiment)
+        task = make_task(task_cls, experiment, request.model_run_dir)
+        if cluster.is_chief:
+            os.makedirs(request.model_run_dir, exist_ok=True)
+        train_result = _run_and_publish(
+            request, cluster, task, experiment, strategy, staging, private, before_publish
+        )
+        _end_together(cluster, strategy)
+    finally:
+        WATCHER.uninstall()
+        staging.remove()
+    if not cluster.is_chief:
+        log.info(
+            "worker %s:%d done; the chief publishes the outputs",
+            cluster.task_type,
+            cluster.task_index,
+        )
+    return train_result
+
+
+def _log_experiment(
+    request: TrainRequest, task_cls: type[base.Task], experiment: config.ExperimentConfig
+) -> None:
     t, d = experiment.trainer, experiment.task
     log.info(
         "task %s mode=%s experiment=%s train_steps=%d steps_per_loop=%d validation_interval=%d "
-        "validation_steps=%d checkpoint_interval=%d batch=%d/%d train=%s validation=%s checkpoints=%s",
+        "validation_steps=%d checkpoint_interval=%d batch=%d/%d train=%s validation=%s "
+        "checkpoints=%s",
         task_cls.__name__,
         request.task.mode,
         request.task.experiment or "(defaults)",
@@ -246,28 +273,6 @@ def _run(
         d.validation_data.input_path or "-",
         request.checkpoint_dir,
     )
-
-    private = os.path.join(scratch, f"{cluster.task_type}-{cluster.task_index}")
-    task = make_task(task_cls, experiment, request.model_run_dir)
-    if cluster.is_chief:
-        os.makedirs(request.model_run_dir, exist_ok=True)
-    staging = publisher.staging_for(request.model_dir, cluster.is_chief, private)
-    try:
-        train_result = _run_and_publish(
-            request, cluster, task, experiment, strategy, staging, private, before_publish
-        )
-        _end_together(cluster, strategy)
-    finally:
-        WATCHER.uninstall()
-        staging.remove()
-    if not cluster.is_chief:
-        log.info(
-            "worker %s:%d done; the chief publishes the outputs",
-            cluster.task_type,
-            cluster.task_index,
-        )
-    publisher.raise_tflite_failure(train_result)
-    return train_result
 
 
 def _run_and_publish(

@@ -76,13 +76,23 @@ def _bundled(machine_type: str) -> tuple[str, int] | None:
     return None
 
 
+IMAGE_PAGE, IMAGE_SECTION = "docs/running/docker.md", "Building the image"  # the build arguments
+
+
 def image_note(accelerator_type: str | None) -> str | None:
-    """What an image needs for this accelerator beyond the default GPU image's CUDA libraries (None: nothing)."""
+    """What an image needs for this accelerator beyond the default GPU image's CUDA libraries.
+
+    Args:
+        accelerator_type: Vertex's accelerator type, e.g. "NVIDIA_B200" (None: no GPU).
+
+    Returns:
+        One line naming the build argument and the page that explains it (None: nothing).
+    """
     if accelerator_type in BLACKWELL_GPUS:
         return (
-            f"{accelerator_type} is a Blackwell GPU: the image must carry CUDA >= 12.8 and cuDNN >= 9.7 "
-            "libraries; the default GPU image has 12.5 / 9.3, so build it with --build-arg "
-            "CUDA_LOCK=cuda-blackwell.lock (README: Building the image)"
+            f"{accelerator_type} is a Blackwell GPU: the image must carry CUDA >= 12.8 and cuDNN "
+            ">= 9.7 libraries; the default GPU image has 12.5 / 9.3, so build it with --build-arg "
+            f"CUDA_LOCK=cuda-blackwell.lock (see {IMAGE_PAGE}, section '{IMAGE_SECTION}')"
         )
     return None
 

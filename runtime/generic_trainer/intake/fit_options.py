@@ -403,8 +403,8 @@ TRAIN_TFLITE = Group(
         Option(
             "export_tflite",
             help=(
-                "convert serving_default to TFLite (chief only; a model that cannot convert ends the run "
-                "with exit 4 after the SavedModel is published)"
+                "convert serving_default to TFLite (chief only; a model that cannot convert ends the "
+                "run with exit 4, publishing nothing and keeping the checkpoints for a retry)"
             ),
             action=argparse.BooleanOptionalAction,
             param=value(
@@ -412,8 +412,8 @@ TRAIN_TFLITE = Group(
                 (
                     "Also write <model>/Format-TFLite/model.tflite (TFLite built-in ops), checked against the\n"
                     "SavedModel on the eval examples; the model's metadata records its size, quantization and "
-                    "the\nlargest output difference. A model that cannot convert fails the task after the "
-                    "SavedModel is\npublished."
+                    "the\nlargest output difference. A model that cannot convert fails the task and publishes "
+                    "nothing;\nthe checkpoints are kept, so a retry resumes from them."
                 ),
                 False,
             ),

@@ -6,8 +6,8 @@ too; what they write is removed). On the chief only, `publish_model` then, in th
 validates the serving model, stages the extras (predictSchemata, TFLite), writes the run outputs
 (TensorBoard scalars, metrics file, report, log copy), calls `before_publish(result)` (the CLI writes
 KFP's executor output there), and publishes the model last, whole (`Format-Serving`, its extras,
-`Format-Eval`): a failure at any step before publishes nothing. A TFLite export that failed ends the
-run with `raise_tflite_failure` once the model is published.
+`Format-Eval`): a failure at any step before publishes nothing. A TFLite export that fails is
+such a failure: nothing is published and the checkpoints stay, so a retry resumes from them.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from generic_trainer.fit.requests import TrainRequest
 
 log = logging.getLogger(__name__)
-
-raise_tflite_failure = model_artifact.raise_tflite_failure
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,14 +85,7 @@ def publish_model(
             staging.serving_dir if staged.exported else staging.final_serving, what=staged.what
         )
     if staged.exported:
-        model_artifact.stage_extras(
-            staging.root,
-            staging.serving_dir,
-            result,
-            request.tflite,
-            staged.tflite_examples,
-            staged.schema_file,
-        )
+        _stage_extras(request, staging, result, staged)
     elif staged.trains:  # published by the run that exported it
         result.schemata = model_artifact.published_schemata(request.model_dir)
     # Everything else first, the model last: a failure before it publishes nothing.
@@ -112,6 +103,29 @@ def publish_model(
         staging.final_serving,
         ", ".join(result.model_info["signatures"]),
     )
+
+
+def _stage_extras(
+    request: TrainRequest, staging: ModelStaging, result: TrainResult, staged: Staged
+) -> None:
+    """Stage the schemata and the TFLite model; a failed export names what was kept."""
+    from generic_trainer.tflite.options import TFLiteExportError
+
+    try:
+        model_artifact.stage_extras(
+            staging.root,
+            staging.serving_dir,
+            result,
+            request.tflite,
+            staged.tflite_examples,
+            staged.schema_file,
+        )
+    except TFLiteExportError as e:
+        raise TFLiteExportError(
+            f"{e}. Nothing was published and the checkpoints in {request.checkpoint_dir} are kept: "
+            "a retry resumes from them. Run without --export-tflite to publish the SavedModel "
+            "alone, and convert it later with `generic-trainer export-tflite`"
+        ) from e
 
 
 def write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
