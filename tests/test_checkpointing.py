@@ -511,3 +511,24 @@ def test_an_edited_state_json_never_resumes_into_a_half_trained_model(
     _same(
         model, reference_weights
     )  # a failed read is undone: the fresh run starts from the module's weights
+
+
+def test_a_resumed_fit_that_raises_leaves_the_model_unpatched(stopped_backup, tmp_path):
+    """Resumed at step 7 (epoch 1, step 2), the fit raises while the skipped steps are patched
+    in: the runtime's fit wrapper undoes the resume point and the skipped steps all the same."""
+    import keras
+    from generic_trainer.fit import fit_hooks
+
+    class Fails(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            raise RuntimeError("the module's callback failed")
+
+    _copy(stopped_backup, tmp_path)
+    model = _model(keras)
+    before = vars(model).get("_initial_epoch")
+    backup = checkpointing.BackupAndRestore(str(tmp_path), watcher=Watcher())
+    with fit_hooks.recording_fit(), pytest.raises(RuntimeError, match="callback failed"):
+        model.fit(_data(), epochs=EPOCHS, steps_per_epoch=STEPS, callbacks=[backup, Fails()])
+    assert backup.resumed_from == 7
+    assert vars(model).get("_initial_epoch") == before  # no resume point left for the next fit
+    assert model.train_function.__name__ != "_skipped_step"  # Keras' own, computing again

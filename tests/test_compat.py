@@ -93,6 +93,26 @@ def test_a_required_patch_that_cannot_be_applied_undoes_those_before_it():
     assert not hasattr(target, "new") and not hasattr(target, "other")
 
 
+def test_a_patch_whose_later_attribute_cannot_be_set_undoes_its_earlier_ones():
+    class ReadOnly:
+        @property
+        def other(self):  # no setter: setting it fails
+            return "read only"
+
+    class Partial(_Set):
+        def replacements(self):
+            return [(self.owner, "new", "x"), (ReadOnly(), "other", "y")]
+
+    target = _Target()
+    patch = Partial(target)
+    with pytest.raises(AttributeError):
+        with compat.patched(patch):
+            pytest.fail("the block must not run")
+    assert vars(target) == {}
+    with compat.patched(_Set(target, new="again")):  # nothing recorded as applied
+        assert target.new == "again"
+
+
 def test_an_optional_patch_that_cannot_be_applied_is_left_out_with_what_is_lost(caplog):
     class Optional(_Broken):
         required = False

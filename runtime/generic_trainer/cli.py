@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from generic_trainer import (
     evaluate,
+    export_tflite,
     import_examples,
     infra_validate,
     push,
@@ -57,9 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
     )  # light: google-cloud-aiplatform loads only when a job is built
 
     vertex.add_parser(sub)
-    from generic_trainer import export_tflite  # light: TensorFlow loads only when the verb runs
-
-    export_tflite.add_parser(sub, EPILOG)
     return parser
 
 
@@ -140,7 +138,7 @@ def _raw_values(
     from generic_trainer.artifacts import kfp_io
 
     values = {k: v for k, v in vars(args).items() if v is not None}
-    if not args.executor_input:
+    if not getattr(args, "executor_input", None):  # none: a verb without a KFP component
         return values, None
     kfp_values, kfp = kfp_io.parse(
         kfp_io.load(args.executor_input), options.artifact_maps(declaration), gcs_root(values)
@@ -154,8 +152,9 @@ def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) ->
     TensorFlow) -> run, the executor output written in `before_publish` -> print the summary."""
     from generic_trainer.artifacts import kfp_io
 
-    if args.executor_output_file:  # absolute now: user code may change the working directory
-        args.executor_output_file = os.path.abspath(args.executor_output_file)
+    output_file = getattr(args, "executor_output_file", None)
+    if output_file:  # absolute now: user code may change the working directory
+        args.executor_output_file = output_file = os.path.abspath(output_file)
     values, kfp = _raw_values(args, verb.declaration)
     request = verb.build(values, os.environ, kfp)
     # Decided before TensorFlow loads: Keras 3 unless the verb or the environment says otherwise
@@ -165,14 +164,12 @@ def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) ->
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "0")
     for line in verb.describe(request):
         log.info("%s", line)
-    output_checks.check_outputs(
-        request, args.executor_output_file, output_checks.verb_outputs(verb.declaration)
-    )
+    output_checks.check_outputs(request, output_file, output_checks.verb_outputs(verb.declaration))
 
     def before_publish(result: ResultT) -> None:
         if kfp is not None:
             metadata, parameter_values = verb.kfp_outputs(request, result)
-            path = supervisor.executor_output_path(args.executor_output_file or kfp.output_file)
+            path = supervisor.executor_output_path(output_file or kfp.output_file)
             kfp_io.write_executor_output(
                 kfp, metadata, parameter_values=parameter_values, output_file=path
             )
@@ -189,28 +186,22 @@ def _vertex_job(args: argparse.Namespace) -> int:
     return vertex.main(args)
 
 
-def _export_tflite(args: argparse.Namespace) -> int:
-    from generic_trainer import export_tflite
+# The one verb that still declares its own flags in its module (no request, no KFP component).
+OWN_MAIN = {"vertex-job": _vertex_job}
 
-    return export_tflite.main(args)
-
-
-# Verbs that declare their own flags in their module and have no KFP component of their own.
-OWN_MAIN = {"vertex-job": _vertex_job, "export-tflite": _export_tflite}
-
-# The verbs with a KFP component, in `--help` order: each module's VerbContract (contract.py).
-VERBS = {
-    verb.name: verb
-    for verb in (
-        train.VERB,
-        tune.VERB,
-        evaluate.VERB,
-        infra_validate.VERB,
-        import_examples.VERB,
-        transform.VERB,
-        push.VERB,
-    )
-}
+# The verb modules, in `--help` order: each exports its VerbContract as VERB (contract.py).
+# Those whose declaration has no `component` (export-tflite) run the same way, without KFP.
+VERB_MODULES = (
+    train,
+    tune,
+    evaluate,
+    infra_validate,
+    import_examples,
+    transform,
+    push,
+    export_tflite,
+)
+VERBS = {module.VERB.name: module.VERB for module in VERB_MODULES}
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
 DECLARATIONS = tuple(verb.declaration for verb in VERBS.values())
 

@@ -58,15 +58,6 @@ log = logging.getLogger(__name__)
 WARMUP_DIR = "assets.extra"  # TF Serving's place for the warm-up file, inside the SavedModel
 WARMUP_FILE = "tf_serving_warmup_requests"
 MAX_REASONS = 5
-_MEMORY_SIGNS = (
-    "MemoryError",
-    "bad_alloc",
-    "Cannot allocate memory",
-    "out of memory",
-    "OOM",
-    "failed to allocate",
-    "failed to map segment",
-)
 
 
 @dataclasses.dataclass

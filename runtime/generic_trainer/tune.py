@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer.artifacts import files, storage
+from generic_trainer.artifacts.staged import StagedDir
 from generic_trainer.compat import keras_tuner, patched
 from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
 from generic_trainer.fit import accelerator, inputs, user_code, user_module
@@ -413,16 +414,12 @@ def _publish(request: TuneRequest, result: TuneResult, before_publish=None) -> T
     result.best_hyperparameters_file = os.path.join(
         request.best_hyperparameters_dir, BEST_HYPERPARAMETERS_FILE
     )
-    if before_publish is not None:
-        before_publish(result)
-    staging = storage.staging_dir_for(request.best_hyperparameters_dir)
-    os.makedirs(staging)
-    try:
-        with open(os.path.join(staging, BEST_HYPERPARAMETERS_FILE), "w", encoding="utf-8") as f:
+    with StagedDir(request.best_hyperparameters_dir) as stage:
+        with open(os.path.join(stage.path, BEST_HYPERPARAMETERS_FILE), "w", encoding="utf-8") as f:
             f.write(json.dumps(result.best_config))
-        storage.publish_dir(staging, request.best_hyperparameters_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if before_publish is not None:
+            before_publish(result)
+        stage.publish()
     failed = len(result.trials) - len(result.completed)
     log.info(
         "best trial %s: %s=%s %s; %d trial(s) completed, %d failed; wrote %s",

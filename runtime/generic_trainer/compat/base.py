@@ -4,7 +4,7 @@ A `Patch` names the library versions it was read against (`versions`), what a ru
 (`lost`), the internals it needs (`missing()` lists those that are gone) and the attributes it
 replaces (`replacements()`). `patched(*patches)` checks and applies them in order and undoes them
 in reverse when the block ends, also when it raises; a patch that cannot be applied is undone
-with the others already applied.
+with the others already applied, and so are the attributes it had set before the one that failed.
 
 The checks, per patch: a library outside `versions` logs a warning (once per patch and version)
 and the patch is applied all the same when its internals are there; internals missing: a
@@ -119,12 +119,17 @@ class Patch:
         return True
 
     def apply(self) -> None:
-        """Set every replacement, remembering what was there."""
+        """Set every replacement, remembering what was there; when one fails, undo the others."""
         if self._saved:
             raise RuntimeError(f"{self.name} is applied already")
-        for owner, attribute, value in self.replacements():
-            self._saved.append((owner, attribute, vars(owner).get(attribute, _ABSENT)))
-            setattr(owner, attribute, value)
+        try:
+            for owner, attribute, value in self.replacements():
+                old = vars(owner).get(attribute, _ABSENT)
+                setattr(owner, attribute, value)
+                self._saved.append((owner, attribute, old))
+        except BaseException:
+            self.undo()
+            raise
 
     def undo(self) -> None:
         """Put back what `apply` replaced (an attribute that was inherited or absent is removed again)."""

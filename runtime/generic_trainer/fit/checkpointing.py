@@ -15,7 +15,10 @@ step (reading some variables is collective), but only the chief writes into
 When `fit` starts and a backup exists, every worker restores the chief's and training continues
 at the step where it was saved: completed epochs are skipped, and so are the completed steps of
 the epoch it was in (tf_keras skips them itself; on Keras 3 those steps run no computation).
-Where fit starts and the skipped steps are `compat.keras_resume`'s patches of Keras' internals.
+Where fit starts and the skipped steps are `compat.keras_resume`'s patches of Keras' internals,
+applied through `compat.patched` (their version checks) and undone when the fit ends: at
+`on_train_end`, or, when `fit` raises, by `end_fit` (the runtime's `Model.fit` wrapper,
+`fit_hooks.py`, calls it in a `finally`), so a failed fit leaves the user's model unpatched.
 
 Layout: `ckpt-<global step>.index/.data-*` (a `tf.train.Checkpoint`) and `state.json` (`backup_state.py`),
 written last and atomically, so the latest state always names a complete checkpoint. A damaged newest
@@ -31,6 +34,7 @@ afresh, logs what differed, and the old backup is kept as `<checkpoint_dir>/back
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -39,6 +43,7 @@ import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
+from generic_trainer import compat
 from generic_trainer.artifacts import storage
 from generic_trainer.compat import keras_resume
 from generic_trainer.errors import UserCodeError
@@ -138,13 +143,16 @@ class BackupCallback(keras_resume.TfKerasCallback):
         self.global_step: int | None = None  # after fit: the optimizer's step count
         self.resumed_from: int | None = None
         self.steps_this_run = 0
+        self._resume = contextlib.ExitStack()  # the resume point of the fit under way (patched)
+        self._skipping: contextlib.ExitStack | None = None  # its skipped steps (Keras 3)
 
     # --- fit hooks ---------------------------------------------------------------------------
 
     def on_train_begin(self, logs=None):
         self.fit_index += 1
         self.epoch, self.step_in_epoch, self.steps_this_run = 0, 0, 0
-        self._skip, self._skipping, self._resume = 0, None, None
+        self.end_fit()  # what an earlier fit that raised outside the runtime's wrapper left
+        self._skip = 0
         self._last_save = self._last_agree_time = time.monotonic()
         self._last_saved_step = None
         self._next_agree, self._last_agree_step = 1, 0
@@ -201,8 +209,8 @@ class BackupCallback(keras_resume.TfKerasCallback):
     def on_train_batch_begin(self, batch, logs=None):
         if self._skip > 0:
             if self._skipping is None:
-                self._skipping = keras_resume.SkipSteps(self.model)
-                self._skipping.apply()
+                self._skipping = contextlib.ExitStack()
+                self._skipping.enter_context(compat.patched(keras_resume.SkipSteps(self.model)))
             self._skip -= 1
         elif self._skipping is not None:
             self._unskip()
@@ -240,9 +248,7 @@ class BackupCallback(keras_resume.TfKerasCallback):
             self._save()
             self._preempted()
         self.watcher.leave()
-        if self._resume is not None:
-            self._resume.undo()
-            self._resume = None
+        self._resume.close()
         self.global_step = self._global_step()
         resumed = (
             f", resumed from step {self.resumed_from}" if self.resumed_from is not None else ""
@@ -449,17 +455,22 @@ class BackupCallback(keras_resume.TfKerasCallback):
         return None
 
     def _start_at(self, epoch: int, step: int) -> None:
-        self._resume = keras_resume.ResumeAt(self.model, epoch, step, tf_keras=self._tf_keras)
-        self._resume.ready()  # raises compat.Unsupported when this Keras has no resume point
-        self._resume.apply()
+        # raises compat.Unsupported when this Keras has no resume point (a required patch)
+        patch = keras_resume.ResumeAt(self.model, epoch, step, tf_keras=self._tf_keras)
+        self._resume.enter_context(compat.patched(patch))
         if not self._tf_keras:
             self._skip = step  # tf_keras skips the steps itself
 
     def _unskip(self) -> None:
         if self._skipping is not None:
-            self._skipping.undo()
+            self._skipping.close()
             self._skipping = None
         self._skip = 0
+
+    def end_fit(self) -> None:
+        """Undo this fit's patches (the resume point, skipped steps); a no-op when none is left."""
+        self._unskip()
+        self._resume.close()
 
     def _preempted(self) -> None:
         self.watcher.leave()

@@ -290,6 +290,15 @@ def _copied_to_a_device(dataset: Any) -> bool:
     return False
 
 
+def _end_fit(callbacks: list) -> None:
+    """Undo what a backup callback patched for this fit (`checkpointing.BackupCallback.end_fit`)."""
+    from generic_trainer.fit.checkpointing import BackupCallback
+
+    for callback in callbacks:
+        if isinstance(callback, BackupCallback):
+            callback.end_fit()
+
+
 def _fit_wrapper(
     record: FitRecord, interval_s: float, prefetch: DevicePrefetch | None = None
 ) -> Any:
@@ -304,8 +313,11 @@ def _fit_wrapper(
             kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [
                 _callback_for(model_cls, interval_s)
             ]
-            with idle_batch_hooks(kwargs["callbacks"]):
-                history = original(self, *args, **kwargs)
+            try:
+                with idle_batch_hooks(kwargs["callbacks"]):
+                    history = original(self, *args, **kwargs)
+            finally:  # a fit that raised: the backup's resume patches are undone all the same
+                _end_fit(kwargs["callbacks"])
             if history is not None and getattr(history, "history", None) is not None:
                 record.histories.append({k: list(v) for k, v in history.history.items()})
                 record.epochs_run += len(next(iter(history.history.values()), []))
@@ -323,13 +335,11 @@ def recording_fit(
     keras_mode: str = "keras3",
     interval_s: float = 30.0,
     speed: SpeedOptions | None = None,
-    patches: Sequence[compat.Patch] = (),
     prefetch_device: str | None = None,
 ) -> Iterator[FitRecord]:
     """Within the block, every Model.fit logs progress and leaves its history in the yielded record
     (its datasets prefetched to `prefetch_device` when given: `DevicePrefetch`), and every Model.compile
-    gets `speed`'s defaults for arguments the caller did not pass (`compat.model_methods`); `patches` are
-    applied for the block too."""
+    gets `speed`'s defaults for arguments the caller did not pass (`compat.model_methods`)."""
     from generic_trainer.compat import model_methods
 
     record = FitRecord()
@@ -339,7 +349,7 @@ def recording_fit(
         wrappers["compile"] = _compile_wrapper(compile_defaults)
     restore_policy = _set_policy(keras_mode, (speed or SpeedOptions()).mixed_precision)
     try:
-        with compat.patched(model_methods.ModelMethods(keras_mode, wrappers), *patches):
+        with compat.patched(model_methods.ModelMethods(keras_mode, wrappers)):
             yield record
     finally:
         restore_policy()

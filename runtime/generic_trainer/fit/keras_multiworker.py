@@ -2,7 +2,7 @@
 
 Keras 3 (TensorFlow backend, keras issue 20585) fails under a multi-worker
 MultiWorkerMirroredStrategy; `compat.keras_multiworker.MultiWorkerFit` fixes its TensorFlow
-trainer while `run_fn` runs (train passes the patch `prepare()` returns to `recording_fit`).
+trainer while `run_fn` runs (train applies the patch `prepare()` returns with `compat.patched`).
 What cannot be fixed fails here, before training, with a UserInputError naming the flag:
 `--steps-per-execution` > 1 and `--jit-compile` on CPU workers; a Keras whose trainer lacks the
 functions the patch replaces fails with what to do instead (`--keras tf_keras`, `--task`).

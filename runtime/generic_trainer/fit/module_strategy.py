@@ -25,12 +25,6 @@ from generic_trainer.errors import UserCodeError
 
 log = logging.getLogger(__name__)
 
-SUBSTITUTED = (
-    "MirroredStrategy",
-    "MultiWorkerMirroredStrategy",
-    "OneDeviceStrategy",
-    "CentralStorageStrategy",
-)
 REFUSED = ("TPUStrategy", "ParameterServerStrategy")
 
 

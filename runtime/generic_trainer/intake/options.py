@@ -98,6 +98,7 @@ class Option:
     type: Callable[[str], Any] | None = None
     action: Any = None  # argparse action ("append", argparse.BooleanOptionalAction); None: store
     cli: bool = True
+    required: bool = False  # a flag the command line must give (argparse's required)
     param: Param | None = None
     check: Check | None = None
     field: str | None = None  # the request field `check` fills (default: name)
@@ -120,6 +121,7 @@ class Option:
             "type": self.type,
             "action": self.action,
             "help": self.help,
+            "required": self.required or None,
         }
         return {k: v for k, v in kwargs.items() if v is not None}
 

@@ -197,8 +197,3 @@ def build_learning_rate(config: OptimizationConfig, train_steps: int = 0) -> Any
             )
             schedule = classes()["warmup"](warmup.type, schedule, w.warmup_steps, **extra)
     return schedule
-
-
-def value_at(learning_rate: Any, step: int) -> float:
-    """The learning rate at `step` (for a float: itself)."""
-    return float(learning_rate(step)) if callable(learning_rate) else float(learning_rate)
