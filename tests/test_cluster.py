@@ -180,9 +180,51 @@ def test_batches_are_prefetched_to_the_device_only_on_one_gpu_without_a_strategy
     requested, gpus, cluster, expected
 ):
     name = cluster_lib.choose_strategy(requested, gpus, cluster)
-    assert cluster_lib.prefetch_device(name, gpus, environ={}) == expected
-    off = {cluster_lib.PREFETCH_ENV: "off"}
-    assert cluster_lib.prefetch_device(name, gpus, environ=off) is None
+    assert cluster_lib.prefetch_device(name, gpus) == expected
+    assert cluster_lib.prefetch_device(name, gpus, enabled=False) is None
+
+
+@pytest.mark.parametrize(
+    ("flag", "environ", "expected"),
+    [
+        (None, {}, True),
+        ("off", {}, False),
+        (None, {"GENERIC_TRAINER_PREFETCH_TO_DEVICE": "off"}, False),
+        ("auto", {"GENERIC_TRAINER_PREFETCH_TO_DEVICE": "off"}, True),  # the flag wins
+    ],
+)
+def test_the_prefetch_switch_is_read_into_the_request_flag_first_then_the_environment(
+    tmp_path, flag, environ, expected
+):
+    from generic_trainer.intake.fit_request import build_train_request
+
+    (tmp_path / "m.py").write_text("def run_fn(fn_args):\n    pass\n")
+    (tmp_path / "examples" / "Split-train").mkdir(parents=True)
+    (tmp_path / "examples" / "Split-eval").mkdir()
+    values = {
+        "examples": str(tmp_path / "examples"),
+        "module_file": str(tmp_path / "m.py"),
+        "model_dir": str(tmp_path / "model"),
+        **({"prefetch_to_device": flag} if flag else {}),
+    }
+    assert build_train_request(values, environ=environ).prefetch_to_device is expected
+
+
+def test_the_cluster_is_read_into_the_request_from_the_environment_given(tmp_path):
+    from generic_trainer.intake.fit_request import build_train_request
+
+    (tmp_path / "m.py").write_text("def run_fn(fn_args):\n    pass\n")
+    (tmp_path / "examples").mkdir()
+    values = {
+        "examples": str(tmp_path / "examples"),
+        "module_file": str(tmp_path / "m.py"),
+        "model_dir": str(tmp_path / "model"),
+    }
+    tf_config = {"cluster": {"chief": ["a:1"], "worker": ["b:1"]}, "task": {"type": "worker"}}
+    tf_config["task"]["index"] = 0
+    request = build_train_request(values, environ={"TF_CONFIG": json.dumps(tf_config)})
+    assert (request.cluster.task_type, request.cluster.num_workers) == ("worker", 2)
+    assert build_train_request(values, environ={}).cluster == cluster_lib.SINGLE
 
 
 def test_strategy_choices_that_cannot_work_are_refused():

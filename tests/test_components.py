@@ -95,6 +95,7 @@ def test_trainer_interface():
         "custom_config": "STRUCT",
         "strategy": "STRING",
         "accelerator": "STRING",
+        "prefetch_to_device": "STRING",
         "cache_examples": "STRING",
         "keras": "STRING",
         "module_sha256": "STRING",
@@ -164,6 +165,7 @@ def test_tuner_interface():
         "worker_timeout": "NUMBER_DOUBLE",
         "strategy": "STRING",
         "accelerator": "STRING",
+        "prefetch_to_device": "STRING",
         "checkpoint_dir": "STRING",
     }
     assert params["tuner_fn"]["defaultValue"] == "tuner_fn"

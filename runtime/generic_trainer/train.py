@@ -139,7 +139,7 @@ def run(
     report are written, right before the model is published (the CLI writes KFP's executor output
     there): when it raises, nothing is published.
     """
-    cluster = cluster_lib.resolve()
+    cluster = request.cluster
     publishes = cluster.is_chief and (
         not request.task or request.task.mode in ("train", "train_and_eval")
     )
@@ -245,7 +245,7 @@ def _run(
                 cluster,
                 staging,
                 backup,
-                prefetch_device(strategy_name, num_gpus),
+                prefetch_device(strategy_name, num_gpus, request.prefetch_to_device),
             )
         if not cluster.is_chief:
             log.info(

@@ -182,7 +182,7 @@ def run(
     `before_publish(result)` runs on the chief after the metrics and report are written, right
     before the model is published; when it raises, nothing is published.
     """
-    cluster = cluster_lib.resolve()
+    cluster = request.cluster
     program = request.task
     if program.mode == "continuous_eval" and cluster.is_multi_worker:
         raise UserInputError(

@@ -67,7 +67,7 @@ def run(
     """
     from generic_trainer.artifacts import outputs
 
-    role = tuner_cluster.resolve_role(cluster_lib.resolve())
+    role = tuner_cluster.resolve_role(request.cluster)
     held = (
         [
             (request.best_hyperparameters_dir, "--best-hyperparameters-dir"),
@@ -106,9 +106,8 @@ def _run(
     # Replicas tune in parallel, each on its own: the strategy is per replica (several GPUs -> mirrored).
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster_lib.SINGLE)
     strategy = cluster_lib.create_strategy(strategy_name, cluster_lib.SINGLE, num_gpus)
-    device = cluster_lib.prefetch_device(
-        strategy_name, num_gpus
-    )  # model.fit's batches go there ahead of a step
+    # model.fit's batches go there ahead of a step
+    device = cluster_lib.prefetch_device(strategy_name, num_gpus, request.prefetch_to_device)
     record_checks.check_first_records(
         examples.all_files,
         examples.schema_file,  # TensorFlow is loaded now

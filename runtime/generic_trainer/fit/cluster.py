@@ -159,17 +159,20 @@ def choose_strategy(requested: str, num_gpus: int, cluster: Cluster) -> str:
     return requested
 
 
-PREFETCH_ENV = "GENERIC_TRAINER_PREFETCH_TO_DEVICE"
+def prefetch_device(strategy_name: str, num_gpus: int, enabled: bool = True) -> str | None:
+    """The device `model.fit`'s batches are copied to ahead of the step.
 
+    Args:
+        strategy_name: the strategy chosen (`choose_strategy`).
+        num_gpus: the GPUs the run uses.
+        enabled: the request's `prefetch_to_device` (--prefetch-to-device off: False).
 
-def prefetch_device(
-    strategy_name: str, num_gpus: int, environ: Mapping[str, str] | None = None
-) -> str | None:
-    """The device `model.fit`'s batches are copied to ahead of the step: the GPU of a one-GPU run under the
-    default strategy, else None (a tf.distribute strategy's distributed dataset prefetches to its devices
-    itself; on the CPU there is nothing to copy). GENERIC_TRAINER_PREFETCH_TO_DEVICE=off turns it off."""
-    environ = os.environ if environ is None else environ
-    if environ.get(PREFETCH_ENV, "auto").strip().lower() in ("off", "0", "false", "no"):
+    Returns:
+        The GPU of a one-GPU run under the default strategy, else None (a tf.distribute
+        strategy's distributed dataset prefetches to its devices itself; on the CPU there is
+        nothing to copy).
+    """
+    if not enabled:
         return None
     return "/device:GPU:0" if strategy_name == "default" and num_gpus == 1 else None
 

@@ -274,7 +274,7 @@ class DevicePrefetch:
             self.logged = True
             log.info(
                 "prefetch to device: model.fit's batches are copied to %s ahead of each step "
-                "(GENERIC_TRAINER_PREFETCH_TO_DEVICE=off turns it off)",
+                "(--prefetch-to-device off turns it off)",
                 self.device,
             )
         return dataset.apply(tf.data.experimental.prefetch_to_device(self.device))

@@ -18,6 +18,7 @@ from typing import Any
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.artifacts.redaction import redact
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
+from generic_trainer.fit.cluster import SINGLE, Cluster
 from generic_trainer.tflite.options import TFLiteOptions
 
 
@@ -76,6 +77,8 @@ class FitRequest:
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
     storage: StorageSettings = DEFAULT_SETTINGS  # from the environment (intake/environment.py)
+    cluster: Cluster = SINGLE  # this replica's place: TF_CONFIG / CLUSTER_SPEC, read at intake
+    prefetch_to_device: bool = True  # --prefetch-to-device (fit/cluster.prefetch_device)
 
     def redacted_custom_config(self) -> dict[str, Any]:
         """custom_config with secret values replaced, safe to log or write to metadata."""

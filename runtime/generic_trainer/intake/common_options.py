@@ -10,12 +10,27 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit.accelerator import ACCELERATORS
 from generic_trainer.fit.cluster import STRATEGIES
 from generic_trainer.intake.options import Check, Group, Option, Param
 from generic_trainer.intake.request import KERAS_CHOICES, seconds
+
+PREFETCH_ENV = "GENERIC_TRAINER_PREFETCH_TO_DEVICE"  # the flag's default, read here only
+
+
+def prefetch_switch(raw: Any, flag: str, value: Any) -> bool:
+    """--prefetch-to-device (else $GENERIC_TRAINER_PREFETCH_TO_DEVICE, else auto): False when off."""
+    given = value if value is not None else raw.environ.get(PREFETCH_ENV, "auto")
+    text = str(given).strip().lower()
+    if text in ("off", "0", "false", "no"):
+        return False
+    if text in ("auto", "on", "1", "true", "yes", ""):
+        return True
+    raise UserInputError(flag, f"{given!r}: expected auto or off")
+
 
 EPILOG = "Exit codes: 0 ok, 2 bad input, 3 user code failed, 4 bad outputs, 5 cluster failure, 143 preempted."
 
@@ -67,6 +82,23 @@ def common_groups(
                 "CPU on purpose",
             ),
         ]
+        runtime.append(
+            Option(
+                "prefetch_to_device",
+                choices=("auto", "off"),
+                check=prefetch_switch,
+                help="auto (default): a one-GPU run under the default strategy copies model.fit's "
+                "batches to the GPU ahead of each step; off: it does not (default "
+                f"${PREFETCH_ENV}, else auto)",
+                param=Param(
+                    "value",
+                    str,
+                    "auto: a one-GPU run copies model.fit's batches to the GPU ahead of each step; "
+                    "off: it\ndoes not (unset: $GENERIC_TRAINER_PREFETCH_TO_DEVICE, else auto).",
+                    None,
+                ),
+            )
+        )
         if cluster_timeout:
             runtime.append(
                 Option(
@@ -106,7 +138,9 @@ def common_groups(
     return kfp, Group(
         "runtime",
         tuple(
-            dataclasses.replace(o, param=params.get(o.name), check=checks.get(o.name))
+            dataclasses.replace(
+                o, param=params.get(o.name, o.param), check=checks.get(o.name, o.check)
+            )
             for o in runtime
         ),
     )

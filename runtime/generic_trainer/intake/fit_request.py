@@ -21,6 +21,7 @@ from generic_trainer.artifacts import bounded_parse, storage
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.artifacts.redaction import secret_key_names
 from generic_trainer.errors import UserInputError
+from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.requests import RunFnProgram, TaskProgram, TrainRequest, TuneRequest
 from generic_trainer.intake import fit_options, options
 from generic_trainer.intake.environment import storage_settings
@@ -234,6 +235,7 @@ def _fit_fields(verb: Verb, raw: RawInputs, examples: str, checkpoint_dir: str) 
         "gcs_root": raw.gcs_root,
         "kfp": raw.kfp,
         "storage": storage_settings(raw.environ),
+        "cluster": cluster_lib.resolve(raw.environ),
         **options.checked_fields(verb, raw),
     }
 
