@@ -192,7 +192,7 @@ def _run(
     scratch: str,
     before_publish: Callable[[TrainResult], None] | None = None,
 ) -> TrainResult:
-    num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator)
+    num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator, request.gpu_environ)
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster)
     strategy = cluster_lib.create_strategy(
         strategy_name, cluster, num_gpus, request.cluster_timeout

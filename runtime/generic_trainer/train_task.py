@@ -215,7 +215,7 @@ def _run(
     scratch: str,
     before_publish: Callable[[TrainResult], None] | None = None,
 ) -> TrainResult:
-    registered, gpu_words = accelerator.usable_gpus(request.accelerator)
+    registered, gpu_words = accelerator.usable_gpus(request.accelerator, request.gpu_environ)
     num_gpus = _use_gpus(experiment.runtime.num_gpus, registered)
     strategy_name = cluster_lib.choose_strategy(
         experiment.runtime.distribution_strategy, num_gpus, cluster

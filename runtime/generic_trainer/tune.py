@@ -102,7 +102,7 @@ def _run(
 ) -> TuneResult:
     from generic_trainer.records import record_checks
 
-    num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator)
+    num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator, request.gpu_environ)
     # Replicas tune in parallel, each on its own: the strategy is per replica (several GPUs -> mirrored).
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster_lib.SINGLE)
     strategy = cluster_lib.create_strategy(strategy_name, cluster_lib.SINGLE, num_gpus)

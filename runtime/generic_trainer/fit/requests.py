@@ -79,6 +79,8 @@ class FitRequest:
     storage: StorageSettings = DEFAULT_SETTINGS  # from the environment (intake/environment.py)
     cluster: Cluster = SINGLE  # this replica's place: TF_CONFIG / CLUSTER_SPEC, read at intake
     prefetch_to_device: bool = True  # --prefetch-to-device (fit/cluster.prefetch_device)
+    # What says which GPUs are visible (PATH for nvidia-smi, CUDA_VISIBLE_DEVICES), read at intake.
+    gpu_environ: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def redacted_custom_config(self) -> dict[str, Any]:
         """custom_config with secret values replaced, safe to log or write to metadata."""

@@ -47,6 +47,7 @@ from generic_trainer.intake.request import (
 from generic_trainer.tflite import options as tflite_options
 
 TUNER_RESULTS_FILE = "tuner_results.json"
+GPU_ENVIRON = ("PATH", "CUDA_VISIBLE_DEVICES")  # what fit/accelerator.detect reads
 
 
 def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> dict[str, Any]:
@@ -236,6 +237,7 @@ def _fit_fields(verb: Verb, raw: RawInputs, examples: str, checkpoint_dir: str) 
         "kfp": raw.kfp,
         "storage": storage_settings(raw.environ),
         "cluster": cluster_lib.resolve(raw.environ),
+        "gpu_environ": {k: raw.environ[k] for k in GPU_ENVIRON if k in raw.environ},
         **options.checked_fields(verb, raw),
     }
 

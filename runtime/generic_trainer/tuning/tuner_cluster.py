@@ -116,9 +116,7 @@ def environment(
     Yields a function that changes KERASTUNER_TUNER_ID (the chief builds its tuner as the oracle's
     host, "chief", then runs trials under its own id).
     """
-    saved = {k: os.environ.get(k) for k in ENV_VARS}
-    for k in ENV_VARS:
-        os.environ.pop(k, None)
+    saved = {k: os.environ.pop(k, None) for k in ENV_VARS}  # cleared; put back at the end
 
     def set_tuner_id(value: str) -> None:
         if role.distributed:
