@@ -173,16 +173,16 @@ def _run(
             _run_worker(tuner, fit_kwargs, role, request, device)
             return TuneResult(is_chief=False, tuner_id=role.tuner_id)
         oracle = tuner.oracle
-        _retry_unfinished(oracle)
         if request.max_trials:
             log.info("max_trials: %d (tuner_fn said %s)", request.max_trials, oracle.max_trials)
             oracle.max_trials = request.max_trials
         oracle.verbose = 0  # trials are logged by trial_log instead of keras-tuner's printed tables
-        if role.distributed:
-            _run_chief(tuner, fit_kwargs, role, request, set_tuner_id, device)
-        else:
-            with patched(trial_log.TrialLog(tuner.project_dir).patch(oracle)):
-                _search(tuner, fit_kwargs, role, device)
+        with patched(_retry_unfinished(oracle)):
+            if role.distributed:
+                _run_chief(tuner, fit_kwargs, role, request, set_tuner_id, device)
+            else:
+                with patched(trial_log.TrialLog(tuner.project_dir).patch(oracle)):
+                    _search(tuner, fit_kwargs, role, device)
     return _publish(request, result_of(role, oracle, tuner.project_dir), before_publish)
 
 
@@ -219,20 +219,17 @@ def _make_resumable(working_dir: str, tuner_file_id: str) -> set[str]:
     return saved
 
 
-def _retry_unfinished(oracle) -> None:
-    """Queue again every trial a killed attempt left RUNNING (nothing runs before the search starts).
+def _retry_unfinished(oracle) -> keras_tuner.RetryQueue | None:
+    """The patch that queues again every trial a killed attempt left RUNNING (None: none was).
 
     keras-tuner's reload retries the trials its oracle.json lists as ongoing; a kill after a new
     trial's own file was written but before oracle.json was would leave that trial RUNNING forever.
+    Nothing runs before the search starts, so every RUNNING trial is such a one.
     """
-    queue = keras_tuner.retry_queue(oracle)
-    queued = set(queue)
-    for trial_id, trial in sorted(oracle.trials.items()):
-        if trial.status == "RUNNING" and trial_id not in queued:
-            log.info(
-                "trial %s was running when the last attempt stopped: it will run again", trial_id
-            )
-            queue.append(trial_id)
+    running = [t for t, trial in sorted(oracle.trials.items()) if trial.status == "RUNNING"]
+    for trial_id in running:
+        log.info("trial %s was running when the last attempt stopped: it will run again", trial_id)
+    return keras_tuner.RetryQueue(oracle, running) if running else None
 
 
 def _call_tuner_fn(tuner_fn, fn_args: FnArgs, name: str) -> tuple[Any, dict[str, Any]]:

@@ -17,10 +17,12 @@ lines, histories, answers to a module's strategy, messages) stays with its calle
 - `keras2_saving.py`: Keras 3's `save_model` answering Keras 2 SavedModel saves (`fit/keras2_saving.py`).
 - `keras_tuner.py`: a tuner's hooks, an oracle's methods and retry queue, the oracle client's wait
   (`tune.py`, `tuning/trial_log.py`).
+- `tf_coordination.py`: TensorFlow's coordination service given a registration deadline while a
+  multi-worker strategy starts (`fit/cluster.py`).
 
 Not patches, so not here: imports of private modules that are only read (`task/export.py`'s
-`keras.src.export.export_utils`, `fit/cluster.py`'s coordination service, `artifacts/process_exit.py`'s
-writer classes) and `tuning/tuner_cluster.py`'s subclass of keras-tuner's `OracleServicer`.
+`keras.src.export.export_utils`, `artifacts/process_exit.py`'s writer classes) and
+`tuning/tuner_cluster.py`'s subclass of keras-tuner's `OracleServicer`.
 
 `tests/test_compat.py` checks, for each patch, that the internals it relies on are still there and
 behave as assumed, so a library upgrade that changes them fails a test, not a run.

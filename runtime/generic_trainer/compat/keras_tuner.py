@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from generic_trainer.compat.base import Patch, Versions, log
+from generic_trainer.compat.base import Patch, Versions
 
 KERAS_TUNER = Versions("keras-tuner", "1.4", "1.5")
 
@@ -59,19 +59,26 @@ class OracleMethods(_Wrapped):
     lost = "trials are not logged or recorded, and oracle.json gets no last-good copy"
 
 
-def retry_queue(oracle: Any) -> list[str]:
-    """The oracle's queue of trial ids to run again (the list itself: appending queues one). Without one
-    (another keras-tuner): a warning and a list nobody reads."""
-    queue = getattr(oracle, "_retry_queue", None)
-    if isinstance(queue, list):
-        return queue
-    log.warning(
-        "keras-tuner %s has no Oracle._retry_queue list (written for %s): trials a killed attempt left "
-        "running are not run again",
-        KERAS_TUNER.installed(),
-        KERAS_TUNER,
-    )
-    return []
+class RetryQueue(Patch):
+    """The oracle's `_retry_queue` with `trial_ids` queued after what it holds: `create_trial` runs
+    them again before new trials. Undone after the search (the list it had is put back)."""
+
+    versions = (KERAS_TUNER,)
+    lost = "trials a killed attempt left running are not run again"
+
+    def __init__(self, oracle: Any, trial_ids: list[str]):
+        super().__init__()
+        self.oracle, self.trial_ids = oracle, trial_ids
+
+    def missing(self) -> list[str]:
+        queue = getattr(self.oracle, "_retry_queue", None)
+        return [] if isinstance(queue, list) else ["Oracle._retry_queue (a list)"]
+
+    def replacements(self) -> list[tuple[Any, str, Any]]:
+        queue = self.oracle._retry_queue
+        return [
+            (self.oracle, "_retry_queue", queue + [t for t in self.trial_ids if t not in queue])
+        ]
 
 
 class ClientWait(Patch):

@@ -18,7 +18,9 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 
+from generic_trainer import compat
 from generic_trainer.artifacts import bounded_parse
+from generic_trainer.compat import Patch
 from generic_trainer.errors import EXIT_CLUSTER, ClusterError, UserInputError
 
 log = logging.getLogger(__name__)
@@ -200,7 +202,6 @@ def create_strategy(name: str, cluster: Cluster, num_gpus: int, timeout_s: float
         timeout = float(timeout_s or DEFAULT_STARTUP_TIMEOUT_S)
         # TensorFlow's resolver reads TF_CONFIG; give it the normalized form (CLUSTER_SPEC, "master").
         os.environ["TF_CONFIG"] = json.dumps(cluster.tf_config())
-        _configure_coordination(cluster, timeout)
         peers = ", ".join(f"{t}:{i}={a}" for t, i, a in _tasks(cluster))
         log.info(
             "connecting %d replicas (%s), waiting at most %gs (--cluster-timeout)",
@@ -209,7 +210,10 @@ def create_strategy(name: str, cluster: Cluster, num_gpus: int, timeout_s: float
             timeout,
         )
         started = time.monotonic()
-        with _watchdog(timeout + WATCHDOG_GRACE_S, cluster, timeout):
+        with (
+            _watchdog(timeout + WATCHDOG_GRACE_S, cluster, timeout),
+            compat.patched(coordination_deadline(cluster, timeout)),
+        ):
             try:
                 strategy = tf.distribute.MultiWorkerMirroredStrategy()
             except tf.errors.OpError as e:
@@ -234,31 +238,28 @@ def leader(cluster: Cluster) -> tuple[str, int, str]:
     return _tasks(cluster)[0]
 
 
-def _configure_coordination(cluster: Cluster, timeout_s: float) -> None:
-    """Start TensorFlow's coordination service with a registration deadline (TF's default waits forever).
+def coordination_deadline(cluster: Cluster, timeout_s: float) -> Patch | None:
+    """The patch that starts TensorFlow's coordination service with a registration deadline.
 
-    MultiWorkerMirroredStrategy configures the service itself only when nobody did; with
-    `cluster_register_with_barrier` the leader, too, gives up when a replica never registers.
+    Args:
+        cluster: this replica's cluster.
+        timeout_s: how long the replicas may take to register.
+
+    Returns:
+        `compat.tf_coordination.CoordinationDeadline` (TensorFlow's default waits forever), or
+        None when the service was configured already (MultiWorkerMirroredStrategy's own then).
     """
-    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
     from tensorflow.python.eager import context
 
-    ctx = context.context()
-    if ctx.coordination_service is not None:
-        return
+    from generic_trainer.compat.tf_coordination import CoordinationDeadline
+
+    if context.context().coordination_service is not None:
+        return None
     task_type, task_index, _ = leader(cluster)
-    jobs = [
-        coordination_config_pb2.CoordinatedJob(name=t, num_tasks=len(cluster.cluster[t]))
-        for t in _TRAINING_TYPES
-        if cluster.cluster.get(t)
-    ]
-    ctx.configure_coordination_service(
-        service_type="standalone",
-        service_leader=f"/job:{task_type}/replica:0/task:{task_index}",
-        coordinated_jobs=jobs,
-        cluster_register_timeout_in_ms=int(timeout_s * 1000),
+    jobs = [(t, len(cluster.cluster[t])) for t in _TRAINING_TYPES if cluster.cluster.get(t)]
+    return CoordinationDeadline(
+        f"/job:{task_type}/replica:0/task:{task_index}", jobs, int(timeout_s * 1000)
     )
-    ctx.coordination_service.cluster_register_with_barrier = True
 
 
 def startup_failure_message(cluster: Cluster, timeout_s: float, detail: str) -> str:
