@@ -1,8 +1,9 @@
-"""Every verb's flags, exactly: a dump of each sub-parser (its help, groups and every action's option
-strings, dest, metavar, help, choices, default, type and action) compared with tests/cli_flags.json.
+"""Every verb's flags, exactly: a dump of each sub-parser (its help, groups and every action's
+option strings, dest, metavar, help, choices, default, type and action) compared with
+tests/cli_flags.json.
 
-The flags are generated from one declaration per input (generic_trainer.intake.options); this pins the
-CLI a user sees, so a change to the declarations that changes a flag shows here. After adding or
+The flags are generated from one declaration per input (generic_trainer.intake.options); this pins
+the CLI a user sees, so a change to the declarations that changes a flag shows here. After adding or
 changing a flag on purpose, regenerate the snapshot: `python tests/test_cli_flags.py --update`.
 """
 
@@ -162,7 +163,8 @@ def test_every_component_input_is_declared_once_per_verb():
 
 
 def test_one_new_option_is_a_flag_a_component_input_and_a_request_field(tmp_path):
-    """What adding an input takes: one Option in the verb's table (here added to a copy of tune's)."""
+    """What adding an input takes: one Option in the verb's table (here added to a copy of
+    tune's)."""
     import dataclasses
 
     from generic_trainer.errors import UserInputError

@@ -1,4 +1,5 @@
-"""The cluster room without processes: TF_CONFIG / CLUSTER_SPEC -> role, strategy choice, start-up messages.
+"""The cluster room without processes: TF_CONFIG / CLUSTER_SPEC -> role, strategy choice, start-up
+messages.
 
 Also where checkpoints go (flag, AIP_CHECKPOINT_DIR, KFP model_run artifact), each replica's export
 dir, and the start-up error when Keras 3 fit cannot be made multi-worker safe.
@@ -246,9 +247,12 @@ def test_start_up_failure_messages_say_who_is_missing():
         _tf_config({"chief": ["c:1"], "worker": ["w0:1", "w1:1"]}, "chief", 0)
     )
     detail = (
-        "Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0.\n# of tasks that reached the "
-        "barrier: 1/3.\nThe first task at the barrier: /job:chief/replica:0/task:0. Some timed out task names:\n"
-        "/job:worker/replica:0/task:1\n/job:worker/replica:0/task:0\n\n\nRPC: /job:chief/replica:0/task:0"
+        "Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0.\n# of tasks that reached "
+        "the "
+        "barrier: 1/3.\nThe first task at the barrier: /job:chief/replica:0/task:0. Some timed out "
+        "task names:\n"
+        "/job:worker/replica:0/task:1\n/job:worker/replica:0/task:0\n\n\nRPC: "
+        "/job:chief/replica:0/task:0"
     )
     message = cluster_lib.startup_failure_message(leader, 30, detail)
     assert message.startswith(

@@ -154,7 +154,8 @@ def test_every_patch_was_written_for_the_installed_libraries(patch):
     )  # an upgrade: read the internals again, then widen the range
 
 
-# --- each library patch: the internals it relies on ------------------------------------------------
+# --- each library patch: the internals it relies on
+# ------------------------------------------------
 
 
 def _keras_model():
@@ -477,7 +478,8 @@ def test_client_wait_sets_the_oracle_clients_call_timeout():
 
 
 def test_the_oracle_servicer_the_chief_subclasses_has_what_the_subclass_overrides():
-    """Not a patch (tuning/tuner_cluster.py subclasses it), but keras-tuner internals all the same."""
+    """Not a patch (tuning/tuner_cluster.py subclasses it), but keras-tuner internals all the
+    same."""
     from keras_tuner.src.distribute.oracle_chief import OracleServicer
 
     assert list(inspect.signature(OracleServicer.__init__).parameters) == ["self", "oracle"]

@@ -42,10 +42,12 @@ log = logging.getLogger("generic_trainer")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `generic-trainer` parser: one sub-parser per verb, its flags from the verb's declaration."""
+    """The `generic-trainer` parser: one sub-parser per verb, its flags from the verb's
+    declaration."""
     parser = argparse.ArgumentParser(
         prog="generic-trainer",
-        description="Train TensorFlow/Keras models from a user's module, as a KFP component, a container, "
+        description="Train TensorFlow/Keras models from a user's module, as a KFP component, a "
+        "container, "
         "or a Vertex AI custom job.",
         epilog=EPILOG,
     )
@@ -79,7 +81,8 @@ def _setup_logging(level: str) -> None:
 
 
 _LIBRARY_DIRS = ("site-packages", "dist-packages")
-# Library files that log through absl only what the user asked for: `model.summary(print_fn=absl.logging.info)`.
+# Library files that log through absl only what the user asked for:
+# `model.summary(print_fn=absl.logging.info)`.
 _ASKED_FOR = (
     os.path.join("keras", "src", "utils", "summary_utils.py"),  # Keras 3
     os.path.join("tf_keras", "src", "utils", "layer_utils.py"),
@@ -104,7 +107,8 @@ def user_absl_records(record: logging.LogRecord) -> bool:
 
 
 def _absl_caller(path: str) -> str:
-    """The file that called absl.logging (the "absl" logger made before absl loads reports absl's own file)."""
+    """The file that called absl.logging (the "absl" logger made before absl loads reports absl's
+    own file)."""
     if f"{os.sep}absl{os.sep}logging{os.sep}" not in path:
         return path
     frame = sys._getframe(1)
@@ -121,8 +125,9 @@ def _absl_caller(path: str) -> str:
 
 
 def _drop_tft_keras_warning(record: logging.LogRecord) -> bool:
-    """tensorflow-transform warns on import that it wants Keras 2; the runtime chose Keras 3 on purpose
-    (`--keras`), and TFT graphs load and serve under it, so the warning would only mislead."""
+    """tensorflow-transform warns on import that it wants Keras 2; the runtime chose Keras 3 on
+    purpose (`--keras`), and TFT graphs load and serve under it, so the warning would only
+    mislead."""
     return "Tensorflow Transform is only compatible with Keras 2" not in record.getMessage()
 
 
@@ -209,8 +214,9 @@ DECLARATIONS = tuple(verb.declaration for verb in VERBS.values())
 def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> int:
     """Run one verb; returns the exit code.
 
-    As the process's entry point (`end_process`, by default when `argv` is None: the console script and
-    `python -m generic_trainer`), threads left running once everything is written do not keep it alive.
+    As the process's entry point (`end_process`, by default when `argv` is None: the console script
+    and `python -m generic_trainer`), threads left running once everything is written do not keep it
+    alive.
     """
     args = build_parser().parse_args(argv)
     _setup_logging(args.log_level)
@@ -252,10 +258,10 @@ def end_without_stray_threads(code: int) -> None:
     """End the process now with `code`, everything being written (outputs, executor output).
 
     Non-daemon threads still running (the user's module's) are not waited for: Python would wait for
-    them at exit, forever for a thread that never ends, so the KFP task would never finish; their names
-    are logged. Then `process_exit.end`: open writers flushed, atexit handlers run, `os._exit` (without
-    Python's teardown, which takes seconds after TensorFlow training). A cluster replica without such
-    threads returns and ends normally (process_exit.safe_to_skip_teardown).
+    them at exit, forever for a thread that never ends, so the KFP task would never finish; their
+    names are logged. Then `process_exit.end`: open writers flushed, atexit handlers run, `os._exit`
+    (without Python's teardown, which takes seconds after TensorFlow training). A cluster replica
+    without such threads returns and ends normally (process_exit.safe_to_skip_teardown).
     """
     import threading
 
@@ -269,7 +275,8 @@ def end_without_stray_threads(code: int) -> None:
     ]
     if stray:
         log.warning(
-            "%d thread(s) still running after the run ended, not waited for: %s; ending the process "
+            "%d thread(s) still running after the run ended, not waited for: %s; ending the "
+            "process "
             "with exit code %d (threads a module starts should be daemon threads, or joined before "
             "run_fn returns)",
             len(stray),

@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 
 
 def speed_options(request: TrainRequest):
-    """The request's --mixed-precision / --jit-compile / --steps-per-execution as fit_hooks.SpeedOptions."""
+    """The request's --mixed-precision / --jit-compile / --steps-per-execution as
+    fit_hooks.SpeedOptions."""
     from generic_trainer.fit import fit_hooks
 
     program = request.program
@@ -57,7 +58,8 @@ def speed_options(request: TrainRequest):
     )
     if speed != fit_hooks.SpeedOptions():
         log.info(
-            "speed options: mixed_precision=%s jit_compile=%s steps_per_execution=%s (the module's own "
+            "speed options: mixed_precision=%s jit_compile=%s steps_per_execution=%s (the module's "
+            "own "
             "compile arguments win)",
             speed.mixed_precision,
             speed.jit_compile,
@@ -90,7 +92,8 @@ def _call_run_fn(
 
     def lost_peer(e: Exception) -> str:
         return (
-            "lost contact with another replica while training (preempted or crashed?); restart the job: it "
+            "lost contact with another replica while training (preempted or crashed?); restart the "
+            "job: it "
             f"resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
             f"{' '.join(getattr(e, 'message', str(e)).split())[:600]}"
         )
@@ -120,11 +123,13 @@ def _call_run_fn(
 def _raw_eval_files(
     request: TrainRequest, examples: inputs.ExampleInputs, transformed_splits: list[str]
 ) -> list[str]:
-    """The eval splits the serving model can be fed (raw examples): not Transform's transformed examples."""
+    """The eval splits the serving model can be fed (raw examples): not Transform's transformed
+    examples."""
     raw = [f for f in examples.eval_files if f not in transformed_splits]
     if request.tflite is not None and not raw:
         log.info(
-            "the eval examples are Transform's transformed examples (TFX's wiring), which the serving model "
+            "the eval examples are Transform's transformed examples (TFX's wiring), which the "
+            "serving model "
             "does not take: the TFLite model is checked against the SavedModel on random inputs"
         )
     return raw
@@ -312,8 +317,8 @@ def _train(
     backup,
     device: str | None,
 ) -> TrainResult:
-    """Call run_fn (its batches prefetched to `device` when given); the result of this replica from what it
-    returned and what `fit` recorded."""
+    """Call run_fn (its batches prefetched to `device` when given); the result of this replica from
+    what it returned and what `fit` recorded."""
     returned, record = _call_run_fn(
         run_fn,
         fn_args,
@@ -388,7 +393,8 @@ def _serving_image(request: TrainRequest, tf_version: str) -> str:
 
 
 def kfp_parameters(request: TrainRequest, result: TrainResult) -> dict[str, str]:
-    """The train component's output parameters the component declares: the SavedModel's URI and its image."""
+    """The train component's output parameters the component declares: the SavedModel's URI and its
+    image."""
     import tensorflow as tf
 
     model = request.kfp.artifacts.get("model") if request.kfp else None
@@ -413,11 +419,14 @@ def describe(r: TrainRequest) -> list[str]:
     t = r.task
     module, run_fn = (r.program.module_file, r.program.run_fn) if not t else ("", "run_fn")
     lines = [
-        f"train request: examples={r.examples} module={module} run_fn={run_fn} model_dir={r.model_dir} "
-        f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} train_steps={r.train_steps} "
+        f"train request: examples={r.examples} module={module} run_fn={run_fn} "
+        f"model_dir={r.model_dir} "
+        f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} "
+        f"train_steps={r.train_steps} "
         f"eval_steps={r.eval_steps} strategy={r.strategy} keras={r.keras} "
         f"custom_config={json.dumps(r.redacted_custom_config())}",
-        f"tf.keras is {'Keras 2 (tf_keras)' if r.keras == 'tf_keras' else 'Keras 3'}: {r.keras_reason}",
+        f"tf.keras is {'Keras 2 (tf_keras)' if r.keras == 'tf_keras' else 'Keras 3'}: "
+        f"{r.keras_reason}",
     ]
     if t:
         from generic_trainer.artifacts.redaction import redact
@@ -437,7 +446,8 @@ def describe(r: TrainRequest) -> list[str]:
 
 
 def summary(result: TrainResult) -> Summary | None:
-    """What the chief prints: the serving model's path and the final metrics (a worker prints nothing)."""
+    """What the chief prints: the serving model's path and the final metrics (a worker prints
+    nothing)."""
     return (
         {"serving_model_dir": result.serving_model_dir, "metrics": result.metrics}
         if result.is_chief

@@ -100,7 +100,8 @@ def _local(value: str, gcs_root: str) -> str:
 
 
 def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> config.ExperimentConfig:
-    """The experiment config of this run, resolved in override order and checked for the program's mode."""
+    """The experiment config of this run, resolved in override order and checked for the program's
+    mode."""
     from generic_trainer.records import example_files
 
     program = request.task
@@ -337,7 +338,8 @@ def _end_together(cluster: cluster_lib.Cluster, strategy) -> None:
 
 
 def _eval_examples(request: TrainRequest) -> tuple[list[str], str | None]:
-    """Eval file patterns and the schema file, to check a TFLite export on (none when no --examples)."""
+    """Eval file patterns and the schema file, to check a TFLite export on (none when no
+    --examples)."""
     if request.tflite is None or not request.examples:
         return [], None
     from generic_trainer.records import example_files
@@ -348,7 +350,8 @@ def _eval_examples(request: TrainRequest) -> tuple[list[str], str | None]:
 
 
 def _use_gpus(requested: int, visible: int) -> int:
-    """runtime.num_gpus: 0 uses every visible GPU; N uses the first N (before the strategy is made)."""
+    """runtime.num_gpus: 0 uses every visible GPU; N uses the first N (before the strategy is
+    made)."""
     if not requested or requested == visible:
         return visible
     if requested > visible:
@@ -371,11 +374,13 @@ def _already_finished(
     cluster: cluster_lib.Cluster,
     final_serving: str,
 ) -> bool:
-    """Whether the checkpoint was already at trainer.train_steps when the run started (nothing was trained).
+    """Whether the checkpoint was already at trainer.train_steps when the run started (nothing was
+    trained).
 
-    Says so in the log either way. Returns True (skip the export) only when the serving model of that
-    finished checkpoint is already published in the model dir, e.g. a retry of a task that ended after
-    publishing; otherwise the finished checkpoint is exported, and the log says that too.
+    Says so in the log either way. Returns True (skip the export) only when the serving model of
+    that finished checkpoint is already published in the model dir, e.g. a retry of a task that
+    ended after publishing; otherwise the finished checkpoint is exported, and the log says that
+    too.
     """
     target = experiment.trainer.train_steps
     if (
@@ -386,22 +391,26 @@ def _already_finished(
         return False
     published = os.path.isfile(os.path.join(final_serving, "saved_model.pb"))
     where = (
-        f"{request.checkpoint_dir} already holds a finished run: checkpoint {result.restored_from} is at step "
-        f"{result.initial_step} >= trainer.train_steps={target}, so nothing was trained (an earlier attempt "
+        f"{request.checkpoint_dir} already holds a finished run: checkpoint {result.restored_from} "
+        "is at step "
+        f"{result.initial_step} >= trainer.train_steps={target}, so nothing was trained (an "
+        "earlier attempt "
         f"of this task, or an earlier run given the same checkpoint dir, finished it)"
     )
     if (
         published and not cluster.is_multi_worker
     ):  # several workers export collectively: they all export again
         log.warning(
-            "%s; its serving model is already published at %s: exporting nothing. Give a new checkpoint "
+            "%s; its serving model is already published at %s: exporting nothing. Give a new "
+            "checkpoint "
             "dir (or a new run) to train again.",
             where,
             final_serving,
         )
         return True
     log.warning(
-        "%s; exporting the serving model from that checkpoint to %s. Give a new checkpoint dir (or a new "
+        "%s; exporting the serving model from that checkpoint to %s. Give a new checkpoint dir (or "
+        "a new "
         "run) to train again.",
         where,
         final_serving,

@@ -47,7 +47,8 @@ log = logging.getLogger(__name__)
 
 BEST_HYPERPARAMETERS_FILE = "best_hyperparameters.txt"
 _RESULT_HINT = (
-    "expected TunerFnResult(tuner=<a keras_tuner tuner>, fit_kwargs={...}) (from generic_trainer import "
+    "expected TunerFnResult(tuner=<a keras_tuner tuner>, fit_kwargs={...}) (from generic_trainer "
+    "import "
     "TunerFnResult, or tfx.components.TunerFnResult)"
 )
 
@@ -103,7 +104,8 @@ def _run(
     from generic_trainer.records import record_checks
 
     num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator, request.gpu_environ)
-    # Replicas tune in parallel, each on its own: the strategy is per replica (several GPUs -> mirrored).
+    # Replicas tune in parallel, each on its own: the strategy is per replica (several GPUs ->
+    # mirrored).
     strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster_lib.SINGLE)
     strategy = cluster_lib.create_strategy(strategy_name, cluster_lib.SINGLE, num_gpus)
     # model.fit's batches go there ahead of a step
@@ -116,7 +118,10 @@ def _run(
     if not role.distributed:
         who = "the only replica"
     elif role.serves_oracle:
-        who = f"{role.tuner_id} (chief: serves the oracle at {role.bind_address}, publishes the outputs)"
+        who = (
+            f"{role.tuner_id} (chief: serves the oracle at {role.bind_address}, publishes the "
+            "outputs)"
+        )
     else:
         who = f"{role.tuner_id} (worker: the oracle is at {role.oracle_host}:{role.oracle_port})"
     log.info(
@@ -165,7 +170,8 @@ def _run(
         _check_directory(tuner, request.working_dir, role.serves_oracle)
         if os.path.abspath(tuner.project_dir) in saved and not tuner.oracle.trials:
             log.warning(
-                "the saved search in %s was discarded (a tuner made with overwrite=True?): it starts over, "
+                "the saved search in %s was discarded (a tuner made with overwrite=True?): it "
+                "starts over, "
                 "and so would every re-run",
                 tuner.project_dir,
             )
@@ -187,13 +193,14 @@ def _run(
 
 
 def _make_resumable(working_dir: str, tuner_file_id: str) -> set[str]:
-    """Let keras-tuner reload every saved search under `working_dir`, whenever the last run was killed.
+    """Let keras-tuner reload every saved search under `working_dir`, whenever the last run was
+    killed.
 
-    keras-tuner reloads its oracle only when the tuner's own file (`<project>/<tuner id>.json`, written
-    after a trial's results) exists; a kill between the oracle's save and that file's would start the
-    search over. The oracle's state is what matters, so the tuner file (an empty state) is written
-    when only it is missing. An oracle.json cut short by a kill is restored from its last good copy.
-    Returns the project directories that hold a saved search.
+    keras-tuner reloads its oracle only when the tuner's own file (`<project>/<tuner id>.json`,
+    written after a trial's results) exists; a kill between the oracle's save and that file's would
+    start the search over. The oracle's state is what matters, so the tuner file (an empty state) is
+    written when only it is missing. An oracle.json cut short by a kill is restored from its last
+    good copy. Returns the project directories that hold a saved search.
     """
     saved = set()
     for oracle_file in glob.glob(os.path.join(working_dir, "*", "oracle.json")):
@@ -239,7 +246,10 @@ def _call_tuner_fn(tuner_fn, fn_args: FnArgs, name: str) -> tuple[Any, dict[str,
     def hint(e: Exception) -> str:
         innermost = traceback.extract_tb(e.__traceback__)[-1].filename if e.__traceback__ else ""
         if f"{os.sep}keras_tuner{os.sep}" in innermost:
-            return " (raised by keras-tuner while setting up the search space: check the hyperparameters it declares)"
+            return (
+                " (raised by keras-tuner while setting up the search space: check the "
+                "hyperparameters it declares)"
+            )
         from generic_trainer.fit import keras2_saving
 
         return keras2_saving.hint(e, tf_keras_possible=False)
@@ -278,12 +288,15 @@ def _check_directory(tuner, working_dir: str, holds_oracle: bool) -> None:
         )
         if trials and type(tuner.oracle).__name__ == "GridSearchOracle":
             log.warning(
-                "keras-tuner's GridSearch does not save its place in the grid: a resumed grid search may "
-                "stop before max_trials (RandomSearch, BayesianOptimization and Hyperband resume fully)"
+                "keras-tuner's GridSearch does not save its place in the grid: a resumed grid "
+                "search may "
+                "stop before max_trials (RandomSearch, BayesianOptimization and Hyperband resume "
+                "fully)"
             )
     if not project_dir.startswith(os.path.abspath(working_dir) + os.sep):
         log.warning(
-            "the tuner's directory %s is outside fn_args.working_dir %s: a re-run resumes the search only "
+            "the tuner's directory %s is outside fn_args.working_dir %s: a re-run resumes the "
+            "search only "
             "if that directory is stable (pass directory=fn_args.working_dir to the tuner)",
             project_dir,
             working_dir,
@@ -296,8 +309,8 @@ def _search(
     role: tuner_cluster.TunerRole,
     prefetch_device: str | None = None,
 ) -> None:
-    """tuner.search(**fit_kwargs), with user failures turned into UserCodeError (a lost oracle: ClusterError;
-    the trials' datasets prefetched to `prefetch_device` when given)."""
+    """tuner.search(**fit_kwargs), with user failures turned into UserCodeError (a lost oracle:
+    ClusterError; the trials' datasets prefetched to `prefetch_device` when given)."""
     import grpc
     from keras_tuner import errors as kt_errors
 
@@ -310,7 +323,10 @@ def _search(
                 f"{e.code()} {e.details()}"
             )
         if isinstance(e, kt_errors.FatalError):
-            hint = "\nkeras-tuner searches Keras 3 models: build them with `import keras`, not tf_keras."
+            hint = (
+                "\nkeras-tuner searches Keras 3 models: build them with `import keras`, "
+                "not tf_keras."
+            )
             return UserCodeError(
                 f"the search stopped: {user_code.describe(e)}{hint if 'tf_keras' in str(e) else ''}"
             )
@@ -366,7 +382,8 @@ def _run_chief(
     set_tuner_id,
     prefetch_device: str | None = None,
 ) -> None:
-    """The chief serves the oracle from a thread, runs trials under its own id, then waits for the workers."""
+    """The chief serves the oracle from a thread, runs trials under its own id, then waits for the
+    workers."""
     tuner.save()  # the oracle and the host's tuner file: what a re-run reloads
     oracle = tuner.oracle
     server = tuner_cluster.OracleServer(oracle, role, request.worker_timeout, tuner.project_dir)
@@ -381,7 +398,8 @@ def _run_chief(
     ):
         server.start()
         try:
-            # From here on this process's tuner is one more trial runner, using the oracle in-process.
+            # From here on this process's tuner is one more trial runner, using the oracle
+            # in-process.
             set_tuner_id(role.tuner_id)
             tuner.tuner_id = role.tuner_id
             _search(tuner, fit_kwargs, role, prefetch_device)
@@ -396,7 +414,8 @@ def _run_chief(
 
 
 def _publish(request: TuneRequest, result: TuneResult, before_publish=None) -> TuneResult:
-    """Write the outputs; the best hyperparameters last, whole (a staging dir renamed into place)."""
+    """Write the outputs; the best hyperparameters last, whole (a staging dir renamed into
+    place)."""
     if request.tuner_results_file:
         text = (
             files.dumps_strict(tuner_results(result), "trial value", indent=2) + "\n"
@@ -454,8 +473,10 @@ def describe(r: TuneRequest) -> list[str]:
     return [
         f"tune request: examples={r.examples} module={r.module_file} tuner_fn={r.tuner_fn} "
         f"best_hyperparameters_dir={r.best_hyperparameters_dir} checkpoint_dir={r.checkpoint_dir} "
-        f"train_steps={r.train_steps} eval_steps={r.eval_steps} max_trials={r.max_trials or OWN_MAX_TRIALS} "
-        f"worker_timeout={r.worker_timeout:g}s custom_config={json.dumps(r.redacted_custom_config())}",
+        f"train_steps={r.train_steps} eval_steps={r.eval_steps} "
+        f"max_trials={r.max_trials or OWN_MAX_TRIALS} "
+        f"worker_timeout={r.worker_timeout:g}s "
+        f"custom_config={json.dumps(r.redacted_custom_config())}",
         "tf.keras is Keras 3: keras-tuner searches Keras 3 models",
     ]
 

@@ -1,4 +1,5 @@
-"""The one shape of a patch of library internals: versions it was written for, what it replaces, undo.
+"""The one shape of a patch of library internals: versions it was written for, what it replaces,
+undo.
 
 A `Patch` names the library versions it was read against (`versions`), what a run loses without it
 (`lost`), the internals it needs (`missing()` lists those that are gone) and the attributes it
@@ -29,7 +30,8 @@ _warned: set[tuple[str, str]] = set()
 
 
 class Unsupported(Exception):
-    """A required patch cannot be applied to the installed library; the message says why and what is lost."""
+    """A required patch cannot be applied to the installed library; the message says why and what is
+    lost."""
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -60,7 +62,8 @@ class Versions:
 
 
 class Patch:
-    """One change to a library's internals. Subclasses set the class attributes and `replacements()`."""
+    """One change to a library's internals. Subclasses set the class attributes and
+    `replacements()`."""
 
     versions: tuple[Versions, ...] = ()
     lost: str = ""  # what a run loses when the patch is left out
@@ -76,15 +79,18 @@ class Patch:
         return type(self).__name__
 
     def missing(self) -> list[str]:
-        """The internals this patch needs that the installed libraries lack (none: it can be applied)."""
+        """The internals this patch needs that the installed libraries lack (none: it can be
+        applied)."""
         return []
 
     def replacements(self) -> list[tuple[Any, str, Any]]:
-        """(owner, attribute, new value) for every attribute the patch sets; called once per `apply`."""
+        """(owner, attribute, new value) for every attribute the patch sets; called once per
+        `apply`."""
         raise NotImplementedError
 
     def untested(self) -> list[str]:
-        """The installed libraries outside `versions`, as 'keras 3.16.0 (written for keras>=3.15,<3.16)'."""
+        """The installed libraries outside `versions`, as 'keras 3.16.0 (written for
+        keras>=3.15,<3.16)'."""
         out = []
         for versions in self.versions:
             installed = versions.installed()
@@ -93,7 +99,8 @@ class Patch:
         return out
 
     def check(self) -> None:
-        """Raise `Unsupported` when the internals this patch needs are gone (whether it is required or not)."""
+        """Raise `Unsupported` when the internals this patch needs are gone (whether it is required
+        or not)."""
         missing = self.missing()
         if missing:
             raise Unsupported(
@@ -132,7 +139,8 @@ class Patch:
             raise
 
     def undo(self) -> None:
-        """Put back what `apply` replaced (an attribute that was inherited or absent is removed again)."""
+        """Put back what `apply` replaced (an attribute that was inherited or absent is removed
+        again)."""
         saved, self._saved = self._saved, []
         for owner, attribute, old in reversed(saved):
             if old is _ABSENT:
@@ -150,8 +158,8 @@ def _warn_once(name: str, message: str) -> None:
 
 @contextlib.contextmanager
 def patched(*patches: Patch | None) -> Iterator[list[Patch]]:
-    """Apply `patches` (None entries skipped) for the block; yields those applied; undoes them in reverse
-    order when the block ends or raises, and when a later patch cannot be applied."""
+    """Apply `patches` (None entries skipped) for the block; yields those applied; undoes them in
+    reverse order when the block ends or raises, and when a later patch cannot be applied."""
     applied: list[Patch] = []
     try:
         for patch in patches:

@@ -1,4 +1,5 @@
-"""Backup and restore for `model.fit` that knows the chief: `fn_args.backup_and_restore` (run_fn path).
+"""Backup and restore for `model.fit` that knows the chief: `fn_args.backup_and_restore` (run_fn
+path).
 
 What this module owns: the checkpoints of a user's own `fit` (the run_fn path), kept in
 `<checkpoint_dir>/backup` only to resume an interrupted run and deleted once its outputs are
@@ -20,10 +21,11 @@ applied through `compat.patched` (their version checks) and undone when the fit 
 `on_train_end`, or, when `fit` raises, by `end_fit` (the runtime's `Model.fit` wrapper,
 `fit_hooks.py`, calls it in a `finally`), so a failed fit leaves the user's model unpatched.
 
-Layout: `ckpt-<global step>.index/.data-*` (a `tf.train.Checkpoint`) and `state.json` (`backup_state.py`),
-written last and atomically, so the latest state always names a complete checkpoint. A damaged newest
-checkpoint falls back to the one before it; a damaged or edited state.json starts afresh (warned). The
-runtime deletes the backup once the outputs are published: the same command after a success trains afresh.
+Layout: `ckpt-<global step>.index/.data-*` (a `tf.train.Checkpoint`) and `state.json`
+(`backup_state.py`), written last and atomically, so the latest state always names a complete
+checkpoint. A damaged newest checkpoint falls back to the one before it; a damaged or edited
+state.json starts afresh (warned). The runtime deletes the backup once the outputs are published:
+the same command after a success trains afresh.
 
 A backup is resumed only by a run with the same settings: the run's (`settings`: train steps,
 hyperparameters, custom config, the module file's hash, as the runtime passes them) and the fit's
@@ -103,8 +105,8 @@ def weights_fingerprint(model) -> str:
 
 
 class BackupCallback(keras_resume.TfKerasCallback):
-    """The body of `BackupAndRestore`, the `keras.callbacks.Callback` made from it when first asked for
-    (so importing this module does not import Keras).
+    """The body of `BackupAndRestore`, the `keras.callbacks.Callback` made from it when first asked
+    for (so importing this module does not import Keras).
 
     Chief-aware backup and restore of a `fit` run; works with Keras 3 and tf_keras models.
     Attributes a module may change before `fit`: `save_interval_s` (seconds between time-based
@@ -191,7 +193,8 @@ class BackupCallback(keras_resume.TfKerasCallback):
         ):  # the steps of this fit are not in it
             self._supersede(
                 f"cannot be resumed: {STATE_FILE} says fit #{self.fit_index + 1} finished, but its "
-                f"checkpoint is at global step {state['global_step']}, before that fit's end ({done})"
+                f"checkpoint is at global step {state['global_step']}, before that fit's end "
+                f"({done})"
             )
             return
         if saved_fit > self.fit_index:
@@ -268,7 +271,8 @@ class BackupCallback(keras_resume.TfKerasCallback):
     # --- internals ---------------------------------------------------------------------------
 
     def _fit_signature(self) -> dict[str, Any]:
-        """What this fit must share with a backup to resume it: epochs, steps per epoch, variable shapes."""
+        """What this fit must share with a backup to resume it: epochs, steps per epoch, variable
+        shapes."""
         params = self.params or {}
         variables = [
             f"{tuple(v.shape)}:{getattr(v.dtype, 'name', v.dtype)}" for v in self.model.weights
@@ -281,7 +285,8 @@ class BackupCallback(keras_resume.TfKerasCallback):
         }
 
     def _supersede(self, why: str) -> None:
-        """Start this fit afresh: the backup cannot be resumed (`why`); it is kept aside, not deleted."""
+        """Start this fit afresh: the backup cannot be resumed (`why`); it is kept aside, not
+        deleted."""
         kept = os.path.join(self.checkpoint_dir, SUPERSEDED_SUBDIR)
         log.warning(
             "backup: %s %s: training starts afresh; the old backup is kept in %s",
@@ -327,8 +332,8 @@ class BackupCallback(keras_resume.TfKerasCallback):
         return int(min(MAX_AGREE_INTERVAL, max(1.0, AGREE_EVERY_S * steps / elapsed)))
 
     def _agree(self, preempt: bool, due: bool, interval: int = 0) -> tuple[bool, bool, int]:
-        """Whether any worker got SIGTERM, whether the chief wants a save, and the chief's next interval:
-        the same answers on every worker (each worker calls this at the same steps)."""
+        """Whether any worker got SIGTERM, whether the chief wants a save, and the chief's next
+        interval: the same answers on every worker (each worker calls this at the same steps)."""
         if not self.multi_worker:
             return preempt, due, interval
         import tensorflow as tf
@@ -393,8 +398,9 @@ class BackupCallback(keras_resume.TfKerasCallback):
         remove_checkpoints(self.save_dir, "ckpt", keep)
 
     def _restore(self, state: dict[str, Any]) -> None:
-        """Restore the newest readable checkpoint of this fit: the state's, else the one before it (warned);
-        none readable: start afresh, the backup kept aside. A checkpoint of another model is exit 3."""
+        """Restore the newest readable checkpoint of this fit: the state's, else the one before it
+        (warned); none readable: start afresh, the backup kept aside. A checkpoint of another model
+        is exit 3."""
         keras_resume.build_optimizer(self.model)
         params = self.params or {}
         saved = [
@@ -436,12 +442,14 @@ class BackupCallback(keras_resume.TfKerasCallback):
         self._supersede("holds no checkpoint that can be resumed (" + "; ".join(damaged) + ")")
 
     def _read_checkpoint(self, prefix: str, global_step: int) -> str | None:
-        """Read the checkpoint `prefix` into the model and optimizer; why it cannot be resumed, or None."""
+        """Read the checkpoint `prefix` into the model and optimizer; why it cannot be resumed, or
+        None."""
         try:
             self._checkpoint().read(prefix).assert_existing_objects_matched()
         except (AssertionError, ValueError) as e:
             raise UserCodeError(
-                f"the backup {prefix} does not fit this model (was the module changed?): {str(e)[:500]}. "
+                f"the backup {prefix} does not fit this model (was the module changed?): "
+                f"{str(e)[:500]}. "
                 f"Delete {self.restore_dir} or use another --checkpoint-dir to start afresh."
             ) from None
         except (
@@ -491,7 +499,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str):
-    """`BackupAndRestore`: `BackupCallback` as a `keras.callbacks.Callback`, made once, when first used."""
+    """`BackupAndRestore`: `BackupCallback` as a `keras.callbacks.Callback`, made once, when first
+    used."""
     if name != "BackupAndRestore":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import keras

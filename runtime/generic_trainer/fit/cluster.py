@@ -102,7 +102,8 @@ def _parse_json(name: str, value: str) -> dict:
 
 
 def configured(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether TF_CONFIG or CLUSTER_SPEC is set (not blank): this process is one replica of a cluster."""
+    """Whether TF_CONFIG or CLUSTER_SPEC is set (not blank): this process is one replica of a
+    cluster."""
     environ = os.environ if environ is None else environ
     return any(environ.get(name, "").strip() for name in ("TF_CONFIG", "CLUSTER_SPEC"))
 
@@ -129,27 +130,32 @@ def resolve(environ: Mapping[str, str] | None = None) -> Cluster:
 def choose_strategy(requested: str, num_gpus: int, cluster: Cluster) -> str:
     """The strategy name for `requested` ("auto" or an explicit name) on this hardware and cluster.
 
-    auto: multi_worker_mirrored on a cluster, mirrored on several GPUs, else the default strategy (no wrapper,
-    like a plain script: Keras' auto jit applies on one GPU); an explicit name is taken as it is."""
+    auto: multi_worker_mirrored on a cluster, mirrored on several GPUs, else the default strategy
+    (no wrapper, like a plain script: Keras' auto jit applies on one GPU); an explicit name is taken
+    as it is."""
     if requested not in STRATEGIES:
         raise UserInputError("--strategy", f"{requested!r} is not one of {', '.join(STRATEGIES)}")
     if cluster.task_type in ("ps", "evaluator"):
         raise UserInputError(
             cluster.source,
-            f"this replica is a {cluster.task_type!r}; generic-trainer trains with chief and worker "
+            f"this replica is a {cluster.task_type!r}; generic-trainer trains with chief and "
+            "worker "
             "replicas only (all-reduce). Remove the parameter-server/evaluator worker pools.",
         )
     if requested == "auto":
         if cluster.is_multi_worker:
             return "multi_worker_mirrored"
-        # One GPU (or none), one worker: no strategy wrapper, as in a plain Keras script. TensorFlow places the
-        # ops on the GPU itself, and Keras' jit_compile="auto" compiles the step with XLA there, which it never
+        # One GPU (or none), one worker: no strategy wrapper, as in a plain Keras script. TensorFlow
+        # places the
+        # ops on the GPU itself, and Keras' jit_compile="auto" compiles the step with XLA there,
+        # which it never
         # does under a tf.distribute strategy (OneDeviceStrategy included).
         return "mirrored" if num_gpus > 1 else "default"
     if cluster.is_multi_worker and requested != "multi_worker_mirrored":
         raise UserInputError(
             "--strategy",
-            f"{cluster.source} names {cluster.num_workers} replicas but strategy {requested!r} trains on one; "
+            f"{cluster.source} names {cluster.num_workers} replicas but strategy {requested!r} "
+            "trains on one; "
             "use 'auto' or 'multi_worker_mirrored'",
         )
     if requested == "multi_worker_mirrored" and not cluster.is_multi_worker:
@@ -200,7 +206,8 @@ def create_strategy(name: str, cluster: Cluster, num_gpus: int, timeout_s: float
         if not cluster.is_multi_worker:
             return tf.distribute.MultiWorkerMirroredStrategy()
         timeout = float(timeout_s or DEFAULT_STARTUP_TIMEOUT_S)
-        # TensorFlow's resolver reads TF_CONFIG; give it the normalized form (CLUSTER_SPEC, "master").
+        # TensorFlow's resolver reads TF_CONFIG; give it the normalized form (CLUSTER_SPEC,
+        # "master").
         os.environ["TF_CONFIG"] = json.dumps(cluster.tf_config())
         peers = ", ".join(f"{t}:{i}={a}" for t, i, a in _tasks(cluster))
         log.info(
@@ -234,7 +241,8 @@ def _tasks(cluster: Cluster) -> list[tuple[str, int, str]]:
 
 
 def leader(cluster: Cluster) -> tuple[str, int, str]:
-    """The replica whose coordination service every other replica registers with (chief, else worker 0)."""
+    """The replica whose coordination service every other replica registers with (chief, else worker
+    0)."""
     return _tasks(cluster)[0]
 
 
@@ -287,8 +295,10 @@ def startup_failure_message(cluster: Cluster, timeout_s: float, detail: str) -> 
         who = f"{me} could not register with the leader {lead_type}:{lead_index} at {lead_address}"
     first_line = detail.strip().splitlines()[0] if detail.strip() else ""
     return (
-        f"the cluster from {cluster.source} did not form within {timeout_s:g} s (--cluster-timeout): {who}. "
-        f"Every replica must be started with the same cluster spec and reach the others' host:port. "
+        f"the cluster from {cluster.source} did not form within {timeout_s:g} s "
+        f"(--cluster-timeout): {who}. "
+        "Every replica must be started with the same cluster spec and reach the others' "
+        "host:port. "
         f"TensorFlow said: {first_line[:300]}"
     )
 
@@ -322,7 +332,8 @@ def _watchdog(deadline_s: float, cluster: Cluster, timeout_s: float) -> Iterator
 
 
 def strategy_devices(strategy) -> tuple[str, ...]:
-    """The devices the strategy's replicas run on (the default strategy: TensorFlow's logical devices)."""
+    """The devices the strategy's replicas run on (the default strategy: TensorFlow's logical
+    devices)."""
     try:
         return tuple(strategy.extended.worker_devices)
     except (
@@ -340,5 +351,6 @@ def describe(strategy, cluster: Cluster) -> str:
     role = f"{cluster.task_type}:{cluster.task_index}" + (" (chief)" if cluster.is_chief else "")
     return (
         f"strategy={type(strategy).__name__} replicas_in_sync={strategy.num_replicas_in_sync} "
-        f"devices={list(devices)} role={role} cluster_source={cluster.source} workers={cluster.num_workers}"
+        f"devices={list(devices)} role={role} cluster_source={cluster.source} "
+        f"workers={cluster.num_workers}"
     )

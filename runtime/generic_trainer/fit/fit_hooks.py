@@ -64,10 +64,13 @@ def _fmt_logs(logs: dict[str, Any] | None) -> str:
 
 
 class ProgressLog:
-    """Callback body: periodic 'step s/S, rate, ETA' lines and one line per epoch; no progress bars."""
+    """Callback body: periodic 'step s/S, rate, ETA' lines and one line per epoch; no progress
+    bars."""
 
-    # Keras 3 dispatches batch-end callbacks on a thread pool, off the training loop, only when every
-    # callback is async-safe; a plain fit() without callbacks gets that, so ours must not take it away.
+    # Keras 3 dispatches batch-end callbacks on a thread pool, off the training loop, only when
+    # every
+    # callback is async-safe; a plain fit() without callbacks gets that, so ours must not take it
+    # away.
     async_safe = True
 
     def __init__(self, interval_s: float = 30.0):
@@ -137,7 +140,8 @@ class FitRecord:
     steps_per_epoch: int | None = None
 
     def final_metrics(self) -> dict[str, float]:
-        """The last logged values: eval metrics under their names, train metrics as `train_<name>`."""
+        """The last logged values: eval metrics under their names, train metrics as
+        `train_<name>`."""
         if not self.histories:
             return {}
         metrics: dict[str, float] = {}
@@ -217,8 +221,10 @@ def idle_batch_hooks(callbacks: Sequence[Any]) -> Iterator[list[Any]]:
             if not _idle_logged:
                 _idle_logged = True
                 log.info(
-                    "TensorBoard callback with update_freq='epoch': its batch hooks do nothing at these "
-                    "settings, so they are skipped and cost no time per step (the train graph is written "
+                    "TensorBoard callback with update_freq='epoch': its batch hooks do nothing at "
+                    "these "
+                    "settings, so they are skipped and cost no time per step (the train graph is "
+                    "written "
                     "at the first epoch end)"
                 )
         yield changed
@@ -244,18 +250,20 @@ def _compile_wrapper(compile_defaults: dict[str, Any]) -> Any:
 
 
 class DevicePrefetch:
-    """Ends the tf.data datasets `model.fit` gets (x, validation_data) with `prefetch_to_device(device)`, so
-    the next batch is copied to the GPU while the step runs. Applied only where the dataset reaches fit: a
-    module may still transform the dataset the data accessor returned, and nothing may follow
-    prefetch_to_device in a pipeline (TensorFlow's rule: its elements live on the device)."""
+    """Ends the tf.data datasets `model.fit` gets (x, validation_data) with
+    `prefetch_to_device(device)`, so the next batch is copied to the GPU while the step runs.
+    Applied only where the dataset reaches fit: a module may still transform the dataset the data
+    accessor returned, and nothing may follow prefetch_to_device in a pipeline (TensorFlow's rule:
+    its elements live on the device)."""
 
     def __init__(self, device: str | None):
         self.device = device
         self.logged = False
 
     def apply(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
-        """(args, kwargs) with the datasets among x and validation_data prefetched to the device; not with a
-        `class_weight` (Keras maps the dataset to add the weights, after it reached fit)."""
+        """(args, kwargs) with the datasets among x and validation_data prefetched to the device;
+        not with a `class_weight` (Keras maps the dataset to add the weights, after it reached
+        fit)."""
         if not self.device or kwargs.get("class_weight") is not None:
             return args, kwargs
         if args and _is_dataset(args[0]):
@@ -281,8 +289,9 @@ class DevicePrefetch:
 
 
 def _copied_to_a_device(dataset: Any) -> bool:
-    """Whether the dataset ends with copy_to_device (prefetch_to_device is one, then a prefetch on the device).
-    Looks at TensorFlow's dataset classes by name: if they change, this says False and the copy is added."""
+    """Whether the dataset ends with copy_to_device (prefetch_to_device is one, then a prefetch on
+    the device). Looks at TensorFlow's dataset classes by name: if they change, this says False and
+    the copy is added."""
     for _ in range(3):  # the dataset, its prefetch, an options dataset
         if type(dataset).__name__ == "_CopyToDeviceDataset":
             return True
@@ -338,8 +347,9 @@ def recording_fit(
     prefetch_device: str | None = None,
 ) -> Iterator[FitRecord]:
     """Within the block, every Model.fit logs progress and leaves its history in the yielded record
-    (its datasets prefetched to `prefetch_device` when given: `DevicePrefetch`), and every Model.compile
-    gets `speed`'s defaults for arguments the caller did not pass (`compat.model_methods`)."""
+    (its datasets prefetched to `prefetch_device` when given: `DevicePrefetch`), and every
+    Model.compile gets `speed`'s defaults for arguments the caller did not pass
+    (`compat.model_methods`)."""
     from generic_trainer.compat import model_methods
 
     record = FitRecord()

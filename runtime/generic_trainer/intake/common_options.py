@@ -22,7 +22,8 @@ PREFETCH_ENV = "GENERIC_TRAINER_PREFETCH_TO_DEVICE"  # the flag's default, read 
 
 
 def prefetch_switch(raw: Any, flag: str, value: Any) -> bool:
-    """--prefetch-to-device (else $GENERIC_TRAINER_PREFETCH_TO_DEVICE, else auto): False when off."""
+    """--prefetch-to-device (else $GENERIC_TRAINER_PREFETCH_TO_DEVICE, else auto): False when
+    off."""
     given = value if value is not None else raw.environ.get(PREFETCH_ENV, "auto")
     text = str(given).strip().lower()
     if text in ("off", "0", "false", "no"):
@@ -32,11 +33,15 @@ def prefetch_switch(raw: Any, flag: str, value: Any) -> bool:
     raise UserInputError(flag, f"{given!r}: expected auto or off")
 
 
-EPILOG = "Exit codes: 0 ok, 2 bad input, 3 user code failed, 4 bad outputs, 5 cluster failure, 143 preempted."
+EPILOG = (
+    "Exit codes: 0 ok, 2 bad input, 3 user code failed, 4 bad outputs, 5 cluster failure, "
+    "143 preempted."
+)
 
 
 def seconds_flag(text: str) -> float:
-    """argparse type of a flag in seconds: request.seconds' check, its message as argparse's error."""
+    """argparse type of a flag in seconds: request.seconds' check, its message as argparse's
+    error."""
     try:
         return seconds("", text)
     except UserInputError as e:
@@ -50,8 +55,8 @@ def common_groups(
     params: Mapping[str, Param] | None = None,
     checks: Mapping[str, Check] | None = None,
 ) -> tuple[Group, Group]:
-    """The KFP and runtime groups of a verb; `params` (option name -> Param) makes options component inputs of
-    the verb, `checks` (option name -> Check) request fields it fills.
+    """The KFP and runtime groups of a verb; `params` (option name -> Param) makes options component
+    inputs of the verb, `checks` (option name -> Check) request fields it fills.
 
     evaluate, infra-validate and the data verbs run no user training code: no --keras, --strategy.
     """
@@ -62,8 +67,10 @@ def common_groups(
             Option(
                 "keras",
                 choices=KERAS_CHOICES,
-                help="what tf.keras means for the user's module: auto (default: what TFX gives it, tf_keras when "
-                "the module or a file of its own it imports imports tfx, tensorflow_transform or tfx_bsl, "
+                help="what tf.keras means for the user's module: auto (default: what TFX gives it, "
+                "tf_keras when "
+                "the module or a file of its own it imports imports tfx, tensorflow_transform or "
+                "tfx_bsl, "
                 "else Keras 3; Keras 3 for --task and tune), keras3 or tf_keras; unset, a set "
                 "TF_USE_LEGACY_KERAS decides; decided before TensorFlow loads",
             ),
@@ -77,8 +84,10 @@ def common_groups(
             Option(
                 "accelerator",
                 choices=ACCELERATORS,
-                help="auto (default): train on every GPU this machine has, and fail (exit 2) before training "
-                "when TensorFlow cannot use them; gpu: also fail when there is none; cpu: train on the "
+                help="auto (default): train on every GPU this machine has, and fail (exit 2) "
+                "before training "
+                "when TensorFlow cannot use them; gpu: also fail when there is none; cpu: train on "
+                "the "
                 "CPU on purpose",
             ),
         ]
@@ -105,7 +114,8 @@ def common_groups(
                     "cluster_timeout",
                     metavar="SECONDS",
                     type=seconds_flag,
-                    help="multi-worker: fail (exit 5) when the replicas have not all connected within "
+                    help="multi-worker: fail (exit 5) when the replicas have not all connected "
+                    "within "
                     "this time (default 900)",
                 )
             )
@@ -131,7 +141,8 @@ def common_groups(
             Option(
                 "executor_output_file",
                 metavar="FILE",
-                help="where to write the executor output (default: outputs.outputFile of the executor input)",
+                help="where to write the executor output (default: outputs.outputFile of the "
+                "executor input)",
             ),
         ),
     )

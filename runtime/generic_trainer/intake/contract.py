@@ -1,4 +1,5 @@
-"""The verb contract: the parts every verb module exports as `VERB`, and the one order a run follows.
+"""The verb contract: the parts every verb module exports as `VERB`, and the one order a run
+follows.
 
 A verb (train, tune, evaluate, infra-validate, import-examples, transform, push, export-tflite; a
 declaration without a `component` has no KFP component, and its `kfp_outputs` are never called) is
@@ -43,7 +44,8 @@ RequestT_co = TypeVar("RequestT_co", covariant=True)
 
 # A raw value: a flag's (str, int, bool, list) or a KFP parameter's (any JSON value).
 RawValues = Mapping[str, object]
-# (metadata of each output artifact by name, output parameter values or None): kfp_io.write_executor_output's.
+# (metadata of each output artifact by name, output parameter values or None):
+# kfp_io.write_executor_output's.
 KfpOutputValues = tuple[Mapping[str, Mapping[str, object]], Mapping[str, object] | None]
 # What the printed summary holds (JSON values).
 Summary = dict[str, object]
@@ -62,7 +64,8 @@ class Build(Protocol[RequestT_co]):
 
 @dataclasses.dataclass(frozen=True)
 class VerbContract(Generic[RequestT, ResultT]):
-    """What a verb module exports as `VERB`; the CLI runs every verb through it (see the module docstring)."""
+    """What a verb module exports as `VERB`; the CLI runs every verb through it (see the module
+    docstring)."""
 
     declaration: Verb
     build: Build[RequestT]

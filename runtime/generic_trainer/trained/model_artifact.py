@@ -66,7 +66,8 @@ def stage_extras(
 
 
 def publish_extras(staging_root: str, model_dir: str) -> None:
-    """Publish each staged extra into `model_dir`; remove those of an older model this run did not stage."""
+    """Publish each staged extra into `model_dir`; remove those of an older model this run did not
+    stage."""
     for name in EXTRA_DIRS:
         staged, final = os.path.join(staging_root, name), os.path.join(model_dir, name)
         if os.path.isdir(staged):

@@ -1,13 +1,14 @@
-"""Staging and publishing a trained model: the one path every training run (run_fn or Task) hands its outputs to.
+"""Staging and publishing a trained model: the one path every training run (run_fn or Task) hands
+its outputs to.
 
 A replica stages its model into a `ModelStaging`: the chief into a private sibling of the model dir
 (never inside it), a worker into a private dir of its own (saving is collective, so workers export
 too; what they write is removed). On the chief only, `publish_model` then, in this order:
 validates the serving model, stages the extras (predictSchemata, TFLite), writes the run outputs
-(TensorBoard scalars, metrics file, report, log copy), calls `before_publish(result)` (the CLI writes
-KFP's executor output there), and publishes the model last, whole (`Format-Serving`, its extras,
-`Format-Eval`): a failure at any step before publishes nothing. A TFLite export that fails is
-such a failure: nothing is published and the checkpoints stay, so a retry resumes from them.
+(TensorBoard scalars, metrics file, report, log copy), calls `before_publish(result)` (the CLI
+writes KFP's executor output there), and publishes the model last, whole (`Format-Serving`, its
+extras, `Format-Eval`): a failure at any step before publishes nothing. A TFLite export that fails
+is such a failure: nothing is published and the checkpoints stay, so a retry resumes from them.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class ModelStaging:
-    """Where one replica stages its model (`root`) and where the chief publishes it (`model_dir`)."""
+    """Where one replica stages its model (`root`) and where the chief publishes it
+    (`model_dir`)."""
 
     model_dir: str
     root: str
@@ -54,16 +56,17 @@ class ModelStaging:
 
 
 def staging_for(model_dir: str, is_chief: bool, private_dir: str) -> ModelStaging:
-    """The chief's staging dir beside `model_dir`; a worker's inside its `private_dir` (removed afterwards)."""
+    """The chief's staging dir beside `model_dir`; a worker's inside its `private_dir` (removed
+    afterwards)."""
     root = storage.staging_dir_for(model_dir) if is_chief else os.path.join(private_dir, "model")
     return ModelStaging(model_dir, root)
 
 
 @dataclasses.dataclass(frozen=True)
 class Staged:
-    """What a run staged: whether it exported a serving model into the staging dir (a Task run that finds
-    its model already published exports none), whether the run trains, what wrote the model (for
-    errors), and the eval examples and schema a TFLite export is checked on."""
+    """What a run staged: whether it exported a serving model into the staging dir (a Task run that
+    finds its model already published exports none), whether the run trains, what wrote the model
+    (for errors), and the eval examples and schema a TFLite export is checked on."""
 
     exported: bool = True
     trains: bool = True
@@ -79,7 +82,8 @@ def publish_model(
     staged: Staged,
     before_publish: Callable[[TrainResult], None] | None = None,
 ) -> None:
-    """Chief only: validate, stage the extras, write the run outputs, `before_publish`, publish the model last."""
+    """Chief only: validate, stage the extras, write the run outputs, `before_publish`, publish the
+    model last."""
     if staged.trains:
         result.model_info = outputs.validate_serving_model(
             staging.serving_dir if staged.exported else staging.final_serving, what=staged.what
@@ -129,7 +133,8 @@ def _stage_extras(
 
 
 def write_run_outputs(request: TrainRequest, result: TrainResult) -> None:
-    """The chief's outputs besides the model: TensorBoard scalars, metrics file, report, log copy."""
+    """The chief's outputs besides the model: TensorBoard scalars, metrics file, report, log
+    copy."""
     metrics = result.metrics
     step = f" (step {result.train_steps})" if request.task else ""
     log.info(

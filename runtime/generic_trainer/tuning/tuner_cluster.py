@@ -55,12 +55,15 @@ class TunerRole:
 
     @property
     def bind_address(self) -> str:
-        """Where the chief listens: its loopback address when the cluster is local, else every interface."""
-        return f"{self.oracle_host if _is_loopback(self.oracle_host) else '0.0.0.0'}:{self.oracle_port}"
+        """Where the chief listens: its loopback address when the cluster is local, else every
+        interface."""
+        host = self.oracle_host if _is_loopback(self.oracle_host) else "0.0.0.0"
+        return f"{host}:{self.oracle_port}"
 
 
 def tuner_id(task_type: str, task_index: int) -> str:
-    """The keras-tuner id of a replica's trials (never containing "chief", which means "serves the oracle")."""
+    """The keras-tuner id of a replica's trials (never containing "chief", which means "serves the
+    oracle")."""
     return "tuner-primary" if task_type == "chief" else f"tuner-{task_type}-{task_index}"
 
 
@@ -74,7 +77,8 @@ def _is_loopback(host: str) -> bool:
 
 
 def resolve_role(cluster: Cluster) -> TunerRole:
-    """The role of this replica: alone, the chief (serves the oracle at its cluster address) or a worker."""
+    """The role of this replica: alone, the chief (serves the oracle at its cluster address) or a
+    worker."""
     if cluster.task_type not in ("chief", "worker"):
         raise UserInputError(
             cluster.source,
@@ -111,7 +115,8 @@ def resolve_role(cluster: Cluster) -> TunerRole:
 def environment(
     role: TunerRole, tuner_id_now: str | None = None
 ) -> Iterator[Callable[[str], None]]:
-    """KERASTUNER_* set for `role` within the block (cleared for a single replica), restored afterwards.
+    """KERASTUNER_* set for `role` within the block (cleared for a single replica), restored
+    afterwards.
 
     Yields a function that changes KERASTUNER_TUNER_ID (the chief builds its tuner as the oracle's
     host, "chief", then runs trials under its own id).
@@ -225,9 +230,12 @@ class OracleServer:
             silent = self._silence(tuner, now)
             if silent > self.timeout:
                 return ClusterError(
-                    f"worker {tuner} has not been heard from for {silent:.0f} s while running trial "
-                    f"{trial.trial_id} (--worker-timeout {self.timeout:g} s): giving up the search instead of "
-                    f"waiting forever. The search state is saved in {self.state_dir}: run the same job again "
+                    f"worker {tuner} has not been heard from for {silent:.0f} s while running "
+                    "trial "
+                    f"{trial.trial_id} (--worker-timeout {self.timeout:g} s): giving up the search "
+                    "instead of "
+                    f"waiting forever. The search state is saved in {self.state_dir}: run the same "
+                    "job again "
                     "to resume (completed trials are kept, the unfinished one is retried)."
                 )
         return None
@@ -264,7 +272,8 @@ class OracleServer:
             if not running and not waiting:
                 for t in pending:
                     log.warning(
-                        "worker %s %s within --worker-timeout %g s; the search is complete without it",
+                        "worker %s %s within --worker-timeout %g s; the search is complete without "
+                        "it",
                         t,
                         "never connected" if t not in self.last_seen else "did not check out",
                         self.timeout,
@@ -285,7 +294,8 @@ class OracleServer:
 
 
 def _servicer_class():
-    """keras-tuner's OracleServicer, noting each contact (and who was told to stop) on the OracleServer."""
+    """keras-tuner's OracleServicer, noting each contact (and who was told to stop) on the
+    OracleServer."""
     from keras_tuner.src import protos
     from keras_tuner.src.distribute.oracle_chief import OracleServicer
     from keras_tuner.src.engine import trial as trial_module
@@ -319,7 +329,8 @@ def _servicer_class():
 
 
 class Heartbeat:
-    """A worker's sign of life while a trial runs: asks the oracle for its trial every `interval_s`."""
+    """A worker's sign of life while a trial runs: asks the oracle for its trial every
+    `interval_s`."""
 
     def __init__(self, host: str, port: int, interval_s: float):
         self.address = f"{host}:{port}"
