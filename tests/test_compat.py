@@ -478,7 +478,7 @@ def test_client_wait_sets_the_oracle_clients_call_timeout():
 
 
 def test_the_oracle_servicer_the_chief_subclasses_has_what_the_subclass_overrides():
-    """Not a patch (tuning/tuner_cluster.py subclasses it), but keras-tuner internals all the
+    """Not a patch (tuning/oracle_server.py subclasses it), but keras-tuner internals all the
     same."""
     from keras_tuner.src.distribute.oracle_chief import OracleServicer
 

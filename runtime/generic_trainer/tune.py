@@ -34,7 +34,7 @@ from generic_trainer.fit.requests import TuneRequest
 from generic_trainer.intake import fit_options
 from generic_trainer.intake.contract import VerbContract
 from generic_trainer.intake.fit_request import build_tune_request
-from generic_trainer.tuning import trial_log, tuner_cluster
+from generic_trainer.tuning import oracle_server, trial_log, tuner_cluster
 from generic_trainer.tuning.tune_result import (
     TuneResult,
     flat_metrics,
@@ -349,8 +349,8 @@ def _run_worker(
     prefetch_device: str | None = None,
 ) -> None:
     """A worker runs the trials the chief's oracle hands it, with heartbeats while each runs."""
-    beat = tuner_cluster.Heartbeat(
-        role.oracle_host, role.oracle_port, tuner_cluster.heartbeat_interval(request.worker_timeout)
+    beat = oracle_server.Heartbeat(
+        role.oracle_host, role.oracle_port, oracle_server.heartbeat_interval(request.worker_timeout)
     ).start()
 
     def on_trial_begin(on_begin, trial):
@@ -386,7 +386,7 @@ def _run_chief(
     workers."""
     tuner.save()  # the oracle and the host's tuner file: what a re-run reloads
     oracle = tuner.oracle
-    server = tuner_cluster.OracleServer(oracle, role, request.worker_timeout, tuner.project_dir)
+    server = oracle_server.OracleServer(oracle, role, request.worker_timeout, tuner.project_dir)
 
     def pre_create_trial(pre_create):
         server.check()  # a gone worker stops the chief before its next trial

@@ -26,7 +26,7 @@ asks
 
 Not patches, so not here: imports of private modules that are only read (`task/export.py`'s
 `keras.src.export.export_utils`, `artifacts/process_exit.py`'s writer classes) and
-`tuning/tuner_cluster.py`'s subclass of keras-tuner's `OracleServicer`.
+`tuning/oracle_server.py`'s subclass of keras-tuner's `OracleServicer`.
 
 `tests/test_compat.py` checks, for each patch, that the internals it relies on are still there and
 behave as assumed, so a library upgrade that changes them fails a test, not a run.
