@@ -250,8 +250,7 @@ def test_start_up_failure_messages_say_who_is_missing():
         "Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0.\n# of tasks that reached "
         "the "
         "barrier: 1/3.\nThe first task at the barrier: /job:chief/replica:0/task:0. Some timed out "
-        "task names:\n"
-        "/job:worker/replica:0/task:1\n/job:worker/replica:0/task:0\n\n\nRPC: "
+        "task names:\n/job:worker/replica:0/task:1\n/job:worker/replica:0/task:0\n\n\nRPC: "
         "/job:chief/replica:0/task:0"
     )
     message = cluster_lib.startup_failure_message(leader, 30, detail)

@@ -152,13 +152,8 @@ def test_the_training_verbs_and_their_parts_read_no_environment():
 def test_the_environment_check_tells_reads_from_writes_and_defaults(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text(
-        "import os\n"
-        "a = os.environ.get('A')\n"
-        "b = os.getenv('B')\n"
-        "os.environ['C'] = '1'\n"
-        "d = os.environ.pop('D', None)\n"
-        "def f(environ=None):\n"
-        "    return os.environ if environ is None else environ\n"
-        "e = 'E' in os.environ\n"
+        "import os\na = os.environ.get('A')\nb = os.getenv('B')\nos.environ['C'] = '1'\n"
+        "d = os.environ.pop('D', None)\ndef f(environ=None):\n"
+        "    return os.environ if environ is None else environ\ne = 'E' in os.environ\n"
     )
     assert environ_reads(sample) == [2, 3, 8]

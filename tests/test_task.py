@@ -329,8 +329,7 @@ def test_mixed_precision(linear_module, linear_data, tmp_path, dtype, caplog):
     assert (tmp_path / "serving" / "saved_model.pb").is_file()
     assert (
         f"mixed precision: runtime.mixed_precision_dtype={dtype}, the model was built with the "
-        f"mixed_{dtype} "
-        f"policy (compute {dtype}, variables float32)"
+        f"mixed_{dtype} policy (compute {dtype}, variables float32)"
     ) in caplog.text
 
 

@@ -137,8 +137,7 @@ def test_a_blackwell_gpu_warns_that_the_image_needs_the_blackwell_cuda_libraries
     }
     assert (
         "NVIDIA_B200 is a Blackwell GPU: the image must carry CUDA >= 12.8 and cuDNN >= 9.7 "
-        "libraries; "
-        "the default GPU image has 12.5 / 9.3, so build it with --build-arg "
+        "libraries; the default GPU image has 12.5 / 9.3, so build it with --build-arg "
         "CUDA_LOCK=cuda-blackwell.lock"
     ) in " ".join(captured.err.split())
     assert (

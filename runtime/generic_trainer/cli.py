@@ -47,8 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="generic-trainer",
         description="Train TensorFlow/Keras models from a user's module, as a KFP component, a "
-        "container, "
-        "or a Vertex AI custom job.",
+        "container, or a Vertex AI custom job.",
         epilog=EPILOG,
     )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")

@@ -59,8 +59,7 @@ def speed_options(request: TrainRequest):
     if speed != fit_hooks.SpeedOptions():
         log.info(
             "speed options: mixed_precision=%s jit_compile=%s steps_per_execution=%s (the module's "
-            "own "
-            "compile arguments win)",
+            "own compile arguments win)",
             speed.mixed_precision,
             speed.jit_compile,
             speed.steps_per_execution,

@@ -402,16 +402,14 @@ def _already_finished(
     ):  # several workers export collectively: they all export again
         log.warning(
             "%s; its serving model is already published at %s: exporting nothing. Give a new "
-            "checkpoint "
-            "dir (or a new run) to train again.",
+            "checkpoint dir (or a new run) to train again.",
             where,
             final_serving,
         )
         return True
     log.warning(
         "%s; exporting the serving model from that checkpoint to %s. Give a new checkpoint dir (or "
-        "a new "
-        "run) to train again.",
+        "a new run) to train again.",
         where,
         final_serving,
     )

@@ -48,8 +48,7 @@ log = logging.getLogger(__name__)
 BEST_HYPERPARAMETERS_FILE = "best_hyperparameters.txt"
 _RESULT_HINT = (
     "expected TunerFnResult(tuner=<a keras_tuner tuner>, fit_kwargs={...}) (from generic_trainer "
-    "import "
-    "TunerFnResult, or tfx.components.TunerFnResult)"
+    "import TunerFnResult, or tfx.components.TunerFnResult)"
 )
 
 
@@ -171,8 +170,7 @@ def _run(
         if os.path.abspath(tuner.project_dir) in saved and not tuner.oracle.trials:
             log.warning(
                 "the saved search in %s was discarded (a tuner made with overwrite=True?): it "
-                "starts over, "
-                "and so would every re-run",
+                "starts over, and so would every re-run",
                 tuner.project_dir,
             )
         if not role.serves_oracle:
@@ -474,8 +472,7 @@ def describe(r: TuneRequest) -> list[str]:
         f"tune request: examples={r.examples} module={r.module_file} tuner_fn={r.tuner_fn} "
         f"best_hyperparameters_dir={r.best_hyperparameters_dir} checkpoint_dir={r.checkpoint_dir} "
         f"train_steps={r.train_steps} eval_steps={r.eval_steps} "
-        f"max_trials={r.max_trials or OWN_MAX_TRIALS} "
-        f"worker_timeout={r.worker_timeout:g}s "
+        f"max_trials={r.max_trials or OWN_MAX_TRIALS} worker_timeout={r.worker_timeout:g}s "
         f"custom_config={json.dumps(r.redacted_custom_config())}",
         "tf.keras is Keras 3: keras-tuner searches Keras 3 models",
     ]

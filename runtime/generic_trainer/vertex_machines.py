@@ -64,8 +64,7 @@ KNOWN = (
     "n1-{standard,highmem,highcpu}-N (+ T4, V100, P4, P100), "
     + ", ".join(f"{f}-*" for f in CPU_FAMILIES)
     + " (CPU only), a2-highgpu-Ng / a2-megagpu-16g (A100), a2-ultragpu-Ng (A100 80GB), "
-    "a3-highgpu-Ng (H100), "
-    "a3-megagpu-8g, a3-ultragpu-8g, a4-highgpu-8g, g2-standard-N (L4)"
+    "a3-highgpu-Ng (H100), a3-megagpu-8g, a3-ultragpu-8g, a4-highgpu-8g, g2-standard-N (L4)"
 )
 
 

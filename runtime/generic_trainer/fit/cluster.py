@@ -155,8 +155,7 @@ def choose_strategy(requested: str, num_gpus: int, cluster: Cluster) -> str:
         raise UserInputError(
             "--strategy",
             f"{cluster.source} names {cluster.num_workers} replicas but strategy {requested!r} "
-            "trains on one; "
-            "use 'auto' or 'multi_worker_mirrored'",
+            "trains on one; use 'auto' or 'multi_worker_mirrored'",
         )
     if requested == "multi_worker_mirrored" and not cluster.is_multi_worker:
         log.info(
@@ -297,8 +296,7 @@ def startup_failure_message(cluster: Cluster, timeout_s: float, detail: str) -> 
     return (
         f"the cluster from {cluster.source} did not form within {timeout_s:g} s "
         f"(--cluster-timeout): {who}. "
-        "Every replica must be started with the same cluster spec and reach the others' "
-        "host:port. "
+        "Every replica must be started with the same cluster spec and reach the others' host:port. "
         f"TensorFlow said: {first_line[:300]}"
     )
 

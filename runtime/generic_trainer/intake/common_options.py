@@ -87,8 +87,7 @@ def common_groups(
                 help="auto (default): train on every GPU this machine has, and fail (exit 2) "
                 "before training "
                 "when TensorFlow cannot use them; gpu: also fail when there is none; cpu: train on "
-                "the "
-                "CPU on purpose",
+                "the CPU on purpose",
             ),
         ]
         runtime.append(
@@ -115,8 +114,7 @@ def common_groups(
                     metavar="SECONDS",
                     type=seconds_flag,
                     help="multi-worker: fail (exit 5) when the replicas have not all connected "
-                    "within "
-                    "this time (default 900)",
+                    "within this time (default 900)",
                 )
             )
     runtime += [

@@ -172,8 +172,7 @@ def _run_identity() -> tuple[Option, ...]:
                 "the pipeline run this is a task of (the components pass KFP's run uuid): the "
                 "checkpoint dir "
                 "(given or $AIP_CHECKPOINT_DIR) gets <run id>/<task name> appended, so retries of "
-                "the task "
-                "resume it and other runs never do"
+                "the task resume it and other runs never do"
             ),
             metavar="ID",
         ),
@@ -220,8 +219,7 @@ TRAIN_TASK = Group(
                 list,
                 (
                     "YAML/JSON files (paths or gs:// URIs) of experiment overrides for the task, "
-                    "applied in\n"
-                    "order before config."
+                    "applied in\norder before config."
                 ),
                 None,
             ),
@@ -305,11 +303,9 @@ TRAIN_OUTPUTS = Group(
                 (
                     "Base dir of the checkpoints (a gs:// URI on Vertex); the run's are under\n"
                     "<checkpoint_dir>/<pipeline run uuid>/<task name>, so a retried task resumes "
-                    "its own and "
-                    "two runs\n"
+                    "its own and two runs\n"
                     "never share one. Empty: $AIP_CHECKPOINT_DIR the same way, else inside the "
-                    "model_run "
-                    "artifact."
+                    "model_run artifact."
                 ),
                 "",
             ),
@@ -367,8 +363,7 @@ TRAIN_OUTPUTS = Group(
                     "OpenAPI schema of one serving_default instance "
                     "(<model>/schemata/instance.yaml),\n"
                     "Vertex's predictSchemata.instanceSchemaUri; empty when the signature's shapes "
-                    "are "
-                    "unknown."
+                    "are unknown."
                 ),
             ),
         ),
@@ -397,8 +392,7 @@ TRAIN_SERVING = Group(
                     "The serving container the model artifact names for Vertex AI Model Registry "
                     "(its\n"
                     "containerSpec metadata); empty: Vertex's prebuilt TF Serving image for the "
-                    "TensorFlow "
-                    "version."
+                    "TensorFlow version."
                 ),
                 "",
             ),
@@ -427,8 +421,7 @@ TRAIN_TFLITE = Group(
             "export_tflite",
             help=(
                 "convert serving_default to TFLite (chief only; a model that cannot convert ends "
-                "the "
-                "run with exit 4, publishing nothing and keeping the checkpoints for a retry)"
+                "the run with exit 4, publishing nothing and keeping the checkpoints for a retry)"
             ),
             action=argparse.BooleanOptionalAction,
             param=value(
@@ -459,16 +452,14 @@ TRAIN_TFLITE = Group(
             "tflite_tolerance",
             help=(
                 "largest absolute output difference from the SavedModel accepted (default 1e-4 for "
-                "none, "
-                "0.05 for float16, 0.1 for dynamic)"
+                "none, 0.05 for float16, 0.1 for dynamic)"
             ),
             metavar="X",
             param=value(
                 float,
                 (
                     "Largest absolute output difference from the SavedModel accepted; unset: 1e-4 "
-                    "for\n"
-                    "none, 0.05 for float16, 0.1 for dynamic."
+                    "for\nnone, 0.05 for float16, 0.1 for dynamic."
                 ),
                 None,
             ),
@@ -500,8 +491,7 @@ TRAIN_SPEED = Group(
                 str,
                 (
                     "Keras global dtype policy while run_fn runs: mixed_float16 or mixed_bfloat16 "
-                    "(empty:\n"
-                    "the module's own)."
+                    "(empty:\nthe module's own)."
                 ),
                 "",
             ),
@@ -510,8 +500,7 @@ TRAIN_SPEED = Group(
             "jit_compile",
             help=(
                 "compile train/eval steps with XLA, or not (model.compile(jit_compile=...)); "
-                "default: Keras' "
-                "auto (off on CPU and under a tf.distribute strategy)"
+                "default: Keras' auto (off on CPU and under a tf.distribute strategy)"
             ),
             action=argparse.BooleanOptionalAction,
             param=value(
@@ -527,15 +516,13 @@ TRAIN_SPEED = Group(
             choices=CACHE_CHOICES,
             help=(
                 "keep the decompressed records of the data accessor's datasets in memory after the "
-                "first epoch "
-                "(auto: when they fit, see the docs; memory: always; off: never)"
+                "first epoch (auto: when they fit, see the docs; memory: always; off: never)"
             ),
             param=value(
                 str,
                 (
                     "auto, memory or off: keep the data accessor's decompressed records in memory "
-                    "after\n"
-                    "the first epoch (auto: when they fit)."
+                    "after\nthe first epoch (auto: when they fit)."
                 ),
                 "auto",
             ),
@@ -544,8 +531,7 @@ TRAIN_SPEED = Group(
             "steps_per_execution",
             help=(
                 "batches run per tf.function call (model.compile(steps_per_execution=N)); "
-                "callbacks then see "
-                "every N-th batch"
+                "callbacks then see every N-th batch"
             ),
             metavar="N",
             param=value(
@@ -597,8 +583,7 @@ TRAIN = Verb(
                 "keras": value(
                     str,
                     "What tf.keras means for the module: auto, keras3 or tf_keras (unset: auto, "
-                    "the "
-                    "tf.keras TFX\ngives the module: tf_keras when it imports tfx, "
+                    "the tf.keras TFX\ngives the module: tf_keras when it imports tfx, "
                     "tensorflow_transform "
                     "or tfx_bsl,\nelse Keras 3; a set TF_USE_LEGACY_KERAS decides instead).",
                     None,
@@ -662,8 +647,7 @@ TUNE_OUTPUTS = Group(
                 (
                     "Base dir of the search state (keras-tuner's trials); the run's are under\n"
                     "<checkpoint_dir>/<pipeline run uuid>/<task name>, so a retried task resumes "
-                    "its own "
-                    "search and two\n"
+                    "its own search and two\n"
                     "runs never share one. Empty: $AIP_CHECKPOINT_DIR the same way, else beside "
                     "best_hyperparameters."
                 ),
@@ -780,8 +764,7 @@ TUNE = Verb(
                     check=duration(600.0),
                     help=(
                         "the chief gives up when a worker running a trial is silent this long, and "
-                        "workers when the "
-                        "chief is unreachable this long (default 600)"
+                        "workers when the chief is unreachable this long (default 600)"
                     ),
                     metavar="SECONDS",
                     param=value(
