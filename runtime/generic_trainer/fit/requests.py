@@ -18,7 +18,7 @@ from typing import Any
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.artifacts.redaction import redact
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
-from generic_trainer.fit.cluster import SINGLE, Cluster
+from generic_trainer.fit.cluster_spec import SINGLE, Cluster
 from generic_trainer.tflite.options import TFLiteOptions
 
 
