@@ -19,17 +19,17 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from typing import Any
 
 from generic_trainer import compat
-from generic_trainer.artifacts import outputs, serving_container
+from generic_trainer.artifacts import outputs
 from generic_trainer.artifacts.results import TrainResult
-from generic_trainer.errors import TrainerError, UserCodeError
+from generic_trainer.errors import UserCodeError
 from generic_trainer.fit import (
     accelerator,
     inputs,
     keras_auto,
     keras_multiworker,
+    run_fn_call,
     user_code,
     user_module,
 )
@@ -38,85 +38,11 @@ from generic_trainer.fit.cluster import prefetch_device
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.fit.preemption import WATCHER
 from generic_trainer.intake import fit_options
-from generic_trainer.intake.contract import KfpOutputValues, Summary, VerbContract
+from generic_trainer.intake.contract import Summary, VerbContract
 from generic_trainer.intake.fit_request import TrainRequest, build_train_request
-from generic_trainer.trained import model_artifact, publisher
+from generic_trainer.trained import publisher, train_kfp
 
 log = logging.getLogger(__name__)
-
-
-def speed_options(request: TrainRequest):
-    """The request's --mixed-precision / --jit-compile / --steps-per-execution as
-    fit_hooks.SpeedOptions."""
-    from generic_trainer.fit import fit_hooks
-
-    program = request.program
-    speed = fit_hooks.SpeedOptions(
-        jit_compile=program.jit_compile,
-        steps_per_execution=program.steps_per_execution,
-        mixed_precision=program.mixed_precision,
-    )
-    if speed != fit_hooks.SpeedOptions():
-        log.info(
-            "speed options: mixed_precision=%s jit_compile=%s steps_per_execution=%s (the module's "
-            "own compile arguments win)",
-            speed.mixed_precision,
-            speed.jit_compile,
-            speed.steps_per_execution,
-        )
-    return speed
-
-
-def _call_run_fn(
-    run_fn,
-    fn_args: FnArgs,
-    strategy,
-    keras_mode: str,
-    speed=None,
-    multi_worker: bool = False,
-    prefetch_device: str | None = None,
-):
-    from generic_trainer.fit import fit_hooks, keras2_saving, module_strategy
-    from generic_trainer.records import record_checks
-
-    def bad_data(
-        e: Exception,
-    ) -> TrainerError | None:  # the input pipeline could not decode the examples
-        return record_checks.decode_error(
-            e,
-            [*fn_args.train_files, *fn_args.eval_files],
-            fn_args.schema_path,
-            transformed_schema_path=inputs.transformed_schema_file(fn_args.transform_graph_path),
-        )
-
-    def lost_peer(e: Exception) -> str:
-        return (
-            "lost contact with another replica while training (preempted or crashed?); restart the "
-            "job: it "
-            f"resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
-            f"{' '.join(getattr(e, 'message', str(e)).split())[:600]}"
-        )
-
-    with (
-        strategy.scope(),
-        module_strategy.substitute(strategy),
-        keras2_saving.bridge(keras_mode),
-        fit_hooks.recording_fit(keras_mode, speed=speed, prefetch_device=prefetch_device) as record,
-    ):
-        try:
-            returned = user_code.call(
-                run_fn,
-                fn_args,
-                what="run_fn",
-                data_input="--examples",
-                translate=bad_data,
-                lost_peer=lost_peer if multi_worker else None,
-                hint=keras2_saving.hint,
-            )
-        finally:
-            WATCHER.reset_deferral()  # a fit that raised never reached its train end
-    WATCHER.raise_if_requested("SIGTERM received while run_fn ran")
-    return returned, record
 
 
 def _raw_eval_files(
@@ -318,12 +244,12 @@ def _train(
 ) -> TrainResult:
     """Call run_fn (its batches prefetched to `device` when given); the result of this replica from
     what it returned and what `fit` recorded."""
-    returned, record = _call_run_fn(
+    returned, record = run_fn_call.call_run_fn(
         run_fn,
         fn_args,
         strategy,
         request.keras,
-        speed_options(request),
+        run_fn_call.speed_options(request.program),
         cluster.is_multi_worker,
         device,
     )
@@ -344,73 +270,6 @@ def _train(
         train_steps=backup.global_step or record.train_steps or request.train_steps,
         devices=cluster_lib.strategy_devices(strategy),
     )
-
-
-def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[str, Any]]:
-    """Metadata of each KFP output artifact of a train run."""
-    import tensorflow as tf
-
-    keras_version = None
-    try:
-        if request.keras == "tf_keras":
-            import tf_keras as keras_module
-        else:
-            import keras as keras_module
-        keras_version = keras_module.__version__
-    except ImportError:
-        pass
-    model = {
-        "framework": "tensorflow",
-        "tensorflow_version": tf.__version__,
-        "keras": request.keras,
-        "keras_version": keras_version,
-        "serving_model_path": outputs.SERVING_DIR,
-        "signature_names": result.model_info.get("signatures", []),
-        "serving_inputs": result.model_info.get("serving_inputs", {}),
-        "train_steps": result.train_steps,
-        "strategy": result.strategy,
-        "num_replicas": result.num_replicas,
-    }
-    model_uri = request.kfp.artifacts.get("model", {}).get("uri") if request.kfp else None
-    model.update(
-        serving_container.model_registry_metadata(
-            _serving_image(request, tf.__version__), model_uri, result.schemata
-        )
-    )
-    model.update(model_artifact.kfp_metadata(result))
-    return {
-        "model": {k: v for k, v in model.items() if v is not None},
-        "metrics": dict(result.metrics),
-        "model_run": {"tensorboard_log_dir": request.model_run_dir},
-    }
-
-
-def _serving_image(request: TrainRequest, tf_version: str) -> str:
-    return request.serving_image or serving_container.choose_image(
-        tf_version, request.serving_accelerator, request.serving_image_region
-    )
-
-
-def kfp_parameters(request: TrainRequest, result: TrainResult) -> dict[str, str]:
-    """The train component's output parameters the component declares: the SavedModel's URI and its
-    image."""
-    import tensorflow as tf
-
-    model = request.kfp.artifacts.get("model") if request.kfp else None
-    if not model or not request.kfp.parameters:
-        return {}
-    return serving_container.kfp_parameters(
-        model["uri"],
-        outputs.SERVING_DIR,
-        _serving_image(request, tf.__version__),
-        result.schemata,
-        declared=request.kfp.parameters,
-    )
-
-
-def kfp_outputs(request: TrainRequest, result: TrainResult) -> KfpOutputValues:
-    """The executor output of a train run: each artifact's metadata and the output parameters."""
-    return kfp_metadata(request, result), kfp_parameters(request, result)
 
 
 def describe(r: TrainRequest) -> list[str]:
@@ -459,7 +318,7 @@ VERB: VerbContract[TrainRequest, TrainResult] = VerbContract(
     build_train_request,
     describe,
     run,
-    kfp_outputs,
+    train_kfp.kfp_outputs,
     summary,
     keras=lambda r: r.keras,
 )
