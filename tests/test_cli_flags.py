@@ -105,6 +105,7 @@ REQUESTS = {
     "import-examples": "intake.data_request:ImportExamplesRequest",
     "transform": "intake.data_request:TransformRequest",
     "push": "intake.push_request:PushRequest",
+    "doctor": "diagnose.request:DoctorRequest",
     "export-tflite": "intake.export_request:ExportTfliteRequest",
 }
 # Fields a checked option fills that live in the program of a train run, not on TrainRequest itself.

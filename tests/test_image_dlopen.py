@@ -1,9 +1,11 @@
-"""The GPU image's CUDA libraries resolve the way TensorFlow's loader dlopens them (images/trainer/dlopen_check.py).
+"""The GPU image's CUDA libraries resolve the way TensorFlow's loader dlopens them
+(generic_trainer.diagnose.dlopen).
 
 Checked here without building the image: a fake site-packages with TensorFlow's real
 libtensorflow_framework.so.2 (its real RUNPATH) and tiny ELF libraries, built with gcc, under the
 `nvidia/<package>/lib/<soname>` layout of the CUDA wheels; the ld.so cache is built by the real ldconfig from
-the Dockerfile's own ld.so.conf.d step. The image test (images/trainer/smoke.sh) runs the same script in the image.
+the Dockerfile's own ld.so.conf.d step. The image's build and test (images/trainer/smoke.sh)
+and `doctor` run the same module in the image.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "images" / "trainer" / "dlopen_check.py"
 DOCKERFILE = REPO / "images" / "trainer" / "Dockerfile"
 
 pytestmark = pytest.mark.skipif(
@@ -32,10 +33,12 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def dl():
-    spec = importlib.util.spec_from_file_location("trainer_image_dlopen_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from generic_trainer.diagnose import dlopen
+
+    return dlopen
+
+
+COMMAND = [sys.executable, "-m", "generic_trainer.diagnose.dlopen"]
 
 
 def _framework() -> Path:
@@ -102,9 +105,7 @@ def test_the_framework_runpath_misses_cusolver_nvjitlink_and_nvrtc(dl, site):
         )
         assert reached not in missing
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), str(site)], capture_output=True, text=True, env=env
-    )
+    out = subprocess.run([*COMMAND, str(site)], capture_output=True, text=True, env=env)
     assert out.returncode == 1
     assert (
         "libcusolver.so.11: not found by dlopen from tensorflow/libtensorflow_framework.so.2"
@@ -133,7 +134,7 @@ def test_the_dockerfile_ld_so_conf_step_makes_every_soname_resolve(dl, site, tmp
     )
     assert set(dl.sonames(str(site))) <= set(found)
     out = subprocess.run(
-        [sys.executable, str(SCRIPT), str(site), "--ld-cache", str(cache)],
+        [*COMMAND, str(site), "--ld-cache", str(cache)],
         capture_output=True,
         text=True,
         env={k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"},

@@ -1,7 +1,8 @@
 """The trainer image's shared libraries: strip what the loader never reads, and check that every kept one resolves.
 
-Standard library only (it runs with the venv's python in the Dockerfile's builder stage, where no binutils are
-installed). Subcommands:
+Standard library and the package's list of CUDA libraries only (it runs with the venv's python
+in the Dockerfile's builder stage, once the package is installed there; no binutils are installed).
+Subcommands:
 
   strip SITE_PACKAGES [--accelerator A]   drop the symbol tables and debug sections of every 64-bit ELF file
                                           under SITE_PACKAGES (`.symtab`, `.strtab`, `.debug_*`); the bytes the
@@ -24,6 +25,10 @@ import os
 import struct
 import sys
 
+# What TensorFlow 2.21 and cuDNN load on a GPU machine, and what the driver provides: the
+# package's list (the builder runs this script once the package is installed into /opt/venv).
+from generic_trainer.diagnose.dlopen import CUDA_LOADED, FROM_THE_DRIVER
+
 ELF_MAGIC = b"\x7fELF"
 EHDR = struct.Struct("<16sHHIQQQIHHHHHH")  # ELF64 little-endian file header
 PHDR = struct.Struct("<IIQQQQQQ")  # program header
@@ -35,36 +40,6 @@ DT_NEEDED, DT_RPATH, DT_RUNPATH = 1, 15, 29
 STRIPPED_NAMES = {".symtab", ".strtab"}
 STRIPPED_PREFIXES = (".debug_", ".zdebug_")
 
-# What TensorFlow 2.21 dlopens on a GPU machine (xla/tsl/platform/default/dso_loader.cc and dlopen_checker.cc:
-# cudart, cuBLAS, cuBLASLt, cuFFT, cuSOLVER, cuSPARSE and cuDNN before it registers a GPU at all; NCCL for
-# multi-GPU all-reduce, CUPTI for GPU profiling), what cuDNN 9 loads itself (its sub-libraries, NVRTC for its
-# runtime-compiled engines), what XLA runs (ptxas, libdevice) and what cuSPARSE/cuSOLVER/cuFFT link (nvJitLink).
-# Paths relative to site-packages; `*` matches the minor version.
-CUDA_LOADED = [
-    "nvidia/cuda_runtime/lib/libcudart.so.12",
-    "nvidia/cublas/lib/libcublas.so.12",
-    "nvidia/cublas/lib/libcublasLt.so.12",
-    "nvidia/cufft/lib/libcufft.so.11",
-    "nvidia/cusolver/lib/libcusolver.so.11",
-    "nvidia/cusparse/lib/libcusparse.so.12",
-    "nvidia/nvjitlink/lib/libnvJitLink.so.12",
-    "nvidia/cudnn/lib/libcudnn.so.9",
-    "nvidia/cudnn/lib/libcudnn_graph.so.9",
-    "nvidia/cudnn/lib/libcudnn_ops.so.9",
-    "nvidia/cudnn/lib/libcudnn_cnn.so.9",
-    "nvidia/cudnn/lib/libcudnn_adv.so.9",
-    "nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9",
-    "nvidia/cudnn/lib/libcudnn_engines_runtime_compiled.so.9",
-    "nvidia/cudnn/lib/libcudnn_heuristic.so.9",
-    "nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
-    "nvidia/cuda_nvrtc/lib/libnvrtc-builtins.so.12.*",
-    "nvidia/nccl/lib/libnccl.so.2",
-    "nvidia/cuda_cupti/lib/libcupti.so.12",
-    "nvidia/cuda_nvcc/bin/ptxas",
-    "nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc",
-]
-# Provided at run time by the host's NVIDIA driver (the container runtime injects it), never by the image.
-FROM_THE_DRIVER = {"libcuda.so.1"}
 SYSTEM_LIB_DIRS = [
     "/lib/x86_64-linux-gnu",
     "/usr/lib/x86_64-linux-gnu",

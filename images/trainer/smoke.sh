@@ -11,8 +11,9 @@
 #      then every verb's --help; `ldd` on every shared library under tensorflow/ and nvidia/ (only the
 #      driver's libcuda.so.1 may be missing); for ACCELERATOR=cuda every nvidia/*/lib library opened with
 #      dlopen(RTLD_NOW), every soname TensorFlow's GPU loader opens resolved the way dlopen from
-#      libtensorflow_framework.so.2 finds it (images/trainer/dlopen_check.py), and TensorFlow checked to be
-#      the CUDA build (the GPU image runs with CUDA_VISIBLE_DEVICES="": it trains on the CPU);
+#      libtensorflow_framework.so.2 finds it (the package's generic_trainer.diagnose.dlopen), and
+#      TensorFlow checked to be the CUDA build (the GPU image runs with CUDA_VISIBLE_DEVICES="": it
+#      trains on the CPU); `docker run IMAGE doctor` passes (exit 0, every line ok or warn);
 #   5. runs the README's `docker run` command on the bundled penguin example (mounted read-only, as the
 #      non-root user 1000:1000), checks the model (loaded and called inside the image), metrics and
 #      report; checks that no heavy optional library (tensorflow-transform, Beam, kfp, Google Cloud
@@ -284,8 +285,7 @@ echo "ldd: nothing unresolved but $(wc -l <"$WORK/ldd.txt") x libcuda.so.1 (the 
 if [ "$ACCELERATOR" = cuda ]; then
   log "GPU image: every CUDA library TensorFlow opens resolves by soname, as dlopen from libtensorflow_framework.so.2 searches"
   # (its RUNPATH, LD_LIBRARY_PATH, the ld.so cache: TensorFlow skips the GPU when one does not, and trains on the CPU)
-  docker run --rm --user 1000:1000 -v "$ROOT/images/trainer:/tmp/check:ro" "$DOCKER_IMAGE" \
-    sh -c 'python /tmp/check/dlopen_check.py "$(python -c "import sysconfig; print(sysconfig.get_path(\"purelib\"))")"' \
+  drun sh -c 'python -m generic_trainer.diagnose.dlopen "$(python -c "import sysconfig; print(sysconfig.get_path(\"purelib\"))")"' \
     2>&1 | tee "$WORK/dlopen.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || die "CUDA libraries TensorFlow opens do not resolve in the image (above)"
   log "GPU image: every CUDA library opens (dlopen RTLD_NOW, no GPU here), TensorFlow is the CUDA build"
@@ -311,6 +311,17 @@ print(f"TensorFlow {tf.__version__}: CUDA {cuda}, cuDNN {cudnn}, compute capabil
 ' 2>&1 | grep -v -E '^(WARNING: All log messages|[IWE]0000 )' | tee "$WORK/cuda-libs.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || die "the CUDA libraries do not load in the image"
 fi
+
+log "doctor: what train would find in the image (docker run IMAGE doctor)"
+set +e
+drun doctor --examples /penguin/data --module-file /penguin/module.py --model-dir /out/doctor-model \
+  >"$WORK/doctor.txt" 2>"$WORK/doctor.log"
+rc=$?
+set -e
+cat "$WORK/doctor.txt"
+[ "$rc" = 0 ] || { tail -20 "$WORK/doctor.log"; die "docker run IMAGE doctor exited with $rc (lines above)"; }
+grep -q '^ok    gpus_registered' "$WORK/doctor.txt" || die "doctor printed no ok gpus_registered line"
+[ ! -e "$RUN_DIR/doctor-model" ] || die "doctor wrote where train's model would go"
 
 # --- 6. the README's docker run command --------------------------------------------------------
 log "the README's docker run: IMAGE train ... on the penguin example, as 1000:1000"

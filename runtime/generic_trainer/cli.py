@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from generic_trainer import (
+    doctor,
     evaluate,
     export_tflite,
     import_examples,
@@ -194,7 +195,7 @@ def _vertex_job(args: argparse.Namespace) -> int:
 OWN_MAIN = {"vertex-job": _vertex_job}
 
 # The verb modules, in `--help` order: each exports its VerbContract as VERB (contract.py).
-# Those whose declaration has no `component` (export-tflite) run the same way, without KFP.
+# Those whose declaration has no `component` (export-tflite, doctor) run the same way, without KFP.
 VERB_MODULES = (
     train,
     tune,
@@ -203,6 +204,7 @@ VERB_MODULES = (
     import_examples,
     transform,
     push,
+    doctor,
     export_tflite,
 )
 VERBS = {module.VERB.name: module.VERB for module in VERB_MODULES}

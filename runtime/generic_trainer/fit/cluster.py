@@ -83,6 +83,20 @@ def choose_strategy(requested: str, num_gpus: int, cluster: Cluster) -> str:
     return requested
 
 
+# --prefetch-to-device's default when the flag is not given (read at intake, into the request)
+PREFETCH_ENV = "GENERIC_TRAINER_PREFETCH_TO_DEVICE"
+PREFETCH_OFF, PREFETCH_ON = ("off", "0", "false", "no"), ("auto", "on", "1", "true", "yes", "")
+
+
+def prefetch_wanted(value: str | None) -> bool | None:
+    """--prefetch-to-device's value as a switch: False for off, True for auto (or unset), None for
+    anything else (the caller names the input)."""
+    text = "auto" if value is None else str(value).strip().lower()
+    if text in PREFETCH_OFF:
+        return False
+    return True if text in PREFETCH_ON else None
+
+
 def prefetch_device(strategy_name: str, num_gpus: int, enabled: bool = True) -> str | None:
     """The device `model.fit`'s batches are copied to ahead of the step.
 

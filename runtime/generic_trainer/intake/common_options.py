@@ -14,23 +14,19 @@ from typing import Any
 
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit.accelerator import ACCELERATORS
-from generic_trainer.fit.cluster import STRATEGIES
+from generic_trainer.fit.cluster import PREFETCH_ENV, STRATEGIES, prefetch_wanted
 from generic_trainer.intake.options import Check, Group, Option, Param
 from generic_trainer.intake.request import KERAS_CHOICES, seconds
-
-PREFETCH_ENV = "GENERIC_TRAINER_PREFETCH_TO_DEVICE"  # the flag's default, read here only
 
 
 def prefetch_switch(raw: Any, flag: str, value: Any) -> bool:
     """--prefetch-to-device (else $GENERIC_TRAINER_PREFETCH_TO_DEVICE, else auto): False when
     off."""
-    given = value if value is not None else raw.environ.get(PREFETCH_ENV, "auto")
-    text = str(given).strip().lower()
-    if text in ("off", "0", "false", "no"):
-        return False
-    if text in ("auto", "on", "1", "true", "yes", ""):
-        return True
-    raise UserInputError(flag, f"{given!r}: expected auto or off")
+    given = value if value is not None else raw.environ.get(PREFETCH_ENV)
+    wanted = prefetch_wanted(given)
+    if wanted is None:
+        raise UserInputError(flag, f"{given!r}: expected auto or off")
+    return wanted
 
 
 EPILOG = (

@@ -1,9 +1,9 @@
 """The verb contract: the parts every verb module exports as `VERB`, and the one order a run
 follows.
 
-A verb (train, tune, evaluate, infra-validate, import-examples, transform, push, export-tflite; a
-declaration without a `component` has no KFP component, and its `kfp_outputs` are never called) is
-a `VerbContract`:
+A verb (train, tune, evaluate, infra-validate, import-examples, transform, push, doctor,
+export-tflite; a declaration without a `component` has no KFP component, and its `kfp_outputs`
+are never called) is a `VerbContract`:
 
 - `declaration`: its inputs, declared once (options.py): its flags, its KFP component, the request
   fields with a check, its output paths (checked writable first) and which raw value each KFP
