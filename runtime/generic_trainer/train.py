@@ -19,11 +19,11 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from typing import Any
 
 from generic_trainer import compat
 from generic_trainer.artifacts import outputs
 from generic_trainer.artifacts.results import TrainResult
-from generic_trainer.errors import UserCodeError
 from generic_trainer.fit import (
     accelerator,
     inputs,
@@ -43,21 +43,6 @@ from generic_trainer.intake.fit_request import TrainRequest, build_train_request
 from generic_trainer.trained import publisher, train_kfp
 
 log = logging.getLogger(__name__)
-
-
-def _raw_eval_files(
-    request: TrainRequest, examples: inputs.ExampleInputs, transformed_splits: list[str]
-) -> list[str]:
-    """The eval splits the serving model can be fed (raw examples): not Transform's transformed
-    examples."""
-    raw = [f for f in examples.eval_files if f not in transformed_splits]
-    if request.tflite is not None and not raw:
-        log.info(
-            "the eval examples are Transform's transformed examples (TFX's wiring), which the "
-            "serving model "
-            "does not take: the TFLite model is checked against the SavedModel on random inputs"
-        )
-    return raw
 
 
 def run(
@@ -122,15 +107,7 @@ def _run(
     scratch: str,
     before_publish: Callable[[TrainResult], None] | None = None,
 ) -> TrainResult:
-    num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator, request.gpu_environ)
-    strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster)
-    strategy = cluster_lib.create_strategy(
-        strategy_name, cluster, num_gpus, request.cluster_timeout
-    )
-    WATCHER.install()  # again: TensorFlow's coordination service replaces the SIGTERM handler
-    log.info(
-        "resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus
-    )
+    strategy_name, strategy, num_gpus = _strategy(request, cluster)
     multi_worker_fit = keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
 
     from generic_trainer.fit import checkpointing
@@ -141,6 +118,60 @@ def _run(
         examples.schema_file,
         transformed_schema_path=examples.transformed_schema_file,
     )
+    run_fn = _import_run_fn(request, module_path)
+    private = os.path.join(scratch, f"{cluster.task_type}-{cluster.task_index}")
+    staging = publisher.staging_for(request.model_dir, cluster.is_chief, private)
+    backup = _backup(request, cluster, strategy, private, module_path)
+    fn_args = _fn_args(request, examples, cluster, strategy, num_gpus, staging, private, backup)
+    try:
+        # Keras 3's trainer fixed for several workers while run_fn runs
+        with compat.patched(multi_worker_fit):
+            result = run_fn_call.train(
+                request,
+                run_fn,
+                fn_args,
+                strategy,
+                cluster,
+                staging.final_serving,
+                backup,
+                prefetch_device(strategy_name, num_gpus, request.prefetch_to_device),
+            )
+        if not cluster.is_chief:
+            return _worker_done(cluster, result)
+        staged = publisher.Staged(
+            tflite_examples=publisher.raw_eval_files(
+                request, examples.eval_files, transformed_splits
+            ),
+            schema_file=examples.schema_file,
+        )
+        publisher.publish_model(request, staging, result, staged, before_publish)
+    finally:
+        staging.remove()
+    checkpointing.clear(request.checkpoint_dir)  # published: the same command starts afresh
+    return result
+
+
+def _strategy(request: TrainRequest, cluster: cluster_lib.Cluster) -> tuple[str, Any, int]:
+    """The strategy's name, the strategy (on several workers: once all connected), the GPUs."""
+    num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator, request.gpu_environ)
+    name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster)
+    strategy = cluster_lib.create_strategy(name, cluster, num_gpus, request.cluster_timeout)
+    WATCHER.install()  # again: TensorFlow's coordination service replaces the SIGTERM handler
+    log.info(
+        "resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus
+    )
+    return name, strategy, num_gpus
+
+
+def _worker_done(cluster: cluster_lib.Cluster, result: TrainResult) -> TrainResult:
+    log.info(
+        "worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index
+    )
+    return result
+
+
+def _import_run_fn(request: TrainRequest, module_path: str) -> Callable[[FnArgs], Any]:
+    """Import the user's module (TensorFlow is loaded now) and find its run_fn."""
     program = request.program
     module = user_module.import_module(module_path, program.module_file)
     run_fn = user_module.get_function(module, program.run_fn, "--run-fn")
@@ -149,10 +180,20 @@ def _run(
         getattr(module, "__file__", program.module_file),
         program.run_fn,
     )
+    return run_fn
 
-    private = os.path.join(scratch, f"{cluster.task_type}-{cluster.task_index}")
-    staging = publisher.staging_for(request.model_dir, cluster.is_chief, private)
-    backup = checkpointing.BackupAndRestore(
+
+def _backup(
+    request: TrainRequest,
+    cluster: cluster_lib.Cluster,
+    strategy: Any,
+    private: str,
+    module_path: str,
+) -> Any:
+    """`fn_args.backup_and_restore`: the chief's in <checkpoint_dir>/backup, a worker's private."""
+    from generic_trainer.fit import checkpointing
+
+    return checkpointing.BackupAndRestore(
         request.checkpoint_dir,
         strategy=strategy,
         is_chief=cluster.is_chief,
@@ -162,39 +203,6 @@ def _run(
             request.train_steps, request.hyperparameters, module_path
         ),
     )
-    fn_args = _fn_args(request, examples, cluster, strategy, num_gpus, staging, private, backup)
-    try:
-        with compat.patched(
-            multi_worker_fit
-        ):  # Keras 3's trainer fixed for several workers while run_fn runs
-            result = _train(
-                request,
-                run_fn,
-                fn_args,
-                strategy,
-                cluster,
-                staging,
-                backup,
-                prefetch_device(strategy_name, num_gpus, request.prefetch_to_device),
-            )
-        if not cluster.is_chief:
-            log.info(
-                "worker %s:%d done; the chief publishes the outputs",
-                cluster.task_type,
-                cluster.task_index,
-            )
-            return result
-        staged = publisher.Staged(
-            tflite_examples=_raw_eval_files(request, examples, transformed_splits),
-            schema_file=examples.schema_file,
-        )
-        publisher.publish_model(request, staging, result, staged, before_publish)
-    finally:
-        staging.remove()
-    checkpointing.clear(
-        request.checkpoint_dir
-    )  # published: the same command would now start afresh
-    return result
 
 
 def _fn_args(
@@ -229,46 +237,6 @@ def _fn_args(
         eval_model_dir=staging.eval_dir,
         model_run_dir=model_run_dir,
         backup_and_restore=backup,
-    )
-
-
-def _train(
-    request: TrainRequest,
-    run_fn,
-    fn_args: FnArgs,
-    strategy,
-    cluster: cluster_lib.Cluster,
-    staging: publisher.ModelStaging,
-    backup,
-    device: str | None,
-) -> TrainResult:
-    """Call run_fn (its batches prefetched to `device` when given); the result of this replica from
-    what it returned and what `fit` recorded."""
-    returned, record = run_fn_call.call_run_fn(
-        run_fn,
-        fn_args,
-        strategy,
-        request.keras,
-        run_fn_call.speed_options(request.program),
-        cluster.is_multi_worker,
-        device,
-    )
-    if returned is not None and not isinstance(returned, dict):
-        raise UserCodeError(
-            f"run_fn returned a {type(returned).__name__}; expected None or a dict of metrics"
-        )
-    metrics = outputs.scalar_metrics(record.final_metrics())
-    metrics.update(outputs.scalar_metrics(returned or {}))
-    return TrainResult(
-        is_chief=cluster.is_chief,
-        model_dir=request.model_dir,
-        serving_model_dir=staging.final_serving,
-        metrics=metrics,
-        model_info={},
-        strategy=type(strategy).__name__,
-        num_replicas=strategy.num_replicas_in_sync,
-        train_steps=backup.global_step or record.train_steps or request.train_steps,
-        devices=cluster_lib.strategy_devices(strategy),
     )
 
 

@@ -75,6 +75,21 @@ class Staged:
     schema_file: str | None = None
 
 
+def raw_eval_files(
+    request: TrainRequest, eval_files: Sequence[str], transformed_splits: Sequence[str]
+) -> list[str]:
+    """The eval splits the serving model can be fed (raw examples): not Transform's transformed
+    examples."""
+    raw = [f for f in eval_files if f not in transformed_splits]
+    if request.tflite is not None and not raw:
+        log.info(
+            "the eval examples are Transform's transformed examples (TFX's wiring), which the "
+            "serving model "
+            "does not take: the TFLite model is checked against the SavedModel on random inputs"
+        )
+    return raw
+
+
 def publish_model(
     request: TrainRequest,
     staging: ModelStaging,
