@@ -10,6 +10,7 @@ The package, one job per module:
   config.py              the experiment config dataclasses, registry and their text forms
   overrides.py           applying override mappings onto configs (unknown keys refused, values coerced)
   resolve.py             one run's config: override order, then checks for the mode
+  loading.py             the CLI path's Task: its class loaded and checked, its config resolved
   optimization_config.py trainer.optimizer_config (Model Garden's one-of form) and its checks
   optimizer_blocks.py    its optimizer, learning-rate, warm-up and EMA blocks
   optimizers.py, schedules.py, layerwise.py, ema.py   what that config builds
