@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from generic_trainer.artifacts import files, storage
+from generic_trainer.artifacts import files, outputs, storage
 from generic_trainer.artifacts.staged import StagedDir
 from generic_trainer.compat import patched
 from generic_trainer.fit import accelerator, inputs, user_code, user_module
@@ -58,8 +58,6 @@ def run(
     Where the oracle lives, `before_publish(result)` runs after the results, metrics and report
     are written, right before best_hyperparameters is published; when it raises, it is not.
     """
-    from generic_trainer.artifacts import outputs
-
     role = tuner_cluster.resolve_role(request.cluster)
     held = (
         [
@@ -229,8 +227,7 @@ def _publish(request: TuneRequest, result: TuneResult, before_publish=None) -> T
         )  # a diverged trial: null
         storage.write_file_atomic(request.tuner_results_file, text)
     if request.metrics_file:
-        text = files.dumps_strict(flat_metrics(result), "metric", indent=2, sort_keys=True)
-        storage.write_file_atomic(request.metrics_file, text)
+        outputs.write_metrics_file(request.metrics_file, flat_metrics(result))
     if request.report_file:
         storage.write_file_atomic(request.report_file, render_report(result))
     result.best_hyperparameters_file = os.path.join(

@@ -154,9 +154,10 @@ def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def write_metrics_file(path: str, metrics: Mapping[str, float]) -> None:
-    """The flat JSON metrics file: strict JSON (NaN / infinity written as null, with a warning naming the metric);
-    a write that fails is exit 4 naming `path` (files.write_file_atomic)."""
+def write_metrics_file(path: str, metrics: Mapping[str, Any]) -> None:
+    """Every verb's metrics file: strict JSON, keys sorted (NaN / infinity written as null, with a
+    warning naming the metric, nested ones too); a write that fails is exit 4 naming `path`
+    (files.write_file_atomic)."""
     files.write_file_atomic(
         path, files.dumps_strict(dict(metrics), "metric", indent=2, sort_keys=True) + "\n"
     )
