@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from generic_trainer.task import loading as runner
 from generic_trainer.artifacts import kfp_io
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit.requests import TaskProgram, TrainRequest
@@ -34,6 +33,7 @@ from generic_trainer.task import (
     write_params_yaml,
 )
 from generic_trainer.task import config as config_lib
+from generic_trainer.task import loading as runner
 
 TASKS = Path(__file__).parent / "task_modules"
 
