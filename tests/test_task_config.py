@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 from generic_trainer.artifacts import kfp_io
+from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit.requests import TaskProgram, TrainRequest
-from generic_trainer.intake.declarations import ARTIFACTS
 from generic_trainer.intake.fit_request import build_train_request
 from generic_trainer.task import (
     DataConfig,

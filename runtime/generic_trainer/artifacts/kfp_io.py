@@ -40,6 +40,8 @@ class ArtifactMaps:
 
     inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
     outputs: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    # a dict parameter -> {its key: the raw key it fills} (TFX's train_args / eval_args)
+    spreads: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
 
 
 def load(value: str) -> dict[str, Any]:
@@ -106,22 +108,19 @@ def _first_artifact(entry: Any, where: str, required: bool = False) -> Mapping[s
     return artifact
 
 
-def _flatten_args(prefix: str, args: Any) -> dict[str, Any]:
-    """TFX-style train_args / eval_args ({"num_steps": N, "splits": [...]}) to flag values."""
+def _spread(name: str, args: Any, keys: Mapping[str, str]) -> dict[str, Any]:
+    """A dict parameter (TFX's train_args: {"num_steps": N, "splits": [...]}) as the raw values
+    its keys fill (`keys`, declared with the option: {"num_steps": "train_steps", ...})."""
     if args in (None, "", {}):
         return {}
     if isinstance(args, str):
-        args = bounded_parse.load_json(args, f"{prefix}_args")
+        args = bounded_parse.load_json(args, name)
     if not isinstance(args, dict):
-        raise UserInputError(
-            f"{prefix}_args", 'expected an object like {"num_steps": 100, "splits": ["train"]}'
-        )
-    unknown = set(args) - {"num_steps", "splits"}
+        raise UserInputError(name, f"expected an object with the keys {' and '.join(keys)}")
+    unknown = set(args) - set(keys)
     if unknown:
-        raise UserInputError(
-            f"{prefix}_args", f"unknown keys {sorted(unknown)}; expected num_steps and splits"
-        )
-    return {f"{prefix}_steps": args.get("num_steps"), f"{prefix}_splits": args.get("splits")}
+        raise UserInputError(name, f"unknown keys {sorted(unknown)}; expected {' and '.join(keys)}")
+    return {raw: args.get(key) for key, raw in keys.items()}
 
 
 def parse(
@@ -130,7 +129,7 @@ def parse(
     """Raw request values and the output locations from a KFP executor input.
 
     `artifacts`: which raw value each artifact fills, derived from the verb's declaration (the CLI passes
-    the running verb's; `intake.declarations.ARTIFACTS` is every component's).
+    the running verb's; `cli.ARTIFACTS` is every component's).
     """
     inputs = _object(executor_input.get("inputs"), "inputs")
     values: dict[str, Any] = {}
@@ -138,8 +137,8 @@ def parse(
     for name, value in parameters.items():
         if name == "strategy" and "worker_pool_specs" in parameters:
             continue  # GCPC's custom-job wrapper: its `strategy` is Vertex's scheduling strategy (SPOT, ...)
-        if name in ("train_args", "eval_args"):
-            values.update(_flatten_args(name[: -len("_args")], value))
+        if name in artifacts.spreads:
+            values.update(_spread(name, value, artifacts.spreads[name]))
         else:
             values[name] = value
     for name, entry in _object(inputs.get("artifacts"), "inputs.artifacts").items():

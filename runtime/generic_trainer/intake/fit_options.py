@@ -34,6 +34,9 @@ from generic_trainer.intake.request import (
     text,
 )
 
+# What TFX's train_args' keys fill (kfp_io spreads the parameter over them).
+TRAIN_ARGS = {"num_steps": "train_steps", "splits": "train_splits"}
+
 
 def _training_inputs(function: Option) -> tuple[Option, ...]:
     """The inputs train and tune share (those of TFX's Trainer and Tuner), with the verb's
@@ -149,6 +152,7 @@ def _training_inputs(function: Option) -> tuple[Option, ...]:
         Option(
             "train_args",
             cli=False,
+            spread=TRAIN_ARGS,
             param=value(
                 dict,
                 '{"num_steps": N, "splits": ["train"]}; num_steps 0 or unset means '
@@ -157,7 +161,10 @@ def _training_inputs(function: Option) -> tuple[Option, ...]:
             ),
         ),
         Option(
-            "eval_args", cli=False, param=value(dict, '{"num_steps": N, "splits": ["eval"]}.', None)
+            "eval_args",
+            cli=False,
+            spread={"num_steps": "eval_steps", "splits": "eval_splits"},
+            param=value(dict, '{"num_steps": N, "splits": ["eval"]}.', None),
         ),
     )
 

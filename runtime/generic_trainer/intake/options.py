@@ -24,8 +24,8 @@ checked option names one) and run `python -m components.build` (the YAML) and
 `python tests/test_cli_flags.py --update` (the pinned flags). `check` is one of request.py's checks
 (text, existing, output_file, step_count, splits, sha256, whole_number, duration, size) or any
 `(raw, flag, value) -> field value` raising UserInputError; leave it out when the builder resolves
-the field itself. `cli=False` makes a component input only (train_args, which kfp_io spreads over
-train_steps and train_splits); no `param`, a flag only (--gcs-root). A `Param`'s name is the
+the field itself. `cli=False` makes a component input only (train_args, whose `spread` says kfp_io
+spreads it over train_steps and train_splits); no `param`, a flag only (--gcs-root). A `Param`'s name is the
 component's when it differs from the option's (the `model` output artifact fills --model-dir).
 """
 
@@ -103,6 +103,8 @@ class Option:
     type: Callable[[str], Any] | None = None
     action: Any = None  # argparse action ("append", argparse.BooleanOptionalAction); None: store
     cli: bool = True
+    # a dict parameter whose keys fill other raw values (train_args: {"num_steps": "train_steps"})
+    spread: Mapping[str, str] | None = None
     required: bool = False  # a flag the command line must give (argparse's required)
     param: Param | None = None
     check: Check | None = None
@@ -169,15 +171,18 @@ def artifact_maps(*verbs: Verb) -> ArtifactMaps:
     """The artifact maps of `verbs`' components (one verb's, or several that agree on each name)."""
     inputs: dict[str, str] = {}
     outputs: dict[str, str | None] = {}
+    spreads: dict[str, Mapping[str, str]] = {}
     for verb in verbs:
         for o in verb.options():
+            if o.spread and o.param is not None:
+                spreads[o.param.name or o.name] = o.spread
             if o.param is not None and o.param.kind == "input":
                 inputs[o.param.name or o.name] = o.name
             elif o.param is not None and o.param.kind == "output":
                 outputs[o.param.name or o.name] = (
                     o.name if o.param.fills is None else (o.param.fills or None)
                 )
-    return ArtifactMaps(inputs, outputs)
+    return ArtifactMaps(inputs, outputs, spreads)
 
 
 # (request attribute, flag, "dir" | "file") of an output path.
