@@ -103,27 +103,7 @@ def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> conf
             )
     else:
         defaults = task_cls.default_experiment()
-    train_path = eval_path = ""
-    if request.examples:
-        if program.mode in TRAIN_MODES:
-            train_path = ",".join(
-                example_files.split_file_patterns(request.examples, request.train_splits)
-            )
-        if program.mode != "train":
-            eval_path = ",".join(
-                example_files.split_file_patterns(request.examples, request.eval_splits)
-            )
-    inputs = resolve.RunInputs(
-        train_input_path=train_path,
-        eval_input_path=eval_path,
-        schema_path=resolve_schema_file(request.schema) or "",
-        transform_graph_path=request.transform_graph or "",
-        hyperparameters=request.hyperparameters,
-        custom_config=request.custom_config,
-        train_steps=request.train_steps,
-        eval_steps=request.eval_steps,
-        strategy=request.strategy,
-    )
+    inputs = _run_inputs(request)
     experiment = resolve.build_experiment(
         defaults, inputs, program.config_files, program.config, program.params_override
     )
@@ -142,6 +122,35 @@ def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> conf
     if task.schema_path and not os.path.exists(task.schema_path):
         raise UserInputError("task.schema_path", f"{task.schema_path} does not exist")
     return experiment
+
+
+def _run_inputs(request: TrainRequest) -> resolve.RunInputs:
+    """What the run's flags give the experiment: the split file patterns of its mode, the schema,
+    the transform graph, hyperparameters, custom config, steps and strategy."""
+    from generic_trainer.records import example_files
+
+    program = request.task
+    train_path = eval_path = ""
+    if request.examples:
+        if program.mode in TRAIN_MODES:
+            train_path = ",".join(
+                example_files.split_file_patterns(request.examples, request.train_splits)
+            )
+        if program.mode != "train":
+            eval_path = ",".join(
+                example_files.split_file_patterns(request.examples, request.eval_splits)
+            )
+    return resolve.RunInputs(
+        train_input_path=train_path,
+        eval_input_path=eval_path,
+        schema_path=resolve_schema_file(request.schema) or "",
+        transform_graph_path=request.transform_graph or "",
+        hyperparameters=request.hyperparameters,
+        custom_config=request.custom_config,
+        train_steps=request.train_steps,
+        eval_steps=request.eval_steps,
+        strategy=request.strategy,
+    )
 
 
 def make_task(
