@@ -35,8 +35,9 @@ class KfpOutputs:
 
 @dataclasses.dataclass(frozen=True)
 class ArtifactMaps:
-    """What KFP's artifacts fill: input artifact name -> raw key (its URI); output artifact name -> raw key
-    its local path fills (None: none). Derived from the declarations (`artifact_maps`), handed to kfp_io."""
+    """What KFP's artifacts fill: input artifact name -> raw key (its URI); output artifact name ->
+    raw key its local path fills (None: none). Derived from the declarations (`artifact_maps`),
+    handed to kfp_io."""
 
     inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
     outputs: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
@@ -53,7 +54,8 @@ def load(value: str) -> dict[str, Any]:
                 INPUT, "expected the executor input JSON ('{{$}}') or a file holding it"
             )
         text = bounded_parse.read_text(value, INPUT)
-    # KFP's own levels (inputs.parameterValues.custom_config) come on top of a parameter's own nesting
+    # KFP's own levels (inputs.parameterValues.custom_config) come on top of a parameter's own
+    # nesting
     parsed = bounded_parse.load_json(text, INPUT, max_depth=bounded_parse.MAX_DEPTH + 4)
     if not isinstance(parsed, dict):
         raise UserInputError(
@@ -81,10 +83,11 @@ def _object(value: Any, where: str, required: bool = False) -> Mapping[str, Any]
 
 
 def _first_artifact(entry: Any, where: str, required: bool = False) -> Mapping[str, Any] | None:
-    """The first artifact of an executor-input artifact entry (`{"artifacts": [{"uri": ...}]}`), checked.
+    """The first artifact of an executor-input artifact entry (`{"artifacts": [{"uri": ...}]}`),
+    checked.
 
-    An input entry with no artifact is an input not given (as kfp's own executor takes it); an output
-    entry (`required`) must hold one.
+    An input entry with no artifact is an input not given (as kfp's own executor takes it); an
+    output entry (`required`) must hold one.
     """
     artifacts = _object(entry, where).get("artifacts")
     if artifacts is not None and not isinstance(artifacts, list):
@@ -128,15 +131,16 @@ def parse(
 ) -> tuple[dict[str, Any], KfpOutputs]:
     """Raw request values and the output locations from a KFP executor input.
 
-    `artifacts`: which raw value each artifact fills, derived from the verb's declaration (the CLI passes
-    the running verb's; `cli.ARTIFACTS` is every component's).
+    `artifacts`: which raw value each artifact fills, derived from the verb's declaration (the CLI
+    passes the running verb's; `cli.ARTIFACTS` is every component's).
     """
     inputs = _object(executor_input.get("inputs"), "inputs")
     values: dict[str, Any] = {}
     parameters = _object(inputs.get("parameterValues"), "inputs.parameterValues")
     for name, value in parameters.items():
         if name == "strategy" and "worker_pool_specs" in parameters:
-            continue  # GCPC's custom-job wrapper: its `strategy` is Vertex's scheduling strategy (SPOT, ...)
+            # GCPC's custom-job wrapper: its `strategy` is Vertex's scheduling strategy (SPOT, ...)
+            continue
         if name in artifacts.spreads:
             values.update(_spread(name, value, artifacts.spreads[name]))
         else:
@@ -187,8 +191,8 @@ def write_executor_output(
     """Write the executor output: every output artifact (with its metadata, even when empty).
 
     kfp's local runner drops the output artifacts of a task that wrote no executor output, so
-    each artifact is listed whether or not it has metadata. A write that fails is OutputError (exit 4);
-    the verbs call this before they publish their main output, so a failure publishes nothing.
+    each artifact is listed whether or not it has metadata. A write that fails is OutputError (exit
+    4); the verbs call this before they publish their main output, so a failure publishes nothing.
     """
     artifacts = {
         name: {
@@ -202,7 +206,8 @@ def write_executor_output(
     if parameter_values:
         body["parameterValues"] = dict(parameter_values)
     path = output_file or kfp.output_file
-    try:  # strict JSON: KFP's launcher does not parse NaN / Infinity (a diverged loss is written as null)
+    # strict JSON: KFP's launcher does not parse NaN / Infinity (a diverged loss is written as null)
+    try:
         files.write_file_atomic(
             path, files.dumps_strict(body, "executor output value", indent=2, default=str)
         )

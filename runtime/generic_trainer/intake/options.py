@@ -25,8 +25,9 @@ checked option names one) and run `python -m components.build` (the YAML) and
 (text, existing, output_file, step_count, splits, sha256, whole_number, duration, size) or any
 `(raw, flag, value) -> field value` raising UserInputError; leave it out when the builder resolves
 the field itself. `cli=False` makes a component input only (train_args, whose `spread` says kfp_io
-spreads it over train_steps and train_splits); no `param`, a flag only (--gcs-root). A `Param`'s name is the
-component's when it differs from the option's (the `model` output artifact fills --model-dir).
+spreads it over train_steps and train_splits); no `param`, a flag only (--gcs-root). A `Param`'s
+name is the component's when it differs from the option's (the `model` output artifact fills
+--model-dir).
 """
 
 from __future__ import annotations
