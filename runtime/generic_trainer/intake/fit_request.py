@@ -263,21 +263,7 @@ def build_train_request(
         raise UserInputError(
             "--task", "give either --task module:Class or --module-file (run_fn), not both"
         )
-    model_dir = out_dir(values.get("model_dir"), "AIP_MODEL_DIR", environ, gcs_root)
-    if not model_dir:
-        raise UserInputError(
-            "--model-dir", "required (or set AIP_MODEL_DIR): where the serving model goes"
-        )
-    model_run_dir = out_dir(
-        values.get("model_run_dir"), "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root
-    ) or (os.path.join(model_dir, "logs"))
-    # Vertex AI TensorBoard uploads AIP_TENSORBOARD_LOG_DIR while the job runs: the module logs
-    # there, and the
-    # logs are copied to the model-run dir given (the KFP artifact) at the end.
-    tensorboard_dir = out_dir(None, "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root)
-    model_run_copy_dir = None
-    if tensorboard_dir and tensorboard_dir != model_run_dir:
-        model_run_dir, model_run_copy_dir = tensorboard_dir, model_run_dir
+    model_dir, model_run_dir, model_run_copy_dir = _model_dirs(values, environ, gcs_root)
     checkpoints = checkpoint_dir(
         values, environ, gcs_root, os.path.join(model_run_copy_dir or model_run_dir, "checkpoints")
     )
@@ -316,6 +302,28 @@ def build_train_request(
         ),
         **fields,
     )
+
+
+def _model_dirs(
+    values: Mapping[str, Any], environ: Mapping[str, str], gcs_root: str
+) -> tuple[str, str, str | None]:
+    """--model-dir, --model-run-dir and the dir the logs are copied to at the end (or None).
+
+    Vertex AI TensorBoard uploads AIP_TENSORBOARD_LOG_DIR while the job runs: the module logs
+    there, and the logs are copied to the model-run dir given (the KFP artifact) at the end.
+    """
+    model_dir = out_dir(values.get("model_dir"), "AIP_MODEL_DIR", environ, gcs_root)
+    if not model_dir:
+        raise UserInputError(
+            "--model-dir", "required (or set AIP_MODEL_DIR): where the serving model goes"
+        )
+    model_run_dir = out_dir(
+        values.get("model_run_dir"), "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root
+    ) or os.path.join(model_dir, "logs")
+    tensorboard_dir = out_dir(None, "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root)
+    if tensorboard_dir and tensorboard_dir != model_run_dir:
+        return model_dir, tensorboard_dir, model_run_dir
+    return model_dir, model_run_dir, None
 
 
 def build_tune_request(
