@@ -21,8 +21,8 @@ from conftest import PENGUIN, gcs_upload, run_cli
 from generic_trainer import cli
 from generic_trainer.artifacts import kfp_io, storage
 from generic_trainer.artifacts.redaction import redact
+from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake.declarations import ARTIFACTS
 from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.fit_request import build_train_request, load_hyperparameters
 from generic_trainer.records import example_files

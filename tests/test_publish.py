@@ -630,3 +630,35 @@ def test_an_executor_output_that_cannot_be_written_publishes_nothing(versioned_m
         tmp_path / "model" / "schemata"
     ).exists()  # staged with the model, so not published either
     assert not list(tmp_path.glob(".model.*"))  # no staging, no lock
+
+
+def test_a_staged_dir_is_published_whole_or_not_at_all(tmp_path):
+    from generic_trainer.artifacts.staged import StagedDir
+
+    final = tmp_path / "out"
+    with StagedDir(str(final)) as stage:
+        (Path(stage.path) / "a.txt").write_text("new")
+        assert not final.exists()
+        stage.publish()
+    assert (final / "a.txt").read_text() == "new"
+    with pytest.raises(RuntimeError, match="before the publish"):
+        with StagedDir(str(final)) as stage:
+            (Path(stage.path) / "a.txt").write_text("newer")
+            raise RuntimeError("failed before the publish")
+    assert (final / "a.txt").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # no staging left beside it
+
+
+def test_the_metrics_file_is_strict_json_with_nested_nan_as_null(tmp_path):
+    from generic_trainer.artifacts import outputs
+
+    path = tmp_path / "metrics.json"
+    outputs.write_metrics_file(str(path), {"ok": 1.0, "latencies_ms": [2.0, float("nan")]})
+
+    def refuse(name):
+        raise AssertionError(f"{name} in a metrics file")
+
+    assert json.loads(path.read_text(), parse_constant=refuse) == {
+        "latencies_ms": [2.0, None],
+        "ok": 1.0,
+    }

@@ -23,7 +23,6 @@ from typing import Any, BinaryIO
 
 INT, FLOAT, BYTES = "INT", "FLOAT", "BYTES"
 TYPE_LEVELS = (INT, FLOAT, BYTES)  # inference only ever moves right
-FORMATS = ("csv", "parquet")  # tfrecords.py reads the third, "tfrecord"
 CSV_BLOCK_BYTES = 1 << 20
 MAX_STRING_DOMAIN_SIZE = 100  # TFDV infer_schema's max_string_domain_size default (inference.py)
 PARQUET_BATCH_ROWS = 16384
