@@ -6,10 +6,11 @@ OUT    ?= out/demo
 
 .PHONY: install demo test test-fast test-e2e test-all lint bench image-test docs docs-serve clean
 
-$(STAMP): pyproject.toml requirements/dev.lock
+$(STAMP): pyproject.toml requirements/dev.lock requirements/no-deps.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade "uv>=0.4"
 	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements/dev.lock
+	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -r requirements/no-deps.txt
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	touch $(STAMP)
 

@@ -114,14 +114,14 @@ def infra_validator_component(image: str | None = None) -> Any:
 
 def import_examples_component(image: str | None = None) -> Any:
     """The import-examples component (`generic-trainer import-examples`) for `image` (see resolve_image)."""
-    from generic_trainer.intake.data_options import IMPORT_EXAMPLES
+    from generic_trainer.intake.example_gen_options import IMPORT_EXAMPLES
 
     return component(IMPORT_EXAMPLES, image)
 
 
 def transform_component(image: str | None = None) -> Any:
     """The transform component (`generic-trainer transform`) for `image` (see resolve_image)."""
-    from generic_trainer.intake.data_options import TRANSFORM
+    from generic_trainer.intake.transform_options import TRANSFORM
 
     return component(TRANSFORM, image)
 

@@ -41,7 +41,7 @@ def fake_nvidia_smi(bin_dir: Path, gpus: int) -> str:
 
 def test_device_files_count_gpus_but_not_the_control_devices(tmp_path):
     for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-modeset"):
-        (tmp_path / name).touch()
+        os.symlink("/dev/null", tmp_path / name)  # character devices, as the runtime mounts them
     presence = accelerator.detect({"PATH": ""}, dev_dir=str(tmp_path))
     assert (presence.found, presence.visible) == (2, 2)
     assert str(tmp_path / "nvidia0") in presence.evidence and "nvidiactl" not in presence.evidence

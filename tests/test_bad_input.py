@@ -21,8 +21,8 @@ from conftest import PENGUIN, gcs_upload, run_cli
 from generic_trainer import cli
 from generic_trainer.artifacts import kfp_io, storage
 from generic_trainer.artifacts.redaction import redact
+from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake.declarations import ARTIFACTS
 from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.fit_request import build_train_request, load_hyperparameters
 from generic_trainer.records import example_files
@@ -57,7 +57,7 @@ KNOWN_NUMERIC = {
     ("tune", "--eval-steps"),
     ("tune", "--max-trials"),
     ("tune", "--worker-timeout"),
-    ("evaluate", "--batch-size"),
+    ("evaluate", "--timeout"),
     ("infra-validate", "--num-requests"),
     ("infra-validate", "--batch-size"),
     ("infra-validate", "--timeout"),
@@ -99,6 +99,7 @@ def _base_args(verb: str, root: Path) -> list[str]:
     ex, out = str(root / "examples"), str(root / "out")
     return {
         "train": ["train", "--examples", ex, "--module-file", "m.py", "--model-dir", out],
+        "doctor": ["doctor", "--examples", ex, "--module-file", "m.py", "--model-dir", out],
         "tune": [
             "tune",
             "--examples",
@@ -147,7 +148,8 @@ def _main(argv: list[str], capsys) -> tuple[int, str]:
         code = cli.main(argv)
     except SystemExit as e:  # argparse
         code = e.code
-    return code, capsys.readouterr().err
+    captured = capsys.readouterr()
+    return code, captured.err + captured.out  # doctor prints its checks, the fail lines too
 
 
 @pytest.mark.parametrize("verb, flag", numeric_flags())

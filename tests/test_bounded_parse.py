@@ -15,9 +15,9 @@ from conftest import PENGUIN, cli_env
 from generic_trainer import cli
 from generic_trainer.artifacts import bounded_parse, kfp_io
 from generic_trainer.artifacts.bounded_parse import MAX_DEPTH, MAX_NODES
+from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit import cluster
-from generic_trainer.intake.declarations import ARTIFACTS
 from generic_trainer.judge import eval_config_reader, eval_tfma
 from generic_trainer.task import config as task_config
 

@@ -125,7 +125,8 @@ def test_stopped_mid_epoch_and_resumed_equals_a_run_never_stopped(K, tmp_path):
 
 
 def test_a_second_fit_resumes_after_the_first_is_skipped(K, tmp_path):
-    """Two-phase training (fit, then fit again): a restart skips the finished fit and resumes the second."""
+    """Two-phase training (fit, then fit again): a restart skips the finished fit and resumes the
+    second."""
     watcher = Watcher()
     model = _model(K)
     backup = checkpointing.BackupAndRestore(str(tmp_path), watcher=watcher)
@@ -188,7 +189,8 @@ def test_a_real_sigterm_during_fit_saves_and_outside_fit_raises_at_once(tmp_path
 
 
 def test_a_backup_of_other_settings_or_another_model_is_not_resumed(tmp_path, caplog):
-    """Same settings resume; other train steps (or another model) start afresh, logged, the old backup kept aside."""
+    """Same settings resume; other train steps (or another model) start afresh, logged, the old
+    backup kept aside."""
     import logging
 
     import keras
@@ -285,8 +287,8 @@ def test_an_unbuilt_model_is_refused(tmp_path):
 
 
 def test_a_killed_run_is_not_resumed_by_a_run_with_other_train_steps(tmp_path):
-    """SIGKILL a 4000-step CLI run after a few backups, then run --train-steps 20: it starts afresh (logged)
-    and trains 20 steps, not on from the killed run's step."""
+    """SIGKILL a 4000-step CLI run after a few backups, then run --train-steps 20: it starts afresh
+    (logged) and trains 20 steps, not on from the killed run's step."""
     import subprocess
     import sys
     import time
@@ -354,12 +356,14 @@ def test_a_killed_run_is_not_resumed_by_a_run_with_other_train_steps(tmp_path):
     assert superseded["global_step"] >= killed_at
 
 
-# --- damaged and edited backups: never blamed on user code, never a half-trained model published as done ----
+# --- damaged and edited backups: never blamed on user code, never a half-trained model published as
+# done ----
 
 
 @pytest.fixture(scope="module")
 def stopped_backup(tmp_path_factory):
-    """A Keras 3 run stopped by SIGTERM during step 7: ckpt-5 (epoch end) and ckpt-7 in its backup (made once)."""
+    """A Keras 3 run stopped by SIGTERM during step 7: ckpt-5 (epoch end) and ckpt-7 in its backup
+    (made once)."""
     import keras
 
     directory = tmp_path_factory.mktemp("stopped")
@@ -484,16 +488,18 @@ def test_a_damaged_state_json_starts_afresh_saying_why(
         ),
         (
             {"fit_index": 4},
-            "says fit #1 finished, but its checkpoint is at global step 7, before that fit's end (15)",
+            "says fit #1 finished, but its checkpoint is at global step 7, before that fit's end "
+            "(15)",
         ),
     ],
 )
 def test_an_edited_state_json_never_resumes_into_a_half_trained_model(
     stopped_backup, reference_weights, tmp_path, caplog, edit, why
 ):
-    """An edited state.json (a negative step, a path out of the backup, a position past the fit) never resumes
-    into '0 steps in this run': the run starts afresh, or from the older checkpoint when its state is sound,
-    saying which file and why; either way it trains every step and ends with the weights of a run never stopped."""
+    """An edited state.json (a negative step, a path out of the backup, a position past the fit)
+    never resumes into '0 steps in this run': the run starts afresh, or from the older checkpoint
+    when its state is sound, saying which file and why; either way it trains every step and ends
+    with the weights of a run never stopped."""
     backup = _copy(stopped_backup, tmp_path)
     state = json.loads((backup / checkpointing.STATE_FILE).read_text())
     if edit.get("prefix") == "ckpt-5":  # ckpt-7's files under ckpt-5's name
@@ -511,3 +517,24 @@ def test_an_edited_state_json_never_resumes_into_a_half_trained_model(
     _same(
         model, reference_weights
     )  # a failed read is undone: the fresh run starts from the module's weights
+
+
+def test_a_resumed_fit_that_raises_leaves_the_model_unpatched(stopped_backup, tmp_path):
+    """Resumed at step 7 (epoch 1, step 2), the fit raises while the skipped steps are patched
+    in: the runtime's fit wrapper undoes the resume point and the skipped steps all the same."""
+    import keras
+    from generic_trainer.fit import fit_hooks
+
+    class Fails(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            raise RuntimeError("the module's callback failed")
+
+    _copy(stopped_backup, tmp_path)
+    model = _model(keras)
+    before = vars(model).get("_initial_epoch")
+    backup = checkpointing.BackupAndRestore(str(tmp_path), watcher=Watcher())
+    with fit_hooks.recording_fit(), pytest.raises(RuntimeError, match="callback failed"):
+        model.fit(_data(), epochs=EPOCHS, steps_per_epoch=STEPS, callbacks=[backup, Fails()])
+    assert backup.resumed_from == 7
+    assert vars(model).get("_initial_epoch") == before  # no resume point left for the next fit
+    assert model.train_function.__name__ != "_skipped_step"  # Keras' own, computing again

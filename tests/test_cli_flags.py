@@ -1,8 +1,9 @@
-"""Every verb's flags, exactly: a dump of each sub-parser (its help, groups and every action's option
-strings, dest, metavar, help, choices, default, type and action) compared with tests/cli_flags.json.
+"""Every verb's flags, exactly: a dump of each sub-parser (its help, groups and every action's
+option strings, dest, metavar, help, choices, default, type and action) compared with
+tests/cli_flags.json.
 
-The flags are generated from one declaration per input (generic_trainer.intake.options); this pins the
-CLI a user sees, so a change to the declarations that changes a flag shows here. After adding or
+The flags are generated from one declaration per input (generic_trainer.intake.options); this pins
+the CLI a user sees, so a change to the declarations that changes a flag shows here. After adding or
 changing a flag on purpose, regenerate the snapshot: `python tests/test_cli_flags.py --update`.
 """
 
@@ -102,9 +103,10 @@ REQUESTS = {
     "evaluate": "intake.judge_request:EvaluateRequest",
     "infra-validate": "intake.judge_request:InfraValidateRequest",
     "import-examples": "intake.data_request:ImportExamplesRequest",
-    "transform": "intake.data_request:TransformRequest",
+    "transform": "intake.transform_request:TransformRequest",
     "push": "intake.push_request:PushRequest",
     "doctor": "diagnose.request:DoctorRequest",
+    "export-tflite": "intake.export_request:ExportTfliteRequest",
     "bulk-infer": "intake.infer_request:BulkInferRequest",
 }
 # Fields a checked option fills that live in the program of a train run, not on TrainRequest itself.
@@ -126,6 +128,14 @@ def test_every_checked_option_fills_a_field_of_its_request():
         )
 
 
+def test_the_contract_names_every_verb_the_cli_runs():
+    from generic_trainer import cli
+    from generic_trainer.intake import contract
+
+    listed = " ".join(contract.__doc__.split("\n\n")[1].split(":")[0].split())
+    assert [name for name in cli.VERBS if name not in listed] == []
+
+
 def test_every_component_input_is_declared_once_per_verb():
     from components import build
 
@@ -141,7 +151,7 @@ def test_every_component_input_is_declared_once_per_verb():
     }
     import yaml
 
-    for verb in (v for v in _declarations() if v.component):  # doctor has none
+    for verb in (v for v in _declarations() if v.component is not None):
         declared = [p.name or o.name for o in verb.options() if (p := o.param)]
         assert len(declared) == len(set(declared)), verb.name
         spec = yaml.safe_load(open(build.yaml_path(names[verb.name])).read())
@@ -156,7 +166,8 @@ def test_every_component_input_is_declared_once_per_verb():
 
 
 def test_one_new_option_is_a_flag_a_component_input_and_a_request_field(tmp_path):
-    """What adding an input takes: one Option in the verb's table (here added to a copy of tune's)."""
+    """What adding an input takes: one Option in the verb's table (here added to a copy of
+    tune's)."""
     import dataclasses
 
     from generic_trainer.errors import UserInputError

@@ -1,4 +1,5 @@
-"""The cluster room without processes: TF_CONFIG / CLUSTER_SPEC -> role, strategy choice, start-up messages.
+"""The cluster room without processes: TF_CONFIG / CLUSTER_SPEC -> role, strategy choice, start-up
+messages.
 
 Also where checkpoints go (flag, AIP_CHECKPOINT_DIR, KFP model_run artifact), each replica's export
 dir, and the start-up error when Keras 3 fit cannot be made multi-worker safe.
@@ -180,9 +181,51 @@ def test_batches_are_prefetched_to_the_device_only_on_one_gpu_without_a_strategy
     requested, gpus, cluster, expected
 ):
     name = cluster_lib.choose_strategy(requested, gpus, cluster)
-    assert cluster_lib.prefetch_device(name, gpus, environ={}) == expected
-    off = {cluster_lib.PREFETCH_ENV: "off"}
-    assert cluster_lib.prefetch_device(name, gpus, environ=off) is None
+    assert cluster_lib.prefetch_device(name, gpus) == expected
+    assert cluster_lib.prefetch_device(name, gpus, enabled=False) is None
+
+
+@pytest.mark.parametrize(
+    ("flag", "environ", "expected"),
+    [
+        (None, {}, True),
+        ("off", {}, False),
+        (None, {"GENERIC_TRAINER_PREFETCH_TO_DEVICE": "off"}, False),
+        ("auto", {"GENERIC_TRAINER_PREFETCH_TO_DEVICE": "off"}, True),  # the flag wins
+    ],
+)
+def test_the_prefetch_switch_is_read_into_the_request_flag_first_then_the_environment(
+    tmp_path, flag, environ, expected
+):
+    from generic_trainer.intake.fit_request import build_train_request
+
+    (tmp_path / "m.py").write_text("def run_fn(fn_args):\n    pass\n")
+    (tmp_path / "examples" / "Split-train").mkdir(parents=True)
+    (tmp_path / "examples" / "Split-eval").mkdir()
+    values = {
+        "examples": str(tmp_path / "examples"),
+        "module_file": str(tmp_path / "m.py"),
+        "model_dir": str(tmp_path / "model"),
+        **({"prefetch_to_device": flag} if flag else {}),
+    }
+    assert build_train_request(values, environ=environ).prefetch_to_device is expected
+
+
+def test_the_cluster_is_read_into_the_request_from_the_environment_given(tmp_path):
+    from generic_trainer.intake.fit_request import build_train_request
+
+    (tmp_path / "m.py").write_text("def run_fn(fn_args):\n    pass\n")
+    (tmp_path / "examples").mkdir()
+    values = {
+        "examples": str(tmp_path / "examples"),
+        "module_file": str(tmp_path / "m.py"),
+        "model_dir": str(tmp_path / "model"),
+    }
+    tf_config = {"cluster": {"chief": ["a:1"], "worker": ["b:1"]}, "task": {"type": "worker"}}
+    tf_config["task"]["index"] = 0
+    request = build_train_request(values, environ={"TF_CONFIG": json.dumps(tf_config)})
+    assert (request.cluster.task_type, request.cluster.num_workers) == ("worker", 2)
+    assert build_train_request(values, environ={}).cluster == cluster_lib.SINGLE
 
 
 def test_strategy_choices_that_cannot_work_are_refused():
@@ -204,9 +247,11 @@ def test_start_up_failure_messages_say_who_is_missing():
         _tf_config({"chief": ["c:1"], "worker": ["w0:1", "w1:1"]}, "chief", 0)
     )
     detail = (
-        "Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0.\n# of tasks that reached the "
-        "barrier: 1/3.\nThe first task at the barrier: /job:chief/replica:0/task:0. Some timed out task names:\n"
-        "/job:worker/replica:0/task:1\n/job:worker/replica:0/task:0\n\n\nRPC: /job:chief/replica:0/task:0"
+        "Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0.\n# of tasks that reached "
+        "the "
+        "barrier: 1/3.\nThe first task at the barrier: /job:chief/replica:0/task:0. Some timed out "
+        "task names:\n/job:worker/replica:0/task:1\n/job:worker/replica:0/task:0\n\n\nRPC: "
+        "/job:chief/replica:0/task:0"
     )
     message = cluster_lib.startup_failure_message(leader, 30, detail)
     assert message.startswith(

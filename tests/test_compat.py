@@ -20,6 +20,7 @@ from generic_trainer.compat import (
     model_methods,
     strategy_classes,
     tensorboard_hooks,
+    tf_coordination,
 )
 
 ALL_PATCHES = (
@@ -33,6 +34,8 @@ ALL_PATCHES = (
     keras_tuner.TunerHooks,
     keras_tuner.OracleMethods,
     keras_tuner.ClientWait,
+    keras_tuner.RetryQueue,
+    tf_coordination.CoordinationDeadline,
 )
 
 
@@ -93,6 +96,26 @@ def test_a_required_patch_that_cannot_be_applied_undoes_those_before_it():
     assert not hasattr(target, "new") and not hasattr(target, "other")
 
 
+def test_a_patch_whose_later_attribute_cannot_be_set_undoes_its_earlier_ones():
+    class ReadOnly:
+        @property
+        def other(self):  # no setter: setting it fails
+            return "read only"
+
+    class Partial(_Set):
+        def replacements(self):
+            return [(self.owner, "new", "x"), (ReadOnly(), "other", "y")]
+
+    target = _Target()
+    patch = Partial(target)
+    with pytest.raises(AttributeError):
+        with compat.patched(patch):
+            pytest.fail("the block must not run")
+    assert vars(target) == {}
+    with compat.patched(_Set(target, new="again")):  # nothing recorded as applied
+        assert target.new == "again"
+
+
 def test_an_optional_patch_that_cannot_be_applied_is_left_out_with_what_is_lost(caplog):
     class Optional(_Broken):
         required = False
@@ -131,7 +154,8 @@ def test_every_patch_was_written_for_the_installed_libraries(patch):
     )  # an upgrade: read the internals again, then widen the range
 
 
-# --- each library patch: the internals it relies on ------------------------------------------------
+# --- each library patch: the internals it relies on
+# ------------------------------------------------
 
 
 def _keras_model():
@@ -432,11 +456,13 @@ def test_the_oracle_runs_a_queued_trial_again_before_new_ones(tmp_path):
     oracle = tuner.oracle
     first = oracle.create_trial("tuner0")
     oracle.ongoing_trials.pop("tuner0")  # as a killed attempt leaves it: RUNNING, held by nobody
-    queue = keras_tuner.retry_queue(oracle)
-    assert queue == [] and queue is oracle._retry_queue
-    queue.append(first.trial_id)
-    again = oracle.create_trial("tuner1")
-    assert again.trial_id == first.trial_id and again.status == "RUNNING" and queue == []
+    before = oracle._retry_queue
+    with compat.patched(keras_tuner.RetryQueue(oracle, [first.trial_id])):
+        assert oracle._retry_queue == [first.trial_id]
+        again = oracle.create_trial("tuner1")
+        assert again.trial_id == first.trial_id and again.status == "RUNNING"
+        assert oracle._retry_queue == []
+    assert oracle._retry_queue is before
 
 
 def test_client_wait_sets_the_oracle_clients_call_timeout():
@@ -452,7 +478,8 @@ def test_client_wait_sets_the_oracle_clients_call_timeout():
 
 
 def test_the_oracle_servicer_the_chief_subclasses_has_what_the_subclass_overrides():
-    """Not a patch (tuning/tuner_cluster.py subclasses it), but keras-tuner internals all the same."""
+    """Not a patch (tuning/oracle_server.py subclasses it), but keras-tuner internals all the
+    same."""
     from keras_tuner.src.distribute.oracle_chief import OracleServicer
 
     assert list(inspect.signature(OracleServicer.__init__).parameters) == ["self", "oracle"]
@@ -464,3 +491,25 @@ def test_the_oracle_servicer_the_chief_subclasses_has_what_the_subclass_override
         ]
     source = inspect.getsource(OracleServicer)
     assert "self.oracle = oracle" in source and "self.stop_triggered" in source
+
+
+def test_the_coordination_deadline_is_the_config_the_strategy_reads_and_is_undone():
+    from tensorflow.python.eager import context
+
+    assert context.context().coordination_service is None
+    patch = tf_coordination.CoordinationDeadline(
+        "/job:chief/replica:0/task:0", [("chief", 1), ("worker", 2)], 5000
+    )
+    with compat.patched(patch) as applied:
+        assert applied == [patch]
+        config = context.context().coordination_service  # what MultiWorkerMirroredStrategy reads
+        assert (config.service_leader, config.cluster_register_timeout_in_ms) == (
+            "/job:chief/replica:0/task:0",
+            5000,
+        )
+        assert config.cluster_register_with_barrier and config.enable_health_check
+        assert [(j.name, j.num_tasks) for j in config.coordinated_job_list] == [
+            ("chief", 1),
+            ("worker", 2),
+        ]
+    assert context.context().coordination_service is None

@@ -95,6 +95,7 @@ def test_trainer_interface():
         "custom_config": "STRUCT",
         "strategy": "STRING",
         "accelerator": "STRING",
+        "prefetch_to_device": "STRING",
         "cache_examples": "STRING",
         "keras": "STRING",
         "module_sha256": "STRING",
@@ -111,6 +112,7 @@ def test_trainer_interface():
         "steps_per_execution": "NUMBER_INTEGER",
         "serving_image": "STRING",
         "serving_accelerator": "STRING",
+        "model_format": "STRING",
         "serving_image_region": "STRING",
         "export_tflite": "BOOLEAN",
         "tflite_quantization": "STRING",
@@ -164,6 +166,7 @@ def test_tuner_interface():
         "worker_timeout": "NUMBER_DOUBLE",
         "strategy": "STRING",
         "accelerator": "STRING",
+        "prefetch_to_device": "STRING",
         "checkpoint_dir": "STRING",
     }
     assert params["tuner_fn"]["defaultValue"] == "tuner_fn"
@@ -181,8 +184,8 @@ def test_tuner_interface():
 
 def test_runtime_maps_every_artifact_of_the_components():
     """Each input/output artifact name of the YAML is one kfp_io turns into a request value (the maps it is
-    handed are derived from the declarations: intake.declarations.ARTIFACTS)."""
-    from generic_trainer.intake.declarations import ARTIFACTS
+    handed are derived from the declarations: cli.ARTIFACTS)."""
+    from generic_trainer.cli import ARTIFACTS
 
     for name in build.COMPONENTS:
         iface = _interface(REPO / "components" / name / "component.yaml")
@@ -236,7 +239,7 @@ OUTPUT_FLAGS = {
 def test_component_inputs_match_the_cli_flags(verb, path):
     """Every flag of the verb is a component input (or output), unless listed above with its reason."""
     from generic_trainer import cli
-    from generic_trainer.intake.declarations import ARTIFACTS
+    from generic_trainer.cli import ARTIFACTS
 
     sub = cli.build_parser()._subparsers._group_actions[0].choices[verb]
     flags = {a.dest for a in sub._actions if a.dest != "help"}

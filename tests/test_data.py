@@ -379,7 +379,7 @@ def test_load_schema_errors(tmp_path, artifact):
     (tmp_path / "schema.pbtxt").write_text("feature { name: 'x' type: WHAT }")
     with raises_user_error("--schema", str(tmp_path / "schema.pbtxt"), "not a text-format"):
         schemas.load_schema(str(tmp_path))
-    with raises_user_error("--schema", "does not exist"):
+    with raises_user_error("--schema", "is missing (nothing there)"):
         schemas.load_schema(str(tmp_path / "missing.pbtxt"))
 
 

@@ -6,6 +6,7 @@ files again after its first epoch (shown by deleting them mid-run).
 
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from datagen import write_schema, write_split
 from generic_trainer import data
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.fit_request import build_train_request
-from generic_trainer.records import example_dataset
+from generic_trainer.records import cache_budget, example_dataset
 from generic_trainer.records.example_dataset import DatasetOptions
 
 ROWS = 50
@@ -118,3 +119,22 @@ def test_cache_examples_is_checked_as_a_kfp_parameter_too(tmp_path):
         UserInputError, match="--accelerator: expected one of auto, gpu, cpu, got 'tpu'"
     ):
         build_train_request(values | {"cache_examples": "off", "accelerator": "tpu"}, environ={})
+
+
+def test_the_cache_is_sized_by_decoding_and_fits_the_memory(tmp_path, monkeypatch, caplog):
+    split = tmp_path / "Split-train"
+    split.mkdir()
+    payload = b"\0" * (4 << 20)  # 4 MiB of records gzip to a few KiB (the 8x guess said 40 KiB)
+    (split / "data").write_bytes(gzip.compress(payload))  # gzipped, not named .gz
+    options = DatasetOptions(batch_size=4)
+    monkeypatch.setattr(example_dataset, "CACHE_AUTO_BYTES", 1 << 20)
+    with caplog.at_level("INFO", logger="generic_trainer"):
+        assert not example_dataset.caches("auto", options, [str(split / "*")])
+    assert "their records, decoded, are over 1 MiB (the cache's limit of 1 MiB)" in caplog.text
+    monkeypatch.setattr(example_dataset, "CACHE_AUTO_BYTES", 64 << 20)
+    assert example_dataset.caches("auto", options, [str(split / "*")])
+    monkeypatch.setattr(cache_budget, "memory_left", lambda: 6 << 20)  # 3 MiB for the cache
+    caplog.clear()
+    with caplog.at_level("INFO", logger="generic_trainer"):
+        assert not example_dataset.caches("auto", options, [str(split / "*")])
+    assert "over 3 MiB (half the 6 MiB of memory this run has left)" in caplog.text

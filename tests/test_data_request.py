@@ -8,11 +8,8 @@ import pytest
 from conftest import PENGUIN
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake.data_request import (
-    beam_inputs,
-    build_import_examples_request,
-    build_transform_request,
-)
+from generic_trainer.intake.data_request import beam_inputs, build_import_examples_request
+from generic_trainer.intake.transform_request import build_transform_request
 
 DATAFLOW = ["--runner=DataflowRunner", "--project=p", "--region=europe-west4"]
 

@@ -299,7 +299,7 @@ def test_doctor_on_this_machine_passes_and_prints_one_line_each(tmp_path, capsys
     out = capsys.readouterr().out.splitlines()
     assert code == 0, out
     names = [line.split()[1] for line in out]
-    assert names[:5] == ["python", "keras", "gpus", "cuda_libraries", "cluster"]
+    assert names[:6] == ["flags", "python", "keras", "gpus", "cuda_libraries", "cluster"]
     assert {"tensorflow", "cuda", "gpus_registered", "strategy", "xla"} <= set(names)
     assert all(line.split()[0] in ("ok", "warn") for line in out)
     assert not (tmp_path / "m").exists()
@@ -320,3 +320,14 @@ def test_the_gpu_bench_without_a_gpu_says_so_after_doctors_checks():
         "no GPU: TensorFlow registers none on this machine "
         "(doctor's lines above); nothing to measure"
     )
+
+
+def test_doctor_names_each_flag_value_train_would_refuse():
+    from generic_trainer.diagnose import machine
+    from generic_trainer.intake.doctor_request import build_doctor_request
+
+    values = {"train_steps": "-3", "steps_per_execution": "inf", "strategy": "auto"}
+    check = machine.flags_check(build_doctor_request(values, environ={}))
+    assert check.status == "fail"
+    assert "--train-steps" in check.detail and "--steps-per-execution" in check.detail
+    assert machine.flags_check(build_doctor_request({}, environ={})).status == "ok"

@@ -1,605 +1,289 @@
-"""The evaluator's TFMA EvalConfig input (JSON or text proto, translated to the native config; every unsupported
-field an error naming it), the text-proto reader, and end to end: a TFMA config with example weights, Keras
-metrics, a per-slice threshold and confidence intervals, checked against the metrics worked out here."""
+# ruff: noqa: F811  (the fixtures imported from test_tfx_real_modules are parameters here)
+"""`evaluate` is TFMA: real TFMA runs through the CLI, on TFX's own configs and module files.
+
+- the bundled penguin model with the short form (KFP form): the summary equals the numbers of a
+  plain `tfma.run_model_analysis` on the same model, config and data, exactly (what
+  bench/tfma_compare.py checked by hand), and TFMA's readers read the `evaluation` output;
+- a change threshold against a baseline: NOT_BLESSED from TFMA's validation result;
+- TFX's penguin local pipeline EvalConfig (label `species_xf`, `preprocessing_function_names`) on
+  a model trained with TFX's wiring from the wheel's penguin_utils_keras.py, without a baseline
+  (with TFX's evaluator_module.py, the legacy feature_slicing_spec and two example splits) and
+  with one;
+- TFX's taxi native-Keras EvalConfig (`tips_xf`) with FairnessIndicators (and
+  fairness_indicator_thresholds) on a model trained from the wheel's taxi_utils_native_keras.py.
+"""
 
 from __future__ import annotations
 
 import json
-from html import escape as html_escape
+from pathlib import Path
 
-import numpy as np
 import pytest
-import tiny_models
-from conftest import run_cli
-from datagen import write_split
-from generic_trainer.errors import UserInputError
-from generic_trainer.judge import textproto
-from generic_trainer.judge.eval_config import CustomMetric, SliceSpec, SliceThreshold, Threshold
-from generic_trainer.judge.eval_config_reader import parse_eval_config
+from conftest import PENGUIN, run_cli
+from test_tfx_real_modules import _train, _transform, taxi, tfx_root  # noqa: F401 (fixtures)
 
-TEXT = """
-# the penguin pipeline's TFMA config, as a TFX user writes it
-model_specs { label_key: "species" prediction_key: 'outputs' example_weight_key: "w" }
-model_specs { name: "baseline" is_baseline: true label_key: "species" }
+pytestmark = pytest.mark.slow
+
+# TFX's penguin_pipeline_local.py EvalConfig (accuracy_threshold 0.6), as its text proto
+PENGUIN_LOCAL_CONFIG = """
+model_specs {
+  signature_name: "serving_default"
+  label_key: "species_xf"
+  preprocessing_function_names: "transform_features"
+}
 slicing_specs {}
-slicing_specs { feature_keys: ["island"] }
-slicing_specs < feature_keys: "sex" feature_values { key: "island" value: "Biscoe" } >
 metrics_specs {
-  model_names: ["", "baseline"]
-  metrics { class_name: "ExampleCount" }
   metrics {
     class_name: "SparseCategoricalAccuracy"
     threshold {
       value_threshold { lower_bound { value: 0.6 } }
       change_threshold { direction: HIGHER_IS_BETTER absolute { value: -1e-10 } }
     }
-    per_slice_thresholds {
-      slicing_specs { feature_keys: "island" }
-      threshold { value_threshold { lower_bound { value: 0.5 } upper_bound: { value: 1 } } }
-    }
-  }
-  metrics { class_name: "AUC" config: '"name": "auc_roc"' }
-  metrics { class_name: "Precision" module: "tensorflow.keras.metrics" config: '{"top_k": 1}' }
-  thresholds { key: "auc_roc" value { change_threshold { direction: LOWER_IS_BETTER relative { value: 0.1 } } } }
-  per_slice_thresholds {
-    key: "example_count"
-    value { thresholds { slicing_specs { feature_values { key: "island" value: "Dream" } }
-                         threshold { value_threshold { lower_bound { value: 10 } } } } }
   }
 }
-options { compute_confidence_intervals { value: true } confidence_intervals { method: POISSON_BOOTSTRAP } }
 """
-# The same, as TFMA's json_format writes it (camelCase, wrappers as plain values, maps as objects).
-JSON = {
-    "modelSpecs": [
-        {"labelKey": "species", "predictionKey": "outputs", "exampleWeightKey": "w"},
-        {"name": "baseline", "isBaseline": True, "labelKey": "species"},
-    ],
-    "slicingSpecs": [
-        {},
-        {"featureKeys": ["island"]},
-        {"featureKeys": ["sex"], "featureValues": {"island": "Biscoe"}},
-    ],
-    "metricsSpecs": [
-        {
-            "modelNames": ["", "baseline"],
-            "metrics": [
-                {"className": "ExampleCount"},
-                {
-                    "className": "SparseCategoricalAccuracy",
-                    "threshold": {
-                        "valueThreshold": {"lowerBound": 0.6},
-                        "changeThreshold": {"direction": "HIGHER_IS_BETTER", "absolute": -1e-10},
-                    },
-                    "perSliceThresholds": [
-                        {
-                            "slicingSpecs": [{"featureKeys": ["island"]}],
-                            "threshold": {"valueThreshold": {"lowerBound": 0.5, "upperBound": 1}},
-                        }
-                    ],
-                },
-                {"className": "AUC", "config": '"name": "auc_roc"'},
-                {
-                    "className": "Precision",
-                    "module": "tensorflow.keras.metrics",
-                    "config": '{"top_k": 1}',
-                },
-            ],
-            "thresholds": {
-                "auc_roc": {"changeThreshold": {"direction": "LOWER_IS_BETTER", "relative": 0.1}}
-            },
-            "perSliceThresholds": {
-                "example_count": {
-                    "thresholds": [
-                        {
-                            "slicingSpecs": [{"featureValues": {"island": "Dream"}}],
-                            "threshold": {"valueThreshold": {"lowerBound": 10}},
-                        }
-                    ]
-                }
-            },
-        }
-    ],
-    "options": {
-        "computeConfidenceIntervals": True,
-        "confidenceIntervals": {"method": "POISSON_BOOTSTRAP"},
-    },
+# TFX's taxi_pipeline_native_keras.py EvalConfig, plus a FairnessIndicators metric
+TAXI_NATIVE_KERAS_CONFIG = """
+model_specs {
+  signature_name: "serving_default"
+  label_key: "tips_xf"
+  preprocessing_function_names: "transform_features"
 }
-
-
-def test_text_proto_and_json_translate_to_the_same_native_config(tmp_path):
-    expected_slices = (
-        SliceSpec(("island",)),
-        SliceSpec(("sex",), (("island", "Biscoe"),)),
-        SliceSpec((), (("island", "Dream"),)),
-    )
-    path = tmp_path / "eval_config.pbtxt"
-    path.write_text(TEXT)
-    configs = [
-        parse_eval_config(TEXT),
-        parse_eval_config(str(path)),
-        parse_eval_config(json.dumps(JSON)),
-        parse_eval_config(JSON),
-    ]
-    for config in configs:
-        assert config == configs[0]
-    config = configs[0]
-    assert (config.label_key, config.prediction_key, config.example_weight_key) == (
-        "species",
-        "outputs",
-        "w",
-    )
-    assert config.slices == expected_slices
-    # With a weight key TFMA's ExampleCount is weighted: the native weighted_example_count (thresholds too).
-    assert config.metrics == (
-        "weighted_example_count",
-        "sparse_categorical_accuracy",
-        "auc_roc",
-        "precision",
-    )
-    assert config.custom_metrics == (
-        CustomMetric(
-            "sparse_categorical_accuracy",
-            "keras.metrics.SparseCategoricalAccuracy",
-            {"name": "sparse_categorical_accuracy"},
-        ),
-        CustomMetric("auc_roc", "keras.metrics.AUC", {"num_thresholds": 10000, "name": "auc_roc"}),
-        CustomMetric(
-            "precision", "tensorflow.keras.metrics.Precision", {"top_k": 1, "name": "precision"}
-        ),
-    )
-    assert config.thresholds == (
-        Threshold(
-            "sparse_categorical_accuracy",
-            lower_bound=0.6,
-            direction="higher_is_better",
-            change_absolute=-1e-10,
-        ),
-        Threshold("auc_roc", direction="lower_is_better", change_relative=0.1),
-    )
-    assert config.slice_thresholds == (
-        SliceThreshold(SliceSpec(("island",)), Threshold("sparse_categorical_accuracy", 0.5, 1.0)),
-        SliceThreshold(
-            SliceSpec((), (("island", "Dream"),)), Threshold("weighted_example_count", 10.0)
-        ),
-    )
-    assert (config.ci_samples, config.ci_seed) == (20, 0)  # TFMA's number of bootstrap samples
-    # A bare metric list: the built-in defaults apply; an empty slicing spec is the overall.
-    plain = parse_eval_config('model_specs { label_key: "y" } slicing_specs {}')
-    assert plain.metrics is None and plain.slices == () and plain.ci_samples == 0
-    unweighted = parse_eval_config(
-        'model_specs { label_key: "y" } metrics_specs { metrics { class_name: '
-        '"ExampleCount" } thresholds { key: "example_count" value { value_threshold { '
-        "lower_bound { value: 3 } } } } }"
-    )
-    assert unweighted.metrics == ("example_count",) and unweighted.thresholds == (
-        Threshold("example_count", 3.0),
-    )
-
-
-BASE = 'model_specs { label_key: "y" }\n'
-
-
-@pytest.mark.parametrize(
-    "text, key, needle",
-    [
-        (
-            BASE + "cross_slicing_specs { baseline_spec {} }",
-            "eval_config.cross_slicing_specs",
-            "cross-slice",
-        ),
-        (
-            'model_specs { label_keys { key: "a" value: "y" } }',
-            "eval_config.model_specs[0].label_keys",
-            "label_key",
-        ),
-        (
-            'model_specs { label_key: "y" preprocessing_function_names: "f" }',
-            "eval_config.model_specs[0].preprocessing_function_names",
-            "serving_default",
-        ),
-        (
-            'model_specs { label_key: "y" inference_batch_size: 3 }',
-            "eval_config.model_specs[0].inference_batch_size",
-            "--batch-size",
-        ),
-        (
-            'model_specs { label_key: "y" padding_options { label_int_padding: 0 } }',
-            "eval_config.model_specs[0].padding_options",
-            "not supported",
-        ),
-        (
-            BASE + 'slicing_specs { slice_keys_sql: "SELECT 1" }',
-            "eval_config.slicing_specs[0].slice_keys_sql",
-            "feature_keys",
-        ),
-        (
-            BASE + "metrics_specs { binarize { class_ids { values: 1 } } }",
-            "eval_config.metrics_specs[0].binarize",
-            "binarized",
-        ),
-        (
-            BASE + "metrics_specs { aggregate { macro_average: true } }",
-            "eval_config.metrics_specs[0].aggregate",
-            "macro",
-        ),
-        (
-            BASE + 'metrics_specs { output_names: "a" }',
-            "eval_config.metrics_specs[0].output_names",
-            "one output",
-        ),
-        (
-            BASE + 'metrics_specs { output_weights { key: "a" value: 1 } }',
-            "eval_config.metrics_specs[0].output_weights",
-            "one output",
-        ),
-        (
-            BASE + 'metrics_specs { query_key: "q" }',
-            "eval_config.metrics_specs[0].query_key",
-            "ranking",
-        ),
-        (
-            BASE + "metrics_specs { example_weights { unweighted: true } }",
-            "eval_config.metrics_specs[0].example_weights",
-            "weights every metric",
-        ),
-        (
-            BASE + 'metrics_specs { cross_slice_thresholds { key: "a" value {} } }',
-            "eval_config.metrics_specs[0].cross_slice_thresholds",
-            "cross-slice",
-        ),
-        (
-            BASE + 'metrics_specs { metrics { class_name: "AUC" cross_slice_thresholds {} } }',
-            "eval_config.metrics_specs[0].metrics[0].cross_slice_thresholds",
-            "cross-slice",
-        ),
-        (
-            BASE + 'metrics_specs { metrics { class_name: "CalibrationPlot" } }',
-            "eval_config.metrics_specs[0].metrics[0].class_name",
-            "TFMA's CalibrationPlot is not supported",
-        ),
-        (
-            BASE
-            + 'metrics_specs { metrics { class_name: "X" module: "tensorflow_model_analysis.metrics" } }',
-            "eval_config.metrics_specs[0].metrics[0].class_name",
-            "not supported",
-        ),
-        (
-            BASE + 'metrics_specs { metrics { class_name: "ExampleCount" config: \'"x": 1\' } }',
-            "eval_config.metrics_specs[0].metrics[0].config",
-            "no config",
-        ),
-        (
-            BASE + 'metrics_specs { metrics { class_name: "AUC" config: "{not json" } }',
-            "eval_config.metrics_specs[0].metrics[0].config",
-            "not valid JSON",
-        ),
-        (
-            BASE + 'metrics_specs { model_names: "candidate" }',
-            "eval_config.metrics_specs[0].model_names",
-            "candidate",
-        ),
-        (
-            BASE + 'metrics_specs { metrics { class_name: "AUC" threshold { value_threshold '
-            "{ lower_bound { value: 0.5 } } } }"
-            ' thresholds { key: "auc" value { value_threshold { lower_bound { value: 0.6 } } } } }',
-            "eval_config.metrics_specs[0].thresholds.auc",
-            "second threshold",
-        ),
-        (
-            BASE + 'metrics_specs { metrics { class_name: "AUC" threshold {} } }',
-            "eval_config.metrics_specs[0].metrics[0].threshold",
-            "value_threshold and/or change_threshold",
-        ),
-        (
-            BASE
-            + 'metrics_specs { metrics { class_name: "AUC" per_slice_thresholds { threshold {} } } }',
-            "eval_config.metrics_specs[0].metrics[0].per_slice_thresholds[0]",
-            "slicing_specs",
-        ),
-        (
-            BASE + "options { min_slice_size { value: 5 } }",
-            "eval_config.options.min_slice_size",
-            "every slice",
-        ),
-        (
-            BASE + 'options { disabled_outputs { values: "plots" } }',
-            "eval_config.options.disabled_outputs",
-            "written",
-        ),
-        (
-            BASE + "options { include_default_metrics { value: true } }",
-            "eval_config.options.include_default_metrics",
-            "compiled metrics",
-        ),
-        (
-            BASE + "options { confidence_intervals { method: JACKKNIFE } }",
-            "eval_config.options.confidence_intervals.method",
-            "POISSON_BOOTSTRAP",
-        ),
-        (
-            BASE + "options { confidence_intervals { method: BOOTSTRAPPY } }",
-            "eval_config.options.confidence_intervals.method",
-            "one of",
-        ),
-        (
-            'model_specs { label_key: "y" } model_specs { label_key: "y" }',
-            "eval_config.model_specs",
-            "one model spec",
-        ),
-        (
-            'model_specs { label_key: "y" signature_name: "predict" }',
-            "eval_config.model_specs[0].signature_name",
-            "serving_default",
-        ),
-        (
-            'model_specs { label_key: "y" model_type: "tf_lite" }',
-            "eval_config.model_specs[0].model_type",
-            "tf_lite",
-        ),
-        (
-            'model_specs { label_key: "y" } model_specs { is_baseline: true label_key: "z" }',
-            "eval_config.model_specs[1].label_key",
-            "the model's",
-        ),
-        ('model_specs { prediction_key: "p" }', "eval_config.model_specs[0].label_key", "required"),
-        ('slicing_specs { feature_keys: "a" }', "eval_config.model_specs", "required"),
-        (
-            'model_specs { label_key: "y" lable_key: "z" }',
-            "eval_config.model_specs[0].lable_key",
-            "no field",
-        ),
-        (
-            'model_specs { label_key: "y" label_key: "z" }',
-            "eval_config.model_specs[0].label_key",
-            "set twice",
-        ),
-        (
-            'model_specs { label_key: "y" is_baseline: maybe }',
-            "eval_config.model_specs[0].is_baseline",
-            "true or false",
-        ),
-        ("model_specs { label_key: 3 }", "eval_config.model_specs[0].label_key", "quoted string"),
-        (
-            'model_specs { label_key: "y" } metrics_specs { metrics { class_name: "AUC" threshold { value_threshold { '
-            "lower_bound { value: high } } } } }",
-            "eval_config.metrics_specs[0].metrics[0].threshold.value_threshold.lower_bound",
-            "a number",
-        ),
-        ('model_specs { label_key: "y" ', "--eval-config", "'}' missing"),
-        (
-            'model_specs { label_key "y" }',
-            "--eval-config",
-            "expected ':' or '{' at line 1 column 25",
-        ),
-    ],
-)
-def test_unsupported_and_wrong_tfma_fields_are_errors_naming_the_field(text, key, needle):
-    with pytest.raises(UserInputError) as err:
-        parse_eval_config(text)
-    assert err.value.input_name == key
-    assert needle in str(err.value)
-
-
-def test_json_tfma_fields_are_checked_too():
-    with pytest.raises(UserInputError) as err:
-        parse_eval_config({"modelSpecs": [{"labelKey": "y"}], "metricsSpecs": [{"binarize": {}}]})
-    assert err.value.input_name == "eval_config.metrics_specs[0].binarize"
-    with pytest.raises(UserInputError) as err:
-        parse_eval_config({"model_specs": [{"label_key": "y"}], "label_key": "y"})
-    assert err.value.input_name == "eval_config.label_key" and "EvalConfig has no field" in str(
-        err.value
-    )
-
-
-def test_text_proto_reader():
-    fields = textproto.parse(
-        'a: "x" "y\\n\\x41\\101" # comment\n b { c: [1, -2.5e3, inf] d <e: \'q\\\'\'> } ; f: t'
-    )
-    scalar = textproto.Scalar
-    assert fields == [
-        ("a", scalar("string", "xy\nAA")),
-        (
-            "b",
-            [
-                ("c", scalar("word", "1")),
-                ("c", scalar("word", "-2.5e3")),
-                ("c", scalar("word", "inf")),
-                ("d", [("e", scalar("string", "q'"))]),
-            ],
-        ),
-        ("f", scalar("word", "t")),
-    ]
-    for bad, needle in [
-        ("a: }", "expected a value at line 1 column 4"),
-        ("a { b: 1", "'}' missing"),
-        ("1a: 2", "expected a field name"),
-        ('a: "x', "unexpected character"),
-        ("a: [1, 2", "expected ']'"),
-    ]:
-        with pytest.raises(ValueError, match=needle):
-            textproto.parse(bad)
-
-
-# --------------------------------------------------------------------------------------------
-# End to end: weights, Keras metrics, a failing slice, confidence intervals
-# --------------------------------------------------------------------------------------------
-
-E2E_CONFIG = """
-model_specs { label_key: "label" example_weight_key: "w" }
-slicing_specs { feature_keys: "group" }
+slicing_specs {}
 metrics_specs {
-  metrics { class_name: "ExampleCount" }
-  metrics { class_name: "WeightedExampleCount" }
   metrics {
     class_name: "BinaryAccuracy"
-    per_slice_thresholds { slicing_specs { feature_keys: "group" }
-                           threshold { value_threshold { lower_bound { value: 0.6 } } } }
+    threshold {
+      value_threshold { lower_bound { value: 0.6 } }
+      change_threshold { direction: HIGHER_IS_BETTER absolute { value: -1e-10 } }
+    }
   }
-  metrics { class_name: "AUC" }
+  metrics { class_name: "FairnessIndicators" config: '{"thresholds": [0.3, 0.7]}' }
 }
-options { compute_confidence_intervals { value: true } }
 """
-
-
-def _e2e_rows() -> list[dict]:
-    rng = np.random.default_rng(21)
-    rows = []
-    for i in range(60):
-        group = "ab"[i % 2]
-        label = int(rng.integers(0, 2))
-        # group a: the score follows the label; group b: it mostly does not
-        score = float(
-            np.clip(
-                rng.normal(0.3 + 0.4 * label if group == "a" else 0.6 - 0.2 * label, 0.15), 0, 1
-            )
-        )
-        rows.append(
-            {
-                "label": [label],
-                "score": [score],
-                "group": [group],
-                "w": [float(rng.uniform(0.5, 2))],
-            }
-        )
-    return rows
-
-
-def _weighted_auc(labels, scores, weights) -> float:
-    pos, neg = labels == 1, labels == 0
-    wins = (scores[pos][:, None] > scores[neg][None, :]) + 0.5 * (
-        scores[pos][:, None] == scores[neg][None, :]
-    )
-    pair_weights = weights[pos][:, None] * weights[neg][None, :]
-    return float((wins * pair_weights).sum() / pair_weights.sum())
-
-
-@pytest.mark.slow
-def test_tfma_config_end_to_end_weights_keras_metrics_slice_threshold_intervals(tmp_path):
-    rows = _e2e_rows()
-    write_split(str(tmp_path / "data"), "eval", rows)
-    model = tiny_models.probability_from_feature(str(tmp_path / "model"))
-    (tmp_path / "eval_config.pbtxt").write_text(E2E_CONFIG)
-    proc = run_cli(
-        [
-            "evaluate",
-            "--model",
-            model,
-            "--examples",
-            tmp_path / "data",
-            "--eval-config",
-            tmp_path / "eval_config.pbtxt",
-            "--blessing-dir",
-            tmp_path / "blessing",
-            "--metrics-file",
-            tmp_path / "metrics.json",
-            "--report-file",
-            tmp_path / "report.html",
-            "--batch-size",
-            "16",
-        ]
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads((tmp_path / "metrics.json").read_text())
-    labels = np.array([r["label"][0] for r in rows])
-    scores = np.array([r["score"][0] for r in rows], dtype=np.float32).astype(np.float64)
-    weights = np.array([r["w"][0] for r in rows], dtype=np.float32).astype(np.float64)
-    groups = np.array([r["group"][0] for r in rows])
-    by_slice = {
-        "Overall": result["metrics"],
-        **{s["slice"]: s["metrics"] for s in result["slices"]},
-    }
-    assert set(by_slice) == {"Overall", "group=a", "group=b"}
-    accuracies = {}
-    for name, mask in [
-        ("Overall", groups != ""),
-        ("group=a", groups == "a"),
-        ("group=b", groups == "b"),
-    ]:
-        got = by_slice[name]
-        right = (scores[mask] > 0.5) == (labels[mask] == 1)
-        accuracies[name] = float((right * weights[mask]).sum() / weights[mask].sum())
-        assert got["example_count"] == mask.sum()
-        assert got["weighted_example_count"] == pytest.approx(weights[mask].sum(), rel=1e-6)
-        assert got["binary_accuracy"] == pytest.approx(accuracies[name], abs=1e-6)
-        assert got["auc"] == pytest.approx(
-            _weighted_auc(labels[mask], scores[mask], weights[mask]), abs=1e-3
-        )
-    assert accuracies["group=a"] >= 0.6 > accuracies["group=b"]
-    reason = f"slice group=b: binary_accuracy {accuracies['group=b']:.4g} < lower bound 0.6"
-    assert result["blessed"] is False and result["reasons"] == [reason]
-    assert (tmp_path / "blessing" / "NOT_BLESSED").read_text().strip() == reason
-    # 20 Poisson bootstrap samples (TFMA's number): an interval per metric, overall and per slice.
-    for intervals, values in [
-        (result["confidence_intervals"], result["metrics"]),
-        *((s["confidence_intervals"], s["metrics"]) for s in result["slices"]),
-    ]:
-        for name in ("binary_accuracy", "auc", "example_count"):
-            ci = intervals[name]
-            assert ci["samples"] == 20 and ci["lower"] <= ci["upper"] and ci["std_error"] > 0
-            assert (
-                ci["lower"] - 3 * ci["std_error"] < values[name] < ci["upper"] + 3 * ci["std_error"]
-            )
-    html = (tmp_path / "report.html").read_text()
-    assert "95% interval (20 bootstrap samples)" in html and "<td>group=b</td>" in html
-    assert html_escape(reason) in html
-
-
-@pytest.mark.slow
-def test_native_weighted_metrics_and_intervals_are_reproducible_whatever_the_batch(tmp_path):
-    """In-process: the built-in weighted accuracy equals Keras' BinaryAccuracy fed the same weights, and the
-    seeded bootstrap gives the same intervals with batches of 7 and of 60."""
-    from generic_trainer import evaluate
-    from generic_trainer.intake.judge_request import build_evaluate_request
-
-    write_split(str(tmp_path / "data"), "eval", _e2e_rows())
-    model = tiny_models.probability_from_feature(str(tmp_path / "model"))
-    config = {
-        "label_key": "label",
-        "example_weight_key": "w",
-        "problem": "binary",
-        "slices": [["group"]],
-        "metrics": ["accuracy", "auc", "keras.metrics.BinaryAccuracy"],
-        "slice_thresholds": [
-            {"slice": {"values": {"group": "a"}}, "thresholds": {"auc": {"lower_bound": 0.7}}}
-        ],
-        "confidence_intervals": {"samples": 40, "seed": 3, "level": 0.9},
-    }
-    results = [
-        evaluate.compute(
-            build_evaluate_request(
-                {
-                    "model": model,
-                    "examples": str(tmp_path / "data"),
-                    "eval_config": json.dumps(config),
-                    "blessing_dir": str(tmp_path / "b"),
-                    "batch_size": batch,
-                }
-            )
-        )
-        for batch in (7, 60)
-    ]
-    for result in results:
-        assert result.blessed, result.reasons
-        assert result.metrics["accuracy"] == pytest.approx(
-            result.metrics["binary_accuracy"], abs=1e-6
-        )
-        assert [(r["slice"], r["metric"], r["passed"]) for r in result.thresholds] == [
-            ("group=a", "auc", True)
-        ]
-    first, second = (
+PENGUIN_SHORT = {
+    "label_key": "species",
+    "slices": [["island"]],
+    "metrics": ["accuracy", "loss", "auc", "precision"],
+    "thresholds": {"accuracy": {"lower_bound": 0.8, "change": {"absolute": -0.01}}},
+    "slice_thresholds": [
         {
-            f"{where}.{metric}.{k}": v
-            for where, intervals in [
-                ("Overall", r.confidence_intervals),
-                *((s["slice"], s["confidence_intervals"]) for s in r.slices),
-            ]
-            for metric, ci in intervals.items()
-            for k, v in ci.items()
+            "slice": {"values": {"island": "Biscoe"}},
+            "thresholds": {"accuracy": {"lower_bound": 0.5}},
         }
-        for r in results
+    ],
+}
+
+
+def _evaluate(*args) -> tuple[dict, str]:
+    proc = run_cli(["evaluate", *[str(a) for a in args]], timeout=600)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    return json.loads(proc.stdout), proc.stderr
+
+
+def _artifact(name: str, title: str, uri: Path) -> dict:
+    return {
+        "artifacts": [
+            {"name": name, "type": {"schemaTitle": title}, "uri": str(uri), "metadata": {}}
+        ]
+    }
+
+
+def _plain_tfma(model: Path, config: dict, data: str, out: Path) -> dict:
+    """A plain tfma.run_model_analysis: {slice: {metric name: value}} of the candidate."""
+    import tensorflow_model_analysis as tfma
+    from google.protobuf import json_format
+    from tensorflow_model_analysis.proto import config_pb2
+
+    eval_config = json_format.ParseDict(config, config_pb2.EvalConfig())
+    shared = tfma.default_eval_shared_model(
+        eval_saved_model_path=str(model), eval_config=eval_config
     )
-    assert len(first) == 3 * 5 * 4 and first == pytest.approx(
-        second, rel=1e-5
-    )  # float32 Keras sums: 1e-5
-    assert first["Overall.accuracy.samples"] == 40
+    result = tfma.run_model_analysis(
+        eval_shared_model=shared,
+        eval_config=eval_config,
+        data_location=data,
+        output_path=str(out),
+        file_format="tfrecords",
+    )
+    plain = {}
+    for slice_key, metrics in result.slicing_metrics:
+        name = tfma.slicer.stringify_slice_key(slice_key) or "Overall"
+        values = next(iter(next(iter(metrics.values())).values()))
+        plain[name] = {k.split("\n_")[-1]: v.get("doubleValue") for k, v in values.items()}
+    return plain
+
+
+def test_short_form_summary_equals_plain_tfma_kfp_form(trained_penguin_model, tmp_path):
+    import tensorflow_model_analysis as tfma
+
+    out = tmp_path / "outputs"
+    executor_input = {
+        "inputs": {
+            "parameterValues": {"eval_config": PENGUIN_SHORT},
+            "artifacts": {
+                "model": _artifact("m", "system.Model", trained_penguin_model),
+                "examples": _artifact("e", "system.Dataset", PENGUIN / "data"),
+                "schema": _artifact("s", "system.Artifact", PENGUIN / "schema.pbtxt"),
+            },
+        },
+        "outputs": {
+            "artifacts": {
+                "evaluation": _artifact("ev", "system.Artifact", out / "evaluation"),
+                "metrics": _artifact("mt", "system.Metrics", out / "metrics"),
+                "blessing": _artifact("b", "system.Artifact", out / "blessing"),
+                "report": _artifact("r", "system.HTML", out / "report"),
+            },
+            "outputFile": str(out / "executor_output.json"),
+        },
+    }
+    summary, stderr = _evaluate("--executor-input", json.dumps(executor_input))
+    assert "change thresholds are skipped" in stderr
+    assert summary["blessed"] is True and (out / "blessing" / "BLESSED").is_file()
+    written = json.loads((out / "executor_output.json").read_text())["artifacts"]
+    assert written["blessing"]["artifacts"][0]["metadata"]["blessed"] == 1
+    scalars = written["metrics"]["artifacts"][0]["metadata"]
+    assert scalars["example_count"] == 95 and scalars["accuracy"] == summary["metrics"]["accuracy"]
+    # TFMA's own readers read the evaluation output
+    evaluation = str(out / "evaluation")
+    assert tfma.load_validation_result(evaluation).validation_ok
+    loaded = tfma.load_eval_result(evaluation)
+    assert len(loaded.slicing_metrics) == 4  # overall and three islands
+    # the summary is TFMA's numbers: a plain run_model_analysis with the config as run
+    metrics_json = json.loads((out / "metrics").read_text())
+    config = metrics_json["tfma_eval_config"]
+    plain = _plain_tfma(
+        trained_penguin_model / "Format-Serving",
+        config,
+        str(PENGUIN / "data" / "Split-eval" / "*"),
+        tmp_path / "plain",
+    )
+    ours = {s["slice"]: s["metrics"] for s in metrics_json["slices"]}
+    assert (
+        set(ours) == set(plain) == {"Overall", "island:Biscoe", "island:Dream", "island:Torgersen"}
+    )
+    for name, values in ours.items():
+        nan_as_none = {
+            k: None if v in ("NaN", None) or v != v else v for k, v in plain[name].items()
+        }
+        assert values == nan_as_none, name
+    rows = {(r["slice"], r["metric"]): r for r in metrics_json["thresholds"]}
+    assert rows[("Overall", "accuracy")]["passed"] is True
+    assert any(s.startswith("{feature_values") and m == "accuracy" for s, m in rows)
+    html = (out / "report").read_text()
+    assert "BLESSED" in html and "island:Biscoe" in html
+
+
+def test_change_threshold_against_a_baseline_is_not_blessed(trained_penguin_model, tmp_path):
+    import tensorflow_model_analysis as tfma
+
+    config = {"label_key": "species", "thresholds": {"accuracy": {"change": {"absolute": 0.5}}}}
+    summary, _ = _evaluate(
+        "--model", trained_penguin_model, "--baseline-model", trained_penguin_model,
+        "--examples", PENGUIN / "data", "--eval-config", json.dumps(config),
+        "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
+    )  # fmt: skip
+    assert summary["blessed"] is False and (tmp_path / "blessing" / "NOT_BLESSED").is_file()
+    assert summary["baseline_metrics"]["accuracy"] == summary["metrics"]["accuracy"]
+    assert any("change of accuracy" in r for r in summary["reasons"])
+    result = tfma.load_validation_result(str(tmp_path / "evaluation"))
+    assert not result.validation_ok
+    baseline = tfma.load_eval_result(str(tmp_path / "evaluation"), model_name="baseline")
+    assert baseline.slicing_metrics
+
+
+@pytest.fixture(scope="module")
+def tfx_penguin(tfx_root, tmp_path_factory) -> tuple[Path, Path, Path]:  # noqa: F811
+    """(model dir, raw examples, schema): penguin_utils_keras.py trained with TFX's wiring."""
+    out = tmp_path_factory.mktemp("tfx_penguin")
+    testdata = tfx_root / "tfx" / "components" / "testdata" / "penguin"
+    examples, schema = testdata / "data", testdata / "schema" / "schema.pbtxt"
+    module = tfx_root / "tfx" / "examples" / "penguin" / "penguin_utils_keras.py"
+    graph, transformed = _transform(out, examples, schema, module)
+    _train(out, module, transformed, schema, graph)
+    return out / "model", examples, schema
+
+
+@pytest.mark.e2e
+def test_tfx_penguin_local_config_module_file_legacy_slicing_and_splits(
+    tfx_penguin,
+    tfx_root,
+    tmp_path,  # noqa: F811
+):
+    import tensorflow_model_analysis as tfma
+
+    model, examples, schema = tfx_penguin
+    module = tfx_root / "tfx" / "components" / "testdata" / "module_file" / "evaluator_module.py"
+    summary, stderr = _evaluate(
+        "--model", model, "--examples", examples, "--schema", schema,
+        "--eval-config", PENGUIN_LOCAL_CONFIG, "--module-file", module,
+        "--feature-slicing-spec", '{"specs": [{"column_for_slicing": ["species"]}]}',
+        "--eval-splits", "eval,train", "--beam-pipeline-args=--direct_num_workers=1",
+        "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
+    )  # fmt: skip
+    # the threshold applies to every slice, the legacy spec's species too: TFMA's verdict decides
+    accuracy = summary["metrics"]["sparse_categorical_accuracy"]
+    validation_ok = tfma.load_validation_result(str(tmp_path / "evaluation")).validation_ok
+    assert summary["blessed"] == validation_ok and (validation_ok or summary["reasons"])
+    assert accuracy >= 0.6 or not validation_ok
+    assert (tmp_path / "blessing" / ("BLESSED" if validation_ok else "NOT_BLESSED")).is_file()
+    loaded = tfma.load_eval_result(str(tmp_path / "evaluation"))
+    names = {tfma.slicer.stringify_slice_key(k) for k, _ in loaded.slicing_metrics}
+    assert names & {"", "Overall"} and {n for n in names if n.startswith("species:")}
+    read = stderr.split("TFMA on ", 1)[1].split("\n", 1)[0]
+    assert "Split-eval/*" in read and "Split-train/*" in read  # both splits, as example_splits
+    assert "change thresholds are skipped" in stderr
+
+
+@pytest.mark.e2e
+def test_tfx_penguin_local_config_with_a_baseline(tfx_penguin, tmp_path):
+    import tensorflow_model_analysis as tfma
+
+    model, examples, schema = tfx_penguin
+    summary, _ = _evaluate(
+        "--model", model, "--baseline-model", model, "--examples", examples, "--schema", schema,
+        "--eval-config", PENGUIN_LOCAL_CONFIG,
+        "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
+    )  # fmt: skip
+    accuracy = summary["metrics"]["sparse_categorical_accuracy"]
+    assert summary["baseline_metrics"]["sparse_categorical_accuracy"] == accuracy
+    assert summary["blessed"] == (accuracy >= 0.6)  # the change (0) passes absolute -1e-10
+    candidate = tfma.load_eval_result(str(tmp_path / "evaluation"), model_name="candidate")
+    assert candidate.slicing_metrics
+
+
+@pytest.mark.e2e
+def test_tfx_taxi_native_keras_config_with_fairness_indicators(tfx_root, taxi, tmp_path):  # noqa: F811
+    import tensorflow_model_analysis as tfma
+
+    examples, schema = taxi
+    module = tfx_root / "tfx" / "examples" / "chicago_taxi_pipeline" / "taxi_utils_native_keras.py"
+    graph, transformed = _transform(tmp_path, examples, schema, module)
+    _train(tmp_path, module, transformed, schema, graph)
+    summary, _ = _evaluate(
+        "--model", tmp_path / "model", "--examples", examples, "--schema", schema,
+        "--eval-config", TAXI_NATIVE_KERAS_CONFIG, "--fairness-indicator-thresholds", "0.5",
+        "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
+    )  # fmt: skip
+    accuracy = summary["metrics"]["binary_accuracy"]
+    assert summary["blessed"] == (accuracy >= 0.6), summary["reasons"]
+    fairness = [k for k in summary["metrics"] if k.startswith("fairness_indicators_metrics/")]
+    for threshold in ("0.3", "0.5", "0.7"):
+        assert f"fairness_indicators_metrics/false_positive_rate@{threshold}" in fairness
+    assert (
+        tfma.load_validation_result(str(tmp_path / "evaluation")).validation_ok
+        == (summary["blessed"])
+    )
+
+
+def test_a_run_past_the_time_limit_is_not_blessed_and_publishes_no_evaluation(
+    trained_penguin_model, tmp_path
+):
+    summary, _ = _evaluate(
+        "--model", trained_penguin_model, "--examples", PENGUIN / "data",
+        "--eval-config", json.dumps(PENGUIN_SHORT), "--timeout", "0.5",
+        "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
+    )  # fmt: skip
+    assert summary["blessed"] is False and "time limit" in summary["reasons"][0]
+    assert (tmp_path / "blessing" / "NOT_BLESSED").is_file()
+    assert not (tmp_path / "evaluation").exists()  # TFMA's output appears whole or not at all

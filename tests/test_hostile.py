@@ -184,6 +184,22 @@ def test_ending_the_process_in_run_fn_is_exit_3_and_releases_the_lock(tmp_path, 
 
 
 @pytest.mark.slow
+def test_a_forged_completion_entry_without_a_model_is_exit_3(tmp_path):
+    """Issue 31: the parent decides success: a run_fn that writes the run record's `end` entry itself and
+    ends the process leaves no model, so the run is exit 3, not 0."""
+    proc = run_cli(_endings(tmp_path, "forge_end"))
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert (
+        f"train failed: the run reported success, but its --model-dir {tmp_path / 'model'} holds "
+        "no model (Format-Serving/saved_model.pb is missing)"
+    ) in proc.stderr
+    assert f"released the lock on {tmp_path / 'model'}" in proc.stderr
+    assert proc.stdout == ""
+    _nothing_published(tmp_path)
+    _no_lock_or_staging(tmp_path)
+
+
+@pytest.mark.slow
 def test_a_process_left_running_by_run_fn_is_named_and_ended_and_does_not_hold_the_pipe(tmp_path):
     """`generic-trainer train ... | cat` waited for the `sleep 1000` run_fn left holding stdout: now the run ends
     at once, naming the process and ending it."""

@@ -69,7 +69,12 @@ def test_penguin_csv_with_schema_is_split_like_example_gen(tmp_path, capsys):
         == 0
     )
     summary = json.loads(capsys.readouterr().out)
-    assert sorted(p.name for p in out.iterdir()) == ["Split-eval", "Split-train", "schema.pbtxt"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "Split-eval",
+        "Split-train",
+        "examples_properties.json",
+        "schema.pbtxt",
+    ]
     assert [p.name for p in (out / "Split-train").iterdir()] == ["data_tfrecord-00000-of-00001.gz"]
     assert (out / "schema.pbtxt").read_text() != "" and "bill_length_mm" in (
         out / "schema.pbtxt"
@@ -343,7 +348,7 @@ def test_existing_output_and_missing_input_refused(tmp_path, capsys):
         _run(["--input", "x.csv", "--input-splits", "a=y.csv", "--output", str(tmp_path / "new")])
         == 2
     )
-    assert "give either --input PATTERN" in _error(capsys)
+    assert "x.csv is not a folder; with --input-splits" in _error(capsys)
     assert _run(["--input", "x.csv", "--splits", "train:0", "--output", str(tmp_path / "new")]) == 2
     assert "--splits: expected name:buckets" in _error(capsys)
     _no_leftovers(tmp_path, "new")
@@ -788,7 +793,10 @@ def test_executor_output_is_written_before_the_examples_are_published(
         )
 
     def write(kfp, metadata, **kwargs):
-        seen.append((Path(kfp.path("examples")).exists(), dict(metadata["examples"])))
+        examples = dict(metadata["examples"])
+        fingerprint = examples.pop("input_fingerprint")  # TFX's, over the files' sizes and mtimes
+        assert fingerprint.startswith("split:single_split,num_files:1,total_bytes:21,")
+        seen.append((Path(kfp.path("examples")).exists(), examples))
         real_write(kfp, metadata, **kwargs)
 
     monkeypatch.setattr(kfp_io, "write_executor_output", write)
@@ -802,6 +810,9 @@ def test_executor_output_is_written_before_the_examples_are_published(
                 "feature_count": 2,
                 "format": "csv",
                 "num_examples_only": 2,
+                "payload_format": "FORMAT_TF_EXAMPLE",
+                "file_format": "tfrecords_gzip",
+                "span": 0,
             },
         )
     ]

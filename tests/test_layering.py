@@ -84,3 +84,76 @@ def test_the_table_names_the_layers_in_order():
     depth = layers()
     assert depth["cli"] < depth["train"] < depth["trained"] < depth["intake"] < depth["fit"]
     assert depth["fit"] < depth["artifacts"] < depth["errors"]
+
+
+# The environment is read at the edge (cli, intake) into the request. Checked here for the
+# training verbs and the parts under them; the other verbs' rooms are not yet (issue 32).
+ENV_FREE = (
+    "train.py",
+    "train_task.py",
+    "tune.py",
+    "export_tflite.py",
+    "fit",
+    "task",
+    "tuning",
+    "tflite",
+    "compat",
+    "trained",
+)
+# Not yet: fit/accelerator.py and fit/keras_auto.py (their owners' rooms this round).
+ENV_FREE_EXCEPT = ("fit/accelerator.py", "fit/keras_auto.py")
+
+
+def _is_os_environ(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr in ("environ", "getenv")
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "os"
+    )
+
+
+def environ_reads(path: Path) -> list[int]:
+    """Lines of `path` that read os.environ / os.getenv. Not reads: a write (`os.environ[k] = v`,
+    `os.environ.pop(k)`), and `os.environ if environ is None else environ`, the default of a
+    public function's `environ` parameter (the verbs pass the request's)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    lines = []
+    for node in ast.walk(tree):
+        if not _is_os_environ(node):
+            continue
+        parent = parents.get(node)
+        if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store):
+            continue
+        if isinstance(parent, ast.Attribute) and parent.attr == "pop":
+            continue
+        if isinstance(parent, ast.IfExp) and parent.body is node:
+            test = parent.test
+            if isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.Is):
+                continue
+        lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_training_verbs_and_their_parts_read_no_environment():
+    paths = [p for name in ENV_FREE for p in sorted((PACKAGE / name).rglob("*.py"))] + [
+        PACKAGE / name for name in ENV_FREE if name.endswith(".py")
+    ]
+    found = [
+        f"{path.relative_to(PACKAGE)}:{line}"
+        for path in paths
+        if str(path.relative_to(PACKAGE)) not in ENV_FREE_EXCEPT
+        for line in environ_reads(path)
+    ]
+    assert found == [], "read the environment at intake, into the request:\n" + "\n".join(found)
+
+
+def test_the_environment_check_tells_reads_from_writes_and_defaults(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import os\na = os.environ.get('A')\nb = os.getenv('B')\nos.environ['C'] = '1'\n"
+        "d = os.environ.pop('D', None)\ndef f(environ=None):\n"
+        "    return os.environ if environ is None else environ\ne = 'E' in os.environ\n"
+    )
+    assert environ_reads(sample) == [2, 3, 8]

@@ -163,7 +163,7 @@ def test_mnist_pipeline_runs_under_kfp_local_and_pushes_a_servable_model(tmp_pat
     transformed = one("*/generic-transform/transformed_examples")
     assert {p.name for p in transformed.iterdir()} >= {"Split-train", "Split-eval"}
     model = one("*/generic-trainer/model")
-    evaluation = json.loads(one("*/generic-evaluator/evaluation").read_text())
+    evaluation = json.loads(one("*/generic-evaluator/metrics").read_text())
     assert evaluation["blessed"] and evaluation["metrics"]["sparse_categorical_accuracy"] >= 0.8, (
         evaluation
     )

@@ -250,7 +250,7 @@ CASES = {
     "file-typed --model-dir": (
         lambda t: _train(t, model_dir=str(t / "afile")),
         "--model-dir",
-        "is a file",
+        "is a regular file",
     ),
     "read-only --model-dir": (
         lambda t: _train(t, model_dir=str(t / "ro" / "model")),
@@ -265,7 +265,7 @@ CASES = {
     "--metrics-file under a file": (
         lambda t: _train(t, metrics_file=str(t / "afile" / "m.json")),
         "--metrics-file",
-        "is a file, not a directory",
+        "is a regular file, not a directory",
     ),
     "--report-file in a read-only dir": (
         lambda t: _train(t, report_file=str(t / "ro" / "r.html")),
@@ -280,17 +280,17 @@ CASES = {
     "--model-run-dir is a file": (
         lambda t: _train(t, model_run_dir=str(t / "afile")),
         "--model-run-dir",
-        "is a file",
+        "is a regular file",
     ),
     "--checkpoint-dir under a file": (
         lambda t: _train(t, checkpoint_dir=str(t / "afile" / "c")),
         "--checkpoint-dir",
-        "is a file",
+        "is a regular file",
     ),
     "tune: --best-hyperparameters-dir is a file": (
         lambda t: _tune(t, best_hyperparameters_dir=str(t / "afile")),
         "--best-hyperparameters-dir",
-        "is a file",
+        "is a regular file",
     ),
     "tune: read-only --metrics-file dir": (
         lambda t: _tune(t, metrics_file=str(t / "ro" / "m.json")),
@@ -315,7 +315,7 @@ CASES = {
             str(t / "afile"),
         ],
         "--blessing-dir",
-        "is a file",
+        "is a regular file",
     ),
     "infra-validate: read-only --metrics-file dir": (
         lambda t: [
@@ -342,7 +342,7 @@ CASES = {
             str(t / "afile" / "out"),
         ],
         "--output",
-        "is a file, not a directory",
+        "is a regular file, not a directory",
     ),
     "import-examples: read-only --schema-output dir": (
         lambda t: [
@@ -372,7 +372,7 @@ CASES = {
             str(t / "afile" / "x"),
         ],
         "--transformed-examples",
-        "is a file",
+        "is a regular file",
     ),
     "transform: --executor-output-file is a dir": (
         lambda t: [
@@ -630,3 +630,35 @@ def test_an_executor_output_that_cannot_be_written_publishes_nothing(versioned_m
         tmp_path / "model" / "schemata"
     ).exists()  # staged with the model, so not published either
     assert not list(tmp_path.glob(".model.*"))  # no staging, no lock
+
+
+def test_a_staged_dir_is_published_whole_or_not_at_all(tmp_path):
+    from generic_trainer.artifacts.staged import StagedDir
+
+    final = tmp_path / "out"
+    with StagedDir(str(final)) as stage:
+        (Path(stage.path) / "a.txt").write_text("new")
+        assert not final.exists()
+        stage.publish()
+    assert (final / "a.txt").read_text() == "new"
+    with pytest.raises(RuntimeError, match="before the publish"):
+        with StagedDir(str(final)) as stage:
+            (Path(stage.path) / "a.txt").write_text("newer")
+            raise RuntimeError("failed before the publish")
+    assert (final / "a.txt").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # no staging left beside it
+
+
+def test_the_metrics_file_is_strict_json_with_nested_nan_as_null(tmp_path):
+    from generic_trainer.artifacts import outputs
+
+    path = tmp_path / "metrics.json"
+    outputs.write_metrics_file(str(path), {"ok": 1.0, "latencies_ms": [2.0, float("nan")]})
+
+    def refuse(name):
+        raise AssertionError(f"{name} in a metrics file")
+
+    assert json.loads(path.read_text(), parse_constant=refuse) == {
+        "latencies_ms": [2.0, None],
+        "ok": 1.0,
+    }

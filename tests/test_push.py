@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 from generic_trainer import push
+from generic_trainer.artifacts import storage
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.intake.push_request import build_push_request
 
@@ -105,11 +106,14 @@ def test_a_blessed_model_is_pushed_whole_as_a_serving_version(setup):
 
 def test_saved_model_pb_is_copied_last_and_the_version_appears_in_one_rename(setup, monkeypatch):
     copied, renamed = [], []
-    real_copy, real_rename = shutil.copyfile, os.rename
+    real_copy = shutil.copyfile
     monkeypatch.setattr(
         shutil, "copyfile", lambda src, dst: (copied.append((src, dst)), real_copy(src, dst))[1]
     )
-    monkeypatch.setattr(os, "rename", lambda a, b: (renamed.append((a, b)), real_rename(a, b))[1])
+    real_rename = storage.rename_no_replace
+    monkeypatch.setattr(
+        storage, "rename_no_replace", lambda a, b: (renamed.append((a, b)), real_rename(a, b))[1]
+    )
     request = build_push_request(
         {
             "model": str(setup["model"]),
@@ -222,25 +226,37 @@ def test_not_blessed_is_exit_0_pushed_0_with_the_reason(setup):
     assert not setup["dest"].exists()
 
 
-def test_an_existing_version_dir_is_left_alone(setup):
+def test_an_existing_version_gets_the_next_free_version(setup):
+    """Push never reports a path it did not write: whatever holds the versions of the seconds the
+    push may land in (another model, a file, an empty dir, a dangling symlink), it is left alone and
+    the model goes to the next free version (TFX's Pusher would report the existing dir)."""
     now = int(time.time())
-    for version in range(
-        now, now + 120
-    ):  # whichever second the push lands in, its version dir is already there
-        (setup["dest"] / str(version)).mkdir(parents=True)
-        (setup["dest"] / str(version) / "saved_model.pb").write_bytes(b"the model already serving")
+    dest = setup["dest"]
+    dest.mkdir(parents=True)
+    for i, version in enumerate(range(now, now + 60)):
+        path = dest / str(version)
+        if i % 4 == 0:
+            path.mkdir()
+            (path / "saved_model.pb").write_bytes(b"the model already serving")
+        elif i % 4 == 1:
+            path.write_bytes(b"a file")
+        elif i % 4 == 2:
+            path.mkdir()
+        else:
+            os.symlink(setup["tmp"] / "nowhere", path)
+    before = {p.name: (p.is_symlink(), p.is_dir()) for p in dest.iterdir()}
     proc = _push(setup)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
-    assert (
-        summary["pushed"] == 1 and now <= int(summary["pushed_version"]) < now + 120
-    )  # TFX reports it pushed
-    assert "already exists; it was left alone" in proc.stderr
-    for version in range(now, now + 120):
-        assert _files(setup["dest"] / str(version)) == {
-            "saved_model.pb": b"the model already serving"
-        }
-    assert len(os.listdir(setup["dest"])) == 120
+    version = summary["pushed_version"]
+    assert summary["pushed"] == 1 and int(version) >= now + 60
+    assert summary["pushed_destination"] == str(dest / version)
+    assert _files(dest / version) == MODEL_FILES  # the path reported holds the model
+    assert "exists already (it was left alone): pushed as version" in proc.stderr
+    assert {p.name: (p.is_symlink(), p.is_dir()) for p in dest.iterdir() if p.name != version} == (
+        before
+    )
+    assert (dest / str(now) / "saved_model.pb").read_bytes() == b"the model already serving"
 
 
 def test_executor_input_form_writes_tfx_pushed_model_properties(setup):
@@ -324,7 +340,6 @@ def test_bad_input_is_exit_2_before_anything_is_written(setup):
     no_model = tmp / "no_model"
     (no_model / "Format-Serving").mkdir(parents=True)
     cases = [
-        (["--model", model, "--push-destination", dest], "--model-blessing: required"),
         (
             ["--model", model, "--model-blessing", empty, "--push-destination", dest],
             "--model-blessing: " + f"{empty} holds neither BLESSED nor NOT_BLESSED",
@@ -364,7 +379,7 @@ def test_bad_input_is_exit_2_before_anything_is_written(setup):
         (["--model", model, "--model-blessing", blessed], "--push-destination: required"),
         (
             ["--model", model, "--model-blessing", blessed, "--push-destination", tmp / "a_file"],
-            "is a file",
+            "a_file is a regular file; expected a directory for the pushed versions",
         ),
         (
             [
@@ -432,8 +447,8 @@ def test_a_symbolic_link_in_the_model_is_refused_and_nothing_is_copied(setup):
     proc = _push(setup)
     assert proc.returncode == 2, proc.stderr
     assert (
-        "link.txt is a symbolic link; a SavedModel to push holds directories and regular files only"
-        in proc.stderr
+        f"link.txt is a symlink to {secret} (a regular file); only directories and regular files "
+        "are copied" in proc.stderr
     )
     assert not setup["dest"].exists() or os.listdir(setup["dest"]) == []
 

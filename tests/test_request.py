@@ -10,9 +10,9 @@ import pytest
 from conftest import PENGUIN
 from generic_trainer.artifacts import kfp_io, storage
 from generic_trainer.artifacts.redaction import redact
+from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit.requests import RunFnProgram
-from generic_trainer.intake.declarations import ARTIFACTS
 from generic_trainer.intake.fit_request import build_train_request
 from generic_trainer.intake.request import ints_from_floats
 

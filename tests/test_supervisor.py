@@ -40,7 +40,7 @@ def test_secret_values_are_found_in_flags_executor_input_and_container_arguments
     file = tmp_path / "executor_input.json"
     file.write_text(json.dumps(executor_input))
     args = argparse.Namespace(executor_input=str(file), custom_config=None, verb="train")
-    assert supervisor.known_secrets(args) == {"kfp-token-1"}
+    assert supervisor.known_secrets(args, environ={}) == {"kfp-token-1"}
 
 
 def test_masker_masks_the_value_as_written_and_as_json_or_repr_escape_it():
@@ -112,6 +112,8 @@ def test_vertex_dry_run_masks_the_secret_it_would_send(tmp_path):
             "--base-output-dir",
             "gs://b/out",
             "--dry-run",
+            *("--env", "WANDB_API_KEY=wandb-secret-42", "--env", "OTHER=env-secret-99"),
+            *("--env", "STORAGE_EMULATOR_HOST=http://u:emu-pass-7@h:9"),
             "--",
             "train",
             "--examples",
@@ -120,11 +122,18 @@ def test_vertex_dry_run_masks_the_secret_it_would_send(tmp_path):
             "gs://b/m.py",
             "--custom-config",
             json.dumps({"api_key": secret, "n": 1}),
+            # issue 31: every channel feeds the secret list (vertex --env, --params-override,
+            # the environment's names that say secret, URL userinfo)
+            *("--params-override", "task.custom_config.api_token=override-secret-5"),
         ],
         timeout=120,
+        env={"MY_SERVICE_TOKEN": "env-secret-99"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "very-secret" not in proc.stdout + proc.stderr
+    for leaked in ("wandb-secret-42", "env-secret-99", "emu-pass-7", "override-secret-5"):
+        assert leaked not in proc.stdout + proc.stderr
+    assert "http://***@h:9" in proc.stdout
     job = json.loads(proc.stdout)
     args = job["customJob"]["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["args"]
     assert json.loads(args[args.index("--custom-config") + 1]) == {"api_key": "***", "n": 1}

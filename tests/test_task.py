@@ -1,4 +1,5 @@
-"""The Task API's loop in one process: modes, checkpoints, resume after SIGKILL, NaN, init, best export, serving.
+"""The Task API's loop in one process: modes, checkpoints, resume after SIGKILL, NaN, init, best
+export, serving.
 
 In-process tests drive `generic_trainer.task.run_experiment` with a small regression Task
 (tests/task_modules/linear_task.py: its own schema, label, loss and metrics); the CLI tests run
@@ -107,9 +108,9 @@ def _ckpt_steps(directory: Path) -> list[int]:
 
 
 def _latest_step(directory: Path) -> int | None:
-    """The step of the latest complete checkpoint, as the checkpoint state (the `checkpoint` index file,
-    written atomically after a checkpoint's files) names it; None before the first. File names alone
-    can show a checkpoint still being written when the process was killed."""
+    """The step of the latest complete checkpoint, as the checkpoint state (the `checkpoint` index
+    file, written atomically after a checkpoint's files) names it; None before the first. File names
+    alone can show a checkpoint still being written when the process was killed."""
     import tensorflow as tf
 
     state = tf.train.get_checkpoint_state(str(directory))
@@ -327,8 +328,8 @@ def test_mixed_precision(linear_module, linear_data, tmp_path, dtype, caplog):
     )  # the policy does not leak out of the run
     assert (tmp_path / "serving" / "saved_model.pb").is_file()
     assert (
-        f"mixed precision: runtime.mixed_precision_dtype={dtype}, the model was built with the mixed_{dtype} "
-        f"policy (compute {dtype}, variables float32)"
+        f"mixed precision: runtime.mixed_precision_dtype={dtype}, the model was built with the "
+        f"mixed_{dtype} policy (compute {dtype}, variables float32)"
     ) in caplog.text
 
 
@@ -392,7 +393,8 @@ def test_best_checkpoint_export_with_info_json(linear_module, linear_data, tmp_p
         os.path.basename(p)
         for p in glob.glob(str(tmp_path / "ckpt" / "best" / "best_ckpt-*.index"))
     ) == [f"best_ckpt-{best_step}.index"]
-    # the exported best checkpoint holds that model: warm-starting from the export dir reproduces the metric
+    # the exported best checkpoint holds that model: warm-starting from the export dir reproduces
+    # the metric
     again, _ = _run(
         linear_module,
         linear_data,
@@ -443,8 +445,9 @@ def test_best_checkpoint_exporter_compares_and_keeps_one(tmp_path):
 def test_a_damaged_newest_task_checkpoint_restores_the_one_before_it(
     linear_module, linear_data, tmp_path, caplog
 ):
-    """Truncated, garbled or missing checkpoint files: the newest readable one is restored, the damaged one named;
-    the `checkpoint` state file is never followed out of the dir; none readable is exit 2 naming them."""
+    """Truncated, garbled or missing checkpoint files: the newest readable one is restored, the
+    damaged one named; the `checkpoint` state file is never followed out of the dir; none readable
+    is exit 2 naming them."""
     import logging
     import shutil
 
@@ -549,7 +552,8 @@ def _task_args(data: dict, tmp: Path, mode: str, override: str) -> list:
 
 @pytest.mark.slow
 def test_continuous_eval_follows_a_training_process(linear_module, linear_data, tmp_path):
-    """The evaluator waits for checkpoints, evaluates each new one, and stops at trainer.train_steps.
+    """The evaluator waits for checkpoints, evaluates each new one, and stops at
+    trainer.train_steps.
 
     Training runs as a separate process in two legs (to step 150, then resumed to 300); the second
     leg starts once the evaluator has reported step 150, so both checkpoints are seen.
@@ -639,8 +643,9 @@ def _wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = 240
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_resume_after_sigkill_and_sigterm(linear_data, tmp_path):
-    """SIGKILL: the restart resumes from the last periodic checkpoint. SIGTERM (preemption): the run saves
-    a checkpoint at the end of the current loop and exits 143; the restart resumes exactly there."""
+    """SIGKILL: the restart resumes from the last periodic checkpoint. SIGTERM (preemption): the run
+    saves a checkpoint at the end of the current loop and exits 143; the restart resumes exactly
+    there."""
     ckpt = tmp_path / "ckpt"
     args = _task_args(
         linear_data,
@@ -725,8 +730,9 @@ def test_task_missing_methods_fails_before_training(linear_data, tmp_path):
 def test_task_on_vertex_copies_the_live_tensorboard_logs_into_the_model_run_artifact(
     linear_data, tmp_path
 ):
-    """AIP_TENSORBOARD_LOG_DIR (read live by Vertex AI TensorBoard) differs from --model-run-dir (the KFP
-    artifact): the loop writes its summaries to the former, the artifact gets a copy at the end."""
+    """AIP_TENSORBOARD_LOG_DIR (read live by Vertex AI TensorBoard) differs from --model-run-dir
+    (the KFP artifact): the loop writes its summaries to the former, the artifact gets a copy at the
+    end."""
     args = _task_args(
         linear_data,
         tmp_path,
@@ -753,7 +759,8 @@ def test_task_on_vertex_copies_the_live_tensorboard_logs_into_the_model_run_arti
 
 @pytest.mark.slow
 def test_kfp_executor_input_with_task_and_config_serves_tf_examples(penguin, tmp_path):
-    """The KFP component's `task`, `experiment` and `config` parameters; the served model takes tf.Example."""
+    """The KFP component's `task`, `experiment` and `config` parameters; the served model takes
+    tf.Example."""
     import tensorflow as tf
     from generic_trainer.records.example_files import split_file_patterns
 
@@ -832,7 +839,8 @@ def test_kfp_executor_input_with_task_and_config_serves_tf_examples(penguin, tmp
     )
 
 
-# ---- Model Garden's trainer keys: loss blow-up recovery, EMA, the learning-rate summary --------------------
+# ---- Model Garden's trainer keys: loss blow-up recovery, EMA, the learning-rate summary
+# --------------------
 
 
 def _scalars(directory: Path, tag: str) -> dict[int, float]:
@@ -853,7 +861,8 @@ def _scalars(directory: Path, tag: str) -> dict[int, float]:
 
 
 def _exploding_task(module, always: bool = False):
-    """LinearTask whose reported loss blows up once at the 25th update (or at every update from then on)."""
+    """LinearTask whose reported loss blows up once at the 25th update (or at every update from then
+    on)."""
     import tensorflow as tf
 
     class ExplodingTask(module.LinearTask):
@@ -891,7 +900,8 @@ def test_loss_blow_up_restores_the_last_checkpoint_and_retries(
         "trainer.recovery_max_trials=2,trainer.checkpoint_interval=20",
         task_cls=task_cls,
     )
-    # the loop of steps 21-30 reported 1e12 (> loss_upper_bound 1e6): back to ckpt-20, then on to the end
+    # the loop of steps 21-30 reported 1e12 (> loss_upper_bound 1e6): back to ckpt-20, then on to
+    # the end
     assert controller.recoveries == 1 and result.global_step == 60
     assert re.search(
         r"training loss is .* at step 30 .*restored .*ckpt-20 \(step 20\) and training again "
@@ -900,7 +910,8 @@ def test_loss_blow_up_restores_the_last_checkpoint_and_retries(
     )
     assert _ckpt_steps(tmp_path / "ckpt")[-1] == 60
     assert np.isfinite(result.train_logs["loss"]) and result.train_logs["loss"] < 1e6
-    # a loss that stays above the bound: recovered up to recovery_max_trials times, then the run stops
+    # a loss that stays above the bound: recovered up to recovery_max_trials times, then the run
+    # stops
     always = _exploding_task(linear_module, always=True)
     with pytest.raises(
         UserCodeError,
@@ -995,7 +1006,8 @@ def test_ema_weights_are_validated_and_exported_and_the_learning_rate_is_logged(
 
 @pytest.mark.slow
 def test_model_garden_experiment_file_with_the_penguin_task(penguin, tmp_path):
-    """An experiment file in Model Garden's shape, a second --config-file, --params-override; --strategy wins."""
+    """An experiment file in Model Garden's shape, a second --config-file, --params-override;
+    --strategy wins."""
     steps = tmp_path / "steps.yaml"
     steps.write_text("trainer:\n  train_steps: 30\n")
     done = run_cli(
@@ -1081,3 +1093,30 @@ def test_ema_under_a_two_replica_mirrored_strategy(tmp_path):
         timeout=600,
     )
     assert done.returncode == 0 and "EMA OK replicas 2" in done.stdout, done.stderr[-4000:]
+
+
+@pytest.mark.slow
+def test_a_task_whose_constructor_raises_leaves_no_sigterm_watcher(
+    linear_data, tmp_path, monkeypatch
+):
+    from generic_trainer import train
+    from generic_trainer.intake.fit_request import build_train_request
+
+    for var in ("TF_CONFIG", "CLUSTER_SPEC"):
+        monkeypatch.delenv(var, raising=False)
+    request = build_train_request(
+        {
+            "task": f"{TASK_FILE}:RaisingInitTask",
+            "examples": str(linear_data["examples"]),
+            "schema": str(linear_data["schema"]),
+            "model_dir": str(tmp_path / "model"),
+            "checkpoint_dir": str(tmp_path / "ckpt"),
+            "params_override": "trainer.train_steps=5",
+        },
+        environ={},
+    )
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(UserCodeError, match="the Task's constructor failed"):
+        train.run(request)
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert not (tmp_path / "model").exists()

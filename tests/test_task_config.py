@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from generic_trainer import train_task as runner
 from generic_trainer.artifacts import kfp_io
+from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit.requests import TaskProgram, TrainRequest
-from generic_trainer.intake.declarations import ARTIFACTS
 from generic_trainer.intake.fit_request import build_train_request
 from generic_trainer.task import (
     DataConfig,
@@ -34,6 +33,7 @@ from generic_trainer.task import (
     write_params_yaml,
 )
 from generic_trainer.task import config as config_lib
+from generic_trainer.task import loading as runner
 
 TASKS = Path(__file__).parent / "task_modules"
 
@@ -395,6 +395,13 @@ def test_task_class_checks():
         runner.load_task_class(f"{TASKS / 'linear_task.py'}:Nope", "/nonexistent")
     with pytest.raises(UserInputError, match="--task: .*missing.py does not exist"):
         runner.load_task_class(f"{TASKS / 'missing.py'}:Task", "/nonexistent")
+
+
+def test_a_task_module_with_a_syntax_error_is_refused_before_it_is_imported(tmp_path):
+    broken = tmp_path / "broken_task.py"
+    broken.write_text("import sys\nsys.exit(7)\ndef oops(:\n")  # would exit if imported
+    with pytest.raises(UserInputError, match=r"--task: syntax error in .*broken_task.py line 3"):
+        runner.load_task_class(f"{broken}:BrokenTask", str(tmp_path / "download"))
 
 
 def test_request_accepts_task_inputs_from_flags_and_kfp(tmp_path, penguin):

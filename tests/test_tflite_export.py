@@ -1,4 +1,5 @@
-"""TFLite export: `train --export-tflite`, the `export-tflite` verb, and the extras published with the model.
+"""TFLite export: `train --export-tflite`, the `export-tflite` verb, and the extras published with
+the model.
 
 The TFLite models are checked here independently of the runtime: the eval examples are parsed with
 the schema's feature spec, fed to the TFLite interpreter, and compared with the SavedModel's
@@ -27,7 +28,8 @@ def _artifact(uri: str, title: str) -> dict:
 
 
 def _train_penguin_for_tflite(out: Path) -> dict:
-    """Train the penguin example under KFP's executor input with export_tflite; returns the executor output."""
+    """Train the penguin example under KFP's executor input with export_tflite; returns the executor
+    output."""
     executor_input = {
         "inputs": {
             "parameterValues": {
@@ -72,8 +74,8 @@ def _eval_records(limit: int = 64) -> list[bytes]:
 
 
 def _max_diff_interpreter_vs_saved_model(tflite_path: Path, saved_model: Path) -> float:
-    """Parse the eval examples by the schema, run the TFLite model on the features it takes and the SavedModel
-    on the serialized examples; the largest absolute difference of their outputs."""
+    """Parse the eval examples by the schema, run the TFLite model on the features it takes and the
+    SavedModel on the serialized examples; the largest absolute difference of their outputs."""
     import numpy as np
     import tensorflow as tf
     from generic_trainer.records import schemas
@@ -205,8 +207,10 @@ def test_task_api_run_exports_float16_tflite(tmp_path):
 
 
 @pytest.mark.slow
-def test_string_input_model_fails_clearly_and_the_saved_model_is_published(tmp_path):
+def test_unconvertible_model_fails_clearly_publishes_nothing_and_keeps_checkpoints(tmp_path):
     out = tmp_path / "out"
+    (out / "ckpt" / "backup").mkdir(parents=True)
+    (out / "ckpt" / "backup" / "state.json").write_text("{}")  # a backup a run left: not cleared
     proc = run_cli(
         [
             "train",
@@ -220,6 +224,8 @@ def test_string_input_model_fails_clearly_and_the_saved_model_is_published(tmp_p
             out / "model",
             "--metrics-file",
             out / "metrics.json",
+            "--checkpoint-dir",
+            out / "ckpt",
             "--export-tflite",
         ],
         timeout=900,
@@ -228,16 +234,17 @@ def test_string_input_model_fails_clearly_and_the_saved_model_is_published(tmp_p
     error = proc.stderr[proc.stderr.index("train failed") :]
     assert "StringToHashBucketFast" in error and "inputs island are strings" in error
     assert "export a serving signature that takes the numeric" in error
-    assert "The SavedModel is published at" in error
-    assert sorted(os.listdir(out / "model")) == ["Format-Serving", "logs", "schemata"]
-    assert (out / "metrics.json").exists()
+    assert "Nothing was published and the checkpoints in" in error
+    assert not (out / "model" / "Format-Serving").exists() and not (out / "metrics.json").exists()
+    assert (out / "ckpt" / "backup" / "state.json").read_text() == "{}"  # kept for a retry
     assert [n for n in os.listdir(out) if n.startswith(".")] == []  # staging removed, lock released
 
 
 @pytest.mark.slow
 def test_schemata_appear_only_with_the_published_model(tmp_path, monkeypatch):
-    """The schemata are written into the staging dir and published with Format-Serving, never before; an
-    older model's Format-TFLite that this run did not make goes away with the old model."""
+    """The schemata are written into the staging dir and published with Format-Serving, never
+    before; an older model's Format-TFLite that this run did not make goes away with the old
+    model."""
     from generic_trainer import train
     from generic_trainer.intake.fit_request import build_train_request
 
@@ -305,8 +312,8 @@ def test_export_tflite_verb_refuses_a_dir_without_a_saved_model(tmp_path):
 
 @pytest.mark.slow
 def test_vocabulary_read_from_a_file_converts_and_is_checked_on_examples(tmp_path):
-    """A signature over serialized tf.Examples whose lookup table is filled from a vocabulary file (as
-    tf.Transform's are): the TFLite model takes the parsed features and looks the strings up."""
+    """A signature over serialized tf.Examples whose lookup table is filled from a vocabulary file
+    (as tf.Transform's are): the TFLite model takes the parsed features and looks the strings up."""
     import numpy as np
     import tensorflow as tf
     from generic_trainer.tflite import export as tflite_export

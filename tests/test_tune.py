@@ -21,8 +21,8 @@ from conftest import PENGUIN, cli_env, run_cli
 from datagen import write_schema, write_split
 from generic_trainer import cli
 from generic_trainer.artifacts import kfp_io
+from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake.declarations import ARTIFACTS
 from generic_trainer.intake.fit_request import build_tune_request
 
 # --------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 from conftest import PENGUIN, cli_env, free_port
 from generic_trainer.errors import ClusterError, UserInputError
 from generic_trainer.fit import cluster as cluster_lib
-from generic_trainer.tuning import tuner_cluster
+from generic_trainer.tuning import oracle_server, tuner_cluster
 
 ARGS = [
     "tune",
@@ -132,7 +132,7 @@ def test_heartbeats_keep_a_long_trial_alive_and_silence_past_the_deadline_fails(
         oracle_port=port,
         remote_tuner_ids=("tuner-worker-0",),
     )
-    server = tuner_cluster.OracleServer(
+    server = oracle_server.OracleServer(
         oracle, role, worker_timeout=1.0, state_dir=str(tmp_path)
     ).start()
     try:
@@ -142,7 +142,7 @@ def test_heartbeats_keep_a_long_trial_alive_and_silence_past_the_deadline_fails(
         client = OracleClient(oracle)
         trial = client.create_trial("tuner-worker-0")
         assert trial.status == "RUNNING" and "tuner-worker-0" in oracle.ongoing_trials
-        beat = tuner_cluster.Heartbeat("127.0.0.1", port, interval_s=0.2).start()
+        beat = oracle_server.Heartbeat("127.0.0.1", port, interval_s=0.2).start()
         beat.trial_id = trial.trial_id
         time.sleep(3)  # a trial much longer than the deadline, with heartbeats
         server.check()

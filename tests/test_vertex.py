@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN, REPO, free_port, run_cli
-from generic_trainer import cli, vertex
+from generic_trainer import cli, vertex, vertex_machines
 from generic_trainer.errors import UserInputError
 
 IMAGE = "us-central1-docker.pkg.dev/my-proj/generic-trainer/trainer:0123abc"
@@ -136,9 +136,10 @@ def test_a_blackwell_gpu_warns_that_the_image_needs_the_blackwell_cuda_libraries
         "acceleratorCount": 8,
     }
     assert (
-        "NVIDIA_B200 is a Blackwell GPU: the image must carry CUDA >= 12.8 and cuDNN >= 9.7 libraries; "
-        "the default GPU image has 12.5 / 9.3, so build it with --build-arg CUDA_LOCK=cuda-blackwell.lock"
-    ) in captured.err
+        "NVIDIA_B200 is a Blackwell GPU: the image must carry CUDA >= 12.8 and cuDNN >= 9.7 "
+        "libraries; the default GPU image has 12.5 / 9.3, so build it with --build-arg "
+        "CUDA_LOCK=cuda-blackwell.lock"
+    ) in " ".join(captured.err.split())
     assert (
         cli.main(
             [
@@ -263,7 +264,8 @@ def test_bad_flags_name_the_flag(capsys, extra, rest, flag):
 def test_container_args_are_checked_by_the_trainers_parser_before_the_job_is_built(
     capsys, rest, message
 ):
-    """What the container would refuse (exit 2) is refused here, naming the argument, before any job exists."""
+    """What the container would refuse (exit 2) is refused here, naming the argument, before any job
+    exists."""
     assert cli.main([*BASE, "--dry-run", "--", *TRAIN_ARGS, *rest]) == 2
     captured = capsys.readouterr()
     assert f"vertex-job failed: {message}" in captured.err, captured.err[-1500:]
@@ -329,7 +331,8 @@ def test_container_args_of_tune_and_task_runs_are_checked(capsys, rest, message)
 
 
 def test_container_args_checks_read_no_file_and_see_the_jobs_env(capsys):
-    """Paths are the container's (read there, not here); --env reaches the checks as the container's environment."""
+    """Paths are the container's (read there, not here); --env reaches the checks as the container's
+    environment."""
     ok = [
         "--examples",
         "gs://nowhere/d",
@@ -510,12 +513,13 @@ def test_submit_reports_api_errors_clearly(monkeypatch, capsys, service_account_
     monkeypatch.setattr(JobServiceClient, "create_custom_job", denied)
     assert cli.main([*BASE, "--", *TRAIN_ARGS]) == 2
     assert (
-        "Vertex AI: creating the custom job failed: PermissionDenied: aiplatform.customJobs.create denied"
-        in capsys.readouterr().err
+        "Vertex AI: creating the custom job failed: PermissionDenied: aiplatform.customJobs.create "
+        "denied" in capsys.readouterr().err
     )
 
 
-# --- inside the container: what Vertex hands each replica -------------------------------------------------
+# --- inside the container: what Vertex hands each replica
+# -------------------------------------------------
 
 TINY_MODULE = '''
 """Test module: records the dirs it was given, fits y = 2x on synthetic numbers, exports a SavedModel."""
@@ -556,7 +560,8 @@ def _chief_cluster_spec() -> str:
 
 @pytest.mark.slow
 def test_vertex_job_chief_runs_with_aip_dirs_under_the_gcs_mount(tmp_path, capsys):
-    """The container command vertex-job builds, run as Vertex runs its chief: AIP_* from the base dir."""
+    """The container command vertex-job builds, run as Vertex runs its chief: AIP_* from the base
+    dir."""
     module = tmp_path / "tiny.py"
     module.write_text(TINY_MODULE)
     gcs = _gcs_with_examples(tmp_path)
@@ -606,8 +611,9 @@ def test_vertex_job_chief_runs_with_aip_dirs_under_the_gcs_mount(tmp_path, capsy
 
 @pytest.mark.slow
 def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path):
-    """The trainer as GCPC's custom job runs it in a Vertex pipeline: the component's command with an
-    executor input of gs:// URIs, AIP_* set from the base output dir, a CLUSTER_SPEC naming the chief."""
+    """The trainer as GCPC's custom job runs it in a Vertex pipeline: the component's command with
+    an executor input of gs:// URIs, AIP_* set from the base output dir, a CLUSTER_SPEC naming the
+    chief."""
     module = tmp_path / "tiny.py"
     module.write_text(TINY_MODULE)
     gcs = _gcs_with_examples(tmp_path)
@@ -630,7 +636,8 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
     )
     executor_input = {
         "inputs": {
-            # GCPC's wrapper hands the container its own inputs too; its `strategy` is the job's scheduling one
+            # GCPC's wrapper hands the container its own inputs too; its `strategy` is the job's
+            # scheduling one
             "parameterValues": {
                 "module_file": str(module),
                 "run_fn": "train_tiny",
@@ -684,7 +691,8 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
     proc = run_cli([*args, "--gcs-root", str(gcs)], env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     task_dir = gcs / "my-bucket" / "pipeline_root" / "run-1" / "generic-trainer"
-    # The artifacts KFP named win over AIP_MODEL_DIR / AIP_TENSORBOARD_LOG_DIR; the checkpoint dir comes from AIP,
+    # The artifacts KFP named win over AIP_MODEL_DIR / AIP_TENSORBOARD_LOG_DIR; the checkpoint dir
+    # comes from AIP,
     # namespaced by the pipeline run and task.
     assert (task_dir / "model" / "Format-Serving" / "saved_model.pb").is_file()
     assert not (gcs / "my-bucket" / "base" / "model").exists()
@@ -702,8 +710,10 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
     assert (
         "serving_default" in model["metadata"]["signature_names"]
     )  # model.export adds "serve" too
-    # What Vertex AI Model Registry needs: the serving container (TF 2.21 has no prebuilt image: the newest older
-    # one, said in the log), and for an importer of google.UnmanagedContainerModel the SavedModel's URI.
+    # What Vertex AI Model Registry needs: the serving container (TF 2.21 has no prebuilt image: the
+    # newest older
+    # one, said in the log), and for an importer of google.UnmanagedContainerModel the SavedModel's
+    # URI.
     image = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
     assert model["metadata"]["containerSpec"] == {"imageUri": image}
     assert "no prebuilt Vertex AI prediction image for TensorFlow 2.21" in proc.stderr
@@ -735,7 +745,8 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
 
 
 def test_non_chief_replica_never_writes_the_executor_output(tmp_path, monkeypatch):
-    """A worker (CLUSTER_SPEC workerpool1) finishes without writing the executor output; the chief would."""
+    """A worker (CLUSTER_SPEC workerpool1) finishes without writing the executor output; the chief
+    would."""
     from generic_trainer import train
     from generic_trainer.artifacts.results import TrainResult
     from generic_trainer.fit import cluster
@@ -754,7 +765,8 @@ def test_non_chief_replica_never_writes_the_executor_output(tmp_path, monkeypatc
 
     ran = []
 
-    # train.run as a worker ends it (no collective peers here to train with; only the chief calls before_publish)
+    # train.run as a worker ends it (no collective peers here to train with; only the chief calls
+    # before_publish)
     def worker_run(request, before_publish=None):
         ran.append(request)
         return TrainResult(
@@ -832,7 +844,8 @@ def test_options_are_frozen_and_pools_match():
         vertex.container_args(["--"])
 
 
-# --- production options: scheduling, network, encryption, pools -------------------------------------------
+# --- production options: scheduling, network, encryption, pools
+# -------------------------------------------
 
 KMS = "projects/my-proj/locations/us-central1/keyRings/ring/cryptoKeys/key"
 
@@ -995,7 +1008,8 @@ def test_dry_run_flex_start_on_a_persistent_resource_cpu_chief(capsys):
         (
             ["--machine-type", "a2-highgpu-2g", "--accelerator-type", "NVIDIA_TESLA_A100"],
             "--machine-type",
-            "a2-highgpu-2g comes with 2x NVIDIA_TESLA_A100; give accelerator type NVIDIA_TESLA_A100 and count 2",
+            "a2-highgpu-2g comes with 2x NVIDIA_TESLA_A100; give accelerator type "
+            "NVIDIA_TESLA_A100 and count 2",
         ),
         (
             ["--machine-type", "a3-highgpu-8g"],
@@ -1089,7 +1103,8 @@ def test_unknown_machine_family_passes_when_allowed(capsys):
     }
 
 
-# --- the serving container the model artifact names for Vertex AI Model Registry --------------------------
+# --- the serving container the model artifact names for Vertex AI Model Registry
+# --------------------------
 
 
 def test_serving_image_from_the_tensorflow_version_and_accelerator(caplog):
@@ -1147,3 +1162,11 @@ def test_serving_image_from_the_tensorflow_version_and_accelerator(caplog):
     ):
         with pytest.raises(UserInputError, match=f"^{flag}: "):
             serving_container.check_options(*args)
+
+
+def test_the_blackwell_note_points_to_a_section_that_exists():
+    note = vertex_machines.image_note("NVIDIA_B200")
+    page = (REPO / vertex_machines.IMAGE_PAGE).read_text()
+    assert vertex_machines.IMAGE_PAGE in note and vertex_machines.IMAGE_SECTION in note
+    assert f"\n## {vertex_machines.IMAGE_SECTION}\n" in page
+    assert "CUDA_LOCK=cuda-blackwell.lock" in page

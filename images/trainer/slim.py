@@ -48,11 +48,27 @@ LEAVE_OUT = {
     "pymysql": "Beam's Cloud SQL connector",
     "python-tds": "Beam's Cloud SQL connector",
     "keyrings-google-artifactregistry-auth": "pip's keyring for Artifact Registry; nothing pip-installs in the image",
+    "widgetsnbextension": "ipywidgets' classic-notebook frontend (TFMA's notebook view); never imported",
+    "jupyterlab-widgets": "ipywidgets' JupyterLab frontend (TFMA's notebook view); never imported",
     "nvidia-curand-cu12": "TensorFlow never loads cuRAND (its own Philox RNG); nothing else in cuda.lock needs it",
 }
 
 # The runtime's distribution, the root of what is kept.
 ROOT = "generic-trainer"
+# Installed with --no-deps (requirements/no-deps.txt, copied beside this file in the image build): kept
+# as roots too, and their declared requirements are theirs to leave unmet (the lock holds what they use).
+NO_DEPS_FILE = "no-deps.txt"
+
+
+def no_deps_names(path: str = NO_DEPS_FILE) -> set[str]:
+    """The distributions of the no-deps requirements file (none when it is absent)."""
+    if not os.path.isfile(path):
+        return set()
+    with open(path, encoding="utf-8") as f:
+        lines = [line.split("#")[0].strip() for line in f]
+    return {canonical(re.split(r"[=<>!~ ;\[]", line)[0]) for line in lines if line}
+
+
 # TensorFlow's CPU-only wheel: the same `tensorflow` package without the CUDA kernels (-470 MB).
 CPU_WHEEL = {"tensorflow": "tensorflow-cpu"}
 
@@ -64,6 +80,9 @@ PRUNE_GLOBS = [
     "apache_beam/examples",
     "tensorflow_transform/**/*_test.py",
     "tfx_bsl/**/*_test.py",
+    "tensorflow_model_analysis/**/*_test.py",
+    "fairness_indicators/**/*_test.py",
+    "jedi/third_party",  # typeshed stubs for IPython's completion (TFMA imports IPython), ~32 MB
     "pyarrow/include",  # headers
     "pyarrow/_pyarrow_cpp_tests*.so",
     "pyarrow/*flight*",  # Arrow Flight RPC: only `import pyarrow.flight` loads it
@@ -142,6 +161,7 @@ def kept(dists: dict[str, object]) -> set[str]:
     # The GPU image's CUDA libraries are TensorFlow's `and-cuda` extra, which nothing requires: without this
     # root prune-dists would uninstall every one of them (elf.py check fails the build when one is missing).
     stack = [(ROOT, ()), ("tensorflow", ("and-cuda",))]
+    stack += [(name, ()) for name in sorted(no_deps_names())]
     while stack:
         name, extras = stack.pop()
         name = aliases.get(name, name)
@@ -172,6 +192,9 @@ def prune_dists(uv: str) -> None:
 
 def allowed_complaint(line: str, dists: dict[str, object]) -> bool:
     """A `uv pip check` line explained by LEAVE_OUT or by the CPU wheel standing for tensorflow."""
+    owner = re.match(r"The package `([A-Za-z0-9_.\-]+)", line)
+    if owner and canonical(owner.group(1)) in no_deps_names():
+        return True
     m = CHECK_LINE.search(line)
     if not m:
         return False

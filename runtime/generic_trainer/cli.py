@@ -23,6 +23,7 @@ from generic_trainer import (
     bulk_infer,
     doctor,
     evaluate,
+    export_tflite,
     import_examples,
     infra_validate,
     push,
@@ -31,37 +32,34 @@ from generic_trainer import (
     transform,
     tune,
 )
-from generic_trainer.artifacts import run_record
+from generic_trainer.artifacts import main_output, outputs, run_record
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import TrainerError
 from generic_trainer.intake import options, output_checks
 from generic_trainer.intake.common_options import EPILOG
 from generic_trainer.intake.contract import RequestT, ResultT, VerbContract
 from generic_trainer.intake.request import gcs_root
+from generic_trainer.log_text import EscapingFilter
 
 log = logging.getLogger("generic_trainer")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `generic-trainer` parser: one sub-parser per verb, its flags from the verb's declaration."""
+    """The `generic-trainer` parser: one sub-parser per verb, its flags from the verb's
+    declaration."""
     parser = argparse.ArgumentParser(
         prog="generic-trainer",
-        description="Train TensorFlow/Keras models from a user's module, as a KFP component, a container, "
-        "or a Vertex AI custom job.",
+        description="Train TensorFlow/Keras models from a user's module, as a KFP component, a "
+        "container, or a Vertex AI custom job.",
         epilog=EPILOG,
     )
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     for verb in VERBS.values():
         options.add_parser(sub, verb.declaration, EPILOG)
-    from generic_trainer import (
-        vertex,
-    )  # light: google-cloud-aiplatform loads only when a job is built
+    from generic_trainer import vertex  # light: aiplatform loads only when a job is built
 
     vertex.add_parser(sub)
-    from generic_trainer import export_tflite  # light: TensorFlow loads only when the verb runs
-
-    export_tflite.add_parser(sub, EPILOG)
     return parser
 
 
@@ -72,6 +70,8 @@ def _setup_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         force=True,
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(EscapingFilter())
     for noisy in ("tensorflow", "h5py", "urllib3", "google", "apache_beam"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
     absl = logging.getLogger(
@@ -83,7 +83,8 @@ def _setup_logging(level: str) -> None:
 
 
 _LIBRARY_DIRS = ("site-packages", "dist-packages")
-# Library files that log through absl only what the user asked for: `model.summary(print_fn=absl.logging.info)`.
+# Library files that log through absl only what the user asked for:
+# `model.summary(print_fn=absl.logging.info)`.
 _ASKED_FOR = (
     os.path.join("keras", "src", "utils", "summary_utils.py"),  # Keras 3
     os.path.join("tf_keras", "src", "utils", "layer_utils.py"),
@@ -108,7 +109,8 @@ def user_absl_records(record: logging.LogRecord) -> bool:
 
 
 def _absl_caller(path: str) -> str:
-    """The file that called absl.logging (the "absl" logger made before absl loads reports absl's own file)."""
+    """The file that called absl.logging (the "absl" logger made before absl loads reports absl's
+    own file)."""
     if f"{os.sep}absl{os.sep}logging{os.sep}" not in path:
         return path
     frame = sys._getframe(1)
@@ -125,8 +127,9 @@ def _absl_caller(path: str) -> str:
 
 
 def _drop_tft_keras_warning(record: logging.LogRecord) -> bool:
-    """tensorflow-transform warns on import that it wants Keras 2; the runtime chose Keras 3 on purpose
-    (`--keras`), and TFT graphs load and serve under it, so the warning would only mislead."""
+    """tensorflow-transform warns on import that it wants Keras 2; the runtime chose Keras 3 on
+    purpose (`--keras`), and TFT graphs load and serve under it, so the warning would only
+    mislead."""
     return "Tensorflow Transform is only compatible with Keras 2" not in record.getMessage()
 
 
@@ -142,7 +145,7 @@ def _raw_values(
     from generic_trainer.artifacts import kfp_io
 
     values = {k: v for k, v in vars(args).items() if v is not None}
-    if not args.executor_input:
+    if not getattr(args, "executor_input", None):  # none: a verb without a KFP component
         return values, None
     kfp_values, kfp = kfp_io.parse(
         kfp_io.load(args.executor_input), options.artifact_maps(declaration), gcs_root(values)
@@ -153,11 +156,13 @@ def _raw_values(
 
 def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) -> int:
     """The one order of every verb (contract.py): request -> log -> outputs checked writable (before
-    TensorFlow) -> run, the executor output written in `before_publish` -> print the summary."""
+    TensorFlow) -> output dirs locked (`lock_outputs`) -> run, the executor output written in
+    `before_publish` -> print the summary."""
     from generic_trainer.artifacts import kfp_io
 
-    if args.executor_output_file:  # absolute now: user code may change the working directory
-        args.executor_output_file = os.path.abspath(args.executor_output_file)
+    output_file = getattr(args, "executor_output_file", None)
+    if output_file:  # absolute now: user code may change the working directory
+        args.executor_output_file = output_file = os.path.abspath(output_file)
     values, kfp = _raw_values(args, verb.declaration)
     request = verb.build(values, os.environ, kfp)
     # Decided before TensorFlow loads: Keras 3 unless the verb or the environment says otherwise
@@ -168,18 +173,20 @@ def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) ->
     for line in verb.describe(request):
         log.info("%s", line)
     output_checks.check_outputs(
-        request, args.executor_output_file, output_checks.verb_outputs(verb.declaration)
+        request, output_file, output_checks.verb_outputs(verb.declaration), values
     )
 
     def before_publish(result: ResultT) -> None:
         if kfp is not None:
             metadata, parameter_values = verb.kfp_outputs(request, result)
-            path = supervisor.executor_output_path(args.executor_output_file or kfp.output_file)
+            path = supervisor.executor_output_path(output_file or kfp.output_file)
             kfp_io.write_executor_output(
                 kfp, metadata, parameter_values=parameter_values, output_file=path
             )
 
-    summary = verb.summary(verb.run(request, before_publish))
+    held = output_checks.output_dirs(request, verb.declaration) if verb.lock_outputs else []
+    with outputs.exclusive_all(held):  # a second run on one of them fails at once, naming this one
+        summary = verb.summary(verb.run(request, before_publish))
     if summary is not None:
         supervisor.print_summary(summary)
     return 0
@@ -191,39 +198,37 @@ def _vertex_job(args: argparse.Namespace) -> int:
     return vertex.main(args)
 
 
-def _export_tflite(args: argparse.Namespace) -> int:
-    from generic_trainer import export_tflite
+# The one verb that still declares its own flags in its module (no request, no KFP component).
+OWN_MAIN = {"vertex-job": _vertex_job}
 
-    return export_tflite.main(args)
-
-
-# Verbs that declare their own flags in their module and have no KFP component of their own.
-OWN_MAIN = {"vertex-job": _vertex_job, "export-tflite": _export_tflite}
-
-# The verbs with a KFP component, in `--help` order: each module's VerbContract (contract.py).
-VERBS = {
-    verb.name: verb
-    for verb in (
-        train.VERB,
-        tune.VERB,
-        evaluate.VERB,
-        infra_validate.VERB,
-        import_examples.VERB,
-        transform.VERB,
-        push.VERB,
-        doctor.VERB,
-        bulk_infer.VERB,
-    )
-}
+# The verb modules, in `--help` order: each exports its VerbContract as VERB (contract.py).
+# Those whose declaration has no `component` (export-tflite, doctor) run the same way, without KFP.
+VERB_MODULES = (
+    train,
+    tune,
+    evaluate,
+    infra_validate,
+    import_examples,
+    transform,
+    push,
+    bulk_infer,
+    doctor,
+    export_tflite,
+)
+VERBS = {module.VERB.name: module.VERB for module in VERB_MODULES}
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
 DECLARATIONS = tuple(verb.declaration for verb in VERBS.values())
+# The artifact maps of every component (the verbs agree on each artifact name they share), for a
+# caller that parses an executor input of any verb; run_verb hands each verb its own.
+ARTIFACTS = options.artifact_maps(*(d for d in DECLARATIONS if d.component is not None))
 
 
 def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> int:
     """Run one verb; returns the exit code.
 
-    As the process's entry point (`end_process`, by default when `argv` is None: the console script and
-    `python -m generic_trainer`), threads left running once everything is written do not keep it alive.
+    As the process's entry point (`end_process`, by default when `argv` is None: the console script
+    and `python -m generic_trainer`), threads left running once everything is written do not keep it
+    alive.
     """
     args = build_parser().parse_args(argv)
     _setup_logging(args.log_level)
@@ -231,10 +236,13 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     ending = argv is None if end_process is None else end_process
     supervised = run_record.claim() is not None
     secrets = supervisor.known_secrets(args)
-    if (
-        ending and not supervised and supervisor.wanted()
-    ):  # user code runs in a child the parent watches
-        return supervisor.run(args.verb, list(sys.argv[1:] if argv is None else argv), secrets)
+    if ending and not supervised and supervisor.wanted():  # user code runs in a watched child
+        argv = list(sys.argv[1:] if argv is None else argv)
+        declaration = VERBS[args.verb].declaration if args.verb in VERBS else None
+        expected = main_output.expected(
+            args.verb, lambda: _raw_values(args, declaration)[0], os.environ
+        )
+        return supervisor.run(args.verb, argv, secrets, expected)
     supervisor.mask_logs(secrets)
     try:
         code = (
@@ -265,10 +273,10 @@ def end_without_stray_threads(code: int) -> None:
     """End the process now with `code`, everything being written (outputs, executor output).
 
     Non-daemon threads still running (the user's module's) are not waited for: Python would wait for
-    them at exit, forever for a thread that never ends, so the KFP task would never finish; their names
-    are logged. Then `process_exit.end`: open writers flushed, atexit handlers run, `os._exit` (without
-    Python's teardown, which takes seconds after TensorFlow training). A cluster replica without such
-    threads returns and ends normally (process_exit.safe_to_skip_teardown).
+    them at exit, forever for a thread that never ends, so the KFP task would never finish; their
+    names are logged. Then `process_exit.end`: open writers flushed, atexit handlers run, `os._exit`
+    (without Python's teardown, which takes seconds after TensorFlow training). A cluster replica
+    without such threads returns and ends normally (process_exit.safe_to_skip_teardown).
     """
     import threading
 
@@ -282,7 +290,8 @@ def end_without_stray_threads(code: int) -> None:
     ]
     if stray:
         log.warning(
-            "%d thread(s) still running after the run ended, not waited for: %s; ending the process "
+            "%d thread(s) still running after the run ended, not waited for: %s; ending the "
+            "process "
             "with exit code %d (threads a module starts should be daemon threads, or joined before "
             "run_fn returns)",
             len(stray),

@@ -52,7 +52,8 @@ def run_checks(request: DoctorRequest, emit: Callable[[Check], None]) -> DoctorR
             emit(check)
 
     presence = accelerator.detect(request.environ)
-    add(machine.python_check(), machine.keras_check(request), machine.gpus_check(presence))
+    add(machine.flags_check(request), machine.python_check(), machine.keras_check(request))
+    add(machine.gpus_check(presence))
     add(machine.cuda_libraries_check(request, presence))
     cluster_check, cluster = cluster_checks.cluster_check(request.environ)
     add(cluster_check)

@@ -6,6 +6,8 @@ traceback) and exits with the code, so a KFP or Vertex log shows what to change.
 
 from __future__ import annotations
 
+from generic_trainer.log_text import shown
+
 EXIT_USER_INPUT = 2
 EXIT_USER_CODE = 3
 EXIT_BAD_OUTPUT = 4
@@ -29,13 +31,14 @@ class UserInputError(TrainerError):
 
     def __init__(self, input_name: str, message: str):
         self.input_name = input_name
-        super().__init__(f"{input_name}: {message}")
+        super().__init__(shown(f"{input_name}: {message}"))  # one line, whatever a path holds
 
 
 class UserCodeError(TrainerError):
     """The user's module raised, or returned something the runtime cannot use."""
 
     exit_code = EXIT_USER_CODE
+    multiline = True  # its message may hold the user code's traceback: logged as it is
 
 
 class OutputError(TrainerError):

@@ -1,18 +1,17 @@
 """The import-examples verb: CSV, Parquet or TFRecord files to a TFX Examples artifact, on Apache Beam.
 
-    <output>/Split-<name>/data_tfrecord-NNNNN-of-MMMMM.gz   gzipped TFRecords of tf.Example (ExampleGen's layout)
-    <output>/schema.pbtxt                                   the schema given, or the one inferred
+    <output>/Split-<name>/data_tfrecord-NNNNN-of-MMMMM.gz   gzipped TFRecords (ExampleGen's layout)
+    <output>/schema.pbtxt, examples_properties.json        the schema; TFX's properties (span, ...)
 
-Before Beam starts, every table's columns are checked (against the schema when one is given, else
-against the first file), and each input pattern must hold a row. The pipeline reads each file in
-Arrow blocks (files are the unit of parallelism), encodes rows as tf.Example with missing cells left
-out (tabular.py) and sends each record to a split by the hash of its bytes, or by the pattern it came
-from (`--input-splits`). Without a schema tables are read twice: once to infer the types (every value
-counts), once to encode, so memory does not grow with the rows. TFRecord files (tfrecords.py, as TFX's
-ImportExampleGen) are read once: each record is parsed as a tf.Example, re-serialized deterministically
-(the bytes hashed and written) and counted for inference. The schema inferred is SchemaGen's with
-`infer_feature_shape=True` (inference.py). Beam's workers write the shards into a staging dir, renamed
-into place once the pipeline has succeeded (after `before_publish`: contract.py).
+Before Beam starts the input patterns are resolved as TFX's ExampleGen does (`{SPAN}`, `{VERSION}`,
+dates, a range config: beam/spans.py), every table's columns are checked (against the schema when
+one is given, else against the first file) and each pattern must hold a row (beam/import_sources.py).
+The pipeline (steps in beam/import_fns.py) reads each file in Arrow blocks or TFRecords (files are
+the unit of parallelism), encodes rows as tf.Example or canonicalizes each tf.(Sequence)Example,
+and splits by TFX's hash (of the record, or of its partition feature) or by the pattern it came
+from (`--input-splits`). Without a schema tables
+are read twice (types first), TFRecords once; the schema is SchemaGen's (beam/inference.py). Beam
+writes into a staging dir, renamed into place on success (after `before_publish`: contract.py).
 """
 
 from __future__ import annotations
@@ -24,18 +23,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from generic_trainer.artifacts import outputs
-from generic_trainer.beam import beam_run, inference, tabular, tfrecords
+from generic_trainer.beam import beam_run, import_fns, tfrecords
+from generic_trainer.beam.import_sources import Source, given_kinds, prepare_sources
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake import data_options, data_request
+from generic_trainer.intake import data_request, example_gen_options
 from generic_trainer.intake.contract import VerbContract
 from generic_trainer.intake.data_request import ImportExamplesRequest
+from generic_trainer.records import examples_properties
 
 log = logging.getLogger(__name__)
 
 DATA_FILE_PREFIX = "data_tfrecord"  # TFX ExampleGen's file name
 SCHEMA_FILE = "schema.pbtxt"
-COUNTER_PREFIX = "examples_"
-FACTS_TAG = "facts:"  # the inference facts' output of a TFRecord file (never a split name: those have no ':')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +46,7 @@ class ImportResult:
     feature_count: int
     schema_inferred: bool
     seconds: float
+    properties: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # TFX's artifact ones
 
     def summary(self) -> dict[str, Any]:
         total = sum(self.counts.values())
@@ -60,346 +60,50 @@ class ImportResult:
         }
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Beam DoFns (module level, so every runner can pickle them)
-# ---------------------------------------------------------------------------------------------------------------
-
-
-class _InferFile:
-    """Per table file: inference facts of every batch, merged."""
-
-    def __init__(self, fmt: str, columns: Sequence[str]):
-        self.fmt, self.columns = fmt, list(columns)
-
-    def __call__(self, path: str) -> dict[str, Any]:
-        try:
-            parts = [
-                tabular.infer_batch(b)
-                for b in tabular.iter_batches(
-                    path, self.fmt, self.columns, None, beam_run.open_binary
-                )
-            ]
-        except Exception as e:  # pyarrow's parse errors: find the line
-            where = (
-                tabular.locate_csv_problem(path, {}, beam_run.open_binary)
-                if self.fmt == "csv"
-                else None
-            )
-            raise beam_run.DataError(where or f"{path}: {type(e).__name__}: {e}") from None
-        return inference.merge_inference(parts)
-
-
-def _merge(parts: Any) -> dict[str, Any]:
-    return inference.merge_inference(list(parts))
-
-
-def _split_of(record: bytes, split_names: Sequence[str], cumulative: Sequence[int] | None) -> str:
-    return (
-        split_names[0]
-        if cumulative is None
-        else split_names[tabular.split_index(record, cumulative)]
-    )
-
-
-def _encode_file_fn(
-    fmt: str,
-    columns: Sequence[str],
-    given_kinds: Mapping[str, str] | None,
-    split_names: Sequence[str],
-    cumulative: Sequence[int] | None,
-) -> Any:
-    """A DoFn: table file path -> serialized tf.Examples, tagged with their split's name."""
-    import apache_beam as beam
-    from apache_beam.metrics import Metrics
-
-    class EncodeFile(beam.DoFn):
-        def setup(self) -> None:
-            self.counters = {
-                s: Metrics.counter(beam_run.METRICS_NAMESPACE, COUNTER_PREFIX + s)
-                for s in split_names
-            }
-
-        def process(self, path: str, inferred: Mapping[str, Any] | None = None):
-            kinds = given_kinds or inference.kinds_from_inference(inferred, columns)
-            counts = dict.fromkeys(split_names, 0)
-            try:
-                for batch in tabular.iter_batches(path, fmt, columns, kinds, beam_run.open_binary):
-                    for record in tabular.encode_batch(batch, kinds):
-                        split = _split_of(record, split_names, cumulative)
-                        counts[split] += 1
-                        yield beam.pvalue.TaggedOutput(split, record)
-            except beam_run.DataError:
-                raise
-            except (
-                Exception
-            ) as e:  # pyarrow's conversion and parse errors: find the line and column
-                where = None
-                if fmt == "csv":
-                    where = tabular.locate_csv_problem(
-                        path,
-                        kinds,
-                        beam_run.open_binary,
-                        "schema" if given_kinds else "types inferred from the data",
-                    )
-                raise beam_run.DataError(where or f"{path}: {type(e).__name__}: {e}") from None
-            for split, n in counts.items():
-                if n:
-                    self.counters[split].inc(n)
-
-    return EncodeFile()
-
-
-def _import_tfrecord_fn(
-    rules: tuple[Mapping[str, str], Mapping[str, int]] | None,
-    split_names: Sequence[str],
-    cumulative: Sequence[int] | None,
-) -> Any:
-    """A DoFn: TFRecord file path -> canonical tf.Examples tagged with their split, and the file's facts (FACTS_TAG)."""
-    import apache_beam as beam
-    from apache_beam.metrics import Metrics
-
-    class ImportFile(beam.DoFn):
-        def setup(self) -> None:
-            self.counters = {
-                s: Metrics.counter(beam_run.METRICS_NAMESPACE, COUNTER_PREFIX + s)
-                for s in split_names
-            }
-
-        def process(self, path: str):
-            counts = dict.fromkeys(split_names, 0)
-            facts: dict[str, Any] = {"rows": 0, "columns": {}, "seen": {}}
-            records = tfrecords.file_records(path, beam_run.open_binary, rules, facts)
-            while True:
-                try:  # only the reading: an error downstream of a yield is not the data's
-                    record = next(records, None)
-                except ValueError as e:
-                    raise beam_run.DataError(str(e)) from None
-                if record is None:
-                    break
-                split = _split_of(record, split_names, cumulative)
-                counts[split] += 1
-                yield beam.pvalue.TaggedOutput(split, record)
-            yield beam.pvalue.TaggedOutput(FACTS_TAG, facts)
-            for split, n in counts.items():
-                if n:
-                    self.counters[split].inc(n)
-
-    return ImportFile()
-
-
-class _WriteSchema:
-    """Writes the inferred schema (from the merged facts) as text; columns None: the features the facts saw."""
-
-    def __init__(self, path: str, columns: Sequence[str] | None):
-        self.path, self.columns = path, list(columns) if columns is not None else None
-
-    def __call__(self, facts: Mapping[str, Any]) -> None:
-        from google.protobuf import text_format
-
-        conflict = inference.kind_conflict(facts)
-        if conflict:
-            raise beam_run.DataError(conflict)
-        columns = self.columns if self.columns is not None else inference.feature_names(facts)
-        if not columns:
-            raise beam_run.DataError(
-                f"the {facts['rows']} records hold no feature with a value (all empty "
-                "tf.Examples): nothing to train on"
-            )
-        schema = inference.schema_from_inference(facts, columns)
-        beam_run.write_text(self.path, text_format.MessageToString(schema))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The verb
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _sources(
-    request: ImportExamplesRequest,
-) -> list[tuple[list[str], list[str], list[int] | None, str, str]]:
-    """(files, split names, cumulative buckets or None, input name, pattern) per input pattern."""
-    if request.input_pattern:
-        names = [n for n, _ in request.splits]
-        return [
-            (
-                beam_run.match_files(request.input_pattern),
-                names,
-                tabular.cumulative_buckets([b for _, b in request.splits]),
-                "--input",
-                request.input_pattern,
-            )
-        ]
-    return [
-        (beam_run.match_files(pattern), [name], None, "--input-splits", pattern)
-        for name, pattern in request.input_splits
-    ]
-
-
-def _file_columns(request: ImportExamplesRequest, input_name: str, path: str) -> list[str]:
-    """A table's column names, refusing repeated and empty names and Parquet types a tf.Example cannot hold."""
-    try:
-        columns = tabular.read_columns(path, request.format, beam_run.open_binary)
-    except Exception as e:
-        raise UserInputError(
-            input_name, f"{path}: not a readable {request.format.upper()} file: {e}"
-        ) from None
-    empty = [str(i) for i, c in enumerate(columns, 1) if not c.strip()]
-    if empty:
-        raise UserInputError(
-            input_name,
-            f"{path}: column {', '.join(empty)} (counting from 1) has no name; every "
-            "column needs one (it becomes the feature's name)",
-        )
-    if len(set(columns)) != len(columns):
-        dup = sorted({c for c in columns if columns.count(c) > 1})
-        raise UserInputError(input_name, f"{path}: column names repeat: {', '.join(dup)}")
-    if request.format == "parquet":
-        bad = [c for c, k in tabular.parquet_kinds(path, beam_run.open_binary).items() if k is None]
-        if bad:
-            raise UserInputError(
-                input_name,
-                f"{path}: columns {', '.join(bad)} are neither numbers nor "
-                "strings (a tf.Example feature holds int64, float or bytes)",
-            )
-    return columns
-
-
-def _check_rows(
-    request: ImportExamplesRequest, files: Sequence[str], input_name: str, pattern: str
-) -> None:
-    """Refuse an input pattern whose files hold no row (no record) at all."""
-    opener = beam_run.open_binary
-    if request.format == "tfrecord":
-        if any(tfrecords.has_records(f, opener) for f in files):
-            return
-        what = "holds no records (it is empty)"
-    else:
-        if any(tabular.has_rows(f, request.format, opener) for f in files):
-            return
-        what = "has a header line but no rows" if request.format == "csv" else "holds no rows"
-    if len(files) == 1:
-        raise UserInputError(input_name, f"{files[0]} {what}; expected at least one example")
-    raise UserInputError(
-        input_name,
-        f"none of the {len(files)} files matching {pattern} holds a row ({files[0]} "
-        f"{what}); expected at least one example",
-    )
-
-
-def _check_sources(
-    request: ImportExamplesRequest, sources: Sequence[tuple], schema: Any
-) -> list[str] | None:
-    """The columns every table shares (schema order when given; None for TFRecords without a schema).
-
-    Refuses patterns matching nothing or holding no row, and tables whose columns differ.
-    """
-    expected = [f.name for f in schema.feature] if schema is not None else None
-    reference = None
-    for files, _, _, input_name, pattern in sources:
-        if not files:
-            raise UserInputError(input_name, f"no files match {pattern}")
-        if request.format != "tfrecord":
-            for path in files:
-                columns = _file_columns(request, input_name, path)
-                if expected is not None:
-                    missing, extra = (
-                        sorted(set(expected) - set(columns)),
-                        sorted(set(columns) - set(expected)),
-                    )
-                    if missing or extra:
-                        raise UserInputError(
-                            input_name,
-                            f"{path}: the columns do not match the schema "
-                            f"{request.schema}: "
-                            + "; ".join(
-                                p
-                                for p in (
-                                    f"missing {', '.join(missing)}" if missing else "",
-                                    f"not in the schema: {', '.join(extra)}" if extra else "",
-                                )
-                                if p
-                            ),
-                        )
-                elif reference is None:
-                    reference = (path, columns)
-                elif set(columns) != set(reference[1]):
-                    raise UserInputError(
-                        input_name,
-                        f"{path}: columns {', '.join(columns)} differ from those of "
-                        f"{reference[0]} ({', '.join(reference[1])})",
-                    )
-        _check_rows(request, files, input_name, pattern)
-    if expected is not None:
-        return expected
-    return list(reference[1]) if reference else None
-
-
-def _given_kinds(schema: Any) -> dict[str, str]:
-    kinds = tabular.kinds_from_schema(schema)
-    bad = [n for n, k in kinds.items() if k not in tabular.TYPE_LEVELS]
-    if bad:
-        raise UserInputError(
-            "--schema",
-            f"features {', '.join(bad)} have no INT, FLOAT or BYTES type; "
-            "a table column becomes one of those",
-        )
-    return kinds
-
-
 def _build(
     pipeline: Any,
     request: ImportExamplesRequest,
-    sources: Sequence[tuple],
+    sources: Sequence[Source],
     columns: list[str] | None,
     schema: Any,
     staging: str,
 ) -> list[str]:
-    """Add the import's steps to `pipeline`: read, split, write each split's shards, and infer the schema when
-    none is given. Returns the split names."""
+    """Add the import's steps to `pipeline`: read, split, write each split's shards, and infer the
+    schema when none is given. Returns the split names."""
     import apache_beam as beam
 
-    given_kinds = _given_kinds(schema) if schema is not None else None
-    split_names = [name for _, names, _, _, _ in sources for name in names]
+    given = given_kinds(schema, request.payload_format) if schema is not None else None
+    split_names = [name for source in sources for name in source.splitter.names]
+    tfrecord = request.format == "tfrecord"
     inferred = None
-    if given_kinds is None and request.format != "tfrecord":
-        inferred = (
-            pipeline
-            | "InferFiles" >> beam.Create(sorted({f for files, *_ in sources for f in files}))
-            | "InferReshuffle" >> beam.Reshuffle()
-            | "Infer" >> beam.Map(_InferFile(request.format, columns))
-            | "InferMerge" >> beam.CombineGlobally(_merge)
-        )
+    if given is None and not tfrecord:
+        files = sorted({f for s in sources for f in s.files})
+        inferred = pipeline | "InferTables" >> _infer_tables(files, request.format, columns)
     per_split: dict[str, list[Any]] = {name: [] for name in split_names}
     facts = []
-    for i, (files, names, cumulative, _, _) in enumerate(sources):
-        if request.format == "tfrecord":
-            rules = (given_kinds, tfrecords.fixed_sizes(schema)) if schema is not None else None
-            step = beam.ParDo(_import_tfrecord_fn(rules, names, cumulative)).with_outputs(
-                FACTS_TAG, *names
-            )
-        else:
-            side = (beam.pvalue.AsSingleton(inferred),) if inferred is not None else ()
-            step = beam.ParDo(
-                _encode_file_fn(request.format, columns, given_kinds, names, cumulative), *side
-            ).with_outputs(*names)
+    for i, source in enumerate(sources):
+        step = _encode_step(request, source, schema, columns, inferred)
         outputs = (
             pipeline
-            | f"Files[{i}]" >> beam.Create(files)
+            | f"Files[{i}]" >> beam.Create(source.files)
             | f"Reshuffle[{i}]" >> beam.Reshuffle()
             | f"Encode[{i}]" >> step
         )
-        for name in names:
+        for name in source.splitter.names:
             per_split[name].append(outputs[name])
-        if request.format == "tfrecord":
-            facts.append(outputs[FACTS_TAG])
-    if given_kinds is None and request.format == "tfrecord":
+        if tfrecord:
+            facts.append(outputs[import_fns.FACTS_TAG])
+    if given is None and tfrecord:
         inferred = (
-            facts | "FlattenFacts" >> beam.Flatten() | "InferMerge" >> beam.CombineGlobally(_merge)
+            facts
+            | "FlattenFacts" >> beam.Flatten()
+            | "InferMerge" >> beam.CombineGlobally(import_fns.merge)
         )
     if inferred is not None:
-        _ = inferred | "WriteSchema" >> beam.Map(
-            _WriteSchema(beam_run.join(staging, SCHEMA_FILE), columns)
+        write = import_fns.WriteSchema(
+            beam_run.join(staging, SCHEMA_FILE), columns, request.infer_feature_shape
         )
+        _ = inferred | "WriteSchema" >> beam.Map(write)
     for name, pcolls in per_split.items():
         records = pcolls[0] if len(pcolls) == 1 else pcolls | f"Flatten[{name}]" >> beam.Flatten()
         _ = records | f"Write[{name}]" >> beam.io.WriteToTFRecord(
@@ -408,15 +112,54 @@ def _build(
     return split_names
 
 
+def _infer_tables(files: list[str], fmt: str, columns: list[str] | None) -> Any:
+    """A PTransform: the tables' merged inference facts (one element)."""
+    import apache_beam as beam
+
+    @beam.ptransform_fn
+    def infer(pipeline: Any) -> Any:
+        return (
+            pipeline
+            | "Files" >> beam.Create(files)
+            | "Reshuffle" >> beam.Reshuffle()
+            | "Infer" >> beam.Map(import_fns.InferFile(fmt, columns))
+            | "Merge" >> beam.CombineGlobally(import_fns.merge)
+        )
+
+    return infer()
+
+
+def _encode_step(
+    request: ImportExamplesRequest,
+    source: Source,
+    schema: Any,
+    columns: list[str] | None,
+    inferred: Any,
+) -> Any:
+    """The ParDo that turns one source's files into split-tagged records (and TFRecord facts)."""
+    import apache_beam as beam
+
+    names = source.splitter.names
+    if request.format == "tfrecord":
+        rules = tfrecords.schema_rules(schema) if schema is not None else None
+        fn = import_fns.import_tfrecord_fn(rules, source.splitter, request.payload_format)
+        return beam.ParDo(fn).with_outputs(import_fns.FACTS_TAG, *names)
+    given = given_kinds(schema, request.payload_format) if schema is not None else None
+    side = (beam.pvalue.AsSingleton(inferred),) if inferred is not None else ()
+    fn = import_fns.encode_file_fn(request.format, columns, given, source.splitter)
+    return beam.ParDo(fn, *side).with_outputs(*names)
+
+
 def _run_pipeline(
     request: ImportExamplesRequest,
-    sources: Sequence[tuple],
+    sources: Sequence[Source],
     columns: list[str] | None,
     schema: Any,
     staging: str,
     options: Any,
 ) -> dict[str, int]:
-    """Build and run the pipeline into `staging`; returns the examples per split. Data errors: UserInputError."""
+    """Build and run the pipeline into `staging`; returns the examples per split. Data errors:
+    UserInputError."""
     import apache_beam as beam
 
     if schema is not None:
@@ -432,18 +175,16 @@ def _run_pipeline(
     except Exception as e:
         message = beam_run.data_error_message(e)
         if message:
-            raise UserInputError(
-                "--input" if request.input_pattern else "--input-splits", message
-            ) from None
+            raise UserInputError(sources[0].input_name, message) from None
         raise
-    return beam_run.split_counts(counters, COUNTER_PREFIX, split_names)
+    return beam_run.split_counts(counters, import_fns.COUNTER_PREFIX, split_names)
 
 
 def _feature_count(schema_text: str) -> int:
     from google.protobuf import text_format
-    from tensorflow_metadata.proto.v0 import schema_pb2
+    from tensorflow_metadata.proto.v0 import schema_pb2 as pb
 
-    return len(text_format.Parse(schema_text, schema_pb2.Schema()).feature)
+    return len(text_format.Parse(schema_text, pb.Schema()).feature)
 
 
 def run(
@@ -456,42 +197,54 @@ def run(
         return _import(request, before_publish)
 
 
+def _log_plan(
+    request: ImportExamplesRequest,
+    files: int,
+    properties: Mapping[str, Any],
+    columns: list[str] | None,
+    options: Any,
+) -> None:
+    log.info(
+        "import-examples: %d %s file(s) of %s, %s, splits %s, schema %s, span %s%s; beam %s",
+        files,
+        request.format,
+        properties["payload_format"],
+        f"{len(columns)} columns" if columns is not None else "features from the records",
+        ", ".join([f"{n}:{b}" for n, b in request.splits] + [n for n, _ in request.input_splits]),
+        request.schema or "inferred from the data",
+        properties["span"],
+        f" version {properties['version']}" if "version" in properties else "",
+        beam_run.describe_options(options),
+    )
+
+
 def _import(
     request: ImportExamplesRequest, before_publish: Callable[[ImportResult], None] | None
 ) -> ImportResult:
     """Import the files into a new Examples directory; returns the counts per split."""
-    from generic_trainer.records.schemas import load_schema
-
     started = time.monotonic()
-    schema = load_schema(request.schema) if request.schema else None
-    if schema is not None:
-        _given_kinds(schema)
-    sources = _sources(request)
-    columns = _check_sources(request, sources, schema)
-    all_files = sorted({f for files, *_ in sources for f in files})
-    options = beam_run.pipeline_options(request.beam_args, beam_run.total_bytes(all_files))
-    log.info(
-        "import-examples: %d %s file(s), %s, splits %s, schema %s; beam %s",
-        sum(len(s[0]) for s in sources),
+    patterns = (request.input_pattern, request.splits, request.input_splits)
+    schema, sources, properties, columns = prepare_sources(
         request.format,
-        f"{len(columns)} columns" if columns is not None else "features from the records",
-        ", ".join(f"{n}:{b}" for n, b in request.splits)
-        or ", ".join(n for n, _ in request.input_splits),
-        request.schema or "inferred from the data",
-        beam_run.describe_options(options),
+        request.schema,
+        request.payload_format,
+        patterns,
+        request.partition_feature,
+        request.range_config,
     )
+    all_files = sorted({f for s in sources for f in s.files})
+    options = beam_run.pipeline_options(request.beam_args, beam_run.total_bytes(all_files))
+    _log_plan(request, len(all_files), properties, columns, options)
     staging = beam_run.new_staging(request.output)
     schema_staging = None
     try:
         counts = _run_pipeline(request, sources, columns, schema, staging, options)
+        examples_properties.write(staging, properties, beam_run.write_text)
         with beam_run.open_binary(beam_run.join(staging, SCHEMA_FILE)) as f:
             schema_text = f.read().decode("utf-8")
+        seconds = time.monotonic() - started
         result = ImportResult(
-            output=request.output,
-            counts=counts,
-            feature_count=_feature_count(schema_text),
-            schema_inferred=schema is None,
-            seconds=time.monotonic() - started,
+            request.output, counts, _feature_count(schema_text), schema is None, seconds, properties
         )
         if request.schema_output:
             schema_staging = beam_run.new_staging(request.schema_output)
@@ -516,12 +269,14 @@ def _import(
 
 
 def kfp_metadata(request: ImportExamplesRequest, result: ImportResult) -> dict[str, dict[str, Any]]:
-    """Executor-output metadata of the examples and output_schema artifacts."""
+    """Executor-output metadata of the examples and output_schema artifacts (with TFX's Examples
+    properties: span, version, input_fingerprint, payload_format, file_format)."""
     examples = {
         "split_names": list(result.counts),
         "num_examples": dict(result.counts),
         "feature_count": result.feature_count,
         "format": request.format,
+        **result.properties,
     }
     for split, n in result.counts.items():
         examples[f"num_examples_{split}"] = n
@@ -536,7 +291,7 @@ def kfp_metadata(request: ImportExamplesRequest, result: ImportResult) -> dict[s
 
 
 VERB: VerbContract[ImportExamplesRequest, ImportResult] = VerbContract(
-    data_options.IMPORT_EXAMPLES,
+    example_gen_options.IMPORT_EXAMPLES,
     data_request.build_import_examples_request,
     data_request.describe_import_examples,
     run,

@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from generic_trainer.artifacts import files, outputs, storage
+from generic_trainer.artifacts import files, outputs
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.intake import judge_options, output_checks
 from generic_trainer.intake.contract import KfpOutputValues, VerbContract
@@ -58,15 +58,6 @@ log = logging.getLogger(__name__)
 WARMUP_DIR = "assets.extra"  # TF Serving's place for the warm-up file, inside the SavedModel
 WARMUP_FILE = "tf_serving_warmup_requests"
 MAX_REASONS = 5
-_MEMORY_SIGNS = (
-    "MemoryError",
-    "bad_alloc",
-    "Cannot allocate memory",
-    "out of memory",
-    "OOM",
-    "failed to allocate",
-    "failed to map segment",
-)
 
 
 @dataclasses.dataclass
@@ -431,7 +422,7 @@ def _finish(
             "signature": result.signature,
             "warmup_file": result.warmup_file,
         }
-        storage.write_file_atomic(request.metrics_file, json.dumps(body, indent=2) + "\n")
+        outputs.write_metrics_file(request.metrics_file, body)  # strict JSON: NaN as null
     if before_publish is not None:
         before_publish(result)
     write_blessing(
@@ -484,4 +475,5 @@ VERB: VerbContract[InfraValidateRequest, InfraValidateResult] = VerbContract(
     run,
     kfp_outputs,
     lambda result: result.summary(),
+    lock_outputs=True,
 )

@@ -1,32 +1,39 @@
-"""The `push` verb: a blessed model to a directory TF Serving watches (TFX's Pusher, filesystem destination).
+"""The `push` verb: a blessed model to a directory TF Serving watches (TFX's Pusher, filesystem
+destination).
 
-As TFX's Pusher does: only a model the evaluator blessed (`--model-blessing` holds BLESSED) and, when
-`--infra-blessing` is given, the infra-validator too (INFRA_BLESSED) is pushed; the version is the Unix time in
-seconds; the model's SavedModel (its `Format-Serving` when it is a trainer model dir) is copied to
-`<destination>/<version>/` with `saved_model.pb` last (TF Serving and others take that file as the sign that a
-version is complete); a version dir that already exists is left alone (and reported as the push, as TFX does);
-`pushed_model` (`--pushed-model-dir`) gets a copy of the pushed model and the metadata `pushed` (1|0),
-`pushed_destination`, `pushed_version`. A model that is not blessed is a result, not a failure: exit 0, pushed 0,
-the reasons logged and in the metadata.
+As TFX's Pusher does: a model the evaluator did not bless (`--model-blessing` holds NOT_BLESSED) or,
+when `--infra-blessing` is given, the infra-validator did not, is not pushed: exit 0, pushed 0, the
+reasons logged and in the metadata. Without any blessing the model is pushed, with a warning that it
+was not validated. The version is the Unix time in seconds; the model's SavedModel (its
+`Format-Serving` when it is a trainer model dir) is copied to `<destination>/<version>/` with
+`saved_model.pb` last (TF Serving and others take that file as the sign that a version is
+complete). Where that version dir exists already (a push in the same second, anything else of that
+name), the next free version is taken (TFX's Pusher skips the copy and reports the existing dir as
+pushed; this push never reports a path it did not write). `pushed_model` (`--pushed-model-dir`) gets
+a copy of the pushed model and the metadata `pushed` (1|0), `pushed_destination`, `pushed_version`.
 
-Whole or not at all: the files are copied into a hidden sibling of the version dir (`.<version>.staging-*`,
-which TF Serving ignores: not a number) and renamed into place in one step. On Cloud Storage FUSE (gs://), where
-a directory rename copies object by object in no set order, the version dir is filled by renaming file by file,
-`saved_model.pb` last, and removed again if that fails. TensorFlow is never imported.
+Whole or not at all: the files are copied into a hidden sibling of the version dir
+(`.<version>.staging-*`, which TF Serving ignores: not a number), removed however the push ends
+(SIGTERM included; one a killed run left is swept by the next push holding the destination), and
+renamed into place in one step. On Cloud Storage FUSE (gs://), where a directory rename copies object
+by object in no set order, the version dir is filled by renaming file by file, `saved_model.pb`
+last, and removed again if that fails. The model is read holding its model dir's lock (train's), so
+a train cannot publish into it meanwhile; where it cannot be locked (a read-only input), the files
+are checked unchanged after the copy instead. TensorFlow is never imported.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import shutil
-import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from generic_trainer.artifacts import outputs, storage
+from generic_trainer.artifacts import outputs, storage, tree
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.intake import push_options
 from generic_trainer.intake.contract import VerbContract
@@ -48,7 +55,6 @@ class PushResult:
     version: str | None = None
     files: int = 0
     size_bytes: int = 0
-    existed: bool = False  # the version dir was there already and was left alone
 
     def summary(self) -> dict[str, Any]:
         body: dict[str, Any] = {"pushed": int(self.pushed)}
@@ -84,35 +90,19 @@ def _not_blessed_reasons(request: PushRequest) -> list[str]:
 def model_files(source: str) -> tuple[list[str], list[str]]:
     """(directories, files) of the SavedModel at `source`, relative, `saved_model.pb` last.
 
-    Only directories and regular files are pushed: a symbolic link or a device (which would copy what lies
-    outside the model, or never end) is a UserInputError naming it.
+    Only directories and regular files are pushed, walked iteratively within a bound of depth and
+    entries (artifacts/tree.py): anything else is a UserInputError naming it and what it is.
     """
-    dirs: list[str] = []
-    files: list[str] = []
-    for root, subdirs, names in os.walk(source):
-        for name in sorted(subdirs) + sorted(names):
-            path = os.path.join(root, name)
-            mode = os.lstat(path).st_mode
-            rel = os.path.relpath(path, source)
-            if stat.S_ISDIR(mode):
-                dirs.append(rel)
-            elif stat.S_ISREG(mode):
-                files.append(rel)
-            else:
-                kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
-                raise UserInputError(
-                    "--model",
-                    f"{path} is {kind}; a SavedModel to push holds directories and "
-                    "regular files only",
-                )
-    if SAVED_MODEL not in files:
+    found = tree.walk(source, "--model")
+    if SAVED_MODEL not in found.files:
         raise UserInputError("--model", f"{source} holds no {SAVED_MODEL}")
-    files.remove(SAVED_MODEL)
-    return dirs, files + [SAVED_MODEL]
+    found.files.remove(SAVED_MODEL)
+    return found.dirs, found.files + [SAVED_MODEL]
 
 
 def _copy(source: str, dirs: list[str], files: list[str], target: str) -> int:
-    """Copy the model's `dirs` and `files` (in order: saved_model.pb last) into `target`; returns the bytes."""
+    """Copy the model's `dirs` and `files` (in order: saved_model.pb last) into `target`; returns
+    the bytes."""
     size = 0
     os.makedirs(target, exist_ok=True)
     for rel in dirs:
@@ -123,39 +113,11 @@ def _copy(source: str, dirs: list[str], files: list[str], target: str) -> int:
     return size
 
 
-def _publish_version(
-    staging: str, target: str, dirs: list[str], files: list[str], on_gcs_fuse: bool
-) -> bool:
-    """Move the staged version into place; False when a version dir of that name appeared meanwhile."""
-    if os.path.lexists(target):
-        return False
-    if not on_gcs_fuse:
-        try:
-            os.rename(staging, target)  # one step: a reader sees no version, or all of it
-        except OSError:
-            if os.path.lexists(target):
-                return False
-            raise
-        return True
-    try:
-        os.mkdir(target)
-    except FileExistsError:
-        return False
-    try:
-        for rel in dirs:
-            os.makedirs(os.path.join(target, rel), exist_ok=True)
-        for rel in files:  # saved_model.pb last: a version without it is not loaded
-            os.rename(os.path.join(staging, rel), os.path.join(target, rel))
-    except OSError:
-        shutil.rmtree(target, ignore_errors=True)
-        raise
-    return True
-
-
 def _archive(
     pushed_model_dir: str | None, source: str | None, dirs: list[str], files: list[str]
 ) -> None:
-    """The PushedModel artifact: a copy of the pushed model (as TFX keeps one), or empty; published whole."""
+    """The PushedModel artifact: a copy of the pushed model (as TFX keeps one), or empty; published
+    whole."""
     if not pushed_model_dir:
         return
     staging = storage.staging_dir_for(pushed_model_dir)
@@ -174,7 +136,8 @@ def _archive(
 def run(
     request: PushRequest, before_publish: Callable[[PushResult], None] | None = None
 ) -> PushResult:
-    """Push the model when it is blessed; `before_publish(result)` runs before the version dir appears."""
+    """Push the model when it is blessed; `before_publish(result)` runs before the version dir
+    appears."""
     before_publish = before_publish or (lambda result: None)
     reasons = _not_blessed_reasons(request)
     if reasons:
@@ -183,63 +146,110 @@ def run(
         before_publish(result)
         log.warning("not pushed: %s", "; ".join(reasons))
         return result
-    source = outputs.serving_model_path(request.model)
-    dirs, files = model_files(source)
-    version = str(int(time.time()))
-    target = os.path.join(request.push_destination, version)
-    destination = f"{request.destination_uri}/{version}"
-    result = PushResult(
-        pushed=True, reasons=[], destination=destination, version=version, files=len(files)
-    )
-    if os.path.lexists(target):
-        return _left_alone(request, result, source, dirs, files, before_publish)
-    staging = storage.staging_dir_for(target)
-    try:
-        started = time.monotonic()
-        result.size_bytes = _copy(source, dirs, files, staging)
-        _archive(request.pushed_model_dir, source, dirs, files)
-        before_publish(result)
-        if not _publish_version(staging, target, dirs, files, request.on_gcs_fuse):
-            result.existed = True
-            log.warning(
-                "%s appeared while the model was copied; it was left alone (as TFX's Pusher does)",
-                target,
+    if not request.model_blessing and not request.infra_blessing:
+        log.warning(
+            "no blessing was given (--model-blessing, --infra-blessing): the model is pushed "
+            "without validation, as TFX's Pusher does; consider an evaluate step"
+        )
+    with _model_held(request.model):
+        source = outputs.serving_model_path(request.model)
+        dirs, files = model_files(source)
+        stamps = tree.fingerprint(source, [".", *files])
+        return _push(request, source, dirs, files, stamps, before_publish)
+
+
+def _push(
+    request: PushRequest,
+    source: str,
+    dirs: list[str],
+    files: list[str],
+    stamps: dict[str, tree.Stamp | None],
+    before_publish: Callable[[PushResult], None],
+) -> PushResult:
+    """Copy, check the model did not change meanwhile, archive, then publish the next free version."""
+    now = int(time.time())
+    version = storage.free_version(request.push_destination, now)
+    if version != str(now):
+        log.warning(
+            "%s exists already (it was left alone): pushed as version %s, the next free one "
+            "(TFX's Pusher would skip the copy and report that dir as pushed)",
+            os.path.join(request.push_destination, str(now)),
+            version,
+        )
+    staging = storage.staging_dir_for(os.path.join(request.push_destination, version))
+    result = PushResult(pushed=True, reasons=[], files=len(files))
+    started = time.monotonic()
+    with storage.staging_removed_on_stop(staging, f"pushing {source}"):
+        try:
+            result.size_bytes = _copy(source, dirs, files, staging)
+            _check_unchanged(source, stamps)
+            _archive(request.pushed_model_dir, staging, dirs, files)
+            _set_version(request, result, version)
+            before_publish(result)
+            published = storage.publish_version(
+                staging, request.push_destination, int(version), dirs + files, request.on_gcs_fuse
             )
-            return result
-    except OSError as e:
-        raise OutputError(f"{FLAG}: could not push the model to {target}: {e}") from e
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        except OSError as e:
+            raise OutputError(
+                f"{FLAG}: could not push the model to {request.push_destination}: {e}"
+            ) from e
+    if published != version:  # something else took the version meanwhile
+        log.warning("version %s appeared meanwhile; pushed as version %s", version, published)
+        _set_version(request, result, published)
+        before_publish(result)
     log.info(
         "pushed %s to %s: %d files, %.1f MB in %.1f s (version %s, %s last)",
         source,
-        destination,
+        result.destination,
         len(files),
         result.size_bytes / 1e6,
         time.monotonic() - started,
-        version,
+        result.version,
         SAVED_MODEL,
     )
     return result
 
 
-def _left_alone(
-    request: PushRequest,
-    result: PushResult,
-    source: str,
-    dirs: list[str],
-    files: list[str],
-    before_publish: Callable[[PushResult], None],
-) -> PushResult:
-    """TFX's Pusher: a version dir that exists is not touched, and the push is reported with its destination."""
-    result.existed = True
-    _archive(request.pushed_model_dir, source, dirs, files)
-    before_publish(result)
-    log.warning(
-        "%s already exists; it was left alone and nothing was copied (as TFX's Pusher does)",
-        result.destination,
-    )
-    return result
+def _set_version(request: PushRequest, result: PushResult, version: str) -> None:
+    result.version, result.destination = version, f"{request.destination_uri}/{version}"
+
+
+@contextlib.contextmanager
+def _model_held(model: str) -> Iterator[None]:
+    """Hold the lock of the model dir (train's output lock) while the model is read, so no train
+    publishes into it meanwhile; where it cannot be taken (a read-only input), go on without it:
+    `_check_unchanged` tells a model that changed while it was copied."""
+    directory = os.path.dirname(model) if os.path.basename(model) == outputs.SERVING_DIR else model
+    lock, held = storage.OutputLock(directory), True
+    try:
+        lock.acquire()
+    except storage.LockHeld as e:
+        raise UserInputError(
+            "--model",
+            f"{directory} is being written by another run ({storage.describe_owner(e.owner)}, "
+            f"lock file {e.lock_path}); push it once that run has ended",
+        ) from None
+    except storage.LockForeign as e:
+        raise UserInputError("--model", f"{directory} cannot be locked for reading: {e}") from None
+    except OSError as e:
+        log.info("--model: %s cannot be locked (%s); checked unchanged after the copy", model, e)
+        held = False
+    try:
+        yield
+    finally:
+        if held:
+            lock.release()
+
+
+def _check_unchanged(source: str, stamps: dict[str, tree.Stamp | None]) -> None:
+    """UserInputError when files of the model changed while they were copied (nothing is pushed)."""
+    changed = tree.changed(source, stamps)
+    if changed:
+        raise UserInputError(
+            "--model",
+            f"{len(changed)} file(s) of {source} changed while they were copied (e.g. "
+            f"{changed[0]}): another run wrote the model meanwhile; nothing was pushed, push again",
+        )
 
 
 def kfp_metadata(request: PushRequest, result: PushResult) -> dict[str, dict[str, Any]]:
@@ -267,4 +277,5 @@ VERB: VerbContract[PushRequest, PushResult] = VerbContract(
     run,
     lambda request, result: (kfp_metadata(request, result), None),
     lambda result: result.summary(),
+    lock_outputs=True,
 )

@@ -10,11 +10,20 @@ Nothing heavy is imported until used.
 
 from __future__ import annotations
 
+import enum
 import os
 import types
 from typing import Any
 
 from generic_trainer.fit.fn_args import FnArgs, TunerFnResult
+
+
+class StatsType(enum.Enum):
+    """TFX's `stats_options_util.StatsType`, the first argument of `stats_options_updater_fn`."""
+
+    UNKNOWN = 0
+    PRE_TRANSFORM = 1
+    POST_TRANSFORM = 2
 
 
 def _data_accessor_class() -> Any:

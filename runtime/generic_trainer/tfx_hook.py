@@ -58,6 +58,9 @@ MODULES: dict[str, dict[str, tuple[str, str]]] = {
         "FnArgs": (_FN_ARGS, "FnArgs"),
         "DataAccessor": (_DATA, "DataAccessor"),
     },
+    "tfx.components.trainer.executor": {"TrainerFnArgs": (_FN_ARGS, "FnArgs")},
+    "tfx.components.transform": {},
+    "tfx.components.transform.stats_options_util": {"StatsType": (_TFX, "StatsType")},
     "tfx.components.tuner": {},
     "tfx.components.tuner.component": {"TunerFnResult": (_FN_ARGS, "TunerFnResult")},
     "tfx.utils": {},
@@ -80,32 +83,37 @@ def add_module_dir(directory: str) -> None:
         _MODULE_DIRS.append(directory)
 
 
-def _matched(folder: str, packages: list[str]) -> int:
-    """How many of `folder`'s last names are the last names of `packages` (0: none)."""
+def _candidates(folder: str, packages: list[str], leaf: str) -> list[tuple[int, str]]:
+    """(score, file) for `leaf.py` reached from `folder`: its last names are packages[j:i] (score
+    i - j) and the file lies in the rest of the packages below it (packages[i:]); going down takes
+    two names matched at least (`examples/bert`), so one common name (`components`) is no tree."""
     names = folder.split(os.sep)[1:]
-    return max(
-        (n for n in range(1, min(len(names), len(packages)) + 1) if names[-n:] == packages[-n:]),
-        default=0,
-    )
+    found = []
+    for i in range(1, len(packages) + 1):
+        for j in range(i):
+            matched = i - j <= len(names) and names[len(names) - (i - j) :] == packages[j:i]
+            if matched and (i == len(packages) or i - j >= 2):
+                found.append((i - j, os.path.join(folder, *packages[i:], leaf + ".py")))
+    return found
 
 
 def module_file(fullname: str) -> str | None:
-    """The file a `tfx.a.b.leaf` import names in a loaded module's tree: beside the module, or in a folder
-    above it whose last folder names are the import's last package names (None when there is none). Where
-    several fit, the folder matching most package names wins, then the module loaded last."""
+    """The file a `tfx.a.b.leaf` import names in a loaded module's tree: beside the module, or in a
+    folder above it whose last names are some of the import's package names and below which the
+    rest of them lead to the file (`.../bert/cola/m.py` imports `tfx.examples.bert.utils.x`:
+    `.../bert/utils/x.py`). None when there is none. Where several fit, the one matching most
+    package names wins, then the module loaded last."""
     *packages, leaf = fullname.split(".")[1:] or [""]
     best: tuple[int, str] | None = None
     for directory in reversed(_MODULE_DIRS):
         folder = directory
         while leaf and os.path.dirname(folder) != folder:
-            matched = _matched(folder, packages)
-            candidate = os.path.join(folder, leaf + ".py")
-            if (
-                (matched or folder == directory)
-                and (best is None or matched > best[0])
-                and os.path.isfile(candidate)
-            ):
-                best = (matched, candidate)
+            candidates = _candidates(folder, packages, leaf)
+            if folder == directory:
+                candidates.append((0, os.path.join(folder, leaf + ".py")))
+            for score, candidate in candidates:
+                if (best is None or score > best[0]) and os.path.isfile(candidate):
+                    best = (score, candidate)
             folder = os.path.dirname(folder)
     return best[1] if best else None
 

@@ -22,14 +22,14 @@ from collections.abc import Callable
 from typing import Any
 
 from generic_trainer import compat
-from generic_trainer.artifacts import outputs, serving_container
+from generic_trainer.artifacts import outputs
 from generic_trainer.artifacts.results import TrainResult
-from generic_trainer.errors import TrainerError, UserCodeError
 from generic_trainer.fit import (
     accelerator,
     inputs,
     keras_auto,
     keras_multiworker,
+    run_fn_call,
     user_code,
     user_module,
 )
@@ -38,96 +38,11 @@ from generic_trainer.fit.cluster import prefetch_device
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.fit.preemption import WATCHER
 from generic_trainer.intake import fit_options
-from generic_trainer.intake.contract import KfpOutputValues, Summary, VerbContract
+from generic_trainer.intake.contract import Summary, VerbContract
 from generic_trainer.intake.fit_request import TrainRequest, build_train_request
-from generic_trainer.trained import model_artifact, publisher
+from generic_trainer.trained import publisher, train_kfp
 
 log = logging.getLogger(__name__)
-
-
-def speed_options(request: TrainRequest):
-    """The request's --mixed-precision / --jit-compile / --steps-per-execution as fit_hooks.SpeedOptions."""
-    from generic_trainer.fit import fit_hooks
-
-    program = request.program
-    speed = fit_hooks.SpeedOptions(
-        jit_compile=program.jit_compile,
-        steps_per_execution=program.steps_per_execution,
-        mixed_precision=program.mixed_precision,
-    )
-    if speed != fit_hooks.SpeedOptions():
-        log.info(
-            "speed options: mixed_precision=%s jit_compile=%s steps_per_execution=%s (the module's own "
-            "compile arguments win)",
-            speed.mixed_precision,
-            speed.jit_compile,
-            speed.steps_per_execution,
-        )
-    return speed
-
-
-def _call_run_fn(
-    run_fn,
-    fn_args: FnArgs,
-    strategy,
-    keras_mode: str,
-    speed=None,
-    multi_worker: bool = False,
-    prefetch_device: str | None = None,
-):
-    from generic_trainer.fit import fit_hooks, keras2_saving, module_strategy
-    from generic_trainer.records import record_checks
-
-    def bad_data(
-        e: Exception,
-    ) -> TrainerError | None:  # the input pipeline could not decode the examples
-        return record_checks.decode_error(
-            e,
-            [*fn_args.train_files, *fn_args.eval_files],
-            fn_args.schema_path,
-            transformed_schema_path=inputs.transformed_schema_file(fn_args.transform_graph_path),
-        )
-
-    def lost_peer(e: Exception) -> str:
-        return (
-            "lost contact with another replica while training (preempted or crashed?); restart the job: it "
-            f"resumes from the last backup in {fn_args.checkpoint_dir}. TensorFlow said: "
-            f"{' '.join(getattr(e, 'message', str(e)).split())[:600]}"
-        )
-
-    with (
-        strategy.scope(),
-        module_strategy.substitute(strategy),
-        keras2_saving.bridge(keras_mode),
-        fit_hooks.recording_fit(keras_mode, speed=speed, prefetch_device=prefetch_device) as record,
-    ):
-        try:
-            returned = user_code.call(
-                run_fn,
-                fn_args,
-                what="run_fn",
-                data_input="--examples",
-                translate=bad_data,
-                lost_peer=lost_peer if multi_worker else None,
-                hint=keras2_saving.hint,
-            )
-        finally:
-            WATCHER.reset_deferral()  # a fit that raised never reached its train end
-    WATCHER.raise_if_requested("SIGTERM received while run_fn ran")
-    return returned, record
-
-
-def _raw_eval_files(
-    request: TrainRequest, examples: inputs.ExampleInputs, transformed_splits: list[str]
-) -> list[str]:
-    """The eval splits the serving model can be fed (raw examples): not Transform's transformed examples."""
-    raw = [f for f in examples.eval_files if f not in transformed_splits]
-    if request.tflite is not None and not raw:
-        log.info(
-            "the eval examples are Transform's transformed examples (TFX's wiring), which the serving model "
-            "does not take: the TFLite model is checked against the SavedModel on random inputs"
-        )
-    return raw
 
 
 def run(
@@ -139,7 +54,7 @@ def run(
     report are written, right before the model is published (the CLI writes KFP's executor output
     there): when it raises, nothing is published.
     """
-    cluster = cluster_lib.resolve()
+    cluster = request.cluster
     publishes = cluster.is_chief and (
         not request.task or request.task.mode in ("train", "train_and_eval")
     )
@@ -192,15 +107,7 @@ def _run(
     scratch: str,
     before_publish: Callable[[TrainResult], None] | None = None,
 ) -> TrainResult:
-    num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator)
-    strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster)
-    strategy = cluster_lib.create_strategy(
-        strategy_name, cluster, num_gpus, request.cluster_timeout
-    )
-    WATCHER.install()  # again: TensorFlow's coordination service replaces the SIGTERM handler
-    log.info(
-        "resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus
-    )
+    strategy_name, strategy, num_gpus = _strategy(request, cluster)
     multi_worker_fit = keras_multiworker.prepare(request, strategy_name, cluster, num_gpus)
 
     from generic_trainer.fit import checkpointing
@@ -211,6 +118,60 @@ def _run(
         examples.schema_file,
         transformed_schema_path=examples.transformed_schema_file,
     )
+    run_fn = _import_run_fn(request, module_path)
+    private = os.path.join(scratch, f"{cluster.task_type}-{cluster.task_index}")
+    staging = publisher.staging_for(request.model_dir, cluster.is_chief, private)
+    backup = _backup(request, cluster, strategy, private, module_path)
+    fn_args = _fn_args(request, examples, cluster, strategy, num_gpus, staging, private, backup)
+    try:
+        # Keras 3's trainer fixed for several workers while run_fn runs
+        with compat.patched(multi_worker_fit):
+            result = run_fn_call.train(
+                request,
+                run_fn,
+                fn_args,
+                strategy,
+                cluster,
+                staging.final_serving,
+                backup,
+                prefetch_device(strategy_name, num_gpus, request.prefetch_to_device),
+            )
+        if not cluster.is_chief:
+            return _worker_done(cluster, result)
+        staged = publisher.Staged(
+            tflite_examples=publisher.raw_eval_files(
+                request, examples.eval_files, transformed_splits
+            ),
+            schema_file=examples.schema_file,
+        )
+        publisher.publish_model(request, staging, result, staged, before_publish)
+    finally:
+        staging.remove()
+    checkpointing.clear(request.checkpoint_dir)  # published: the same command starts afresh
+    return result
+
+
+def _strategy(request: TrainRequest, cluster: cluster_lib.Cluster) -> tuple[str, Any, int]:
+    """The strategy's name, the strategy (on several workers: once all connected), the GPUs."""
+    num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator, request.gpu_environ)
+    name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster)
+    strategy = cluster_lib.create_strategy(name, cluster, num_gpus, request.cluster_timeout)
+    WATCHER.install()  # again: TensorFlow's coordination service replaces the SIGTERM handler
+    log.info(
+        "resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus
+    )
+    return name, strategy, num_gpus
+
+
+def _worker_done(cluster: cluster_lib.Cluster, result: TrainResult) -> TrainResult:
+    log.info(
+        "worker %s:%d done; the chief publishes the outputs", cluster.task_type, cluster.task_index
+    )
+    return result
+
+
+def _import_run_fn(request: TrainRequest, module_path: str) -> Callable[[FnArgs], Any]:
+    """Import the user's module (TensorFlow is loaded now) and find its run_fn."""
     program = request.program
     module = user_module.import_module(module_path, program.module_file)
     run_fn = user_module.get_function(module, program.run_fn, "--run-fn")
@@ -219,10 +180,20 @@ def _run(
         getattr(module, "__file__", program.module_file),
         program.run_fn,
     )
+    return run_fn
 
-    private = os.path.join(scratch, f"{cluster.task_type}-{cluster.task_index}")
-    staging = publisher.staging_for(request.model_dir, cluster.is_chief, private)
-    backup = checkpointing.BackupAndRestore(
+
+def _backup(
+    request: TrainRequest,
+    cluster: cluster_lib.Cluster,
+    strategy: Any,
+    private: str,
+    module_path: str,
+) -> Any:
+    """`fn_args.backup_and_restore`: the chief's in <checkpoint_dir>/backup, a worker's private."""
+    from generic_trainer.fit import checkpointing
+
+    return checkpointing.BackupAndRestore(
         request.checkpoint_dir,
         strategy=strategy,
         is_chief=cluster.is_chief,
@@ -232,40 +203,6 @@ def _run(
             request.train_steps, request.hyperparameters, module_path
         ),
     )
-    fn_args = _fn_args(request, examples, cluster, strategy, num_gpus, staging, private, backup)
-    try:
-        with compat.patched(
-            multi_worker_fit
-        ):  # Keras 3's trainer fixed for several workers while run_fn runs
-            result = _train(
-                request,
-                run_fn,
-                fn_args,
-                strategy,
-                cluster,
-                staging,
-                backup,
-                prefetch_device(strategy_name, num_gpus),
-            )
-        if not cluster.is_chief:
-            log.info(
-                "worker %s:%d done; the chief publishes the outputs",
-                cluster.task_type,
-                cluster.task_index,
-            )
-            return result
-        staged = publisher.Staged(
-            tflite_examples=_raw_eval_files(request, examples, transformed_splits),
-            schema_file=examples.schema_file,
-        )
-        publisher.publish_model(request, staging, result, staged, before_publish)
-    finally:
-        staging.remove()
-    checkpointing.clear(
-        request.checkpoint_dir
-    )  # published: the same command would now start afresh
-    publisher.raise_tflite_failure(result)
-    return result
 
 
 def _fn_args(
@@ -303,122 +240,19 @@ def _fn_args(
     )
 
 
-def _train(
-    request: TrainRequest,
-    run_fn,
-    fn_args: FnArgs,
-    strategy,
-    cluster: cluster_lib.Cluster,
-    staging: publisher.ModelStaging,
-    backup,
-    device: str | None,
-) -> TrainResult:
-    """Call run_fn (its batches prefetched to `device` when given); the result of this replica from what it
-    returned and what `fit` recorded."""
-    returned, record = _call_run_fn(
-        run_fn,
-        fn_args,
-        strategy,
-        request.keras,
-        speed_options(request),
-        cluster.is_multi_worker,
-        device,
-    )
-    if returned is not None and not isinstance(returned, dict):
-        raise UserCodeError(
-            f"run_fn returned a {type(returned).__name__}; expected None or a dict of metrics"
-        )
-    metrics = outputs.scalar_metrics(record.final_metrics())
-    metrics.update(outputs.scalar_metrics(returned or {}))
-    return TrainResult(
-        is_chief=cluster.is_chief,
-        model_dir=request.model_dir,
-        serving_model_dir=staging.final_serving,
-        metrics=metrics,
-        model_info={},
-        strategy=type(strategy).__name__,
-        num_replicas=strategy.num_replicas_in_sync,
-        train_steps=backup.global_step or record.train_steps or request.train_steps,
-        devices=cluster_lib.strategy_devices(strategy),
-    )
-
-
-def kfp_metadata(request: TrainRequest, result: TrainResult) -> dict[str, dict[str, Any]]:
-    """Metadata of each KFP output artifact of a train run."""
-    import tensorflow as tf
-
-    keras_version = None
-    try:
-        if request.keras == "tf_keras":
-            import tf_keras as keras_module
-        else:
-            import keras as keras_module
-        keras_version = keras_module.__version__
-    except ImportError:
-        pass
-    model = {
-        "framework": "tensorflow",
-        "tensorflow_version": tf.__version__,
-        "keras": request.keras,
-        "keras_version": keras_version,
-        "serving_model_path": outputs.SERVING_DIR,
-        "signature_names": result.model_info.get("signatures", []),
-        "serving_inputs": result.model_info.get("serving_inputs", {}),
-        "train_steps": result.train_steps,
-        "strategy": result.strategy,
-        "num_replicas": result.num_replicas,
-    }
-    model_uri = request.kfp.artifacts.get("model", {}).get("uri") if request.kfp else None
-    model.update(
-        serving_container.model_registry_metadata(
-            _serving_image(request, tf.__version__), model_uri, result.schemata
-        )
-    )
-    model.update(model_artifact.kfp_metadata(result))
-    return {
-        "model": {k: v for k, v in model.items() if v is not None},
-        "metrics": dict(result.metrics),
-        "model_run": {"tensorboard_log_dir": request.model_run_dir},
-    }
-
-
-def _serving_image(request: TrainRequest, tf_version: str) -> str:
-    return request.serving_image or serving_container.choose_image(
-        tf_version, request.serving_accelerator, request.serving_image_region
-    )
-
-
-def kfp_parameters(request: TrainRequest, result: TrainResult) -> dict[str, str]:
-    """The train component's output parameters the component declares: the SavedModel's URI and its image."""
-    import tensorflow as tf
-
-    model = request.kfp.artifacts.get("model") if request.kfp else None
-    if not model or not request.kfp.parameters:
-        return {}
-    return serving_container.kfp_parameters(
-        model["uri"],
-        outputs.SERVING_DIR,
-        _serving_image(request, tf.__version__),
-        result.schemata,
-        declared=request.kfp.parameters,
-    )
-
-
-def kfp_outputs(request: TrainRequest, result: TrainResult) -> KfpOutputValues:
-    """The executor output of a train run: each artifact's metadata and the output parameters."""
-    return kfp_metadata(request, result), kfp_parameters(request, result)
-
-
 def describe(r: TrainRequest) -> list[str]:
     """The log lines saying what this train run will do."""
     t = r.task
     module, run_fn = (r.program.module_file, r.program.run_fn) if not t else ("", "run_fn")
     lines = [
-        f"train request: examples={r.examples} module={module} run_fn={run_fn} model_dir={r.model_dir} "
-        f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} train_steps={r.train_steps} "
+        f"train request: examples={r.examples} module={module} run_fn={run_fn} "
+        f"model_dir={r.model_dir} "
+        f"model_run_dir={r.model_run_dir} checkpoint_dir={r.checkpoint_dir} "
+        f"train_steps={r.train_steps} "
         f"eval_steps={r.eval_steps} strategy={r.strategy} keras={r.keras} "
         f"custom_config={json.dumps(r.redacted_custom_config())}",
-        f"tf.keras is {'Keras 2 (tf_keras)' if r.keras == 'tf_keras' else 'Keras 3'}: {r.keras_reason}",
+        f"tf.keras is {'Keras 2 (tf_keras)' if r.keras == 'tf_keras' else 'Keras 3'}: "
+        f"{r.keras_reason}",
     ]
     if t:
         from generic_trainer.artifacts.redaction import redact
@@ -438,7 +272,8 @@ def describe(r: TrainRequest) -> list[str]:
 
 
 def summary(result: TrainResult) -> Summary | None:
-    """What the chief prints: the serving model's path and the final metrics (a worker prints nothing)."""
+    """What the chief prints: the serving model's path and the final metrics (a worker prints
+    nothing)."""
     return (
         {"serving_model_dir": result.serving_model_dir, "metrics": result.metrics}
         if result.is_chief
@@ -451,7 +286,7 @@ VERB: VerbContract[TrainRequest, TrainResult] = VerbContract(
     build_train_request,
     describe,
     run,
-    kfp_outputs,
+    train_kfp.kfp_outputs,
     summary,
     keras=lambda r: r.keras,
 )

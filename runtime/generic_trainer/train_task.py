@@ -11,167 +11,28 @@ into private dirs removed afterwards); validate and publish it (chief only); wri
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import shutil
 import tempfile
 from collections.abc import Callable
 
-from generic_trainer.artifacts import outputs, storage
+from generic_trainer.artifacts import outputs
 from generic_trainer.artifacts.results import TrainResult
-from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
-from generic_trainer.fit import accelerator, user_code, user_module
+from generic_trainer.fit import accelerator, user_code
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.inputs import resolve_schema_file
 from generic_trainer.fit.preemption import WATCHER
 from generic_trainer.fit.requests import TrainRequest
-from generic_trainer.task import base, config, resolve
+from generic_trainer.task import base, config
 from generic_trainer.task.config import TRAIN_MODES
 from generic_trainer.task.controller import ExperimentResult
 from generic_trainer.task.experiment import barrier, run_experiment
+from generic_trainer.task.loading import load_task_class, make_task, resolve_experiment
 from generic_trainer.trained import publisher
 
 log = logging.getLogger("generic_trainer.task")
-
-INPUT = "--task"
-
-
-def split_task_spec(spec: str) -> tuple[str, str]:
-    """`module:Class` -> (module, Class); module is a .py path, a gs:// URI or a dotted name."""
-    module, sep, attr = (spec or "").rpartition(":")
-    if (
-        not sep
-        or not module
-        or not attr
-        or not attr.replace("_", "a").isalnum()
-        or module.endswith(":/")
-    ):
-        raise UserInputError(
-            INPUT,
-            f"expected module:Class (e.g. trainer/task.py:MyTask or pkg.tasks:MyTask), "
-            f"got {spec!r}",
-        )
-    return module, attr
-
-
-def _renamed(e: UserInputError) -> UserInputError:
-    message = str(e)
-    prefix = f"{e.input_name}: "
-    return UserInputError(INPUT, message[len(prefix) :] if message.startswith(prefix) else message)
-
-
-def load_task_class(
-    spec: str,
-    download_dir: str,
-    sha256: str | None = None,
-    settings: StorageSettings = DEFAULT_SETTINGS,
-) -> type[base.Task]:
-    """Fetch and import the module of `spec` and return its checked Task class."""
-    module_spec, attr = split_task_spec(spec)
-    try:
-        path = user_module.fetch(module_spec, download_dir, settings)
-        user_module.check_sha256(path, sha256)
-        module = user_module.import_module(path, module_spec)
-    except UserInputError as e:
-        raise (_renamed(e) if e.input_name == user_module.INPUT else e) from None
-    cls = getattr(module, attr, None) or base.get_task(attr)
-    if cls is None:
-        tasks = sorted(
-            k
-            for k, v in vars(module).items()
-            if inspect.isclass(v) and issubclass(v, base.Task) and v is not base.Task
-        )
-        raise UserInputError(
-            INPUT,
-            f"module {getattr(module, '__file__', module_spec)} has no {attr!r}"
-            + (f"; its Task classes: {', '.join(tasks)}" if tasks else ""),
-        )
-    return base.check_task_class(cls)
-
-
-def _local(value: str, gcs_root: str) -> str:
-    return (
-        ",".join(storage.local_path(p.strip(), gcs_root) for p in value.split(",") if p.strip())
-        if value
-        else value
-    )
-
-
-def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> config.ExperimentConfig:
-    """The experiment config of this run, resolved in override order and checked for the program's mode."""
-    from generic_trainer.records import example_files
-
-    program = request.task
-    if program.experiment:
-        defaults = config.get_experiment(program.experiment)
-        if not isinstance(defaults.task, task_cls.config_cls):
-            raise UserInputError(
-                "--experiment",
-                f"experiment {program.experiment!r} configures a "
-                f"{type(defaults.task).__name__}, but {task_cls.__name__} expects "
-                f"a {task_cls.config_cls.__name__}",
-            )
-    else:
-        defaults = task_cls.default_experiment()
-    train_path = eval_path = ""
-    if request.examples:
-        if program.mode in TRAIN_MODES:
-            train_path = ",".join(
-                example_files.split_file_patterns(request.examples, request.train_splits)
-            )
-        if program.mode != "train":
-            eval_path = ",".join(
-                example_files.split_file_patterns(request.examples, request.eval_splits)
-            )
-    inputs = resolve.RunInputs(
-        train_input_path=train_path,
-        eval_input_path=eval_path,
-        schema_path=resolve_schema_file(request.schema) or "",
-        transform_graph_path=request.transform_graph or "",
-        hyperparameters=request.hyperparameters,
-        custom_config=request.custom_config,
-        train_steps=request.train_steps,
-        eval_steps=request.eval_steps,
-        strategy=request.strategy,
-    )
-    experiment = resolve.build_experiment(
-        defaults, inputs, program.config_files, program.config, program.params_override
-    )
-    resolve.validate(experiment, program.mode)
-    task = experiment.task
-    for data_config in (task.train_data, task.validation_data):
-        data_config.input_path = _local(data_config.input_path, request.gcs_root)
-    for name in ("schema_path", "transform_graph_path", "init_checkpoint"):
-        setattr(task, name, _local(getattr(task, name), request.gcs_root))
-    if program.mode in TRAIN_MODES:
-        example_files.check_readable(task.train_data.file_patterns(), "task.train_data.input_path")
-    if program.mode != "train":
-        example_files.check_readable(
-            task.validation_data.file_patterns(), "task.validation_data.input_path"
-        )
-    if task.schema_path and not os.path.exists(task.schema_path):
-        raise UserInputError("task.schema_path", f"{task.schema_path} does not exist")
-    return experiment
-
-
-def make_task(
-    task_cls: type[base.Task], experiment: config.ExperimentConfig, logging_dir: str
-) -> base.Task:
-    """Instantiate the Task (passing `experiment` when its __init__ takes it)."""
-    params = inspect.signature(task_cls).parameters
-    takes_experiment = "experiment" in params or any(
-        p.kind is p.VAR_KEYWORD for p in params.values()
-    )
-    what = f"{task_cls.__name__}(params)"
-    if takes_experiment:
-        return user_code.call(
-            task_cls, experiment.task, logging_dir=logging_dir, experiment=experiment, what=what
-        )
-    task = user_code.call(task_cls, experiment.task, logging_dir=logging_dir, what=what)
-    task.experiment = experiment
-    return task
 
 
 def run(
@@ -182,7 +43,7 @@ def run(
     `before_publish(result)` runs on the chief after the metrics and report are written, right
     before the model is published; when it raises, nothing is published.
     """
-    cluster = cluster_lib.resolve()
+    cluster = request.cluster
     program = request.task
     if program.mode == "continuous_eval" and cluster.is_multi_worker:
         raise UserInputError(
@@ -215,7 +76,7 @@ def _run(
     scratch: str,
     before_publish: Callable[[TrainResult], None] | None = None,
 ) -> TrainResult:
-    registered, gpu_words = accelerator.usable_gpus(request.accelerator)
+    registered, gpu_words = accelerator.usable_gpus(request.accelerator, request.gpu_environ)
     num_gpus = _use_gpus(experiment.runtime.num_gpus, registered)
     strategy_name = cluster_lib.choose_strategy(
         experiment.runtime.distribution_strategy, num_gpus, cluster
@@ -226,12 +87,39 @@ def _run(
     log.info(
         "resolved %s %s gpus_used=%d", cluster_lib.describe(strategy, cluster), gpu_words, num_gpus
     )
-    # after the strategy: TensorFlow's coordination service replaces the SIGTERM handler
-    WATCHER.install(where=f"the latest checkpoint in {request.checkpoint_dir}")
+    private = os.path.join(scratch, f"{cluster.task_type}-{cluster.task_index}")
+    staging = publisher.staging_for(request.model_dir, cluster.is_chief, private)
+    try:  # its finally removes the watcher: a Task whose constructor raises leaves none behind
+        # after the strategy: TensorFlow's coordination service replaces the SIGTERM handler
+        WATCHER.install(where=f"the latest checkpoint in {request.checkpoint_dir}")
+        _log_experiment(request, task_cls, experiment)
+        task = make_task(task_cls, experiment, request.model_run_dir)
+        if cluster.is_chief:
+            os.makedirs(request.model_run_dir, exist_ok=True)
+        train_result = _run_and_publish(
+            request, cluster, task, experiment, strategy, staging, private, before_publish
+        )
+        _end_together(cluster, strategy)
+    finally:
+        WATCHER.uninstall()
+        staging.remove()
+    if not cluster.is_chief:
+        log.info(
+            "worker %s:%d done; the chief publishes the outputs",
+            cluster.task_type,
+            cluster.task_index,
+        )
+    return train_result
+
+
+def _log_experiment(
+    request: TrainRequest, task_cls: type[base.Task], experiment: config.ExperimentConfig
+) -> None:
     t, d = experiment.trainer, experiment.task
     log.info(
         "task %s mode=%s experiment=%s train_steps=%d steps_per_loop=%d validation_interval=%d "
-        "validation_steps=%d checkpoint_interval=%d batch=%d/%d train=%s validation=%s checkpoints=%s",
+        "validation_steps=%d checkpoint_interval=%d batch=%d/%d train=%s validation=%s "
+        "checkpoints=%s",
         task_cls.__name__,
         request.task.mode,
         request.task.experiment or "(defaults)",
@@ -246,28 +134,6 @@ def _run(
         d.validation_data.input_path or "-",
         request.checkpoint_dir,
     )
-
-    private = os.path.join(scratch, f"{cluster.task_type}-{cluster.task_index}")
-    task = make_task(task_cls, experiment, request.model_run_dir)
-    if cluster.is_chief:
-        os.makedirs(request.model_run_dir, exist_ok=True)
-    staging = publisher.staging_for(request.model_dir, cluster.is_chief, private)
-    try:
-        train_result = _run_and_publish(
-            request, cluster, task, experiment, strategy, staging, private, before_publish
-        )
-        _end_together(cluster, strategy)
-    finally:
-        WATCHER.uninstall()
-        staging.remove()
-    if not cluster.is_chief:
-        log.info(
-            "worker %s:%d done; the chief publishes the outputs",
-            cluster.task_type,
-            cluster.task_index,
-        )
-    publisher.raise_tflite_failure(train_result)
-    return train_result
 
 
 def _run_and_publish(
@@ -332,7 +198,8 @@ def _end_together(cluster: cluster_lib.Cluster, strategy) -> None:
 
 
 def _eval_examples(request: TrainRequest) -> tuple[list[str], str | None]:
-    """Eval file patterns and the schema file, to check a TFLite export on (none when no --examples)."""
+    """Eval file patterns and the schema file, to check a TFLite export on (none when no
+    --examples)."""
     if request.tflite is None or not request.examples:
         return [], None
     from generic_trainer.records import example_files
@@ -343,7 +210,8 @@ def _eval_examples(request: TrainRequest) -> tuple[list[str], str | None]:
 
 
 def _use_gpus(requested: int, visible: int) -> int:
-    """runtime.num_gpus: 0 uses every visible GPU; N uses the first N (before the strategy is made)."""
+    """runtime.num_gpus: 0 uses every visible GPU; N uses the first N (before the strategy is
+    made)."""
     if not requested or requested == visible:
         return visible
     if requested > visible:
@@ -366,11 +234,13 @@ def _already_finished(
     cluster: cluster_lib.Cluster,
     final_serving: str,
 ) -> bool:
-    """Whether the checkpoint was already at trainer.train_steps when the run started (nothing was trained).
+    """Whether the checkpoint was already at trainer.train_steps when the run started (nothing was
+    trained).
 
-    Says so in the log either way. Returns True (skip the export) only when the serving model of that
-    finished checkpoint is already published in the model dir, e.g. a retry of a task that ended after
-    publishing; otherwise the finished checkpoint is exported, and the log says that too.
+    Says so in the log either way. Returns True (skip the export) only when the serving model of
+    that finished checkpoint is already published in the model dir, e.g. a retry of a task that
+    ended after publishing; otherwise the finished checkpoint is exported, and the log says that
+    too.
     """
     target = experiment.trainer.train_steps
     if (
@@ -381,23 +251,25 @@ def _already_finished(
         return False
     published = os.path.isfile(os.path.join(final_serving, "saved_model.pb"))
     where = (
-        f"{request.checkpoint_dir} already holds a finished run: checkpoint {result.restored_from} is at step "
-        f"{result.initial_step} >= trainer.train_steps={target}, so nothing was trained (an earlier attempt "
+        f"{request.checkpoint_dir} already holds a finished run: checkpoint {result.restored_from} "
+        "is at step "
+        f"{result.initial_step} >= trainer.train_steps={target}, so nothing was trained (an "
+        "earlier attempt "
         f"of this task, or an earlier run given the same checkpoint dir, finished it)"
     )
     if (
         published and not cluster.is_multi_worker
     ):  # several workers export collectively: they all export again
         log.warning(
-            "%s; its serving model is already published at %s: exporting nothing. Give a new checkpoint "
-            "dir (or a new run) to train again.",
+            "%s; its serving model is already published at %s: exporting nothing. Give a new "
+            "checkpoint dir (or a new run) to train again.",
             where,
             final_serving,
         )
         return True
     log.warning(
-        "%s; exporting the serving model from that checkpoint to %s. Give a new checkpoint dir (or a new "
-        "run) to train again.",
+        "%s; exporting the serving model from that checkpoint to %s. Give a new checkpoint dir (or "
+        "a new run) to train again.",
         where,
         final_serving,
     )

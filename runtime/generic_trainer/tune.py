@@ -13,19 +13,17 @@ published when no trial completed.
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import os
 import shutil
 import tempfile
-import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from generic_trainer.artifacts import files, storage
-from generic_trainer.compat import keras_tuner, patched
-from generic_trainer.errors import ClusterError, TrainerError, UserCodeError
+from generic_trainer.artifacts import files, outputs, storage
+from generic_trainer.artifacts.staged import StagedDir
+from generic_trainer.compat import patched
 from generic_trainer.fit import accelerator, inputs, user_code, user_module
 from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.fn_args import FnArgs
@@ -33,7 +31,7 @@ from generic_trainer.fit.requests import TuneRequest
 from generic_trainer.intake import fit_options
 from generic_trainer.intake.contract import VerbContract
 from generic_trainer.intake.fit_request import build_tune_request
-from generic_trainer.tuning import trial_log, tuner_cluster
+from generic_trainer.tuning import search_run, search_state, trial_log, tuner_cluster
 from generic_trainer.tuning.tune_result import (
     TuneResult,
     flat_metrics,
@@ -45,10 +43,6 @@ from generic_trainer.tuning.tune_result import (
 log = logging.getLogger(__name__)
 
 BEST_HYPERPARAMETERS_FILE = "best_hyperparameters.txt"
-_RESULT_HINT = (
-    "expected TunerFnResult(tuner=<a keras_tuner tuner>, fit_kwargs={...}) (from generic_trainer import "
-    "TunerFnResult, or tfx.components.TunerFnResult)"
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -64,9 +58,7 @@ def run(
     Where the oracle lives, `before_publish(result)` runs after the results, metrics and report
     are written, right before best_hyperparameters is published; when it raises, it is not.
     """
-    from generic_trainer.artifacts import outputs
-
-    role = tuner_cluster.resolve_role(cluster_lib.resolve())
+    role = tuner_cluster.resolve_role(request.cluster)
     held = (
         [
             (request.best_hyperparameters_dir, "--best-hyperparameters-dir"),
@@ -99,36 +91,7 @@ def _run(
     examples: inputs.ExampleInputs,
     before_publish: Callable[[TuneResult], None] | None = None,
 ) -> TuneResult:
-    from generic_trainer.records import record_checks
-
-    num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator)
-    # Replicas tune in parallel, each on its own: the strategy is per replica (several GPUs -> mirrored).
-    strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster_lib.SINGLE)
-    strategy = cluster_lib.create_strategy(strategy_name, cluster_lib.SINGLE, num_gpus)
-    device = cluster_lib.prefetch_device(
-        strategy_name, num_gpus
-    )  # model.fit's batches go there ahead of a step
-    record_checks.check_first_records(
-        examples.all_files,
-        examples.schema_file,  # TensorFlow is loaded now
-        transformed_schema_path=examples.transformed_schema_file,
-    )
-    if not role.distributed:
-        who = "the only replica"
-    elif role.serves_oracle:
-        who = f"{role.tuner_id} (chief: serves the oracle at {role.bind_address}, publishes the outputs)"
-    else:
-        who = f"{role.tuner_id} (worker: the oracle is at {role.oracle_host}:{role.oracle_port})"
-    log.info(
-        "tuning as %s: strategy=%s replicas_in_sync=%d %s gpus_used=%d working_dir=%s",
-        who,
-        type(strategy).__name__,
-        strategy.num_replicas_in_sync,
-        gpu_words,
-        num_gpus,
-        request.working_dir,
-    )
-
+    strategy, num_gpus, device = _replica_strategy(request, role, examples)
     module = user_module.import_module(module_path, request.module_file)
     tuner_fn = user_module.get_function(module, request.tuner_fn, "--tuner-fn")
     log.info(
@@ -136,8 +99,47 @@ def _run(
         getattr(module, "__file__", request.module_file),
         request.tuner_fn,
     )
+    fn_args = _fn_args(request, examples, role, strategy, num_gpus)
+    # The chief builds its tuner as the oracle's host (keras-tuner reloads the saved oracle then).
+    first_id = (
+        tuner_cluster.ORACLE_TUNER_ID if role.distributed and role.serves_oracle else role.tuner_id
+    )
+    saved = (
+        search_state.make_resumable(request.working_dir, first_id) if role.serves_oracle else set()
+    )
+    from generic_trainer.fit import keras2_saving, module_strategy
+
+    with (
+        tuner_cluster.environment(role, first_id) as set_tuner_id,
+        strategy.scope(),
+        module_strategy.substitute(strategy),
+        keras2_saving.bridge("keras3"),
+    ):
+        tuner, fit_kwargs = search_run.call_tuner_fn(tuner_fn, fn_args, request.tuner_fn)
+        search_state.check_directory(tuner, request.working_dir, role.serves_oracle)
+        if os.path.abspath(tuner.project_dir) in saved and not tuner.oracle.trials:
+            log.warning(
+                "the saved search in %s was discarded (a tuner made with overwrite=True?): it "
+                "starts over, and so would every re-run",
+                tuner.project_dir,
+            )
+        if not role.serves_oracle:
+            search_run.run_worker(tuner, fit_kwargs, role, request, device)
+            return TuneResult(is_chief=False, tuner_id=role.tuner_id)
+        _search_with_the_oracle(request, role, tuner, fit_kwargs, set_tuner_id, device)
+    return _publish(request, result_of(role, tuner.oracle, tuner.project_dir), before_publish)
+
+
+def _fn_args(
+    request: TuneRequest,
+    examples: inputs.ExampleInputs,
+    role: tuner_cluster.TunerRole,
+    strategy: Any,
+    num_gpus: int,
+) -> FnArgs:
+    """The FnArgs tuner_fn gets: its working_dir stable under the checkpoint dir (resumable)."""
     os.makedirs(request.working_dir, exist_ok=True)
-    fn_args = inputs.build_fn_args(
+    return inputs.build_fn_args(
         request,
         examples,
         working_dir=request.working_dir,
@@ -148,249 +150,67 @@ def _run(
         task_index=role.task_index,
         num_workers=role.num_replicas,
     )
-    # The chief builds its tuner as the oracle's host (keras-tuner reloads the saved oracle then).
-    first_id = (
-        tuner_cluster.ORACLE_TUNER_ID if role.distributed and role.serves_oracle else role.tuner_id
-    )
-    saved = _make_resumable(request.working_dir, first_id) if role.serves_oracle else set()
-    from generic_trainer.fit import keras2_saving, module_strategy
 
-    with (
-        tuner_cluster.environment(role, first_id) as set_tuner_id,
-        strategy.scope(),
-        module_strategy.substitute(strategy),
-        keras2_saving.bridge("keras3"),
-    ):
-        tuner, fit_kwargs = _call_tuner_fn(tuner_fn, fn_args, request.tuner_fn)
-        _check_directory(tuner, request.working_dir, role.serves_oracle)
-        if os.path.abspath(tuner.project_dir) in saved and not tuner.oracle.trials:
-            log.warning(
-                "the saved search in %s was discarded (a tuner made with overwrite=True?): it starts over, "
-                "and so would every re-run",
-                tuner.project_dir,
-            )
-        if not role.serves_oracle:
-            _run_worker(tuner, fit_kwargs, role, request, device)
-            return TuneResult(is_chief=False, tuner_id=role.tuner_id)
-        oracle = tuner.oracle
-        _retry_unfinished(oracle)
-        if request.max_trials:
-            log.info("max_trials: %d (tuner_fn said %s)", request.max_trials, oracle.max_trials)
-            oracle.max_trials = request.max_trials
-        oracle.verbose = 0  # trials are logged by trial_log instead of keras-tuner's printed tables
+
+def _replica_strategy(
+    request: TuneRequest, role: tuner_cluster.TunerRole, examples: inputs.ExampleInputs
+) -> tuple[Any, int, str | None]:
+    """This replica's strategy, GPU count and prefetch device (replicas tune in parallel, each on
+    its own: several GPUs -> mirrored); the first records checked once TensorFlow is loaded."""
+    from generic_trainer.records import record_checks
+
+    num_gpus, gpu_words = accelerator.usable_gpus(request.accelerator, request.gpu_environ)
+    strategy_name = cluster_lib.choose_strategy(request.strategy, num_gpus, cluster_lib.SINGLE)
+    strategy = cluster_lib.create_strategy(strategy_name, cluster_lib.SINGLE, num_gpus)
+    device = cluster_lib.prefetch_device(strategy_name, num_gpus, request.prefetch_to_device)
+    record_checks.check_first_records(
+        examples.all_files,
+        examples.schema_file,
+        transformed_schema_path=examples.transformed_schema_file,
+    )
+    log.info(
+        "tuning as %s: strategy=%s replicas_in_sync=%d %s gpus_used=%d working_dir=%s",
+        _who(role),
+        type(strategy).__name__,
+        strategy.num_replicas_in_sync,
+        gpu_words,
+        num_gpus,
+        request.working_dir,
+    )
+    return strategy, num_gpus, device
+
+
+def _who(role: tuner_cluster.TunerRole) -> str:
+    if not role.distributed:
+        return "the only replica"
+    if role.serves_oracle:
+        return (
+            f"{role.tuner_id} (chief: serves the oracle at {role.bind_address}, publishes the "
+            "outputs)"
+        )
+    return f"{role.tuner_id} (worker: the oracle is at {role.oracle_host}:{role.oracle_port})"
+
+
+def _search_with_the_oracle(
+    request: TuneRequest,
+    role: tuner_cluster.TunerRole,
+    tuner: Any,
+    fit_kwargs: dict[str, Any],
+    set_tuner_id: Callable[[str], None],
+    device: str | None,
+) -> None:
+    """The replica holding the oracle searches: alone, or as the chief serving the workers."""
+    oracle = tuner.oracle
+    if request.max_trials:
+        log.info("max_trials: %d (tuner_fn said %s)", request.max_trials, oracle.max_trials)
+        oracle.max_trials = request.max_trials
+    oracle.verbose = 0  # trials are logged by trial_log instead of keras-tuner's printed tables
+    with patched(search_state.retry_unfinished(oracle)):
         if role.distributed:
-            _run_chief(tuner, fit_kwargs, role, request, set_tuner_id, device)
+            search_run.run_chief(tuner, fit_kwargs, role, request, set_tuner_id, device)
         else:
             with patched(trial_log.TrialLog(tuner.project_dir).patch(oracle)):
-                _search(tuner, fit_kwargs, role, device)
-    return _publish(request, result_of(role, oracle, tuner.project_dir), before_publish)
-
-
-def _make_resumable(working_dir: str, tuner_file_id: str) -> set[str]:
-    """Let keras-tuner reload every saved search under `working_dir`, whenever the last run was killed.
-
-    keras-tuner reloads its oracle only when the tuner's own file (`<project>/<tuner id>.json`, written
-    after a trial's results) exists; a kill between the oracle's save and that file's would start the
-    search over. The oracle's state is what matters, so the tuner file (an empty state) is written
-    when only it is missing. An oracle.json cut short by a kill is restored from its last good copy.
-    Returns the project directories that hold a saved search.
-    """
-    saved = set()
-    for oracle_file in glob.glob(os.path.join(working_dir, "*", "oracle.json")):
-        project_dir = os.path.dirname(oracle_file)
-        try:
-            with open(oracle_file, encoding="utf-8") as f:
-                state = json.load(f)
-        except (OSError, json.JSONDecodeError):
-            backup = os.path.join(project_dir, trial_log.ORACLE_BACKUP)
-            if not os.path.isfile(backup):
-                continue
-            log.warning(
-                "%s is unreadable (a kill while it was written?); restoring its last good copy",
-                oracle_file,
-            )
-            shutil.copyfile(backup, oracle_file)
-            state = {"start_order": ["?"]}
-        tuner_file = os.path.join(project_dir, f"{tuner_file_id}.json")
-        if not os.path.exists(tuner_file):
-            storage.write_file_atomic(tuner_file, "{}")
-        if state.get("start_order"):
-            saved.add(os.path.abspath(project_dir))
-    return saved
-
-
-def _retry_unfinished(oracle) -> None:
-    """Queue again every trial a killed attempt left RUNNING (nothing runs before the search starts).
-
-    keras-tuner's reload retries the trials its oracle.json lists as ongoing; a kill after a new
-    trial's own file was written but before oracle.json was would leave that trial RUNNING forever.
-    """
-    queue = keras_tuner.retry_queue(oracle)
-    queued = set(queue)
-    for trial_id, trial in sorted(oracle.trials.items()):
-        if trial.status == "RUNNING" and trial_id not in queued:
-            log.info(
-                "trial %s was running when the last attempt stopped: it will run again", trial_id
-            )
-            queue.append(trial_id)
-
-
-def _call_tuner_fn(tuner_fn, fn_args: FnArgs, name: str) -> tuple[Any, dict[str, Any]]:
-    """Call the user's tuner_fn and check it returned a tuner and the kwargs of its search()."""
-    import keras_tuner
-
-    def hint(e: Exception) -> str:
-        innermost = traceback.extract_tb(e.__traceback__)[-1].filename if e.__traceback__ else ""
-        if f"{os.sep}keras_tuner{os.sep}" in innermost:
-            return " (raised by keras-tuner while setting up the search space: check the hyperparameters it declares)"
-        from generic_trainer.fit import keras2_saving
-
-        return keras2_saving.hint(e, tf_keras_possible=False)
-
-    result = user_code.call(tuner_fn, fn_args, what=name, hint=hint)
-    if isinstance(result, tuple) and len(result) == 2 and not hasattr(result, "tuner"):
-        tuner, fit_kwargs = result
-    else:
-        tuner, fit_kwargs = getattr(result, "tuner", None), getattr(result, "fit_kwargs", None)
-    if tuner is None and fit_kwargs is None:
-        raise UserCodeError(f"{name} returned {type(result).__name__}; {_RESULT_HINT}")
-    if not isinstance(tuner, keras_tuner.engine.base_tuner.BaseTuner):
-        raise UserCodeError(
-            f"{name} returned a tuner of type {type(tuner).__name__}; {_RESULT_HINT}"
-        )
-    if fit_kwargs is None:
-        fit_kwargs = {}
-    if not isinstance(fit_kwargs, Mapping):
-        raise UserCodeError(
-            f"{name} returned fit_kwargs of type {type(fit_kwargs).__name__}; {_RESULT_HINT}"
-        )
-    return tuner, dict(fit_kwargs)
-
-
-def _check_directory(tuner, working_dir: str, holds_oracle: bool) -> None:
-    project_dir = os.path.abspath(tuner.project_dir)
-    if holds_oracle:
-        trials = list(tuner.oracle.trials.values())
-        done = sum(1 for t in trials if t.status in ("COMPLETED", "FAILED"))
-        log.info(
-            "search state: %s (%s)",
-            project_dir,
-            f"resuming: {done} trial(s) done, {len(trials) - done} to finish or retry"
-            if trials
-            else "new search",
-        )
-        if trials and type(tuner.oracle).__name__ == "GridSearchOracle":
-            log.warning(
-                "keras-tuner's GridSearch does not save its place in the grid: a resumed grid search may "
-                "stop before max_trials (RandomSearch, BayesianOptimization and Hyperband resume fully)"
-            )
-    if not project_dir.startswith(os.path.abspath(working_dir) + os.sep):
-        log.warning(
-            "the tuner's directory %s is outside fn_args.working_dir %s: a re-run resumes the search only "
-            "if that directory is stable (pass directory=fn_args.working_dir to the tuner)",
-            project_dir,
-            working_dir,
-        )
-
-
-def _search(
-    tuner,
-    fit_kwargs: dict[str, Any],
-    role: tuner_cluster.TunerRole,
-    prefetch_device: str | None = None,
-) -> None:
-    """tuner.search(**fit_kwargs), with user failures turned into UserCodeError (a lost oracle: ClusterError;
-    the trials' datasets prefetched to `prefetch_device` when given)."""
-    import grpc
-    from keras_tuner import errors as kt_errors
-
-    from generic_trainer.fit import fit_hooks
-
-    def translate(e: Exception) -> TrainerError | None:
-        if isinstance(e, grpc.RpcError):
-            return ClusterError(
-                f"lost the tuner oracle at {role.oracle_host}:{role.oracle_port}: "
-                f"{e.code()} {e.details()}"
-            )
-        if isinstance(e, kt_errors.FatalError):
-            hint = "\nkeras-tuner searches Keras 3 models: build them with `import keras`, not tf_keras."
-            return UserCodeError(
-                f"the search stopped: {user_code.describe(e)}{hint if 'tf_keras' in str(e) else ''}"
-            )
-        return None
-
-    with fit_hooks.recording_fit("keras3", prefetch_device=prefetch_device):
-        user_code.call(
-            lambda: tuner.search(**fit_kwargs),
-            what="the search",
-            failed="the search failed",
-            translate=translate,
-        )
-
-
-def _run_worker(
-    tuner,
-    fit_kwargs,
-    role: tuner_cluster.TunerRole,
-    request: TuneRequest,
-    prefetch_device: str | None = None,
-) -> None:
-    """A worker runs the trials the chief's oracle hands it, with heartbeats while each runs."""
-    beat = tuner_cluster.Heartbeat(
-        role.oracle_host, role.oracle_port, tuner_cluster.heartbeat_interval(request.worker_timeout)
-    ).start()
-
-    def on_trial_begin(on_begin, trial):
-        beat.trial_id = trial.trial_id
-        log.info("running trial %s: %s", trial.trial_id, trial.hyperparameters.values)
-        on_begin(trial)
-
-    def on_trial_end(on_end, trial):
-        beat.trial_id = None
-        log.info("trial %s %s", trial.trial_id, trial.status)
-        on_end(trial)
-
-    try:
-        with patched(
-            keras_tuner.ClientWait(request.worker_timeout),
-            keras_tuner.TunerHooks(tuner, on_trial_begin=on_trial_begin, on_trial_end=on_trial_end),
-        ):
-            _search(tuner, fit_kwargs, role, prefetch_device)
-    finally:
-        beat.stop()
-    log.info("worker %s: the search is over; the chief publishes the outputs", role.tuner_id)
-
-
-def _run_chief(
-    tuner,
-    fit_kwargs,
-    role: tuner_cluster.TunerRole,
-    request: TuneRequest,
-    set_tuner_id,
-    prefetch_device: str | None = None,
-) -> None:
-    """The chief serves the oracle from a thread, runs trials under its own id, then waits for the workers."""
-    tuner.save()  # the oracle and the host's tuner file: what a re-run reloads
-    oracle = tuner.oracle
-    server = tuner_cluster.OracleServer(oracle, role, request.worker_timeout, tuner.project_dir)
-
-    def pre_create_trial(pre_create):
-        server.check()  # a gone worker stops the chief before its next trial
-        pre_create()
-
-    with patched(
-        trial_log.TrialLog(tuner.project_dir, on_fatal=server.fail).patch(oracle),
-        keras_tuner.TunerHooks(tuner, pre_create_trial=pre_create_trial),
-    ):
-        server.start()
-        try:
-            # From here on this process's tuner is one more trial runner, using the oracle in-process.
-            set_tuner_id(role.tuner_id)
-            tuner.tuner_id = role.tuner_id
-            _search(tuner, fit_kwargs, role, prefetch_device)
-            server.wait_for_workers()
-        finally:
-            server.stop()
+                search_run.search(tuner, fit_kwargs, role, device)
 
 
 # --------------------------------------------------------------------------------------------
@@ -399,30 +219,26 @@ def _run_chief(
 
 
 def _publish(request: TuneRequest, result: TuneResult, before_publish=None) -> TuneResult:
-    """Write the outputs; the best hyperparameters last, whole (a staging dir renamed into place)."""
+    """Write the outputs; the best hyperparameters last, whole (a staging dir renamed into
+    place)."""
     if request.tuner_results_file:
         text = (
             files.dumps_strict(tuner_results(result), "trial value", indent=2) + "\n"
         )  # a diverged trial: null
         storage.write_file_atomic(request.tuner_results_file, text)
     if request.metrics_file:
-        text = files.dumps_strict(flat_metrics(result), "metric", indent=2, sort_keys=True)
-        storage.write_file_atomic(request.metrics_file, text)
+        outputs.write_metrics_file(request.metrics_file, flat_metrics(result))
     if request.report_file:
         storage.write_file_atomic(request.report_file, render_report(result))
     result.best_hyperparameters_file = os.path.join(
         request.best_hyperparameters_dir, BEST_HYPERPARAMETERS_FILE
     )
-    if before_publish is not None:
-        before_publish(result)
-    staging = storage.staging_dir_for(request.best_hyperparameters_dir)
-    os.makedirs(staging)
-    try:
-        with open(os.path.join(staging, BEST_HYPERPARAMETERS_FILE), "w", encoding="utf-8") as f:
+    with StagedDir(request.best_hyperparameters_dir) as stage:
+        with open(os.path.join(stage.path, BEST_HYPERPARAMETERS_FILE), "w", encoding="utf-8") as f:
             f.write(json.dumps(result.best_config))
-        storage.publish_dir(staging, request.best_hyperparameters_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if before_publish is not None:
+            before_publish(result)
+        stage.publish()
     failed = len(result.trials) - len(result.completed)
     log.info(
         "best trial %s: %s=%s %s; %d trial(s) completed, %d failed; wrote %s",
@@ -461,8 +277,9 @@ def describe(r: TuneRequest) -> list[str]:
     return [
         f"tune request: examples={r.examples} module={r.module_file} tuner_fn={r.tuner_fn} "
         f"best_hyperparameters_dir={r.best_hyperparameters_dir} checkpoint_dir={r.checkpoint_dir} "
-        f"train_steps={r.train_steps} eval_steps={r.eval_steps} max_trials={r.max_trials or OWN_MAX_TRIALS} "
-        f"worker_timeout={r.worker_timeout:g}s custom_config={json.dumps(r.redacted_custom_config())}",
+        f"train_steps={r.train_steps} eval_steps={r.eval_steps} "
+        f"max_trials={r.max_trials or OWN_MAX_TRIALS} worker_timeout={r.worker_timeout:g}s "
+        f"custom_config={json.dumps(r.redacted_custom_config())}",
         "tf.keras is Keras 3: keras-tuner searches Keras 3 models",
     ]
 

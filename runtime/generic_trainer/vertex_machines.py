@@ -1,10 +1,11 @@
-"""Vertex AI machine types and accelerators: which pairs a training job may ask for, checked before submission.
+"""Vertex AI machine types and accelerators: which pairs a training job may ask for, checked before
+submission.
 
 A leaf module (no imports of generic_trainer's but errors, no Google Cloud libraries), used by
 `vertex-job` and the Vertex pipeline. The table holds the machine families Vertex AI custom training
-offers (https://cloud.google.com/vertex-ai/docs/training/configure-compute) and, for the GPU ones, the
-accelerator type and counts that come with them. A family not in the table is refused with the known
-ones named, unless the caller allows unknown machine types (new families appear over time).
+offers (https://cloud.google.com/vertex-ai/docs/training/configure-compute) and, for the GPU ones,
+the accelerator type and counts that come with them. A family not in the table is refused with the
+known ones named, unless the caller allows unknown machine types (new families appear over time).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ ACCELERATOR_TYPES = (
     "TPU_V4_POD",
     "TPU_V5_LITEPOD",
 )
-# GPUs NVIDIA supports from CUDA 12.8 and cuDNN 9.7 on: the default image's CUDA libraries (12.5 / 9.3, what
+# GPUs NVIDIA supports from CUDA 12.8 and cuDNN 9.7 on: the default image's CUDA libraries (12.5 /
+# 9.3, what
 # TensorFlow 2.21 is built with) predate them, images/trainer/cuda-blackwell.lock's do not.
 BLACKWELL_GPUS = ("NVIDIA_B200", "NVIDIA_GB200", "NVIDIA_RTX_PRO_6000")
 # CPU-only families: no accelerator may be attached.
@@ -45,7 +47,8 @@ N1_GPUS = {
     "NVIDIA_TESLA_P4": (1, 2, 4),
     "NVIDIA_TESLA_P100": (1, 2, 4),
 }
-# Accelerator-optimized families: machine type pattern -> (accelerator type, count from the name or fixed).
+# Accelerator-optimized families: machine type pattern -> (accelerator type, count from the name or
+# fixed).
 BUNDLED_GPUS = (
     (re.compile(r"a2-highgpu-(1|2|4|8)g"), "NVIDIA_TESLA_A100"),
     (re.compile(r"a2-megagpu-(16)g"), "NVIDIA_TESLA_A100"),
@@ -60,8 +63,8 @@ MACHINE_TYPE = re.compile(r"([a-z][a-z0-9]*)-([a-z]+)-([0-9]+g?)")
 KNOWN = (
     "n1-{standard,highmem,highcpu}-N (+ T4, V100, P4, P100), "
     + ", ".join(f"{f}-*" for f in CPU_FAMILIES)
-    + " (CPU only), a2-highgpu-Ng / a2-megagpu-16g (A100), a2-ultragpu-Ng (A100 80GB), a3-highgpu-Ng (H100), "
-    "a3-megagpu-8g, a3-ultragpu-8g, a4-highgpu-8g, g2-standard-N (L4)"
+    + " (CPU only), a2-highgpu-Ng / a2-megagpu-16g (A100), a2-ultragpu-Ng (A100 80GB), "
+    "a3-highgpu-Ng (H100), a3-megagpu-8g, a3-ultragpu-8g, a4-highgpu-8g, g2-standard-N (L4)"
 )
 
 
@@ -76,13 +79,23 @@ def _bundled(machine_type: str) -> tuple[str, int] | None:
     return None
 
 
+IMAGE_PAGE, IMAGE_SECTION = "docs/running/docker.md", "Building the image"  # the build arguments
+
+
 def image_note(accelerator_type: str | None) -> str | None:
-    """What an image needs for this accelerator beyond the default GPU image's CUDA libraries (None: nothing)."""
+    """What an image needs for this accelerator beyond the default GPU image's CUDA libraries.
+
+    Args:
+        accelerator_type: Vertex's accelerator type, e.g. "NVIDIA_B200" (None: no GPU).
+
+    Returns:
+        One line naming the build argument and the page that explains it (None: nothing).
+    """
     if accelerator_type in BLACKWELL_GPUS:
         return (
-            f"{accelerator_type} is a Blackwell GPU: the image must carry CUDA >= 12.8 and cuDNN >= 9.7 "
-            "libraries; the default GPU image has 12.5 / 9.3, so build it with --build-arg "
-            "CUDA_LOCK=cuda-blackwell.lock (README: Building the image)"
+            f"{accelerator_type} is a Blackwell GPU: the image must carry CUDA >= 12.8 and cuDNN "
+            ">= 9.7 libraries; the default GPU image has 12.5 / 9.3, so build it with --build-arg "
+            f"CUDA_LOCK=cuda-blackwell.lock (see {IMAGE_PAGE}, section '{IMAGE_SECTION}')"
         )
     return None
 
@@ -94,7 +107,8 @@ def check_machine(
     flag: str = "--machine-type",
     allow_unknown: bool = False,
 ) -> None:
-    """Refuse a machine type Vertex AI does not offer, or an accelerator it cannot carry; the error names both."""
+    """Refuse a machine type Vertex AI does not offer, or an accelerator it cannot carry; the error
+    names both."""
     pair = f"{machine_type}" + (
         f" with {accelerator_count}x {accelerator_type}" if accelerator_type else ""
     )

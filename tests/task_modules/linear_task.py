@@ -87,3 +87,10 @@ class IncompleteTask(Task):
 
     def build_inputs(self, params, input_context=None):
         raise AssertionError("never called")
+
+
+class RaisingInitTask(LinearTask):
+    """A Task whose constructor raises: the run fails with nothing left installed."""
+
+    def __init__(self, params, logging_dir=None, name=None):
+        raise RuntimeError("the Task's constructor failed")

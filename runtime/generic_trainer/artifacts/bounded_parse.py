@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +31,11 @@ MAX_NODES = 100_000  # values in a YAML document once its aliases are expanded
 MAX_TEXT_BYTES = 16 * 1024 * 1024  # a config, an executor input, a hyperparameters file
 
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_LONE_SURROGATE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    r"|[\ud800-\udfff]"
+)
 
 
 def _too_deep(input_name: str, where: str = "") -> UserInputError:
@@ -78,16 +84,47 @@ def load_json(
             ) from None
     if json_depth(text) > max_depth:
         raise _too_deep(input_name, where)
+    check_surrogates(text, input_name, where)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise UserInputError(
             input_name, f"{where}not valid JSON ({e.msg} at line {e.lineno} column {e.colno})"
         ) from None
+    except ValueError as e:  # an integer of more digits than Python converts (sys.int_info)
+        raise _number_too_long(input_name, where, e) from None
     except (
         RecursionError
     ):  # not reached with max_depth well under the recursion limit; kept as a backstop
         raise _too_deep(input_name, where) from None
+
+
+def _number_too_long(input_name: str, where: str, error: ValueError) -> UserInputError:
+    return UserInputError(
+        input_name,
+        f"{where}holds a number Python cannot read: {str(error).split(';')[0]} (an integer may "
+        f"have at most {sys.get_int_max_str_digits() or 'unlimited'} digits; give it as a string)",
+    )
+
+
+def check_surrogates(text: str, input_name: str, where: str = "") -> None:
+    """UserInputError when `text` holds a lone surrogate (a `\\ud800` escape without its pair, or the
+    character itself): not a Unicode character, it could be neither logged nor written as UTF-8."""
+    match = _LONE_SURROGATE.search(text)
+    if match:
+        raise UserInputError(
+            input_name,
+            f"{where}holds a lone surrogate {match.group().encode('ascii', 'backslashreplace').decode()} "
+            f"at character {match.start()}: not a Unicode character (a broken \\u escape?)",
+        )
+
+
+def tool_text(data: bytes) -> str:
+    """The output of a tool the runtime runs (nvidia-smi, ...) as text: UTF-8, undecodable bytes shown as
+    U+FFFD and control characters other than newline and tab dropped, so no output can fail or forge a
+    log line."""
+    text = data.decode("utf-8", errors="replace")
+    return "".join(c for c in text if c in "\n\t" or c.isprintable())
 
 
 def _yaml_bounds(text: str, input_name: str, where: str) -> None:
@@ -144,6 +181,7 @@ def load_yaml(text: str, input_name: str, where: str = "") -> Any:
     import yaml
 
     check_text_size(input_name, text, where)
+    check_surrogates(text, input_name, where)
     try:
         _yaml_bounds(text, input_name, where)
         return yaml.safe_load(text)
@@ -155,6 +193,8 @@ def load_yaml(text: str, input_name: str, where: str = "") -> Any:
         ) from None
     except RecursionError:  # a backstop: the walk above refuses deep nesting first
         raise _too_deep(input_name, where) from None
+    except ValueError as e:  # an integer of more digits than Python converts
+        raise _number_too_long(input_name, where, e) from None
 
 
 def read_text(path: str, input_name: str, max_bytes: int = MAX_TEXT_BYTES) -> str:

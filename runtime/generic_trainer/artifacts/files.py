@@ -48,6 +48,40 @@ class OutputWriteError(OutputError, OSError):
         super().__init__(f"could not write {path}: {reason}")
 
 
+MISSING = "missing"
+REGULAR = "regular file"
+DIRECTORY = "directory"
+
+
+def classify(path: str) -> str:
+    """What is at `path`, following symlinks, decided once from one `stat`: REGULAR, DIRECTORY,
+    "FIFO (named pipe)", "character device", "block device", "socket", or MISSING (nothing there, or
+    a symlink whose target is missing)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return MISSING
+    if stat.S_ISREG(mode):
+        return REGULAR
+    return next((name for test, name in _KINDS if test(mode)), "special file")
+
+
+def describe(path: str) -> str:
+    """`path`'s kind as a message says it: "a regular file", "a FIFO (named pipe)", "a symlink to
+    /x (a directory)", "a dangling symlink to /x", "missing (nothing there)"."""
+    kind = classify(path)
+    if os.path.islink(path):
+        target = os.path.realpath(path)
+        if kind == MISSING:
+            return f"a dangling symlink to {target}"
+        return f"a symlink to {target} ({_article(kind)})"
+    return "missing (nothing there)" if kind == MISSING else _article(kind)
+
+
+def _article(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
 def special_kind(path: str) -> str | None:
     """What `path` is when it exists and is not a regular file ("FIFO (named pipe)", ...; through symlinks),
     else None (a regular file, or nothing there)."""

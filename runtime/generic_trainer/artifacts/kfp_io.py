@@ -35,11 +35,14 @@ class KfpOutputs:
 
 @dataclasses.dataclass(frozen=True)
 class ArtifactMaps:
-    """What KFP's artifacts fill: input artifact name -> raw key (its URI); output artifact name -> raw key
-    its local path fills (None: none). Derived from the declarations (`artifact_maps`), handed to kfp_io."""
+    """What KFP's artifacts fill: input artifact name -> raw key (its URI); output artifact name ->
+    raw key its local path fills (None: none). Derived from the declarations (`artifact_maps`),
+    handed to kfp_io."""
 
     inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
     outputs: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    # a dict parameter -> {its key: the raw key it fills} (TFX's train_args / eval_args)
+    spreads: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
 
 
 def load(value: str) -> dict[str, Any]:
@@ -51,7 +54,8 @@ def load(value: str) -> dict[str, Any]:
                 INPUT, "expected the executor input JSON ('{{$}}') or a file holding it"
             )
         text = bounded_parse.read_text(value, INPUT)
-    # KFP's own levels (inputs.parameterValues.custom_config) come on top of a parameter's own nesting
+    # KFP's own levels (inputs.parameterValues.custom_config) come on top of a parameter's own
+    # nesting
     parsed = bounded_parse.load_json(text, INPUT, max_depth=bounded_parse.MAX_DEPTH + 4)
     if not isinstance(parsed, dict):
         raise UserInputError(
@@ -79,10 +83,11 @@ def _object(value: Any, where: str, required: bool = False) -> Mapping[str, Any]
 
 
 def _first_artifact(entry: Any, where: str, required: bool = False) -> Mapping[str, Any] | None:
-    """The first artifact of an executor-input artifact entry (`{"artifacts": [{"uri": ...}]}`), checked.
+    """The first artifact of an executor-input artifact entry (`{"artifacts": [{"uri": ...}]}`),
+    checked.
 
-    An input entry with no artifact is an input not given (as kfp's own executor takes it); an output
-    entry (`required`) must hold one.
+    An input entry with no artifact is an input not given (as kfp's own executor takes it); an
+    output entry (`required`) must hold one.
     """
     artifacts = _object(entry, where).get("artifacts")
     if artifacts is not None and not isinstance(artifacts, list):
@@ -106,22 +111,19 @@ def _first_artifact(entry: Any, where: str, required: bool = False) -> Mapping[s
     return artifact
 
 
-def _flatten_args(prefix: str, args: Any) -> dict[str, Any]:
-    """TFX-style train_args / eval_args ({"num_steps": N, "splits": [...]}) to flag values."""
+def _spread(name: str, args: Any, keys: Mapping[str, str]) -> dict[str, Any]:
+    """A dict parameter (TFX's train_args: {"num_steps": N, "splits": [...]}) as the raw values
+    its keys fill (`keys`, declared with the option: {"num_steps": "train_steps", ...})."""
     if args in (None, "", {}):
         return {}
     if isinstance(args, str):
-        args = bounded_parse.load_json(args, f"{prefix}_args")
+        args = bounded_parse.load_json(args, name)
     if not isinstance(args, dict):
-        raise UserInputError(
-            f"{prefix}_args", 'expected an object like {"num_steps": 100, "splits": ["train"]}'
-        )
-    unknown = set(args) - {"num_steps", "splits"}
+        raise UserInputError(name, f"expected an object with the keys {' and '.join(keys)}")
+    unknown = set(args) - set(keys)
     if unknown:
-        raise UserInputError(
-            f"{prefix}_args", f"unknown keys {sorted(unknown)}; expected num_steps and splits"
-        )
-    return {f"{prefix}_steps": args.get("num_steps"), f"{prefix}_splits": args.get("splits")}
+        raise UserInputError(name, f"unknown keys {sorted(unknown)}; expected {' and '.join(keys)}")
+    return {raw: args.get(key) for key, raw in keys.items()}
 
 
 def parse(
@@ -129,17 +131,18 @@ def parse(
 ) -> tuple[dict[str, Any], KfpOutputs]:
     """Raw request values and the output locations from a KFP executor input.
 
-    `artifacts`: which raw value each artifact fills, derived from the verb's declaration (the CLI passes
-    the running verb's; `intake.declarations.ARTIFACTS` is every component's).
+    `artifacts`: which raw value each artifact fills, derived from the verb's declaration (the CLI
+    passes the running verb's; `cli.ARTIFACTS` is every component's).
     """
     inputs = _object(executor_input.get("inputs"), "inputs")
     values: dict[str, Any] = {}
     parameters = _object(inputs.get("parameterValues"), "inputs.parameterValues")
     for name, value in parameters.items():
         if name == "strategy" and "worker_pool_specs" in parameters:
-            continue  # GCPC's custom-job wrapper: its `strategy` is Vertex's scheduling strategy (SPOT, ...)
-        if name in ("train_args", "eval_args"):
-            values.update(_flatten_args(name[: -len("_args")], value))
+            # GCPC's custom-job wrapper: its `strategy` is Vertex's scheduling strategy (SPOT, ...)
+            continue
+        if name in artifacts.spreads:
+            values.update(_spread(name, value, artifacts.spreads[name]))
         else:
             values[name] = value
     for name, entry in _object(inputs.get("artifacts"), "inputs.artifacts").items():
@@ -188,8 +191,8 @@ def write_executor_output(
     """Write the executor output: every output artifact (with its metadata, even when empty).
 
     kfp's local runner drops the output artifacts of a task that wrote no executor output, so
-    each artifact is listed whether or not it has metadata. A write that fails is OutputError (exit 4);
-    the verbs call this before they publish their main output, so a failure publishes nothing.
+    each artifact is listed whether or not it has metadata. A write that fails is OutputError (exit
+    4); the verbs call this before they publish their main output, so a failure publishes nothing.
     """
     artifacts = {
         name: {
@@ -203,7 +206,8 @@ def write_executor_output(
     if parameter_values:
         body["parameterValues"] = dict(parameter_values)
     path = output_file or kfp.output_file
-    try:  # strict JSON: KFP's launcher does not parse NaN / Infinity (a diverged loss is written as null)
+    # strict JSON: KFP's launcher does not parse NaN / Infinity (a diverged loss is written as null)
+    try:
         files.write_file_atomic(
             path, files.dumps_strict(body, "executor output value", indent=2, default=str)
         )

@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from generic_trainer.artifacts import files, run_record, storage
+from generic_trainer.artifacts import files, run_record, storage, tree
 from generic_trainer.errors import OutputError, UserInputError
 
 log = logging.getLogger(__name__)
@@ -38,17 +38,19 @@ def serving_model_path(model_dir: str) -> str:
 
 
 def validate_serving_model(path: str, what: str = "run_fn") -> dict[str, Any]:
-    """Load the SavedModel at `path`; return its signature names, or raise OutputError saying what is wrong."""
+    """Load the SavedModel at `path`; return its signature names, or raise OutputError saying what
+    is wrong."""
     if not os.path.isdir(path) or not os.listdir(path):
         raise OutputError(
-            f"{what} wrote no model: {path} is empty. Export the serving model to fn_args.serving_model_dir "
-            "(e.g. model.export(fn_args.serving_model_dir) or tf.saved_model.save(...))."
+            f"{what} wrote no model: {path} is empty. Export the serving model to "
+            "fn_args.serving_model_dir (e.g. model.export(fn_args.serving_model_dir) or "
+            "tf.saved_model.save(...))."
         )
     if not _has_saved_model(path):
         found = sorted(os.listdir(path))[:10]
         raise OutputError(
-            f"{what} wrote {found} to {path}, but no SavedModel (saved_model.pb). A Keras '.keras' file "
-            "cannot be served: use model.export(dir) or tf.saved_model.save(model, dir)."
+            f"{what} wrote {found} to {path}, but no SavedModel (saved_model.pb). A Keras '.keras' "
+            "file cannot be served: use model.export(dir) or tf.saved_model.save(model, dir)."
         )
     import tensorflow as tf
 
@@ -61,8 +63,9 @@ def validate_serving_model(path: str, what: str = "run_fn") -> dict[str, Any]:
     signatures = sorted(loaded.signatures.keys())
     if "serving_default" not in signatures:
         raise OutputError(
-            f"the SavedModel at {path} has no 'serving_default' signature (it has {signatures or 'none'}); "
-            "export one, e.g. keras.export.ExportArchive.add_endpoint('serving_default', ...)."
+            f"the SavedModel at {path} has no 'serving_default' signature (it has "
+            f"{signatures or 'none'}); export one, e.g. "
+            "keras.export.ExportArchive.add_endpoint('serving_default', ...)."
         )
     fn = loaded.signatures["serving_default"]
     inputs = {k: f"{v.dtype.name}{v.shape}" for k, v in fn.structured_input_signature[1].items()}
@@ -85,11 +88,20 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
         raise UserInputError(
             flag,
             (
-                f"{directory} is in use by another run: {storage.describe_owner(e.owner)}, last heartbeat "
-                f"{e.age_s:.0f} s ago (lock file {e.lock_path}). Wait for that run to end or give another {flag}. "
+                f"{directory} is in use by another run: {storage.describe_owner(e.owner)}, last "
+                f"heartbeat {e.age_s:.0f} s ago (lock file {e.lock_path}). Wait for that run to "
+                f"end or give another {flag}. "
                 f"(A run that died releases it by itself: at once when it ran on this host, else "
                 f"{lock.stale_after_s:.0f} s after its last heartbeat.)"
             ),
+        ) from None
+    except storage.LockForeign as e:
+        raise UserInputError(flag, f"{directory} cannot be locked: {e}") from None
+    except OSError as e:  # the lock file beside the dir cannot be created (a read-only parent)
+        raise UserInputError(
+            flag,
+            f"{directory} cannot be locked: could not create {lock.path} ({e.strerror or e}); "
+            "a run holds its output dir by a lock file beside it",
         ) from None
     run_record.note("held", directory, lock=lock.path, run_id=lock.owner["run_id"])
     try:
@@ -107,9 +119,10 @@ def exclusive(directory: str, flag: str) -> Iterator[None]:
 def exclusive_all(
     dirs: Sequence[tuple[str | None, str]], new: Sequence[str] = ()
 ) -> Iterator[None]:
-    """Hold every local directory of `dirs` ((path, flag), ...; None and gs:// URIs skipped) for this run, as
-    `exclusive` does. Those whose flag is in `new` must still be absent or empty once held (a run that
-    finished meanwhile wrote it: UserInputError rather than replacing its output)."""
+    """Hold every local directory of `dirs` ((path, flag), ...; None and gs:// URIs skipped) for
+    this run, as `exclusive` does. Those whose flag is in `new` must still be absent or empty once
+    held (a run that finished meanwhile wrote it: UserInputError rather than replacing its
+    output)."""
     with contextlib.ExitStack() as stack:
         for directory, flag in dirs:
             if directory and not storage.is_gcs_uri(directory):
@@ -130,14 +143,14 @@ def publish(staging: str, final_dir: str) -> None:
 
 
 def metric_name(key: Any) -> str:
-    """A metric's name as logs and files show it: control characters (newline, NUL, ...) escaped, so a
-    name cannot start a forged log line."""
+    """A metric's name as logs and files show it: control characters (newline, NUL, ...) escaped, so
+    a name cannot start a forged log line."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(key))
 
 
 def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
-    """The numeric scalars of `metrics` (what KFP's Metrics artifact and the JSON file carry), names escaped
-    (`metric_name`); values that are not numbers are left out with a warning naming them."""
+    """The numeric scalars of `metrics` (what KFP's Metrics artifact and the JSON file carry), names
+    escaped (`metric_name`); values that are not numbers are left out with a warning naming them."""
     out, dropped = {}, []
     for key, value in metrics.items():
         try:
@@ -148,15 +161,17 @@ def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
         out[metric_name(key)] = number
     if dropped:
         log.warning(
-            "metrics that are not single numbers are left out of the metrics file and KFP's metrics: %s",
+            "metrics that are not single numbers are left out of the metrics file and KFP's "
+            "metrics: %s",
             ", ".join(dropped),
         )
     return out
 
 
-def write_metrics_file(path: str, metrics: Mapping[str, float]) -> None:
-    """The flat JSON metrics file: strict JSON (NaN / infinity written as null, with a warning naming the metric);
-    a write that fails is exit 4 naming `path` (files.write_file_atomic)."""
+def write_metrics_file(path: str, metrics: Mapping[str, Any]) -> None:
+    """Every verb's metrics file: strict JSON, keys sorted (NaN / infinity written as null, with a
+    warning naming the metric, nested ones too); a write that fails is exit 4 naming `path`
+    (files.write_file_atomic)."""
     files.write_file_atomic(
         path, files.dumps_strict(dict(metrics), "metric", indent=2, sort_keys=True) + "\n"
     )
@@ -187,12 +202,24 @@ def write_tensorboard_scalars(log_dir: str, metrics: Mapping[str, float], step: 
 
 
 def copy_model_run(model_run_dir: str, copy_dir: str | None) -> None:
-    """Copy the TensorBoard logs written live (Vertex's AIP_TENSORBOARD_LOG_DIR) into the model-run artifact.
+    """Copy the TensorBoard logs written live (Vertex's AIP_TENSORBOARD_LOG_DIR) into the model-run
+    artifact.
 
     Both the run_fn path and the Task path call it last among the chief's outputs; nothing when
     `copy_dir` is None (the logs were written to the model-run artifact itself).
     """
     if not copy_dir:
         return
-    shutil.copytree(model_run_dir, copy_dir, dirs_exist_ok=True)
+    found = tree.walk(model_run_dir, "--model-run-dir", lenient=True)  # iterative, bounded
+    os.makedirs(copy_dir, exist_ok=True)
+    for rel in found.dirs:
+        os.makedirs(os.path.join(copy_dir, rel), exist_ok=True)
+    for rel in found.files:
+        shutil.copyfile(os.path.join(model_run_dir, rel), os.path.join(copy_dir, rel))
+    if found.skipped:
+        log.warning(
+            "TensorBoard logs: left out of the copy (not a directory or regular file, or beyond "
+            "the walk's bounds): %s",
+            ", ".join(found.skipped[:5]) + (" ..." if len(found.skipped) > 5 else ""),
+        )
     log.info("TensorBoard logs copied from %s to %s", model_run_dir, copy_dir)

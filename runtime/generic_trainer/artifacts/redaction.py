@@ -14,9 +14,14 @@ from typing import Any
 from generic_trainer.errors import UserInputError
 
 # custom_config keys whose values are never logged; also any key listed in custom_config["secret_keys"].
+# The same names say secret for environment variables (*TOKEN*, *SECRET*, *PASSWORD*, *API_KEY*,
+# *CREDENTIAL*, as Airflow and CI systems mask them); a tokenizer is not a token.
 SECRET_KEY_PATTERN = re.compile(
-    r"(secret|password|passwd|token|credential|api_?key|private_?key)", re.I
+    r"(secret|password|passwd|token(?!iz)|credential|api_?key|private_?key)", re.I
 )
+# The userinfo of a URL (`scheme://user:password@host`): masked wherever a URL is logged.
+URL_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*://)([^\s/@:]*):([^\s/@]+)@")
+_NOT_SECRET = re.compile(r"(true|false|yes|no|none|null|on|off|[-+0-9.]*)", re.I)
 
 
 def secret_key_names(config: Mapping[str, Any]) -> set[str]:
@@ -122,3 +127,27 @@ def _collect(value: Any, listed: set[str], secret: bool, found: set[str], depth:
     elif isinstance(value, (list, tuple)):
         for v in value:
             _collect(v, listed, secret, found, depth + 1)
+
+
+def environment_secrets(environ: Mapping[str, str]) -> set[str]:
+    """The values of the environment variables whose names say secret (`is_secret_key`), and the
+    passwords of URLs in any variable (`STORAGE_EMULATOR_HOST=http://user:pass@host`): what the
+    supervisor masks in every line. Flags and numbers (`true`, `0`, `8470`) are not masked."""
+    found = {
+        value
+        for name, value in environ.items()
+        if is_secret_key(name) and not _NOT_SECRET.fullmatch(value.strip())
+    }
+    for value in environ.values():
+        found |= url_secrets(value)
+    return {v for v in found if len(v) >= MIN_SECRET_CHARS}
+
+
+def url_secrets(text: str) -> set[str]:
+    """The passwords in the URLs of `text` (`gs://user:pass@bucket` -> {"pass"})."""
+    return {m.group(3) for m in URL_USERINFO.finditer(text) if len(m.group(3)) >= MIN_SECRET_CHARS}
+
+
+def mask_urls(text: str) -> str:
+    """`text` with the userinfo of every URL in it masked: `http://***@host`."""
+    return URL_USERINFO.sub(r"\1***@", text)

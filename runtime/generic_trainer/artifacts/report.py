@@ -21,6 +21,8 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from generic_trainer.artifacts import tree
+
 log = logging.getLogger(__name__)
 
 Points = list[tuple[float, float]]
@@ -211,32 +213,29 @@ def read_scalars(log_dir: str) -> dict[str, dict[str, Points]]:
     except ImportError as e:  # pragma: no cover - tensorboard is a runtime dependency
         log.warning("report: cannot read TensorBoard logs (%s)", e)
         return scalars
-    for root, _dirs, files in sorted(os.walk(log_dir)):
-        for name in sorted(f for f in files if ".tfevents." in f):
-            run = os.path.relpath(root, log_dir)
-            run = "." if run == os.curdir else run
-            try:
-                for event in event_file_loader.EventFileLoader(os.path.join(root, name)).Load():
-                    for value in event.summary.value:
-                        kind = value.WhichOneof("value")
-                        if kind == "simple_value":
-                            number = float(value.simple_value)
-                        elif (
-                            kind == "tensor" and value.metadata.plugin_data.plugin_name == "scalars"
-                        ):
-                            array = tensor_util.make_ndarray(value.tensor)
-                            if array.size != 1:
-                                continue
-                            number = float(array.reshape(()))
-                        else:
+    found = tree.walk(log_dir, "the TensorBoard logs", lenient=True)  # iterative, bounded
+    for rel in sorted(f for f in found.files if ".tfevents." in os.path.basename(f)):
+        run = os.path.dirname(rel) or "."
+        try:
+            for event in event_file_loader.EventFileLoader(os.path.join(log_dir, rel)).Load():
+                for value in event.summary.value:
+                    kind = value.WhichOneof("value")
+                    if kind == "simple_value":
+                        number = float(value.simple_value)
+                    elif kind == "tensor" and value.metadata.plugin_data.plugin_name == "scalars":
+                        array = tensor_util.make_ndarray(value.tensor)
+                        if array.size != 1:
                             continue
-                        scalars.setdefault(value.tag, {}).setdefault(run, []).append(
-                            (float(event.step), number)
-                        )
-            except Exception as e:  # a truncated or foreign file must not break the report
-                log.warning(
-                    "report: skipped %s (%s: %s)", os.path.join(root, name), type(e).__name__, e
-                )
+                        number = float(array.reshape(()))
+                    else:
+                        continue
+                    scalars.setdefault(value.tag, {}).setdefault(run, []).append(
+                        (float(event.step), number)
+                    )
+        except Exception as e:  # a truncated or foreign file must not break the report
+            log.warning(
+                "report: skipped %s (%s: %s)", os.path.join(log_dir, rel), type(e).__name__, e
+            )
     return scalars
 
 

@@ -25,4 +25,3 @@ class TrainResult:
     # Published with the model (model_artifact): predictSchemata file names, the TFLite export's record or failure.
     schemata: tuple[str, ...] = ()
     tflite: dict[str, Any] | None = None
-    tflite_error: str | None = None

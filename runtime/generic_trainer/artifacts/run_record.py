@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 from typing import Any
 
 RECORD_ENV = "GENERIC_TRAINER_RUN_RECORD"
@@ -140,3 +141,23 @@ class RunRecord:
             self.executor_output, self.executor_output_file = value, entry.get("final")
         elif kind == "end" and isinstance(value, int):
             self.end = entry
+
+    def ending(self, returncode: int) -> str:
+        """How the process ended, for the log: 'was killed by SIGSEGV (...) while run_fn ran' and the like."""
+        if returncode < 0:
+            sig = signal.Signals(-returncode)
+            what = {
+                signal.SIGKILL: " (the out-of-memory killer, or a kill from outside?)",
+                signal.SIGSEGV: " (a crash in native code)",
+                signal.SIGABRT: " (an abort in native code)",
+            }
+            how = f"was killed by {sig.name}{what.get(sig, '')}"
+        else:
+            how = (
+                f"ended with exit status {returncode} (os._exit() or a library ending the process)"
+            )
+        if self.calling:
+            return f"{how} while {self.calling[-1]} ran"
+        if self.last_called:
+            return f"{how} after {self.last_called} returned"
+        return f"{how} before user code ran"

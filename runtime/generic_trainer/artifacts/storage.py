@@ -8,25 +8,29 @@ directory cannot move the outputs. KFP hands the container URIs; on Vertex `gs:/
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
+import re
 import shutil
-import socket
+import signal
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
-from generic_trainer.artifacts.files import (
-    UnreadableFile,
-    read_bounded,
-    write_file_atomic,  # noqa: F401 (callers write through storage)
+from generic_trainer.artifacts.files import write_file_atomic  # noqa: F401 (callers use storage's)
+from generic_trainer.artifacts.lock_owner import describe_owner  # noqa: F401 (as above)
+from generic_trainer.artifacts.output_lock import (  # noqa: F401 (as above)
+    LockForeign,
+    LockHeld,
+    OutputLock,
 )
-from generic_trainer.artifacts.lock_owner import describe_owner, pid_alive, taken_over, valid_pid
 from generic_trainer.artifacts.storage_settings import (
     DEFAULT_SETTINGS,
     GCS_TIMEOUT_ENV,
     StorageSettings,
 )
+from generic_trainer.errors import OutputError, Preempted
 
 DEFAULT_MOUNT_ROOTS = {"gs://": "/gcs", "s3://": "/s3", "minio://": "/minio", "oci://": "/oci"}
 
@@ -212,9 +216,14 @@ def remove_stale_staging(final_dir: str) -> list[str]:
     found = [os.path.join(parent, n) for n in _listdir(parent) if n.startswith(prefix)]
     legacy = os.path.join(final_dir, ".staging")
     found += [legacy] if os.path.isdir(legacy) else []
+    # staging of what is published into final_dir (push's `.<version>.staging-*`)
+    found += [os.path.join(final_dir, n) for n in _listdir(final_dir) if _INNER_STAGING.match(n)]
     for path in found:
         shutil.rmtree(path, ignore_errors=True)
     return found
+
+
+_INNER_STAGING = re.compile(r"\.[^/]+\.staging-[0-9a-f]{12}(\.old)?\Z")
 
 
 def _listdir(path: str) -> list[str]:
@@ -228,25 +237,41 @@ _RENAME_EXCHANGE = 2  # linux/fs.h
 _AT_FDCWD = -100
 
 
+_RENAME_NOREPLACE = 1
+
+
 def exchange_dirs(a: str, b: str) -> bool:
     """Swap two directories in one atomic step (Linux `renameat2(RENAME_EXCHANGE)`).
 
     Returns False when the system or the file system cannot (not Linux, FUSE file systems such
     as Cloud Storage FUSE, old kernels); then nothing was changed.
     """
+    return _renameat2(a, b, _RENAME_EXCHANGE)
+
+
+def rename_no_replace(a: str, b: str) -> None:
+    """Rename `a` to `b` in one step, never over anything at `b` (FileExistsError then): Linux's
+    RENAME_NOREPLACE; where it is missing, a plain rename after the caller's check."""
+    if not _renameat2(a, b, _RENAME_NOREPLACE):
+        os.rename(a, b)
+
+
+def _renameat2(a: str, b: str, flags: int) -> bool:
+    """Linux `renameat2(a, b, flags)`: True when done, False when not supported here (nothing
+    changed); OSError otherwise (FileExistsError: `b` exists, with RENAME_NOREPLACE)."""
     import ctypes
 
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (OSError, AttributeError):
         return False
-    result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), flags)
     if result == 0:
         return True
     errno = ctypes.get_errno()
     if errno in (22, 38, 95, 18):  # EINVAL, ENOSYS, EOPNOTSUPP, EXDEV: not supported here
         return False
-    raise OSError(errno, os.strerror(errno), a)
+    raise OSError(errno, os.strerror(errno), b)
 
 
 def publish_dir(staging: str, final_dir: str) -> None:
@@ -272,132 +297,84 @@ def publish_dir(staging: str, final_dir: str) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-class LockHeld(Exception):
-    """Another live run holds the lock; `owner` is what it recorded (pid, host, started, ...)."""
-
-    def __init__(self, lock_path: str, owner: dict, age_s: float):
-        self.lock_path, self.owner, self.age_s = lock_path, owner, age_s
-        super().__init__(f"{lock_path} is held by {describe_owner(owner)}")
+MAX_VERSION_TRIES = 1000
 
 
-class OutputLock:
-    """An exclusive lock on an output directory, held for a whole run: `<parent>/.<name>.lock`.
+def publish_version(
+    staging: str, destination: str, first: int, entries: list[str], rename_files: bool
+) -> str:
+    """Rename the finished `staging` dir to `<destination>/<v>` for the first version v >= `first`
+    that is free (nothing there, not even a dangling symlink); returns v.
 
-    The lock is a file created with O_CREAT|O_EXCL holding its owner (pid, host, start time, run
-    id); the owner refreshes its modification time every `heartbeat_s` seconds. A lock is stale,
-    and is taken over, when its owner ran on this host and that pid is gone (SIGKILL, OOM), or when
-    its heartbeat is older than `stale_after_s` (an owner on another machine that died), or when it
-    records no pid a run could have written (a foreign or garbled file: `lock_owner.valid_pid`).
-    Works on local disks and NFS v3+. Cloud Storage FUSE (`/gcs`) has no flock and no hard
-    links; its O_EXCL is a lookup before the create, not a GCS precondition, so two replicas
-    on different machines starting within the same moment could both win there.
+    `entries`: the staged dirs then files, relative, `saved_model.pb` last: where a directory cannot
+    be renamed in one step (`rename_files`: Cloud Storage FUSE renames a directory object by object,
+    in no set order), they move one by one in that order.
+    Call it holding the destination's lock, so no other push takes the same version meanwhile.
     """
-
-    def __init__(self, directory: str, stale_after_s: float = 120.0, heartbeat_s: float = 30.0):
-        parent, base = os.path.split(os.path.normpath(os.path.abspath(directory)))
-        self.directory = directory
-        self.path = os.path.join(parent, f".{base}.lock")
-        self.stale_after_s = stale_after_s
-        self.heartbeat_s = heartbeat_s
-        self.owner = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "started": time.time(),
-            "run_id": uuid.uuid4().hex,
-        }
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._created: list[str] = []
-
-    def acquire(self) -> list[str]:
-        """Take the lock or raise LockHeld; returns the stale or foreign lock files taken over (descriptions)."""
-        taken = []
-        parent = os.path.dirname(self.path)
-        self._created = []  # the directories made to hold the lock file, deepest first: removed again if left empty
-        while parent and not os.path.isdir(parent):
-            self._created.append(parent)
-            parent = os.path.dirname(parent)
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        for _ in range(5):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                owner, age = self._read()
-                if owner is None:  # removed meanwhile
-                    continue
-                if not self._is_stale(owner, age):
-                    raise LockHeld(self.path, owner, age) from None
-                taken.append(taken_over(owner))
-                self._remove_if_same(owner)
-                continue
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(json.dumps(self.owner) + "\n")
-            self._thread = threading.Thread(
-                target=self._heartbeat, name="output-lock-heartbeat", daemon=True
-            )
-            self._thread.start()
-            return taken
-        owner, age = self._read()
-        raise LockHeld(self.path, owner or {}, age)
-
-    def release(self) -> None:
-        """Stop the heartbeat and remove the lock file (if it is still this run's)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-            self._remove_if_same(self.owner)
-        for directory in self._created:  # a run that wrote nothing leaves no empty dirs behind
-            try:
-                os.rmdir(directory)
+    for version in range(first, first + MAX_VERSION_TRIES):
+        target = os.path.join(destination, str(version))
+        if os.path.lexists(target):
+            continue
+        if rename_files and _fill_version(staging, target, entries):
+            return str(version)
+        if not rename_files:
+            try:  # one step: a reader sees no version, or all of it; never over what is there
+                rename_no_replace(staging, target)
+                return str(version)
             except OSError:
-                break
+                if not os.path.lexists(target):
+                    raise
+    raise OutputError(
+        f"{destination}: versions {first} to {first + MAX_VERSION_TRIES - 1} all exist; nothing "
+        "was pushed"
+    )
 
-    def __enter__(self) -> OutputLock:
-        self.acquire()
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-    def _read(self) -> tuple[dict | None, float]:
-        try:
-            age = time.time() - os.lstat(self.path).st_mtime
-            text = read_bounded(self.path, 64 * 1024)
-        except FileNotFoundError:
-            return None, 0.0
-        except (OSError, UnreadableFile):
-            return {
-                "pid": "unreadable"
-            }, age  # not a lock file any run wrote: foreign, judged as stale
-        try:
-            owner = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-            owner = {}  # being written right now, or cut short by a crash: judged by its age
-        return (owner if isinstance(owner, dict) else {}), age
-
-    def _is_stale(self, owner: dict, age: float) -> bool:
-        """Stale: old, or its pid on this host is gone, or it records no pid a run could have (a foreign file)."""
-        if age > self.stale_after_s:
-            return True
-        if owner and valid_pid(owner.get("pid")) is None:
-            return True  # not written by a run (garbage, another tool's): no live run holds it
-        if owner.get("host") == socket.gethostname() and valid_pid(owner.get("pid")):
-            return not pid_alive(owner["pid"])
+def _fill_version(staging: str, target: str, entries: list[str]) -> bool:
+    """Make `target` and move the staged `entries` into it in order; False when it appeared first."""
+    try:
+        os.mkdir(target)
+    except FileExistsError:
         return False
+    try:
+        for rel in entries:
+            source = os.path.join(staging, rel)
+            if os.path.isdir(source) and not os.path.islink(source):
+                os.makedirs(os.path.join(target, rel), exist_ok=True)
+            else:
+                os.rename(source, os.path.join(target, rel))
+    except OSError:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return True
 
-    def _remove_if_same(self, owner: dict) -> None:
-        """Remove the lock file if it still holds `owner` (not a lock another run just took)."""
-        current, _ = self._read()
-        if current is not None and current.get("run_id") == owner.get("run_id"):
-            try:
-                os.remove(self.path)
-            except FileNotFoundError:
-                pass
 
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(self.heartbeat_s):
-            try:
-                os.utime(self.path)
-            except OSError:
-                pass
+@contextlib.contextmanager
+def staging_removed_on_stop(staging: str, what: str) -> Iterator[None]:
+    """Within the block `staging` (a partial copy) is removed however the block ends, SIGTERM
+    included: the signal raises Preempted (exit 143) naming `what`, and the copy goes with it."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+
+        def stop(signum: int, frame: object) -> None:
+            raise Preempted(
+                f"SIGTERM received while {what}; the partial copy {staging} was removed and "
+                "nothing was published"
+            )
+
+        previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def free_version(destination: str, first: int) -> str:
+    """The first version >= `first` with nothing at `<destination>/<version>` (not even a dangling
+    symlink)."""
+    version = first
+    while os.path.lexists(os.path.join(destination, str(version))):
+        version += 1
+    return str(version)

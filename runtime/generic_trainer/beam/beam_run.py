@@ -195,18 +195,6 @@ def data_error_message(exc: BaseException) -> str | None:
     return None
 
 
-def check_new_output(input_name: str, path: str) -> None:
-    """Refuse an output dir that exists with something in it: outputs are never overwritten or mixed."""
-    if os.path.isdir(path) and os.listdir(path):
-        raise UserInputError(
-            input_name,
-            f"{path} already exists and is not empty; give a new directory "
-            "(outputs are written whole, never over an older one)",
-        )
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise UserInputError(input_name, f"{path} exists and is a file; expected a new directory")
-
-
 def new_staging(final_dir: str) -> str:
     """A fresh staging dir beside `final_dir` (created when local; a gs:// prefix needs no creating)."""
     if storage.is_gcs_uri(final_dir):

@@ -23,8 +23,8 @@ from typing import Any, BinaryIO
 
 INT, FLOAT, BYTES = "INT", "FLOAT", "BYTES"
 TYPE_LEVELS = (INT, FLOAT, BYTES)  # inference only ever moves right
-FORMATS = ("csv", "parquet")  # tfrecords.py reads the third, "tfrecord"
 CSV_BLOCK_BYTES = 1 << 20
+MAX_STRING_DOMAIN_SIZE = 100  # TFDV infer_schema's max_string_domain_size default (inference.py)
 PARQUET_BATCH_ROWS = 16384
 
 Opener = Callable[[str], BinaryIO]
@@ -151,12 +151,12 @@ def iter_batches(
 
 
 def infer_batch(batch: Any) -> dict[str, Any]:
-    """Per-batch facts for inference (inference.py's form): {"rows": n, "columns": {name: [level or -1, non-null
-    count, 1, 1]}} (a cell holds one value)."""
+    """Per-batch facts for inference (inference.py's form): {"rows": n, "columns": {name: [level or -1,
+    non-null count, 1, 1]}, "values": {name: distinct strings or None}} (a cell holds one value)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    out: dict[str, Any] = {"rows": batch.num_rows, "columns": {}}
+    out: dict[str, Any] = {"rows": batch.num_rows, "columns": {}, "values": {}}
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         values = pc.drop_null(column)
         if len(values) == 0:
@@ -177,7 +177,23 @@ def infer_batch(batch: Any) -> dict[str, Any]:
         else:
             level = 2
         out["columns"][name] = [level, len(values), 1, 1] if len(values) else [-1, 0, None, None]
+        if level == 2 or pa.types.is_string(column.type) or pa.types.is_binary(column.type):
+            out["values"][name] = distinct_strings(values)
     return out
+
+
+def distinct_strings(values: Any, limit: int = MAX_STRING_DOMAIN_SIZE) -> set[str] | None:
+    """The distinct values of a string or binary Arrow array as text; None when there are more than
+    `limit` (TFDV's max_string_domain_size) or one is not UTF-8 (no string domain then)."""
+    import pyarrow.compute as pc
+
+    unique = pc.unique(values)
+    if len(unique) > limit:
+        return None
+    try:
+        return {v if isinstance(v, str) else v.decode("utf-8") for v in unique.to_pylist()}
+    except (UnicodeDecodeError, AttributeError):
+        return None
 
 
 def kinds_from_schema(schema: Any) -> dict[str, str]:

@@ -1,22 +1,19 @@
-"""TFRecord files of tf.Example for import-examples: framing, the Example message, facts for schema inference.
+"""TFRecord files of tf.Example or tf.SequenceExample for import-examples: framing, facts, checks.
 
 No Beam and no TensorFlow here (import-examples runs these functions inside its Beam workers):
 
 - `iter_records` reads a TFRecord file, gzipped or plain (told apart by its first bytes, never by its
   name), checking every length and payload against its masked CRC32C, as TensorFlow's reader does.
-- `canonical` parses a payload as a tf.Example with a message class built here from the Example
-  proto's field numbers (protobuf's own parser, no TensorFlow), refuses what is not one (a parse
-  error, or fields a tf.Example does not have: a tf.SequenceExample, random bytes), and returns the
-  deterministic serialization: the bytes TFX's ImportExampleGen hashes to pick a split, and writes.
-- `record_facts` gives per feature its type level and value count, the facts tabular.merge_inference
-  merges; `check_against_schema` compares a record with a given schema.
+- `file_records` parses each payload as its payload format says (example_protos.canonical: the
+  deterministic serialization TFX's ImportExampleGen hashes and writes), counts its facts for
+  inference (add_facts) and, with a schema, compares it with the schema (`check_against_schema`).
 
 Every problem is a ValueError whose message names the file and the record (counting from 1).
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import gzip
 import struct
 import zlib
@@ -24,10 +21,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from generic_trainer.beam import tabular
+from generic_trainer.records import example_protos, record_framing
+from generic_trainer.records.example_protos import FORMAT_TF_EXAMPLE, KIND_NAMES
 
 GZIP_MAGIC = b"\x1f\x8b"
-KIND_LEVELS = {"int64_list": 0, "float_list": 1, "bytes_list": 2}  # tabular.TYPE_LEVELS' order
-KIND_NAMES = {0: "int64_list (INT)", 1: "float_list (FLOAT)", 2: "bytes_list (BYTES)"}
+SEQUENCE_FEATURE = "##SEQUENCE##"  # tfx_bsl's STRUCT feature holding the sequence features
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -54,6 +52,7 @@ def iter_records(path: str, opener: tabular.Opener) -> Iterator[bytes]:
     with opener(path) as raw:
         gzipped = raw.read(2) == GZIP_MAGIC
         raw.seek(0)
+        gzip_left = record_framing.bytes_left(raw, gzipped=True)
         f = gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw
         what = "gzipped TFRecord" if gzipped else "TFRecord (plain, not gzip)"
         n = 0
@@ -73,7 +72,8 @@ def iter_records(path: str, opener: tabular.Opener) -> Iterator[bytes]:
                     raise ValueError(
                         f"{path} record {n}: the record header fails its checksum (not {what} data)"
                     )
-                data = _read_exact(f, length)
+                left = gzip_left if gzipped else record_framing.bytes_left(f, gzipped=False)
+                data = record_framing.read_payload(f, length, left, f"{path} record {n}")
                 footer = _read_exact(f, 4)
                 if len(data) < length or len(footer) < 4:
                     raise ValueError(
@@ -98,85 +98,6 @@ def has_records(path: str, opener: tabular.Opener) -> bool:
         return True
 
 
-@functools.lru_cache(maxsize=1)
-def example_class() -> Any:
-    """tf.train.Example as a protobuf message class, built from tensorflow/core/example/*.proto's field numbers.
-
-    Its own descriptor pool, so it never clashes with TensorFlow's registration of the same names.
-    """
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    f = descriptor_pb2.FieldDescriptorProto
-    file = descriptor_pb2.FileDescriptorProto(
-        name="generic_trainer/example.proto", package="tensorflow", syntax="proto3"
-    )
-
-    def message(
-        name: str, *fields: tuple[str, int, int, int, str]
-    ) -> descriptor_pb2.DescriptorProto:
-        m = file.message_type.add(name=name)
-        for field_name, number, label, kind, type_name in fields:
-            field = m.field.add(name=field_name, number=number, label=label, type=kind)
-            if type_name:
-                field.type_name = type_name
-        return m
-
-    repeated, optional = f.LABEL_REPEATED, f.LABEL_OPTIONAL
-    message("BytesList", ("value", 1, repeated, f.TYPE_BYTES, ""))
-    message("FloatList", ("value", 1, repeated, f.TYPE_FLOAT, ""))
-    message("Int64List", ("value", 1, repeated, f.TYPE_INT64, ""))
-    feature = message(
-        "Feature",
-        ("bytes_list", 1, optional, f.TYPE_MESSAGE, ".tensorflow.BytesList"),
-        ("float_list", 2, optional, f.TYPE_MESSAGE, ".tensorflow.FloatList"),
-        ("int64_list", 3, optional, f.TYPE_MESSAGE, ".tensorflow.Int64List"),
-    )
-    feature.oneof_decl.add(name="kind")
-    for field in feature.field:
-        field.oneof_index = 0
-    features = message(
-        "Features", ("feature", 1, repeated, f.TYPE_MESSAGE, ".tensorflow.Features.FeatureEntry")
-    )
-    entry = features.nested_type.add(name="FeatureEntry")
-    entry.field.add(name="key", number=1, label=optional, type=f.TYPE_STRING)
-    entry.field.add(
-        name="value", number=2, label=optional, type=f.TYPE_MESSAGE, type_name=".tensorflow.Feature"
-    )
-    entry.options.map_entry = True
-    message("Example", ("features", 1, optional, f.TYPE_MESSAGE, ".tensorflow.Features"))
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.Example"))
-
-
-def canonical(payload: bytes, where: str) -> tuple[bytes, Any]:
-    """(deterministic serialization, parsed message) of a tf.Example payload; ValueError when it is not one."""
-    from google.protobuf.message import DecodeError
-
-    try:
-        example = example_class().FromString(payload)
-    except DecodeError as e:
-        raise ValueError(f"{where}: not a tf.Example (the bytes do not parse: {e})") from None
-    size = example.ByteSize()
-    example.DiscardUnknownFields()
-    if example.ByteSize() != size:
-        raise ValueError(
-            f"{where}: not a tf.Example (it holds fields a tf.Example has not, e.g. a "
-            "tf.SequenceExample or other bytes)"
-        )
-    return example.SerializeToString(deterministic=True), example
-
-
-def record_facts(example: Any) -> dict[str, tuple[int, int]]:
-    """Feature -> (type level, number of values); a feature with no value list set counts as missing."""
-    out = {}
-    for name, feature in example.features.feature.items():
-        kind = feature.WhichOneof("kind")
-        if kind is not None:
-            out[name] = (KIND_LEVELS[kind], len(getattr(feature, kind).value))
-    return out
-
-
 def add_facts(facts: dict[str, Any], found: Mapping[str, tuple[int, int]], where: str) -> None:
     """Count one record's features into a file's facts (inference.py's form, with where each type was first seen)."""
     facts["rows"] += 1
@@ -190,6 +111,28 @@ def add_facts(facts: dict[str, Any], found: Mapping[str, tuple[int, int]], where
         column[0], column[1] = max(column[0], level), column[1] + 1
         column[2], column[3] = min(column[2], count), max(column[3], count)
         seen[name].setdefault(level, where)
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaRules:
+    """What a given schema says of each record: feature types, fixed sizes, sequence feature types."""
+
+    kinds: Mapping[str, str]
+    shapes: Mapping[str, int]
+    sequence_kinds: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def schema_rules(schema: Any) -> SchemaRules:
+    """The rules of a Schema; the sequence features are the `##SEQUENCE##` STRUCT's."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    name_of = schema_pb2.FeatureType.Name
+    kinds = {f.name: name_of(f.type) for f in schema.feature if f.name != SEQUENCE_FEATURE}
+    sequence = next((f for f in schema.feature if f.name == SEQUENCE_FEATURE), None)
+    sequence_kinds = (
+        {f.name: name_of(f.type) for f in sequence.struct_domain.feature} if sequence else {}
+    )
+    return SchemaRules(kinds, fixed_sizes(schema), sequence_kinds)
 
 
 def fixed_sizes(schema: Any) -> dict[str, int]:
@@ -207,19 +150,76 @@ def fixed_sizes(schema: Any) -> dict[str, int]:
 def file_records(
     path: str,
     opener: tabular.Opener,
-    rules: tuple[Mapping[str, str], Mapping[str, int]] | None,
+    rules: SchemaRules | None,
     facts: dict[str, Any],
-) -> Iterator[bytes]:
-    """The canonical records of a TFRecord file, checked against a schema's (types, fixed sizes) when given;
-    counts each into `facts`. ValueError names the file and record."""
+    payload_format: str = FORMAT_TF_EXAMPLE,
+) -> Iterator[tuple[bytes, Any]]:
+    """(canonical record, parsed message) of each record of a TFRecord file, checked against a
+    schema's rules when given; counts each into `facts`. ValueError names the file and record."""
     for n, payload in enumerate(iter_records(path, opener), 1):
         where = f"{path} record {n}"
-        record, example = canonical(payload, where)
-        found = record_facts(example)
+        record, message = example_protos.canonical(payload, where, payload_format)
+        found = example_protos.record_facts(message)
+        try:
+            steps = example_protos.sequence_facts(message)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
+        if any(not name.strip() for name in (*found, *steps)):
+            raise ValueError(f"{where}: a feature has an empty name; every feature needs one")
         if rules is not None:
-            check_against_schema(found, *rules, where)
+            check_against_schema(found, rules.kinds, rules.shapes, where)
+            check_sequence(steps, rules.sequence_kinds, where)
         add_facts(facts, found, where)
-        yield record
+        add_sequence_facts(facts, steps, where)
+        add_values(facts, example_protos.string_values(message))
+        yield record, message
+
+
+def add_sequence_facts(
+    facts: dict[str, Any], found: Mapping[str, tuple[int, int]], where: str
+) -> None:
+    """Count one SequenceExample's sequence features (steps as values) into `facts["sequence"]`;
+    where each type was first seen goes in `facts["seen"]` as `##SEQUENCE##<name>`."""
+    columns = facts.setdefault("sequence", {})
+    for name, (level, steps) in found.items():
+        old = columns.get(name)
+        columns[name] = (
+            [level, 1, steps, steps]
+            if old is None
+            else [max(old[0], level), old[1] + 1, min(old[2], steps), max(old[3], steps)]
+        )
+        if level >= 0:
+            facts["seen"].setdefault(f"{SEQUENCE_FEATURE}{name}", {}).setdefault(level, where)
+
+
+def add_values(facts: dict[str, Any], found: Mapping[str, list[bytes]]) -> None:
+    """Keep each bytes feature's distinct values as text (None past the domain size or not UTF-8)."""
+    kept = facts.setdefault("values", {})
+    for name, values in found.items():
+        have = kept.get(name, set())
+        if have is None:
+            continue
+        try:
+            have |= {v.decode("utf-8") for v in values}
+        except UnicodeDecodeError:
+            have = None
+        kept[name] = None if have is None or len(have) > tabular.MAX_STRING_DOMAIN_SIZE else have
+
+
+def check_sequence(
+    found: Mapping[str, tuple[int, int]], kinds: Mapping[str, str], where: str
+) -> None:
+    """Refuse sequence features the schema's `##SEQUENCE##` does not have, or of another type."""
+    for name, (level, _) in found.items():
+        if name not in kinds:
+            raise ValueError(
+                f"{where}: sequence feature {name!r} is not in the schema's {SEQUENCE_FEATURE}"
+            )
+        if level >= 0 and tabular.TYPE_LEVELS[level] != kinds[name]:
+            raise ValueError(
+                f"{where}: sequence feature {name!r} is {KIND_NAMES[level]}, the schema says "
+                f"{kinds[name]}"
+            )
 
 
 def check_against_schema(

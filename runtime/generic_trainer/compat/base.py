@@ -1,10 +1,11 @@
-"""The one shape of a patch of library internals: versions it was written for, what it replaces, undo.
+"""The one shape of a patch of library internals: versions it was written for, what it replaces,
+undo.
 
 A `Patch` names the library versions it was read against (`versions`), what a run loses without it
 (`lost`), the internals it needs (`missing()` lists those that are gone) and the attributes it
 replaces (`replacements()`). `patched(*patches)` checks and applies them in order and undoes them
 in reverse when the block ends, also when it raises; a patch that cannot be applied is undone
-with the others already applied.
+with the others already applied, and so are the attributes it had set before the one that failed.
 
 The checks, per patch: a library outside `versions` logs a warning (once per patch and version)
 and the patch is applied all the same when its internals are there; internals missing: a
@@ -29,7 +30,8 @@ _warned: set[tuple[str, str]] = set()
 
 
 class Unsupported(Exception):
-    """A required patch cannot be applied to the installed library; the message says why and what is lost."""
+    """A required patch cannot be applied to the installed library; the message says why and what is
+    lost."""
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -60,7 +62,8 @@ class Versions:
 
 
 class Patch:
-    """One change to a library's internals. Subclasses set the class attributes and `replacements()`."""
+    """One change to a library's internals. Subclasses set the class attributes and
+    `replacements()`."""
 
     versions: tuple[Versions, ...] = ()
     lost: str = ""  # what a run loses when the patch is left out
@@ -76,15 +79,18 @@ class Patch:
         return type(self).__name__
 
     def missing(self) -> list[str]:
-        """The internals this patch needs that the installed libraries lack (none: it can be applied)."""
+        """The internals this patch needs that the installed libraries lack (none: it can be
+        applied)."""
         return []
 
     def replacements(self) -> list[tuple[Any, str, Any]]:
-        """(owner, attribute, new value) for every attribute the patch sets; called once per `apply`."""
+        """(owner, attribute, new value) for every attribute the patch sets; called once per
+        `apply`."""
         raise NotImplementedError
 
     def untested(self) -> list[str]:
-        """The installed libraries outside `versions`, as 'keras 3.16.0 (written for keras>=3.15,<3.16)'."""
+        """The installed libraries outside `versions`, as 'keras 3.16.0 (written for
+        keras>=3.15,<3.16)'."""
         out = []
         for versions in self.versions:
             installed = versions.installed()
@@ -93,7 +99,8 @@ class Patch:
         return out
 
     def check(self) -> None:
-        """Raise `Unsupported` when the internals this patch needs are gone (whether it is required or not)."""
+        """Raise `Unsupported` when the internals this patch needs are gone (whether it is required
+        or not)."""
         missing = self.missing()
         if missing:
             raise Unsupported(
@@ -119,15 +126,21 @@ class Patch:
         return True
 
     def apply(self) -> None:
-        """Set every replacement, remembering what was there."""
+        """Set every replacement, remembering what was there; when one fails, undo the others."""
         if self._saved:
             raise RuntimeError(f"{self.name} is applied already")
-        for owner, attribute, value in self.replacements():
-            self._saved.append((owner, attribute, vars(owner).get(attribute, _ABSENT)))
-            setattr(owner, attribute, value)
+        try:
+            for owner, attribute, value in self.replacements():
+                old = vars(owner).get(attribute, _ABSENT)
+                setattr(owner, attribute, value)
+                self._saved.append((owner, attribute, old))
+        except BaseException:
+            self.undo()
+            raise
 
     def undo(self) -> None:
-        """Put back what `apply` replaced (an attribute that was inherited or absent is removed again)."""
+        """Put back what `apply` replaced (an attribute that was inherited or absent is removed
+        again)."""
         saved, self._saved = self._saved, []
         for owner, attribute, old in reversed(saved):
             if old is _ABSENT:
@@ -145,8 +158,8 @@ def _warn_once(name: str, message: str) -> None:
 
 @contextlib.contextmanager
 def patched(*patches: Patch | None) -> Iterator[list[Patch]]:
-    """Apply `patches` (None entries skipped) for the block; yields those applied; undoes them in reverse
-    order when the block ends or raises, and when a later patch cannot be applied."""
+    """Apply `patches` (None entries skipped) for the block; yields those applied; undoes them in
+    reverse order when the block ends or raises, and when a later patch cannot be applied."""
     applied: list[Patch] = []
     try:
         for patch in patches:

@@ -90,6 +90,7 @@ def strategy_check(
         "multi_worker_mirrored": f"all-reduce over {cluster.num_workers} replica(s)",
         "one_device": "one device",
     }[name]
-    device = clusters.prefetch_device(name, num_gpus, environ)
+    wanted = clusters.prefetch_wanted(environ.get(clusters.PREFETCH_ENV))
+    device = clusters.prefetch_device(name, num_gpus, wanted is not False)
     prefetch = f"; batches prefetched to {device}" if device else ""
     return ok("strategy", f"{name} (--strategy {requested}, {num_gpus} GPU(s)): {why}{prefetch}")

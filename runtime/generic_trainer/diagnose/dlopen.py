@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 
+from generic_trainer.artifacts import bounded_parse
 from generic_trainer.diagnose.elf_dynamic import read_dynamic
 
 LOADER = "tensorflow/libtensorflow_framework.so.2"
@@ -109,8 +110,8 @@ def read_cache(cache_file: str | None = None) -> dict[str, str]:
     args = ["-p"] + (["-C", cache_file] if cache_file else [])
     for ldconfig in ("ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"):  # not on a user's PATH
         try:
-            out = subprocess.run(
-                [ldconfig, *args], capture_output=True, text=True, check=True, timeout=30
+            raw = subprocess.run(
+                [ldconfig, *args], capture_output=True, check=True, timeout=30
             ).stdout
             break
         except (OSError, subprocess.SubprocessError):
@@ -118,7 +119,7 @@ def read_cache(cache_file: str | None = None) -> dict[str, str]:
     else:
         raise CacheUnreadable("ldconfig -p failed: cannot read the ld.so cache")
     cache: dict[str, str] = {}
-    for line in out.splitlines()[1:]:
+    for line in bounded_parse.tool_text(raw).splitlines()[1:]:  # any bytes: not UTF-8, controls
         if "=>" in line and "x86-64" in line:
             name, path = line.strip().split(" ", 1)[0], line.rsplit("=>", 1)[1].strip()
             cache.setdefault(name, path)

@@ -25,6 +25,13 @@ LIBRARY_FIX = (
 )
 
 
+def flags_check(request: DoctorRequest) -> Check:
+    """Whether train would take the flags' values (one line for every value it would refuse)."""
+    if request.flag_problems:
+        return fail("flags", "; ".join(request.flag_problems), "correct the flags named")
+    return ok("flags", "train takes every value given")
+
+
 def python_check() -> Check:
     """The Python train would run on (the lock files are for 3.10 to 3.12)."""
     version = ".".join(map(str, sys.version_info[:3]))

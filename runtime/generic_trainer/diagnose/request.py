@@ -47,4 +47,5 @@ class DoctorRequest:
     environ: Mapping[str, str]  # ENVIRONMENT's variables that are set
     storage: StorageSettings
     site_packages: str | None  # where the CUDA libraries are looked for (None: TensorFlow's)
+    flag_problems: tuple[str, ...] = ()  # what train's own checks say of the flags' values
     json: bool = False

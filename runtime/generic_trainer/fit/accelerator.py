@@ -17,11 +17,13 @@ import logging
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Mapping
 
+from generic_trainer.artifacts import bounded_parse
 from generic_trainer.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -50,12 +52,13 @@ class GpuPresence:
 
 def detect(environ: Mapping[str, str] | None = None, dev_dir: str = "/dev") -> GpuPresence:
     """The GPUs of this machine, found without TensorFlow: `/dev/nvidia<N>` (what the container runtime
-    mounts for each GPU it gives the container) and `nvidia-smi -L` when it is on PATH."""
+    mounts for each GPU it gives the container: character devices only) and `nvidia-smi -L` when it is
+    on PATH."""
     environ = os.environ if environ is None else environ
     devices = sorted(
         p
         for p in glob.glob(os.path.join(dev_dir, "nvidia*"))
-        if re.fullmatch(r"nvidia\d+", os.path.basename(p))
+        if re.fullmatch(r"nvidia\d+", os.path.basename(p)) and _is_char_device(p)
     )
     smi = _nvidia_smi(environ.get("PATH", os.defpath))
     found = max(len(devices), len(smi))
@@ -75,15 +78,25 @@ def detect(environ: Mapping[str, str] | None = None, dev_dir: str = "/dev") -> G
     return GpuPresence(found=found, visible=visible, evidence=evidence.strip("; "))
 
 
+def _is_char_device(path: str) -> bool:
+    """Whether `path` is a character device (what a GPU's /dev/nvidia<N> is; a regular file of
+    that name is not a GPU)."""
+    try:
+        return stat.S_ISCHR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _nvidia_smi(path: str) -> list[str]:
     """GPU names `nvidia-smi -L` lists ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: ...)"); [] without it."""
     exe = shutil.which("nvidia-smi", path=path)
     if not exe:
         return []
     try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20).stdout
+        raw = subprocess.run([exe, "-L"], capture_output=True, timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
         return []
+    out = bounded_parse.tool_text(raw)  # any bytes: not UTF-8, control characters
     return [m.group(1).strip() for m in re.finditer(r"^GPU \d+: ([^(\n]+)", out, re.M)]
 
 

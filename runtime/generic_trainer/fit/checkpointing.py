@@ -1,4 +1,5 @@
-"""Backup and restore for `model.fit` that knows the chief: `fn_args.backup_and_restore` (run_fn path).
+"""Backup and restore for `model.fit` that knows the chief: `fn_args.backup_and_restore` (run_fn
+path).
 
 What this module owns: the checkpoints of a user's own `fit` (the run_fn path), kept in
 `<checkpoint_dir>/backup` only to resume an interrupted run and deleted once its outputs are
@@ -15,12 +16,13 @@ step (reading some variables is collective), but only the chief writes into
 When `fit` starts and a backup exists, every worker restores the chief's and training continues
 at the step where it was saved: completed epochs are skipped, and so are the completed steps of
 the epoch it was in (tf_keras skips them itself; on Keras 3 those steps run no computation).
-Where fit starts and the skipped steps are `compat.keras_resume`'s patches of Keras' internals.
+Where fit starts and the skipped steps are `compat.keras_resume`'s patches of Keras' internals,
+applied through `compat.patched` (their version checks) and undone when the fit ends: at
+`on_train_end`, or, when `fit` raises, by `end_fit` (the runtime's `Model.fit` wrapper,
+`fit_hooks.py`, calls it in a `finally`), so a failed fit leaves the user's model unpatched.
 
-Layout: `ckpt-<global step>.index/.data-*` (a `tf.train.Checkpoint`) and `state.json` (`backup_state.py`),
-written last and atomically, so the latest state always names a complete checkpoint. A damaged newest
-checkpoint falls back to the one before it; a damaged or edited state.json starts afresh (warned). The
-runtime deletes the backup once the outputs are published: the same command after a success trains afresh.
+Its files (layout, save, restore, set aside) are `backup_files.py`'s; when to save, and how
+several workers agree on it, `backup_schedule.py`'s.
 
 A backup is resumed only by a run with the same settings: the run's (`settings`: train steps,
 hyperparameters, custom config, the module file's hash, as the runtime passes them) and the fit's
@@ -31,20 +33,16 @@ afresh, logs what differed, and the old backup is kept as `<checkpoint_dir>/back
 
 from __future__ import annotations
 
-import hashlib
-import json
+import contextlib
 import logging
-import os
-import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer import compat
 from generic_trainer.compat import keras_resume
 from generic_trainer.errors import UserCodeError
 from generic_trainer.fit import backup_state
 from generic_trainer.fit.backup_state import STATE_FILE, backup_dir, read_state, run_settings
-from generic_trainer.fit.checkpoint_files import checkpoint_steps, remove_checkpoints
 
 __all__ = [
     "BackupAndRestore",
@@ -55,51 +53,21 @@ __all__ = [
     "read_state",
     "run_settings",
 ]
+from generic_trainer.fit.backup_files import (
+    BackupFiles,
+    clear,
+    numpy_value,
+    weights_fingerprint,
+)
+from generic_trainer.fit.backup_schedule import SaveSchedule
 from generic_trainer.fit.preemption import WATCHER, Watcher
 
 log = logging.getLogger(__name__)
 
-SUPERSEDED_SUBDIR = "backup.superseded"
-KEEP = 2  # checkpoints kept: the latest and the one before it
-# On several workers the replicas agree (one small all-reduce) whether any got SIGTERM and whether a
-# save is due about this often; the chief sets the number of steps to the next agreement from its
-# step time, so fast steps do not each pay for one.
-AGREE_EVERY_S = 1.0
-MAX_AGREE_INTERVAL = 1000
 
-
-def clear(checkpoint_dir: str) -> None:
-    """Remove the backup (after a finished run's outputs are published)."""
-    path = backup_dir(checkpoint_dir)
-    if os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
-        log.info("training finished: removed the backup %s", path)
-
-
-def _optimizer_variables(optimizer) -> list:
-    variables = getattr(optimizer, "variables", None)
-    if callable(variables):  # tf_keras legacy optimizers
-        variables = variables()
-    return list(variables or [])
-
-
-def _numpy(variable):
-    import numpy as np
-
-    return np.asarray(variable.numpy())
-
-
-def weights_fingerprint(model) -> str:
-    """sha256 of the model's weights (the same on every worker when they are in sync)."""
-    digest = hashlib.sha256()
-    for variable in model.weights:
-        digest.update(_numpy(variable).tobytes())
-    return digest.hexdigest()[:16]
-
-
-class BackupCallback(keras_resume.TfKerasCallback):
-    """The body of `BackupAndRestore`, the `keras.callbacks.Callback` made from it when first asked for
-    (so importing this module does not import Keras).
+class BackupCallback(BackupFiles, SaveSchedule, keras_resume.TfKerasCallback):
+    """The body of `BackupAndRestore`, the `keras.callbacks.Callback` made from it when first asked
+    for (so importing this module does not import Keras).
 
     Chief-aware backup and restore of a `fit` run; works with Keras 3 and tf_keras models.
     Attributes a module may change before `fit`: `save_interval_s` (seconds between time-based
@@ -138,13 +106,16 @@ class BackupCallback(keras_resume.TfKerasCallback):
         self.global_step: int | None = None  # after fit: the optimizer's step count
         self.resumed_from: int | None = None
         self.steps_this_run = 0
+        self._resume = contextlib.ExitStack()  # the resume point of the fit under way (patched)
+        self._skipping: contextlib.ExitStack | None = None  # its skipped steps (Keras 3)
 
     # --- fit hooks ---------------------------------------------------------------------------
 
     def on_train_begin(self, logs=None):
         self.fit_index += 1
         self.epoch, self.step_in_epoch, self.steps_this_run = 0, 0, 0
-        self._skip, self._skipping, self._resume = 0, None, None
+        self.end_fit()  # what an earlier fit that raised outside the runtime's wrapper left
+        self._skip = 0
         self._last_save = self._last_agree_time = time.monotonic()
         self._last_saved_step = None
         self._next_agree, self._last_agree_step = 1, 0
@@ -169,6 +140,11 @@ class BackupCallback(keras_resume.TfKerasCallback):
         if problem:
             self._supersede(f"cannot be resumed: {STATE_FILE} is damaged or was edited ({problem})")
             return
+        self._go_on_from(state)
+
+    def _go_on_from(self, state: dict[str, Any]) -> None:
+        """Go on from a readable `state`: this fit's checkpoint restored, a finished fit skipped,
+        or, when the state belongs to other settings or another fit, the backup set aside."""
         saved_fit = int(state.get("fit_index", 0))
         differs = backup_state.differences(state.get("settings"), self.settings)
         if not differs and saved_fit == self.fit_index:
@@ -183,7 +159,8 @@ class BackupCallback(keras_resume.TfKerasCallback):
         ):  # the steps of this fit are not in it
             self._supersede(
                 f"cannot be resumed: {STATE_FILE} says fit #{self.fit_index + 1} finished, but its "
-                f"checkpoint is at global step {state['global_step']}, before that fit's end ({done})"
+                f"checkpoint is at global step {state['global_step']}, before that fit's end "
+                f"({done})"
             )
             return
         if saved_fit > self.fit_index:
@@ -201,8 +178,8 @@ class BackupCallback(keras_resume.TfKerasCallback):
     def on_train_batch_begin(self, batch, logs=None):
         if self._skip > 0:
             if self._skipping is None:
-                self._skipping = keras_resume.SkipSteps(self.model)
-                self._skipping.apply()
+                self._skipping = contextlib.ExitStack()
+                self._skipping.enter_context(compat.patched(keras_resume.SkipSteps(self.model)))
             self._skip -= 1
         elif self._skipping is not None:
             self._unskip()
@@ -240,9 +217,7 @@ class BackupCallback(keras_resume.TfKerasCallback):
             self._save()
             self._preempted()
         self.watcher.leave()
-        if self._resume is not None:
-            self._resume.undo()
-            self._resume = None
+        self._resume.close()
         self.global_step = self._global_step()
         resumed = (
             f", resumed from step {self.resumed_from}" if self.resumed_from is not None else ""
@@ -261,205 +236,28 @@ class BackupCallback(keras_resume.TfKerasCallback):
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _fit_signature(self) -> dict[str, Any]:
-        """What this fit must share with a backup to resume it: epochs, steps per epoch, variable shapes."""
-        params = self.params or {}
-        variables = [
-            f"{tuple(v.shape)}:{getattr(v.dtype, 'name', v.dtype)}" for v in self.model.weights
-        ]
-        optimizer = getattr(self.model, "optimizer", None)
-        return {
-            "epochs": params.get("epochs"),
-            "steps_per_epoch": params.get("steps"),
-            "variables": backup_state.digest([type(optimizer).__name__, variables]),
-        }
-
-    def _supersede(self, why: str) -> None:
-        """Start this fit afresh: the backup cannot be resumed (`why`); it is kept aside, not deleted."""
-        kept = os.path.join(self.checkpoint_dir, SUPERSEDED_SUBDIR)
-        log.warning(
-            "backup: %s %s: training starts afresh; the old backup is kept in %s",
-            self.restore_dir,
-            why,
-            kept,
-        )
-        if self.is_chief:
-            shutil.rmtree(kept, ignore_errors=True)
-            try:
-                os.rename(self.restore_dir, kept)
-            except OSError:  # another file system layout (e.g. FUSE without dir rename): drop it
-                shutil.rmtree(self.restore_dir, ignore_errors=True)
-
     def _global_step(self) -> int:
         optimizer = getattr(self.model, "optimizer", None)
         iterations = getattr(optimizer, "iterations", None)
-        return int(_numpy(iterations)) if iterations is not None else 0
-
-    def _periodic_save_due(self) -> bool:
-        if not self.is_chief:
-            return False  # the chief decides; _agree tells the others
-        if self.save_every_steps:
-            last = (
-                self._last_saved_step
-                if self._last_saved_step is not None
-                else (self.resumed_from or 0)
-            )
-            if self._global_step() - last >= self.save_every_steps:
-                return True
-        return (
-            self.save_interval_s is not None
-            and time.monotonic() - self._last_save >= self.save_interval_s
-        )
-
-    def _agree_interval(self) -> int:
-        """Steps to the next agreement: about AGREE_EVERY_S at the chief's recent step rate."""
-        now, steps = time.monotonic(), self.steps_this_run - self._last_agree_step
-        elapsed = now - self._last_agree_time
-        self._last_agree_time, self._last_agree_step = now, self.steps_this_run
-        if not self.multi_worker or steps <= 0 or elapsed <= 0:
-            return 1
-        return int(min(MAX_AGREE_INTERVAL, max(1.0, AGREE_EVERY_S * steps / elapsed)))
-
-    def _agree(self, preempt: bool, due: bool, interval: int = 0) -> tuple[bool, bool, int]:
-        """Whether any worker got SIGTERM, whether the chief wants a save, and the chief's next interval:
-        the same answers on every worker (each worker calls this at the same steps)."""
-        if not self.multi_worker:
-            return preempt, due, interval
-        import tensorflow as tf
-
-        flags = self.strategy.reduce(
-            "SUM", tf.constant([float(preempt), float(due), float(interval)]), axis=None
-        ).numpy()
-        return bool(flags[0]), bool(flags[1]), int(round(float(flags[2])))
-
-    def _variables(self) -> dict[str, Any]:
-        variables = {f"model_{i:05d}": v for i, v in enumerate(self.model.weights)}
-        optimizer = getattr(self.model, "optimizer", None)
-        if optimizer is not None:
-            variables.update(
-                {f"optimizer_{i:05d}": v for i, v in enumerate(_optimizer_variables(optimizer))}
-            )
-        return variables
-
-    def _checkpoint(self):
-        import tensorflow as tf
-
-        return tf.train.Checkpoint(**self._variables())
-
-    def _save(self) -> None:
-        step = self._global_step()
-        if step == self._last_saved_step:
-            return
-        os.makedirs(self.save_dir, exist_ok=True)
-        started = time.monotonic()
-        prefix = self._checkpoint().write(os.path.join(self.save_dir, f"ckpt-{step}"))
-        self._last_save, self._last_saved_step = time.monotonic(), step
-        if (
-            not self.is_chief
-        ):  # a worker writes too (reading some variables is collective), but nobody reads it
-            shutil.rmtree(self.save_dir, ignore_errors=True)
-            return
-        state = {
-            "prefix": os.path.basename(prefix),
-            "global_step": step,
-            "epoch": self.epoch,
-            "step_in_epoch": self.step_in_epoch,
-            "fit_index": self.fit_index,
-            "time": time.time(),
-            "settings": self.settings,
-            "fit": self._fit_signature(),
-            "previous": backup_state.previous_states(self.checkpoint_dir),
-        }
-        storage.write_file_atomic(os.path.join(self.save_dir, STATE_FILE), json.dumps(state) + "\n")
-        self._remove_old(os.path.basename(prefix))
-        log.info(
-            "backup: saved global step %d (%s) to %s in %.1f s",
-            step,
-            backup_state.position(self.epoch, self.step_in_epoch),
-            prefix,
-            time.monotonic() - started,
-        )
-
-    def _remove_old(self, latest: str) -> None:
-        keep = [f"ckpt-{step}" for step in checkpoint_steps(self.save_dir, "ckpt")[-KEEP:]] + [
-            latest
-        ]
-        remove_checkpoints(self.save_dir, "ckpt", keep)
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        """Restore the newest readable checkpoint of this fit: the state's, else the one before it (warned);
-        none readable: start afresh, the backup kept aside. A checkpoint of another model is exit 3."""
-        keras_resume.build_optimizer(self.model)
-        params = self.params or {}
-        saved = [
-            v.numpy() for v in self._variables().values()
-        ]  # put back when no checkpoint restores
-        candidates = [state] + [
-            c
-            for c in (state.get("previous") or [])[:1]
-            if isinstance(c, dict) and c.get("fit_index", 0) == state.get("fit_index", 0)
-        ]
-        damaged = []
-        for candidate in candidates:
-            prefix = os.path.join(self.restore_dir, str(candidate.get("prefix")))
-            problem = backup_state.state_problem(
-                candidate, self.restore_dir, params.get("epochs"), params.get("steps")
-            )
-            if problem is None:
-                problem = self._read_checkpoint(prefix, int(candidate["global_step"]))
-            if problem is None:
-                if damaged:
-                    log.warning(
-                        "backup: %s; resuming from the older checkpoint %s",
-                        "; ".join(damaged),
-                        prefix,
-                    )
-                epoch, step = int(candidate["epoch"]), int(candidate["step_in_epoch"])
-                self.resumed_from = self._last_saved_step = int(candidate["global_step"])
-                log.info(
-                    "backup: resuming from %s: global step %d (%s)",
-                    prefix,
-                    self.resumed_from,
-                    backup_state.position(epoch, step),
-                )
-                self._start_at(epoch, step)
-                return
-            damaged.append(f"checkpoint {prefix} cannot be resumed: {problem}")
-        for variable, value in zip(self._variables().values(), saved, strict=True):
-            variable.assign(value)
-        self._supersede("holds no checkpoint that can be resumed (" + "; ".join(damaged) + ")")
-
-    def _read_checkpoint(self, prefix: str, global_step: int) -> str | None:
-        """Read the checkpoint `prefix` into the model and optimizer; why it cannot be resumed, or None."""
-        try:
-            self._checkpoint().read(prefix).assert_existing_objects_matched()
-        except (AssertionError, ValueError) as e:
-            raise UserCodeError(
-                f"the backup {prefix} does not fit this model (was the module changed?): {str(e)[:500]}. "
-                f"Delete {self.restore_dir} or use another --checkpoint-dir to start afresh."
-            ) from None
-        except (
-            Exception
-        ) as e:  # NotFoundError, DataLossError: a damaged (truncated, garbled) checkpoint file
-            return f"its files are damaged ({type(e).__name__}: {' '.join(str(e).split())[:300]})"
-        if self._global_step() != global_step:
-            return (
-                f"it holds global step {self._global_step()}, not the {global_step} of {STATE_FILE}"
-            )
-        return None
+        return int(numpy_value(iterations)) if iterations is not None else 0
 
     def _start_at(self, epoch: int, step: int) -> None:
-        self._resume = keras_resume.ResumeAt(self.model, epoch, step, tf_keras=self._tf_keras)
-        self._resume.ready()  # raises compat.Unsupported when this Keras has no resume point
-        self._resume.apply()
+        # raises compat.Unsupported when this Keras has no resume point (a required patch)
+        patch = keras_resume.ResumeAt(self.model, epoch, step, tf_keras=self._tf_keras)
+        self._resume.enter_context(compat.patched(patch))
         if not self._tf_keras:
             self._skip = step  # tf_keras skips the steps itself
 
     def _unskip(self) -> None:
         if self._skipping is not None:
-            self._skipping.undo()
+            self._skipping.close()
             self._skipping = None
         self._skip = 0
+
+    def end_fit(self) -> None:
+        """Undo this fit's patches (the resume point, skipped steps); a no-op when none is left."""
+        self._unskip()
+        self._resume.close()
 
     def _preempted(self) -> None:
         self.watcher.leave()
@@ -480,7 +278,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str):
-    """`BackupAndRestore`: `BackupCallback` as a `keras.callbacks.Callback`, made once, when first used."""
+    """`BackupAndRestore`: `BackupCallback` as a `keras.callbacks.Callback`, made once, when first
+    used."""
     if name != "BackupAndRestore":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import keras

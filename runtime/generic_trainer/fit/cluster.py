@@ -1,154 +1,78 @@
-"""This replica's place in the cluster, and the tf.distribute strategy that fits it.
+"""The tf.distribute strategy that fits this replica's place in the cluster.
 
-The only module that reads TF_CONFIG / CLUSTER_SPEC. Vertex AI sets CLUSTER_SPEC (worker pools
-`workerpool0..3`) and usually TF_CONFIG; Kubeflow's TFJob sets TF_CONFIG. Both become one
-`Cluster`, and `choose_strategy` picks a strategy from it and the GPU count. Everything but
-`create_strategy` runs without TensorFlow.
+The place itself, a `Cluster` from TF_CONFIG / CLUSTER_SPEC, is `cluster_spec.py`'s (its names are
+also here). `choose_strategy` picks a strategy from it and the GPU count; `create_strategy` builds
+it (several workers: waits for them, with a deadline). Everything but `create_strategy` runs
+without TensorFlow.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
-from generic_trainer.artifacts import bounded_parse
+from generic_trainer import compat
+from generic_trainer.compat import Patch
 from generic_trainer.errors import EXIT_CLUSTER, ClusterError, UserInputError
+from generic_trainer.fit.cluster_spec import SINGLE, TRAINING_TYPES, Cluster, configured, resolve
+
+__all__ = [
+    "SINGLE",
+    "STRATEGIES",
+    "Cluster",
+    "choose_strategy",
+    "configured",
+    "create_strategy",
+    "describe",
+    "prefetch_device",
+    "resolve",
+]
 
 log = logging.getLogger(__name__)
 
 STRATEGIES = ("auto", "default", "one_device", "mirrored", "multi_worker_mirrored")
 
-# Vertex worker pools -> TensorFlow task types.
-_POOL_TO_TASK = {
-    "workerpool0": "chief",
-    "workerpool1": "worker",
-    "workerpool2": "ps",
-    "workerpool3": "evaluator",
-}
-_TRAINING_TYPES = ("chief", "worker")
 # How long replicas wait for each other at start when --cluster-timeout is not given (VMs of one
 # Vertex job can come up minutes apart), and the extra time the last-resort watchdog allows.
 DEFAULT_STARTUP_TIMEOUT_S = 900.0
 WATCHDOG_GRACE_S = 60.0
 
 
-@dataclasses.dataclass(frozen=True)
-class Cluster:
-    """The training cluster as TensorFlow sees it (`cluster` uses chief/worker/ps/evaluator)."""
-
-    cluster: Mapping[str, tuple[str, ...]]
-    task_type: str
-    task_index: int
-    source: str  # "TF_CONFIG", "CLUSTER_SPEC" or "none"
-
-    @property
-    def num_workers(self) -> int:
-        """Replicas that train: the chief and the workers."""
-        return sum(len(self.cluster.get(t, ())) for t in _TRAINING_TYPES)
-
-    @property
-    def is_multi_worker(self) -> bool:
-        return self.num_workers > 1
-
-    @property
-    def is_chief(self) -> bool:
-        """The chief publishes outputs; with no chief in the cluster, worker 0 does."""
-        if self.task_type == "chief":
-            return True
-        return self.task_type == "worker" and self.task_index == 0 and not self.cluster.get("chief")
-
-    def tf_config(self) -> dict:
-        """TF_CONFIG as TensorFlow's cluster resolver reads it."""
-        return {
-            "cluster": {k: list(v) for k, v in self.cluster.items()},
-            "task": {"type": self.task_type, "index": self.task_index},
-        }
-
-
-SINGLE = Cluster(cluster={}, task_type="chief", task_index=0, source="none")
-
-
-def _normalize(
-    cluster: Mapping[str, list], task_type: str, task_index: int, source: str
-) -> Cluster:
-    rename = {"master": "chief"}
-    spec = {rename.get(k, k): tuple(v) for k, v in cluster.items() if v}
-    task_type = rename.get(task_type, task_type)
-    if task_type not in spec:
-        raise UserInputError(
-            source, f"task type {task_type!r} is not in the cluster {sorted(spec)}"
-        )
-    if not 0 <= task_index < len(spec[task_type]):
-        raise UserInputError(source, f"task index {task_index} out of range for {task_type!r}")
-    return Cluster(cluster=spec, task_type=task_type, task_index=task_index, source=source)
-
-
-def _parse_json(name: str, value: str) -> dict:
-    parsed = bounded_parse.load_json(value, name)
-    if not isinstance(parsed, dict) or "cluster" not in parsed or "task" not in parsed:
-        raise UserInputError(
-            name, 'expected {"cluster": {...}, "task": {"type": ..., "index": ...}}'
-        )
-    return parsed
-
-
-def configured(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether TF_CONFIG or CLUSTER_SPEC is set (not blank): this process is one replica of a cluster."""
-    environ = os.environ if environ is None else environ
-    return any(environ.get(name, "").strip() for name in ("TF_CONFIG", "CLUSTER_SPEC"))
-
-
-def resolve(environ: Mapping[str, str] | None = None) -> Cluster:
-    """The cluster from TF_CONFIG (preferred: TensorFlow's own form) or Vertex's CLUSTER_SPEC."""
-    environ = os.environ if environ is None else environ
-    if environ.get("TF_CONFIG", "").strip():
-        cfg = _parse_json("TF_CONFIG", environ["TF_CONFIG"])
-        if cfg["cluster"]:
-            task = cfg["task"]
-            return _normalize(
-                cfg["cluster"], task.get("type", "worker"), int(task.get("index", 0)), "TF_CONFIG"
-            )
-    if environ.get("CLUSTER_SPEC", "").strip():
-        cfg = _parse_json("CLUSTER_SPEC", environ["CLUSTER_SPEC"])
-        cluster = {_POOL_TO_TASK.get(pool, pool): hosts for pool, hosts in cfg["cluster"].items()}
-        task = cfg["task"]
-        task_type = _POOL_TO_TASK.get(task.get("type", "workerpool0"), task.get("type"))
-        return _normalize(cluster, task_type, int(task.get("index", 0)), "CLUSTER_SPEC")
-    return SINGLE
-
-
 def choose_strategy(requested: str, num_gpus: int, cluster: Cluster) -> str:
     """The strategy name for `requested` ("auto" or an explicit name) on this hardware and cluster.
 
-    auto: multi_worker_mirrored on a cluster, mirrored on several GPUs, else the default strategy (no wrapper,
-    like a plain script: Keras' auto jit applies on one GPU); an explicit name is taken as it is."""
+    auto: multi_worker_mirrored on a cluster, mirrored on several GPUs, else the default strategy
+    (no wrapper, like a plain script: Keras' auto jit applies on one GPU); an explicit name is taken
+    as it is."""
     if requested not in STRATEGIES:
         raise UserInputError("--strategy", f"{requested!r} is not one of {', '.join(STRATEGIES)}")
     if cluster.task_type in ("ps", "evaluator"):
         raise UserInputError(
             cluster.source,
-            f"this replica is a {cluster.task_type!r}; generic-trainer trains with chief and worker "
+            f"this replica is a {cluster.task_type!r}; generic-trainer trains with chief and "
+            "worker "
             "replicas only (all-reduce). Remove the parameter-server/evaluator worker pools.",
         )
     if requested == "auto":
         if cluster.is_multi_worker:
             return "multi_worker_mirrored"
-        # One GPU (or none), one worker: no strategy wrapper, as in a plain Keras script. TensorFlow places the
-        # ops on the GPU itself, and Keras' jit_compile="auto" compiles the step with XLA there, which it never
+        # One GPU (or none), one worker: no strategy wrapper, as in a plain Keras script. TensorFlow
+        # places the
+        # ops on the GPU itself, and Keras' jit_compile="auto" compiles the step with XLA there,
+        # which it never
         # does under a tf.distribute strategy (OneDeviceStrategy included).
         return "mirrored" if num_gpus > 1 else "default"
     if cluster.is_multi_worker and requested != "multi_worker_mirrored":
         raise UserInputError(
             "--strategy",
-            f"{cluster.source} names {cluster.num_workers} replicas but strategy {requested!r} trains on one; "
-            "use 'auto' or 'multi_worker_mirrored'",
+            f"{cluster.source} names {cluster.num_workers} replicas but strategy {requested!r} "
+            "trains on one; use 'auto' or 'multi_worker_mirrored'",
         )
     if requested == "multi_worker_mirrored" and not cluster.is_multi_worker:
         log.info(
@@ -159,17 +83,34 @@ def choose_strategy(requested: str, num_gpus: int, cluster: Cluster) -> str:
     return requested
 
 
+# --prefetch-to-device's default when the flag is not given (read at intake, into the request)
 PREFETCH_ENV = "GENERIC_TRAINER_PREFETCH_TO_DEVICE"
+PREFETCH_OFF, PREFETCH_ON = ("off", "0", "false", "no"), ("auto", "on", "1", "true", "yes", "")
 
 
-def prefetch_device(
-    strategy_name: str, num_gpus: int, environ: Mapping[str, str] | None = None
-) -> str | None:
-    """The device `model.fit`'s batches are copied to ahead of the step: the GPU of a one-GPU run under the
-    default strategy, else None (a tf.distribute strategy's distributed dataset prefetches to its devices
-    itself; on the CPU there is nothing to copy). GENERIC_TRAINER_PREFETCH_TO_DEVICE=off turns it off."""
-    environ = os.environ if environ is None else environ
-    if environ.get(PREFETCH_ENV, "auto").strip().lower() in ("off", "0", "false", "no"):
+def prefetch_wanted(value: str | None) -> bool | None:
+    """--prefetch-to-device's value as a switch: False for off, True for auto (or unset), None for
+    anything else (the caller names the input)."""
+    text = "auto" if value is None else str(value).strip().lower()
+    if text in PREFETCH_OFF:
+        return False
+    return True if text in PREFETCH_ON else None
+
+
+def prefetch_device(strategy_name: str, num_gpus: int, enabled: bool = True) -> str | None:
+    """The device `model.fit`'s batches are copied to ahead of the step.
+
+    Args:
+        strategy_name: the strategy chosen (`choose_strategy`).
+        num_gpus: the GPUs the run uses.
+        enabled: the request's `prefetch_to_device` (--prefetch-to-device off: False).
+
+    Returns:
+        The GPU of a one-GPU run under the default strategy, else None (a tf.distribute
+        strategy's distributed dataset prefetches to its devices itself; on the CPU there is
+        nothing to copy).
+    """
+    if not enabled:
         return None
     return "/device:GPU:0" if strategy_name == "default" and num_gpus == 1 else None
 
@@ -195,9 +136,9 @@ def create_strategy(name: str, cluster: Cluster, num_gpus: int, timeout_s: float
         if not cluster.is_multi_worker:
             return tf.distribute.MultiWorkerMirroredStrategy()
         timeout = float(timeout_s or DEFAULT_STARTUP_TIMEOUT_S)
-        # TensorFlow's resolver reads TF_CONFIG; give it the normalized form (CLUSTER_SPEC, "master").
+        # TensorFlow's resolver reads TF_CONFIG; give it the normalized form (CLUSTER_SPEC,
+        # "master").
         os.environ["TF_CONFIG"] = json.dumps(cluster.tf_config())
-        _configure_coordination(cluster, timeout)
         peers = ", ".join(f"{t}:{i}={a}" for t, i, a in _tasks(cluster))
         log.info(
             "connecting %d replicas (%s), waiting at most %gs (--cluster-timeout)",
@@ -206,7 +147,10 @@ def create_strategy(name: str, cluster: Cluster, num_gpus: int, timeout_s: float
             timeout,
         )
         started = time.monotonic()
-        with _watchdog(timeout + WATCHDOG_GRACE_S, cluster, timeout):
+        with (
+            _watchdog(timeout + WATCHDOG_GRACE_S, cluster, timeout),
+            compat.patched(coordination_deadline(cluster, timeout)),
+        ):
             try:
                 strategy = tf.distribute.MultiWorkerMirroredStrategy()
             except tf.errors.OpError as e:
@@ -223,39 +167,37 @@ def create_strategy(name: str, cluster: Cluster, num_gpus: int, timeout_s: float
 
 
 def _tasks(cluster: Cluster) -> list[tuple[str, int, str]]:
-    return [(t, i, a) for t in _TRAINING_TYPES for i, a in enumerate(cluster.cluster.get(t, ()))]
+    return [(t, i, a) for t in TRAINING_TYPES for i, a in enumerate(cluster.cluster.get(t, ()))]
 
 
 def leader(cluster: Cluster) -> tuple[str, int, str]:
-    """The replica whose coordination service every other replica registers with (chief, else worker 0)."""
+    """The replica whose coordination service every other replica registers with (chief, else worker
+    0)."""
     return _tasks(cluster)[0]
 
 
-def _configure_coordination(cluster: Cluster, timeout_s: float) -> None:
-    """Start TensorFlow's coordination service with a registration deadline (TF's default waits forever).
+def coordination_deadline(cluster: Cluster, timeout_s: float) -> Patch | None:
+    """The patch that starts TensorFlow's coordination service with a registration deadline.
 
-    MultiWorkerMirroredStrategy configures the service itself only when nobody did; with
-    `cluster_register_with_barrier` the leader, too, gives up when a replica never registers.
+    Args:
+        cluster: this replica's cluster.
+        timeout_s: how long the replicas may take to register.
+
+    Returns:
+        `compat.tf_coordination.CoordinationDeadline` (TensorFlow's default waits forever), or
+        None when the service was configured already (MultiWorkerMirroredStrategy's own then).
     """
-    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
     from tensorflow.python.eager import context
 
-    ctx = context.context()
-    if ctx.coordination_service is not None:
-        return
+    from generic_trainer.compat.tf_coordination import CoordinationDeadline
+
+    if context.context().coordination_service is not None:
+        return None
     task_type, task_index, _ = leader(cluster)
-    jobs = [
-        coordination_config_pb2.CoordinatedJob(name=t, num_tasks=len(cluster.cluster[t]))
-        for t in _TRAINING_TYPES
-        if cluster.cluster.get(t)
-    ]
-    ctx.configure_coordination_service(
-        service_type="standalone",
-        service_leader=f"/job:{task_type}/replica:0/task:{task_index}",
-        coordinated_jobs=jobs,
-        cluster_register_timeout_in_ms=int(timeout_s * 1000),
+    jobs = [(t, len(cluster.cluster[t])) for t in TRAINING_TYPES if cluster.cluster.get(t)]
+    return CoordinationDeadline(
+        f"/job:{task_type}/replica:0/task:{task_index}", jobs, int(timeout_s * 1000)
     )
-    ctx.coordination_service.cluster_register_with_barrier = True
 
 
 def startup_failure_message(cluster: Cluster, timeout_s: float, detail: str) -> str:
@@ -283,8 +225,9 @@ def startup_failure_message(cluster: Cluster, timeout_s: float, detail: str) -> 
         who = f"{me} could not register with the leader {lead_type}:{lead_index} at {lead_address}"
     first_line = detail.strip().splitlines()[0] if detail.strip() else ""
     return (
-        f"the cluster from {cluster.source} did not form within {timeout_s:g} s (--cluster-timeout): {who}. "
-        f"Every replica must be started with the same cluster spec and reach the others' host:port. "
+        f"the cluster from {cluster.source} did not form within {timeout_s:g} s "
+        f"(--cluster-timeout): {who}. "
+        "Every replica must be started with the same cluster spec and reach the others' host:port. "
         f"TensorFlow said: {first_line[:300]}"
     )
 
@@ -318,7 +261,8 @@ def _watchdog(deadline_s: float, cluster: Cluster, timeout_s: float) -> Iterator
 
 
 def strategy_devices(strategy) -> tuple[str, ...]:
-    """The devices the strategy's replicas run on (the default strategy: TensorFlow's logical devices)."""
+    """The devices the strategy's replicas run on (the default strategy: TensorFlow's logical
+    devices)."""
     try:
         return tuple(strategy.extended.worker_devices)
     except (
@@ -336,5 +280,6 @@ def describe(strategy, cluster: Cluster) -> str:
     role = f"{cluster.task_type}:{cluster.task_index}" + (" (chief)" if cluster.is_chief else "")
     return (
         f"strategy={type(strategy).__name__} replicas_in_sync={strategy.num_replicas_in_sync} "
-        f"devices={list(devices)} role={role} cluster_source={cluster.source} workers={cluster.num_workers}"
+        f"devices={list(devices)} role={role} cluster_source={cluster.source} "
+        f"workers={cluster.num_workers}"
     )

@@ -18,8 +18,8 @@ graph at the first epoch end instead (`idle_batch_hooks`, through `compat.tensor
 same event files, no per-step cost.
 
 On a one-GPU run under the default strategy the wrapped fit also ends the datasets it gets with
-`prefetch_to_device` (`DevicePrefetch`): there, and not in the data accessor, because a module may
-still transform the dataset the accessor returned, and nothing may follow that transformation.
+`prefetch_to_device` (`device_prefetch.py`); the speed options' compile defaults and
+mixed-precision policy are `speed.py`'s.
 """
 
 from __future__ import annotations
@@ -34,7 +34,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from generic_trainer import compat
+from generic_trainer.fit.device_prefetch import DevicePrefetch, is_dataset
 from generic_trainer.fit.progress import fmt_eta
+from generic_trainer.fit.speed import SpeedOptions, compile_wrapper, set_policy
+
+__all__ = ["DevicePrefetch", "FitRecord", "SpeedOptions", "idle_batch_hooks", "recording_fit"]
 
 log = logging.getLogger("generic_trainer.progress")
 
@@ -64,10 +68,13 @@ def _fmt_logs(logs: dict[str, Any] | None) -> str:
 
 
 class ProgressLog:
-    """Callback body: periodic 'step s/S, rate, ETA' lines and one line per epoch; no progress bars."""
+    """Callback body: periodic 'step s/S, rate, ETA' lines and one line per epoch; no progress
+    bars."""
 
-    # Keras 3 dispatches batch-end callbacks on a thread pool, off the training loop, only when every
-    # callback is async-safe; a plain fit() without callbacks gets that, so ours must not take it away.
+    # Keras 3 dispatches batch-end callbacks on a thread pool, off the training loop, only when
+    # every
+    # callback is async-safe; a plain fit() without callbacks gets that, so ours must not take it
+    # away.
     async_safe = True
 
     def __init__(self, interval_s: float = 30.0):
@@ -137,7 +144,8 @@ class FitRecord:
     steps_per_epoch: int | None = None
 
     def final_metrics(self) -> dict[str, float]:
-        """The last logged values: eval metrics under their names, train metrics as `train_<name>`."""
+        """The last logged values: eval metrics under their names, train metrics as
+        `train_<name>`."""
         if not self.histories:
             return {}
         metrics: dict[str, float] = {}
@@ -165,39 +173,6 @@ def _callback_for(model_cls: Any, interval_s: float) -> Any:
     return cb
 
 
-@dataclasses.dataclass(frozen=True)
-class SpeedOptions:
-    """Runtime-wide speed settings; None leaves the module's own choice (or Keras' default)."""
-
-    jit_compile: bool | None = None
-    steps_per_execution: int | None = None
-    mixed_precision: str | None = None  # "mixed_float16" | "mixed_bfloat16"
-
-    def compile_defaults(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.jit_compile is not None:
-            out["jit_compile"] = self.jit_compile
-        if self.steps_per_execution:
-            out["steps_per_execution"] = self.steps_per_execution
-        return out
-
-
-def _set_policy(keras_mode: str, policy: str | None) -> Any:
-    """Set the global mixed-precision policy; returns a function restoring the previous one."""
-    if not policy:
-        return lambda: None
-    import keras
-
-    modules = [keras] + (
-        [__import__("tf_keras")] if keras_mode == "tf_keras" or "tf_keras" in sys.modules else []
-    )
-    previous = [(m, m.mixed_precision.global_policy()) for m in modules]
-    for m in modules:
-        m.mixed_precision.set_global_policy(policy)
-    log.info("mixed precision: global policy %s", policy)
-    return lambda: [m.mixed_precision.set_global_policy(p) for m, p in previous]
-
-
 _idle_logged = False
 
 
@@ -217,77 +192,20 @@ def idle_batch_hooks(callbacks: Sequence[Any]) -> Iterator[list[Any]]:
             if not _idle_logged:
                 _idle_logged = True
                 log.info(
-                    "TensorBoard callback with update_freq='epoch': its batch hooks do nothing at these "
-                    "settings, so they are skipped and cost no time per step (the train graph is written "
-                    "at the first epoch end)"
+                    "TensorBoard callback with update_freq='epoch': its batch hooks do nothing at "
+                    "these settings, so they are skipped and cost no time per step (the train "
+                    "graph is written at the first epoch end)"
                 )
         yield changed
 
 
-def _is_dataset(x: Any) -> bool:
-    """Whether x is a tf.data.Dataset (without importing TensorFlow when nothing has)."""
-    tf = sys.modules.get("tensorflow")
-    return tf is not None and isinstance(x, tf.data.Dataset)
+def _end_fit(callbacks: list) -> None:
+    """Undo what a backup callback patched for this fit (`checkpointing.BackupCallback.end_fit`)."""
+    from generic_trainer.fit.checkpointing import BackupCallback
 
-
-def _compile_wrapper(compile_defaults: dict[str, Any]) -> Any:
-    def make(original: Any, model_cls: type) -> Any:
-        def compile(self, *args, **kwargs):  # noqa: A001 - Keras' name
-            for key, value in compile_defaults.items():
-                kwargs.setdefault(key, value)
-            return original(self, *args, **kwargs)
-
-        compile.__wrapped__ = original
-        return compile
-
-    return make
-
-
-class DevicePrefetch:
-    """Ends the tf.data datasets `model.fit` gets (x, validation_data) with `prefetch_to_device(device)`, so
-    the next batch is copied to the GPU while the step runs. Applied only where the dataset reaches fit: a
-    module may still transform the dataset the data accessor returned, and nothing may follow
-    prefetch_to_device in a pipeline (TensorFlow's rule: its elements live on the device)."""
-
-    def __init__(self, device: str | None):
-        self.device = device
-        self.logged = False
-
-    def apply(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
-        """(args, kwargs) with the datasets among x and validation_data prefetched to the device; not with a
-        `class_weight` (Keras maps the dataset to add the weights, after it reached fit)."""
-        if not self.device or kwargs.get("class_weight") is not None:
-            return args, kwargs
-        if args and _is_dataset(args[0]):
-            args = (self._on_device(args[0]), *args[1:])
-        for key in ("x", "validation_data"):
-            if _is_dataset(kwargs.get(key)):
-                kwargs[key] = self._on_device(kwargs[key])
-        return args, kwargs
-
-    def _on_device(self, dataset: Any) -> Any:
-        import tensorflow as tf
-
-        if _copied_to_a_device(dataset):
-            return dataset  # the module prefetched it to a device itself
-        if not self.logged:
-            self.logged = True
-            log.info(
-                "prefetch to device: model.fit's batches are copied to %s ahead of each step "
-                "(GENERIC_TRAINER_PREFETCH_TO_DEVICE=off turns it off)",
-                self.device,
-            )
-        return dataset.apply(tf.data.experimental.prefetch_to_device(self.device))
-
-
-def _copied_to_a_device(dataset: Any) -> bool:
-    """Whether the dataset ends with copy_to_device (prefetch_to_device is one, then a prefetch on the device).
-    Looks at TensorFlow's dataset classes by name: if they change, this says False and the copy is added."""
-    for _ in range(3):  # the dataset, its prefetch, an options dataset
-        if type(dataset).__name__ == "_CopyToDeviceDataset":
-            return True
-        dataset = getattr(dataset, "_input_dataset", None)
-    return False
+    for callback in callbacks:
+        if isinstance(callback, BackupCallback):
+            callback.end_fit()
 
 
 def _fit_wrapper(
@@ -297,15 +215,18 @@ def _fit_wrapper(
         def fit(self, *args, **kwargs):
             kwargs.setdefault("verbose", 0)
             args, kwargs = (prefetch or DevicePrefetch(None)).apply(args, kwargs)
-            if "shuffle" not in kwargs and _is_dataset(args[0] if args else kwargs.get("x")):
+            if "shuffle" not in kwargs and is_dataset(args[0] if args else kwargs.get("x")):
                 kwargs["shuffle"] = (
                     False  # Keras ignores it for a tf.data.Dataset but warns on every fit otherwise
                 )
             kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [
                 _callback_for(model_cls, interval_s)
             ]
-            with idle_batch_hooks(kwargs["callbacks"]):
-                history = original(self, *args, **kwargs)
+            try:
+                with idle_batch_hooks(kwargs["callbacks"]):
+                    history = original(self, *args, **kwargs)
+            finally:  # a fit that raised: the backup's resume patches are undone all the same
+                _end_fit(kwargs["callbacks"])
             if history is not None and getattr(history, "history", None) is not None:
                 record.histories.append({k: list(v) for k, v in history.history.items()})
                 record.epochs_run += len(next(iter(history.history.values()), []))
@@ -323,23 +244,22 @@ def recording_fit(
     keras_mode: str = "keras3",
     interval_s: float = 30.0,
     speed: SpeedOptions | None = None,
-    patches: Sequence[compat.Patch] = (),
     prefetch_device: str | None = None,
 ) -> Iterator[FitRecord]:
     """Within the block, every Model.fit logs progress and leaves its history in the yielded record
-    (its datasets prefetched to `prefetch_device` when given: `DevicePrefetch`), and every Model.compile
-    gets `speed`'s defaults for arguments the caller did not pass (`compat.model_methods`); `patches` are
-    applied for the block too."""
+    (its datasets prefetched to `prefetch_device` when given: `DevicePrefetch`), and every
+    Model.compile gets `speed`'s defaults for arguments the caller did not pass
+    (`compat.model_methods`)."""
     from generic_trainer.compat import model_methods
 
     record = FitRecord()
     compile_defaults = (speed or SpeedOptions()).compile_defaults()
     wrappers = {"fit": _fit_wrapper(record, interval_s, DevicePrefetch(prefetch_device))}
     if compile_defaults:
-        wrappers["compile"] = _compile_wrapper(compile_defaults)
-    restore_policy = _set_policy(keras_mode, (speed or SpeedOptions()).mixed_precision)
+        wrappers["compile"] = compile_wrapper(compile_defaults)
+    restore_policy = set_policy(keras_mode, (speed or SpeedOptions()).mixed_precision)
     try:
-        with compat.patched(model_methods.ModelMethods(keras_mode, wrappers), *patches):
+        with compat.patched(model_methods.ModelMethods(keras_mode, wrappers)):
             yield record
     finally:
         restore_policy()

@@ -17,6 +17,8 @@ import sys
 from collections.abc import Iterator
 
 from generic_trainer.artifacts import storage
+from generic_trainer.errors import UserInputError
+from generic_trainer.fit import module_source
 
 TFX_PACKAGES = ("tfx", "tensorflow_transform", "tfx_bsl")
 NOT_READ = "cannot be read before it is fetched"  # in the reason while the module is not read: see decide_fetched
@@ -79,7 +81,7 @@ def tfx_import(path: str) -> tuple[list[str], str, int] | None:
     seen = {path}
     while queue and len(seen) <= _MAX_FILES:
         chain = queue.pop(0)
-        for name, line, local in _imports(chain[-1], roots):
+        for name, line, local in _imports(chain[-1], roots, main=len(chain) == 1):
             if name.split(".")[0] in TFX_PACKAGES:
                 return chain, name.split(".")[0], line
             if local and local not in seen:
@@ -88,13 +90,14 @@ def tfx_import(path: str) -> tuple[list[str], str, int] | None:
     return None
 
 
-def _imports(path: str, roots: list[str]) -> Iterator[tuple[str, int, str | None]]:
+def _imports(path: str, roots: list[str], main: bool) -> Iterator[tuple[str, int, str | None]]:
     """(module name, line, its file in the module's own tree or None) of each import in the file at `path`."""
     try:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return  # the loader reports a file it cannot read or parse
+        tree = module_source.parse(path, compile_it=False)
+    except UserInputError:
+        if main:
+            raise  # the module itself: exit 2 now, as its loader would say
+        return  # a file beside it: importing it reports what is wrong, where it is imported
     here = os.path.dirname(path)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -2,7 +2,7 @@
 
 Keras 3 (TensorFlow backend, keras issue 20585) fails under a multi-worker
 MultiWorkerMirroredStrategy; `compat.keras_multiworker.MultiWorkerFit` fixes its TensorFlow
-trainer while `run_fn` runs (train passes the patch `prepare()` returns to `recording_fit`).
+trainer while `run_fn` runs (train applies the patch `prepare()` returns with `compat.patched`).
 What cannot be fixed fails here, before training, with a UserInputError naming the flag:
 `--steps-per-execution` > 1 and `--jit-compile` on CPU workers; a Keras whose trainer lacks the
 functions the patch replaces fails with what to do instead (`--keras tf_keras`, `--task`).
@@ -45,8 +45,10 @@ def check() -> None:
 def unsupported_message(reason: str) -> str:
     """What a user whose Keras 3 cannot be fixed should do instead."""
     return (
-        f"Keras 3 Model.fit cannot run under MultiWorkerMirroredStrategy with this Keras ({reason}). "
-        "Use a tf_keras module with --keras tf_keras (TF_USE_LEGACY_KERAS=1), or the Task API (--task), "
+        "Keras 3 Model.fit cannot run under MultiWorkerMirroredStrategy with this Keras "
+        f"({reason}). "
+        "Use a tf_keras module with --keras tf_keras (TF_USE_LEGACY_KERAS=1), or the Task API "
+        "(--task), "
         "whose own training loop works with Keras 3 on several workers; or train on one worker."
     )
 
@@ -54,8 +56,8 @@ def unsupported_message(reason: str) -> str:
 def prepare(
     request: TrainRequest, strategy_name: str, cluster: Cluster, num_gpus: int = 0
 ) -> MultiWorkerFit | None:
-    """The patch Keras 3 fit needs on several workers (None: not needed, or not possible for a tf_keras
-    module); fails before training when a Keras 3 fit cannot be fixed."""
+    """The patch Keras 3 fit needs on several workers (None: not needed, or not possible for a
+    tf_keras module); fails before training when a Keras 3 fit cannot be fixed."""
     if strategy_name != "multi_worker_mirrored" or not cluster.is_multi_worker:
         return None
     program = request.program  # a run_fn module: the Task API's loop never gets here

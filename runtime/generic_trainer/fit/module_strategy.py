@@ -25,17 +25,12 @@ from generic_trainer.errors import UserCodeError
 
 log = logging.getLogger(__name__)
 
-SUBSTITUTED = (
-    "MirroredStrategy",
-    "MultiWorkerMirroredStrategy",
-    "OneDeviceStrategy",
-    "CentralStorageStrategy",
-)
 REFUSED = ("TPUStrategy", "ParameterServerStrategy")
 
 
 def public_name(strategy: Any) -> str:
-    """The tf.distribute name of `strategy`'s class (MultiWorkerMirroredStrategy, not CollectiveAllReduceStrategy)."""
+    """The tf.distribute name of `strategy`'s class (MultiWorkerMirroredStrategy, not
+    CollectiveAllReduceStrategy)."""
     import tensorflow as tf
 
     for name in (
@@ -64,7 +59,8 @@ def describe(strategy: Any) -> str:
         devices = list(strategy.extended.worker_devices)
     except (RuntimeError, AttributeError):
         return f"{name} (TensorFlow's default strategy, one device)"
-    return f"{name} over {len(devices)} device{'s' if len(devices) != 1 else ''} ({', '.join(devices)})"
+    plural = "s" if len(devices) != 1 else ""
+    return f"{name} over {len(devices)} device{plural} ({', '.join(devices)})"
 
 
 def missing_devices(devices: Sequence[str], available: Sequence[str]) -> list[str]:
@@ -109,8 +105,10 @@ class _Answer:
             missing = missing_devices(devices, available)
             if missing:
                 raise UserCodeError(
-                    f"the module asked for {kind} on {', '.join(missing)}, which this replica does not have (it has "
-                    f"{', '.join(available)}). Leave the devices out: the runtime trains with {describe(self.strategy)}"
+                    f"the module asked for {kind} on {', '.join(missing)}, which this replica does "
+                    "not have (it has "
+                    f"{', '.join(available)}). Leave the devices out: the runtime trains with "
+                    f"{describe(self.strategy)}"
                     f", chosen for this replica's GPUs and the cluster (--strategy)."
                 )
         if kind not in self.logged:
@@ -125,14 +123,18 @@ class _Answer:
 
     def refuse(self, kind: str) -> Any:
         raise UserCodeError(
-            f"the module asked for {kind}, which generic-trainer cannot honour: it trains on the CPUs and GPUs of its "
-            f"replicas, here with {describe(self.strategy)}. Remove the {kind} from the module (use fn_args.strategy, "
-            f"or build the model without a strategy scope: run_fn is already called inside the runtime's)."
+            f"the module asked for {kind}, which generic-trainer cannot honour: it trains on the "
+            "CPUs and GPUs of its "
+            f"replicas, here with {describe(self.strategy)}. Remove the {kind} from the module "
+            "(use fn_args.strategy, "
+            "or build the model without a strategy scope: run_fn is already called inside the "
+            "runtime's)."
         )
 
 
 class _StandIn(type):
-    """Metaclass of the stand-in classes: calling one asks `_Answer`; isinstance/issubclass use TF's class."""
+    """Metaclass of the stand-in classes: calling one asks `_Answer`; isinstance/issubclass use TF's
+    class."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         return cls._answer(cls.__name__, args, kwargs)

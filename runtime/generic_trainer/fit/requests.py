@@ -18,17 +18,20 @@ from typing import Any
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.artifacts.redaction import redact
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
+from generic_trainer.fit.cluster_spec import SINGLE, Cluster
 from generic_trainer.tflite.options import TFLiteOptions
 
 
 @dataclasses.dataclass(frozen=True)
 class RunFnProgram:
-    """A TFX-style user module whose run_fn(fn_args) trains and saves the model (TFX Trainer's contract)."""
+    """A TFX-style user module whose run_fn(fn_args) trains and saves the model (TFX Trainer's
+    contract)."""
 
     module_file: str
     run_fn: str = "run_fn"
     module_sha256: str | None = None
-    # Speed options (--mixed-precision, --jit-compile, --steps-per-execution); None: the module's own choice.
+    # Speed options (--mixed-precision, --jit-compile, --steps-per-execution); None: the module's
+    # own choice.
     mixed_precision: str | None = None
     jit_compile: bool | None = None
     steps_per_execution: int | None = None
@@ -36,7 +39,8 @@ class RunFnProgram:
 
 @dataclasses.dataclass(frozen=True)
 class TaskProgram:
-    """A generic_trainer.Task (`--task module:Class`) trained by the runtime's own loop, from its experiment config."""
+    """A generic_trainer.Task (`--task module:Class`) trained by the runtime's own loop, from its
+    experiment config."""
 
     task: str
     module_sha256: str | None = None
@@ -49,8 +53,9 @@ class TaskProgram:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FitRequest:
-    """The inputs train and tune share, as TFX's Trainer and Tuner do: the examples and what the user's
-    function gets of them (FnArgs), where checkpoints, metrics and the report go, the strategy.
+    """The inputs train and tune share, as TFX's Trainer and Tuner do: the examples and what the
+    user's function gets of them (FnArgs), where checkpoints, metrics and the report go, the
+    strategy.
 
     Built for both by `_fit_fields`; TrainRequest and TuneRequest add their own fields.
     """
@@ -76,6 +81,10 @@ class FitRequest:
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
     storage: StorageSettings = DEFAULT_SETTINGS  # from the environment (intake/environment.py)
+    cluster: Cluster = SINGLE  # this replica's place: TF_CONFIG / CLUSTER_SPEC, read at intake
+    prefetch_to_device: bool = True  # --prefetch-to-device (fit/cluster.prefetch_device)
+    # What says which GPUs are visible (PATH for nvidia-smi, CUDA_VISIBLE_DEVICES), read at intake.
+    gpu_environ: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def redacted_custom_config(self) -> dict[str, Any]:
         """custom_config with secret values replaced, safe to log or write to metadata."""
@@ -84,7 +93,8 @@ class FitRequest:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainRequest(FitRequest):
-    """Every input of a train run, resolved to local paths and typed values: the program, and what it runs on."""
+    """Every input of a train run, resolved to local paths and typed values: the program, and what
+    it runs on."""
 
     program: RunFnProgram | TaskProgram
     model_dir: str
@@ -97,11 +107,13 @@ class TrainRequest(FitRequest):
     )
     keras_reason: str = ""  # why (logged)
     cluster_timeout: float | None = None
-    # The serving container the model artifact names for Vertex AI Model Registry (serving_container).
+    # The serving container the model artifact names for Vertex AI Model Registry
+    # (serving_container).
     serving_image: str | None = None
     serving_accelerator: str = "cpu"
     serving_image_region: str = "us"
     tflite: TFLiteOptions | None = None  # --export-tflite (tflite/); None: no TFLite export
+    model_format: str = "savedmodel"  # other: what run_fn wrote is published unchecked
 
     @property
     def task(self) -> TaskProgram | None:
@@ -123,5 +135,6 @@ class TuneRequest(FitRequest):
 
     @property
     def working_dir(self) -> str:
-        """keras-tuner's directory: stable under the checkpoint dir, so a re-run resumes the search."""
+        """keras-tuner's directory: stable under the checkpoint dir, so a re-run resumes the
+        search."""
         return os.path.join(self.checkpoint_dir, "tuner")

@@ -22,7 +22,7 @@ from generic_trainer import tfx_hook
 from generic_trainer.artifacts import files, storage
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserCodeError, UserInputError
-from generic_trainer.fit import user_code
+from generic_trainer.fit import module_source, user_code
 
 INPUT = "--module-file"
 
@@ -117,19 +117,10 @@ def check_sha256(path: str | None, expected: str | None) -> None:
 
 
 def check_syntax(path: str | None) -> None:
-    """Compile the module file without running it: syntax errors surface before TensorFlow loads."""
-    if path is None:
-        return
-    try:
-        source = files.read_small(path, INPUT)
-        compile(source, path, "exec")
-    except UnicodeDecodeError:
-        raise UserInputError(INPUT, f"{path} is not UTF-8 Python source") from None
-    except SyntaxError as e:
-        code = (e.text or "").rstrip()
-        raise UserInputError(
-            INPUT, f"syntax error in {e.filename} line {e.lineno}: {e.msg}\n  {code}"
-        ) from None
+    """Compile the module file without running it (`module_source.parse`: size, NUL bytes, its PEP 263
+    encoding, nesting bounded): errors surface as exit 2 before TensorFlow loads."""
+    if path is not None:
+        module_source.parse(path, INPUT)
 
 
 def import_module(path: str | None, spec: str) -> ModuleType:

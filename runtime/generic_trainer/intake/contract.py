@@ -1,7 +1,9 @@
-"""The verb contract: the parts every verb module exports as `VERB`, and the one order a run follows.
+"""The verb contract: the parts every verb module exports as `VERB`, and the one order a run
+follows.
 
-A verb (train, tune, evaluate, infra-validate, import-examples, transform, push, bulk-infer) is a
-`VerbContract`:
+A verb (train, tune, evaluate, infra-validate, import-examples, transform, push, bulk-infer,
+doctor, export-tflite; a declaration without a `component` has no KFP component, and its
+`kfp_outputs` are never called) is a `VerbContract`:
 
 - `declaration`: its inputs, declared once (options.py): its flags, its KFP component, the request
   fields with a check, its output paths (checked writable first) and which raw value each KFP
@@ -23,8 +25,8 @@ hyperparameters, the blessing, the Examples, the transform graph) -> print the s
 Why this order: a published main output is what a later run or a pipeline step trusts as done;
 writing the executor output first means a failure there (an unwritable output file, a value that
 is not JSON) publishes nothing, so KFP's retry starts clean, and a main output is never left
-published by a task KFP records as failed. A failure after the publish can only be the step's own
-late error (a TFLite export that failed: the SavedModel is published and the run ends with exit 4).
+published by a task KFP records as failed. Nothing runs after the publish but the summary (a
+TFLite export that fails ends the run before it: nothing published, checkpoints kept).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ RequestT_co = TypeVar("RequestT_co", covariant=True)
 
 # A raw value: a flag's (str, int, bool, list) or a KFP parameter's (any JSON value).
 RawValues = Mapping[str, object]
-# (metadata of each output artifact by name, output parameter values or None): kfp_io.write_executor_output's.
+# (metadata of each output artifact by name, output parameter values or None):
+# kfp_io.write_executor_output's.
 KfpOutputValues = tuple[Mapping[str, Mapping[str, object]], Mapping[str, object] | None]
 # What the printed summary holds (JSON values).
 Summary = dict[str, object]
@@ -61,7 +64,8 @@ class Build(Protocol[RequestT_co]):
 
 @dataclasses.dataclass(frozen=True)
 class VerbContract(Generic[RequestT, ResultT]):
-    """What a verb module exports as `VERB`; the CLI runs every verb through it (see the module docstring)."""
+    """What a verb module exports as `VERB`; the CLI runs every verb through it (see the module
+    docstring)."""
 
     declaration: Verb
     build: Build[RequestT]
@@ -72,6 +76,10 @@ class VerbContract(Generic[RequestT, ResultT]):
     keras: Callable[[RequestT], str] | None = (
         None  # None: Keras 3 unless TF_USE_LEGACY_KERAS says otherwise
     )
+    # True: the face holds every output dir the declaration lists (outputs.exclusive_all: train's
+    # output locks) for the whole run; False: the verb takes its own (train, tune, transform,
+    # import-examples hold theirs in `run`).
+    lock_outputs: bool = False
 
     @property
     def name(self) -> str:

@@ -13,22 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from generic_trainer.artifacts.kfp_io import KfpOutputs
-from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake import data_options, options
-from generic_trainer.intake.environment import storage_settings
+from generic_trainer.intake import example_gen_inputs, example_gen_options, options
 from generic_trainer.intake.request import (
-    SPLIT_NAME_PATTERN,
     RawInputs,
     data_path,
-    examples_dir,
-    existing_path,
-    module_file,
     new_output_dir,
     raw_inputs,
 )
-
-DEFAULT_SPLITS = (("train", 2), ("eval", 1))  # CsvExampleGen's default: 2/3 train, 1/3 eval
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +69,7 @@ class ImportExamplesRequest:
     output: str
     format: str = "csv"
     input_pattern: str | None = None
-    splits: tuple[tuple[str, int], ...] = DEFAULT_SPLITS
+    splits: tuple[tuple[str, int], ...] = example_gen_inputs.DEFAULT_SPLITS
     input_splits: tuple[tuple[str, str], ...] = ()
     schema: str | None = None
     schema_output: str | None = (
@@ -86,64 +78,10 @@ class ImportExamplesRequest:
     beam_args: tuple[str, ...] = ()
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
-
-
-def _split_name(input_name: str, name: str) -> str:
-    name = name.strip()
-    if not SPLIT_NAME_PATTERN.fullmatch(name):
-        raise UserInputError(
-            input_name, f"split name {name!r} must be letters, digits, '_', '-' or '.'"
-        )
-    return name
-
-
-def _named_pairs(value: Any, separator: str) -> list[tuple[str, Any]]:
-    """A KFP dict's items in order, or `name<separator>value,...` split into pairs (a bare name pairs with "")."""
-    if isinstance(value, Mapping):
-        return list(value.items())
-    return [(part.split(separator, 1) + [""])[:2] for part in str(value).split(",") if part.strip()]
-
-
-def _hash_splits(value: Any) -> tuple[tuple[str, int], ...]:
-    """`train:2,eval:1` -> (("train", 2), ("eval", 1)); the order decides which bucket range is whose.
-
-    A dict is taken in its order; KFP sorts a dict parameter's keys, so the component takes the string.
-    """
-    if value is None or value == "" or value == {}:
-        return DEFAULT_SPLITS
-    splits = []
-    for name, buckets in _named_pairs(value, ":"):
-        try:
-            count = int(float(buckets))
-        except (TypeError, ValueError):
-            count = 0
-        if count < 1 or float(buckets) != count:
-            raise UserInputError(
-                "--splits",
-                f"expected name:buckets pairs with whole buckets >= 1 such as "
-                f"'train:2,eval:1', got {value!r}",
-            )
-        splits.append((_split_name("--splits", name), count))
-    if len({n for n, _ in splits}) != len(splits):
-        raise UserInputError("--splits", f"a split name appears twice in {value!r}")
-    return tuple(splits)
-
-
-def _input_splits(value: Any) -> tuple[tuple[str, str], ...]:
-    """`train=PATTERN,eval=PATTERN` (or a KFP dict) -> (("train", PATTERN), ("eval", PATTERN))."""
-    if value is None or value == "" or value == {}:
-        return ()
-    out = []
-    for name, pattern in _named_pairs(value, "="):
-        if not str(pattern).strip():
-            raise UserInputError(
-                "--input-splits",
-                f"expected name=PATTERN pairs such as 'train=a/*.csv,eval=b/*.csv', got {value!r}",
-            )
-        out.append((_split_name("--input-splits", name), str(pattern).strip()))
-    if len({n for n, _ in out}) != len(out):
-        raise UserInputError("--input-splits", f"a split name appears twice in {value!r}")
-    return tuple(out)
+    payload_format: str = "FORMAT_TF_EXAMPLE"  # TFX's payload_format (tfrecord input)
+    partition_feature: str | None = None  # TFX's partition_feature_name
+    infer_feature_shape: bool = True  # SchemaGen's infer_feature_shape
+    range_config: Mapping[str, Any] | None = None  # TFX's RangeConfig (JSON form)
 
 
 def build_import_examples_request(
@@ -158,18 +96,13 @@ def build_import_examples_request(
         raise UserInputError(
             "--format", f"expected csv, parquet or tfrecord, got {values.get('format')!r}"
         )
-    pattern = values.get("input") or values.get("input_pattern") or None
-    input_splits = _input_splits(values.get("input_splits"))
-    if bool(pattern) == bool(input_splits):
-        raise UserInputError(
-            "--input",
-            "give either --input PATTERN (split by hash with --splits) or "
-            "--input-splits name=PATTERN,... (one pattern per split)",
-        )
+    pattern, input_splits = example_gen_inputs.input_patterns(beam.path, values)
     if input_splits and values.get("splits") not in (None, "", {}):
         raise UserInputError(
             "--splits", "hash splits are for --input; with --input-splits each pattern is a split"
         )
+    fields = options.checked_fields(example_gen_options.IMPORT_EXAMPLES, beam.raw)
+    example_gen_inputs.check_import_options(fmt, fields, input_splits)
     schema_output = beam.output("schema_output", "output_schema")
     return ImportExamplesRequest(
         output=beam.new_dir(
@@ -178,73 +111,15 @@ def build_import_examples_request(
             "the Examples directory to write (Split-<name>/*.gz and schema.pbtxt)",
         ),
         format=fmt,
-        input_pattern=beam.path(pattern) if pattern else None,
-        splits=_hash_splits(values.get("splits")) if pattern else (),
-        input_splits=tuple((name, beam.path(p)) for name, p in input_splits),
+        input_pattern=pattern,
+        splits=example_gen_inputs.hash_splits(values.get("splits")) if pattern else (),
+        input_splits=input_splits,
         schema_output=beam.path(schema_output) if schema_output else None,
         beam_args=beam.beam_args,
         gcs_root=beam.raw.gcs_root,
         kfp=kfp,
-        **options.checked_fields(data_options.IMPORT_EXAMPLES, beam.raw),
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class TransformRequest:
-    """Every input of a transform run (tf.Transform's analyze and transform on Beam), resolved."""
-
-    examples: str  # local path (checked); Beam reads examples_uri
-    schema: str
-    module_file: str
-    transform_graph: str
-    examples_uri: str = ""
-    preprocessing_fn: str = "preprocessing_fn"
-    transformed_examples: str | None = None
-    analyze_splits: tuple[str, ...] = ("train",)
-    transform_splits: tuple[str, ...] = ("train", "eval")
-    module_sha256: str | None = None
-    beam_args: tuple[str, ...] = ()
-    gcs_root: str = "/gcs"
-    kfp: KfpOutputs | None = None
-    storage: StorageSettings = DEFAULT_SETTINGS  # from the environment (intake/environment.py)
-
-
-def build_transform_request(
-    values: Mapping[str, Any],
-    environ: Mapping[str, str] | None = None,
-    kfp: KfpOutputs | None = None,
-) -> TransformRequest:
-    """Validate raw values (keyed by flag name, dashes as underscores) into a TransformRequest."""
-    beam = beam_inputs(values, environ, kfp)
-    gcs_root = beam.raw.gcs_root
-    schema = existing_path("--schema", values.get("schema"), gcs_root)
-    if not schema:
-        raise UserInputError(
-            "--schema", "required: the raw examples' tensorflow-metadata Schema (file or its dir)"
-        )
-    graph_path = beam.new_dir(
-        "--transform-graph",
-        beam.output("transform_graph", "transform_graph"),
-        "where the transform graph goes (transform_fn/, transformed_metadata/, metadata/)",
-    )
-    transformed = beam.output("transformed_examples", "transformed_examples")
-    transformed_path = (
-        beam.new_dir("--transformed-examples", transformed, "") if transformed else None
-    )
-    if transformed_path and transformed_path == graph_path:
-        raise UserInputError("--transformed-examples", "must differ from --transform-graph")
-    return TransformRequest(
-        examples=examples_dir(values, gcs_root),
-        examples_uri=beam.path(values["examples"]),
-        schema=schema,
-        module_file=module_file(values),
-        transform_graph=graph_path,
-        transformed_examples=transformed_path,
-        beam_args=beam.beam_args,
-        gcs_root=gcs_root,
-        kfp=kfp,
-        storage=storage_settings(beam.raw.environ),
-        **options.checked_fields(data_options.TRANSFORM, beam.raw),
+        range_config=example_gen_inputs.range_config(values.get("range_config")),
+        **fields,
     )
 
 
@@ -253,14 +128,4 @@ def describe_import_examples(r: ImportExamplesRequest) -> list[str]:
     return [
         f"import-examples request: input={r.input_pattern} input_splits={dict(r.input_splits) or None} "
         f"format={r.format} schema={r.schema} output={r.output} beam_args={list(r.beam_args)}"
-    ]
-
-
-def describe_transform(r: TransformRequest) -> list[str]:
-    """The log lines saying what a transform run will do."""
-    return [
-        f"transform request: examples={r.examples} schema={r.schema} module={r.module_file} "
-        f"preprocessing_fn={r.preprocessing_fn} analyze_splits={','.join(r.analyze_splits)} "
-        f"transform_splits={','.join(r.transform_splits)} transform_graph={r.transform_graph} "
-        f"transformed_examples={r.transformed_examples} beam_args={list(r.beam_args)}"
     ]

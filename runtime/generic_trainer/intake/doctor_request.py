@@ -12,9 +12,18 @@ from collections.abc import Mapping
 from generic_trainer.artifacts import storage
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.diagnose.request import ENVIRONMENT, DoctorRequest, Place
+from generic_trainer.errors import UserInputError
 from generic_trainer.intake.doctor_options import TRAIN_INPUTS, TRAIN_OUTPUTS
 from generic_trainer.intake.environment import storage_settings
-from generic_trainer.intake.request import keras_choice, raw_inputs
+from generic_trainer.intake.fit_options import TRAIN
+from generic_trainer.intake.fit_request import speed_fields
+from generic_trainer.intake.request import (
+    RawInputs,
+    existing,
+    keras_choice,
+    output_file,
+    raw_inputs,
+)
 
 # Vertex's defaults of train's output dirs when their flag is not given.
 OUTPUT_ENV = {
@@ -38,6 +47,22 @@ def _places(values: Mapping[str, object], environ: Mapping[str, str], gcs_root: 
             local = os.path.normpath(storage.local_path(value, gcs_root))
             outputs.append(Place(flag, value, local))
     return tuple(inputs), tuple(outputs)
+
+
+def flag_problems(values: Mapping[str, object], raw: RawInputs) -> tuple[str, ...]:
+    """What train's own checks say of each flag's value (files are doctor's other checks)."""
+    problems = []
+    for o in TRAIN.options():
+        if o.check and o.check not in (existing, output_file) and values.get(o.name) is not None:
+            try:
+                o.check(raw, o.flag, values[o.name])
+            except UserInputError as e:
+                problems.append(str(e))
+    try:
+        speed_fields(values)
+    except UserInputError as e:
+        problems.append(str(e))
+    return tuple(problems)
 
 
 def build_doctor_request(
@@ -73,4 +98,5 @@ def build_doctor_request(
         storage=storage_settings(raw.environ),
         site_packages=os.path.abspath(str(site)) if site else None,
         json=bool(values.get("json")),
+        flag_problems=flag_problems(values, raw),
     )

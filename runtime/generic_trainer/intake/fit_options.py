@@ -1,4 +1,5 @@
-"""The inputs of train and tune, each declared once: its flag, its KFP component input, its request check.
+"""The inputs of train and tune, each declared once: its flag, its KFP component input, its request
+check.
 
 A verb's `Verb` lists its groups in `--help` order; see options.py for how each `Option` becomes a
 flag, a component input and a request field.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from generic_trainer.errors import UserInputError
 from generic_trainer.fit.accelerator import ACCELERATORS
 from generic_trainer.intake import options
 from generic_trainer.intake.common_options import common_groups
@@ -23,6 +25,7 @@ from generic_trainer.intake.options import (
 )
 from generic_trainer.intake.request import (
     TUNE_STRATEGIES,
+    RawInputs,
     duration,
     existing,
     one_of,
@@ -33,9 +36,24 @@ from generic_trainer.intake.request import (
     text,
 )
 
+MODEL_FORMATS = ("savedmodel", "other")
+
+
+def model_format(raw: RawInputs, flag: str, value: object) -> str:
+    """--model-format: savedmodel or other (no TFLite export of a model that is no SavedModel)."""
+    chosen = one_of(MODEL_FORMATS, "savedmodel")(raw, flag, value)
+    if chosen == "other" and raw.values.get("export_tflite"):
+        raise UserInputError(flag, "--export-tflite converts a SavedModel; other models have none")
+    return chosen
+
+
+# What TFX's train_args' keys fill (kfp_io spreads the parameter over them).
+TRAIN_ARGS = {"num_steps": "train_steps", "splits": "train_splits"}
+
 
 def _training_inputs(function: Option) -> tuple[Option, ...]:
-    """The inputs train and tune share (those of TFX's Trainer and Tuner), with the verb's `function` option."""
+    """The inputs train and tune share (those of TFX's Trainer and Tuner), with the verb's
+    `function` option."""
     return (
         Option(
             "examples",
@@ -75,8 +93,10 @@ def _training_inputs(function: Option) -> tuple[Option, ...]:
             metavar="FILE_OR_DIR",
             param=artifact(
                 "Artifact",
-                "tensorflow-metadata Schema (schema.pbtxt or a dir holding one), fn_args.schema_path:\n"
-                "the raw schema; with transform_graph, examples may follow its transformed_metadata.",
+                "tensorflow-metadata Schema (schema.pbtxt or a dir holding one), "
+                "fn_args.schema_path:\n"
+                "the raw schema; with transform_graph, examples may follow its "
+                "transformed_metadata.",
                 None,
             ),
         ),
@@ -140,10 +160,12 @@ def _training_inputs(function: Option) -> tuple[Option, ...]:
                 None,
             ),
         ),
-        # KFP gives steps and splits as TFX's train_args / eval_args; kfp_io spreads them over the flags' names.
+        # KFP gives steps and splits as TFX's train_args / eval_args; kfp_io spreads them over the
+        # flags' names.
         Option(
             "train_args",
             cli=False,
+            spread=TRAIN_ARGS,
             param=value(
                 dict,
                 '{"num_steps": N, "splits": ["train"]}; num_steps 0 or unset means '
@@ -152,20 +174,25 @@ def _training_inputs(function: Option) -> tuple[Option, ...]:
             ),
         ),
         Option(
-            "eval_args", cli=False, param=value(dict, '{"num_steps": N, "splits": ["eval"]}.', None)
+            "eval_args",
+            cli=False,
+            spread={"num_steps": "eval_steps", "splits": "eval_splits"},
+            param=value(dict, '{"num_steps": N, "splits": ["eval"]}.', None),
         ),
     )
 
 
 def _run_identity() -> tuple[Option, ...]:
-    """--run-id / --task-name: the components fill them from KFP's placeholders (components/specs.py)."""
+    """--run-id / --task-name: the components fill them from KFP's placeholders
+    (components/specs.py)."""
     return (
         Option(
             "run_id",
             help=(
-                "the pipeline run this is a task of (the components pass KFP's run uuid): the checkpoint dir "
-                "(given or $AIP_CHECKPOINT_DIR) gets <run id>/<task name> appended, so retries of the task "
-                "resume it and other runs never do"
+                "the pipeline run this is a task of (the components pass KFP's run uuid): the "
+                "checkpoint dir "
+                "(given or $AIP_CHECKPOINT_DIR) gets <run id>/<task name> appended, so retries of "
+                "the task resume it and other runs never do"
             ),
             metavar="ID",
         ),
@@ -183,14 +210,16 @@ TRAIN_TASK = Group(
     options=(
         Option(
             "task",
-            help="the Task class: a .py file, gs:// URI or dotted module, then :Class (replaces --module-file)",
+            help="the Task class: a .py file, gs:// URI or dotted module, then :Class (replaces "
+            "--module-file)",
             metavar="MODULE:CLASS",
             param=value(
                 str,
                 (
-                    'The Task API instead of a run_fn module: "module:Class" (module a .py path, gs:// URI '
-                    "or\n"
-                    "dotted name); the runtime's own loop trains it. Give either task or module_file."
+                    'The Task API instead of a run_fn module: "module:Class" (module a .py path, '
+                    "gs:// URI or\n"
+                    "dotted name); the runtime's own loop trains it. Give either task or "
+                    "module_file."
                 ),
                 "",
             ),
@@ -209,8 +238,8 @@ TRAIN_TASK = Group(
             param=value(
                 list,
                 (
-                    "YAML/JSON files (paths or gs:// URIs) of experiment overrides for the task, applied in\n"
-                    "order before config."
+                    "YAML/JSON files (paths or gs:// URIs) of experiment overrides for the task, "
+                    "applied in\norder before config."
                 ),
                 None,
             ),
@@ -222,7 +251,8 @@ TRAIN_TASK = Group(
             param=value(
                 str,
                 (
-                    "YAML or JSON overrides of the task's experiment config, e.g. \"trainer: {train_steps: "
+                    "YAML or JSON overrides of the task's experiment config, e.g. \"trainer: "
+                    "{train_steps: "
                     '500}".'
                 ),
                 "",
@@ -230,7 +260,8 @@ TRAIN_TASK = Group(
         ),
         Option(
             "params_override",
-            help="last overrides, e.g. trainer.train_steps=500,task.train_data.global_batch_size=64",
+            help="last overrides, e.g. "
+            "trainer.train_steps=500,task.train_data.global_batch_size=64",
             metavar="a.b=c,...",
             param=value(
                 str,
@@ -271,7 +302,8 @@ TRAIN_OUTPUTS = Group(
         ),
         Option(
             "model_run_dir",
-            help="TensorBoard logs and run outputs (default $AIP_TENSORBOARD_LOG_DIR, else DIR/logs)",
+            help="TensorBoard logs and run outputs (default $AIP_TENSORBOARD_LOG_DIR, else "
+            "DIR/logs)",
             metavar="DIR",
             output="dir",
             param=output(
@@ -290,10 +322,10 @@ TRAIN_OUTPUTS = Group(
                 str,
                 (
                     "Base dir of the checkpoints (a gs:// URI on Vertex); the run's are under\n"
-                    "<checkpoint_dir>/<pipeline run uuid>/<task name>, so a retried task resumes its own and "
-                    "two runs\n"
-                    "never share one. Empty: $AIP_CHECKPOINT_DIR the same way, else inside the model_run "
-                    "artifact."
+                    "<checkpoint_dir>/<pipeline run uuid>/<task name>, so a retried task resumes "
+                    "its own and two runs\n"
+                    "never share one. Empty: $AIP_CHECKPOINT_DIR the same way, else inside the "
+                    "model_run artifact."
                 ),
                 "",
             ),
@@ -317,11 +349,13 @@ TRAIN_OUTPUTS = Group(
             output="file",
             param=output(
                 "HTML",
-                "HTML report of the run: loss and metric curves, resolved inputs, strategy, metrics.",
+                "HTML report of the run: loss and metric curves, resolved inputs, strategy, "
+                "metrics.",
                 name="report",
             ),
         ),
-        # Output parameters: what a dsl.importer of google.UnmanagedContainerModel needs (Vertex AI Model Registry).
+        # Output parameters: what a dsl.importer of google.UnmanagedContainerModel needs (Vertex AI
+        # Model Registry).
         Option(
             "serving_model_uri",
             cli=False,
@@ -346,9 +380,10 @@ TRAIN_OUTPUTS = Group(
             param=output_value(
                 str,
                 (
-                    "OpenAPI schema of one serving_default instance (<model>/schemata/instance.yaml),\n"
-                    "Vertex's predictSchemata.instanceSchemaUri; empty when the signature's shapes are "
-                    "unknown."
+                    "OpenAPI schema of one serving_default instance "
+                    "(<model>/schemata/instance.yaml),\n"
+                    "Vertex's predictSchemata.instanceSchemaUri; empty when the signature's shapes "
+                    "are unknown."
                 ),
             ),
         ),
@@ -368,16 +403,34 @@ TRAIN_SERVING = Group(
     options=(
         Option(
             "serving_image",
-            help="serving container image (default: Vertex's prebuilt TF Serving image for this TensorFlow)",
+            help="serving container image (default: Vertex's prebuilt TF Serving image for this "
+            "TensorFlow)",
             metavar="IMAGE",
             param=value(
                 str,
                 (
-                    "The serving container the model artifact names for Vertex AI Model Registry (its\n"
-                    "containerSpec metadata); empty: Vertex's prebuilt TF Serving image for the TensorFlow "
-                    "version."
+                    "The serving container the model artifact names for Vertex AI Model Registry "
+                    "(its\n"
+                    "containerSpec metadata); empty: Vertex's prebuilt TF Serving image for the "
+                    "TensorFlow version."
                 ),
                 "",
+            ),
+        ),
+        Option(
+            "model_format",
+            check=model_format,
+            help=(
+                "savedmodel (default: run_fn must export a SavedModel with serving_default, "
+                "checked); other: publish what run_fn wrote (a scikit-learn model.pkl, ...) unchecked"
+            ),
+            choices=MODEL_FORMATS,
+            param=value(
+                str,
+                "savedmodel (run_fn's SavedModel is checked for serving_default) or other (what\n"
+                "run_fn wrote to serving_model_dir is published whole, unchecked: TFX's scikit-learn\n"
+                "module's model.pkl).",
+                "savedmodel",
             ),
         ),
         Option(
@@ -403,17 +456,20 @@ TRAIN_TFLITE = Group(
         Option(
             "export_tflite",
             help=(
-                "convert serving_default to TFLite (chief only; a model that cannot convert ends the run "
-                "with exit 4 after the SavedModel is published)"
+                "convert serving_default to TFLite (chief only; a model that cannot convert ends "
+                "the run with exit 4, publishing nothing and keeping the checkpoints for a retry)"
             ),
             action=argparse.BooleanOptionalAction,
             param=value(
                 bool,
                 (
-                    "Also write <model>/Format-TFLite/model.tflite (TFLite built-in ops), checked against the\n"
-                    "SavedModel on the eval examples; the model's metadata records its size, quantization and "
-                    "the\nlargest output difference. A model that cannot convert fails the task after the "
-                    "SavedModel is\npublished."
+                    "Also write <model>/Format-TFLite/model.tflite (TFLite built-in ops), checked "
+                    "against the\n"
+                    "SavedModel on the eval examples; the model's metadata records its size, "
+                    "quantization and "
+                    "the\nlargest output difference. A model that cannot convert fails the task "
+                    "and publishes "
+                    "nothing;\nthe checkpoints are kept, so a retry resumes from them."
                 ),
                 False,
             ),
@@ -431,15 +487,15 @@ TRAIN_TFLITE = Group(
         Option(
             "tflite_tolerance",
             help=(
-                "largest absolute output difference from the SavedModel accepted (default 1e-4 for none, "
-                "0.05 for float16, 0.1 for dynamic)"
+                "largest absolute output difference from the SavedModel accepted (default 1e-4 for "
+                "none, 0.05 for float16, 0.1 for dynamic)"
             ),
             metavar="X",
             param=value(
                 float,
                 (
-                    "Largest absolute output difference from the SavedModel accepted; unset: 1e-4 for\n"
-                    "none, 0.05 for float16, 0.1 for dynamic."
+                    "Largest absolute output difference from the SavedModel accepted; unset: 1e-4 "
+                    "for\nnone, 0.05 for float16, 0.1 for dynamic."
                 ),
                 None,
             ),
@@ -464,13 +520,14 @@ TRAIN_SPEED = Group(
     options=(
         Option(
             "mixed_precision",
-            help="Keras global dtype policy while run_fn runs: compute in 16 bits, variables in float32",
+            help="Keras global dtype policy while run_fn runs: compute in 16 bits, variables in "
+            "float32",
             choices=("mixed_float16", "mixed_bfloat16"),
             param=value(
                 str,
                 (
-                    "Keras global dtype policy while run_fn runs: mixed_float16 or mixed_bfloat16 (empty:\n"
-                    "the module's own)."
+                    "Keras global dtype policy while run_fn runs: mixed_float16 or mixed_bfloat16 "
+                    "(empty:\nthe module's own)."
                 ),
                 "",
             ),
@@ -478,13 +535,14 @@ TRAIN_SPEED = Group(
         Option(
             "jit_compile",
             help=(
-                "compile train/eval steps with XLA, or not (model.compile(jit_compile=...)); default: Keras' "
-                "auto (off on CPU and under a tf.distribute strategy)"
+                "compile train/eval steps with XLA, or not (model.compile(jit_compile=...)); "
+                "default: Keras' auto (off on CPU and under a tf.distribute strategy)"
             ),
             action=argparse.BooleanOptionalAction,
             param=value(
                 bool,
-                "Compile train/eval steps with XLA (model.compile(jit_compile=...)); unset: Keras' default.",
+                "Compile train/eval steps with XLA (model.compile(jit_compile=...)); unset: Keras' "
+                "default.",
                 None,
             ),
         ),
@@ -493,14 +551,14 @@ TRAIN_SPEED = Group(
             check=one_of(CACHE_CHOICES, "auto"),
             choices=CACHE_CHOICES,
             help=(
-                "keep the decompressed records of the data accessor's datasets in memory after the first epoch "
-                "(auto: when they fit, see the docs; memory: always; off: never)"
+                "keep the decompressed records of the data accessor's datasets in memory after the "
+                "first epoch (auto: when they fit, see the docs; memory: always; off: never)"
             ),
             param=value(
                 str,
                 (
-                    "auto, memory or off: keep the data accessor's decompressed records in memory after\n"
-                    "the first epoch (auto: when they fit)."
+                    "auto, memory or off: keep the data accessor's decompressed records in memory "
+                    "after\nthe first epoch (auto: when they fit)."
                 ),
                 "auto",
             ),
@@ -508,13 +566,14 @@ TRAIN_SPEED = Group(
         Option(
             "steps_per_execution",
             help=(
-                "batches run per tf.function call (model.compile(steps_per_execution=N)); callbacks then see "
-                "every N-th batch"
+                "batches run per tf.function call (model.compile(steps_per_execution=N)); "
+                "callbacks then see every N-th batch"
             ),
             metavar="N",
             param=value(
                 int,
-                "Batches per tf.function call (model.compile(steps_per_execution=N)); 0: the\nmodule's own.",
+                "Batches per tf.function call (model.compile(steps_per_execution=N)); 0: "
+                "the\nmodule's own.",
                 0,
             ),
         ),
@@ -559,8 +618,9 @@ TRAIN = Verb(
             params={
                 "keras": value(
                     str,
-                    "What tf.keras means for the module: auto, keras3 or tf_keras (unset: auto, the "
-                    "tf.keras TFX\ngives the module: tf_keras when it imports tfx, tensorflow_transform "
+                    "What tf.keras means for the module: auto, keras3 or tf_keras (unset: auto, "
+                    "the tf.keras TFX\ngives the module: tf_keras when it imports tfx, "
+                    "tensorflow_transform "
                     "or tfx_bsl,\nelse Keras 3; a set TF_USE_LEGACY_KERAS decides instead).",
                     None,
                 ),
@@ -613,7 +673,8 @@ TUNE_OUTPUTS = Group(
             "checkpoint_dir",
             help=(
                 "checkpoints, stable across restarts (default $AIP_CHECKPOINT_DIR, else "
-                "<best-hyperparameters-dir>.checkpoints); with --run-id, under DIR/<run id>/<task name>"
+                "<best-hyperparameters-dir>.checkpoints); with --run-id, under DIR/<run id>/<task "
+                "name>"
             ),
             metavar="DIR",
             output="dir",
@@ -621,8 +682,8 @@ TUNE_OUTPUTS = Group(
                 str,
                 (
                     "Base dir of the search state (keras-tuner's trials); the run's are under\n"
-                    "<checkpoint_dir>/<pipeline run uuid>/<task name>, so a retried task resumes its own "
-                    "search and two\n"
+                    "<checkpoint_dir>/<pipeline run uuid>/<task name>, so a retried task resumes "
+                    "its own search and two\n"
                     "runs never share one. Empty: $AIP_CHECKPOINT_DIR the same way, else beside "
                     "best_hyperparameters."
                 ),
@@ -656,7 +717,8 @@ TUNE_OUTPUTS = Group(
 TUNE = Verb(
     "tune",
     help="search hyperparameters with a user's tuner_fn (TFX Tuner compatible)",
-    description="Run the keras-tuner search the user's tuner_fn(fn_args) returns (TunerFnResult), resumably "
+    description="Run the keras-tuner search the user's tuner_fn(fn_args) returns (TunerFnResult), "
+    "resumably "
     "(a re-run continues it) and in parallel over the replicas of TF_CONFIG/CLUSTER_SPEC, and "
     "write <best-hyperparameters-dir>/best_hyperparameters.txt for `train --hyperparameters`.",
     component=Component(
@@ -677,12 +739,14 @@ TUNE = Verb(
                         metavar="NAME",
                         param=value(
                             str,
-                            "The function to call in the module; returns TunerFnResult(tuner, fit_kwargs).",
+                            "The function to call in the module; returns TunerFnResult(tuner, "
+                            "fit_kwargs).",
                             "tuner_fn",
                         ),
                     )
                 ),
-                # the tuner's own wording; module_file is required (there is no Task API to give instead)
+                # the tuner's own wording; module_file is required (there is no Task API to give
+                # instead)
                 module_file={
                     "param": value(
                         str,
@@ -735,13 +799,14 @@ TUNE = Verb(
                     "worker_timeout",
                     check=duration(600.0),
                     help=(
-                        "the chief gives up when a worker running a trial is silent this long, and workers when the "
-                        "chief is unreachable this long (default 600)"
+                        "the chief gives up when a worker running a trial is silent this long, and "
+                        "workers when the chief is unreachable this long (default 600)"
                     ),
                     metavar="SECONDS",
                     param=value(
                         float,
-                        "Distributed tuning: seconds the chief waits for a silent worker before failing.",
+                        "Distributed tuning: seconds the chief waits for a silent worker before "
+                        "failing.",
                         600.0,
                     ),
                 ),

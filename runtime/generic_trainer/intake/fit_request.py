@@ -18,9 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from generic_trainer.artifacts import bounded_parse, storage
+from generic_trainer.artifacts.files import describe as describe_path
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.artifacts.redaction import secret_key_names
 from generic_trainer.errors import UserInputError
+from generic_trainer.fit import cluster as cluster_lib
 from generic_trainer.fit.requests import RunFnProgram, TaskProgram, TrainRequest, TuneRequest
 from generic_trainer.intake import fit_options, options
 from generic_trainer.intake.environment import storage_settings
@@ -46,12 +48,15 @@ from generic_trainer.intake.request import (
 from generic_trainer.tflite import options as tflite_options
 
 TUNER_RESULTS_FILE = "tuner_results.json"
+GPU_ENVIRON = ("PATH", "CUDA_VISIBLE_DEVICES")  # what fit/accelerator.detect reads
 
 
 def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> dict[str, Any]:
-    """Read a hyperparameters file, or the single file in a directory (TFX's best_hyperparameters.txt)."""
+    """Read a hyperparameters file, or the single file in a directory (TFX's
+    best_hyperparameters.txt)."""
     if not os.path.exists(path):
-        raise UserInputError(input_name, f"{path} does not exist")
+        what = f"is {describe_path(path)}" if os.path.lexists(path) else "does not exist"
+        raise UserInputError(input_name, f"{path} {what}")
     from generic_trainer.records import example_files
 
     path = example_files.one_file(path, input_name, usual="keras-tuner's best_hyperparameters.txt")
@@ -68,7 +73,7 @@ def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> di
 MIXED_PRECISION_CHOICES = ("mixed_float16", "mixed_bfloat16")
 
 
-def _speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
+def speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     """--mixed-precision, --jit-compile, --steps-per-execution (flags, or KFP parameters)."""
     policy = values.get("mixed_precision") or None
     if policy is not None and policy not in MIXED_PRECISION_CHOICES:
@@ -122,7 +127,8 @@ def _speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
 def _task_program(
     values: Mapping[str, Any], gcs_root: str, keras: str, sha256: str | None
 ) -> TaskProgram:
-    """The Task API's inputs: --task, --experiment, --config-file, config, --params-override, --mode."""
+    """The Task API's inputs: --task, --experiment, --config-file, config, --params-override,
+    --mode."""
     from generic_trainer.task import config as task_config
 
     if keras == "tf_keras":
@@ -148,9 +154,10 @@ def _task_program(
     for f in files:
         path = storage.local_path(str(f).strip(), gcs_root)
         if not os.path.isfile(path):
+            what = f"is {describe_path(path)}" if os.path.lexists(path) else "does not exist"
             raise UserInputError(
                 "--config-file",
-                f"{f} does not exist" + (f" (looked at {path})" if path != f else ""),
+                f"{f} {what}" + (f" (looked at {path})" if path != f else ""),
             )
         config_files.append(path)
         task_config.load_config_file(
@@ -178,8 +185,9 @@ def _task_program(
 def _train_keras(
     values: Mapping[str, Any], environ: Mapping[str, str], gcs_root: str
 ) -> tuple[str, str]:
-    """(keras3 or tf_keras, why) of a train run: --keras, else TF_USE_LEGACY_KERAS, else auto: Keras 3 for the
-    Task API, and for a run_fn module the tf.keras TFX would give it (keras_auto, from its source)."""
+    """(keras3 or tf_keras, why) of a train run: --keras, else TF_USE_LEGACY_KERAS, else auto: Keras
+    3 for the Task API, and for a run_fn module the tf.keras TFX would give it (keras_auto, from its
+    source)."""
     keras, reason = keras_choice(values, environ)
     if keras != "auto":
         return keras, reason
@@ -192,7 +200,8 @@ def _train_keras(
 
 
 def _hyperparameters(raw: RawInputs) -> Mapping[str, Any] | None:
-    """--hyperparameters: the JSON object of a file, or of the one file in a dir (best_hyperparameters.txt)."""
+    """--hyperparameters: the JSON object of a file, or of the one file in a dir
+    (best_hyperparameters.txt)."""
     path = existing_path("--hyperparameters", raw.values.get("hyperparameters"), raw.gcs_root)
     hyperparameters = load_hyperparameters(path) if path else None
     return ints_from_floats(hyperparameters) if raw.kfp and hyperparameters else hyperparameters
@@ -210,8 +219,8 @@ def _fit_inputs(
     kfp: KfpOutputs | None,
     examples_required: bool,
 ) -> tuple[RawInputs, str]:
-    """The first checks of train and tune: the raw inputs, $GENERIC_TRAINER_GCS_TIMEOUT, then --examples
-    (its local path; "" when not required and not given)."""
+    """The first checks of train and tune: the raw inputs, $GENERIC_TRAINER_GCS_TIMEOUT, then
+    --examples (its local path; "" when not required and not given)."""
     raw = raw_inputs(values, environ, kfp)
     check_gcs_timeout(raw.environ)
     return raw, examples_dir(values, raw.gcs_root) if examples_required or values.get(
@@ -220,11 +229,13 @@ def _fit_inputs(
 
 
 def _fit_fields(verb: Verb, raw: RawInputs, examples: str, checkpoint_dir: str) -> dict[str, Any]:
-    """The one check of what train and tune share: FitRequest's fields, plus the other fields `verb`'s
-    declaration checks (fit_options.py; train's run_fn and module_sha256 go to its program).
+    """The one check of what train and tune share: FitRequest's fields, plus the other fields
+    `verb`'s declaration checks (fit_options.py; train's run_fn and module_sha256 go to its
+    program).
 
-    --hyperparameters (a JSON file, or best_hyperparameters.txt's dir) and --custom-config (its secret
-    key names checked) are read here; from KFP, whole numbers its JSON made floats are ints again.
+    --hyperparameters (a JSON file, or best_hyperparameters.txt's dir) and --custom-config (its
+    secret key names checked) are read here; from KFP, whole numbers its JSON made floats are ints
+    again.
     """
     return {
         "examples": examples,
@@ -234,6 +245,8 @@ def _fit_fields(verb: Verb, raw: RawInputs, examples: str, checkpoint_dir: str) 
         "gcs_root": raw.gcs_root,
         "kfp": raw.kfp,
         "storage": storage_settings(raw.environ),
+        "cluster": cluster_lib.resolve(raw.environ),
+        "gpu_environ": {k: raw.environ[k] for k in GPU_ENVIRON if k in raw.environ},
         **options.checked_fields(verb, raw),
     }
 
@@ -253,20 +266,7 @@ def build_train_request(
         raise UserInputError(
             "--task", "give either --task module:Class or --module-file (run_fn), not both"
         )
-    model_dir = out_dir(values.get("model_dir"), "AIP_MODEL_DIR", environ, gcs_root)
-    if not model_dir:
-        raise UserInputError(
-            "--model-dir", "required (or set AIP_MODEL_DIR): where the serving model goes"
-        )
-    model_run_dir = out_dir(
-        values.get("model_run_dir"), "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root
-    ) or (os.path.join(model_dir, "logs"))
-    # Vertex AI TensorBoard uploads AIP_TENSORBOARD_LOG_DIR while the job runs: the module logs there, and the
-    # logs are copied to the model-run dir given (the KFP artifact) at the end.
-    tensorboard_dir = out_dir(None, "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root)
-    model_run_copy_dir = None
-    if tensorboard_dir and tensorboard_dir != model_run_dir:
-        model_run_dir, model_run_copy_dir = tensorboard_dir, model_run_dir
+    model_dir, model_run_dir, model_run_copy_dir = _model_dirs(values, environ, gcs_root)
     checkpoints = checkpoint_dir(
         values, environ, gcs_root, os.path.join(model_run_copy_dir or model_run_dir, "checkpoints")
     )
@@ -280,7 +280,7 @@ def build_train_request(
         values.get("serving_image_region"),
     )
     sha, run_fn = fields.pop("module_sha256"), fields.pop("run_fn")
-    speed = _speed_fields(values)
+    speed = speed_fields(values)
     program = (
         _task_program(values, gcs_root, keras, sha)
         if task
@@ -305,6 +305,28 @@ def build_train_request(
         ),
         **fields,
     )
+
+
+def _model_dirs(
+    values: Mapping[str, Any], environ: Mapping[str, str], gcs_root: str
+) -> tuple[str, str, str | None]:
+    """--model-dir, --model-run-dir and the dir the logs are copied to at the end (or None).
+
+    Vertex AI TensorBoard uploads AIP_TENSORBOARD_LOG_DIR while the job runs: the module logs
+    there, and the logs are copied to the model-run dir given (the KFP artifact) at the end.
+    """
+    model_dir = out_dir(values.get("model_dir"), "AIP_MODEL_DIR", environ, gcs_root)
+    if not model_dir:
+        raise UserInputError(
+            "--model-dir", "required (or set AIP_MODEL_DIR): where the serving model goes"
+        )
+    model_run_dir = out_dir(
+        values.get("model_run_dir"), "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root
+    ) or os.path.join(model_dir, "logs")
+    tensorboard_dir = out_dir(None, "AIP_TENSORBOARD_LOG_DIR", environ, gcs_root)
+    if tensorboard_dir and tensorboard_dir != model_run_dir:
+        return model_dir, tensorboard_dir, model_run_dir
+    return model_dir, model_run_dir, None
 
 
 def build_tune_request(
@@ -368,8 +390,9 @@ def _tune_values(values: Mapping[str, Any], environ: Mapping[str, str]) -> tuple
 
 
 def check_values(verb: Verb, values: Mapping[str, Any], environ: Mapping[str, str]) -> None:
-    """The checks of a train or tune request that read no file: what `vertex-job` runs on the container's
-    args before it builds a job (their paths are read on the container's machine, so not here)."""
+    """The checks of a train or tune request that read no file: what `vertex-job` runs on the
+    container's args before it builds a job (their paths are read on the container's machine, so not
+    here)."""
     raw = raw_inputs(values, environ, None)
     for o in verb.options():
         if o.check and o.check not in (existing, output_file) and values.get(o.name) is not None:
@@ -406,6 +429,6 @@ def check_values(verb: Verb, values: Mapping[str, Any], environ: Mapping[str, st
         values.get("tflite_quantization"),
         values.get("tflite_tolerance"),
     )
-    _speed_fields(values)
+    speed_fields(values)
     if task:  # its config files are read on the container's machine
         _task_program({**values, "config_file": None}, raw.gcs_root, keras, None)

@@ -5,7 +5,9 @@ See options.py for how each `Option` becomes a flag, a component input and a req
 
 from __future__ import annotations
 
+from generic_trainer.errors import UserInputError
 from generic_trainer.intake.common_options import common_groups
+from generic_trainer.intake.data_options import BEAM
 from generic_trainer.intake.options import (
     Component,
     Group,
@@ -38,6 +40,39 @@ def warmup_count(raw: object, flag: str, value: object) -> int:
         default=0,
         unit="warm-up requests (TF Serving reads at most 1000)",
     )
+
+
+def feature_slicing_spec(raw: object, flag: str, value: object) -> tuple[tuple[str, ...], ...]:
+    """TFX's FeatureSlicingSpec (JSON or a dict): its specs' column lists; () when unset."""
+    from generic_trainer.artifacts import bounded_parse
+
+    if value is None or value == "" or value == {}:
+        return ()
+    if isinstance(value, str):
+        value = bounded_parse.load_json(value, flag)
+    specs = value.get("specs") if isinstance(value, dict) else None
+    columns = [s.get("column_for_slicing") if isinstance(s, dict) else None for s in specs or []]
+    if not isinstance(specs, list) or not all(
+        isinstance(c, list) and c and all(isinstance(n, str) and n for n in c) for c in columns
+    ):
+        raise UserInputError(
+            flag, f'expected {{"specs": [{{"column_for_slicing": ["feature"]}}]}}, got {value!r}'
+        )
+    return tuple(tuple(c) for c in columns)
+
+
+def fairness_thresholds(raw: object, flag: str, value: object) -> tuple[float, ...]:
+    """Decision thresholds in [0, 1] ('0.25,0.5' or a list); () when unset."""
+    if value is None or value == "" or value == []:
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        out = tuple(float(v) for v in items)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        out = ()
+    if not out or not all(0.0 <= v <= 1.0 for v in out):
+        raise UserInputError(flag, f"expected decision thresholds in [0, 1], got {value!r}")
+    return out
 
 
 EVALUATE_INPUTS = Group(
@@ -111,11 +146,37 @@ EVALUATE_INPUTS = Group(
             param=value(list, 'Splits to evaluate on (default ["eval"]).', None),
         ),
         Option(
-            "batch_size",
-            check=whole_number(256),
-            help="examples per serving_default call (default 256)",
-            metavar="N",
-            param=value(int, "Examples per serving_default call.", 256),
+            "module_file",
+            help="TFX evaluator module: custom_eval_shared_model and/or custom_extractors "
+            "(a .py file, a gs:// URI, or a dotted module name)",
+            metavar="PATH_OR_URI",
+            param=value(
+                str,
+                "TFX evaluator module (custom_eval_shared_model, custom_extractors): a .py path,\n"
+                "a gs:// URI or a dotted module name.",
+                "",
+            ),
+        ),
+        Option(
+            "feature_slicing_spec",
+            check=feature_slicing_spec,
+            help='TFX\'s legacy FeatureSlicingSpec as JSON: {"specs": [{"column_for_slicing": '
+            '["island"]}]}; its slices are added to the EvalConfig\'s',
+            metavar="JSON",
+            param=value(
+                dict,
+                'TFX\'s legacy FeatureSlicingSpec: {"specs": [{"column_for_slicing": ["island"]}]}.',
+                None,
+            ),
+        ),
+        Option(
+            "fairness_indicator_thresholds",
+            check=fairness_thresholds,
+            help="decision thresholds for TFMA's FairnessIndicators metric, e.g. 0.25,0.5,0.75",
+            metavar="a,b",
+            param=value(
+                list, "Decision thresholds for TFMA's FairnessIndicators metric (TFX's).", None
+            ),
         ),
     ),
 )
@@ -123,6 +184,17 @@ EVALUATE_INPUTS = Group(
 EVALUATE_OUTPUTS = Group(
     "outputs",
     (
+        Option(
+            "evaluation_dir",
+            help="TFMA's output, as TFX's Evaluator writes it (tfma.load_eval_result reads it)",
+            metavar="DIR",
+            output="dir",
+            param=output(
+                "Artifact",
+                "TFMA's output as TFX's Evaluator writes it (tfma.load_eval_result reads it).",
+                name="evaluation",
+            ),
+        ),
         Option(
             "blessing_dir",
             help="where BLESSED or NOT_BLESSED goes (the reasons inside)",
@@ -146,9 +218,9 @@ EVALUATE_OUTPUTS = Group(
                 (
                     "Overall metrics as scalars (baseline_<name> for the baseline); the file holds "
                     "everything\n"
-                    "as JSON (slices, confusion matrix, threshold checks)."
+                    "as JSON (slices, threshold checks), derived from TFMA's result."
                 ),
-                name="evaluation",
+                name="metrics",
             ),
         ),
         Option(
@@ -218,6 +290,7 @@ EVALUATE = Verb(
         EVALUATE_INPUTS,
         EVALUATE_OUTPUTS,
         EVALUATE_SANDBOX,
+        BEAM,
         *common_groups(cluster_timeout=False, training=False),
     ),
 )

@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from generic_trainer.artifacts.kfp_io import KfpOutputs
+from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import judge_options, options
+from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.request import (
     DEFAULT_PROBE_MEMORY,
     examples_dir,
@@ -28,31 +30,47 @@ from generic_trainer.intake.request_json import JsonRequest
 
 @dataclasses.dataclass(frozen=True)
 class EvaluateRequest(JsonRequest):
-    """Every input of an evaluate run: a model (and optional baseline) on the eval split, resolved."""
+    """Every input of an evaluate run: a model (and optional baseline) on the eval split, resolved.
+
+    `eval_config` is the project's short form (eval_config.EvalConfig) or a TFMA EvalConfig as its
+    JSON or text proto (a str), which TFMA parses in the evaluation process.
+    """
 
     model: str
     examples: str
-    eval_config: Any  # eval_config.EvalConfig
+    eval_config: Any  # eval_config.EvalConfig | str
     blessing_dir: str
     baseline_model: str | None = None
     schema: str | None = None
     eval_splits: tuple[str, ...] = ("eval",)
-    batch_size: int = 256
+    evaluation_dir: str | None = None
     metrics_file: str | None = None
     report_file: str | None = None
+    module_file: str | None = None
+    feature_slicing_spec: tuple[tuple[str, ...], ...] = ()
+    fairness_indicator_thresholds: tuple[float, ...] = ()
+    beam_args: tuple[str, ...] = ()
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
+    storage: StorageSettings = DEFAULT_SETTINGS  # fetching the module file; not carried
     timeout: float = 300.0  # the sandboxed evaluation process: seconds without progress
     memory_limit: int | None = DEFAULT_PROBE_MEMORY  # its address space; None: no limit, GPUs
 
+    @property
+    def tfma_config(self) -> str | None:
+        """The TFMA EvalConfig's text (JSON or text proto), None for the short form."""
+        return self.eval_config if isinstance(self.eval_config, str) else None
+
     @classmethod
     def decode_field(cls, name: str, value: object) -> object:
-        """`eval_config` through EvalConfig.from_json; the others as they are."""
-        if name != "eval_config":
+        """`eval_config` through EvalConfig.from_json (a str stays); the others as they are."""
+        if name == "feature_slicing_spec":
+            return tuple(tuple(c) for c in value)  # type: ignore[union-attr]
+        if name != "eval_config" or isinstance(value, str):
             return value
         from generic_trainer.judge.eval_config import EvalConfig
 
-        return EvalConfig.from_json(value)
+        return EvalConfig.from_json(value)  # type: ignore[arg-type]
 
 
 def build_evaluate_request(
@@ -61,6 +79,7 @@ def build_evaluate_request(
     kfp: KfpOutputs | None = None,
 ) -> EvaluateRequest:
     """Validate raw values (keyed by flag name, dashes as underscores) into an EvaluateRequest."""
+    from generic_trainer.beam.beam_run import parse_beam_args
     from generic_trainer.judge.eval_config_reader import parse_eval_config
 
     raw = raw_inputs(values, environ, kfp)
@@ -68,6 +87,7 @@ def build_evaluate_request(
     eval_config = values.get("eval_config")
     if kfp is not None and isinstance(eval_config, Mapping):
         eval_config = ints_from_floats(dict(eval_config))
+    evaluation = values.get("evaluation_dir")
     return EvaluateRequest(
         model=model_dir("--model", values.get("model"), gcs_root, required=True),
         examples=examples_dir(values, gcs_root),
@@ -81,8 +101,14 @@ def build_evaluate_request(
         baseline_model=model_dir(
             "--baseline-model", values.get("baseline_model"), gcs_root, required=False
         ),
+        evaluation_dir=(
+            required_out_dir("--evaluation-dir", evaluation, gcs_root, "") if evaluation else None
+        ),
+        module_file=values.get("module_file") or None,
+        beam_args=parse_beam_args(values.get("beam_pipeline_args")),
         gcs_root=gcs_root,
         kfp=kfp,
+        storage=storage_settings(raw.environ),
         **options.checked_fields(judge_options.EVALUATE, raw),
     )
 

@@ -3,28 +3,32 @@
 A verb's inputs are a `Verb`: `Group`s of `Option`s, in the order `--help` shows them. From it
 - `add_parser(sub, verb, epilog)` makes the verb's argparse sub-parser (cli.build_parser),
 - `component_function(verb, container)` makes the function kfp's `@dsl.container_component` compiles
-  (components/specs.py): one parameter per option with a `Param`, its docstring from the params' docs,
+  (components/specs.py): one parameter per option with a `Param`, its docstring from the params'
+  docs,
 - `checked_fields(verb, raw)` gives the request field of every option with a `check` (the *_request
   modules' builders; the fields that depend on each other are resolved there by hand).
 
-The tables: fit_options.py (train, tune), judge_options.py (evaluate, infra-validate), data_options.py
-(import-examples, transform), push_options.py (push); common_options.py has the KFP and runtime groups every
-verb ends with.
+The tables: fit_options.py (train, tune), judge_options.py (evaluate, infra-validate),
+data_options.py (the Beam group), example_gen_options.py (import-examples), transform_options.py
+(transform), push_options.py (push); common_options.py has the KFP and runtime groups every verb
+ends with.
 
 To add an input, add one `Option` to its verb's table, e.g. in fit_options.py's tune "search" group:
 
     Option("patience", check=whole_number(3), metavar="N",
            help="epochs without improvement before stopping",              # the flag --patience
-           param=value(int, "Epochs without improvement before stopping.", 3)),  # the component input
+           param=value(int, "Epochs without improvement before stopping.", 3)),  # the component
+           input
 
 then give the request dataclass its field (`patience: int = 3` on TuneRequest; a test checks every
 checked option names one) and run `python -m components.build` (the YAML) and
 `python tests/test_cli_flags.py --update` (the pinned flags). `check` is one of request.py's checks
 (text, existing, output_file, step_count, splits, sha256, whole_number, duration, size) or any
-`(raw, flag, value) -> field value` raising UserInputError; leave it out when the builder resolves the
-field itself. `cli=False` makes a component input only (train_args, which kfp_io spreads over
-train_steps and train_splits); no `param`, a flag only (--gcs-root). A `Param`'s name is the
-component's when it differs from the option's (the `model` output artifact fills --model-dir).
+`(raw, flag, value) -> field value` raising UserInputError; leave it out when the builder resolves
+the field itself. `cli=False` makes a component input only (train_args, whose `spread` says kfp_io
+spreads it over train_steps and train_splits); no `param`, a flag only (--gcs-root). A `Param`'s
+name is the component's when it differs from the option's (the `model` output artifact fills
+--model-dir).
 """
 
 from __future__ import annotations
@@ -54,9 +58,8 @@ class Param:
     doc: str
     default: Any = REQUIRED
     name: str | None = None  # the component's name for it, when not the option's
-    fills: str | None = (
-        None  # an output artifact: the raw value its local path fills ("": none; None: the option's)
-    )
+    # an output artifact: the raw value its local path fills ("": none; None: the option's)
+    fills: str | None = None
 
 
 def value(type_: type, doc: str, default: Any = REQUIRED, name: str | None = None) -> Param:
@@ -65,15 +68,17 @@ def value(type_: type, doc: str, default: Any = REQUIRED, name: str | None = Non
 
 
 def artifact(cls: str, doc: str, default: Any = REQUIRED, name: str | None = None) -> Param:
-    """An input artifact of kfp.dsl class `cls` ("Dataset", "Model", "Artifact"); default None: optional."""
+    """An input artifact of kfp.dsl class `cls` ("Dataset", "Model", "Artifact"); default None:
+    optional."""
     return Param("input", cls, doc, default, name)
 
 
 def output(cls: str, doc: str, name: str | None = None, fills: str | None = None) -> Param:
-    """An output artifact of kfp.dsl class `cls` ("Model", "Artifact", "Metrics", "HTML", "Dataset").
+    """An output artifact of kfp.dsl class `cls` ("Model", "Artifact", "Metrics", "HTML",
+    "Dataset").
 
-    Its local path fills the option's raw value, or `fills` ("": none; the metrics artifact's metadata
-    holds what --metrics-file would)."""
+    Its local path fills the option's raw value, or `fills` ("": none; the metrics artifact's
+    metadata holds what --metrics-file would)."""
     return Param("output", cls, doc, REQUIRED, name, fills)
 
 
@@ -82,13 +87,15 @@ def output_value(type_: type, doc: str, name: str | None = None) -> Param:
     return Param("output_value", type_, doc, None, name)
 
 
-# A request field from a raw value: check(raw, flag, value) -> the field's value; raises UserInputError.
+# A request field from a raw value: check(raw, flag, value) -> the field's value; raises
+# UserInputError.
 Check = Callable[[Any, str, Any], Any]
 
 
 @dataclasses.dataclass(frozen=True)
 class Option:
-    """One input of a verb: its flag (unless `cli` is False), its component param, its request check."""
+    """One input of a verb: its flag (unless `cli` is False), its component param, its request
+    check."""
 
     name: str  # the raw value's key: the flag's dest, the KFP parameter's name (unless param.name)
     help: str | None = None
@@ -98,6 +105,9 @@ class Option:
     type: Callable[[str], Any] | None = None
     action: Any = None  # argparse action ("append", argparse.BooleanOptionalAction); None: store
     cli: bool = True
+    # a dict parameter whose keys fill other raw values (train_args: {"num_steps": "train_steps"})
+    spread: Mapping[str, str] | None = None
+    required: bool = False  # a flag the command line must give (argparse's required)
     param: Param | None = None
     check: Check | None = None
     field: str | None = None  # the request field `check` fills (default: name)
@@ -120,6 +130,7 @@ class Option:
             "type": self.type,
             "action": self.action,
             "help": self.help,
+            "required": self.required or None,
         }
         return {k: v for k, v in kwargs.items() if v is not None}
 
@@ -135,7 +146,8 @@ class Group:
 
 @dataclasses.dataclass(frozen=True)
 class Component:
-    """The KFP container component of a verb: its function name (the component's name) and summary."""
+    """The KFP container component of a verb: its function name (the component's name) and
+    summary."""
 
     function: str
     summary: str
@@ -161,15 +173,18 @@ def artifact_maps(*verbs: Verb) -> ArtifactMaps:
     """The artifact maps of `verbs`' components (one verb's, or several that agree on each name)."""
     inputs: dict[str, str] = {}
     outputs: dict[str, str | None] = {}
+    spreads: dict[str, Mapping[str, str]] = {}
     for verb in verbs:
         for o in verb.options():
+            if o.spread and o.param is not None:
+                spreads[o.param.name or o.name] = o.spread
             if o.param is not None and o.param.kind == "input":
                 inputs[o.param.name or o.name] = o.name
             elif o.param is not None and o.param.kind == "output":
                 outputs[o.param.name or o.name] = (
                     o.name if o.param.fills is None else (o.param.fills or None)
                 )
-    return ArtifactMaps(inputs, outputs)
+    return ArtifactMaps(inputs, outputs, spreads)
 
 
 # (request attribute, flag, "dir" | "file") of an output path.
@@ -187,7 +202,8 @@ def published_dirs(verb: Verb) -> tuple[str, ...]:
 
 
 def replace(options: tuple[Option, ...], **changes: Mapping[str, Any]) -> tuple[Option, ...]:
-    """`options` with the named ones changed, e.g. replace(opts, base_model={"param": artifact(...)})."""
+    """`options` with the named ones changed, e.g. replace(opts, base_model={"param":
+    artifact(...)})."""
     unknown = set(changes) - {o.name for o in options}
     if unknown:
         raise ValueError(f"no such options: {sorted(unknown)}")
@@ -209,7 +225,8 @@ def add_parser(sub: Any, verb: Verb, epilog: str) -> argparse.ArgumentParser:
 
 
 def checked_fields(verb: Verb, raw: Any) -> dict[str, Any]:
-    """The request fields of every option of `verb` with a `check`, from `raw` (request.RawInputs)."""
+    """The request fields of every option of `verb` with a `check`, from `raw`
+    (request.RawInputs)."""
     return {
         o.field or o.name: o.check(raw, o.flag, raw.values.get(o.name))
         for o in verb.options()
@@ -218,14 +235,16 @@ def checked_fields(verb: Verb, raw: Any) -> dict[str, Any]:
 
 
 def component_params(verb: Verb) -> list[tuple[str, Param]]:
-    """(component name, Param) of the verb's component inputs and outputs, those without a default first."""
+    """(component name, Param) of the verb's component inputs and outputs, those without a default
+    first."""
     params = [(o.param.name or o.name, o.param) for o in verb.options() if o.param]
     return sorted(params, key=lambda item: item[1].default is not REQUIRED)
 
 
 def component_function(verb: Verb, container: Callable[[], Any]) -> Callable[..., Any]:
-    """The function `@dsl.container_component` turns into the verb's component (kfp reads its signature
-    and docstring, then calls it with placeholders to get the ContainerSpec that `container()` returns)."""
+    """The function `@dsl.container_component` turns into the verb's component (kfp reads its
+    signature and docstring, then calls it with placeholders to get the ContainerSpec that
+    `container()` returns)."""
     from typing import Optional  # noqa: UP035 - kfp reads the annotations as types
 
     from kfp import dsl

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer.artifacts import files, storage
@@ -31,10 +32,31 @@ from generic_trainer.tflite.options import TFLITE_DIR
 @dataclasses.dataclass(frozen=True)
 class VerbOutputs:
     """A verb's output paths, derived from its declaration (`verb_outputs`): (request attribute, flag,
-    "dir" | "file") of each, and those published whole by renaming a staging sibling into place."""
+    "dir" | "file") of each, those published whole by renaming a staging sibling into place, and its
+    path inputs ((request attribute, flag) of each) no output may overlap."""
 
     fields: tuple[OutputField, ...]
     published: tuple[str, ...] = ()
+    inputs: tuple[tuple[str, str], ...] = ()
+
+
+# Metavars of the options whose value is a path (or a path or something else: FILE_OR_JSON).
+PATH_METAVARS = ("DIR", "FILE", "PATH")
+# Path options that are no input: KFP's output file (an output, checked on its own), the gs:// mount.
+NOT_INPUTS = ("executor_output_file", "gcs_root")
+
+
+def verb_inputs(verb: Verb) -> tuple[tuple[str, str], ...]:
+    """Every path input `verb` declares: its input artifacts (models, examples, blessings, schemas)
+    and its other options whose value is a path (modules, configs, hyperparameters)."""
+    found = []
+    for o in verb.options():
+        artifact = o.param is not None and o.param.kind == "input"
+        if o.name in NOT_INPUTS:
+            continue
+        if not o.output and (artifact or any(m in (o.metavar or "") for m in PATH_METAVARS)):
+            found.append((o.field or o.name, o.flag))
+    return tuple(found)
 
 
 def verb_outputs(verb: Verb) -> VerbOutputs:
@@ -45,19 +67,10 @@ def verb_outputs(verb: Verb) -> VerbOutputs:
         fields.append(field)
         if field[0] == "model_run_dir":
             fields.append(("model_run_copy_dir", field[1], "dir"))
-    return VerbOutputs(tuple(fields), published_dirs(verb))
+    return VerbOutputs(tuple(fields), published_dirs(verb), verb_inputs(verb))
 
 
 EXECUTOR_OUTPUT_FLAG = "--executor-output-file"
-# Inputs an output must not overlap (request attribute -> flag); those a verb writes are its outputs instead.
-INPUT_FIELDS = (
-    ("examples", "--examples"),
-    ("schema", "--schema"),
-    ("transform_graph", "--transform-graph"),
-    ("base_model", "--base-model"),
-    ("model", "--model"),
-    ("baseline_model", "--baseline-model"),
-)
 # (inner, outer): outputs the runtime itself nests (the defaults: <model-dir>/logs, <logs>/checkpoints).
 NESTING = {
     ("model_run_dir", "model_dir"),
@@ -73,13 +86,22 @@ FILE_HOSTS = {
 }
 
 
+def output_dirs(request: Any, verb: Verb) -> list[tuple[str | None, str]]:
+    """(path, flag) of each output dir `verb` declares, as `outputs.exclusive_all` holds them."""
+    return [(getattr(request, a, None), f) for a, f, kind in output_fields(verb) if kind == "dir"]
+
+
 def check_outputs(
-    request: Any, executor_output_file: str | None = None, outputs: VerbOutputs | None = None
+    request: Any,
+    executor_output_file: str | None = None,
+    outputs: VerbOutputs | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> None:
     """Raise UserInputError for the first output of `request` that cannot be written.
 
-    `outputs`: the verb's (the face passes them; by default train's). A gs:// URI (a Beam runner
-    elsewhere writes it) is not checked here.
+    `outputs`: the verb's (the face passes them; by default train's). `values`: the raw values
+    (flags, KFP's), for the path of an input whose request field holds what was read from it (the
+    hyperparameters). A gs:// URI (a Beam runner elsewhere writes it) is not checked here.
     """
     if outputs is None:
         from generic_trainer.intake.fit_options import TRAIN
@@ -87,7 +109,7 @@ def check_outputs(
         outputs = verb_outputs(TRAIN)
     probed: dict[str, str | None] = {}
     gcs_root = getattr(request, "gcs_root", None)
-    check_overlaps(request, outputs.fields)
+    check_overlaps(request, outputs.fields, outputs.inputs, values)
     for attr, flag, kind in outputs.fields:
         path = getattr(request, attr, None)
         if path and not storage.is_gcs_uri(path):
@@ -148,14 +170,23 @@ def _allowed(inner: tuple[str, str, str, str], outer: tuple[str, str, str, str])
     return False
 
 
-def check_overlaps(request: Any, fields: tuple[OutputField, ...]) -> None:
+def check_overlaps(
+    request: Any,
+    fields: tuple[OutputField, ...],
+    inputs: tuple[tuple[str, str], ...] = (),
+    values: Mapping[str, Any] | None = None,
+) -> None:
     """UserInputError when an output lies inside another output or an input, or an input inside an output
-    (`--checkpoint-dir` in `--model-dir`, `--model-dir` in `--examples`): publishing one would delete or
+    (`--checkpoint-dir` in `--model-dir`, `--model-dir` in `--examples`, `--pushed-model-dir` as a
+    blessing; `inputs`: the verb's, `verb_inputs`): publishing one would delete or
     mix into the other. The runtime's own nesting is allowed (`_allowed`); the innermost dir decides
     (`<model-dir>/logs/checkpoints` lies in the logs, which may lie in the model dir)."""
 
-    def real(attr: str) -> str | None:
+    def real(attr: str, raw_name: str | None = None) -> str | None:
         path = getattr(request, attr, None)
+        raw = (values or {}).get(raw_name) if raw_name else None
+        if not isinstance(path, str) and isinstance(raw, str) and raw:
+            path = storage.local_path(raw, getattr(request, "gcs_root", None) or "/gcs")
         return (
             os.path.realpath(path)
             if isinstance(path, str) and path and not storage.is_gcs_uri(path)
@@ -164,7 +195,11 @@ def check_overlaps(request: Any, fields: tuple[OutputField, ...]) -> None:
 
     outs = [(attr, flag, real(attr), kind) for attr, flag, kind in fields if real(attr)]
     written = {attr for attr, _, _ in fields}
-    ins = [(flag, real(attr)) for attr, flag in INPUT_FIELDS if attr not in written and real(attr)]
+    ins = [
+        (flag, real(attr, flag[2:].replace("-", "_")))
+        for attr, flag in inputs
+        if attr not in written
+    ]
     for out in outs:
         attr, flag, path, _ = out
         containers = [o for o in outs if o[0] != attr and _inside(path, o[2])]
@@ -176,7 +211,20 @@ def check_overlaps(request: Any, fields: tuple[OutputField, ...]) -> None:
                     f"{path} lies inside {other[1]} {other[2]}; give each output its own "
                     "place (one would delete or mix into the other)",
                 )
-        for other_flag, other_path in ins:
+    check_apart([(flag, path) for _, flag, path, _ in outs], ins)
+
+
+def check_apart(
+    outputs: Sequence[tuple[str, str]], inputs: Sequence[tuple[str, str | None]]
+) -> None:
+    """UserInputError when an output ((flag, path) each) lies inside an input or holds one (None
+    and missing inputs aside): it would be written into the input, or replace it."""
+    for flag, path in outputs:
+        path = os.path.realpath(path)
+        for other_flag, other_path in inputs:
+            if not other_path or not os.path.lexists(other_path):
+                continue
+            other_path = os.path.realpath(other_path)
             if _inside(path, other_path) or _inside(other_path, path):
                 where = "inside" if _inside(path, other_path) else "around"
                 raise UserInputError(
@@ -213,12 +261,18 @@ def check_writable(
     """Raise UserInputError(flag) unless `path` (a "dir" or a "file") can be created or replaced."""
     probed = {} if probed is None else probed
     path = os.path.normpath(os.path.abspath(path))
+    if kind == "dir" and os.path.islink(path):
+        raise UserInputError(
+            flag,
+            f"{path} is {files.describe(path)}; an output dir is published by renaming it into "
+            "place, which would replace the link: give the directory itself",
+        )
     if os.path.exists(path):
         if kind == "dir" and not os.path.isdir(path):
             raise UserInputError(
                 flag,
-                f"{path} is a {files.special_kind(path) or 'file'}; expected a directory (or "
-                "a path where one can be created)",
+                f"{path} is {files.describe(path)}; expected a directory (or a path where "
+                "one can be created)",
             )
         if kind == "file" and os.path.isdir(path):
             raise UserInputError(flag, f"{path} is a directory; expected a file path")
@@ -233,7 +287,8 @@ def check_writable(
         directory = _nearest_existing(os.path.dirname(path))
         if not os.path.isdir(directory):
             raise UserInputError(
-                flag, f"cannot create {path}: {directory} is a file, not a directory"
+                flag,
+                f"cannot create {path}: {directory} is {files.describe(directory)}, not a directory",
             )
     if directory not in probed:
         probed[directory] = _probe(directory)

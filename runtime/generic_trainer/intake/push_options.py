@@ -23,9 +23,16 @@ PUSH_INPUTS = Group(
         ),
         Option(
             "model_blessing",
-            help="the evaluator's blessing: only a BLESSED model is pushed",
+            help=(
+                "the evaluator's blessing: a NOT_BLESSED model is not pushed; without it the "
+                "model is pushed unvalidated (as TFX's Pusher), with a warning"
+            ),
             metavar="DIR",
-            param=artifact("Artifact", "The evaluator's blessing: only a BLESSED model is pushed."),
+            param=artifact(
+                "Artifact",
+                "The evaluator's blessing: a NOT_BLESSED model is not pushed (optional, as TFX's).",
+                None,
+            ),
         ),
         Option(
             "infra_blessing",
@@ -82,10 +89,13 @@ PUSH_OUTPUTS = Group(
 PUSH = Verb(
     "push",
     help="push a blessed model to a directory TF Serving watches (TFX Pusher)",
-    description="When the evaluator blessed the model (and the infra-validator, when its blessing is given), "
-    "copy its SavedModel to <push-destination>/<version>/ (version: Unix seconds), saved_model.pb "
-    "last, whole or not at all; a version dir that exists is left alone. A model that is not blessed "
-    "is not pushed, and that is a result, not a failure: the exit code is 0 (pushed: 0).",
+    description=(
+        "Unless a blessing given says no (the evaluator's NOT_BLESSED, the infra-validator's "
+        "INFRA_NOT_BLESSED), copy the model's SavedModel to <push-destination>/<version>/ "
+        "(version: Unix seconds; where that version exists, the next free one), saved_model.pb "
+        "last, whole or not at all. A model that is not blessed is not pushed, and that is a "
+        "result, not a failure: the exit code is 0 (pushed: 0)."
+    ),
     component=Component(
         "generic_pusher",
         "Pushes a blessed model to a filesystem or gs:// destination for TF Serving (TFX Pusher).",

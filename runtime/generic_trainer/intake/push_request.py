@@ -1,6 +1,7 @@
 """The request of push: a model, its blessings and a destination, resolved and checked before anything is copied.
 
-No TensorFlow: the model is checked to hold a SavedModel (saved_model.pb), the blessings to be directories (push.py
+No TensorFlow: the model is checked to hold a SavedModel (saved_model.pb), the blessings (both optional,
+as TFX's) to be directories (push.py
 reads their verdicts, a dir without the markers of its kind being exit 2 there, still before anything is copied),
 the destination to be a directory (or a gs:// URI under the Cloud Storage FUSE mount) outside the model.
 """
@@ -13,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from generic_trainer.artifacts import outputs, storage
+from generic_trainer.artifacts import files, outputs, storage
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import options, push_options
@@ -27,10 +28,10 @@ class PushRequest:
     """Every input of a push run, resolved: local paths (gs:// mapped under the gcs root)."""
 
     model: str
-    model_blessing: str
     push_destination: str  # the local directory versions go under
     destination_uri: str  # the same as the user gave it (gs://...), for pushed_destination
     on_gcs_fuse: bool  # under the Cloud Storage FUSE mount: no atomic directory rename there
+    model_blessing: str | None = None
     infra_blessing: str | None = None
     pushed_model_dir: str | None = None
     gcs_root: str = "/gcs"
@@ -89,9 +90,9 @@ def _destination(value: str, gcs_root: str, model: str) -> tuple[str, bool]:
     if "://" in value and not storage.is_gcs_uri(value):
         raise UserInputError(FLAG, f"{value}: expected a directory or a gs:// URI")
     path = os.path.normpath(os.path.abspath(storage.local_path(value, gcs_root)))
-    if os.path.exists(path) and not os.path.isdir(path):
+    if os.path.lexists(path) and files.classify(path) != files.DIRECTORY:
         raise UserInputError(
-            FLAG, f"{value} is a file; expected a directory for the pushed versions"
+            FLAG, f"{value} is {files.describe(path)}; expected a directory for the pushed versions"
         )
     if _inside(path, model):
         raise UserInputError(
@@ -121,10 +122,6 @@ def build_push_request(
     """Validate raw values (keyed by flag name, dashes as underscores) into a PushRequest."""
     raw = raw_inputs(values, environ, kfp)
     model = _model(values.get("model"), raw.gcs_root)
-    if not values.get("model_blessing"):
-        raise UserInputError(
-            "--model-blessing", "required: the evaluator's blessing dir (BLESSED or NOT_BLESSED)"
-        )
     blessings = {}
     for key, kind in (
         ("model_blessing", "the evaluator"),
@@ -132,9 +129,9 @@ def build_push_request(
     ):
         flag = "--" + key.replace("_", "-")
         path = existing_path(flag, values.get(key), raw.gcs_root)
-        if path and not os.path.isdir(path):
+        if path and files.classify(path) != files.DIRECTORY:
             raise UserInputError(
-                flag, f"{values.get(key)} is not a directory (expected {kind}'s blessing dir)"
+                flag, f"{path} is {files.describe(path)} (expected {kind}'s blessing dir)"
             )
         if path:
             blessings[key] = os.path.abspath(path)

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from generic_trainer.artifacts import bounded_parse, storage
+from generic_trainer.artifacts import bounded_parse, files, storage
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import UserInputError
 
@@ -70,6 +70,22 @@ def one_of(choices: tuple[str, ...], default: str) -> Callable[[RawInputs, str, 
         if value not in choices:
             raise UserInputError(flag, f"expected one of {', '.join(choices)}, got {value!r}")
         return value
+
+    return check
+
+
+def boolean(default: bool) -> Callable[[RawInputs, str, Any], bool]:
+    """A bool: true/false (also 1/0, yes/no), a KFP bool, or `default` when unset or empty."""
+
+    def check(raw: RawInputs, flag: str, value: Any) -> bool:
+        if value in (None, ""):
+            return default
+        if isinstance(value, bool):
+            return value
+        words = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+        if str(value).strip().lower() not in words:
+            raise UserInputError(flag, f"expected true or false, got {value!r}")
+        return words[str(value).strip().lower()]
 
     return check
 
@@ -233,9 +249,10 @@ def existing_path(input_name: str, value: str | None, gcs_root: str) -> str | No
         return None
     path = storage.local_path(value, gcs_root)
     if not os.path.exists(path):
+        what = f"is {files.describe(path)}" if os.path.lexists(path) else "does not exist"
         raise UserInputError(
             input_name,
-            f"{value} does not exist" + (f" (looked at {path})" if path != value else ""),
+            f"{value} {what}" + (f" (looked at {path})" if path != value else ""),
         )
     return path
 

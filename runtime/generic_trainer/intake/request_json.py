@@ -13,7 +13,7 @@ from typing import TypeVar
 
 RequestT = TypeVar("RequestT", bound="JsonRequest")
 
-NOT_CARRIED = ("kfp",)
+NOT_CARRIED = ("kfp", "storage")  # storage: settings the parent process uses
 
 
 class JsonRequest:

@@ -10,7 +10,7 @@ import logging
 import os
 from collections.abc import Sequence
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import files, storage
 from generic_trainer.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -45,40 +45,55 @@ def write_blessing(
 
 
 def read_verdict(blessing_dir: str, kind: str, flag: str) -> tuple[bool, list[str]]:
-    """(blessed, reasons) of a blessing dir of `kind` ("model": the evaluator's, "infra": the infra-validator's).
+    """(blessed, reasons) of a blessing dir of `kind` ("model": the evaluator's, "infra": the
+    infra-validator's).
 
-    A dir that holds neither marker of its kind (or the other kind's: a blessing given to the wrong input) is a
-    UserInputError naming `flag`.
+    The dir must hold exactly one marker of its kind, a regular file; anything else (neither, both,
+    a marker that is a directory or a symlink, the other kind's markers: a blessing given to the
+    wrong input) is a UserInputError naming `flag` and saying what is there.
     """
     blessed_file, not_blessed_file, writer = KINDS[kind]
-    if not os.path.isdir(blessing_dir):
+    expected = f"{writer}'s blessing dir, holding {blessed_file} or {not_blessed_file}"
+    if files.classify(blessing_dir) != files.DIRECTORY:
+        raise UserInputError(
+            flag, f"{blessing_dir} is {files.describe(blessing_dir)} (expected {expected})"
+        )
+    markers = [n for n in (blessed_file, not_blessed_file) if _lexists(blessing_dir, n)]
+    if len(markers) == 2:
         raise UserInputError(
             flag,
-            f"{blessing_dir} is not a directory (expected {writer}'s blessing dir, holding "
-            f"{blessed_file} or {not_blessed_file})",
+            f"{blessing_dir} holds both {blessed_file} and {not_blessed_file}: the verdict is "
+            f"ambiguous (expected exactly one, as {writer} writes it)",
         )
-    if os.path.isfile(os.path.join(blessing_dir, blessed_file)):
+    if not markers:
+        raise UserInputError(flag, _no_marker(blessing_dir, kind, flag))
+    path = os.path.join(blessing_dir, markers[0])
+    if os.path.islink(path) or files.classify(path) != files.REGULAR:
+        raise UserInputError(
+            flag,
+            f"{path} is {files.describe(path)}; the marker {writer} writes is a regular file",
+        )
+    if markers[0] == blessed_file:
         return True, []
-    path = os.path.join(blessing_dir, not_blessed_file)
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return False, [line.strip() for line in f.read(1 << 16).splitlines() if line.strip()]
-    found = sorted(n for n in _listdir(blessing_dir) if not n.startswith("."))[:5]
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return False, [line.strip() for line in f.read(1 << 16).splitlines() if line.strip()]
+
+
+def _lexists(directory: str, name: str) -> bool:
+    return os.path.lexists(os.path.join(directory, name))
+
+
+def _no_marker(blessing_dir: str, kind: str, flag: str) -> str:
+    """The message for a blessing dir holding no marker of its kind: what it holds instead."""
+    blessed_file, not_blessed_file, writer = KINDS[kind]
+    found = sorted(n for n in files.listdir(blessing_dir) if not n.startswith("."))[:5]
     other = [n for n in found if any(n in KINDS[k][:2] for k in KINDS if k != kind)]
     hint = (
         f"; it holds {other[0]}: was {flag} given the other validator's blessing?"
         if other
         else (f"; it holds {found}" if found else "; it is empty")
     )
-    raise UserInputError(
-        flag,
+    return (
         f"{blessing_dir} holds neither {blessed_file} nor {not_blessed_file} (expected "
-        f"{writer}'s blessing){hint}",
+        f"{writer}'s blessing){hint}"
     )
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []

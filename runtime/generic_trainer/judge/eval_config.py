@@ -26,9 +26,10 @@ absolute` and `(candidate - baseline) / |baseline| >= relative`; with `lower_is_
 loss, mse, rmse and mae and higher_is_better otherwise. Change thresholds are skipped when there is no
 baseline (the first model is judged on bounds only).
 
-The config may also be a TFMA `EvalConfig` (JSON or text proto): eval_tfma.py translates it into this
-one. `eval_config_reader.parse_eval_config` reads it (no TensorFlow); every error is a UserInputError naming the key
-(`eval_config.thresholds.auc`).
+TFMA computes everything: eval_short_form.py writes this config as the TFMA `EvalConfig` it means.
+The config may also be a TFMA `EvalConfig` itself (JSON or text proto), handed to TFMA as it is.
+`eval_config_reader.parse_eval_config` reads either (no TensorFlow); every error in the short form
+is a UserInputError naming the key (`eval_config.thresholds.auc`).
 """
 
 from __future__ import annotations

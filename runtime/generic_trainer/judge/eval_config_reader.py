@@ -326,7 +326,7 @@ def _confidence_intervals(value: Any) -> tuple[int, int, float]:
 
 
 def _read(value: Any, gcs_root: str) -> Any:
-    """The config as a dict: parsed from JSON or a TFMA text proto (inline or a file)."""
+    """The config as a dict (JSON), or the text of a TFMA text proto (checked); inline or a file."""
     from generic_trainer.judge import eval_tfma
 
     if not isinstance(value, str):
@@ -344,13 +344,15 @@ def _read(value: Any, gcs_root: str) -> Any:
             )
         text = bounded_parse.read_text(path, INPUT)
     if not text.lstrip().startswith("{"):
-        return eval_tfma.parse_text_proto(text)
+        eval_tfma.parse_text_proto(text)
+        return text
     return bounded_parse.load_json(text, INPUT)
 
 
-def parse_eval_config(value: Any, gcs_root: str = "/gcs") -> EvalConfig:
-    """An EvalConfig from a dict, a JSON string, a path (or gs:// URI) of a JSON file, or a TFMA EvalConfig
-    (a dict, JSON, or text proto, inline or in a file)."""
+def parse_eval_config(value: Any, gcs_root: str = "/gcs") -> EvalConfig | str:
+    """The short form's EvalConfig from a dict, a JSON string, a path (or gs:// URI) of a JSON file;
+    or a TFMA EvalConfig (a dict, JSON, or text proto, inline or in a file) as its JSON or text,
+    which TFMA parses in the evaluation process."""
     from generic_trainer.judge import eval_tfma
 
     if value is None or value == "" or value == {}:
@@ -358,10 +360,14 @@ def parse_eval_config(value: Any, gcs_root: str = "/gcs") -> EvalConfig:
             INPUT, 'required: a JSON object (or file) with at least {"label_key": "..."}'
         )
     value = _read(value, gcs_root)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping) and eval_tfma.is_tfma_config(value):
+        import json
+
+        return json.dumps(value)
     if not isinstance(value, Mapping):
         raise UserInputError(INPUT, f"expected a JSON object, got {type(value).__name__}")
-    if eval_tfma.is_tfma_config(value):
-        value = eval_tfma.to_native(value)
     _unknown("", value, KNOWN_KEYS)
     label_key = _string("label_key", value.get("label_key"))
     prediction_key = (
@@ -398,7 +404,12 @@ def parse_eval_config(value: Any, gcs_root: str = "/gcs") -> EvalConfig:
             raise UserInputError(
                 "eval_config.label_vocabulary", "a regression label is a number, not a class name"
             )
-        vocabulary = tuple(vocabulary)
+        raise UserInputError(
+            "eval_config.label_vocabulary",
+            "string labels are not mapped to classes: TFMA reads the label as the examples hold "
+            "it. Give integer class labels, or a TFMA EvalConfig whose model has a "
+            "preprocessing function that makes them (preprocessing_function_names)",
+        )
     metrics, custom = _metrics(value.get("metrics"))
     known = set(BUILTIN_METRICS) | {m.name for m in custom}
     thresholds = _thresholds("thresholds", value.get("thresholds") or {}, known)

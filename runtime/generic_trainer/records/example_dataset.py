@@ -14,27 +14,27 @@ TensorFlow is imported inside the functions.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import zlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from generic_trainer.errors import UserInputError
+from generic_trainer.records import cache_budget
 from generic_trainer.records.example_files import compression_fn
-from generic_trainer.records.schemas import parser_config
+from generic_trainer.records.examples_properties import payload_format_of
+from generic_trainer.records.record_parsing import batch_parser
 
 if TYPE_CHECKING:
     import tensorflow as tf
     from tensorflow_metadata.proto.v0 import schema_pb2
 
+log = logging.getLogger("generic_trainer")
 AUTOTUNE = -1  # the value of tf.data.AUTOTUNE, without importing TensorFlow
 _READ_BLOCK = 128  # records a file reader hands over at a time
 _READ_AHEAD = 2  # blocks a file reader reads ahead (memory: cycle length x 3 blocks)
-CACHE_AUTO_BYTES = (
-    1 << 30
-)  # cache="auto" keeps the records in memory up to this size (decompressed)
-GZIP_EXPANSION = (
-    8  # how much larger than its .gz file a split's records are counted (tf.Examples: 3-8x)
-)
+CACHE_AUTO_BYTES = 1 << 30  # cache="auto" keeps the decoded records in memory up to this size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,14 +85,16 @@ def make_dataset(
     transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     keep: Sequence[str] | None = None,
     cache: str = "auto",
+    payload_format: str | None = None,
 ) -> tf.data.Dataset:
     """The batches of tfx_bsl's TensorFlowDataset; with `transform`, parsed batches go through it and
     its outputs named in `keep` are the features. `cache` (see `caches`): keep the decompressed records in
-    memory after the first epoch, so later epochs only shuffle and parse."""
+    memory after the first epoch, so later epochs only shuffle and parse. `payload_format` (None: the
+    examples' own, examples_properties.py) picks tf.Example or tf.SequenceExample parsing."""
     import tensorflow as tf
 
-    spec, renames = parser_config(schema)
-    tensor_names = {renames.get(key, key) for key in spec} if transform is None else set(keep or ())
+    parse_batch, names = batch_parser(schema, payload_format or payload_format_of(patterns))
+    tensor_names = names if transform is None else set(keep or ())
     label_key = options.label_key
     if label_key is not None and label_key not in tensor_names:
         raise UserInputError(
@@ -111,11 +113,7 @@ def make_dataset(
     dataset = dataset.batch(options.batch_size, drop_remainder=drop)
 
     def parse(serialized: tf.Tensor) -> Any:
-        parsed = tf.io.parse_example(serialized, spec)
-        for value in parsed.values():
-            if isinstance(value, tf.SparseTensor):  # keep the static batch size, as tfx_bsl does
-                value.set_shape(serialized.shape.concatenate([None] * (value.shape.rank - 1)))
-        features = {renames.get(key, key): value for key, value in parsed.items()}
+        features = parse_batch(serialized)
         if transform is not None:
             outputs = transform(features)
             features = {key: outputs[key] for key in keep}
@@ -156,22 +154,31 @@ def _records(patterns: list[str], options: DatasetOptions) -> tf.data.Dataset:
 
 
 def caches(mode: str, options: DatasetOptions, patterns: list[str]) -> bool:
-    """Whether the decompressed records are cached in memory after the first pass (mode memory: always; off:
-    never; auto: when they are read more than once, fit in CACHE_AUTO_BYTES (gzip files are counted at
-    GZIP_EXPANSION times their size) and no shuffle_seed pins tfx_bsl's order of later epochs: with the
-    cache, the files come in the first epoch's order every epoch; records are still shuffled every epoch)."""
+    """Whether the decompressed records are cached in memory after the first pass (mode memory: always;
+    off: never; auto: when they are read more than once, no shuffle_seed pins tfx_bsl's order of later
+    epochs (with the cache, the files come in the first epoch's order every epoch; records are still
+    shuffled every epoch), and their decoded size fits `cache_budget.budget`: CACHE_AUTO_BYTES, or
+    half the memory the run has left; else no cache, with a log line saying why)."""
     if mode in ("memory", "off"):
         return mode == "memory"
     if options.num_epochs == 1 or (options.shuffle and options.shuffle_seed is not None):
         return False
     import tensorflow as tf
 
-    total = 0
-    for path in {f for p in patterns for f in tf.io.gfile.glob(p)}:
-        total += tf.io.gfile.stat(path).length * (GZIP_EXPANSION if path.endswith(".gz") else 1)
-        if total > CACHE_AUTO_BYTES:
-            return False
-    return True
+    limit, why = cache_budget.budget(CACHE_AUTO_BYTES)
+    try:
+        size = cache_budget.decoded_size((f for p in patterns for f in tf.io.gfile.glob(p)), limit)
+    except (OSError, zlib.error, tf.errors.OpError) as e:
+        log.info("--cache-examples auto: not caching the examples (%s); read from the files", e)
+        return False
+    if size is None:
+        log.info(
+            "--cache-examples auto: not caching the examples in memory: their records, decoded, "
+            "are over %d MiB (%s); they are read from the files every epoch",
+            limit >> 20,
+            why,
+        )
+    return size is not None
 
 
 def _cycle_length(reader_num_threads: int) -> int:

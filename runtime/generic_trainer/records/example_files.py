@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from generic_trainer.artifacts import files
 from generic_trainer.errors import UserInputError
+from generic_trainer.records import record_framing
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -106,8 +107,8 @@ def damaged_file(file_patterns: Sequence[str], budget: int = 200_000) -> str | N
             try:
                 for _ in read_records(path, budget, damaged_input="--examples"):
                     budget -= 1
-            except UserInputError:
-                return f"split {split_name(pattern)!r}, {path}: it ends inside a record"
+            except UserInputError as e:
+                return f"split {split_name(pattern)!r}, {e.args[0].split(': ', 1)[1]}"
             except (OSError, EOFError, zlib.error) as e:
                 return f"split {split_name(pattern)!r}, {path}: {type(e).__name__}: {e}"
             if budget <= 0:
@@ -144,8 +145,8 @@ def _is_gzip(path: str) -> bool:
 def _first_record_problem(path: str) -> str | None:
     """What is wrong with the first record of a TFRecord file, or None (an empty file is fine)."""
     try:
-        opener = gzip.open if _is_gzip(path) else open
-        with opener(path, "rb") as f:
+        gzipped = _is_gzip(path)
+        with (gzip.open if gzipped else open)(path, "rb") as f:
             header = f.read(12)
             if not header:
                 return None
@@ -154,15 +155,24 @@ def _first_record_problem(path: str) -> str | None:
             (length,) = struct.unpack("<Q", header[:8])
             if _masked_crc32c(header[:8]) != struct.unpack("<I", header[8:])[0]:
                 return "the first record header fails its checksum (not TFRecord data)"
-            data = f.read(length)
+            data = record_framing.read_payload(f, length, _left(path, f, gzipped), "record 1")
             footer = f.read(4)
             if len(data) < length or len(footer) < 4:
                 return "it ends inside the first record"
             if _masked_crc32c(data) != struct.unpack("<I", footer)[0]:
                 return "the first record fails its checksum"
+    except record_framing.RecordTooLong as e:
+        return str(e)
     except (OSError, EOFError, zlib.error) as e:
         return f"{type(e).__name__}: {e}"
     return None
+
+
+def _left(path: str, f: object, gzipped: bool) -> int:
+    """What the file at `path` can still hold after the position of `f` (its own stream when plain)."""
+    if gzipped:
+        return os.path.getsize(path) * record_framing.GZIP_MAX_RATIO
+    return record_framing.bytes_left(f, gzipped=False)
 
 
 def _masked_crc32c(data: bytes) -> int:
@@ -199,15 +209,24 @@ def read_records(
     Stops quietly at a record cut short (`check_readable` and TensorFlow's reader report damage),
     unless `damaged_input` names the input to blame: then it raises UserInputError.
     """
-    opener = gzip.open if _is_gzip(path) else open
+    gzipped = _is_gzip(path)
     count = 0
-    with opener(path, "rb") as f:
+    with (gzip.open if gzipped else open)(path, "rb") as f:
         while limit is None or count < limit:
             header = f.read(12)
             if len(header) < 12:
                 return
             (length,) = struct.unpack("<Q", header[:8])
-            data = f.read(length)
+            try:
+                data = record_framing.read_payload(
+                    f, length, _left(path, f, gzipped), f"record {count + 1}"
+                )
+            except record_framing.RecordTooLong as e:
+                if damaged_input:
+                    raise UserInputError(
+                        damaged_input, f"{path} ends inside a record ({e})"
+                    ) from None
+                return
             if len(data) < length or len(f.read(4)) < 4:
                 if damaged_input:
                     raise UserInputError(damaged_input, f"{path} ends inside a record")
@@ -236,9 +255,8 @@ def check_splits_hold_records(file_patterns: Sequence[str], input_name: str = "-
 def compression_fn(patterns: Sequence[str]) -> Callable[[str | tf.Tensor], str | tf.Tensor]:
     """A function path -> compression type ("GZIP" or "") for the files `patterns` match.
 
-    Files of one directory whose names agree on a `.gz` suffix are taken to be compressed alike
-    (one writer wrote them), so only the first of each such group is opened to look at its magic
-    bytes: a gzipped file not named `.gz` (or the reverse) is read right.
+    Each file's compression is found by its content (the gzip magic bytes), whatever its name says:
+    a gzipped file not named `.gz`, a plain one named `.gz`, both in one split, are each read right.
     """
     import tensorflow as tf
 
@@ -247,15 +265,11 @@ def compression_fn(patterns: Sequence[str]) -> Callable[[str | tf.Tensor], str |
         raise UserInputError(
             "file_patterns", f"no files match {', '.join(patterns) or '(no patterns given)'}"
         )
-    group_gzip: dict[tuple[str, bool], bool] = {}
     gzipped = []
     for f in files:
-        group = (os.path.dirname(f), f.endswith(".gz"))
-        if group not in group_gzip:
-            with tf.io.gfile.GFile(f, "rb") as handle:
-                group_gzip[group] = handle.read(2) == _GZIP_MAGIC
-        if group_gzip[group]:
-            gzipped.append(f)
+        with tf.io.gfile.GFile(f, "rb") as handle:
+            if handle.read(2) == _GZIP_MAGIC:
+                gzipped.append(f)
     if len(gzipped) in (0, len(files)):
         kind = "GZIP" if gzipped else ""
         return lambda path: kind

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 from generic_trainer.errors import UserInputError
 from generic_trainer.records.example_files import (
@@ -20,7 +19,9 @@ from generic_trainer.records.example_files import (
     split_files,
     split_name,
 )
-from generic_trainer.records.schemas import feature_spec_from_schema, load_schema
+from generic_trainer.records.examples_properties import payload_format_of
+from generic_trainer.records.record_parsing import Parse, batch_parser
+from generic_trainer.records.schemas import load_schema
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,8 @@ def _sample(pattern: str) -> Iterator[tuple[str, int, bytes]]:
             yield path, 0, record
 
 
-def _decode_problem(record: bytes, spec: dict[str, Any] | None) -> str | None:
-    """Why `record` does not decode (as a tf.Example, against the parse spec when given), or None."""
+def _decode_problem(record: bytes, spec: Parse | None) -> str | None:
+    """Why `record` does not decode (as a tf.Example, by the schema's parser when given), or None."""
     import tensorflow as tf
     from google.protobuf.message import DecodeError
 
@@ -66,7 +67,7 @@ def _decode_problem(record: bytes, spec: dict[str, Any] | None) -> str | None:
             return NOT_AN_EXAMPLE
         return None
     try:
-        tf.io.parse_example(tf.constant([record]), spec)
+        spec(tf.constant([record]))
     except tf.errors.InvalidArgumentError as e:
         return _describe_decode_error(e.message) or " ".join(e.message.split())[:300]
     except (
@@ -93,7 +94,7 @@ def _describe_decode_error(message: str) -> str | None:
 
 def _bad_record(
     file_patterns: Sequence[str],
-    spec: dict[str, Any] | None,
+    spec: Parse | None,
     records: Callable[[str], Iterator[tuple[str, int, bytes]]],
     batch: int = 512,
 ) -> str | None:
@@ -126,11 +127,11 @@ def _bad_record(
     return None
 
 
-def _decode_problem_batch(records: list[bytes], spec: dict[str, Any]) -> str | None:
+def _decode_problem_batch(records: list[bytes], spec: Parse) -> str | None:
     import tensorflow as tf
 
     try:
-        tf.io.parse_example(tf.constant(records), spec)
+        spec(tf.constant(records))
     except tf.errors.InvalidArgumentError as e:
         return e.message
     except (
@@ -140,8 +141,11 @@ def _decode_problem_batch(records: list[bytes], spec: dict[str, Any]) -> str | N
     return None
 
 
-def _spec(schema_path: str | None) -> dict[str, Any] | None:
-    return feature_spec_from_schema(load_schema(schema_path)) if schema_path else None
+def _spec(schema_path: str | None, pattern: str) -> Parse | None:
+    """The parser of the schema for the payload format of the split's records (None: no schema)."""
+    if not schema_path:
+        return None
+    return batch_parser(load_schema(schema_path), payload_format_of([pattern]))[0]
 
 
 def _bad_split(
@@ -153,7 +157,7 @@ def _bad_split(
     schema they fit, logged when it is not the first given)."""
     problems = []
     for schema_path in schema_paths:
-        problem = _bad_record([pattern], _spec(schema_path), records)
+        problem = _bad_record([pattern], _spec(schema_path, pattern), records)
         if problem is None:
             if problems:
                 log.info(

@@ -8,7 +8,6 @@ TensorFlow and the protos are imported inside the functions.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +30,10 @@ def load_schema(path: str, input_name: str = "--schema") -> schema_pb2.Schema:
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     path = one_file(path, input_name, "*.pbtxt", "SchemaGen's schema.pbtxt")
-    if not os.path.isfile(path):
+    if files.classify(path) != files.REGULAR:
         raise UserInputError(
-            input_name, f"{path} does not exist; expected a schema.pbtxt file or its directory"
+            input_name,
+            f"{path} is {files.describe(path)}; expected a schema.pbtxt file or its directory",
         )
     try:
         schema = text_format.Parse(files.read_small(path, input_name), schema_pb2.Schema())

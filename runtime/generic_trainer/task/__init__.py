@@ -1,15 +1,20 @@
-"""The Task API: Model Garden's workflow (Task + experiment config + the runtime's own loop), on Keras 3.
+"""The Task API: Model Garden's workflow (Task + experiment config + the runtime's own loop), on
+Keras 3.
 
-    from generic_trainer.task import Task, TaskConfig, ExperimentConfig, register_task, register_experiment
+    from generic_trainer.task import Task, TaskConfig, ExperimentConfig
+    from generic_trainer.task import register_task, register_experiment
 
 Usable without the CLI: `run_experiment(task, experiment, mode, checkpoint_dir, ...)`, the same
-entry the CLI path (`generic-trainer train --task module:Class ...`, `train_task.py`, beside train.py) runs.
+entry the CLI path (`generic-trainer train --task module:Class ...`, `train_task.py`, beside
+train.py) runs.
 
 The package, one job per module:
   base.py                the Task class (what to train) and its registry
   config.py              the experiment config dataclasses, registry and their text forms
-  overrides.py           applying override mappings onto configs (unknown keys refused, values coerced)
+  overrides.py           applying override mappings onto configs (unknown keys refused, values
+                         coerced)
   resolve.py             one run's config: override order, then checks for the mode
+  loading.py             the CLI path's Task: its class loaded and checked, its config resolved
   optimization_config.py trainer.optimizer_config (Model Garden's one-of form) and its checks
   optimizer_blocks.py    its optimizer, learning-rate, warm-up and EMA blocks
   optimizers.py, schedules.py, layerwise.py, ema.py   what that config builds

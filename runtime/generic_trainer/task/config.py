@@ -291,14 +291,13 @@ def parse_params_override(text: str | None, source: str = "--params-override") -
 
 
 def as_dict(config: Any, redact_secrets: bool = True) -> dict[str, Any]:
-    """The config as plain data (what params.yaml holds); secret custom_config values are masked."""
+    """The config as plain data (what params.yaml holds); the values of keys whose names say secret, at
+    any depth (custom_config's, and its `secret_keys`), are masked (redaction.redact)."""
     data = dataclasses.asdict(config)
     if redact_secrets:
         from generic_trainer.artifacts.redaction import redact
 
-        task = data.get("task") if "task" in data else data
-        if isinstance(task, dict) and isinstance(task.get("custom_config"), dict):
-            task["custom_config"] = redact(task["custom_config"])
+        return redact(data)
     return data
 
 

