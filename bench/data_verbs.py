@@ -1,11 +1,13 @@
-"""import-examples and transform at scale: examples/s, peak RSS, and transform against plain tft_beam.
+"""import-examples and transform at scale: examples/s, peak RSS, and transform against plain
+tft_beam.
 
-Writes penguin-like CSV files (rows of examples/penguin/penguins.csv with jittered numbers) of each size,
-then per size, every run a fresh process (peak RSS from wait4 of that process tree's main process and
-its Beam workers' largest):
+Writes penguin-like CSV files (rows of examples/penguin/penguins.csv with jittered numbers) of each
+size, then per size, every run a fresh process (peak RSS from wait4 of that process tree's main
+process and its Beam workers' largest):
 
   1. `generic-trainer import-examples --input rows.csv --schema examples/penguin/schema.pbtxt`
-  2. `generic-trainer transform` with examples/penguin/module_transform.py's preprocessing_fn (analyze
+  2. `generic-trainer transform` with examples/penguin/module_transform.py's preprocessing_fn
+  (analyze
      train; transform and write train and eval)
   3. bench/transform_plain.py: the same tf.Transform work written directly against tft_beam
 
@@ -52,10 +54,11 @@ def write_csv(path: str, rows: int, seed: int = 0) -> None:
 
 
 def timed(cmd: list[str]) -> dict:
-    """Wall and CPU seconds and peak RSS (MiB) of a fresh process (wait4: its own, or its largest reaped child's).
+    """Wall and CPU seconds and peak RSS (MiB) of a fresh process (wait4: its own, or its largest
+    reaped child's).
 
-    CPU seconds (user + system, its reaped children included) barely depend on what else the machine runs;
-    wall seconds do.
+    CPU seconds (user + system, its reaped children included) barely depend on what else the machine
+    runs; wall seconds do.
     """
     import tempfile
 

@@ -63,7 +63,8 @@ def schema_text(table: list[tuple[str, str, bool]]) -> str:
     for name, kind, dense in table:
         if dense:
             out.append(
-                f'feature {{ name: "{name}" type: {kind} presence {{ min_fraction: 1.0 min_count: 1 }} '
+                f'feature {{ name: "{name}" type: {kind} presence {{ min_fraction: 1.0 min_count: '
+                "1 } "
                 "shape { dim { size: 1 } } }"
             )
         else:
@@ -157,7 +158,8 @@ def pipelines(path: str, table: list, batch_size: int) -> dict:
         return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     def raw_shuf() -> tf.data.Dataset:
-        """raw doing the work the accessor does by default: shuffle the serialized records (buffer 10000)."""
+        """raw doing the work the accessor does by default: shuffle the serialized records (buffer
+        10000)."""
 
         def parse(serialized):
             features = tf.io.parse_example(serialized, spec)
@@ -236,28 +238,39 @@ def section_for(runs: list[dict], mach: str, command: str) -> str:
         "to trust on a machine shared with other work (see the load average below): there the "
         "wall-clock figures swing by 2-4x between repetitions.",
         "",
-        "| data set | examples | batch | measure | raw | raw + shuffle | tfx_bsl | ours | **ours/tfx_bsl** "
+        "| data set | examples | batch | measure | raw | raw + shuffle | tfx_bsl | ours | "
+        "**ours/tfx_bsl** "
         "| **ours/(raw + shuffle)** | ours, shuffle=False | its ratio to raw |",
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         for label, m in (("examples/s", run["median"]), ("examples per CPU second", run["cpu"])):
             lines.append(
-                f"| {run['name']} | {run['examples']} | {run['batch']} | {label} | {m['raw']:,.0f} | "
+                f"| {run['name']} | {run['examples']} | {run['batch']} | {label} | {m['raw']:,.0f} "
+                "| "
                 f"{m['raw_shuf']:,.0f} | {m['tfx_bsl']:,.0f} | {m['ours']:,.0f} | "
                 f"**{m['ours'] / m['tfx_bsl']:.2f}x** | "
-                f"**{m['ours'] / m['raw_shuf']:.2f}x** | {m['ours_noshuf']:,.0f} | {m['ours_noshuf'] / m['raw']:.2f}x |"
+                f"**{m['ours'] / m['raw_shuf']:.2f}x** | {m['ours_noshuf']:,.0f} | "
+                f"{m['ours_noshuf'] / m['raw']:.2f}x |"
             )
     lines += [
         "",
-        "*raw + shuffle* is the hand-written pipeline doing the accessor's work: `TFRecordDataset -> "
-        "shuffle(10000) -> batch -> parse_example -> prefetch`; **ours/(raw + shuffle)** per CPU second is "
-        "the figure the accessor is held to (>= 0.95x). Where the time goes: the 10000-record shuffle "
-        "(tfx_bsl's default, kept so that a seeded shuffle gives the same order as tfx_bsl) is the one "
-        "per-record step on top of raw; the *shuffle=False* column shows it. When one file is read at a "
-        "time (fewer than 4 CPUs, or reader_num_threads=1) the accessor reads with one TFRecordDataset over "
-        "the file list, as raw does; with more CPUs each file reader hands records over in blocks of 128 "
-        "instead of one by one through a parallel interleave. Batches are parsed on all cores (tfx_bsl "
+        "*raw + shuffle* is the hand-written pipeline doing the accessor's work: `TFRecordDataset "
+        "-> "
+        "shuffle(10000) -> batch -> parse_example -> prefetch`; **ours/(raw + shuffle)** per CPU "
+        "second is "
+        "the figure the accessor is held to (>= 0.95x). Where the time goes: the 10000-record "
+        "shuffle "
+        "(tfx_bsl's default, kept so that a seeded shuffle gives the same order as tfx_bsl) is the "
+        "one "
+        "per-record step on top of raw; the *shuffle=False* column shows it. When one file is read "
+        "at a "
+        "time (fewer than 4 CPUs, or reader_num_threads=1) the accessor reads with one "
+        "TFRecordDataset over "
+        "the file list, as raw does; with more CPUs each file reader hands records over in blocks "
+        "of 128 "
+        "instead of one by one through a parallel interleave. Batches are parsed on all cores "
+        "(tfx_bsl "
         "parses on one thread).",
         "",
         f"Machine: {mach}.",

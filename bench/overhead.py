@@ -9,7 +9,8 @@ Four modes (default: all), each writing its own section of bench/README.md:
             plain        bench/overhead_plain.py: tf.data + model.fit + export, no generic-trainer;
             trainer      `generic-trainer train --module-file bench/overhead_module.py`, the module
                          using the same hand-written tf.data pipeline (the runtime's cost alone);
-            accessor     the same with fn_args.data_accessor.tf_dataset_factory and tfx_bsl's options
+            accessor     the same with fn_args.data_accessor.tf_dataset_factory and tfx_bsl's
+            options
                          (what TFX modules write);
             accessor_gt  the same with generic_trainer.data.DatasetOptions (no tfx_bsl import).
             Each run is its own process; repetitions run every variant once, in rotating order. Per
@@ -24,7 +25,8 @@ Four modes (default: all), each writing its own section of bench/README.md:
 Data is generated once into bench/_work/overhead/ (gitignored) and reused.
 
   .venv/bin/python bench/overhead.py                                   # everything, README updated
-  .venv/bin/python bench/overhead.py --mode overhead --examples 20000 --repeats 1 --no-readme   # quick
+  .venv/bin/python bench/overhead.py --mode overhead --examples 20000 --repeats 1 --no-readme   #
+  quick
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ def run_child(cmd: list[str], log_path: str, timeout: float = 3600) -> dict:
     text = open(log_path).read()
     if proc.returncode != 0:
         sys.exit(
-            f"{' '.join(cmd)} failed with exit code {proc.returncode}; log {log_path}:\n{text[-3000:]}"
+            f"{' '.join(cmd)} failed with exit code {proc.returncode}; log "
+            f"{log_path}:\n{text[-3000:]}"
         )
     found = FIRST_STEP.search(text)
     return {
@@ -142,7 +145,8 @@ def run_child(cmd: list[str], log_path: str, timeout: float = 3600) -> dict:
         "steps_per_s": float(EPOCH_RATE.findall(text)[-1])
         if EPOCH_RATE.search(text)
         else float("nan"),
-        "epoch_end": last_epoch_end,  # seconds after start when the last epoch's line was seen (20 ms polls)
+        # seconds after start when the last epoch's line was seen (20 ms polls)
+        "epoch_end": last_epoch_end,
         "rss_mb": usage.ru_maxrss / 1024,
         "cpu": usage.ru_utime + usage.ru_stime,
         "load": load,
@@ -151,7 +155,8 @@ def run_child(cmd: list[str], log_path: str, timeout: float = 3600) -> dict:
 
 
 def _accuracy(text: str) -> float:
-    """The final validation accuracy either side printed (a sanity check that both trained alike): the
+    """The final validation accuracy either side printed (a sanity check that both trained alike):
+    the
     plain script's JSON has `val_accuracy` last, generic-trainer's metrics have it as `accuracy`."""
     m = re.findall(r'"(?:val_)?accuracy":\s*([0-9.]+)', text)
     return float(m[-1]) if m else float("nan")
@@ -206,8 +211,10 @@ def run_variant(variant: str, data: str, batch_size: int, epochs: int, tag: str)
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)
     print(
-        f"  {tag:>8s} {variant:9s} wall {result['wall']:6.1f} s  first step {result['first_step']:5.1f} s  "
-        f"peak RSS {result['rss_mb']:6.0f} MB  CPU {result['cpu']:6.1f} s  val acc {result['accuracy']:.3f}  "
+        f"  {tag:>8s} {variant:9s} wall {result['wall']:6.1f} s  first step "
+        f"{result['first_step']:5.1f} s  "
+        f"peak RSS {result['rss_mb']:6.0f} MB  CPU {result['cpu']:6.1f} s  val acc "
+        f"{result['accuracy']:.3f}  "
         f"(load {result['load']:.1f})",
         flush=True,
     )
@@ -222,7 +229,8 @@ def bench_overhead(
 ) -> dict:
     data = ensure_data(n)
     print(
-        f"overhead: {n:,} examples, batch {batch_size}, {epochs} epoch(s), {repeats} repeats of {variants}"
+        f"overhead: {n:,} examples, batch {batch_size}, {epochs} epoch(s), {repeats} repeats of "
+        f"{variants}"
     )
     results: dict[str, list[dict]] = {v: [] for v in variants}
     for rep in range(repeats):
@@ -261,7 +269,8 @@ def _timed(cmd: list[str], expect_rc: int | None = None) -> float:
     took = time.perf_counter() - start
     if expect_rc is not None and proc.returncode != expect_rc:
         sys.exit(
-            f"{' '.join(cmd)}: exit code {proc.returncode}, expected {expect_rc}\n{proc.stderr[-2000:]}"
+            f"{' '.join(cmd)}: exit code {proc.returncode}, expected "
+            f"{expect_rc}\n{proc.stderr[-2000:]}"
         )
     return took
 
@@ -313,7 +322,8 @@ def bench_startup(repeats: int) -> dict:
             None,
         ),
         (
-            '`python -c "import tensorflow; from tfx_bsl.public import tfxio"` (what a TFX module adds)',
+            '`python -c "import tensorflow; from tfx_bsl.public import tfxio"` (what a TFX module '
+            "adds)",
             [sys.executable, "-c", "import tensorflow; from tfx_bsl.public import tfxio"],
             0,
             None,
@@ -479,15 +489,19 @@ def gpus() -> str:
 
 VARIANT_TEXT = {
     "plain": "`bench/overhead_plain.py`: tf.data + `model.fit` + export, no generic-trainer",
-    "trainer": "`generic-trainer train`, the module using the very same tf.data pipeline: the runtime's own cost",
-    "accessor": "the module reading through `fn_args.data_accessor.tf_dataset_factory` with tfx_bsl's "
+    "trainer": "`generic-trainer train`, the module using the very same tf.data pipeline: the "
+    "runtime's own cost",
+    "accessor": "the module reading through `fn_args.data_accessor.tf_dataset_factory` with "
+    "tfx_bsl's "
     "`TensorFlowDatasetOptions`, as a TFX module is written (it imports tfx_bsl)",
-    "accessor_gt": "the same with `generic_trainer.data.DatasetOptions` (same fields): no tfx_bsl import",
+    "accessor_gt": "the same with `generic_trainer.data.DatasetOptions` (same fields): no tfx_bsl "
+    "import",
 }
 
 
 def paired(runs: dict[str, list[dict]], variant: str, key: str, diff: bool = False) -> float:
-    """Median over repetitions of variant/plain (or variant - plain) for runs of the same repetition,
+    """Median over repetitions of variant/plain (or variant - plain) for runs of the same
+    repetition,
     which ran next to each other: steadier than the ratio of medians on a shared machine."""
     pairs = zip(runs[variant], runs["plain"], strict=True)
     return statistics.median((b[key] - a[key]) if diff else (b[key] / a[key]) for b, a in pairs)
@@ -504,7 +518,8 @@ def targets(r: dict) -> str:
             paired(runs, "trainer", "wall") <= 1.05,
         ),
         (
-            f"first-step delay {paired(runs, 'trainer', 'first_step', diff=True):+.1f} s (target <= +1.5 s)",
+            f"first-step delay {paired(runs, 'trainer', 'first_step', diff=True):+.1f} s (target "
+            "<= +1.5 s)",
             paired(runs, "trainer", "first_step", diff=True) <= 1.5,
         ),
         (
@@ -521,22 +536,32 @@ def overhead_section(r: dict, header: str) -> str:
     lines = [
         "## Overhead: `generic-trainer train` vs a plain Keras script",
         "",
-        f"Written by `bench/overhead.py --mode overhead`. {r['examples']:,} generated penguin-like training "
-        f"examples (4 gzip shards) + {20_000:,} eval examples, batch {r['batch_size']}, {r['epochs']} epoch(s), "
-        "validation at the end of each epoch, serving SavedModel exported; every run a fresh process, "
-        f"{r['repeats']} repetitions, each running every variant once, in rotating order (each variant "
+        f"Written by `bench/overhead.py --mode overhead`. {r['examples']:,} generated penguin-like "
+        "training "
+        f"examples (4 gzip shards) + {20_000:,} eval examples, batch {r['batch_size']}, "
+        f"{r['epochs']} epoch(s), "
+        "validation at the end of each epoch, serving SavedModel exported; every run a fresh "
+        "process, "
+        f"{r['repeats']} repetitions, each running every variant once, in rotating order (each "
+        "variant "
         "takes every place in turn). Variants:",
         "",
         *[f"- *{v}*: {VARIANT_TEXT[v]};" for v in runs],
         "",
-        "Figures are medians over the repetitions; in parentheses, the median over repetitions of the ratio "
-        "(difference, for the first step) to the *plain* run of the same repetition. *Best*: the shortest "
-        "time over the repetitions (other work on the machine only ever adds time), in parentheses the ratio "
-        "(difference) to plain's best. First step: seconds from process start to the end of the first "
-        "training step, as each logs it. Peak RSS: the child's `ru_maxrss` (wait4). CPU: user+sys seconds of "
+        "Figures are medians over the repetitions; in parentheses, the median over repetitions of "
+        "the ratio "
+        "(difference, for the first step) to the *plain* run of the same repetition. *Best*: the "
+        "shortest "
+        "time over the repetitions (other work on the machine only ever adds time), in parentheses "
+        "the ratio "
+        "(difference) to plain's best. First step: seconds from process start to the end of the "
+        "first "
+        "training step, as each logs it. Peak RSS: the child's `ru_maxrss` (wait4). CPU: user+sys "
+        "seconds of "
         "the child. Steps/s: the last epoch's training steps over its time, validation included.",
         "",
-        "| variant | wall, s | best wall, s | first step, s | best first step, s | peak RSS, MB | CPU, s | "
+        "| variant | wall, s | best wall, s | first step, s | best first step, s | peak RSS, MB | "
+        "CPU, s | "
         "steps/s, median / best | val accuracy |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -567,7 +592,8 @@ def overhead_section(r: dict, header: str) -> str:
             ]
         top = max(x["steps_per_s"] for x in runs[v])
         lines.append(
-            f"| {v} | {' | '.join(cells)} | {med['steps_per_s']:.0f} / {top:.0f} | {med['accuracy']:.3f} |"
+            f"| {v} | {' | '.join(cells)} | {med['steps_per_s']:.0f} / {top:.0f} | "
+            f"{med['accuracy']:.3f} |"
         )
     lines += [
         "",
@@ -593,8 +619,10 @@ def memory_section(r: dict, header: str) -> str:
         [
             "## Memory: peak RSS does not grow with the data",
             "",
-            f"Written by `bench/overhead.py --mode memory`. `generic-trainer train` with `bench/overhead_module.py` "
-            f"(`{r['variant']}` input: `fn_args.data_accessor.tf_dataset_factory`, shuffle buffer 10,000), batch "
+            "Written by `bench/overhead.py --mode memory`. `generic-trainer train` with "
+            "`bench/overhead_module.py` "
+            f"(`{r['variant']}` input: `fn_args.data_accessor.tf_dataset_factory`, shuffle buffer "
+            "10,000), batch "
             f"{r['batch_size']}, one epoch over every training example, validation, export.",
             "",
             "| training examples | wall, s | peak RSS, MB | CPU, s |",
@@ -602,8 +630,10 @@ def memory_section(r: dict, header: str) -> str:
             f"| {n1:,} | {a['wall']:.1f} | {a['rss_mb']:.0f} | {a['cpu']:.1f} |",
             f"| {n2:,} | {b['wall']:.1f} | {b['rss_mb']:.0f} | {b['cpu']:.1f} |",
             "",
-            f"Peak RSS ratio {n2 // 1000:,}k / {n1 // 1000:,}k: **{b['rss_mb'] / a['rss_mb']:.3f}** (target: within "
-            "1.10). Examples are read as a stream (TFRecordDataset -> bounded shuffle buffer -> batches); nothing "
+            f"Peak RSS ratio {n2 // 1000:,}k / {n1 // 1000:,}k: "
+            f"**{b['rss_mb'] / a['rss_mb']:.3f}** (target: within "
+            "1.10). Examples are read as a stream (TFRecordDataset -> bounded shuffle buffer -> "
+            "batches); nothing "
             "holds the data set.",
             "",
             header,
@@ -615,9 +645,11 @@ def startup_section(r: dict, header: str) -> str:
     lines = [
         "## Start-up: help and argument errors without TensorFlow",
         "",
-        f"Written by `bench/overhead.py --mode startup`. Wall time of the console script, median of {r['repeats']} "
+        "Written by `bench/overhead.py --mode startup`. Wall time of the console script, median "
+        f"of {r['repeats']} "
         "runs after one warm-up; heavy libraries: which of "
-        f"{', '.join(f'`{h}`' for h in HEAVY)} the same command imports (`python -X importtime`). Target: "
+        f"{', '.join(f'`{h}`' for h in HEAVY)} the same command imports (`python -X importtime`). "
+        "Target: "
         "under 1 s, no TensorFlow.",
         "",
         "| command | median, s | max, s | heavy libraries imported |",
@@ -635,9 +667,11 @@ def steps_section(r: dict, header: str, plain_wall: float | None) -> str:
     lines = [
         "## The runtime's own steps, one by one",
         "",
-        "Written by `bench/overhead.py --mode steps`. What `generic-trainer train` does besides running "
+        "Written by `bench/overhead.py --mode steps`. What `generic-trainer train` does besides "
+        "running "
         "`run_fn`, each step timed alone (wall and CPU seconds, median of "
-        f"{r['repeats']} fresh processes) on the overhead bench's data and a serving model of its model: "
+        f"{r['repeats']} fresh processes) on the overhead bench's data and a serving model of its "
+        "model: "
         "steadier than the difference of two noisy end-to-end times.",
         "",
         "| step | wall, s | CPU, s |",
@@ -650,8 +684,10 @@ def steps_section(r: dict, header: str, plain_wall: float | None) -> str:
     if plain_wall:
         lines += [
             "",
-            f"Together {wall:.2f} s: {100 * wall / plain_wall:.1f}% of the plain script's median wall "
-            f"time in the overhead bench ({plain_wall:.1f} s). The progress callback runs on Keras' "
+            f"Together {wall:.2f} s: {100 * wall / plain_wall:.1f}% of the plain script's median "
+            "wall "
+            f"time in the overhead bench ({plain_wall:.1f} s). The progress callback runs on "
+            "Keras' "
             "asynchronous batch-end dispatch (`async_safe`), off the training loop.",
         ]
     return "\n".join(lines + ["", header])
@@ -660,14 +696,17 @@ def steps_section(r: dict, header: str, plain_wall: float | None) -> str:
 def footer(cmd: str) -> str:
     load = os.getloadavg()
     return (
-        f"Machine: {machine()}. Date: {datetime.date.today().isoformat()}. Load average when written: "
-        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min; the machine is shared with other work, so "
+        f"Machine: {machine()}. Date: {datetime.date.today().isoformat()}. Load average when "
+        "written: "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min; the machine is shared with "
+        "other work, so "
         f"absolute times vary; compare figures within one section).\n\nCommand:\n\n    {cmd}\n"
     )
 
 
 def _readme_plain_wall() -> float | None:
-    """The plain script's median wall time in the overhead section of bench/README.md, if there is one."""
+    """The plain script's median wall time in the overhead section of bench/README.md, if there is
+    one."""
     try:
         text = open(README).read()
     except OSError:
@@ -753,8 +792,10 @@ def main(argv: list[str] | None = None) -> None:
             section = overhead_section(
                 r,
                 footer(
-                    f"{cmd_base} --mode overhead --examples {args.examples} --batch-size {args.batch_size} "
-                    f"--epochs {args.epochs} --repeats {args.repeats} --variants {','.join(variants)}"
+                    f"{cmd_base} --mode overhead --examples {args.examples} --batch-size "
+                    f"{args.batch_size} "
+                    f"--epochs {args.epochs} --repeats {args.repeats} --variants "
+                    f"{','.join(variants)}"
                 ),
             )
         else:

@@ -1,4 +1,5 @@
-"""The model, data and input pipeline both sides of bench/overhead.py share (plain script and module).
+"""The model, data and input pipeline both sides of bench/overhead.py share (plain script and
+module).
 
 Penguin-like tf.Examples (four float measurements, `year`, two string features, a 3-class
 `species` label that depends on the features), written in TFX layout by `generate()`; a small
@@ -100,7 +101,8 @@ def feature_spec() -> dict:
 
 
 def dataset(file_patterns: list[str], batch_size: int, shuffle: bool = True):
-    """(features, label) batches over every file matched, one pass: the hand-written tf.data pipeline."""
+    """(features, label) batches over every file matched, one pass: the hand-written tf.data
+    pipeline."""
     import tensorflow as tf
 
     files = sorted(f for pattern in file_patterns for f in glob.glob(pattern))

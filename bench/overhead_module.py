@@ -1,10 +1,12 @@
-"""(b) of bench/overhead.py: the module `generic-trainer train` runs, equivalent to overhead_plain.py.
+"""(b) of bench/overhead.py: the module `generic-trainer train` runs, equivalent to
+overhead_plain.py.
 
 Same model, data and fit call as the plain script. custom_config:
-  input:      "tf_data" (default): the same hand-written tf.data pipeline as the plain script, so the
+  input:      "tf_data" (default): the same hand-written tf.data pipeline as the plain script, so
+  the
               difference measured is the runtime's alone; "accessor": fn_args.data_accessor
-              .tf_dataset_factory with tfx_bsl's TensorFlowDatasetOptions (what a TFX module writes),
-              shuffle buffer and batch the same; "accessor_gt": the same with
+              .tf_dataset_factory with tfx_bsl's TensorFlowDatasetOptions (what a TFX module
+              writes), shuffle buffer and batch the same; "accessor_gt": the same with
               generic_trainer.data.DatasetOptions (same fields), so tfx_bsl is never imported.
   batch_size: default 128.  epochs: default 1.  units: width of the hidden layers, default 32.
   tensorboard: true adds the callback TFX modules add, `TensorBoard(log_dir=fn_args.model_run_dir,

@@ -1,10 +1,12 @@
-"""(a) of bench/overhead.py: a plain hand-written Keras script, what a user writes without generic-trainer.
+"""(a) of bench/overhead.py: a plain hand-written Keras script, what a user writes without
+generic-trainer.
 
 Reads <examples>/Split-train and Split-eval with tf.data, trains the shared model, validates once
 per epoch, exports a serving SavedModel to <model-dir>/Format-Serving, prints the final metrics.
 It logs the time of its first training step the way the runtime does, so the bench compares alike.
 
-  .venv/bin/python bench/overhead_plain.py --examples DIR --model-dir DIR [--batch-size 128] [--epochs 1]
+  .venv/bin/python bench/overhead_plain.py --examples DIR --model-dir DIR [--batch-size 128]
+  [--epochs 1]
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import overhead_model  # noqa: E402
 
 
 def process_uptime() -> float:
-    """Seconds since this process started (the same /proc arithmetic as generic_trainer.fit.fit_hooks)."""
+    """Seconds since this process started (the same /proc arithmetic as
+    generic_trainer.fit.fit_hooks)."""
     with open("/proc/self/stat", encoding="ascii") as f:
         start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
     with open("/proc/uptime", encoding="ascii") as f:
@@ -46,7 +49,8 @@ def main() -> None:
     import keras
 
     class Timing(keras.callbacks.Callback):
-        """The two lines of the runtime's progress log the bench reads: first step and epoch rate."""
+        """The two lines of the runtime's progress log the bench reads: first step and epoch
+        rate."""
 
         async_safe = True  # keeps Keras' asynchronous callback dispatch, as with no callback at all
 
@@ -70,7 +74,8 @@ def main() -> None:
         def on_epoch_end(self, epoch, logs=None):
             took = time.monotonic() - self.start
             print(
-                f"epoch {epoch + 1}/{args.epochs} done in {took:.1f} s ({self.steps / took:.1f} steps/s)",
+                f"epoch {epoch + 1}/{args.epochs} done in {took:.1f} s ({self.steps / took:.1f} "
+                "steps/s)",
                 file=sys.stderr,
                 flush=True,
             )

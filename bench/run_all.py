@@ -1,7 +1,9 @@
-"""`make bench`: every benchmark, one after the other, each rewriting its own section of bench/README.md.
+"""`make bench`: every benchmark, one after the other, each rewriting its own section of
+bench/README.md.
 
-  bench/overhead.py        start-up, generic-trainer vs a plain Keras script, memory over 10x the data
-  bench/input_pipeline.py  the data accessor vs tfx_bsl vs raw tf.data, penguin-like and wide schema
+  bench/overhead.py        start-up, generic-trainer vs a plain Keras script, memory over 10x the
+  data bench/input_pipeline.py  the data accessor vs tfx_bsl vs raw tf.data, penguin-like and wide
+  schema
 
 Raw results of the overhead bench go to bench/_work/overhead-results.json. `--quick` runs small
 versions of everything and leaves bench/README.md alone (a smoke test of the benches, not figures).

@@ -4,12 +4,12 @@ Each phase in a fresh process, median of --repeats runs:
   python        the interpreter alone
   cli           `import generic_trainer.cli` (what every verb loads before it knows what to do)
   tensorflow    `import tensorflow`
-  devices       `import tensorflow` + `tf.config.list_physical_devices("GPU")` (CUDA and device registration)
-  keras         `import tensorflow, keras`
-then `generic-trainer train` on a minimal module (one Dense layer, keras only) and on the penguin example
-(which imports keras_tuner, tensorflow_transform, tfx_bsl itself), reading the runtime's own log:
-"resolved strategy" (TensorFlow and the devices are up), "calling run_fn" (the runtime's checks done and the
-user's module imported) and "first training step done (N s after process start)".
+  devices       `import tensorflow` + `tf.config.list_physical_devices("GPU")` (CUDA and device
+  registration) keras         `import tensorflow, keras`
+then `generic-trainer train` on a minimal module (one Dense layer, keras only) and on the penguin
+example (which imports keras_tuner, tensorflow_transform, tfx_bsl itself), reading the runtime's own
+log: "resolved strategy" (TensorFlow and the devices are up), "calling run_fn" (the runtime's checks
+done and the user's module imported) and "first training step done (N s after process start)".
 
   .venv/bin/python bench/startup.py [--repeats 3]
 """

@@ -16,7 +16,8 @@ Repetitions run every variant once, in rotating order; medians, and medians of t
 ratios to the first variant. Data lives in bench/_work/ (gitignored) and is reused.
 
   .venv/bin/python bench/tfx_module.py --mode transform --examples 200000 --repeats 3
-  .venv/bin/python bench/tfx_module.py --mode tensorboard --examples 40000 --batch-size 32 --repeats 3
+  .venv/bin/python bench/tfx_module.py --mode tensorboard --examples 40000 --batch-size 32 --repeats
+  3
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 print("RESULT " + json.dumps({"examples": n, "wall": wall, "cpu": cpu}))
 """
 
-# Writes the on-the-fly output as transformed examples (4 gzip shards, named as TFX's Transform does).
+# Writes the on-the-fly output as transformed examples (4 gzip shards, named as TFX's Transform
+# does).
 MATERIALISE = r"""
 import os, sys
 os.environ["TF_USE_LEGACY_KERAS"] = "0"
@@ -171,7 +173,8 @@ def bench_transform(n: int, repeats: int, batch_size: int) -> dict:
             runs[variant].append(result)
             print(
                 f"  rep {rep + 1} {variant:12s} {result['rate']:9,.0f} examples/s  "
-                f"{result['cpu_us']:6.1f} us CPU/example  ({result['examples']:,} examples, load {load:.1f})",
+                f"{result['cpu_us']:6.1f} us CPU/example  ({result['examples']:,} examples, load "
+                f"{load:.1f})",
                 flush=True,
             )
     return {"n": n, "batch_size": batch_size, "repeats": repeats, "runs": runs}
@@ -218,8 +221,10 @@ def bench_tensorboard(n: int, repeats: int, batch_size: int, epochs: int) -> dic
                 shutil.rmtree(model_dir, ignore_errors=True)
             runs[variant].append(result)
             print(
-                f"  rep {rep + 1} {variant:10s} wall {result['wall']:6.1f} s  {result['steps_per_s']:7.1f} steps/s"
-                f"  CPU {result['cpu']:6.1f} s  first step {result['first_step']:5.1f} s  tail {_tail(result):5.2f} s"
+                f"  rep {rep + 1} {variant:10s} wall {result['wall']:6.1f} s  "
+                f"{result['steps_per_s']:7.1f} steps/s"
+                f"  CPU {result['cpu']:6.1f} s  first step {result['first_step']:5.1f} s  tail "
+                f"{_tail(result):5.2f} s"
                 f"  (load {result['load']:.1f})",
                 flush=True,
             )
@@ -235,14 +240,16 @@ def _paired(runs: dict[str, list[dict]], variant: str, base: str, key: str) -> f
 def report_transform(result: dict) -> str:
     runs = result["runs"]
     lines = [
-        "| input | examples/s | CPU us / example | paired ratio of examples/s | paired ratio of CPU / example |",
+        "| input | examples/s | CPU us / example | paired ratio of examples/s | paired ratio of "
+        "CPU / example |",
         "|---|---:|---:|---:|---:|",
     ]
     for variant in runs:
         rate = statistics.median(r["rate"] for r in runs[variant])
         cpu = statistics.median(r["cpu_us"] for r in runs[variant])
         lines.append(
-            f"| {variant} | {rate:,.0f} | {cpu:.1f} | {_paired(runs, variant, 'materialised', 'rate'):.2f} "
+            f"| {variant} | {rate:,.0f} | {cpu:.1f} | "
+            f"{_paired(runs, variant, 'materialised', 'rate'):.2f} "
             f"| {_paired(runs, variant, 'materialised', 'cpu_us'):.2f} |"
         )
     return "\n".join(lines)
@@ -254,13 +261,15 @@ def _tail(run: dict) -> float:
 
 def report_tensorboard(result: dict) -> str:
     """Per variant: medians of wall and CPU time and of each phase (process start -> first step, the
-    training, the tail from the last epoch's line to process end: export, publishing, exit), best wall,
-    and the ratios to plain: paired (median over repetitions of run / plain run of the same repetition)
+    training, the tail from the last epoch's line to process end: export, publishing, exit), best
+    wall, and the ratios to plain: paired (median over repetitions of run / plain run of the same
+    repetition)
     for wall and CPU, and best wall / best plain wall."""
     runs = result["runs"]
     best_plain = min(r["wall"] for r in runs["plain"])
     lines = [
-        "| variant | wall, s | best wall, s | paired wall ratio | best-wall ratio | CPU, s | paired CPU ratio "
+        "| variant | wall, s | best wall, s | paired wall ratio | best-wall ratio | CPU, s | "
+        "paired CPU ratio "
         "| first step, s | training, s | tail, s | steps/s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -270,7 +279,8 @@ def report_tensorboard(result: dict) -> str:
         lines.append(
             f"| {variant} | {statistics.median(walls):.1f} | {min(walls):.1f} | "
             f"{_paired(runs, variant, 'plain', 'wall'):.3f} | {min(walls) / best_plain:.3f} | "
-            f"{statistics.median(r['cpu'] for r in rs):.1f} | {_paired(runs, variant, 'plain', 'cpu'):.3f} | "
+            f"{statistics.median(r['cpu'] for r in rs):.1f} | "
+            f"{_paired(runs, variant, 'plain', 'cpu'):.3f} | "
             f"{statistics.median(r['first_step'] for r in rs):.1f} | "
             f"{statistics.median(r.get('epoch_end', float('nan')) - r['first_step'] for r in rs):.1f} | "
             f"{statistics.median(_tail(r) for r in rs):.2f} | "

@@ -1,4 +1,5 @@
-"""transform's analyzer cache: a run over a new span with the previous run's cache, against no cache.
+"""transform's analyzer cache: a run over a new span with the previous run's cache, against no
+cache.
 
 Writes SPANS Examples dirs (spans) of ROWS penguin-like examples each (Split-train, gzipped
 TFRecords of tf.Example for examples/penguin/schema.pbtxt), then, every run a fresh process of
@@ -139,23 +140,28 @@ def section(result: dict, command: str) -> str:
         f"{result['prime']['wall_s']:.1f} s) and analyzes span {result['spans']} only. Medians "
         f"of {len(result['runs'])} repetitions; ratios against *no_cache* of the same repetition.",
         "",
-        "| variant | wall, s | CPU, s | wall / no_cache | CPU / no_cache | datasets from the cache |",
+        "| variant | wall, s | CPU, s | wall / no_cache | CPU / no_cache | datasets from the cache "
+        "|",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, v in m.items():
         lines.append(
             f"| {name} | {v['wall_s']:.1f} | {v['cpu_s']:.1f} | {v['wall_ratio']:.3f} | "
-            f"{v['cpu_ratio']:.3f} | {v['cached_datasets'] if v['cached_datasets'] is not None else '-'} |"
+            f"{v['cpu_ratio']:.3f} | "
+            f"{v['cached_datasets'] if v['cached_datasets'] is not None else '-'} |"
         )
     out, cached = m["cache_out"], m["with_cache"]
     lines += [
         "",
-        f"Against *cache_out*, which writes the updated cache as *with_cache* does (a KFP run always "
+        "Against *cache_out*, which writes the updated cache as *with_cache* does (a KFP run "
+        "always "
         f"does), the cache takes wall time to {cached['wall_s'] / out['wall_s']:.2f}x and CPU to "
         f"{cached['cpu_s'] / out['cpu_s']:.2f}x. At this size a run's fixed costs (importing "
-        "TensorFlow, TFT and Beam, tracing preprocessing_fn, which the cache does twice more to find "
+        "TensorFlow, TFT and Beam, tracing preprocessing_fn, which the cache does twice more to "
+        "find "
         "its keys) weigh much here (not measured apart), so the saving grows with the spans: the "
-        "analysis of the spans in the cache is what is skipped. Writing a cache has its own cost (*cache_out* against "
+        "analysis of the spans in the cache is what is skipped. Writing a cache has its own cost "
+        "(*cache_out* against "
         "*no_cache*): TFT then analyzes each span apart to cache it.",
         "",
         "Every run (wall s / CPU s; the 1-min load average when the repetition began):",

@@ -1,4 +1,5 @@
-"""The same tf.Transform work as `generic-trainer transform`, written directly against tft_beam (the baseline).
+"""The same tf.Transform work as `generic-trainer transform`, written directly against tft_beam (the
+baseline).
 
 Analyze Split-train with the module's preprocessing_fn, write the transform graph (transform_fn,
 transformed_metadata, raw metadata), transform train and eval and write them as gzipped TFRecords of

@@ -2,15 +2,17 @@
 
 A GPU-sized model (4 x Dense(2048) on 100 float features, batch 2048) trained with `model.fit` on
 generated gzip tf.Examples, fed three ways:
-  accessor  generic_trainer.data.DataAccessor().tf_dataset_factory (shuffle 10000, repeat, batch, parse)
-  raw       a hand-written tf.data pipeline doing the same work (TFRecordDataset -> shuffle -> repeat ->
+  accessor  generic_trainer.data.DataAccessor().tf_dataset_factory (shuffle 10000, repeat, batch,
+  parse) raw       a hand-written tf.data pipeline doing the same work (TFRecordDataset -> shuffle
+  -> repeat ->
             batch -> parse_example -> prefetch)
   input     the accessor's batches alone, no model: how fast the input side can go
-Prints examples/s (after the first, compiling epoch) and, where `nvidia-smi` answers, the mean GPU utilisation
-while training. On a CPU host use a smaller model (--width 256) and fewer examples.
+Prints examples/s (after the first, compiling epoch) and, where `nvidia-smi` answers, the mean GPU
+utilisation while training. On a CPU host use a smaller model (--width 256) and fewer examples.
 
   .venv/bin/python bench/wide_mlp.py                                   # GPU host: the issue's case
-  .venv/bin/python bench/wide_mlp.py --examples 50000 --width 256 --batch-size 512 --steps 40   # CPU
+  .venv/bin/python bench/wide_mlp.py --examples 50000 --width 256 --batch-size 512 --steps 40   #
+  CPU
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ def table() -> list[tuple[str, str, bool]]:
 
 
 class GpuSampler:
-    """Mean `utilization.gpu` from nvidia-smi, sampled every second while running; None without nvidia-smi."""
+    """Mean `utilization.gpu` from nvidia-smi, sampled every second while running; None without
+    nvidia-smi."""
 
     def __init__(self):
         self.exe, self.samples, self._stop = shutil.which("nvidia-smi"), [], threading.Event()
@@ -104,7 +107,8 @@ def model(width: int):
 
 
 def train(make, width: int, steps: int, batch_size: int) -> tuple[float, float | None]:
-    """Examples/s of the second and later epochs of `steps` steps each (the first compiles), GPU utilisation."""
+    """Examples/s of the second and later epochs of `steps` steps each (the first compiles), GPU
+    utilisation."""
     m = model(width)
     ds = make()
     m.fit(ds, steps_per_epoch=steps, epochs=1, verbose=0)

@@ -1,4 +1,5 @@
-"""Compile the components into their checked-in YAML: `python -m components.build [--image IMAGE] [--check]`.
+"""Compile the components into their checked-in YAML: `python -m components.build [--image IMAGE]
+[--check]`.
 
 Writes components/<name>/component.yaml for trainer, tuner, evaluator, infra_validator,
 import_examples, transform, pusher and bulk_inferrer. `--check` compiles into a temporary dir and
@@ -89,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         diffs = stale(image, args.out_dir)
         for name, diff in diffs.items():
             print(
-                f"{name}: {yaml_path(name, args.out_dir)} is out of date; run python -m components.build\n{diff}"
+                f"{name}: {yaml_path(name, args.out_dir)} is out of date; run python -m "
+                f"components.build\n{diff}"
             )
         return 1 if diffs else 0
     for name, path in compile_all(args.out_dir, image).items():

@@ -1,5 +1,5 @@
-"""The verbs as KFP v2 container components (trainer, tuner, evaluator, infra-validator, import-examples,
-transform, pusher, bulk-inferrer).
+"""The verbs as KFP v2 container components (trainer, tuner, evaluator, infra-validator,
+import-examples, transform, pusher, bulk-inferrer).
 
 Each component's inputs and outputs are generated from its verb's declaration in the runtime
 (generic_trainer/intake/fit_options.py, judge_options.py, data_options.py, push_options.py,
@@ -29,7 +29,8 @@ ENTRYPOINT = "generic-trainer"
 
 
 def resolve_image(image: str | None = None) -> str:
-    """The image to compile into the components: `image`, else $GENERIC_TRAINER_IMAGE, else DEFAULT_IMAGE."""
+    """The image to compile into the components: `image`, else $GENERIC_TRAINER_IMAGE, else
+    DEFAULT_IMAGE."""
     import os
 
     return image or os.environ.get(IMAGE_ENV) or DEFAULT_IMAGE
@@ -51,10 +52,12 @@ def _container(image: str, verb: str, run_identity: bool = False) -> Any:
 
 
 def run_identity_args() -> list[str]:
-    """`--run-id`/`--task-name` filled by KFP (and kfp.local): checkpoints go to <checkpoint dir>/<run>/<task>.
+    """`--run-id`/`--task-name` filled by KFP (and kfp.local): checkpoints go to <checkpoint
+    dir>/<run>/<task>.
 
     The pipeline run's uuid and the task's name are the same for every retry of a task and differ
-    between runs, so a retried pod resumes its own checkpoint and a new run never continues an old one.
+    between runs, so a retried pod resumes its own checkpoint and a new run never continues an old
+    one.
     """
     from kfp import dsl
 
@@ -70,7 +73,8 @@ def component(verb: Any, image: str | None = None) -> Any:
     """The KFP container component of `verb` (an options.Verb) for `image` (see resolve_image).
 
     Its inputs and outputs, their types, defaults and descriptions come from the verb's declaration
-    (generic_trainer.intake.fit_options, judge_options, data_options): see generic_trainer/intake/options.py.
+    (generic_trainer.intake.fit_options, judge_options, data_options): see
+    generic_trainer/intake/options.py.
     """
     from generic_trainer.intake import options
     from kfp import dsl
@@ -106,14 +110,16 @@ def evaluator_component(image: str | None = None) -> Any:
 
 
 def infra_validator_component(image: str | None = None) -> Any:
-    """The infra-validator component (`generic-trainer infra-validate`) for `image` (see resolve_image)."""
+    """The infra-validator component (`generic-trainer infra-validate`) for `image` (see
+    resolve_image)."""
     from generic_trainer.intake.judge_options import INFRA_VALIDATE
 
     return component(INFRA_VALIDATE, image)
 
 
 def import_examples_component(image: str | None = None) -> Any:
-    """The import-examples component (`generic-trainer import-examples`) for `image` (see resolve_image)."""
+    """The import-examples component (`generic-trainer import-examples`) for `image` (see
+    resolve_image)."""
     from generic_trainer.intake.example_gen_options import IMPORT_EXAMPLES
 
     return component(IMPORT_EXAMPLES, image)
@@ -134,7 +140,8 @@ def pusher_component(image: str | None = None) -> Any:
 
 
 def bulk_inferrer_component(image: str | None = None) -> Any:
-    """The bulk inferrer component (`generic-trainer bulk-infer`) for `image` (see resolve_image)."""
+    """The bulk inferrer component (`generic-trainer bulk-infer`) for `image` (see
+    resolve_image)."""
     from generic_trainer.intake.infer_options import BULK_INFER
 
     return component(BULK_INFER, image)

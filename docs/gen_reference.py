@@ -1,12 +1,15 @@
-"""Generate the reference pages under docs/reference/ from the declarations: `python docs/gen_reference.py [--check]`.
+"""Generate the reference pages under docs/reference/ from the declarations: `python
+docs/gen_reference.py [--check]`.
 
-- cli.md: every verb's flags, from the parser `generic-trainer` itself builds (generic_trainer.cli.build_parser,
+- cli.md: every verb's flags, from the parser `generic-trainer` itself builds
+(generic_trainer.cli.build_parser,
   whose flags come from the option tables in generic_trainer/intake/),
 - components.md: every KFP component's inputs and outputs, from the same option tables,
 - fn-args.md: the fields of `FnArgs`, from the dataclass and its docstring.
 
-`--check` writes nothing and exits 1 naming the pages that differ (tests/test_docs.py runs it), so a flag
-added without regenerating the reference fails the tests. Needs only the runtime (no kfp, no TensorFlow).
+`--check` writes nothing and exits 1 naming the pages that differ (tests/test_docs.py runs it), so a
+flag added without regenerating the reference fails the tests. Needs only the runtime (no kfp, no
+TensorFlow).
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ def _default_cell(action: argparse.Action) -> str:
 
 
 def cli_page() -> str:
-    """Every verb: its summary, usage and flags by group, as `generic-trainer VERB --help` shows them."""
+    """Every verb: its summary, usage and flags by group, as `generic-trainer VERB --help` shows
+    them."""
     from generic_trainer import cli
 
     os.environ["COLUMNS"] = (
@@ -116,22 +120,26 @@ def _param_type(param: object) -> str:
 
 
 def components_page() -> str:
-    """Every component: its name, summary and each input / output with its type, default and meaning."""
+    """Every component: its name, summary and each input / output with its type, default and
+    meaning."""
     from generic_trainer import cli
     from generic_trainer.intake import options
 
     parts = [
         GENERATED,
         "# Component parameters\n\n",
-        "The KFP v2 components (`components/<name>/component.yaml`, compiled by `python -m components.build` "
-        "from the same declarations as the CLI flags). Inputs without a default must be given by the "
+        "The KFP v2 components (`components/<name>/component.yaml`, compiled by `python -m "
+        "components.build` "
+        "from the same declarations as the CLI flags). Inputs without a default must be given by "
+        "the "
         "pipeline.\n\n",
     ]
     for verb in cli.DECLARATIONS:
         if verb.component is None:
             continue
         parts.append(
-            f"## {verb.component.function}\n\n{verb.component.summary} (`generic-trainer {verb.name}`)\n\n"
+            f"## {verb.component.function}\n\n{verb.component.summary} (`generic-trainer "
+            f"{verb.name}`)\n\n"
         )
         rows = []
         for name, param in options.component_params(verb):
@@ -145,7 +153,8 @@ def components_page() -> str:
 
 
 def _docstring_entries(doc: str) -> dict[str, str]:
-    """`name: text` entries of a Google-style docstring block (`a / b` and `a (alias c)` name several)."""
+    """`name: text` entries of a Google-style docstring block (`a / b` and `a (alias c)` name
+    several)."""
     entries: dict[str, str] = {}
     current: list[str] = []
     for line in inspect.cleandoc(doc).splitlines():
@@ -164,7 +173,8 @@ def _docstring_entries(doc: str) -> dict[str, str]:
 
 
 def fn_args_page() -> str:
-    """FnArgs: each field, its type and default, and what it holds (TFX's fields first, then the additions)."""
+    """FnArgs: each field, its type and default, and what it holds (TFX's fields first, then the
+    additions)."""
     from generic_trainer.fit import fn_args
 
     cls = fn_args.FnArgs

@@ -1,4 +1,5 @@
-"""The generic-trainer components as pipelines use them: loaded from the checked-in YAML, or compiled for an image."""
+"""The generic-trainer components as pipelines use them: loaded from the checked-in YAML, or
+compiled for an image."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def evaluator(image: str | None = None) -> Any:
 
 
 def infra_validator(image: str | None = None) -> Any:
-    """The infra-validator component: the checked-in YAML, or (with `image`) compiled for that image."""
+    """The infra-validator component: the checked-in YAML, or (with `image`) compiled for that
+    image."""
     if image:
         from components import specs
 
@@ -60,7 +62,8 @@ def infra_validator(image: str | None = None) -> Any:
 
 
 def import_examples(image: str | None = None) -> Any:
-    """The import-examples component: the checked-in YAML, or (with `image`) compiled for that image."""
+    """The import-examples component: the checked-in YAML, or (with `image`) compiled for that
+    image."""
     if image:
         from components import specs
 

@@ -74,9 +74,11 @@ class HostTaskHandler:
 def host_runner(
     pipeline_root: str, env: Mapping[str, str] | None = None, timeout_s: float | None = None
 ) -> Iterator[str]:
-    """Within the block, `kfp.local` runs container components as host processes; yields the pipeline root.
+    """Within the block, `kfp.local` runs container components as host processes; yields the
+    pipeline root.
 
-    `env` is added to each task's environment (e.g. PATH with generic-trainer on it); `timeout_s` bounds each task.
+    `env` is added to each task's environment (e.g. PATH with generic-trainer on it); `timeout_s`
+    bounds each task.
     """
     import kfp
     from kfp import local

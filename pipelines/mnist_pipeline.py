@@ -1,24 +1,31 @@
-"""TFX's MNIST pipeline (tfx/examples/mnist/mnist_pipeline_native_keras.py), ported one to one to this image's
+"""TFX's MNIST pipeline (tfx/examples/mnist/mnist_pipeline_native_keras.py), ported one to one to
+this image's
 components and run as a KFP v2 pipeline:
 
     data_pattern (TFRecords of tf.Example) ─> generic-import-examples ─ examples, output_schema
-        (TFX: ImportExampleGen -> StatisticsGen -> SchemaGen(infer_feature_shape=True); the schema is inferred
+        (TFX: ImportExampleGen -> StatisticsGen -> SchemaGen(infer_feature_shape=True); the schema
+        is inferred
          with shapes, e.g. image_floats [784])
-    examples + output_schema + module_file ─> generic-transform ─ transform_graph, transformed_examples
-    transformed_examples + output_schema + transform_graph ─> generic-trainer ─ model
+    examples + output_schema + module_file ─> generic-transform ─ transform_graph,
+    transformed_examples transformed_examples + output_schema + transform_graph ─> generic-trainer ─
+    model
         (TFX's wiring: the *transformed* examples with the *raw* schema and the transform graph)
     model + examples (raw) + eval_config (TFMA EvalConfig) ─> generic-evaluator ─ blessing
-    model + blessing + serving_model_dir ─> generic-pusher ─ pushed_model (<serving_model_dir>/<Unix seconds>/)
+    model + blessing + serving_model_dir ─> generic-pusher ─ pushed_model (<serving_model_dir>/<Unix
+    seconds>/)
 
-TFX's StatisticsGen and ExampleValidator have no step of their own: import-examples infers the schema, and
-the trainer checks the records against it before the module runs. The module file is the caller's: the bundled
-examples/mnist/mnist_module.py (run_local's default), or any TFX MNIST module this image runs.
+TFX's StatisticsGen and ExampleValidator have no step of their own: import-examples infers the
+schema, and the trainer checks the records against it before the module runs. The module file is the
+caller's: the bundled examples/mnist/mnist_module.py (run_local's default), or any TFX MNIST module
+this image runs.
 
 Compile (for Kubeflow Pipelines or Vertex AI Pipelines):
-    python -m pipelines.mnist_pipeline --output mnist_pipeline.yaml [--image IMAGE] [--accuracy-threshold 0.8]
-Run it on this machine with kfp.local, tasks as host processes (generic-trainer on PATH, no docker), on data
-made by examples/mnist/make_data.py:
-    python -m pipelines.mnist_pipeline --run-local --data-pattern 'DIR/*' --serving-model-dir out/serving \\
+    python -m pipelines.mnist_pipeline --output mnist_pipeline.yaml [--image IMAGE]
+    [--accuracy-threshold 0.8]
+Run it on this machine with kfp.local, tasks as host processes (generic-trainer on PATH, no docker),
+on data made by examples/mnist/make_data.py:
+    python -m pipelines.mnist_pipeline --run-local --data-pattern 'DIR/*' --serving-model-dir
+    out/serving \\
         --pipeline-root out/kfp-local --train-steps 200
 """
 
@@ -37,7 +44,8 @@ MODULE_FILE = os.path.join(components.REPO, "examples", "mnist", "mnist_module.p
 
 
 def mnist_eval_config(accuracy_threshold: float = 0.8) -> dict[str, Any]:
-    """TFX's MNIST EvalConfig, as TFMA's JSON: sparse categorical accuracy over the whole eval split, with a lower
+    """TFX's MNIST EvalConfig, as TFMA's JSON: sparse categorical accuracy over the whole eval
+    split, with a lower
     bound the model must reach to be blessed (and so pushed)."""
     return {
         "model_specs": [{"label_key": "image_class"}],
@@ -136,7 +144,8 @@ def run_local(
     accuracy_threshold: float = 0.8,
     timeout_s: float | None = None,
 ) -> Any:
-    """Run the pipeline with kfp.local on this host (generic-trainer on PATH, or beside this Python)."""
+    """Run the pipeline with kfp.local on this host (generic-trainer on PATH, or beside this
+    Python)."""
     from pipelines.host_runner import host_runner
 
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])

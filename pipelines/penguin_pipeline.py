@@ -1,36 +1,41 @@
 """The penguin example as a KFP v2 pipeline: from a CSV to a blessed model.
 
-    csv_uri ──> generic-import-examples ─ examples, output_schema ─> generic-transform ─ transform_graph,
-    schema_uri (column types) ──┘                                                         transformed_examples
-        transformed_examples + schema + transform_graph ─> generic-tuner ─ best_hyperparameters ─> generic-trainer
-    baseline_model_uri ─(if set)─> import-baseline-model ─> generic-evaluator (raw examples) ─> blessing, report
+    csv_uri ──> generic-import-examples ─ examples, output_schema ─> generic-transform ─
+    transform_graph, schema_uri (column types) ──┘
+    transformed_examples
+        transformed_examples + schema + transform_graph ─> generic-tuner ─ best_hyperparameters ─>
+        generic-trainer
+    baseline_model_uri ─(if set)─> import-baseline-model ─> generic-evaluator (raw examples) ─>
+    blessing, report
                                                                     │ model + blessing
-                                                          generic-infra-validator ─> blessing (INFRA_BLESSED), metrics
+                                                          generic-infra-validator ─> blessing
+                                                          (INFRA_BLESSED), metrics
 
-import-examples turns the CSV into TFX Examples (train/eval by a stable hash), transform runs the module's
-preprocessing_fn with tensorflow-transform on Beam and writes the transformed examples, and the tuner and
-trainer are wired as TFX wires its Trainer: `examples` = Transform's transformed examples, `schema` = the
-raw schema, `transform_graph` (module_transform.py asks for the transformed schema; its serving model
-applies the transform graph to raw tf.Examples, so the evaluator and the infra-validator send raw
-examples). The evaluator compares the new
-model with `baseline_model_uri` (e.g. the model now serving) when it is set, and judges it on the eval
-config's bounds alone when it is empty (the first model). The infra-validator does not load a model
-the evaluator did not bless; when it blesses one, it writes `warmup_requests` TF Serving warm-up requests
-into the model (Format-Serving/assets.extra/tf_serving_warmup_requests), so the uploaded model loads warm.
+import-examples turns the CSV into TFX Examples (train/eval by a stable hash), transform runs the
+module's preprocessing_fn with tensorflow-transform on Beam and writes the transformed examples, and
+the tuner and trainer are wired as TFX wires its Trainer: `examples` = Transform's transformed
+examples, `schema` = the raw schema, `transform_graph` (module_transform.py asks for the transformed
+schema; its serving model applies the transform graph to raw tf.Examples, so the evaluator and the
+infra-validator send raw examples). The evaluator compares the new model with `baseline_model_uri`
+(e.g. the model now serving) when it is set, and judges it on the eval config's bounds alone when it
+is empty (the first model). The infra-validator does not load a model the evaluator did not bless;
+when it blesses one, it writes `warmup_requests` TF Serving warm-up requests into the model
+(Format-Serving/assets.extra/tf_serving_warmup_requests), so the uploaded model loads warm.
 
 Compile (for Kubeflow Pipelines or Vertex AI Pipelines):
     python -m pipelines.penguin_pipeline --output penguin_pipeline.yaml [--no-tune] [--image IMAGE]
 Run it on this machine with kfp.local, tasks as host processes (generic-trainer on PATH, no docker):
     python -m pipelines.penguin_pipeline --run-local --pipeline-root out/kfp-local --train-steps 200
 
-The pipeline's parameters name where the CSV, the schema and the module file live (gs:// on a cluster);
-`beam_pipeline_args` sends import-examples and transform to another Beam runner (e.g. Dataflow).
-`export_tflite` (on by default, with `tflite_quantization`) makes the trainer also write
-<model>/Format-TFLite/model.tflite, checked against the SavedModel on the eval split. It takes the parsed
-features (TFLite has no tf.Example parser) and runs the transform graph inside: module_transform.py's
-vocabularies give unknown strings a default id instead of tf.Transform's hash buckets (num_oov_buckets), since
-string hashing is not among TFLite's built-in ops (see the README's "TFLite export"). A module whose serving
-model does not convert fails the trainer, after it published the SavedModel: set export_tflite=False for it.
+The pipeline's parameters name where the CSV, the schema and the module file live (gs:// on a
+cluster); `beam_pipeline_args` sends import-examples and transform to another Beam runner (e.g.
+Dataflow). `export_tflite` (on by default, with `tflite_quantization`) makes the trainer also write
+<model>/Format-TFLite/model.tflite, checked against the SavedModel on the eval split. It takes the
+parsed features (TFLite has no tf.Example parser) and runs the transform graph inside:
+module_transform.py's vocabularies give unknown strings a default id instead of tf.Transform's hash
+buckets (num_oov_buckets), since string hashing is not among TFLite's built-in ops (see the README's
+"TFLite export"). A module whose serving model does not convert fails the trainer, after it
+published the SavedModel: set export_tflite=False for it.
 """
 
 # No `from __future__ import annotations`: kfp reads the pipeline function's annotations as types.
@@ -44,7 +49,8 @@ from typing import Any
 from pipelines import components
 
 PIPELINE_NAME = "generic-trainer-penguin"
-# Thresholds of the penguin classifier: at least 80% accuracy, and no more than 2 points below the baseline.
+# Thresholds of the penguin classifier: at least 80% accuracy, and no more than 2 points below the
+# baseline.
 EVAL_CONFIG = {
     "label_key": "species",
     "slices": [["island"], ["sex"]],
@@ -59,7 +65,8 @@ EXAMPLE_DIR = os.path.join(components.REPO, "examples", "penguin")
 
 
 def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
-    """The pipeline function (compile it, or call it under kfp.local); `tune=False` leaves the tuner out."""
+    """The pipeline function (compile it, or call it under kfp.local); `tune=False` leaves the tuner
+    out."""
     from kfp import dsl
     from kfp.dsl import Artifact, Model
 
@@ -159,7 +166,8 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
                 validated.outputs["blessed"], trainer, model_display_name, model_location
             )
 
-        # Both branches hold their own evaluator -> infra-validator (kfp.local cannot merge branch artifacts
+        # Both branches hold their own evaluator -> infra-validator (kfp.local cannot merge branch
+        # artifacts
         # with dsl.OneOf), so one compiled pipeline serves the first model and every later one.
         with dsl.If(baseline_model_uri != "", name="with-baseline"):
             baseline = dsl.importer(
@@ -174,14 +182,16 @@ def build_pipeline(image: str | None = None, tune: bool = True) -> Any:
 
 
 def upload_if_blessed(blessed: Any, trainer: Any, display_name: Any, location: Any) -> None:
-    """Vertex AI Model Registry: when the model is blessed (evaluator and infra-validator) and a display name is
-    given, import the trainer's SavedModel as a google.UnmanagedContainerModel and upload it with GCPC's
+    """Vertex AI Model Registry: when the model is blessed (evaluator and infra-validator) and a
+    display name is given, import the trainer's SavedModel as a google.UnmanagedContainerModel and
+    upload it with GCPC's
     ModelUploadOp. Pipeline steps; they run on Vertex AI Pipelines (GCPC calls the Vertex API)."""
     from google_cloud_pipeline_components.types.artifact_types import UnmanagedContainerModel
     from google_cloud_pipeline_components.v1.model import ModelUploadOp
     from kfp import dsl
 
-    # The pipeline parameter first: kfp.local then skips the whole block without resolving the nested output.
+    # The pipeline parameter first: kfp.local then skips the whole block without resolving the
+    # nested output.
     with dsl.If(display_name != "", name="upload-requested"):
         with dsl.If(blessed == True, name="blessed"):  # noqa: E712 - a pipeline condition, not Python's ==
             serving = dsl.importer(
@@ -220,7 +230,8 @@ def run_local(
     eval_steps: int = 20,
     timeout_s: float | None = None,
 ) -> Any:
-    """Run the pipeline with kfp.local on this host (generic-trainer on PATH, or beside this Python)."""
+    """Run the pipeline with kfp.local on this host (generic-trainer on PATH, or beside this
+    Python)."""
     from pipelines.host_runner import host_runner
 
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])

@@ -1,5 +1,5 @@
-"""The trainer as a multi-worker Vertex AI custom job inside a Vertex AI pipeline, then evaluate, infra-validate
-and, when blessed, upload to Vertex AI Model Registry.
+"""The trainer as a multi-worker Vertex AI custom job inside a Vertex AI pipeline, then evaluate,
+infra-validate and, when blessed, upload to Vertex AI Model Registry.
 
 Google Cloud Pipeline Components' `create_custom_training_job_from_component` wraps the trainer
 component: the task runs as a Vertex CustomJob whose worker pool 0 is the chief (1 replica) and
@@ -7,16 +7,19 @@ worker pool 1 holds the other `replica_count - 1` workers, all with the same ima
 machine (the chief's machine may differ: `chief_machine_type`); pool 2 can hold Reduction Server
 replicas. Vertex gives every replica a CLUSTER_SPEC (and TF_CONFIG); generic-trainer picks
 MultiWorkerMirroredStrategy from it, and only the chief writes the model and the executor output.
-With `base_output_directory` Vertex sets AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR
-(the trainer keeps its checkpoints under AIP_CHECKPOINT_DIR/<run>/<task>); `tensorboard` names a
-Vertex AI TensorBoard instance to stream the run to. The job options (scheduling, network,
-encryption, pools) are those of `generic-trainer vertex-job`, checked the same way before compiling.
+With `base_output_directory` Vertex sets AIP_MODEL_DIR / AIP_CHECKPOINT_DIR /
+AIP_TENSORBOARD_LOG_DIR (the trainer keeps its checkpoints under AIP_CHECKPOINT_DIR/<run>/<task>);
+`tensorboard` names a Vertex AI TensorBoard instance to stream the run to. The job options
+(scheduling, network, encryption, pools) are those of `generic-trainer vertex-job`, checked the same
+way before compiling.
 
 Compile:
-    python -m pipelines.vertex_multiworker_pipeline --output vertex_pipeline.yaml --replica-count 3 \\
+    python -m pipelines.vertex_multiworker_pipeline --output vertex_pipeline.yaml --replica-count 3
+    \\
         --machine-type n1-standard-8 --accelerator-type NVIDIA_TESLA_T4 --accelerator-count 1 \\
-        --base-output-directory gs://BUCKET/generic-trainer [--tensorboard projects/P/locations/R/tensorboards/ID] \\
-        [--scheduling-strategy SPOT --timeout 12h --network ... --label team=ml ...]
+        --base-output-directory gs://BUCKET/generic-trainer [--tensorboard
+        projects/P/locations/R/tensorboards/ID] \\ [--scheduling-strategy SPOT --timeout 12h
+        --network ... --label team=ml ...]
 Then submit the YAML with google-cloud-aiplatform's PipelineJob (see README).
 """
 
@@ -29,7 +32,8 @@ from typing import Any
 from pipelines import components
 
 PIPELINE_NAME = "generic-trainer-vertex-multiworker"
-# vertex-job's production flags (generic_trainer.intake.vertex_options), as custom_job_trainer's keywords.
+# vertex-job's production flags (generic_trainer.intake.vertex_options), as custom_job_trainer's
+# keywords.
 PRODUCTION_OPTIONS = (
     "scheduling_strategy",
     "max_wait_duration",
@@ -56,10 +60,11 @@ def job_options(
     accelerator_count: int,
     **production: Any,
 ) -> dict[str, Any]:
-    """Validate the production options as `vertex-job` does (same errors); returns vertex.JobOptions fields.
+    """Validate the production options as `vertex-job` does (same errors); returns vertex.JobOptions
+    fields.
 
-    `production` holds flag-style values: durations like "12h", `label` as ["key=value", ...] (or a dict),
-    `reserved_ip_range` as a list of names.
+    `production` holds flag-style values: durations like "12h", `label` as ["key=value", ...] (or a
+    dict), `reserved_ip_range` as a list of names.
     """
     from generic_trainer.intake import vertex_options
 
@@ -88,9 +93,11 @@ def custom_job_trainer(
     image: str | None = None,
     **production: Any,
 ) -> Any:
-    """The trainer component wrapped as a Vertex CustomJob of `replica_count` replicas (chief + workers).
+    """The trainer component wrapped as a Vertex CustomJob of `replica_count` replicas (chief +
+    workers).
 
-    `production`: vertex-job's scheduling, network, encryption and pool options (see PRODUCTION_OPTIONS).
+    `production`: vertex-job's scheduling, network, encryption and pool options (see
+    PRODUCTION_OPTIONS).
     """
     from google_cloud_pipeline_components.v1.custom_job import (
         create_custom_training_job_from_component,
@@ -132,8 +139,9 @@ def custom_job_trainer(
 
 
 def trainer_for_custom_job(image: str | None = None) -> Any:
-    """The trainer component without its `strategy` input, which GCPC's wrapper would merge with the custom job's own
-    `strategy` (Vertex's scheduling strategy: STANDARD, SPOT, FLEX_START). The trainer then runs with its default
+    """The trainer component without its `strategy` input, which GCPC's wrapper would merge with the
+    custom job's own `strategy` (Vertex's scheduling strategy: STANDARD, SPOT, FLEX_START). The
+    trainer then runs with its default
     tf.distribute strategy, auto: MultiWorkerMirroredStrategy from the CLUSTER_SPEC Vertex sets."""
     import yaml
     from google.protobuf import json_format
@@ -149,7 +157,8 @@ def trainer_for_custom_job(image: str | None = None) -> Any:
 
 
 def _set_pools(job: Any, opts: Mapping[str, Any]) -> None:
-    """The chief's own machine (pool 0) and Reduction Server replicas (pool 2), which GCPC's wrapper does not offer:
+    """The chief's own machine (pool 0) and Reduction Server replicas (pool 2), which GCPC's wrapper
+    does not offer:
     set in the wrapped component's default worker_pool_specs."""
     if not opts.get("chief_machine_type") and not opts.get("reduction_server_count"):
         return
@@ -173,10 +182,11 @@ def _set_pools(job: Any, opts: Mapping[str, Any]) -> None:
 
 
 def build_pipeline(evaluate: bool = True, **job_options: Any) -> Any:
-    """The pipeline function; `job_options` go to custom_job_trainer (replica_count, machine_type, ...).
+    """The pipeline function; `job_options` go to custom_job_trainer (replica_count, machine_type,
+    ...).
 
-    With `evaluate` (default) the trained model is evaluated against `eval_config`, infra-validated, and
-    uploaded to Vertex AI Model Registry when blessed and `model_display_name` is given.
+    With `evaluate` (default) the trained model is evaluated against `eval_config`, infra-validated,
+    and uploaded to Vertex AI Model Registry when blessed and `model_display_name` is given.
     """
     from kfp import dsl
     from kfp.dsl import Artifact, Dataset

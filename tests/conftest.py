@@ -1,4 +1,5 @@
-"""Shared test fixtures: paths of the bundled example, a CLI runner, free ports, a trained model (made once per
+"""Shared test fixtures: paths of the bundled example, a CLI runner, free ports, a trained model
+(made once per
 run, shared by the xdist workers), the GCS emulator; and the order tests run in (longest first)."""
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ PENGUIN = REPO / "examples" / "penguin"
 
 def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a CLI subprocess: no cluster variables leaking in from outside, and no
-    TF_USE_LEGACY_KERAS (a test that ran `cli.main` in this worker process set it; `--keras auto` reads it)."""
+    TF_USE_LEGACY_KERAS (a test that ran `cli.main` in this worker process set it; `--keras auto`
+    reads it)."""
     leaked = ("TF_CONFIG", "CLUSTER_SPEC", "TF_USE_LEGACY_KERAS")
     env = {k: v for k, v in os.environ.items() if k not in leaked and not k.startswith("AIP_")}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -35,7 +37,8 @@ def run_cli(
     timeout: float = 300,
     cwd: str | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run `python -m generic_trainer ARGS` as KFP, docker or Vertex would; returns the finished process."""
+    """Run `python -m generic_trainer ARGS` as KFP, docker or Vertex would; returns the finished
+    process."""
     return subprocess.run(
         [sys.executable, "-m", "generic_trainer", *map(str, args)],
         env=cli_env(env),
@@ -59,9 +62,10 @@ def penguin() -> Path:
 
 
 def shared_across_workers(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path:
-    """`make(dir)` run once per test session, even under pytest-xdist, whose workers would each run it: the
-    first worker to ask makes it in a directory all workers of this run share (under a file lock), the
-    others wait for it and use it. Returns the directory; tests only read it. Without xdist: a new temp dir.
+    """`make(dir)` run once per test session, even under pytest-xdist, whose workers would each run
+    it: the first worker to ask makes it in a directory all workers of this run share (under a file
+    lock), the others wait for it and use it. Returns the directory; tests only read it. Without
+    xdist: a new temp dir.
     """
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         out = tmp_path_factory.mktemp(name)
@@ -83,7 +87,8 @@ def shared_across_workers(tmp_path_factory, name: str, make: Callable[[Path], No
 
 @pytest.fixture(scope="session")
 def trained_penguin_model(tmp_path_factory) -> Path:
-    """A model dir (with Format-Serving) trained once per session by the real CLI on the bundled example."""
+    """A model dir (with Format-Serving) trained once per session by the real CLI on the bundled
+    example."""
 
     def train(out: Path) -> None:
         proc = run_cli(
@@ -125,7 +130,8 @@ def gcs_emulator():
 
 
 def gcs_upload(host: str, bucket: str, name: str, data: bytes) -> str:
-    """Upload `data` to the emulator as gs://bucket/name with google-cloud-storage; returns the URI."""
+    """Upload `data` to the emulator as gs://bucket/name with google-cloud-storage; returns the
+    URI."""
     from google.cloud import storage
 
     os.environ["STORAGE_EMULATOR_HOST"] = host
@@ -146,18 +152,21 @@ LONGEST_FIRST = (
     "test_task_multiworker.py",
     "test_hostile.py",
 )
-# Module fixtures that cannot be shared between processes (test_kfp_local.py's one pipeline run, with its
+# Module fixtures that cannot be shared between processes (test_kfp_local.py's one pipeline run,
+# with its
 # in-memory task handlers): their tests go first, all on the first worker, before any worker steals.
 UNSPLIT_FIXTURES = ("kfp_run",)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Order the tests longest first: the tests of an unsplit fixture, the e2e tests (a minute or more each), the
-    other slow tests of the longest files, the other slow tests, then the fast ones (collection order within each).
+    """Order the tests longest first: the tests of an unsplit fixture, the e2e tests (a minute or
+    more each), the other slow tests of the longest files, the other slow tests, then the fast ones
+    (collection order within each).
 
-    `make test` runs pytest-xdist with --dist worksteal: the first worker gets the first half of this list (the long
-    tests), the other the second half (fast ones); a worker that runs out takes the back half of the other's queue,
-    and so on. So the longest tests run early, on the first worker, and both workers end together on short ones.
+    `make test` runs pytest-xdist with --dist worksteal: the first worker gets the first half of
+    this list (the long tests), the other the second half (fast ones); a worker that runs out takes
+    the back half of the other's queue, and so on. So the longest tests run early, on the first
+    worker, and both workers end together on short ones.
     """
     unmarked = [
         item.nodeid

@@ -1,8 +1,9 @@
-"""A GPU the runtime cannot use is an error, never a silent CPU run (generic_trainer.fit.accelerator).
+"""A GPU the runtime cannot use is an error, never a silent CPU run
+(generic_trainer.fit.accelerator).
 
-GPUs are simulated the way the runtime looks for them: a directory of `nvidia<N>` device files, a fake
-`nvidia-smi` on PATH, CUDA_VISIBLE_DEVICES. The CLI tests run the real TensorFlow of this machine, which
-registers no GPU, with a fake nvidia-smi saying there is one.
+GPUs are simulated the way the runtime looks for them: a directory of `nvidia<N>` device files, a
+fake `nvidia-smi` on PATH, CUDA_VISIBLE_DEVICES. The CLI tests run the real TensorFlow of this
+machine, which registers no GPU, with a fake nvidia-smi saying there is one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from conftest import PENGUIN, run_cli
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit import accelerator
 
-# What TensorFlow 2.21 logged on an H100 whose image lacked nvidia/cusolver/lib on the library path (issue 26).
+# What TensorFlow 2.21 logged on an H100 whose image lacked nvidia/cusolver/lib on the library path
+# (issue 26).
 H100_LOG = """\
 I0000 00:00:1764000000.1 12 cuda_executor.cc:1015] successful NUMA node read from SysFS had negative value (-1)
 W0000 00:00:1764000000.2 12 dso_loader.cc:69] Could not load dynamic library 'libcusolver.so.11'; dlerror: \
@@ -27,7 +29,8 @@ libraries mentioned above are installed properly if you would like to use GPU. S
 
 
 def fake_nvidia_smi(bin_dir: Path, gpus: int) -> str:
-    """A `nvidia-smi` printing `gpus` lines as `nvidia-smi -L` does; returns a PATH with it first."""
+    """A `nvidia-smi` printing `gpus` lines as `nvidia-smi -L` does; returns a PATH with it
+    first."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     lines = "\n".join(
         f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-0000000{i}-aaaa-bbbb-cccc-000000000000)"
@@ -138,8 +141,10 @@ def _train_args(tmp_path: Path, *extra: str) -> list:
 
 @pytest.mark.slow
 def test_train_with_a_gpu_tensorflow_cannot_use_stops_before_training_unless_cpu_is_meant(tmp_path):
-    """A fake nvidia-smi says this machine has a GPU; TensorFlow here registers none: train exits 2 before
-    training and writes no model; with --accelerator cpu the same run trains and says what it found and used."""
+    """A fake nvidia-smi says this machine has a GPU; TensorFlow here registers none: train exits 2
+    before
+    training and writes no model; with --accelerator cpu the same run trains and says what it
+    found and used."""
     env = {"PATH": fake_nvidia_smi(tmp_path / "bin", 1)}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     proc = run_cli(_train_args(tmp_path), env=env | {"CUDA_VISIBLE_DEVICES": "0"}, timeout=300)
@@ -164,7 +169,8 @@ def test_train_with_a_gpu_tensorflow_cannot_use_stops_before_training_unless_cpu
 
 
 def test_tensorflows_log_is_read_on_its_way_to_stderr(capfd):
-    """What C++ code writes to file descriptor 2 inside the block reaches stderr as before, and is read."""
+    """What C++ code writes to file descriptor 2 inside the block reaches stderr as before, and is
+    read."""
     with accelerator.tee_stderr() as text:
         os.write(2, H100_LOG.encode())
     assert accelerator.libraries_not_loaded("".join(text)) == ["libcusolver.so.11"]

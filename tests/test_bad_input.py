@@ -89,7 +89,8 @@ def test_numeric_flags_are_found_from_the_parser():
 
 @pytest.fixture()
 def layout(tmp_path):
-    """Just enough for each verb's request to be built: an examples dir, a model dir, a module path."""
+    """Just enough for each verb's request to be built: an examples dir, a model dir, a module
+    path."""
     (tmp_path / "examples").mkdir()
     (tmp_path / "model").mkdir()
     return tmp_path
@@ -286,7 +287,8 @@ def test_task_config_dump_masks_secrets_in_lists():
     cfg = build_experiment(
         ExperimentConfig(),
         params_override=(
-            "task.custom_config={creds: [{api_key: list-s3cret}], secret_keys: k, k: str-s3cret, rows: 5}"
+            "task.custom_config={creds: [{api_key: list-s3cret}], secret_keys: k, k: str-s3cret, "
+            "rows: 5}"
         ),
     )
     text = to_yaml(cfg)
@@ -1024,7 +1026,8 @@ def test_tune_decodes_the_first_records_before_tuner_fn(tmp_path, capsys):
 def test_broken_config_file_exits_2_naming_the_file_before_anything_is_written(
     tmp_path, capsys, name, text
 ):
-    """--config-file is parsed while the request is built: exit 2, the file named, no model dir, no traceback."""
+    """--config-file is parsed while the request is built: exit 2, the file named, no model dir, no
+    traceback."""
     config = tmp_path / name
     config.write_text(text)
     code, err = _main(

@@ -1,5 +1,6 @@
-"""Hostile JSON and YAML: alias bombs, self-referencing aliases, deep nesting and huge texts are exit 2
-naming the input and the limit, fast, before TensorFlow loads, wherever the runtime parses them.
+"""Hostile JSON and YAML: alias bombs, self-referencing aliases, deep nesting and huge texts are
+exit 2 naming the input and the limit, fast, before TensorFlow loads, wherever the runtime parses
+them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from generic_trainer.task import config as task_config
 
 
 def alias_bomb(levels: int = 9, width: int = 9) -> str:
-    """The billion laughs in YAML: each level an anchored list of `width` aliases of the level before."""
+    """The billion laughs in YAML: each level an anchored list of `width` aliases of the level
+    before."""
     lines = ["a0: &a0 [" + ",".join(["x"] * width) + "]"]
     lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * width) + "]" for i in range(1, levels)]
     return "\n".join(lines) + "\n"
@@ -164,7 +166,8 @@ def test_deep_json_is_refused_wherever_the_user_gives_json(depth, tmp_path):
 
 
 def test_a_parameter_nested_in_the_executor_input_has_the_same_limit():
-    """KFP's own levels do not count: a custom_config one level over the limit is refused naming it."""
+    """KFP's own levels do not count: a custom_config one level over the limit is refused naming
+    it."""
     from generic_trainer.intake.request import json_object
 
     for depth, refused in ((MAX_DEPTH, False), (MAX_DEPTH + 1, True)):
@@ -206,7 +209,8 @@ def _write(tmp_path: Path, name: str, text: str) -> str:
 
 
 def _cases(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
-    """CLI argv and the expected message of each hostile case (the train verb, flags and executor input)."""
+    """CLI argv and the expected message of each hostile case (the train verb, flags and executor
+    input)."""
     task = [
         "train",
         "--examples",

@@ -1,11 +1,11 @@
 """Where checkpoints go, so that a retried task resumes and a new run never does.
 
-In a pipeline run the components pass KFP's run uuid and task name (`--run-id`, `--task-name`), and a
-checkpoint base dir (the `checkpoint_dir` parameter or $AIP_CHECKPOINT_DIR) gets `<run>/<task>`
+In a pipeline run the components pass KFP's run uuid and task name (`--run-id`, `--task-name`), and
+a checkpoint base dir (the `checkpoint_dir` parameter or $AIP_CHECKPOINT_DIR) gets `<run>/<task>`
 appended. The end-to-end test runs two pipelines at once with kfp.local (pipelines/host_runner.py:
 kfp's own placeholder resolution and retry loop, the container command as a host process) on one
-base dir; the first attempt of each trainer is SIGKILLed after a backup, kfp.local retries it, and the
-retry resumes its own run's backup.
+base dir; the first attempt of each trainer is SIGKILLed after a backup, kfp.local retries it, and
+the retry resumes its own run's backup.
 """
 
 # No `from __future__ import annotations`: kfp reads the pipeline functions' annotations as types.
@@ -74,7 +74,8 @@ def test_a_bad_run_id_is_named(tmp_path):
         _train(tmp_path, {"AIP_CHECKPOINT_DIR": str(tmp_path)}, run_id="r", task_name="a/b")
 
 
-# A run_fn that trains 5 epochs with the runtime's backup callback. Its first attempt (per run) waits
+# A run_fn that trains 5 epochs with the runtime's backup callback. Its first attempt (per run)
+# waits
 # until the other run's first attempt is running too, then SIGKILLs itself after epoch 3's backup.
 MODULE = textwrap.dedent("""
     import json, os, signal, time
@@ -112,7 +113,8 @@ MODULE = textwrap.dedent("""
         model.export(fn_args.serving_model_dir)
 """)
 
-# One kfp.local pipeline run: import the examples, train with one retry. argv: root, module, base, name, other.
+# One kfp.local pipeline run: import the examples, train with one retry. argv: root, module, base,
+# name, other.
 RUN_PIPELINE = textwrap.dedent("""
     import json, os, sys
     sys.path.insert(0, {repo!r})

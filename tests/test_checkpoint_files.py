@@ -1,4 +1,5 @@
-"""checkpoint_files: listing complete checkpoints, removing the ones not kept, reading the JSON beside them."""
+"""checkpoint_files: listing complete checkpoints, removing the ones not kept, reading the JSON
+beside them."""
 
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ from components import build, specs
 TRAINER_YAML = REPO / "components" / "trainer" / "component.yaml"
 TUNER_YAML = REPO / "components" / "tuner" / "component.yaml"
 EXPECTED_ARGS = ["--executor-input", "{{$}}", "--executor-output-file", "{{$.outputs.output_file}}"]
-# train and tune also get the run's identity from KFP, for their checkpoint dir (<base>/<run uuid>/<task name>).
+# train and tune also get the run's identity from KFP, for their checkpoint dir (<base>/<run
+# uuid>/<task name>).
 RUN_IDENTITY = ["--run-id", "{{$.pipeline_job_uuid}}", "--task-name", "{{$.pipeline_task_name}}"]
 
 
@@ -65,7 +66,8 @@ def test_trainer_container_runs_the_train_verb_with_the_executor_input():
 
 
 def test_command_is_the_images_entrypoint():
-    """Kubernetes runs the command in place of the ENTRYPOINT; the ENTRYPOINT script runs it when docker
+    """Kubernetes runs the command in place of the ENTRYPOINT; the ENTRYPOINT script runs it when
+    docker
     (kfp.local's DockerRunner) appends it (tests/test_image_entrypoint.py)."""
     dockerfile = (REPO / "images" / "trainer" / "Dockerfile").read_text()
     entrypoints = re.findall(r"^ENTRYPOINT\s+(\[.*\])\s*$", dockerfile, re.M)
@@ -183,7 +185,8 @@ def test_tuner_interface():
 
 
 def test_runtime_maps_every_artifact_of_the_components():
-    """Each input/output artifact name of the YAML is one kfp_io turns into a request value (the maps it is
+    """Each input/output artifact name of the YAML is one kfp_io turns into a request value (the
+    maps it is
     handed are derived from the declarations: cli.ARTIFACTS)."""
     from generic_trainer.cli import ARTIFACTS
 
@@ -195,7 +198,8 @@ def test_runtime_maps_every_artifact_of_the_components():
 
 @pytest.mark.parametrize("verb, path", [("train", TRAINER_YAML), ("tune", TUNER_YAML)])
 def test_cli_accepts_every_component_parameter(verb, path):
-    """Parameters arrive as values keyed by name; each must be a flag of the verb (or train_args/eval_args)."""
+    """Parameters arrive as values keyed by name; each must be a flag of the verb (or
+    train_args/eval_args)."""
     from generic_trainer import cli
 
     parser = cli.build_parser()
@@ -209,11 +213,14 @@ def test_cli_accepts_every_component_parameter(verb, path):
 # CLI flags a component deliberately does not offer as an input, and why.
 CLI_ONLY = {
     "executor_input": "the KFP contract itself: the component passes {{$}}",
-    "executor_output_file": "the KFP contract itself: the component passes {{$.outputs.output_file}}",
+    "executor_output_file": "the KFP contract itself: the component passes "
+    "{{$.outputs.output_file}}",
     "run_id": "filled by KFP's {{$.pipeline_job_uuid}} in the component's args, not by the user",
     "task_name": "filled by KFP's {{$.pipeline_task_name}} in the component's args, not by the user",
-    "gcs_root": "where gs:// is mounted is the platform's (/gcs on Vertex); tests and local runs set it",
-    "log_level": "KFP and Vertex log viewers filter by level themselves; INFO is what a run should show",
+    "gcs_root": "where gs:// is mounted is the platform's (/gcs on Vertex); tests and local runs "
+    "set it",
+    "log_level": "KFP and Vertex log viewers filter by level themselves; INFO is what a run should "
+    "show",
 }
 CLI_ONLY_BY_VERB = {
     "tune": {
@@ -237,7 +244,8 @@ OUTPUT_FLAGS = {
 
 @pytest.mark.parametrize("verb, path", [("train", TRAINER_YAML), ("tune", TUNER_YAML)])
 def test_component_inputs_match_the_cli_flags(verb, path):
-    """Every flag of the verb is a component input (or output), unless listed above with its reason."""
+    """Every flag of the verb is a component input (or output), unless listed above with its
+    reason."""
     from generic_trainer import cli
     from generic_trainer.cli import ARTIFACTS
 

@@ -1,4 +1,5 @@
-"""generic_trainer.data against the real tfx_bsl reader, on small generated TFX Examples artifacts."""
+"""generic_trainer.data against the real tfx_bsl reader, on small generated TFX Examples
+artifacts."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ feature { name: "v_str" type: BYTES value_count { min: 0 max: 3 } }
 feature { name: "v_int" type: INT }
 feature { name: "gone" type: INT deprecated: true }
 """ + "".join(
-    f'feature {{ name: "w{i:02d}" type: FLOAT presence {{ min_fraction: 1 }} shape {{ dim {{ size: 1 }} }} }}\n'
+    f'feature {{ name: "w{i:02d}" type: FLOAT presence {{ min_fraction: 1 }} shape {{ dim {{ size: '
+    "1 } } }\n"
     for i in range(WIDE)
 )
 
@@ -87,7 +89,8 @@ def write_schema(path: str, text: str) -> schema_pb2.Schema:
 
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory) -> str:
-    """Examples dir: Split-train = 3 gzipped shards, Split-eval = 1 uncompressed file; schema.pbtxt."""
+    """Examples dir: Split-train = 3 gzipped shards, Split-eval = 1 uncompressed file;
+    schema.pbtxt."""
     root = str(tmp_path_factory.mktemp("examples"))
     train = [main_row(i) for i in range(ROWS["train"])]
     for shard in range(3):
@@ -439,7 +442,8 @@ def test_record_batches_are_tfx_bsls(artifact, with_schema):
 
 
 def test_sklearn_style_module_reads_record_batches_and_fits_with_numpy(artifact, tmp_path):
-    """A run_fn in the idiom of TFX's sklearn penguin module: numpy arrays from record batches, a model
+    """A run_fn in the idiom of TFX's sklearn penguin module: numpy arrays from record batches, a
+    model
     fitted without TensorFlow, pickled into serving_model_dir."""
     import pickle
 

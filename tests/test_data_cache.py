@@ -1,7 +1,8 @@
-"""The data accessor's record cache (--cache-examples) and its one-reader path, on small generated Examples.
+"""The data accessor's record cache (--cache-examples) and its one-reader path, on small generated
+Examples.
 
-Real tf.data pipelines: a cached pipeline must give the same batches as an uncached one, and must not read the
-files again after its first epoch (shown by deleting them mid-run).
+Real tf.data pipelines: a cached pipeline must give the same batches as an uncached one, and must
+not read the files again after its first epoch (shown by deleting them mid-run).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def test_cached_epochs_come_from_memory_with_the_same_records(examples, shuffle)
 
 
 def test_one_reader_gives_the_interleaves_order(examples, monkeypatch):
-    """With one file read at a time (2 cores), one reader over the file list replaces the interleave: the
+    """With one file read at a time (2 cores), one reader over the file list replaces the
+    interleave: the
     records come in the same order as the interleave of one-file readers gives them."""
     pattern, schema = examples
     options = DatasetOptions(batch_size=7, num_epochs=1, shuffle=False, label_key="label")
@@ -94,7 +96,8 @@ def test_one_reader_gives_the_interleaves_order(examples, monkeypatch):
 
 
 def _gzip(path):
-    """A compression function that is a tensor, as for a mix of files: the interleave path is taken."""
+    """A compression function that is a tensor, as for a mix of files: the interleave path is
+    taken."""
     import tensorflow as tf
 
     return (

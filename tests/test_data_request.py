@@ -1,4 +1,5 @@
-"""The data verbs' requests: one Beam preamble (beam_inputs) decides where their paths point, for both verbs."""
+"""The data verbs' requests: one Beam preamble (beam_inputs) decides where their paths point, for
+both verbs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The manual: README as the front door, docs/ as an mkdocs site, its reference generated from the declarations."""
+"""The manual: README as the front door, docs/ as an mkdocs site, its reference generated from the
+declarations."""
 
 import argparse
 import importlib.util
@@ -94,7 +95,8 @@ def test_the_readme_is_a_front_door_whose_links_resolve():
 
 
 def test_the_guides_flag_tables_name_only_flags_that_exist():
-    """A guide's hand-written flag table explains flags; one a verb no longer has is a stale page."""
+    """A guide's hand-written flag table explains flags; one a verb no longer has is a stale
+    page."""
     from generic_trainer import cli
 
     sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))

@@ -107,7 +107,8 @@ def test_eval_config_errors_name_the_key(config, key, needle):
 
 
 def test_tfma_configs_pass_through_as_text():
-    """A TFMA EvalConfig (text proto, JSON, dict) is handed to TFMA as it is, fields TFMA has included."""
+    """A TFMA EvalConfig (text proto, JSON, dict) is handed to TFMA as it is, fields TFMA has
+    included."""
     text = (
         "model_specs { signature_name: 'serving_default' label_key: 'species_xf'\n"
         "  preprocessing_function_names: 'transform_features' }\n"

@@ -1,4 +1,5 @@
-"""fit_hooks: progress logs, history capture and speed options applied to a module's own Keras calls."""
+"""fit_hooks: progress logs, history capture and speed options applied to a module's own Keras
+calls."""
 
 from __future__ import annotations
 
@@ -79,8 +80,9 @@ def test_speed_options_reach_the_modules_compile_and_are_undone():
 def test_datasets_reaching_fit_are_prefetched_to_the_device_with_the_same_batches(
     caplog, keras_mode
 ):
-    """On CPU the target device is forced to /device:CPU:0 (a GPU run gets /device:GPU:0): the module still
-    transforms the dataset (`take`) before fit, and SGD from the same weights ends in the same weights only
+    """On CPU the target device is forced to /device:CPU:0 (a GPU run gets /device:GPU:0): the
+    module still transforms the dataset (`take`) before fit, and SGD from the same weights ends in
+    the same weights only
     if fit saw the same batches in the same order, in training and in validation."""
     import importlib
 
@@ -114,7 +116,8 @@ def test_datasets_reaching_fit_are_prefetched_to_the_device_with_the_same_batche
     assert history == plain_history and len(history[0]["val_loss"]) == 2
     for got, want in zip(weights, plain_weights, strict=True):
         np.testing.assert_array_equal(got, want)
-    # A dataset the module prefetched to a device itself is left as it is; class_weight leaves fit's data alone.
+    # A dataset the module prefetched to a device itself is left as it is; class_weight leaves fit's
+    # data alone.
     prefetch = fit_hooks.DevicePrefetch("/device:CPU:0")
     data = tf.data.Dataset.range(4).batch(2)
     on_device = data.apply(tf.data.experimental.prefetch_to_device("/device:CPU:0"))
@@ -132,7 +135,8 @@ def test_module_choices_win_over_runtime_defaults():
 
 
 def _event_contents(log_dir) -> dict[str, set[str]]:
-    """{run (subdirectory): tags of its summaries, plus 'graph_def' when a graph was written (Keras 3.15
+    """{run (subdirectory): tags of its summaries, plus 'graph_def' when a graph was written (Keras
+    3.15
     writes none: its train function has no `function_spec`)}."""
     import tensorflow as tf
 
@@ -173,7 +177,8 @@ def _fit_with_tensorboard(log_dir, update_freq="epoch"):
     model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
     calls = []
 
-    class CountingSummary:  # tf.summary, counting scalar calls (the callback's lazily set summary module)
+    # tf.summary, counting scalar calls (the callback's lazily set summary module)
+    class CountingSummary:
         def __getattr__(self, name):
             return getattr(tf.summary, name)
 

@@ -1,4 +1,5 @@
-"""The part train and tune share: FitRequest's fields checked by one function, FnArgs built by one function."""
+"""The part train and tune share: FitRequest's fields checked by one function, FnArgs built by one
+function."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from generic_trainer.errors import UserInputError
 from generic_trainer.fit.requests import FitRequest, TrainRequest, TuneRequest
 from generic_trainer.intake.fit_request import build_train_request, build_tune_request
 
-# FitRequest fields that each verb resolves its own way (train: its strategies and the model-run dir's
+# FitRequest fields that each verb resolves its own way (train: its strategies and the model-run
+# dir's
 # checkpoints; tune: per-replica strategies and checkpoints beside best_hyperparameters).
 OWN = {"checkpoint_dir", "strategy"}
 
@@ -150,7 +152,8 @@ def test_fn_args_of_train_and_tune_come_from_one_builder(tmp_path):
     chief.hyperparameters["units"] = 99
     chief.custom_config["epochs"] = 99
     assert train.hyperparameters["units"] == 8 and train.custom_config["epochs"] == 2
-    # Several training workers: datasets shard by example when files are few; the tuner's replicas do not shard.
+    # Several training workers: datasets shard by example when files are few; the tuner's replicas
+    # do not shard.
     assert (
         isinstance(chief.data_accessor, sharding.ShardingDataAccessor)
         and chief.data_accessor.num_workers == 2

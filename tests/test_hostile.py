@@ -1,6 +1,7 @@
-"""Hostile user code and models (tests/hostile/), through the real CLI: modules that end the process at import
-or in run_fn / tuner_fn / a Task, leave a non-daemon thread running, hang in run_fn (SIGTERM), write outside
-their dirs; models that hang or allocate without bound under evaluate's and infra-validate's sandbox.
+"""Hostile user code and models (tests/hostile/), through the real CLI: modules that end the process
+at import or in run_fn / tuner_fn / a Task, leave a non-daemon thread running, hang in run_fn
+(SIGTERM), write outside their dirs; models that hang or allocate without bound under evaluate's and
+infra-validate's sandbox.
 The README's "Hostile and bad input" table lists these cases."""
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def _nothing_published(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# User code that ends the process: exit 3 naming the code it asked for, never a success without a model
+# User code that ends the process: exit 3 naming the code it asked for, never a success without a
+# model
 # --------------------------------------------------------------------------------------------
 
 
@@ -165,11 +167,13 @@ def _no_lock_or_staging(tmp_path: Path) -> None:
     [
         (
             "os_exit",
-            "the run ended with exit status 0 (os._exit() or a library ending the process) while run_fn ran",
+            "the run ended with exit status 0 (os._exit() or a library ending the process) while "
+            "run_fn ran",
         ),
         (
             "kill_self",
-            "the run was killed by SIGKILL (the out-of-memory killer, or a kill from outside?) while run_fn ran",
+            "the run was killed by SIGKILL (the out-of-memory killer, or a kill from outside?) "
+            "while run_fn ran",
         ),
     ],
 )
@@ -185,7 +189,8 @@ def test_ending_the_process_in_run_fn_is_exit_3_and_releases_the_lock(tmp_path, 
 
 @pytest.mark.slow
 def test_a_forged_completion_entry_without_a_model_is_exit_3(tmp_path):
-    """Issue 31: the parent decides success: a run_fn that writes the run record's `end` entry itself and
+    """Issue 31: the parent decides success: a run_fn that writes the run record's `end` entry
+    itself and
     ends the process leaves no model, so the run is exit 3, not 0."""
     proc = run_cli(_endings(tmp_path, "forge_end"))
     assert proc.returncode == 3, proc.stderr[-3000:]
@@ -201,7 +206,8 @@ def test_a_forged_completion_entry_without_a_model_is_exit_3(tmp_path):
 
 @pytest.mark.slow
 def test_a_process_left_running_by_run_fn_is_named_and_ended_and_does_not_hold_the_pipe(tmp_path):
-    """`generic-trainer train ... | cat` waited for the `sleep 1000` run_fn left holding stdout: now the run ends
+    """`generic-trainer train ... | cat` waited for the `sleep 1000` run_fn left holding stdout: now
+    the run ends
     at once, naming the process and ending it."""
     proc = subprocess.Popen(
         [
@@ -290,11 +296,13 @@ def test_a_secret_in_an_exception_message_is_masked_in_every_line(tmp_path, form
     [
         (
             "bad_str",
-            "train failed: run_fn raised BadStr: <its message could not be read: str() raised ValueError>",
+            "train failed: run_fn raised BadStr: <its message could not be read: str() raised "
+            "ValueError>",
         ),
         (
             "base_exception",
-            "train failed: run_fn raised NotAnException: stop everything (a BaseException that is not an "
+            "train failed: run_fn raised NotAnException: stop everything (a BaseException that is "
+            "not an "
             "Exception: raise an Exception subclass)",
         ),
     ],
@@ -352,7 +360,8 @@ def test_non_daemon_thread_left_running_does_not_keep_the_process_alive(tmp_path
 
 @pytest.mark.slow
 def test_sigterm_ends_a_hanging_run_fn_promptly_with_143(tmp_path):
-    """What KFP / Vertex do with a task past its timeout: SIGTERM (then SIGKILL after a grace period).
+    """What KFP / Vertex do with a task past its timeout: SIGTERM (then SIGKILL after a grace
+    period).
     A run_fn hanging in Python is interrupted by the preemption handler: exit 143 at once."""
     log_path = tmp_path / "train.log"
     with open(log_path, "w") as log:
@@ -386,7 +395,8 @@ def test_sigterm_ends_a_hanging_run_fn_promptly_with_143(tmp_path):
 
 @pytest.mark.slow
 def test_writing_outside_its_dirs_does_not_touch_the_published_model(tmp_path):
-    """Needs the staging dir outside the published tree (issue 13 item 14, the i13a branch): on the old layout
+    """Needs the staging dir outside the published tree (issue 13 item 14, the i13a branch): on the
+    old layout
     serving_model_dir/../../Format-Serving IS the published model."""
     import tiny_serving
 
@@ -463,8 +473,10 @@ def test_sandbox_idle_limit_counts_from_the_last_progress(tmp_path, monkeypatch)
 
 
 def test_time_limit_at_the_memory_limit_blames_memory():
-    """A child still running at its time limit with its address space at the memory limit (a model thrashing
-    on allocations) is reported as a memory problem, with the limit; a plain hang as a time limit."""
+    """A child still running at its time limit with its address space at the memory limit (a model
+    thrashing
+    on allocations) is reported as a memory problem, with the limit; a plain hang as a time
+    limit."""
     from generic_trainer.judge import sandbox
 
     limits = sandbox.Limits(timeout=300, memory_limit=8 * 1024**3)
@@ -543,7 +555,8 @@ def _evaluate(model: str, out: Path, *extra) -> tuple[subprocess.CompletedProces
 @pytest.mark.e2e
 def test_evaluate_a_hanging_model_is_not_blessed_at_the_time_limit(hostile_models, tmp_path):
     started = time.monotonic()
-    # 60 s without progress: above TensorFlow's import (the longest stage before the hang) on a loaded machine,
+    # 60 s without progress: above TensorFlow's import (the longest stage before the hang) on a
+    # loaded machine,
     # seen at 47 s with the load average at 5 on 2 cores
     proc, reason = _evaluate(hostile_models["hanging"], tmp_path, "--timeout", "60")
     assert (

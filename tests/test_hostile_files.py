@@ -1,6 +1,7 @@
-"""Hostile files and paths (issue 24): outputs that are not regular files, overlapping and unmounted outputs,
-non-regular entries in a split, random record payloads, damaged gzip, absurd lock files, unbounded reads,
-a full disk, NaN metrics and a run_fn that changes the working directory. Most are checked before
+"""Hostile files and paths (issue 24): outputs that are not regular files, overlapping and unmounted
+outputs, non-regular entries in a split, random record payloads, damaged gzip, absurd lock files,
+unbounded reads, a full disk, NaN metrics and a run_fn that changes the working directory. Most are
+checked before
 TensorFlow loads; the README's hostile table lists them."""
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ def test_atomic_write_never_replaces_a_special_file(tmp_path):
             files.write_file_atomic(str(path), "{}")
         assert not os.path.isfile(path) or name.startswith("link"), name
     assert not list(tmp_path.glob("*.tmp-*"))
-    # A symlink to a regular file: the link itself (the output's own path) is replaced, never its target.
+    # A symlink to a regular file: the link itself (the output's own path) is replaced, never its
+    # target.
     target = tmp_path / "elsewhere.json"
     target.write_text("keep")
     (tmp_path / "out.json").symlink_to(target)
@@ -258,7 +260,8 @@ def test_shared_checkpoint_dir_and_data_outputs_are_locked(tmp_path):
 
 
 def test_two_import_examples_into_one_output(tmp_path):
-    """The second run, started while the first holds --output, fails at once (exit 2) naming the holder."""
+    """The second run, started while the first holds --output, fails at once (exit 2) naming the
+    holder."""
     lock = tmp_path / ".out.lock"
     lock.write_text(
         json.dumps(
@@ -658,7 +661,8 @@ def test_run_fn_changing_directory_and_returning_nan_metrics(tmp_path):
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage appended"])
 def test_a_data_loss_error_while_training_names_split_and_file(tmp_path, damage):
-    """What the input pipeline's DataLossError becomes (train's run_fn path and the Task loops use it)."""
+    """What the input pipeline's DataLossError becomes (train's run_fn path and the Task loops use
+    it)."""
     import tensorflow as tf
     from generic_trainer.records import record_checks
 

@@ -1,8 +1,9 @@
 """Hostile input of issue 31, each fixed at its cause: module sources (nesting, PEP 263, NUL bytes),
-TFRecord lengths, numbers and text the runtime decodes, and log lines forged with control characters.
+TFRecord lengths, numbers and text the runtime decodes, and log lines forged with control
+characters.
 
-Module sources and bad numbers run through the real CLI (exit 2 before TensorFlow loads); the readers
-and parsers are called directly on hostile files.
+Module sources and bad numbers run through the real CLI (exit 2 before TensorFlow loads); the
+readers and parsers are called directly on hostile files.
 """
 
 from __future__ import annotations
@@ -174,7 +175,8 @@ def test_big_integers_and_surrogates_on_the_cli_are_exit_2_before_tensorflow(tmp
 def test_nvidia_smi_output_that_is_not_utf8(tmp_path):
     smi = tmp_path / "nvidia-smi"
     smi.write_bytes(
-        b"#!/bin/sh\nprintf 'GPU 0: Tesla \\377\\376 X (UUID: GPU-1)\\nGPU 1: A\\033[2J (UUID: 2)\\n'\n"
+        b"#!/bin/sh\nprintf 'GPU 0: Tesla \\377\\376 X (UUID: GPU-1)\\nGPU 1: A\\033[2J (UUID: "
+        b"2)\\n'\n"
     )
     smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
     found = accelerator.detect({"PATH": str(tmp_path)}, dev_dir=str(tmp_path / "nodev"))

@@ -1,7 +1,7 @@
-"""Hostile paths and trees (issue 31, causes 1-5, 8, 12, 13, 17; issue 30's point 6): push's versions,
-locks on every output and on the model read, outputs against every input, blessing markers, push's
-staging on SIGTERM, bounded walks, paths classified, lock liveness, compression per file, empty
-feature names. Real files, the real CLI in this process (push imports no TensorFlow).
+"""Hostile paths and trees (issue 31, causes 1-5, 8, 12, 13, 17; issue 30's point 6): push's
+versions, locks on every output and on the model read, outputs against every input, blessing
+markers, push's staging on SIGTERM, bounded walks, paths classified, lock liveness, compression per
+file, empty feature names. Real files, the real CLI in this process (push imports no TensorFlow).
 """
 
 from __future__ import annotations

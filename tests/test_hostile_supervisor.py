@@ -1,8 +1,9 @@
-"""Issue 31: secrets from every channel masked on the whole stream, the supervisor deciding success in
-the parent (main output, atexit grace, signals from outside), and the examples cache within memory.
+"""Issue 31: secrets from every channel masked on the whole stream, the supervisor deciding success
+in the parent (main output, atexit grace, signals from outside), and the examples cache within
+memory.
 
-The supervisor runs real child processes (a small script stands in for the verb where the case is the
-supervisor's own); vertex-job --dry-run runs the real CLI without TensorFlow.
+The supervisor runs real child processes (a small script stands in for the verb where the case is
+the supervisor's own); vertex-job --dry-run runs the real CLI without TensorFlow.
 """
 
 from __future__ import annotations

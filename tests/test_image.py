@@ -28,7 +28,8 @@ CUDA_LOCKS = sorted(
 RUNTIME_LOCK = REPO / "requirements" / "runtime.lock"
 DOCKERIGNORE = REPO / ".dockerignore"
 COMPONENT_YAMLS = sorted((REPO / "components").glob("*/component.yaml"))
-# The components' container command (what Kubernetes runs in place of the ENTRYPOINT) and the image's
+# The components' container command (what Kubernetes runs in place of the ENTRYPOINT) and the
+# image's
 # ENTRYPOINT, a script that runs it when given as a command (tests/test_image_entrypoint.py).
 COMMAND = ["generic-trainer"]
 ENTRYPOINT = ["/usr/local/bin/generic-trainer-entrypoint"]
@@ -164,8 +165,10 @@ def test_cuda_locks_pin_exactly_tensorflows_and_cuda_extra(lock):
 
 
 def test_default_image_is_gpu_capable_with_the_cuda_tensorflow_is_built_with():
-    """ACCELERATOR defaults to cuda and CUDA_LOCK to cuda.lock: the lower bounds of the `and-cuda` extra, the
-    versions TensorFlow is built and tested with (its build info names the CUDA version, 12.5.1 for 2.21)."""
+    """ACCELERATOR defaults to cuda and CUDA_LOCK to cuda.lock: the lower bounds of the `and-cuda`
+    extra, the
+    versions TensorFlow is built and tested with (its build info names the CUDA version, 12.5.1
+    for 2.21)."""
     import importlib.util
 
     _, blocks = stages()
@@ -199,8 +202,9 @@ def test_default_image_is_gpu_capable_with_the_cuda_tensorflow_is_built_with():
 
 @pytest.mark.parametrize("lock", CUDA_LOCKS, ids=lambda p: p.name)
 def test_every_lock_takes_ptxas_from_cuda_12_6_3(lock):
-    """XLA runs ptxas (nvidia-cuda-nvcc-cu12) and logs an error on every GPU run when it comes from CUDA <= 12.6.2
-    ("miscompile certain edge cases around clamping. Please upgrade to CUDA 12.6.3 or newer"): 12.6.85 is
+    """XLA runs ptxas (nvidia-cuda-nvcc-cu12) and logs an error on every GPU run when it comes from
+    CUDA <= 12.6.2 ("miscompile certain edge cases around clamping. Please upgrade to CUDA 12.6.3 or
+    newer"): 12.6.85 is
     CUDA 12.6.3's. The rest of cuda.lock stays at the versions TensorFlow is built with."""
     from packaging.version import Version
 
@@ -208,7 +212,8 @@ def test_every_lock_takes_ptxas_from_cuda_12_6_3(lock):
 
 
 def test_blackwell_lock_meets_nvidias_blackwell_minimums():
-    """B200/GB200/RTX PRO 6000 need CUDA >= 12.8 libraries and cuDNN >= 9.7 (NVIDIA's support matrices)."""
+    """B200/GB200/RTX PRO 6000 need CUDA >= 12.8 libraries and cuDNN >= 9.7 (NVIDIA's support
+    matrices)."""
     from packaging.version import Version
 
     pins = lock_pins(CUDA_BLACKWELL_LOCK)
@@ -230,7 +235,8 @@ def test_dependencies_come_from_the_lock_files():
     assert "requirements/runtime.lock" in copies and RUNTIME_LOCK.is_file()
     assert "images/trainer/cuda.lock" in copies and CUDA_LOCK.is_file()
     assert "images/trainer/cuda-blackwell.lock" in copies and CUDA_BLACKWELL_LOCK.is_file()
-    # slim.py turns both lock files into the pins to install (minus what it leaves out), installed with
+    # slim.py turns both lock files into the pins to install (minus what it leaves out), installed
+    # with
     # --no-deps: nothing is resolved at build time.
     pins = r"python3 slim\.py requirements \"\$\{ACCELERATOR\}\" runtime\.lock \"\$\{CUDA_LOCK\}\" > requirements\.txt"
     assert re.search(pins, runs), (
@@ -256,7 +262,8 @@ def test_final_stage_runtime_contract():
     _, blocks = stages()
     final = blocks[-1]
     keywords = [k for k, _ in final]
-    # Exec-form ENTRYPOINT: the script that runs the components' command (tests/test_image_entrypoint.py).
+    # Exec-form ENTRYPOINT: the script that runs the components' command
+    # (tests/test_image_entrypoint.py).
     entry = [rest for k, rest in final if k == "ENTRYPOINT"]
     assert entry and json.loads(entry[-1]) == ENTRYPOINT
     # Non-root, numeric (Kubernetes' runAsNonRoot can only verify a numeric user).
@@ -417,7 +424,8 @@ def test_smoke_script_is_wired():
 
 
 def test_image_test_installs_the_dev_venv_first(tmp_path):
-    """`make image-test` on a fresh clone (no .venv) installs the dev venv before the smoke script runs,
+    """`make image-test` on a fresh clone (no .venv) installs the dev venv before the smoke script
+    runs,
     and hands the script that venv's python (the script needs kfp and the docker client from it)."""
     venv = "fresh-clone-venv"
     proc = subprocess.run(

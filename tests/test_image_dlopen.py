@@ -3,9 +3,9 @@
 
 Checked here without building the image: a fake site-packages with TensorFlow's real
 libtensorflow_framework.so.2 (its real RUNPATH) and tiny ELF libraries, built with gcc, under the
-`nvidia/<package>/lib/<soname>` layout of the CUDA wheels; the ld.so cache is built by the real ldconfig from
-the Dockerfile's own ld.so.conf.d step. The image's build and test (images/trainer/smoke.sh)
-and `doctor` run the same module in the image.
+`nvidia/<package>/lib/<soname>` layout of the CUDA wheels; the ld.so cache is built by the real
+ldconfig from the Dockerfile's own ld.so.conf.d step. The image's build and test
+(images/trainer/smoke.sh) and `doctor` run the same module in the image.
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ def _lib(path: Path, soname: str, src: Path, *link: str) -> None:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, dl):
-    """A site-packages laid out like the GPU image's: TensorFlow's framework library (a link to the real one)
-    and one tiny library per CUDA soname; cuSOLVER needs nvJitLink (DT_NEEDED, no RUNPATH), as the real one."""
+    """A site-packages laid out like the GPU image's: TensorFlow's framework library (a link to the
+    real one)
+    and one tiny library per CUDA soname; cuSOLVER needs nvJitLink (DT_NEEDED, no RUNPATH), as
+    the real one."""
     root = tmp_path_factory.mktemp("site")
     (root / "tensorflow").mkdir()
     (root / "tensorflow" / "libtensorflow_framework.so.2").symlink_to(_framework())
@@ -88,8 +90,10 @@ def _dockerfile_ld_step() -> str:
 
 
 def test_the_framework_runpath_misses_cusolver_nvjitlink_and_nvrtc(dl, site):
-    """Today's image (no library path): the sonames the framework's RUNPATH reaches resolve, cuSOLVER, nvJitLink
-    and NVRTC do not, and the command fails naming them (the GPU was never registered on an H100 for this)."""
+    """Today's image (no library path): the sonames the framework's RUNPATH reaches resolve,
+    cuSOLVER, nvJitLink
+    and NVRTC do not, and the command fails naming them (the GPU was never registered on an H100
+    for this)."""
     found, problems = dl.unresolved(str(site), "", dl.read_cache())
     missing = {p.split(":")[0] for p in problems}
     assert {"libcusolver.so.11", "libnvJitLink.so.12", "libnvrtc.so.12"} <= missing
@@ -114,7 +118,8 @@ def test_the_framework_runpath_misses_cusolver_nvjitlink_and_nvrtc(dl, site):
 
 
 def test_the_dockerfile_ld_so_conf_step_makes_every_soname_resolve(dl, site, tmp_path):
-    """The Dockerfile's RUN step, run here against the fake site (its ld.so.conf.d file and `ldconfig` pointed at
+    """The Dockerfile's RUN step, run here against the fake site (its ld.so.conf.d file and
+    `ldconfig` pointed at
     a private config and cache): afterwards every soname resolves, each to its nvidia/*/lib file."""
     conf, cache = tmp_path / "cuda.conf", tmp_path / "ld.so.cache"
     step = _dockerfile_ld_step()
@@ -144,7 +149,8 @@ def test_the_dockerfile_ld_so_conf_step_makes_every_soname_resolve(dl, site, tmp
 
 
 def test_ld_library_path_works_too_and_a_missing_dependency_is_named(dl, site, tmp_path):
-    """LD_LIBRARY_PATH is searched before the RUNPATH; a library's own DT_NEEDED is searched from that library
+    """LD_LIBRARY_PATH is searched before the RUNPATH; a library's own DT_NEEDED is searched from
+    that library
     (cuSOLVER's nvJitLink), so removing it names both."""
     dirs = ":".join(str(p) for p in site.glob("nvidia/*/lib"))
     assert dl.unresolved(str(site), dirs, dl.read_cache())[1] == []

@@ -1,4 +1,5 @@
-"""The trainer image's ENTRYPOINT script (images/trainer/entrypoint.sh), run on the host with a fake PATH.
+"""The trainer image's ENTRYPOINT script (images/trainer/entrypoint.sh), run on the host with a fake
+PATH.
 
 No image and no engine: the script is plain sh, so it runs here with stand-in `generic-trainer` and
 `python` programs that print how they were called. What it must do: CLI arguments (`docker run IMAGE
@@ -141,7 +142,8 @@ def test_exit_code_and_pid_are_the_programs(bin_dir):
 
 
 def test_component_command_lines_reach_generic_trainer_unchanged(bin_dir):
-    """What DockerRunner runs: `ENTRYPOINT + command + args` of each component gives generic-trainer the args."""
+    """What DockerRunner runs: `ENTRYPOINT + command + args` of each component gives generic-trainer
+    the args."""
     yamls = sorted((REPO / "components").glob("*/component.yaml"))
     assert yamls
     for path in yamls:

@@ -1,4 +1,5 @@
-"""What the trainer image installs and leaves out (images/trainer/slim.py), checked without building it.
+"""What the trainer image installs and leaves out (images/trainer/slim.py), checked without building
+it.
 
 The distributions' metadata comes from the dev venv, which carries the runtime lock's versions: the
 runtime's own imports must all come from distributions the image keeps, and what slim.py prunes must
@@ -21,12 +22,15 @@ RUNTIME_LOCK = REPO / "requirements" / "runtime.lock"
 CUDA_LOCK = REPO / "images" / "trainer" / "cuda.lock"
 CUDA_LOCKS = sorted((REPO / "images" / "trainer").glob("cuda*.lock"))
 RUNTIME = REPO / "runtime" / "generic_trainer"
-# Not in the image on purpose (the README says so): the runtime imports them lazily, with a clear error.
+# Not in the image on purpose (the README says so): the runtime imports them lazily, with a clear
+# error.
 NOT_IN_IMAGE = {
-    "google.cloud.aiplatform": "vertex-job runs where jobs are launched (generic-trainer[pipelines])",
+    "google.cloud.aiplatform": "vertex-job runs where jobs are launched "
+    "(generic-trainer[pipelines])",
     "boto3": "s3:// module files without the /s3 mount (generic-trainer[s3])",
     "botocore": "as boto3",
-    "kfp": "options.component_function, called only by components/build.py to compile the components",
+    "kfp": "options.component_function, called only by components/build.py to compile the "
+    "components",
 }
 
 
@@ -98,7 +102,8 @@ def test_every_left_out_distribution_is_locked(slim):
 
 
 def runtime_imports() -> set[str]:
-    """Top-level modules (google.X, google.cloud.X in the namespace packages) the runtime imports."""
+    """Top-level modules (google.X, google.cloud.X in the namespace packages) the runtime
+    imports."""
     found = set()
     for path in RUNTIME.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -116,7 +121,8 @@ def runtime_imports() -> set[str]:
 
 
 def test_the_runtimes_imports_come_from_kept_distributions(slim):
-    """Every third-party module the runtime imports is provided by a distribution the image keeps."""
+    """Every third-party module the runtime imports is provided by a distribution the image
+    keeps."""
     dists = slim.installed()
     kept = slim.kept(dists)
     assert {"tensorflow", "apache-beam", "pyarrow", "tensorflow-transform", "keras-tuner"} <= kept
@@ -242,7 +248,8 @@ def elf():
 
 
 def _extension(package: str, stem: str) -> Path:
-    """An extension module's file, found without importing its package (tensorflow.python: no TensorFlow start)."""
+    """An extension module's file, found without importing its package (tensorflow.python: no
+    TensorFlow start)."""
     import importlib.util as iu
 
     top, *rest = package.split(".")
@@ -253,8 +260,10 @@ def _extension(package: str, stem: str) -> Path:
 
 
 def test_strip_keeps_the_mapped_bytes_and_the_module_works(elf, tmp_path):
-    """A real extension module with a symbol table (zstandard's C backend, in the runtime lock): stripped, the
-    bytes its program headers cover are unchanged, the symbol table is gone, and the module still works."""
+    """A real extension module with a symbol table (zstandard's C backend, in the runtime lock):
+    stripped, the
+    bytes its program headers cover are unchanged, the symbol table is gone, and the module still
+    works."""
     import shutil
     import subprocess
 
@@ -271,7 +280,8 @@ def test_strip_keeps_the_mapped_bytes_and_the_module_works(elf, tmp_path):
     assert after.phdrs == before.phdrs
     assert not [n for n in after.names if n in (".symtab", ".strtab") or n.startswith(".debug_")]
     assert {n for n in before.names if not elf.strippable(n)} == set(after.names)
-    # The loader reads the file header but for the section header fields (e_shoff, e_shnum, e_shstrndx), and
+    # The loader reads the file header but for the section header fields (e_shoff, e_shnum,
+    # e_shstrndx), and
     # what the program headers cover: all of that is unchanged.
     header = elf.EHDR.size
     assert [f for i, f in enumerate(after.header) if i not in (6, 12, 13)] == [
@@ -309,8 +319,10 @@ def test_strip_leaves_other_files_alone(elf, tmp_path):
 
 
 def test_check_names_each_unresolved_library(elf, tmp_path):
-    """TensorFlow's `_pywrap_tfe` alone: the TensorFlow libraries it needs (through its RUNPATH) are named; once
-    they are where its RUNPATH points, it resolves. The driver's libcuda.so.1 never counts as missing."""
+    """TensorFlow's `_pywrap_tfe` alone: the TensorFlow libraries it needs (through its RUNPATH) are
+    named; once
+    they are where its RUNPATH points, it resolves. The driver's libcuda.so.1 never counts as
+    missing."""
     import shutil
 
     original = _extension("tensorflow.python", "_pywrap_tfe")
@@ -347,7 +359,8 @@ def test_check_names_each_missing_cuda_library(elf, tmp_path):
 
 @pytest.mark.parametrize("lock", CUDA_LOCKS, ids=lambda p: p.name)
 def test_cuda_loaded_matches_what_prune_files_keeps(elf, slim, tmp_path, lock):
-    """No PRUNE_GLOBS pattern removes a library TensorFlow or cuDNN loads, and each CUDA lock installs them all."""
+    """No PRUNE_GLOBS pattern removes a library TensorFlow or cuDNN loads, and each CUDA lock
+    installs them all."""
     for rel in elf.CUDA_LOADED:
         path = tmp_path / rel.replace("*", "9")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -376,8 +389,10 @@ def test_the_builder_strips_and_checks_after_pruning():
 
 
 def test_the_gpu_image_keeps_tensorflows_and_cuda_extra(slim):
-    """Nothing requires TensorFlow's `and-cuda` extra, yet the GPU image needs it: kept() follows it (but for what
-    LEAVE_OUT names); in the CPU image those packages are not installed, so nothing changes there."""
+    """Nothing requires TensorFlow's `and-cuda` extra, yet the GPU image needs it: kept() follows it
+    (but for what
+    LEAVE_OUT names); in the CPU image those packages are not installed, so nothing changes
+    there."""
 
     class Dist:
         def __init__(self, *requires):

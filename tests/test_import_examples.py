@@ -1,9 +1,10 @@
-"""import-examples: CSV and Parquet to TFX Examples on Beam's DirectRunner (run in this process through the CLI).
+"""import-examples: CSV and Parquet to TFX Examples on Beam's DirectRunner (run in this process
+through the CLI).
 
-Checks the layout, the split rule (TFX ExampleGen's: SHA-256 of the serialized record modulo the buckets),
-that records equal TensorFlow's deterministic serialization, empty cells left out, types from the schema or
-inferred, the Beam arguments reaching the pipeline options, and bad input (exit 2, one-line cause, nothing
-written).
+Checks the layout, the split rule (TFX ExampleGen's: SHA-256 of the serialized record modulo the
+buckets), that records equal TensorFlow's deterministic serialization, empty cells left out, types
+from the schema or inferred, the Beam arguments reaching the pipeline options, and bad input (exit
+2, one-line cause, nothing written).
 """
 
 from __future__ import annotations
@@ -233,14 +234,16 @@ def test_beam_args_reach_the_pipeline_options(tmp_path, capsys):
     assert "direct_num_workers" not in " ".join(
         beam_run.pipeline_args(request.beam_args)
     )  # not for Dataflow
-    # A gs:// input stays a URI for a remote runner (its workers read it), and is the /gcs path locally.
+    # A gs:// input stays a URI for a remote runner (its workers read it), and is the /gcs path
+    # locally.
     remote = build_import_examples_request({**values, "input": "gs://b/data/*.csv"}, environ={})
     assert remote.input_pattern == "gs://b/data/*.csv"
     local = build_import_examples_request(
         {**values, "input": "gs://b/data/*.csv", "beam_pipeline_args": ""}, environ={}, kfp=None
     )
     assert local.input_pattern == "/gcs/b/data/*.csv"
-    # DirectRunner defaults: in this process for small input, a worker per core for large; given values win.
+    # DirectRunner defaults: in this process for small input, a worker per core for large; given
+    # values win.
     small = beam_run.pipeline_options([], input_bytes=1000).view_as(DirectOptions)
     assert (small.direct_running_mode, small.direct_num_workers) == ("in_memory", 1)
     large = beam_run.pipeline_options([], input_bytes=1 << 30).view_as(DirectOptions)
@@ -384,9 +387,12 @@ def test_help_and_argument_errors_load_no_heavy_library(tmp_path, args, message)
     import sys
 
     code = (
-        "import json, sys\nfrom generic_trainer.cli import main\ntry:\n    code = main(sys.argv[1:])\n"
-        "except SystemExit as e:\n    code = e.code\nheavy = ('tensorflow', 'apache_beam', 'pyarrow', "
-        "'tensorflow_transform', 'kfp')\nprint(json.dumps([code, [m for m in heavy if m in sys.modules]]))"
+        "import json, sys\nfrom generic_trainer.cli import main\ntry:\n    code = "
+        "main(sys.argv[1:])\n"
+        "except SystemExit as e:\n    code = e.code\nheavy = ('tensorflow', 'apache_beam', "
+        "'pyarrow', "
+        "'tensorflow_transform', 'kfp')\nprint(json.dumps([code, [m for m in heavy if m in "
+        "sys.modules]]))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, *args],
@@ -408,7 +414,8 @@ def test_help_and_argument_errors_load_no_heavy_library(tmp_path, args, message)
 
 
 def _mnist_like(index: int, tags: int | None = None):
-    """A tf.Example as TFX's mnist pipeline reads: 784 image floats and a class; `tags` varies per example."""
+    """A tf.Example as TFX's mnist pipeline reads: 784 image floats and a class; `tags` varies per
+    example."""
     import tensorflow as tf
 
     feature = {
@@ -454,14 +461,16 @@ def test_tfrecord_import_splits_like_import_example_gen_and_infers_shapes(tmp_pa
         and len(train) + len(evals) == 60
     )
     assert summary["feature_count"] == 3 and summary["schema"] == "inferred" and train and evals
-    # ImportExampleGen: parse each record as a tf.Example, hash its deterministic serialization (train:2, eval:1).
+    # ImportExampleGen: parse each record as a tf.Example, hash its deterministic serialization
+    # (train:2, eval:1).
     canonical = {e.SerializeToString(deterministic=True) for e in examples}
     assert set(train) | set(evals) == canonical
     for records, expected in ((train, 0), (evals, 1)):
         assert all(
             (int(hashlib.sha256(r).hexdigest(), 16) % 3 >= 2) == bool(expected) for r in records
         )
-    # SchemaGen(infer_feature_shape=True): the same number of values everywhere -> that shape; varying -> none.
+    # SchemaGen(infer_feature_shape=True): the same number of values everywhere -> that shape;
+    # varying -> none.
     from generic_trainer.records.schemas import feature_spec_from_schema, load_schema
 
     schema = {f.name: f for f in load_schema(str(out / "schema.pbtxt")).feature}
@@ -472,7 +481,8 @@ def test_tfrecord_import_splits_like_import_example_gen_and_infers_shapes(tmp_pa
         not schema["tags"].value_count.HasField("max")
         and schema["tags"].presence.min_fraction == 1.0
     )
-    # TensorFlow reads the written split with the inferred schema's spec, image as a dense [784] tensor.
+    # TensorFlow reads the written split with the inferred schema's spec, image as a dense [784]
+    # tensor.
     spec = feature_spec_from_schema(load_schema(str(out / "schema.pbtxt")))
     dataset = tf.data.TFRecordDataset(
         sorted(str(p) for p in (out / "Split-eval").glob("*.gz")), "GZIP"
@@ -533,7 +543,8 @@ def test_tfrecord_records_that_are_not_tf_examples_name_file_and_record(tmp_path
         )
         assert f"{tmp_path / f'{name}.tfrecord'} {expected}" in _error(capsys)
         _no_leftovers(tmp_path, "out")
-    # A gzip stream cut short, a CSV given as TFRecords, and a feature whose type differs between files.
+    # A gzip stream cut short, a CSV given as TFRecords, and a feature whose type differs between
+    # files.
     _write_tfrecords(tmp_path / "whole.gz", good, gzipped=True)
     (tmp_path / "cut.gz").write_bytes((tmp_path / "whole.gz").read_bytes()[:-40])
     (tmp_path / "table.csv").write_text("a,b\n1,2\n")
@@ -559,8 +570,10 @@ def test_tfrecord_records_that_are_not_tf_examples_name_file_and_record(tmp_path
     assert f"float_list (FLOAT) in {tmp_path / 'types' / 'b'} record 1" in message
     # With a schema: a record's features must have its types and fixed shapes.
     (tmp_path / "schema.pbtxt").write_text(
-        'feature { name: "image_class" type: INT presence { min_fraction: 1 } shape { dim { size: 1 } } }\n'
-        'feature { name: "image_floats" type: FLOAT presence { min_fraction: 1 } shape { dim { size: 784 } } }\n'
+        'feature { name: "image_class" type: INT presence { min_fraction: 1 } shape { dim { size: '
+        "1 } } }\n"
+        'feature { name: "image_floats" type: FLOAT presence { min_fraction: 1 } shape { dim { '
+        "size: 784 } } }\n"
     )
     assert (
         _run(
@@ -601,7 +614,8 @@ def test_tfrecord_records_that_are_not_tf_examples_name_file_and_record(tmp_path
 
 
 def test_inferred_shapes_follow_value_counts_across_files():
-    """SchemaGen's infer_feature_shape=True on merged facts: one count everywhere -> shape; else value_count only."""
+    """SchemaGen's infer_feature_shape=True on merged facts: one count everywhere -> shape; else
+    value_count only."""
     from generic_trainer.beam import inference, tfrecords
 
     files = []
@@ -629,7 +643,8 @@ def test_inferred_shapes_follow_value_counts_across_files():
     assert inference.kind_conflict(merged) is None
     tfrecords.add_facts(files[1], {"img": (0, 4)}, "g record 9")
     assert inference.kind_conflict(inference.merge_inference(files)) == (
-        "feature 'img' holds int64_list (INT) in g record 9 but float_list (FLOAT) in f record 1; a feature has one "
+        "feature 'img' holds int64_list (INT) in g record 9 but float_list (FLOAT) in f record 1; "
+        "a feature has one "
         "type in every example"
     )
 
@@ -727,7 +742,8 @@ def test_csv_without_a_column_name_or_without_rows_is_refused(tmp_path, capsys):
 
 @pytest.mark.slow  # starts Beam worker processes (about 20 s of CPU)
 def test_tfrecord_import_runs_in_worker_processes(tmp_path, capsys):
-    """Large input runs on one worker process per core (forced here on small files): every record once, the
+    """Large input runs on one worker process per core (forced here on small files): every record
+    once, the
     schema facts merged across the workers."""
     src = tmp_path / "in"
     src.mkdir()
@@ -769,7 +785,8 @@ def test_tfrecord_import_runs_in_worker_processes(tmp_path, capsys):
 def test_executor_output_is_written_before_the_examples_are_published(
     tmp_path, monkeypatch, capsys
 ):
-    """The one publish order of every verb (intake/contract.py): the executor output first, the main output
+    """The one publish order of every verb (intake/contract.py): the executor output first, the main
+    output
     last; when writing the executor output fails, nothing is published (exit 4)."""
     from generic_trainer.artifacts import kfp_io
     from generic_trainer.errors import OutputError

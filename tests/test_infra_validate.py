@@ -1,6 +1,7 @@
-"""The infra-validator: the trained penguin model is INFRA_BLESSED with latencies (and its warm-up requests
-replay); models with a failing signature or one row for any batch are INFRA_NOT_BLESSED with the reason (and
-get no warm-up file); the time and memory limits hold; a model the evaluator did not bless is not loaded.
+"""The infra-validator: the trained penguin model is INFRA_BLESSED with latencies (and its warm-up
+requests replay); models with a failing signature or one row for any batch are INFRA_NOT_BLESSED
+with the reason (and get no warm-up file); the time and memory limits hold; a model the evaluator
+did not bless is not loaded.
 Tensor-input signatures: tests/test_signature_feed.py."""
 
 from __future__ import annotations
@@ -90,12 +91,15 @@ def test_request_values_and_errors(tmp_path):
 
 
 def test_the_verbs_edge_loads_no_tensorflow(tmp_path):
-    """Requests are built, and the verb modules imported, without TensorFlow: the model loads in the probe only."""
+    """Requests are built, and the verb modules imported, without TensorFlow: the model loads in the
+    probe only."""
     code = (
         "import json, sys\n"
         "from generic_trainer import evaluate, infra_validate\n"
-        "from generic_trainer.intake.judge_request import build_evaluate_request, build_infra_validate_request\n"
-        f"v = {{'model': {str(tmp_path)!r}, 'examples': {str(PENGUIN / 'data')!r}, 'blessing_dir': 'b'}}\n"
+        "from generic_trainer.intake.judge_request import build_evaluate_request, "
+        "build_infra_validate_request\n"
+        f"v = {{'model': {str(tmp_path)!r}, 'examples': {str(PENGUIN / 'data')!r}, 'blessing_dir': "
+        "'b'}\n"
         "build_infra_validate_request(v)\n"
         "build_evaluate_request({**v, 'eval_config': {'label_key': 'y', 'problem': 'binary'}})\n"
         "print(json.dumps(sorted(m for m in ('tensorflow', 'keras', 'kfp') if m in sys.modules)))\n"
@@ -116,7 +120,8 @@ def broken_models(tmp_path_factory) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_trained_model_infra_blessed_kfp_form(trained_penguin_model, tmp_path):
-    """Also --write-warmup through the component parameter: the tf.Example signature's warm-up requests replay."""
+    """Also --write-warmup through the component parameter: the tf.Example signature's warm-up
+    requests replay."""
     import shutil
 
     model = tmp_path / "model"
@@ -173,7 +178,8 @@ def test_trained_model_infra_blessed_kfp_form(trained_penguin_model, tmp_path):
 
 
 def _replay(warmup: Path, model: Path, records: list[bytes]) -> None:
-    """Each PredictionLog in the warm-up file holds one eval example, serialized; serving_default answers it."""
+    """Each PredictionLog in the warm-up file holds one eval example, serialized; serving_default
+    answers it."""
     import tensorflow as tf
     from tensorflow_serving.apis import prediction_log_pb2
 

@@ -54,7 +54,8 @@ def test_keras2_names_of_inputs_and_outputs():
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory) -> tuple[Path, Path]:
-    """(tf_keras's SavedModels, the bridge's SavedModels), saved in two fresh processes side by side."""
+    """(tf_keras's SavedModels, the bridge's SavedModels), saved in two fresh processes side by
+    side."""
     root = tmp_path_factory.mktemp("keras2_saving")
 
     def save(legacy: bool) -> Path:
@@ -132,7 +133,8 @@ def test_keras2_saves_of_a_keras3_model_write_tf_keras_serving_default(saved, mo
 def test_a_penguin_simple_style_module_saved_under_keras3_is_fed_by_feature_name_and_evaluated(
     tmp_path,
 ):
-    """The tutorial's `model.save(dir, save_format='tf')` under Keras 3: serving_default takes the features by
+    """The tutorial's `model.save(dir, save_format='tf')` under Keras 3: serving_default takes the
+    features by
     name, as under Keras 2, so a TF Serving client written for it (and evaluate) can feed it."""
     import tensorflow as tf
 

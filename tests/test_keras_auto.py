@@ -1,7 +1,9 @@
-"""`--keras auto` (the default): the tf.keras TFX would give a module, read from its source before TensorFlow loads.
+"""`--keras auto` (the default): the tf.keras TFX would give a module, read from its source before
+TensorFlow loads.
 
-Under TFX, importing tensorflow_transform sets TF_USE_LEGACY_KERAS=1 when it is unset, so a module that imports
-tfx, tensorflow_transform or tfx_bsl (or imports a file of its own that does) gets tf_keras; any other Keras 3.
+Under TFX, importing tensorflow_transform sets TF_USE_LEGACY_KERAS=1 when it is unset, so a module
+that imports tfx, tensorflow_transform or tfx_bsl (or imports a file of its own that does) gets
+tf_keras; any other Keras 3.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ def test_a_file_of_its_own_the_module_imports_counts_too(tmp_path):
         tmp_path,
         {
             "module.py": "import keras\nimport helpers\n",
-            "helpers.py": "from .models import model\n",  # read as the module's folder: a relative import
+            # read as the module's folder: a relative import
+            "helpers.py": "from .models import model\n",
             "models/__init__.py": "",
             "models/model.py": "import os\nimport tensorflow_transform as tft\n",
         },
@@ -69,8 +72,10 @@ def test_a_module_without_tfx_imports_gets_keras_3(tmp_path):
     module = _write(
         tmp_path,
         {
-            "module.py": "import keras\nimport tensorflow as tf\nfrom generic_trainer import tfx\nimport base\n",
-            "base.py": "import module\nfrom tfx_helpers_of_mine import x\n",  # cycles end; a tfx-like name is not tfx
+            "module.py": "import keras\nimport tensorflow as tf\nfrom generic_trainer import "
+            "tfx\nimport base\n",
+            # cycles end; a tfx-like name is not tfx
+            "base.py": "import module\nfrom tfx_helpers_of_mine import x\n",
             "broken.py": "def (:\n",
         },
     )
@@ -127,7 +132,8 @@ def test_the_request_resolves_auto_and_an_explicit_choice_wins(tmp_path):
 
 
 def test_tune_takes_auto_as_keras_3(tmp_path):
-    """keras-tuner searches Keras 3 models: auto (unset or given) is Keras 3, tf_keras is refused."""
+    """keras-tuner searches Keras 3 models: auto (unset or given) is Keras 3, tf_keras is
+    refused."""
     values = {
         **_values(tmp_path, IDIOM / "tfx_module.py"),
         "best_hyperparameters_dir": str(tmp_path / "best"),
@@ -141,7 +147,8 @@ def test_tune_takes_auto_as_keras_3(tmp_path):
 def test_deciding_loads_no_tensorflow():
     code = (
         "import sys; from generic_trainer.fit import keras_auto; "
-        f"print(keras_auto.choose({str(IDIOM / 'tfx_module.py')!r})[0], 'tensorflow' in sys.modules)"
+        f"print(keras_auto.choose({str(IDIOM / 'tfx_module.py')!r})[0], 'tensorflow' in "
+        "sys.modules)"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True, timeout=120
@@ -173,7 +180,8 @@ def _train(tmp_path: Path, module: str, *flags: str) -> subprocess.CompletedProc
 
 @pytest.mark.slow
 def test_a_keras_2_idiom_trains_as_tfx_gives_it_and_keras_3_names_the_flag(tmp_path):
-    """tf.cast on symbolic inputs: the module importing tfx_bsl gets tf_keras by default and trains; the same code
+    """tf.cast on symbolic inputs: the module importing tfx_bsl gets tf_keras by default and trains;
+    the same code
     without TFX imports gets Keras 3, which refuses it: exit 3 naming --keras tf_keras."""
     proc = _train(tmp_path / "tfx", "tfx_module.py")
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -9,7 +9,8 @@ loads and calls it, and train a second, unrelated module with every optional inp
 custom_config whose integers KFP turns into floats.
 """
 
-# No `from __future__ import annotations`: kfp reads the component and pipeline annotations as types.
+# No `from __future__ import annotations`: kfp reads the component and pipeline annotations as
+# types.
 import gzip
 import json
 import os
@@ -105,7 +106,8 @@ CHECK_MODEL = textwrap.dedent("""
 
 
 def _count_tfrecords(directory: Path) -> int:
-    """Records in the gzipped TFRecord files of `directory`, read from the framing (no TensorFlow)."""
+    """Records in the gzipped TFRecord files of `directory`, read from the framing (no
+    TensorFlow)."""
     count = 0
     for path in directory.glob("*.gz"):
         data = gzip.decompress(path.read_bytes())
@@ -119,7 +121,8 @@ def _count_tfrecords(directory: Path) -> int:
 
 @pytest.fixture(scope="module")
 def kfp_run(tmp_path_factory):
-    """Run the pipeline once; returns (pipeline outputs, commands the host runner ran, task logs)."""
+    """Run the pipeline once; returns (pipeline outputs, commands the host runner ran, task
+    logs)."""
     from kfp import components, dsl
     from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
@@ -378,10 +381,14 @@ def test_evaluator_and_infra_validator_bless_the_trained_model(kfp_run):
     )  # the evaluator's blessing
 
 
-# The TFLite model and the SavedModel on every eval row and on copies of each with an island, or a sex, that the
-# vocabularies lack (the transform graph's default id): the TFLite model takes the parsed features, the SavedModel
-# serialized tf.Examples. Every row is copied because a briefly trained model can be so sure of a row that its
-# softmax does not move in float32 when one feature changes; over the whole split some row always does.
+# The TFLite model and the SavedModel on every eval row and on copies of each with an island, or a
+# sex, that the
+# vocabularies lack (the transform graph's default id): the TFLite model takes the parsed features,
+# the SavedModel
+# serialized tf.Examples. Every row is copied because a briefly trained model can be so sure of a
+# row that its
+# softmax does not move in float32 when one feature changes; over the whole split some row always
+# does.
 _TFLITE_REPLAY = """
 import glob, json, sys
 import numpy as np
@@ -419,7 +426,8 @@ print("RESULT" + json.dumps({
 )  # six tasks, each a fresh process importing TensorFlow (and Beam) on a loaded machine
 @pytest.mark.e2e
 def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
-    """pipelines/penguin_pipeline.py as it ships: CSV -> import-examples -> transform -> tuner -> trainer ->
+    """pipelines/penguin_pipeline.py as it ships: CSV -> import-examples -> transform -> tuner ->
+    trainer ->
     evaluator -> infra-validator, every task the real CLI behind kfp.local (tiny training)."""
     from pipelines import penguin_pipeline
 
@@ -452,7 +460,8 @@ def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
     assert set(best["values"]) == {"learning_rate", "units", "num_layers"}
     model = one("*/generic-trainer/model")
     assert (model / "Format-Serving" / "saved_model.pb").is_file()
-    # export_tflite is on by default: the model converted with TFLite's built-in ops, checked on the eval split
+    # export_tflite is on by default: the model converted with TFLite's built-in ops, checked on the
+    # eval split
     tflite = model / "Format-TFLite" / "model.tflite"
     assert tflite.is_file()
     trainer_output = json.loads(one("*/generic-trainer/executor_output.json").read_text())
@@ -461,8 +470,10 @@ def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
     assert metadata["tflite_size_bytes"] == tflite.stat().st_size > 0
     assert metadata["tflite_quantization"] == "none" and metadata["tflite_tolerance"] == 1e-4
     assert 0 <= metadata["tflite_max_abs_diff"] <= 1e-4
-    # The trainer gets Transform's transformed examples (TFX's wiring); its serving model takes raw tf.Examples, so
-    # the trainer checks the TFLite model on random inputs, and the replay below checks it on the raw eval split.
+    # The trainer gets Transform's transformed examples (TFX's wiring); its serving model takes raw
+    # tf.Examples, so
+    # the trainer checks the TFLite model on random inputs, and the replay below checks it on the
+    # raw eval split.
     assert metadata["tflite_validated_on"] == "random inputs (no examples given)"
     validation = json.loads((model / "Format-TFLite" / "validation.json").read_text())
     assert validation["input_names"] == [
@@ -497,7 +508,8 @@ def test_penguin_pipeline_from_csv_to_a_blessed_model(tmp_path):
         and evaluation["metrics"]["accuracy"] >= 0.8
     )
     assert (one("*/generic-infra-validator*/blessing") / "INFRA_BLESSED").is_file()
-    # the infra-validator wrote the pipeline's 10 warm-up requests (TF Serving's PredictionLog records) into the model
+    # the infra-validator wrote the pipeline's 10 warm-up requests (TF Serving's PredictionLog
+    # records) into the model
     from generic_trainer.records.example_files import read_records
 
     warmup = (

@@ -1,7 +1,8 @@
-"""TFX's MNIST pipeline ported to this image (pipelines/mnist_pipeline.py): it compiles into TFX's wiring, and runs
-under kfp.local (every task the real CLI behind pipelines/host_runner.py) on MNIST-like TFRecords made by
-examples/mnist/make_data.py: ImportExampleGen -> Transform -> Trainer (transformed examples, raw schema, transform
-graph) -> Evaluator (TFX's EvalConfig) -> Pusher, which leaves a SavedModel TF Serving loads under
+"""TFX's MNIST pipeline ported to this image (pipelines/mnist_pipeline.py): it compiles into TFX's
+wiring, and runs under kfp.local (every task the real CLI behind pipelines/host_runner.py) on
+MNIST-like TFRecords made by examples/mnist/make_data.py: ImportExampleGen -> Transform -> Trainer
+(transformed examples, raw schema, transform graph) -> Evaluator (TFX's EvalConfig) -> Pusher, which
+leaves a SavedModel TF Serving loads under
 <serving_model_dir>/<Unix seconds>/."""
 
 # No `from __future__ import annotations`: kfp reads the pipeline function's annotations as types.
@@ -54,7 +55,8 @@ def test_mnist_pipeline_compiles_into_tfx_wiring(tmp_path):
     assert _task_input(tasks, "generic-import-examples", "parameters", "input_pattern") == {
         "componentInputParameter": "data_pattern"
     }
-    # Trainer(examples=transform's transformed_examples, transform_graph=..., schema=schema_gen's (raw) schema)
+    # Trainer(examples=transform's transformed_examples, transform_graph=..., schema=schema_gen's
+    # (raw) schema)
     assert _task_input(tasks, "generic-trainer", "artifacts", "examples") == _from(
         "generic-transform", "transformed_examples"
     )
@@ -67,7 +69,8 @@ def test_mnist_pipeline_compiles_into_tfx_wiring(tmp_path):
     assert _task_input(tasks, "generic-transform", "artifacts", "examples") == _from(
         "generic-import-examples", "examples"
     )
-    # Evaluator(examples=example_gen's (raw) examples, model=trainer's); Pusher(model, model_blessing, destination)
+    # Evaluator(examples=example_gen's (raw) examples, model=trainer's); Pusher(model,
+    # model_blessing, destination)
     assert _task_input(tasks, "generic-evaluator", "artifacts", "examples") == _from(
         "generic-import-examples", "examples"
     )
@@ -96,7 +99,8 @@ def test_mnist_pipeline_compiles_into_tfx_wiring(tmp_path):
     )
 
 
-# Loads the pushed version as TF Serving would (the SavedModel in <destination>/<version>/) and serves every
+# Loads the pushed version as TF Serving would (the SavedModel in <destination>/<version>/) and
+# serves every
 # record of the data with it: raw serialized tf.Examples in, 10 logits out.
 _SERVE_PUSHED = """
 import glob, json, sys

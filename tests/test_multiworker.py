@@ -28,7 +28,8 @@ RUN_TIMEOUT = 300  # seconds any one run may take (CI: 2 cores shared by the pro
 
 
 class Replicas:
-    """Starts `python -m generic_trainer` processes with their own env and log file; kills leftovers."""
+    """Starts `python -m generic_trainer` processes with their own env and log file; kills
+    leftovers."""
 
     def __init__(self, tmp_path: Path):
         self.tmp_path = tmp_path
@@ -53,7 +54,8 @@ class Replicas:
     def wait(
         self, procs: list[subprocess.Popen], timeout: float = RUN_TIMEOUT
     ) -> list[tuple[int, str]]:
-        """Exit codes and outputs; a process still running at the deadline is killed and fails the test."""
+        """Exit codes and outputs; a process still running at the deadline is killed and fails the
+        test."""
         deadline = time.monotonic() + timeout
         results = []
         for proc in procs:
@@ -84,7 +86,8 @@ def replicas(tmp_path):
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory) -> Path:
-    """A data set unlike the penguins: four FLOAT features a..d, label = a + b > 1, two shards per split."""
+    """A data set unlike the penguins: four FLOAT features a..d, label = a + b > 1, two shards per
+    split."""
     import numpy as np
     from datagen import write_schema, write_split
 
@@ -152,7 +155,8 @@ PENGUIN_ARGS = [
 
 
 def test_two_workers_from_tf_config_train_the_bundled_example(tmp_path, replicas):
-    """The same command on both replicas (as TFJob and Vertex run it); only worker 0, the chief, writes."""
+    """The same command on both replicas (as TFJob and Vertex run it); only worker 0, the chief,
+    writes."""
     cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
     out = tmp_path / "out"
     args = [
@@ -178,7 +182,8 @@ def test_two_workers_from_tf_config_train_the_bundled_example(tmp_path, replicas
     assert "role=worker:0 (chief)" in chief and "role=worker:1 cluster_source=TF_CONFIG" in worker
     assert re.search(r"Keras 3\.\d+\.\d+: Model.fit/evaluate made multi-worker safe", chief)
     assert _fingerprint(chief) == _fingerprint(worker)  # both workers end with the same weights
-    # backups went to the default checkpoint dir, each epoch, and were removed once the model was published
+    # backups went to the default checkpoint dir, each epoch, and were removed once the model was
+    # published
     assert (
         "backup: saved global step 20 (after epoch 1)" in chief
         and "backup: saved global step 40" in chief
@@ -227,7 +232,8 @@ def _executor_input(root: Path, name: str) -> dict:
 
 
 def test_two_workers_from_a_vertex_cluster_spec_under_kfp(tmp_path, replicas):
-    """Vertex pools (workerpool0 chief, workerpool1 worker), the KFP executor input, AIP_CHECKPOINT_DIR.
+    """Vertex pools (workerpool0 chief, workerpool1 worker), the KFP executor input,
+    AIP_CHECKPOINT_DIR.
 
     Each replica is given its own output locations so that anything a worker wrote would show.
     """
@@ -299,7 +305,9 @@ def _mw_args(
         "--keras",
         "keras3",
         *extra,
-    ]  # Keras 3 unless `extra` says --keras tf_keras (the module imports tfx_bsl: auto gives tf_keras)
+        # Keras 3 unless `extra` says --keras tf_keras (the module imports tfx_bsl: auto gives
+        # tf_keras)
+    ]
 
 
 def _wait_for_backup(
@@ -449,7 +457,8 @@ def test_sigterm_saves_exits_143_and_the_restart_resumes(tmp_path, replicas, syn
     assert rc1 == 143, worker[-4000:]
     state = json.loads((ckpt / "backup" / "state.json").read_text())
     saved = state["global_step"]
-    # 10 when the worker got SIGTERM before its epoch-1 end (saved once); the replicas compare notes about
+    # 10 when the worker got SIGTERM before its epoch-1 end (saved once); the replicas compare notes
+    # about
     # once a second (5 steps here), and at every epoch end, so the stop comes within the epoch
     assert 10 <= saved <= 20, state
     assert f"preempted: SIGTERM received; saved global step {saved} to {ckpt}/backup" in chief
@@ -476,7 +485,8 @@ def test_sigterm_saves_exits_143_and_the_restart_resumes(tmp_path, replicas, syn
 def test_a_worker_that_never_comes_up_fails_the_others_within_the_cluster_timeout(
     tmp_path, replicas, synthetic
 ):
-    """Worker 0 (the leader) alone, and worker 1 alone: each exits 5 with a message naming who is missing."""
+    """Worker 0 (the leader) alone, and worker 1 alone: each exits 5 with a message naming who is
+    missing."""
     procs, ports = [], {}
     for index in (0, 1):
         ports[index] = [free_port(), free_port()]
@@ -514,7 +524,8 @@ def test_a_worker_that_never_comes_up_fails_the_others_within_the_cluster_timeou
 def test_keras_3_fit_that_cannot_run_on_two_workers_stops_before_its_first_step(
     tmp_path, replicas, synthetic
 ):
-    """compile(steps_per_execution=4) of a Keras 3 module: both workers exit 3 naming what to do instead."""
+    """compile(steps_per_execution=4) of a Keras 3 module: both workers exit 3 naming what to do
+    instead."""
     cluster = {"worker": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}
     config = json.dumps({"steps_per_execution": 4})
     args = [
@@ -538,8 +549,8 @@ def test_keras_3_fit_that_cannot_run_on_two_workers_stops_before_its_first_step(
     for rc, output in replicas.wait(procs):
         assert rc == 3, output[-4000:]
         assert (
-            "Keras 3 fit/evaluate with steps_per_execution=4 cannot run under MultiWorkerMirroredStrategy"
-            in output
+            "Keras 3 fit/evaluate with steps_per_execution=4 cannot run under "
+            "MultiWorkerMirroredStrategy" in output
         ), output[-3000:]
         assert "--keras tf_keras" in output and "training: " not in output  # no step ran
     assert not (tmp_path / "model" / "Format-Serving").exists()

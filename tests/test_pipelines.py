@@ -1,5 +1,6 @@
 """The example pipelines compile, and compile into what they claim: tuner -> trainer wiring for the
-penguin pipeline, a chief pool of 1 plus a worker pool of N-1 (same image and command) for Vertex."""
+penguin pipeline, a chief pool of 1 plus a worker pool of N-1 (same image and command) for
+Vertex."""
 
 from __future__ import annotations
 
@@ -81,7 +82,8 @@ def test_penguin_pipeline_wires_import_transform_tuner_and_trainer(tmp_path):
         n for n, p in params.items() if not p.get("isOptional")
     }
     assert params["train_args"]["defaultValue"] == {"num_steps": 500.0}
-    # TFLite export: pipeline parameters passed to the trainer, on by default (module_transform.py's model converts)
+    # TFLite export: pipeline parameters passed to the trainer, on by default (module_transform.py's
+    # model converts)
     assert trainer["parameters"]["export_tflite"] == {"componentInputParameter": "export_tflite"}
     assert trainer["parameters"]["tflite_quantization"] == {
         "componentInputParameter": "tflite_quantization"
@@ -234,7 +236,8 @@ def _dag(spec: dict, component: str) -> dict:
 
 
 def _upload_chain(spec: dict, blessed_task: str) -> tuple[dict, str]:
-    """The `upload-requested` condition task whose inner condition is `blessed_task`'s blessed output, and the
+    """The `upload-requested` condition task whose inner condition is `blessed_task`'s blessed
+    output, and the
     component inside that."""
     for component in [spec["root"], *spec["components"].values()]:
         for task in component.get("dag", {}).get("tasks", {}).values():
@@ -252,8 +255,10 @@ def _upload_chain(spec: dict, blessed_task: str) -> tuple[dict, str]:
 def _assert_upload_steps(
     spec: dict, blessed_task: str, trainer_task: str, location_param: str
 ) -> None:
-    """Under dsl.If(blessed) and dsl.If(model_display_name != ''): import the trainer's SavedModel as a
-    google.UnmanagedContainerModel (its URI and serving image from the trainer's outputs) and upload it."""
+    """Under dsl.If(blessed) and dsl.If(model_display_name != ''): import the trainer's SavedModel
+    as a
+    google.UnmanagedContainerModel (its URI and serving image from the trainer's outputs) and
+    upload it."""
     requested, component = _upload_chain(spec, blessed_task)
     assert requested["taskInfo"]["name"] == "upload-requested"
     assert requested["triggerPolicy"]["condition"] == (
@@ -392,7 +397,8 @@ def test_vertex_pipeline_production_options_pools_and_upload(tmp_path):
     ]
     assert [p["replica_count"] for p in pools] == [1, 2, 2]
     assert pools[2]["container_spec"] == {"image_uri": vertex.REDUCTION_SERVER_IMAGE}
-    # the trainer's args carry KFP's run uuid and task name: checkpoints under AIP_CHECKPOINT_DIR/<run>/<task>
+    # the trainer's args carry KFP's run uuid and task name: checkpoints under
+    # AIP_CHECKPOINT_DIR/<run>/<task>
     assert pools[0]["container_spec"]["args"][-4:] == [
         "--run-id",
         "{{$.pipeline_job_uuid}}",
@@ -453,7 +459,8 @@ def test_vertex_pipeline_refuses_bad_job_options_before_compiling(options, flag,
 
 
 def test_vertex_pipeline_warns_when_a_pool_has_blackwell_gpus(caplog):
-    """As vertex-job does: a B200 chief over H100 workers needs the Blackwell CUDA image; H100s alone do not."""
+    """As vertex-job does: a B200 chief over H100 workers needs the Blackwell CUDA image; H100s
+    alone do not."""
     h100 = {
         "machine_type": "a3-highgpu-1g",
         "accelerator_type": "NVIDIA_H100_80GB",

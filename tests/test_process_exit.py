@@ -1,6 +1,8 @@
-"""process_exit: the console script ends with os._exit once a verb is done, losing nothing Python's own
-teardown would have written: atexit handlers run, open files, TensorFlow summary and TFRecord writers flushed,
-stdout/stderr and log handlers flushed, the exit code kept. Each case runs in a child process that really ends."""
+"""process_exit: the console script ends with os._exit once a verb is done, losing nothing Python's
+own teardown would have written: atexit handlers run, open files, TensorFlow summary and TFRecord
+writers flushed,
+stdout/stderr and log handlers flushed, the exit code kept. Each case runs in a child process
+that really ends."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ MODULES = Path(__file__).parent / "modules"
 
 
 def _child(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """Run `code` in a fresh interpreter with block-buffered stdout (a pipe, no PYTHONUNBUFFERED)."""
+    """Run `code` in a fresh interpreter with block-buffered stdout (a pipe, no
+    PYTHONUNBUFFERED)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     return subprocess.run(
@@ -115,8 +118,10 @@ def test_end_flushes_tensorflow_writers_left_open(tmp_path):
 
 @pytest.mark.slow
 def test_train_through_the_cli_keeps_event_files_atexit_and_outputs(tmp_path):
-    """A TFX-style module with its per-epoch TensorBoard callback, a tf.summary writer it never closes and an
-    atexit handler, through `python -m generic_trainer train` (the fast end): everything is there."""
+    """A TFX-style module with its per-epoch TensorBoard callback, a tf.summary writer it never
+    closes and an
+    atexit handler, through `python -m generic_trainer train` (the fast end): everything is
+    there."""
     model_dir = tmp_path / "model"
     proc = run_cli(
         [

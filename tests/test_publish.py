@@ -1,7 +1,9 @@
-"""Publishing outputs safely: private staging, one run per output dir, atomic replacement, writable outputs.
+"""Publishing outputs safely: private staging, one run per output dir, atomic replacement, writable
+outputs.
 
 - readers polling `Format-Serving` while it is replaced many times always find a complete directory;
-- the output-dir lock: a live owner refuses a second run (naming its pid and host), a dead one is taken over;
+- the output-dir lock: a live owner refuses a second run (naming its pid and host), a dead one is
+taken over;
 - every output is checked writable before TensorFlow loads (exit 2 naming the flag);
 - real CLI runs: two concurrent runs on one `--model-dir` (one wins whole, the other fails at once),
   a `run_fn` writing to `serving_model_dir/../../Format-Serving`, an executor output that cannot be
@@ -66,8 +68,10 @@ def _fake_model(final: str, version: int) -> str:
 
 
 def test_a_reader_always_sees_a_whole_model_while_it_is_replaced(tmp_path):
-    """300 replacements under a reader polling in a tight loop: never a missing or partial Format-Serving.
-    (The rename-away-then-rename-in of earlier versions showed readers no model in about half of them.)"""
+    """300 replacements under a reader polling in a tight loop: never a missing or partial
+    Format-Serving.
+    (The rename-away-then-rename-in of earlier versions showed readers no model in about half of
+    them.)"""
     final = str(tmp_path / "model" / "Format-Serving")
     staging = _fake_model(final, 0)
     storage.publish_dir(os.path.join(staging, "Format-Serving"), final)
@@ -200,7 +204,8 @@ print(json.dumps({"code": code, "seconds": time.monotonic() - started,
 
 
 def _immutable(path: Path) -> bool:
-    """Make `path` unwritable even for root (chattr +i); chmod when not root. False when neither works."""
+    """Make `path` unwritable even for root (chattr +i); chmod when not root. False when neither
+    works."""
     if os.geteuid() != 0:
         path.chmod(0o555)
         return True
@@ -332,7 +337,8 @@ CASES = {
         "--metrics-file",
         "is not writable",
     ),
-    # The data verbs run through the same runner: their outputs are checked before Beam or TensorFlow load.
+    # The data verbs run through the same runner: their outputs are checked before Beam or
+    # TensorFlow load.
     "import-examples: --output under a file": (
         lambda t: [
             "import-examples",
@@ -493,7 +499,8 @@ def _model_version(model_dir: Path) -> float:
 
 @pytest.mark.slow
 def test_two_concurrent_runs_on_one_model_dir_one_wins_whole(versioned_module, tmp_path):
-    """Started together: one run holds the model dir and publishes its model and its metrics; the other fails
+    """Started together: one run holds the model dir and publishes its model and its metrics; the
+    other fails
     at once (exit 2, before TensorFlow loads) naming --model-dir and the winner's pid and host."""
     model_dir = tmp_path / "model"
     release = tmp_path / "release"
@@ -550,8 +557,10 @@ def test_two_concurrent_runs_on_one_model_dir_one_wins_whole(versioned_module, t
 def test_run_fn_escaping_its_staging_dir_cannot_touch_the_published_model(
     versioned_module, tmp_path
 ):
-    """A run_fn writing to serving_model_dir/../../Format-Serving (and exporting nothing) fails with exit 4;
-    the model published before is untouched. A killed run's lock and staging are cleaned up first."""
+    """A run_fn writing to serving_model_dir/../../Format-Serving (and exporting nothing) fails with
+    exit 4;
+    the model published before is untouched. A killed run's lock and staging are cleaned up
+    first."""
     model_dir = tmp_path / "out" / "model"
     first = run_cli(
         _args(versioned_module, model_dir, tmp_path / "m1.json", version=1), timeout=300
@@ -594,7 +603,8 @@ def test_run_fn_escaping_its_staging_dir_cannot_touch_the_published_model(
 
 @pytest.mark.slow
 def test_an_executor_output_that_cannot_be_written_publishes_nothing(versioned_module, tmp_path):
-    """The executor output is written before the model is published: when that fails (exit 4), no model."""
+    """The executor output is written before the model is published: when that fails (exit 4), no
+    model."""
     out_dir = tmp_path / "kfp"
     out_dir.mkdir()
     model = {

@@ -1,8 +1,9 @@
-"""The pusher (TFX's Pusher, filesystem destination), on real files through the real CLI and KFP's executor input:
-a blessed model's SavedModel goes to <destination>/<Unix seconds>/ whole (saved_model.pb last, staged then
-renamed), a model that is not blessed is exit 0 with pushed 0 and the reason, an existing version dir is left
-alone, gs:// goes through the /gcs mount file by file, and bad input is exit 2 before anything is written.
-The push of a real trained model, loaded back from the pushed dir, is in the mnist pipeline (test_mnist_pipeline.py).
+"""The pusher (TFX's Pusher, filesystem destination), on real files through the real CLI and KFP's
+executor input: a blessed model's SavedModel goes to <destination>/<Unix seconds>/ whole
+(saved_model.pb last, staged then renamed), a model that is not blessed is exit 0 with pushed 0 and
+the reason, an existing version dir is left alone, gs:// goes through the /gcs mount file by file,
+and bad input is exit 2 before anything is written. The push of a real trained model, loaded back
+from the pushed dir, is in the mnist pipeline (test_mnist_pipeline.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from generic_trainer.artifacts import storage
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.intake.push_request import build_push_request
 
-# A SavedModel's layout, with contents that tell the files apart (push copies bytes; it never loads the model).
+# A SavedModel's layout, with contents that tell the files apart (push copies bytes; it never loads
+# the model).
 MODEL_FILES = {
     "saved_model.pb": b"\x08\x01graph" * 50,
     "fingerprint.pb": b"fp",
@@ -34,7 +36,8 @@ MODEL_FILES = {
 
 
 def _model(root: Path) -> Path:
-    """A trainer model dir: <root>/Format-Serving holding a SavedModel's files, and the trainer's other files."""
+    """A trainer model dir: <root>/Format-Serving holding a SavedModel's files, and the trainer's
+    other files."""
     for rel, data in MODEL_FILES.items():
         path = root / "Format-Serving" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -133,7 +136,8 @@ def test_saved_model_pb_is_copied_last_and_the_version_appears_in_one_rename(set
         or Path(dst).parent.parent.name.startswith(f".{result.version}.staging-")
         for _, dst in copied
     )
-    # the executor output is written while only the hidden staging dir is there; then one rename publishes it
+    # the executor output is written while only the hidden staging dir is there; then one rename
+    # publishes it
     assert len(seen[0]) == 1 and seen[0][0].startswith(f".{result.version}.staging-")
     assert [Path(b) for _, b in renamed] == [target]
     assert _files(target) == MODEL_FILES
@@ -157,7 +161,8 @@ def test_gs_destination_goes_through_the_mount_file_by_file_saved_model_last(set
     result = push.run(request)
     target = gcs / "bucket" / "serving" / "penguin" / result.version
     assert result.destination == f"gs://bucket/serving/penguin/{result.version}"
-    # Cloud Storage FUSE renames a directory object by object: the files are moved one by one instead
+    # Cloud Storage FUSE renames a directory object by object: the files are moved one by one
+    # instead
     moved = [str(Path(p).relative_to(target)) for p in renamed]
     assert moved[-1] == "saved_model.pb" and sorted(moved) == sorted(MODEL_FILES)
     assert _files(target) == MODEL_FILES and os.listdir(target.parent) == [result.version]
@@ -208,7 +213,8 @@ def test_not_blessed_is_exit_0_pushed_0_with_the_reason(setup):
     assert json.loads(proc.stdout) == {
         "pushed": 0,
         "reasons": [
-            f"the evaluator did not bless the model ({not_blessed}: NOT_BLESSED: accuracy 0.61 < lower bound 0.8)"
+            f"the evaluator did not bless the model ({not_blessed}: NOT_BLESSED: accuracy 0.61 < "
+            "lower bound 0.8)"
         ],
     }
     assert "not pushed: the evaluator did not bless the model" in proc.stderr
@@ -220,7 +226,8 @@ def test_not_blessed_is_exit_0_pushed_0_with_the_reason(setup):
     proc = _push(setup, "--infra-blessing", infra_no)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["reasons"] == [
-        f"the infra-validator did not bless the model ({infra_no}: INFRA_NOT_BLESSED: request 1 (8 examples): "
+        f"the infra-validator did not bless the model ({infra_no}: INFRA_NOT_BLESSED: request 1 (8 "
+        "examples): "
         "failed: boom)"
     ]
     assert not setup["dest"].exists()

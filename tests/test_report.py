@@ -20,7 +20,8 @@ def _write_events(
     tensor: bool = True,
     extra_values: list | None = None,
 ) -> None:
-    """Event files like Keras' TensorBoard callback (tensor scalars) or TF1 (simple_value) write them."""
+    """Event files like Keras' TensorBoard callback (tensor scalars) or TF1 (simple_value) write
+    them."""
     from tensorboard.compat.proto import event_pb2, summary_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
     from tensorboard.util import tensor_util

@@ -1,4 +1,5 @@
-"""The request edge: raw flag / executor-input values -> a validated TrainRequest, without TensorFlow."""
+"""The request edge: raw flag / executor-input values -> a validated TrainRequest, without
+TensorFlow."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def test_defaults_follow_tfx(tmp_path):
     assert req.train_steps is None and req.eval_steps is None and req.custom_config == {}
     assert req.model_run_dir == str(tmp_path / "model" / "logs")
     assert req.checkpoint_dir == str(tmp_path / "model" / "logs" / "checkpoints")
-    # --keras auto: penguin's module.py imports tensorflow_transform and tfx_bsl, so TFX would give it tf_keras
+    # --keras auto: penguin's module.py imports tensorflow_transform and tfx_bsl, so TFX would give
+    # it tf_keras
     assert req.keras == "tf_keras" and req.strategy == "auto"
     assert req.keras_reason.startswith("--keras auto: module.py imports tensorflow_transform")
 
@@ -67,7 +69,8 @@ def test_vertex_environment_gives_output_dirs(tmp_path):
 
 
 def test_metrics_and_report_files_on_gcs_map_to_the_mount(tmp_path):
-    """--metrics-file / --report-file as gs:// URIs are written through the Cloud Storage mount, as evaluate's are."""
+    """--metrics-file / --report-file as gs:// URIs are written through the Cloud Storage mount, as
+    evaluate's are."""
     env = {"GENERIC_TRAINER_GCS_ROOT": str(tmp_path / "gcs")}
     req = build_train_request(
         _values(
@@ -90,7 +93,8 @@ def test_legacy_keras_from_environment(tmp_path):
         _values(tmp_path, keras="keras3"), environ={"TF_USE_LEGACY_KERAS": "1"}
     )
     assert explicit.keras == "keras3" and explicit.keras_reason == "--keras keras3"
-    # Set to 0 (as an image may), the variable decides as well: Keras 3 even for a module that imports TFX.
+    # Set to 0 (as an image may), the variable decides as well: Keras 3 even for a module that
+    # imports TFX.
     zero = build_train_request(_values(tmp_path), environ={"TF_USE_LEGACY_KERAS": "0"})
     assert zero.keras == "keras3" and "TF_USE_LEGACY_KERAS=0" in zero.keras_reason
 
@@ -252,7 +256,8 @@ def test_request_building_does_not_import_tensorflow():
     import subprocess
 
     code = (
-        "import sys, generic_trainer.intake.request, generic_trainer.artifacts.kfp_io, generic_trainer.cli\n"
+        "import sys, generic_trainer.intake.request, generic_trainer.artifacts.kfp_io, "
+        "generic_trainer.cli\n"
         "assert 'tensorflow' not in sys.modules\n"
     )
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
@@ -285,7 +290,8 @@ def test_tft_keras2_warning_is_dropped_other_absl_warnings_kept():
 
     assert not cli._drop_tft_keras_warning(
         record(
-            "TF_USE_LEGACY_KERAS is set to 0, which will not use Keras 2. Tensorflow Transform is only compatible "
+            "TF_USE_LEGACY_KERAS is set to 0, which will not use Keras 2. Tensorflow Transform is "
+            "only compatible "
             "with Keras 2. Please set TF_USE_LEGACY_KERAS=1."
         )
     )

@@ -1,8 +1,10 @@
-"""signature_feed.py through evaluate and infra-validate: models whose serving_default takes tensors (a Keras 3
-`model.export()`, the Task API's default export) are fed from the examples through the schema; an input no
-feature matches is an exit-2 error naming it (evaluate), and INFRA_NOT_BLESSED with that reason, exit 0, in
-infra-validate (TFX's InfraValidator gives a verdict, so a pipeline's dsl.If skips the push); `--write-warmup`
-writes TF Serving warm-up requests that replay against the model, and nothing when the model is not INFRA_BLESSED."""
+"""signature_feed.py through evaluate and infra-validate: models whose serving_default takes tensors
+(a Keras 3 `model.export()`, the Task API's default export) are fed from the examples through the
+schema; an input no feature matches is an exit-2 error naming it (evaluate), and INFRA_NOT_BLESSED
+with that reason, exit 0, in infra-validate (TFX's InfraValidator gives a verdict, so a pipeline's
+dsl.If skips the push); `--write-warmup`
+writes TF Serving warm-up requests that replay against the model, and nothing when the model is
+not INFRA_BLESSED."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ WARMUP = Path("assets.extra") / "tf_serving_warmup_requests"
 
 
 def _fn(inputs: dict, root: Path):
-    """serving_default of a saved model taking `inputs` ({name: TensorSpec}) and returning their sum per example."""
+    """serving_default of a saved model taking `inputs` ({name: TensorSpec}) and returning their sum
+    per example."""
     import tensorflow as tf
 
     names = sorted(inputs)
@@ -125,7 +128,8 @@ def test_feed_rules_cast_reshape_pad_and_errors(tmp_path):
 
 
 def _replay_warmup(model_path: Path, expected_records: list[bytes]) -> list[dict]:
-    """Read the warm-up file back, parse each PredictionLog and call serving_default with its request."""
+    """Read the warm-up file back, parse each PredictionLog and call serving_default with its
+    request."""
     import tensorflow as tf
     from tensorflow_serving.apis import prediction_log_pb2
 
@@ -170,7 +174,8 @@ def test_keras_export_with_tensor_inputs_evaluated_and_infra_validated_with_warm
     from generic_trainer.records import schemas
 
     model = Path(tiny_models.keras_tensor_inputs(str(tmp_path / "keras_model")))
-    # evaluate (the computation its sandbox runs), with the schema: accuracy as the model itself gives it
+    # evaluate (the computation its sandbox runs), with the schema: accuracy as the model itself
+    # gives it
     request = build_evaluate_request(
         {
             "model": str(model),
@@ -197,7 +202,8 @@ def test_keras_export_with_tensor_inputs_evaluated_and_infra_validated_with_warm
         float(np.mean(probs.argmax(axis=1) == labels))
     )
 
-    # infra-validate (no schema: the first eval example describes the features), with 3 warm-up requests
+    # infra-validate (no schema: the first eval example describes the features), with 3 warm-up
+    # requests
     out = tmp_path / "iv"
     proc = run_cli(
         [
@@ -237,7 +243,8 @@ def test_keras_export_with_tensor_inputs_evaluated_and_infra_validated_with_warm
 
 @pytest.fixture(scope="module")
 def task_model(tmp_path_factory) -> dict:
-    """The linear Task trained briefly by the CLI; its model is the Task API's default export (model.export)."""
+    """The linear Task trained briefly by the CLI; its model is the Task API's default export
+    (model.export)."""
     root = tmp_path_factory.mktemp("task")
     rng = np.random.default_rng(3)
     rows = [
@@ -338,7 +345,8 @@ def test_task_default_export_evaluated_and_infra_validated(task_model, tmp_path)
 
 @pytest.mark.slow
 def test_unmatched_input_is_infra_not_blessed_naming_it(tmp_path):
-    """infra-validate (KFP form): a verdict, exit 0, blessed False for dsl.If, the reason evaluate's exit 2 gives."""
+    """infra-validate (KFP form): a verdict, exit 0, blessed False for dsl.If, the reason evaluate's
+    exit 2 gives."""
     model = tiny_models.float_input(
         str(tmp_path / "float_input")
     )  # serving_default(x: float32[None, 4])

@@ -1,7 +1,8 @@
-"""Speed flags end to end: --mixed-precision, --jit-compile, --steps-per-execution reach a module's own models.
+"""Speed flags end to end: --mixed-precision, --jit-compile, --steps-per-execution reach a module's
+own models.
 
-The module (tests/modules/speed) compiles its models without those arguments, as users do, and records
-what Keras made of them; a second model sets them itself and must keep its own choice.
+The module (tests/modules/speed) compiles its models without those arguments, as users do, and
+records what Keras made of them; a second model sets them itself and must keep its own choice.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Start-up stays light: help and argument errors answer without loading TensorFlow or other heavy libraries.
+"""Start-up stays light: help and argument errors answer without loading TensorFlow or other heavy
+libraries.
 
 (How fast they answer is measured by bench/overhead.py --mode startup, not asserted here.)
 """

@@ -1,5 +1,6 @@
-"""supervisor: the console script's parent process. Masking secrets in what it relays, ending the processes a run
-left running, and the CLI run through it (fast: vertex-job --dry-run needs no TensorFlow). The user-code endings
+"""supervisor: the console script's parent process. Masking secrets in what it relays, ending the
+processes a run left running, and the CLI run through it (fast: vertex-job --dry-run needs no
+TensorFlow). The user-code endings
 it turns into exit 3 (os._exit, signals, children left) run the real CLI in test_hostile.py."""
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def test_relay_masks_a_secret_split_across_writes_and_flushes_a_partial_line(tmp
 
 
 def test_processes_left_running_are_named_and_ended_even_orphaned_or_ignoring_sigterm(tmp_path):
-    """In a child interpreter (the pytest worker's own children must not be touched): one orphan that left the
+    """In a child interpreter (the pytest worker's own children must not be touched): one orphan
+    that left the
     run's process group (reparented to the subreaper) and one in the group that ignores SIGTERM."""
     code = textwrap.dedent("""
         import json, logging, os, subprocess, sys
@@ -158,7 +160,8 @@ def test_argument_errors_and_bad_input_keep_their_exit_codes_through_the_supervi
 
 
 def test_without_the_supervisor_log_records_are_masked_too():
-    """cli.main(argv) in-process (tests, notebooks) and GENERIC_TRAINER_SUPERVISE=0 run without the parent: what
+    """cli.main(argv) in-process (tests, notebooks) and GENERIC_TRAINER_SUPERVISE=0 run without the
+    parent: what
     they log through the root handlers is masked by a filter."""
     import io
     import logging

@@ -1,4 +1,5 @@
-"""Experiment configs of the Task API: override order, unknown keys, coercion, registry, params.yaml.
+"""Experiment configs of the Task API: override order, unknown keys, coercion, registry,
+params.yaml.
 
 No TensorFlow here: config resolution happens before TensorFlow loads.
 """
@@ -303,7 +304,8 @@ def test_validate_for_mode():
         ("runtime.distribution_strategy=ps", r"multi_worker_mirrored \(or off, none for default\)"),
         (
             "runtime.mixed_precision_dtype=half",
-            "runtime.mixed_precision_dtype: expected one of float32, float16, bfloat16, mixed_float16, mixed_bfloat16 "
+            "runtime.mixed_precision_dtype: expected one of float32, float16, bfloat16, "
+            "mixed_float16, mixed_bfloat16 "
             "or empty",
         ),
         (
@@ -444,7 +446,8 @@ def test_request_accepts_task_inputs_from_flags_and_kfp(tmp_path, penguin):
     with pytest.raises(UserInputError, match="--keras: the Task API runs Keras 3"):
         build_train_request({**base, "task": "t:T", "keras": "tf_keras"}, environ={})
 
-    # KFP: the component's `task`, `experiment`, `config` (a YAML string or a dict) and `mode` parameters
+    # KFP: the component's `task`, `experiment`, `config` (a YAML string or a dict) and `mode`
+    # parameters
     cfg = write(tmp_path / "c.yaml", {"trainer": {"train_steps": 1}})
     executor_input = {
         "inputs": {
@@ -487,7 +490,8 @@ def test_request_accepts_task_inputs_from_flags_and_kfp(tmp_path, penguin):
 
 def test_importing_the_task_api_does_not_load_tensorflow():
     code = (
-        "import sys, generic_trainer.task, generic_trainer.train_task, generic_trainer.task.controller, "
+        "import sys, generic_trainer.task, generic_trainer.train_task, "
+        "generic_trainer.task.controller, "
         "generic_trainer.task.experiment, generic_trainer.task.export; "
         "print('tensorflow' in sys.modules)"
     )

@@ -1,4 +1,5 @@
-"""The penguin Task on Keras 3 with two real worker processes (MultiWorkerMirroredStrategy on 127.0.0.1).
+"""The penguin Task on Keras 3 with two real worker processes (MultiWorkerMirroredStrategy on
+127.0.0.1).
 
 The metrics the two-worker run reports are global: AUC, accuracy, macro F1 (host-side, from
 `aggregate_logs`) and loss over the whole eval set equal a single-process evaluation of the

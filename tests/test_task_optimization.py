@@ -1,4 +1,5 @@
-"""`trainer.optimizer_config` in Model Garden's one-of form: schedules, warm-ups, optimizers, the flat form.
+"""`trainer.optimizer_config` in Model Garden's one-of form: schedules, warm-ups, optimizers, the
+flat form.
 
 Every expected learning rate below is worked out by hand from Model Garden's definitions
 (official/modeling/optimization/lr_schedule.py and the Keras schedules it wraps), written as
@@ -41,7 +42,8 @@ def _check(lr, expected: dict[int, float]) -> None:
 
 
 def test_stepwise_with_linear_warmup_resnet_shape():
-    # ResNet-50 GPU shape: sgd momentum 0.9, stepwise, linear warm-up from 0 (warmup_learning_rate's default)
+    # ResNet-50 GPU shape: sgd momentum 0.9, stepwise, linear warm-up from 0 (warmup_learning_rate's
+    # default)
     lr = _lr(
         {
             "optimizer": {"type": "sgd", "sgd": {"momentum": 0.9}},
@@ -52,7 +54,8 @@ def test_stepwise_with_linear_warmup_resnet_shape():
             "warmup": {"type": "linear", "linear": {"warmup_steps": 5}},
         }
     )
-    # warm-up: 0 + step / 5 * (schedule(5) - 0), schedule(5) = 0.8; then values[i] for step <= boundaries[i]
+    # warm-up: 0 + step / 5 * (schedule(5) - 0), schedule(5) = 0.8; then values[i] for step <=
+    # boundaries[i]
     _check(
         lr,
         {
@@ -270,7 +273,8 @@ def test_flat_form_converts_with_a_deprecation_warning_and_keeps_its_behaviour(c
     from generic_trainer.task.schedules import build_learning_rate
 
     lr = build_learning_rate(opt, 110)
-    # the flat form's schedule: linear 0 -> 0.01 over 10 steps, then a cosine over the remaining 100 steps
+    # the flat form's schedule: linear 0 -> 0.01 over 10 steps, then a cosine over the remaining 100
+    # steps
     _check(lr, {5: 0.005, 10: 0.01, 60: 0.01 * 0.5 * (1 + math.cos(math.pi * 50 / 100)), 110: 0.0})
     # a flat override onto a config keeps what it does not name (here the optimizer type)
     cfg = build_experiment(cfg, params_override="trainer.optimizer_config.optimizer.type=sgd")
@@ -502,7 +506,8 @@ def test_lamb_step_by_hand():
     ratio = 5.0 / math.hypot(*r)  # ||w|| / ||r||
     expected = [3.0 - 0.1 * ratio * r[0], 4.0 - 0.1 * ratio * r[1]]
     np.testing.assert_allclose(_one_step(opt, w, g), expected, rtol=1e-5)
-    # excluded from weight decay and from layer adaptation: plain Adam-like step lr * g / (|g| + eps)
+    # excluded from weight decay and from layer adaptation: plain Adam-like step lr * g / (|g| +
+    # eps)
     plain = _build(
         {
             "optimizer": {
@@ -527,7 +532,8 @@ def test_lars_step_by_hand():
             "learning_rate": {"type": "constant", "constant": {"learning_rate": 1.0}},
         }
     )
-    # g' = g + 0.1 w = [1.3, 0.4]; trust = eeta ||w|| / ||g'||; v = 0 * 0.9 + lr * trust * g'; w -= v
+    # g' = g + 0.1 w = [1.3, 0.4]; trust = eeta ||w|| / ||g'||; v = 0 * 0.9 + lr * trust * g'; w -=
+    # v
     g2 = [1.0 + 0.1 * 3.0, 0.0 + 0.1 * 4.0]
     trust = 0.001 * 5.0 / math.hypot(*g2)
     expected = [3.0 - trust * g2[0], 4.0 - trust * g2[1]]
@@ -638,7 +644,8 @@ def test_a_block_set_but_not_chosen_is_logged(caplog):
         },
     )
     assert "is set but" not in caplog.text
-    # a warmup block without warmup.type (Model Garden experiment factories set it in Python) is ignored, and said so
+    # a warmup block without warmup.type (Model Garden experiment factories set it in Python) is
+    # ignored, and said so
     build_experiment(
         defaults,
         config_text={"trainer": {"optimizer_config": {"warmup": {"linear": {"warmup_steps": 10}}}}},

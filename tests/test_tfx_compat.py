@@ -1,4 +1,5 @@
-"""TFX module files run unedited: their tfx imports, their own strategies, Keras 2 saving, their logging.
+"""TFX module files run unedited: their tfx imports, their own strategies, Keras 2 saving, their
+logging.
 
 The import stand-ins and the strategy and saving substitutions are checked in this process
 against real TensorFlow and Keras 3; then modules written in TFX's idioms (tests/modules/tfx_style:
@@ -100,7 +101,8 @@ def test_other_tfx_imports_fail_naming_the_import_and_what_is_supported(stand_in
 
 
 def test_a_module_and_its_sibling_load_with_their_tfx_imports(tmp_path):
-    """user_module.load installs the finder, puts the module's folder on sys.path, names a bad import."""
+    """user_module.load installs the finder, puts the module's folder on sys.path, names a bad
+    import."""
     (tmp_path / "my_base.py").write_text(
         "from tfx.components.trainer.fn_args_utils import FnArgs\n"
     )
@@ -121,7 +123,8 @@ def test_a_module_and_its_sibling_load_with_their_tfx_imports(tmp_path):
         with pytest.raises(UserCodeError) as raised:
             user_module.load(str(tmp_path / "bad_module.py"), str(tmp_path / "dl"))
         assert "importing module" in str(raised.value).splitlines()[0]
-        # with a module loaded, tfx.orchestration may be a package on the way to a file of its tree: the file is named
+        # with a module loaded, tfx.orchestration may be a package on the way to a file of its tree:
+        # the file is named
         assert (
             "the module imports tfx.orchestration.pipeline, which generic-trainer does not provide"
             in str(raised.value)
@@ -133,7 +136,8 @@ def test_a_module_and_its_sibling_load_with_their_tfx_imports(tmp_path):
 
 
 def _tfx_tree(root: Path) -> Path:
-    """Files laid out as TFX's taxi template and mnist example are (written here: no TFX file is copied)."""
+    """Files laid out as TFX's taxi template and mnist example are (written here: no TFX file is
+    copied)."""
     models = root / "taxi" / "models"
     (models / "keras_model").mkdir(parents=True)
     (models / "features.py").write_text("LABEL_KEY = 'tips'\n")
@@ -163,13 +167,15 @@ def _tfx_tree(root: Path) -> Path:
         "from tfx.experimental.other import features\n"
     )
     (models / "keras_model" / "bare.py").write_text(
-        "import tfx.orchestration.pipeline\ndef run_fn(fn_args):\n    return tfx.orchestration.pipeline.Pipeline\n"
+        "import tfx.orchestration.pipeline\ndef run_fn(fn_args):\n    return "
+        "tfx.orchestration.pipeline.Pipeline\n"
     )
     return root
 
 
 def test_tfx_paths_to_files_beside_the_module_or_above_it_in_its_tree_load_those_files(tmp_path):
-    """`from tfx.experimental.templates.taxi.models import features` loads .../taxi/models/features.py; an
+    """`from tfx.experimental.templates.taxi.models import features` loads
+    .../taxi/models/features.py; an
     unknown tfx path is still an import error naming it (exit 3 in a run)."""
     root = _tfx_tree(tmp_path)
     keras_model = root / "taxi" / "models" / "keras_model"
@@ -212,7 +218,8 @@ def test_tfx_paths_to_files_beside_the_module_or_above_it_in_its_tree_load_those
 
 
 def test_an_installed_tfx_is_left_alone(tmp_path, monkeypatch):
-    """Where a real `tfx` package is importable, the finder is not installed and that package is used."""
+    """Where a real `tfx` package is importable, the finder is not installed and that package is
+    used."""
     package = tmp_path / "site" / "tfx"
     (package / "components" / "trainer").mkdir(parents=True)
     (package / "__init__.py").write_text("REAL = True\n")
@@ -317,7 +324,8 @@ def test_module_strategies_are_answered_with_the_runtimes_and_restored(caplog):
         ),
         (
             lambda tf: tf.distribute.MirroredStrategy(["/gpu:0", "/gpu:1"]),
-            "the module asked for MirroredStrategy on /gpu:0, /gpu:1, which this replica does not have (it has "
+            "the module asked for MirroredStrategy on /gpu:0, /gpu:1, which this replica does not "
+            "have (it has "
             "/device:CPU:0)",
         ),
         (
@@ -462,10 +470,12 @@ def test_tfx_tutorial_style_module_trains_with_default_flags_and_is_judged_by_ev
     assert proc.returncode == 0, proc.stderr[-4000:]
     log = proc.stderr
     assert (
-        "module asked for MirroredStrategy; using _DefaultDistributionStrategy (TensorFlow's default "
+        "module asked for MirroredStrategy; using _DefaultDistributionStrategy (TensorFlow's "
+        "default "
         "strategy, one device)"
     ) in log
-    # --keras auto: the module imports tfx, so it gets the tf.keras TFX gives it, Keras 2, which saves natively
+    # --keras auto: the module imports tfx, so it gets the tf.keras TFX gives it, Keras 2, which
+    # saves natively
     assert (
         "tf.keras is Keras 2 (tf_keras): --keras auto: tfx_style_module.py imports tfx (line 19)"
         in log

@@ -1,4 +1,5 @@
-"""TFX's own module files, from the tfx==1.21.0 wheel, run unedited through the verbs, wired as TFX wires them.
+"""TFX's own module files, from the tfx==1.21.0 wheel, run unedited through the verbs, wired as TFX
+wires them.
 
 The wheel is downloaded once (`pip download --no-deps`, never installed; cached in pytest's cache
 dir, shared by the xdist workers) and unpacked; the module files run from where they lie in it,
@@ -65,7 +66,8 @@ def _download_wheel(out: Path) -> None:
 
 @pytest.fixture(scope="session")
 def tfx_root(request, tmp_path_factory) -> Path:
-    """The unpacked tfx wheel (its `tfx/` folder inside), downloaded once and kept in pytest's cache dir."""
+    """The unpacked tfx wheel (its `tfx/` folder inside), downloaded once and kept in pytest's cache
+    dir."""
     try:
         cache = Path(request.config.cache.mkdir(f"tfx-{TFX_VERSION}-wheel"))
     except AttributeError:  # -p no:cacheprovider
@@ -131,7 +133,8 @@ def _train(
 
 
 def _serve(serving: Path, raw_examples: Path, split: str = "eval", count: int = 4):
-    """Feed `count` raw serialized examples of `split` to the model's serving_default; returns its outputs."""
+    """Feed `count` raw serialized examples of `split` to the model's serving_default; returns its
+    outputs."""
     import numpy as np
     import tensorflow as tf
 
@@ -175,14 +178,16 @@ def _head(source: Path, target: Path, lines: int) -> Path:
 
 @pytest.fixture(scope="module")
 def penguin(tfx_root) -> tuple[Path, Path]:
-    """The penguin examples (ExampleGen's layout) and schema shipped in the wheel's components testdata."""
+    """The penguin examples (ExampleGen's layout) and schema shipped in the wheel's components
+    testdata."""
     testdata = tfx_root / "tfx" / "components" / "testdata" / "penguin"
     return testdata / "data", testdata / "schema" / "schema.pbtxt"
 
 
 @pytest.fixture(scope="module")
 def taxi(tfx_root, tmp_path_factory) -> tuple[Path, Path]:
-    """240 rows of the wheel's Chicago taxi CSV, through import-examples (ExampleGen + SchemaGen)."""
+    """240 rows of the wheel's Chicago taxi CSV, through import-examples (ExampleGen +
+    SchemaGen)."""
     out = tmp_path_factory.mktemp("taxi")
     csv = _head(
         tfx_root / "tfx" / "examples" / "chicago_taxi_pipeline" / "data" / "simple" / "data.csv",
@@ -246,7 +251,8 @@ def test_penguin_keras_module_transforms_tunes_trains_and_is_evaluated(tfx_root,
 
 
 def test_penguin_template_preprocessing_and_model(tfx_root, penguin, tmp_path):
-    """tfx/experimental/templates/penguin/models: preprocessing.py and model.py import `features` and
+    """tfx/experimental/templates/penguin/models: preprocessing.py and model.py import `features`
+    and
     `constants` by their tfx paths."""
     examples, schema = penguin
     models = tfx_root / "tfx" / "experimental" / "templates" / "penguin" / "models"
@@ -255,7 +261,8 @@ def test_penguin_template_preprocessing_and_model(tfx_root, penguin, tmp_path):
 
 
 def test_components_testdata_tuner_module_tunes_penguin(tfx_root, penguin, tmp_path):
-    """tfx/components/testdata/module_file/tuner_module.py, wired as TFX's Tuner test: raw examples + schema."""
+    """tfx/components/testdata/module_file/tuner_module.py, wired as TFX's Tuner test: raw examples
+    + schema."""
     examples, schema = penguin
     module = tfx_root / "tfx" / "components" / "testdata" / "module_file" / "tuner_module.py"
     _gt(
@@ -280,7 +287,8 @@ def test_components_testdata_tuner_module_tunes_penguin(tfx_root, penguin, tmp_p
 
 
 def test_components_testdata_trainer_module_on_the_shipped_transform_outputs(tfx_root, tmp_path):
-    """tfx/components/testdata/module_file/trainer_module.py on the taxi Transform outputs shipped beside it."""
+    """tfx/components/testdata/module_file/trainer_module.py on the taxi Transform outputs shipped
+    beside it."""
     testdata = tfx_root / "tfx" / "components" / "testdata"
     serving = _train(
         tmp_path,
@@ -301,8 +309,10 @@ def test_taxi_native_keras_module(tfx_root, taxi, tmp_path):
 
 
 def test_taxi_template_preprocessing_and_keras_model(tfx_root, taxi, tmp_path):
-    """tfx/experimental/templates/taxi/models: preprocessing.py, and keras_model/model.py, which imports
-    `tfx.experimental.templates.taxi.models.features` (a folder above it) and `...keras_model.constants`."""
+    """tfx/experimental/templates/taxi/models: preprocessing.py, and keras_model/model.py, which
+    imports
+    `tfx.experimental.templates.taxi.models.features` (a folder above it) and
+    `...keras_model.constants`."""
     examples, schema = taxi
     models = tfx_root / "tfx" / "experimental" / "templates" / "taxi" / "models"
     graph, transformed = _transform(tmp_path, examples, schema, models / "preprocessing.py")
@@ -324,8 +334,10 @@ def test_imdb_native_keras_module(tfx_root, tmp_path):
 
 
 def test_mnist_native_keras_module_from_tfrecords(tfx_root, tmp_path):
-    """tfx/examples/mnist/mnist_utils_native_keras.py (imports mnist_utils_native_keras_base by its tfx path),
-    from TFRecords of tf.Example as TFX's ImportExampleGen reads them, image_floats inferred as shape [784]."""
+    """tfx/examples/mnist/mnist_utils_native_keras.py (imports mnist_utils_native_keras_base by its
+    tfx path),
+    from TFRecords of tf.Example as TFX's ImportExampleGen reads them, image_floats inferred as
+    shape [784]."""
     import numpy as np
     from datagen import write_split
 

@@ -1,4 +1,5 @@
-"""End to end: `generic-trainer train` as a subprocess, the way KFP, docker run and Vertex call it."""
+"""End to end: `generic-trainer train` as a subprocess, the way KFP, docker run and Vertex call
+it."""
 
 from __future__ import annotations
 
@@ -106,7 +107,8 @@ def test_other_module_schema_and_splits(tmp_path: Path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "hunter2" not in proc.stderr + proc.stdout, "secret custom_config value was logged"
-    # The module logs where Vertex AI TensorBoard reads live; the model-run dir gets a copy at the end.
+    # The module logs where Vertex AI TensorBoard reads live; the model-run dir gets a copy at the
+    # end.
     record = json.loads((tmp_path / "vertex-tb" / "fn_args.json").read_text())
     assert record["model_run_dir"] == str(tmp_path / "vertex-tb")
     assert json.loads((tmp_path / "run" / "fn_args.json").read_text()) == record
@@ -177,15 +179,18 @@ def test_module_and_examples_from_gcs(tmp_path: Path, gcs_emulator):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (gcs_root / bucket / "out" / "model" / "Format-Serving" / "saved_model.pb").is_file()
-    # --keras auto: the module is not mounted, so it is read once downloaded, before TensorFlow loads
+    # --keras auto: the module is not mounted, so it is read once downloaded, before TensorFlow
+    # loads
     assert "cannot be read before it is fetched" in proc.stderr
     assert (
-        "tf.keras is Keras 2 (tf_keras): --keras auto (decided once fetched): regress_module.py imports tfx_bsl "
+        "tf.keras is Keras 2 (tf_keras): --keras auto (decided once fetched): regress_module.py "
+        "imports tfx_bsl "
         "(line 13)"
     ) in proc.stderr
 
 
-# --- bad input: one clear message naming the input, non-zero exit, nothing half-written ---------------
+# --- bad input: one clear message naming the input, non-zero exit, nothing half-written
+# ---------------
 
 
 def _penguin_args(tmp_path: Path, **overrides) -> list[str]:

@@ -1,9 +1,10 @@
-"""transform: a module's preprocessing_fn through tensorflow-transform on Beam, with TFX Transform's outputs.
+"""transform: a module's preprocessing_fn through tensorflow-transform on Beam, with TFX Transform's
+outputs.
 
-The penguin module's preprocessing_fn runs through the real CLI (a subprocess, as KFP runs it); a second
-process reads the outputs with tft.TFTransformOutput as TFX modules do, and compares them with the
-committed examples/penguin/transform_graph (made by this verb). Bad input: exit 2 or 3, one-line cause,
-nothing written.
+The penguin module's preprocessing_fn runs through the real CLI (a subprocess, as KFP runs it); a
+second process reads the outputs with tft.TFTransformOutput as TFX modules do, and compares them
+with the committed examples/penguin/transform_graph (made by this verb). Bad input: exit 2 or 3,
+one-line cause, nothing written.
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ def test_penguin_transform_outputs_read_as_tfx_reads_them(tmp_path):
 
 
 def _fast(monkeypatch, capsys, *args: str) -> tuple[int, str]:
-    """Run the CLI in this process (for errors found before TensorFlow loads); returns (code, error line)."""
+    """Run the CLI in this process (for errors found before TensorFlow loads); returns (code, error
+    line)."""
     monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")
     code = cli.main(["transform", *args])
     lines = [line for line in capsys.readouterr().err.splitlines() if "transform failed: " in line]
@@ -186,7 +188,8 @@ def test_module_without_preprocessing_fn(tmp_path, monkeypatch, capsys):
     assert code == 2
     assert (
         message
-        == f"--preprocessing-fn: module {module} has no function 'preprocessing_fn'; it defines run_fn"
+        == f"--preprocessing-fn: module {module} has no function 'preprocessing_fn'; it defines "
+        "run_fn"
     )
     _no_outputs(tmp_path)
 

@@ -1,5 +1,5 @@
-"""Transformed features from raw examples: the data accessor applies `--transform-graph` in the input
-pipeline when a module asks for features only the transform produces (TFX modules ask for the
+"""Transformed features from raw examples: the data accessor applies `--transform-graph` in the
+input pipeline when a module asks for features only the transform produces (TFX modules ask for the
 transformed schema and a `*_xf` label, because TFX feeds them Transform's materialised examples)."""
 
 from __future__ import annotations
@@ -77,8 +77,10 @@ def test_a_transformed_label_alone_is_enough_to_transform():
 
 
 def test_features_in_the_files_are_read_from_them_and_only_the_missing_ones_transformed():
-    """TFX's data accessor reads the schema it is given from the files: a feature the transform graph does not know
-    ('tags') is read as it is; only the transformed label the files lack comes from the transform graph."""
+    """TFX's data accessor reads the schema it is given from the files: a feature the transform
+    graph does not know
+    ('tags') is read as it is; only the transformed label the files lack comes from the transform
+    graph."""
     asked = _schema(body_mass_g=F, island=B, species=INT, tags=B)
     record = {**RAW_RECORD, "tags": "bytes_list"}
     assert transform_plan(asked, "species", RAW_SCHEMA, XF_SCHEMA, record, ["f"]) == (
@@ -376,8 +378,10 @@ def test_two_workers_both_transform_on_the_fly(xf_graph, tmp_path):
 
 @pytest.mark.slow
 def test_tfx_wiring_transformed_examples_with_the_raw_schema_train(xf_graph, tmp_path):
-    """`train --examples <transformed_examples> --schema <raw schema> --transform-graph G`, as TFX wires its Trainer:
-    the record check finds the splits follow the graph's transformed_metadata, the module reads them as they are."""
+    """`train --examples <transformed_examples> --schema <raw schema> --transform-graph G`, as TFX
+    wires its Trainer:
+    the record check finds the splits follow the graph's transformed_metadata, the module reads
+    them as they are."""
     args = _train_args(tmp_path, xf_graph)
     args[args.index("--examples") + 1] = str(xf_graph.parent / "transformed_examples")
     proc = run_cli(args, timeout=600)
@@ -435,8 +439,10 @@ def test_records_fitting_neither_schema_name_both_and_exit_2(xf_graph, tmp_path)
 def test_a_module_passing_its_raw_schema_reads_a_feature_the_graph_does_not_know(
     xf_graph, tmp_path
 ):
-    """The regression of issue 23: the raw schema holds 'tags' (unknown to the transform graph); TFX's accessor reads
-    it from the files. The label the module asks for, species_xf, is not in the files: the graph gives it."""
+    """The regression of issue 23: the raw schema holds 'tags' (unknown to the transform graph);
+    TFX's accessor reads
+    it from the files. The label the module asks for, species_xf, is not in the files: the graph
+    gives it."""
     import tensorflow as tf
     from google.protobuf import text_format
 
@@ -477,7 +483,8 @@ def test_a_module_passing_its_raw_schema_reads_a_feature_the_graph_does_not_know
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (
-        "RAW_SCHEMA_MODULE features=['bill_depth_mm', 'bill_length_mm', 'body_mass_g', 'flipper_length_mm', "
+        "RAW_SCHEMA_MODULE features=['bill_depth_mm', 'bill_length_mm', 'body_mass_g', "
+        "'flipper_length_mm', "
         "'island', 'sex', 'species', 'tags', 'year'] label=species_xf" in proc.stdout
     )
     assert "applying the transform graph" in proc.stderr and "lack (species_xf)" in proc.stderr
@@ -507,7 +514,8 @@ def test_record_checks_tell_which_splits_follow_the_transformed_schema(xf_graph,
     ) as e:  # without the transform graph, only the raw schema counts
         record_checks.check_first_records(transformed, raw_schema)
     assert "is required by the schema but missing" in str(e.value) and xf_schema not in str(e.value)
-    # An error the input pipeline raised: the records fit the transformed schema, so the module's parsing is at fault.
+    # An error the input pipeline raised: the records fit the transformed schema, so the module's
+    # parsing is at fault.
     error = tf.errors.InvalidArgumentError(
         None, None, "Feature: species (data type: int64) is required but could not be found."
     )

@@ -1,4 +1,5 @@
-"""The tune verb: real keras-tuner searches from a module's tuner_fn, their TFX outputs, resume, bad input.
+"""The tune verb: real keras-tuner searches from a module's tuner_fn, their TFX outputs, resume, bad
+input.
 
 Searches run for real (2-3 trials of a few steps). The KFP form, the tune -> train hand-over and
 the killed-and-resumed search run the CLI as a subprocess; the other cases call the CLI in this
@@ -143,7 +144,8 @@ def test_package_exports_stay_light():
     code = (
         "import sys, generic_trainer; assert 'generic_trainer.fit.fn_args' not in sys.modules; "
         "from generic_trainer import FnArgs, TunerFnResult; "
-        "assert TunerFnResult._fields == ('tuner', 'fit_kwargs'); assert 'tensorflow' not in sys.modules"
+        "assert TunerFnResult._fields == ('tuner', 'fit_kwargs'); assert 'tensorflow' not in "
+        "sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=cli_env())
 
@@ -402,7 +404,8 @@ def run_fn(fn_args: FnArgs):
 
 @pytest.fixture(scope="module")
 def regression(tmp_path_factory) -> Path:
-    """Examples in splits `fit`/`holdout` with features a, b (FLOAT) and a float target, plus a schema."""
+    """Examples in splits `fit`/`holdout` with features a, b (FLOAT) and a float target, plus a
+    schema."""
     import random
 
     root = tmp_path_factory.mktemp("regression")
@@ -518,7 +521,8 @@ def test_resume_survives_a_cut_oracle_file_and_a_missing_tuner_file(regression, 
     assert code == 0, stderr[-4000:]
     project = tmp_path / "best.checkpoints" / "tuner" / "regression_random"
     first = {t: json.loads((project / f"trial_{t}" / "trial.json").read_text()) for t in ("0", "1")}
-    # What a kill at the wrong moment leaves: oracle.json cut to nothing, the tuner's file not yet written.
+    # What a kill at the wrong moment leaves: oracle.json cut to nothing, the tuner's file not yet
+    # written.
     (project / "oracle.json").write_text("")
     (project / "tuner0.json").unlink()
 
@@ -554,7 +558,8 @@ BAD_MODULES = {
     ),
     "not_a_tuner": (
         "import keras\nfrom generic_trainer import TunerFnResult\n"
-        "def tuner_fn(fn_args):\n    return TunerFnResult(tuner=keras.Sequential(), fit_kwargs={})\n",
+        "def tuner_fn(fn_args):\n    return TunerFnResult(tuner=keras.Sequential(), "
+        "fit_kwargs={})\n",
         [],
         3,
         ["returned a tuner of type Sequential"],
@@ -614,7 +619,8 @@ BAD_MODULES = {
     "tf_keras_model": (
         "import keras_tuner, tf_keras\nfrom regression_tuning import fit_kwargs\n"
         "def build(hp):\n"
-        "    m = tf_keras.Sequential([tf_keras.layers.Dense(hp.Int('u', 1, 2), input_shape=(2,))])\n"
+        "    m = tf_keras.Sequential([tf_keras.layers.Dense(hp.Int('u', 1, 2), "
+        "input_shape=(2,))])\n"
         "    m.compile(loss='mse')\n    return m\n"
         "def tuner_fn(fn_args):\n"
         "    return keras_tuner.RandomSearch(build, objective='val_loss', max_trials=2,\n"
@@ -648,7 +654,8 @@ def test_bad_tuner_fn_fails_clearly_and_writes_nothing(regression, tmp_path, cap
     ['{"t1": {"status": "RUNNING"', "[1, 2]", '{"t1": 5}', "[" * 5000 + "]" * 5000, "\udcff"],
 )
 def test_a_damaged_trial_log_is_ignored_with_a_warning(tmp_path, caplog, content):
-    """The search's own trial log, truncated by a kill or edited: ignored (warned), never a crash of the search."""
+    """The search's own trial log, truncated by a kill or edited: ignored (warned), never a crash of
+    the search."""
     from generic_trainer.tuning import trial_log
 
     path = tmp_path / trial_log.FILE_NAME

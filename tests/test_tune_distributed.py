@@ -1,4 +1,5 @@
-"""Distributed tuning: a chief serving the keras-tuner oracle and workers running trials, on 127.0.0.1.
+"""Distributed tuning: a chief serving the keras-tuner oracle and workers running trials, on
+127.0.0.1.
 
 Real processes with CLUSTER_SPEC (Vertex's form) or TF_CONFIG; real gRPC between them. Shows the
 trials spread over the replicas, and the chief giving up (not hanging) when a worker is killed.

@@ -1,4 +1,5 @@
-"""fit/user_code: the one boundary every call into user code goes through, and how each way user code ends
+"""fit/user_code: the one boundary every call into user code goes through, and how each way user
+code ends
 maps to an exit code (no TensorFlow: the mapping itself; the CLI runs are in test_hostile.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""user_module: the three ways to name a module (path, gs:// URI, dotted name), pins, sibling imports."""
+"""user_module: the three ways to name a module (path, gs:// URI, dotted name), pins, sibling
+imports."""
 
 from __future__ import annotations
 
@@ -82,14 +83,16 @@ def test_gcs_module_brings_its_siblings(tmp_path, gcs_emulator, monkeypatch):
             sys.modules.pop(name, None)
 
 
-# --- s3:// and minio:// (KFP's on-cluster store), against moto's S3-compatible server -------------------------
+# --- s3:// and minio:// (KFP's on-cluster store), against moto's S3-compatible server
+# -------------------------
 
 S3_MODULE = b"from s3_sibling_for_test import X\n\ndef run_fn(fn_args):\n    return X\n"
 
 
 @pytest.fixture()
 def s3_server(monkeypatch):
-    """moto's S3-compatible server on 127.0.0.1 (a real HTTP server, as MinIO would be); yields its URL."""
+    """moto's S3-compatible server on 127.0.0.1 (a real HTTP server, as MinIO would be); yields its
+    URL."""
     from conftest import free_port
     from moto.server import ThreadedMotoServer
 
@@ -183,7 +186,8 @@ def test_minio_endpoint_unreachable_is_named(tmp_path, monkeypatch):
 
 
 def test_mounted_s3_and_minio_modules_need_no_boto3(tmp_path, monkeypatch):
-    """KFP's convention: s3://b/x is /s3/b/x, minio://b/x is /minio/b/x. A mounted file is used where it is."""
+    """KFP's convention: s3://b/x is /s3/b/x, minio://b/x is /minio/b/x. A mounted file is used
+    where it is."""
     from generic_trainer.artifacts import storage
 
     roots = {"s3://": str(tmp_path / "s3"), "minio://": str(tmp_path / "minio")}
@@ -212,7 +216,8 @@ def test_mounted_s3_and_minio_modules_need_no_boto3(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_train_with_a_minio_module_file(tmp_path, s3_server):
-    """`generic-trainer train --module-file minio://...` as KFP on a cluster with MinIO would run it."""
+    """`generic-trainer train --module-file minio://...` as KFP on a cluster with MinIO would run
+    it."""
     import json
 
     from conftest import PENGUIN, run_cli

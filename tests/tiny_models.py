@@ -1,4 +1,5 @@
-"""Hand-made SavedModels whose behaviour is known exactly, for the evaluator and infra-validator tests."""
+"""Hand-made SavedModels whose behaviour is known exactly, for the evaluator and infra-validator
+tests."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def _save(module, path: str, fn) -> str:
 def class_from_feature(
     path: str, feature: str = "pred", num_classes: int = 3, extra_output: bool = False
 ) -> str:
-    """serving_default(examples) -> probabilities 0.8 for the class named by int feature `feature`, 0.1 otherwise."""
+    """serving_default(examples) -> probabilities 0.8 for the class named by int feature `feature`,
+    0.1 otherwise."""
     import tensorflow as tf
 
     spec = {feature: tf.io.FixedLenFeature([1], tf.int64)}
@@ -58,7 +60,8 @@ def raising(path: str, message: str = "this model is broken on purpose") -> str:
 
 
 def one_row(path: str) -> str:
-    """serving_default answers any batch with a single row (declared shape [1, 3]): one row per example is broken."""
+    """serving_default answers any batch with a single row (declared shape [1, 3]): one row per
+    example is broken."""
     import tensorflow as tf
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
@@ -69,7 +72,8 @@ def one_row(path: str) -> str:
 
 
 def probability_from_feature(path: str, feature: str = "score") -> str:
-    """serving_default(examples) -> {"probabilities": float feature `feature` [n, 1]} (a binary model)."""
+    """serving_default(examples) -> {"probabilities": float feature `feature` [n, 1]} (a binary
+    model)."""
     import tensorflow as tf
 
     spec = {feature: tf.io.FixedLenFeature([1], tf.float32)}
@@ -84,8 +88,8 @@ def probability_from_feature(path: str, feature: str = "score") -> str:
 def keras_tensor_inputs(path: str) -> str:
     """A Keras 3 `model.export()` classifier with tensor inputs named after penguin features.
 
-    bill_length_mm and flipper_length_mm: float32 [None, 1]; year: float32 [None] (an INT feature, cast, one value
-    per example); softmax over 3 classes, fixed (seeded) weights: no training.
+    bill_length_mm and flipper_length_mm: float32 [None, 1]; year: float32 [None] (an INT feature,
+    cast, one value per example); softmax over 3 classes, fixed (seeded) weights: no training.
     """
     import keras
 

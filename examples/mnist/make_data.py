@@ -1,9 +1,10 @@
 """Write MNIST-like data as TFX's MNIST pipeline reads it: TFRecord files of tf.Example, no splits.
 
-Each example has `image_floats` (784 floats in [-0.5, 0.5], as TFX's MNIST data) and `image_class` (INT 0-9).
-The images are made, not downloaded: each class has its own random 28x28 pattern, and every example is its
-class's pattern blurred by noise, so a small model learns them in a few hundred steps. ImportExampleGen (here
-`generic-trainer import-examples --format tfrecord`) splits them into train and eval by a stable hash.
+Each example has `image_floats` (784 floats in [-0.5, 0.5], as TFX's MNIST data) and `image_class`
+(INT 0-9). The images are made, not downloaded: each class has its own random 28x28 pattern, and
+every example is its class's pattern blurred by noise, so a small model learns them in a few hundred
+steps. ImportExampleGen (here `generic-trainer import-examples --format tfrecord`) splits them into
+train and eval by a stable hash.
 
 Run: .venv/bin/python examples/mnist/make_data.py OUT_DIR [--examples 600] [--files 2] [--seed 0]
 """
@@ -24,7 +25,8 @@ NUM_CLASSES = 10
 
 
 def images(count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(images [count, 784] float32 in [-0.5, 0.5], labels [count] int64), each class's pattern plus noise."""
+    """(images [count, 784] float32 in [-0.5, 0.5], labels [count] int64), each class's pattern plus
+    noise."""
     rng = np.random.default_rng(seed)
     patterns = rng.uniform(-0.5, 0.5, size=(NUM_CLASSES, NUM_PIXELS))
     labels = rng.integers(0, NUM_CLASSES, size=count)
@@ -33,7 +35,8 @@ def images(count: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def write(out_dir: str, count: int = 600, files: int = 2, seed: int = 0) -> list[str]:
-    """Write `count` examples into `files` gzipped TFRecord files under `out_dir`; returns their paths."""
+    """Write `count` examples into `files` gzipped TFRecord files under `out_dir`; returns their
+    paths."""
     import tensorflow as tf
 
     pixels, labels = images(count, seed)

@@ -1,16 +1,20 @@
-"""TFX module for the MNIST pipeline (pipelines/mnist_pipeline.py): Transform and Trainer, wired as TFX wires them.
+"""TFX module for the MNIST pipeline (pipelines/mnist_pipeline.py): Transform and Trainer, wired as
+TFX wires them.
 
-The data are TFX's MNIST layout: `image_floats` (784 floats in [-0.5, 0.5], one image) and `image_class`
-(INT, 0-9). It defines:
+The data are TFX's MNIST layout: `image_floats` (784 floats in [-0.5, 0.5], one image) and
+`image_class` (INT, 0-9). It defines:
 
-  preprocessing_fn(inputs): the Transform step: `image_floats_xf` (the pixels rescaled to [0, 1] by the
+  preprocessing_fn(inputs): the Transform step: `image_floats_xf` (the pixels rescaled to [0, 1] by
+  the
                             analyzed minimum and maximum) and `image_class_xf` (the label as it is).
-  run_fn(fn_args):          as the Trainer of TFX's MNIST pipeline gets them: Transform's *transformed* examples
-                            (read with the transform graph's `transformed_metadata` schema, `image_class_xf` as
-                            the label) and the transform graph; trains a small Keras 3 classifier and exports a
-                            SavedModel whose `serving_default` takes raw serialized tf.Examples (`examples`),
-                            applies the transform graph and returns the 10 class logits (`outputs`), so the
-                            evaluator and TF Serving send raw examples.
+  run_fn(fn_args):          as the Trainer of TFX's MNIST pipeline gets them: Transform's
+  *transformed* examples
+                            (read with the transform graph's `transformed_metadata` schema,
+                            `image_class_xf` as the label) and the transform graph; trains a small
+                            Keras 3 classifier and exports a SavedModel whose `serving_default`
+                            takes raw serialized tf.Examples (`examples`), applies the transform
+                            graph and returns the 10 class logits (`outputs`), so the evaluator and
+                            TF Serving send raw examples.
 
 Optional `custom_config` keys: `batch_size` (default 32), `learning_rate` (default 0.002).
 """
@@ -36,7 +40,8 @@ def transformed_name(key: str) -> str:
 
 
 def preprocessing_fn(inputs: dict[str, Any]) -> dict[str, Any]:
-    """tf.Transform callback: the pixels rescaled to [0, 1] over the analyzed data; the label passed through."""
+    """tf.Transform callback: the pixels rescaled to [0, 1] over the analyzed data; the label passed
+    through."""
     return {
         transformed_name(IMAGE_KEY): tft.scale_to_0_1(inputs[IMAGE_KEY]),
         transformed_name(LABEL_KEY): inputs[LABEL_KEY],
@@ -96,7 +101,8 @@ def _export(
 
 
 def run_fn(fn_args: tfx.components.FnArgs) -> None:
-    """Train on Transform's transformed examples; export a raw-tf.Example serving model (TFX Trainer entry point)."""
+    """Train on Transform's transformed examples; export a raw-tf.Example serving model (TFX Trainer
+    entry point)."""
     config = fn_args.custom_config or {}
     batch_size = int(config.get("batch_size", 32))
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)

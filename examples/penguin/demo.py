@@ -21,7 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def serve_accuracy(
     serving_dir: str, eval_pattern: str, label_key: str = "species"
 ) -> tuple[float, int]:
-    """Accuracy of the serving model on serialized eval examples, as a serving client would see it."""
+    """Accuracy of the serving model on serialized eval examples, as a serving client would see
+    it."""
     import tensorflow as tf
 
     model = tf.saved_model.load(serving_dir)
@@ -82,7 +83,8 @@ def main() -> int:
     print(f"eval metrics logged by the run: {json.dumps(metrics)}")
     print(f"serving model: {os.path.join(model_dir, 'Format-Serving')}")
     print(
-        f"TensorBoard logs: {os.path.join(model_dir, 'logs')}   report: {os.path.join(out, 'report.html')}"
+        f"TensorBoard logs: {os.path.join(model_dir, 'logs')}   report: "
+        f"{os.path.join(out, 'report.html')}"
     )
     if accuracy <= 0.9:
         print("demo: accuracy is not above 0.9", file=sys.stderr)

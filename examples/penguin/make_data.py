@@ -7,7 +7,8 @@ SchemaGen would leave it:
     data/Split-eval/data_tfrecord-00000-of-00001.gz
     schema.pbtxt                                       tensorflow_metadata Schema, text format
     penguins.csv                                       the same rows as CSV (the pipeline's input:
-                                                       `generic-trainer import-examples` turns it into Examples)
+                                                       `generic-trainer import-examples` turns it
+                                                       into Examples)
 
 Rows with a missing value are dropped. A row goes to eval when a stable hash of its index in
 the original table is 0 mod 3, else to train, so the split never changes between runs.

@@ -18,9 +18,9 @@ line `from tfx import v1 as tfx` -> `from generic_trainer import tfx`. It define
 Optional `custom_config` keys: `epochs` (default 5), `batch_size` (default 32).
 
 The serving model converts to TFLite with TFLite's built-in ops (`--export-tflite`): a string the
-vocabulary lacks gets the id -1 (tf.Transform's `default_value`, looked up in the vocabulary's table)
-rather than a hash bucket (`num_oov_buckets`: a string hash, which TFLite's built-in ops lack), and
-the model's one-hot encoding turns -1 into all zeros.
+vocabulary lacks gets the id -1 (tf.Transform's `default_value`, looked up in the vocabulary's
+table) rather than a hash bucket (`num_oov_buckets`: a string hash, which TFLite's built-in ops
+lack), and the model's one-hot encoding turns -1 into all zeros.
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ def _input_fn(
 def _build_keras_model(
     hp: keras_tuner.HyperParameters, tf_transform_output: tft.TFTransformOutput
 ) -> keras.Model:
-    """An MLP over the transformed features: z-scores as they are, vocabulary ids one-hot (_OOV_ID: zeros)."""
+    """An MLP over the transformed features: z-scores as they are, vocabulary ids one-hot (_OOV_ID:
+    zeros)."""
     inputs = {
         key: keras.Input(shape=(1,), name=key, dtype="float32") for key in _NUMERIC_FEATURE_KEYS
     }
@@ -141,7 +142,8 @@ def _export_serving_model(
 
 
 def run_fn(fn_args: tfx.components.FnArgs) -> None:
-    """Train on transformed features and export a raw-tf.Example serving model (TFX Trainer entry point)."""
+    """Train on transformed features and export a raw-tf.Example serving model (TFX Trainer entry
+    point)."""
     custom_config = fn_args.custom_config or {}
     batch_size = int(custom_config.get("batch_size", _DEFAULT_BATCH_SIZE))
     epochs = int(custom_config.get("epochs", _DEFAULT_EPOCHS))
@@ -186,7 +188,8 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
 
 
 def tuner_fn(fn_args: tfx.components.FnArgs) -> tfx.components.TunerFnResult:
-    """A RandomSearch over _get_hyperparameters() on the transformed features (TFX Tuner entry point)."""
+    """A RandomSearch over _get_hyperparameters() on the transformed features (TFX Tuner entry
+    point)."""
     custom_config = fn_args.custom_config or {}
     batch_size = int(custom_config.get("batch_size", _DEFAULT_BATCH_SIZE))
     train_steps = int(fn_args.train_steps or _DEFAULT_TRAIN_STEPS)

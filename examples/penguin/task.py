@@ -69,7 +69,8 @@ class PenguinTask(Task):
         return self.examples_dataset(params, input_context, label_key=LABEL)
 
     def _feature_stats(self) -> dict[str, Any]:
-        """Mean/variance of the numeric features and string vocabularies, from the training files."""
+        """Mean/variance of the numeric features and string vocabularies, from the training
+        files."""
         import tensorflow as tf
 
         stats_data = dataclasses.replace(
@@ -158,7 +159,8 @@ class PenguinTask(Task):
     # ---- host-side metrics over the whole validation set -------------------------------------
 
     def validation_step(self, inputs, model, metrics=None):
-        """The default step's loss and metrics, plus labels and predicted classes for aggregate_logs."""
+        """The default step's loss and metrics, plus labels and predicted classes for
+        aggregate_logs."""
         import tensorflow as tf
 
         features, labels = inputs

@@ -1,11 +1,11 @@
 """The penguin pipeline run by kfp.local's DockerRunner: every component in the real trainer image.
 
-DockerRunner starts each task as `docker run IMAGE <command> <args>` (the component's command after the
-image's ENTRYPOINT), bind-mounts the pipeline root at the same path, and reads the executor output back
-from it: the downstream tasks get the upstream artifacts only through that root, as on a cluster.
-The containers run as a non-root user (`--user`, default the image's 1000:1000), so this driver makes
-what kfp.local creates on the host writable for it (umask 0) and copies the example's inputs into the
-pipeline root (the only host directory a task sees).
+DockerRunner starts each task as `docker run IMAGE <command> <args>` (the component's command after
+the image's ENTRYPOINT), bind-mounts the pipeline root at the same path, and reads the executor
+output back from it: the downstream tasks get the upstream artifacts only through that root, as on a
+cluster. The containers run as a non-root user (`--user`, default the image's 1000:1000), so this
+driver makes what kfp.local creates on the host writable for it (umask 0) and copies the example's
+inputs into the pipeline root (the only host directory a task sees).
 
 Used by images/trainer/smoke.sh (`make image-test`) after the image is in the docker engine:
     python images/trainer/docker_pipeline.py --image generic-trainer:smoke-cpu --pipeline-root DIR
@@ -33,7 +33,8 @@ EXPECTED = {
     "transform: graph": "**/generic-transform*/transform_graph/**/transform_fn/saved_model.pb",
     "tuner: best hyperparameters": "**/generic-tuner*/best_hyperparameters/**/best_hyperparameters.txt",
     "trainer: serving model": "**/generic-trainer*/model/**/Format-Serving/saved_model.pb",
-    "trainer: TFLite model": "**/generic-trainer*/model/**/Format-TFLite/model.tflite",  # export_tflite's default
+    # export_tflite's default
+    "trainer: TFLite model": "**/generic-trainer*/model/**/Format-TFLite/model.tflite",
     "evaluator: blessing": "**/generic-evaluator*/blessing/**/BLESSED",
     "infra-validator: blessing": "**/generic-infra-validator*/blessing/**/INFRA_BLESSED",
 }

@@ -1,22 +1,28 @@
-"""The trainer image's shared libraries: strip what the loader never reads, and check that every kept one resolves.
+"""The trainer image's shared libraries: strip what the loader never reads, and check that every
+kept one resolves.
 
 Standard library and the package's list of CUDA libraries only (it runs with the venv's python
 in the Dockerfile's builder stage, once the package is installed there; no binutils are installed).
 Subcommands:
 
-  strip SITE_PACKAGES [--accelerator A]   drop the symbol tables and debug sections of every 64-bit ELF file
-                                          under SITE_PACKAGES (`.symtab`, `.strtab`, `.debug_*`); the bytes the
-                                          dynamic loader maps stay byte for byte the same
-  check SITE_PACKAGES [--accelerator A]   every DT_NEEDED of every ELF file resolves (its RUNPATH/RPATH, then
-                                          the system library directories); with `cuda`, every library
-                                          TensorFlow 2.21 and cuDNN load at run time is present (CUDA_LOADED)
+  strip SITE_PACKAGES [--accelerator A]   drop the symbol tables and debug sections of every 64-bit
+  ELF file
+                                          under SITE_PACKAGES (`.symtab`, `.strtab`, `.debug_*`);
+                                          the bytes the dynamic loader maps stay byte for byte the
+                                          same
+  check SITE_PACKAGES [--accelerator A]   every DT_NEEDED of every ELF file resolves (its
+  RUNPATH/RPATH, then
+                                          the system library directories); with `cuda`, every
+                                          library TensorFlow 2.21 and cuDNN load at run time is
+                                          present (CUDA_LOADED)
 
-Why stripping is safe: the dynamic loader and the CUDA runtime only read what a program header covers (the
-PT_LOAD segments: code, data, `.dynsym`/`.dynstr`, the `.nv_fatbin` GPU kernels, ...). `.symtab`, `.strtab`
-and DWARF are never mapped: they serve debuggers and symbolizers (a crash's stack trace names only exported
-symbols afterwards). Only non-allocated sections behind the last segment are dropped; anything else (a
-removable section inside the mapped range, a kept section pointing at a removed one, a 32-bit or big-endian
-file, extended section numbering) leaves the file untouched.
+Why stripping is safe: the dynamic loader and the CUDA runtime only read what a program header
+covers (the PT_LOAD segments: code, data, `.dynsym`/`.dynstr`, the `.nv_fatbin` GPU kernels, ...).
+`.symtab`, `.strtab` and DWARF are never mapped: they serve debuggers and symbolizers (a crash's
+stack trace names only exported symbols afterwards). Only non-allocated sections behind the last
+segment are dropped; anything else (a removable section inside the mapped range, a kept section
+pointing at a removed one, a 32-bit or big-endian file, extended section numbering) leaves the file
+untouched.
 """
 
 from __future__ import annotations
@@ -146,7 +152,8 @@ def strippable(name: str) -> bool:
 
 
 def strip(path: str) -> int:
-    """Strip one file in place; the bytes saved (0: not an ELF file it can strip safely, left untouched)."""
+    """Strip one file in place; the bytes saved (0: not an ELF file it can strip safely, left
+    untouched)."""
     elf = Elf.read(path)
     if elf is None:
         return 0
@@ -258,7 +265,8 @@ def elf_files(root: str):
 
 
 def strip_tree(root: str) -> dict[str, int]:
-    """Strip every ELF file under root: {path relative to root: bytes saved} for the files that shrank."""
+    """Strip every ELF file under root: {path relative to root: bytes saved} for the files that
+    shrank."""
     saved = {}
     for path in elf_files(root):
         n = strip(path)
@@ -268,8 +276,10 @@ def strip_tree(root: str) -> dict[str, int]:
 
 
 def unresolved(root: str, system_dirs: list[str] | None = None) -> list[str]:
-    """`file: needs lib` for every DT_NEEDED of an ELF file under root that neither its RUNPATH/RPATH
-    ($ORIGIN expanded) nor the system library directories provide (the driver's libcuda excepted)."""
+    """`file: needs lib` for every DT_NEEDED of an ELF file under root that neither its
+    RUNPATH/RPATH
+    ($ORIGIN expanded) nor the system library directories provide (the driver's libcuda
+    excepted)."""
     system_dirs = SYSTEM_LIB_DIRS if system_dirs is None else system_dirs
     missing = []
     for path in sorted(elf_files(root)):
@@ -282,8 +292,10 @@ def unresolved(root: str, system_dirs: list[str] | None = None) -> list[str]:
             d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for d in dirs
         ] + system_dirs
         if origin.endswith(".libs"):
-            # auditwheel's vendored libraries (`<dist>.libs/`) have no RUNPATH: the extension modules that
-            # need them list the whole chain in their own DT_NEEDED, so their siblings are loaded by then.
+            # auditwheel's vendored libraries (`<dist>.libs/`) have no RUNPATH: the extension
+            # modules that
+            # need them list the whole chain in their own DT_NEEDED, so their siblings are loaded by
+            # then.
             search.append(origin)
         for lib in needed:
             if lib in FROM_THE_DRIVER or any(os.path.exists(os.path.join(d, lib)) for d in search):

@@ -1,22 +1,28 @@
-"""What the trainer image installs, and what it leaves out of it (images/trainer/Dockerfile's builder stage).
+"""What the trainer image installs, and what it leaves out of it (images/trainer/Dockerfile's
+builder stage).
 
-Standard library only: it runs with the base image's python3 before the virtual environment exists, and
-with the venv's python after. Subcommands:
+Standard library only: it runs with the base image's python3 before the virtual environment exists,
+and with the venv's python after. Subcommands:
 
-  requirements ACCELERATOR RUNTIME_LOCK CUDA_LOCK     the pinned lines to install (stdout): both locks for
-                                                      `cuda`, the runtime lock with TensorFlow's CPU-only wheel
-                                                      for `cpu`; never what LEAVE_OUT names
-  prune-dists                                         (venv python) uninstall what the runtime no longer needs
-  check UV                                            (venv python) `uv pip check`, allowing only what LEAVE_OUT
+  requirements ACCELERATOR RUNTIME_LOCK CUDA_LOCK     the pinned lines to install (stdout): both
+  locks for
+                                                      `cuda`, the runtime lock with TensorFlow's
+                                                      CPU-only wheel for `cpu`; never what LEAVE_OUT
+                                                      names
+  prune-dists                                         (venv python) uninstall what the runtime no
+  longer needs check UV                                            (venv python) `uv pip check`,
+  allowing only what LEAVE_OUT
                                                       and the CPU wheel explain
-  prune-files SITE_PACKAGES                           delete files the runtime never loads (PRUNE_GLOBS)
-  sizes SITE_PACKAGES                                 MB each installed distribution costs (its files + .pyc)
+  prune-files SITE_PACKAGES                           delete files the runtime never loads
+  (PRUNE_GLOBS) sizes SITE_PACKAGES                                 MB each installed distribution
+  costs (its files + .pyc)
 
 The left-out distributions are never imported by the runtime: TensorFlow's own Python never imports
-libclang; tensorboard-data-server is the server of `tensorboard --logdir`, not needed to write summaries;
-the Google Cloud clients Apache Beam's `gcp` extra pulls in for its ML, Spanner, Bigtable, SQL, DLP,
-KMS, ... connectors are not used by import-examples or transform (Dataflow's own clients, storage,
-BigQuery, Pub/Sub and Datastore stay); TensorFlow never loads cuRAND (it has its own RNG).
+libclang; tensorboard-data-server is the server of `tensorboard --logdir`, not needed to write
+summaries; the Google Cloud clients Apache Beam's `gcp` extra pulls in for its ML, Spanner,
+Bigtable, SQL, DLP, KMS, ... connectors are not used by import-examples or transform (Dataflow's own
+clients, storage, BigQuery, Pub/Sub and Datastore stay); TensorFlow never loads cuRAND (it has its
+own RNG).
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ import shutil
 import subprocess
 import sys
 
-# Distribution -> why the image leaves it out. Their own dependencies go too, unless something kept needs them.
+# Distribution -> why the image leaves it out. Their own dependencies go too, unless something kept
+# needs them.
 LEAVE_OUT = {
     "libclang": "TensorFlow's Python never imports clang (used by its source generators only)",
     "tensorboard-data-server": "serves `tensorboard --logdir`; training only writes event files",
-    "google-cloud-aiplatform": "Beam's ML connectors (and vertex-job, which runs where jobs are launched)",
+    "google-cloud-aiplatform": "Beam's ML connectors (and vertex-job, which runs where jobs are "
+    "launched)",
     "google-cloud-bigtable": "Beam's Bigtable connector",
     "google-cloud-spanner": "Beam's Spanner connector",
     "google-cloud-dlp": "Beam's DLP transforms",
@@ -47,16 +55,21 @@ LEAVE_OUT = {
     "pg8000": "Beam's Cloud SQL connector",
     "pymysql": "Beam's Cloud SQL connector",
     "python-tds": "Beam's Cloud SQL connector",
-    "keyrings-google-artifactregistry-auth": "pip's keyring for Artifact Registry; nothing pip-installs in the image",
-    "widgetsnbextension": "ipywidgets' classic-notebook frontend (TFMA's notebook view); never imported",
+    "keyrings-google-artifactregistry-auth": "pip's keyring for Artifact Registry; nothing "
+    "pip-installs in the image",
+    "widgetsnbextension": "ipywidgets' classic-notebook frontend (TFMA's notebook view); never "
+    "imported",
     "jupyterlab-widgets": "ipywidgets' JupyterLab frontend (TFMA's notebook view); never imported",
-    "nvidia-curand-cu12": "TensorFlow never loads cuRAND (its own Philox RNG); nothing else in cuda.lock needs it",
+    "nvidia-curand-cu12": "TensorFlow never loads cuRAND (its own Philox RNG); nothing else in "
+    "cuda.lock needs it",
 }
 
 # The runtime's distribution, the root of what is kept.
 ROOT = "generic-trainer"
-# Installed with --no-deps (requirements/no-deps.txt, copied beside this file in the image build): kept
-# as roots too, and their declared requirements are theirs to leave unmet (the lock holds what they use).
+# Installed with --no-deps (requirements/no-deps.txt, copied beside this file in the image build):
+# kept
+# as roots too, and their declared requirements are theirs to leave unmet (the lock holds what they
+# use).
 NO_DEPS_FILE = "no-deps.txt"
 
 
@@ -87,8 +100,10 @@ PRUNE_GLOBS = [
     "pyarrow/_pyarrow_cpp_tests*.so",
     "pyarrow/*flight*",  # Arrow Flight RPC: only `import pyarrow.flight` loads it
     "nvidia/*/include",  # CUDA headers
-    "nvidia/cusolver/lib/libcusolverMg.so*",  # multi-GPU cuSOLVER: TensorFlow loads libcusolver only
-    "nvidia/cuda_nvrtc/lib/libnvrtc*.alt.so*",  # the alternate NVRTC build; cuDNN loads libnvrtc.so.12
+    # multi-GPU cuSOLVER: TensorFlow loads libcusolver only
+    "nvidia/cusolver/lib/libcusolverMg.so*",
+    # the alternate NVRTC build; cuDNN loads libnvrtc.so.12
+    "nvidia/cuda_nvrtc/lib/libnvrtc*.alt.so*",
     "nvidia/cuda_nvcc/nvvm/lib64",  # libnvvm: XLA compiles PTX with its own LLVM, then ptxas
     "nvidia/cublas/lib/libnvblas.so*",  # the BLAS drop-in shim
     "nvidia/cufft/lib/libcufftw.so*",  # the FFTW-compatible shim
@@ -119,7 +134,8 @@ def lock_lines(path: str) -> list[tuple[str, str]]:
 
 
 def requirements(accelerator: str, runtime_lock: str, cuda_lock: str) -> list[str]:
-    """The pins to install: both locks' for `cuda`; the runtime lock's, TensorFlow's CPU wheel, for `cpu`.
+    """The pins to install: both locks' for `cuda`; the runtime lock's, TensorFlow's CPU wheel, for
+    `cpu`.
     Never what LEAVE_OUT names."""
     if accelerator not in ("cpu", "cuda"):
         raise SystemExit(f"slim.py: ACCELERATOR must be cpu or cuda, not {accelerator!r}")
@@ -150,7 +166,8 @@ def installed() -> dict[str, object]:
 
 
 def kept(dists: dict[str, object]) -> set[str]:
-    """The runtime's closure: ROOT and what it requires (extras followed), never entering LEAVE_OUT."""
+    """The runtime's closure: ROOT and what it requires (extras followed), never entering
+    LEAVE_OUT."""
     from packaging.requirements import Requirement
 
     provided = {
@@ -158,8 +175,10 @@ def kept(dists: dict[str, object]) -> set[str]:
     }  # tensorflow-cpu stands for tensorflow
     aliases = {full: cpu for cpu, full in provided.items()}
     seen: set[tuple[str, tuple[str, ...]]] = set()
-    # The GPU image's CUDA libraries are TensorFlow's `and-cuda` extra, which nothing requires: without this
-    # root prune-dists would uninstall every one of them (elf.py check fails the build when one is missing).
+    # The GPU image's CUDA libraries are TensorFlow's `and-cuda` extra, which nothing requires:
+    # without this
+    # root prune-dists would uninstall every one of them (elf.py check fails the build when one is
+    # missing).
     stack = [(ROOT, ()), ("tensorflow", ("and-cuda",))]
     stack += [(name, ()) for name in sorted(no_deps_names())]
     while stack:
@@ -185,7 +204,8 @@ def prune_dists(uv: str) -> None:
     extra = sorted(set(dists) - kept(dists))
     if extra:
         print(
-            f"slim.py: uninstalling {len(extra)} distributions the runtime does not need: {' '.join(extra)}"
+            f"slim.py: uninstalling {len(extra)} distributions the runtime does not need: "
+            f"{' '.join(extra)}"
         )
         subprocess.run([uv, "pip", "uninstall", "--python", sys.executable, *extra], check=True)
 
@@ -249,7 +269,8 @@ def tree_size(path: str) -> int:
 
 
 def sizes(site: str) -> list[tuple[str, str, int]]:
-    """(name, version, bytes) per distribution: its RECORD's files that exist, plus their compiled .pyc."""
+    """(name, version, bytes) per distribution: its RECORD's files that exist, plus their compiled
+    .pyc."""
     import csv
 
     rows = []

@@ -1,9 +1,10 @@
 """generic-trainer: train and tune TensorFlow/Keras models from a user's TFX-style module.
 
 `from generic_trainer import FnArgs, TunerFnResult` gives what a module's `run_fn` / `tuner_fn`
-receives and returns; `from generic_trainer import tfx` is the drop-in for `from tfx import v1 as tfx`.
-`from generic_trainer import Task` is the base class of the Task API (see generic_trainer.task).
-Importing the package is cheap: nothing (TensorFlow least of all) loads until a name is used.
+receives and returns; `from generic_trainer import tfx` is the drop-in for `from tfx import v1 as
+tfx`. `from generic_trainer import Task` is the base class of the Task API (see
+generic_trainer.task). Importing the package is cheap: nothing (TensorFlow least of all) loads until
+a name is used.
 """
 
 from __future__ import annotations

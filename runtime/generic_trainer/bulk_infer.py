@@ -114,7 +114,8 @@ def _publish_empty(
 
 
 def _plan(request: BulkInferRequest) -> InferencePlan:
-    """The model's signatures checked, the output columns, every split's files: the pipeline's plan."""
+    """The model's signatures checked, the output columns, every split's files: the pipeline's
+    plan."""
     from generic_trainer.beam import infer_model
 
     signatures = infer_model.read_signatures(request.model, request.model_spec)

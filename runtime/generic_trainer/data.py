@@ -1,4 +1,5 @@
-"""`fn_args.data_accessor`: TFX's DataAccessor for tf.Example files, and when a transform graph is applied.
+"""`fn_args.data_accessor`: TFX's DataAccessor for tf.Example files, and when a transform graph is
+applied.
 
 `DataAccessor().tf_dataset_factory(file_patterns, options, schema)` is the one a user's `run_fn`
 calls. It follows tfx_bsl's `TFExampleRecord.TensorFlowDataset` (the reader TFX's own data accessor
@@ -11,7 +12,8 @@ As tfx_bsl, the features of the schema a module gives are read from the files. W
 outputs (TFX modules ask for `transformed_metadata.schema` and a `*_xf` label, as TFX feeds them
 Transform's materialised examples) comes from the raw examples parsed with the raw schema and the
 transform graph applied in the same tf.data map (`transform_plan` decides); every other feature is
-parsed as it is. `record_batch_factory` gives tfx_bsl's Arrow RecordBatches (tfx_bsl imported only then).
+parsed as it is. `record_batch_factory` gives tfx_bsl's Arrow RecordBatches (tfx_bsl imported only
+then).
 
 User modules import `DataAccessor`, `DatasetOptions` and `load_schema` from here (the last two
 live in example_dataset.py and schemas.py). TensorFlow is imported inside the functions that
@@ -75,7 +77,8 @@ class DataAccessor:
         options: object,
         schema: schema_pb2.Schema | str,
     ) -> tf.data.Dataset:
-        """A dataset of parsed batches, as tfx_bsl's `TFExampleRecord(...).TensorFlowDataset(options)`.
+        """A dataset of parsed batches, as tfx_bsl's
+        `TFExampleRecord(...).TensorFlowDataset(options)`.
 
         `options`: `DatasetOptions` or tfx_bsl's `TensorFlowDatasetOptions`. `schema`: a Schema
         proto or the path of one. Elements are dicts of tensors (dense `[batch, *shape]`,
@@ -103,7 +106,8 @@ class DataAccessor:
         options: object,
         schema: schema_pb2.Schema | str | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """Arrow RecordBatches of the examples, as tfx_bsl's `TFExampleRecord(...).RecordBatches(options)`.
+        """Arrow RecordBatches of the examples, as tfx_bsl's
+        `TFExampleRecord(...).RecordBatches(options)`.
 
         `options`: tfx_bsl's `RecordBatchesOptions` (batch_size, drop_final_batch, num_epochs,
         shuffle, shuffle_buffer_size, shuffle_seed) or any object with those attributes. With a
@@ -210,7 +214,8 @@ class DataAccessor:
     def _transformed_dataset(
         self, patterns: list[str], options: DatasetOptions, schema: schema_pb2.Schema, plan: Plan
     ) -> tf.data.Dataset:
-        """Examples parsed with the raw schema (and the features asked for that the files hold), the transform
+        """Examples parsed with the raw schema (and the features asked for that the files hold), the
+        transform
         graph applied; its outputs in `plan.from_transform`, the other features as parsed."""
         from tensorflow_metadata.proto.v0 import schema_pb2
 
@@ -238,7 +243,8 @@ class DataAccessor:
         )
 
     def _layer(self) -> Any:
-        """The transform graph as a function of parsed raw features (TFT's transform_features_layer)."""
+        """The transform graph as a function of parsed raw features (TFT's
+        transform_features_layer)."""
         if self._transform_layer is None:
             import tensorflow_transform as tft
 
@@ -259,7 +265,8 @@ _MATERIALISED = (
 
 
 class Plan(NamedTuple):
-    """What `transform_plan` decided: apply the transform graph or not, why, and which of the features
+    """What `transform_plan` decided: apply the transform graph or not, why, and which of the
+    features
     asked for come out of the transform graph (the others are parsed from the files as they are)."""
 
     apply: bool
@@ -344,7 +351,8 @@ def _whole_schema_plan(
     record: dict[str, str | None],
     files: Sequence[str],
 ) -> Plan:
-    """The module asks for the transformed schema itself: the examples are Transform's output or raw ones."""
+    """The module asks for the transformed schema itself: the examples are Transform's output or raw
+    ones."""
     raw_types = {f.name: f.type for f in raw.feature}
     xf_types = {f.name: f.type for f in transformed.feature}
     names = list(xf_types) + (
@@ -378,7 +386,8 @@ def _whole_schema_plan(
         )
     return Plan(
         True,
-        "the module asks for the transformed schema, whose features have the names and types of the "
+        "the module asks for the transformed schema, whose features have the names and types of "
+        "the "
         "raw ones; the examples are taken as raw (Transform's materialised examples are named "
         f"{_MATERIALISED}-*)",
         every,

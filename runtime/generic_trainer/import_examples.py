@@ -1,17 +1,18 @@
-"""The import-examples verb: CSV, Parquet or TFRecord files to a TFX Examples artifact, on Apache Beam.
+"""The import-examples verb: CSV, Parquet or TFRecord files to a TFX Examples artifact, on Apache
+Beam.
 
     <output>/Split-<name>/data_tfrecord-NNNNN-of-MMMMM.gz   gzipped TFRecords (ExampleGen's layout)
     <output>/schema.pbtxt, examples_properties.json        the schema; TFX's properties (span, ...)
 
 Before Beam starts the input patterns are resolved as TFX's ExampleGen does (`{SPAN}`, `{VERSION}`,
 dates, a range config: beam/spans.py), every table's columns are checked (against the schema when
-one is given, else against the first file) and each pattern must hold a row (beam/import_sources.py).
-The pipeline (steps in beam/import_fns.py) reads each file in Arrow blocks or TFRecords (files are
-the unit of parallelism), encodes rows as tf.Example or canonicalizes each tf.(Sequence)Example,
-and splits by TFX's hash (of the record, or of its partition feature) or by the pattern it came
-from (`--input-splits`). Without a schema tables
-are read twice (types first), TFRecords once; the schema is SchemaGen's (beam/inference.py). Beam
-writes into a staging dir, renamed into place on success (after `before_publish`: contract.py).
+one is given, else against the first file) and each pattern must hold a row
+(beam/import_sources.py). The pipeline (steps in beam/import_fns.py) reads each file in Arrow blocks
+or TFRecords (files are the unit of parallelism), encodes rows as tf.Example or canonicalizes each
+tf.(Sequence)Example, and splits by TFX's hash (of the record, or of its partition feature) or by
+the pattern it came from (`--input-splits`). Without a schema tables are read twice (types first),
+TFRecords once; the schema is SchemaGen's (beam/inference.py). Beam writes into a staging dir,
+renamed into place on success (after `before_publish`: contract.py).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ SCHEMA_FILE = "schema.pbtxt"
 
 @dataclasses.dataclass(frozen=True)
 class ImportResult:
-    """What an import wrote: examples per split, the features, and whether the schema was inferred."""
+    """What an import wrote: examples per split, the features, and whether the schema was
+    inferred."""
 
     output: str
     counts: Mapping[str, int]
@@ -190,8 +192,10 @@ def _feature_count(schema_text: str) -> int:
 def run(
     request: ImportExamplesRequest, before_publish: Callable[[ImportResult], None] | None = None
 ) -> ImportResult:
-    """Import the tables into a new Examples directory, held for the run (a second run into it fails at once,
-    exit 2, naming this one); `before_publish(result)` runs once it is staged, before it is published."""
+    """Import the tables into a new Examples directory, held for the run (a second run into it fails
+    at once,
+    exit 2, naming this one); `before_publish(result)` runs once it is staged, before it is
+    published."""
     held = [(request.output, "--output"), (request.schema_output, "--schema-output")]
     with outputs.exclusive_all(held, new=("--output",)):
         return _import(request, before_publish)

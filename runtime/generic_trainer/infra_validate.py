@@ -1,26 +1,29 @@
-"""The `infra-validate` verb: try the model in a sandboxed serving process before it ships (TFX InfraValidator).
+"""The `infra-validate` verb: try the model in a sandboxed serving process before it ships (TFX
+InfraValidator).
 
-This process never loads the model (nor TensorFlow). It reads `num_requests` x `batch_size` serialized
-tf.Examples from the examples (plain Python, cycling when there are fewer), and starts
-`python -m generic_trainer.judge.serving_probe` in sandbox.py's sandbox (a new session): the probe limits its
-own address space (RLIMIT_AS; it runs on CPU, since GPU drivers reserve more than any sensible limit),
-loads the SavedModel and sends a warm-up request, then the timed requests, to `serving_default`, in the
-signature's own input form (signature_feed.py: serialized tf.Examples, or tensors parsed from them through
-the schema). The probe is killed, with its whole process group, when it runs past the time limit.
+This process never loads the model (nor TensorFlow). It reads `num_requests` x `batch_size`
+serialized tf.Examples from the examples (plain Python, cycling when there are fewer), and starts
+`python -m generic_trainer.judge.serving_probe` in sandbox.py's sandbox (a new session): the probe
+limits its own address space (RLIMIT_AS; it runs on CPU, since GPU drivers reserve more than any
+sensible limit), loads the SavedModel and sends a warm-up request, then the timed requests, to
+`serving_default`, in the signature's own input form (signature_feed.py: serialized tf.Examples, or
+tensors parsed from them through the schema). The probe is killed, with its whole process group,
+when it runs past the time limit.
 
 The model is INFRA_BLESSED when the probe loaded it and every request succeeded with exactly the
 output keys the signature declares, each with the declared dtype, rank and fixed dimensions and one
-row per example. Otherwise it is INFRA_NOT_BLESSED with the reason (time limit, memory, a load error,
-a failing request, a wrong shape, a serving input no feature of the examples can feed: TFX's InfraValidator
-gives a model its requests cannot reach a verdict too, so a pipeline's `dsl.If` skips the push).
-With `--model-blessing`, a model the evaluator did not bless is INFRA_NOT_BLESSED without being loaded.
-Latency is the wall time of each `serving_default` call inside the probe (p50 and p99 of the timed
-requests). A broken model is a result, not a failure: the verb exits 0.
+row per example. Otherwise it is INFRA_NOT_BLESSED with the reason (time limit, memory, a load
+error, a failing request, a wrong shape, a serving input no feature of the examples can feed: TFX's
+InfraValidator gives a model its requests cannot reach a verdict too, so a pipeline's `dsl.If` skips
+the push). With `--model-blessing`, a model the evaluator did not bless is INFRA_NOT_BLESSED without
+being loaded. Latency is the wall time of each `serving_default` call inside the probe (p50 and p99
+of the timed requests). A broken model is a result, not a failure: the verb exits 0.
 
-With `--write-warmup N`, the probe also writes N TF Serving warm-up requests (one eval example each, as a
-`PredictionLog` of a PredictRequest in the signature's input form) and replays them; when the model is
-INFRA_BLESSED they are published into the model's `assets.extra/tf_serving_warmup_requests` (a temporary
-file beside it, renamed into place: the file appears whole or not at all), before the blessing is written.
+With `--write-warmup N`, the probe also writes N TF Serving warm-up requests (one eval example each,
+as a `PredictionLog` of a PredictRequest in the signature's input form) and replays them; when the
+model is INFRA_BLESSED they are published into the model's `assets.extra/tf_serving_warmup_requests`
+(a temporary file beside it, renamed into place: the file appears whole or not at all), before the
+blessing is written.
 """
 
 from __future__ import annotations
@@ -101,7 +104,8 @@ class InfraValidateResult:
 
 
 def read_records(examples: str, splits: Sequence[str], limit: int) -> list[bytes]:
-    """Up to `limit` serialized records of the splits' TFRecord files, in file order (no TensorFlow)."""
+    """Up to `limit` serialized records of the splits' TFRecord files, in file order (no
+    TensorFlow)."""
     patterns = example_files.split_file_patterns(examples, splits)
     example_files.check_readable(patterns)
     records: list[bytes] = []
@@ -129,10 +133,11 @@ def _encoded_records(request: InfraValidateRequest) -> list[str]:
 
 
 def _requests(request: InfraValidateRequest, encoded: list[str]) -> list[list[str]]:
-    """Two warm-up requests (1 and batch_size examples), then num_requests batches of the `encoded` records.
+    """Two warm-up requests (1 and batch_size examples), then num_requests batches of the `encoded`
+    records.
 
-    Short data is cycled. The warm-ups are checked like the others but not timed: the first calls of a
-    signature build its kernels.
+    Short data is cycled. The warm-ups are checked like the others but not timed: the first calls of
+    a signature build its kernels.
     """
 
     def batch(i: int) -> list[str]:
@@ -155,7 +160,8 @@ def _run_probe(
     warmup: list[str],
     work: str,
 ) -> tuple[dict[str, Any], sandbox.Outcome]:
-    """Run the probe in the sandbox (its files in `work`); returns (its result JSON, how it ended)."""
+    """Run the probe in the sandbox (its files in `work`); returns (its result JSON, how it
+    ended)."""
     spec_path, result_path = (os.path.join(work, n) for n in ("spec.json", "result.json"))
     with open(spec_path, "w", encoding="utf-8") as f:
         json.dump(
@@ -207,7 +213,8 @@ def _judge_requests(
     declared: dict[str, Any],
     limits: sandbox.Limits,
 ) -> None:
-    """Count the requests the probe sent, their latency, and one reason per kind of failure into `verdict`."""
+    """Count the requests the probe sent, their latency, and one reason per kind of failure into
+    `verdict`."""
     failures: dict[str, list[str]] = {}  # problem -> the requests that had it
     warmups = 0
     for entry in entries:
@@ -223,7 +230,8 @@ def _judge_requests(
             error = entry.get("error") or ""
             if sandbox.is_memory_error(error):
                 error = (
-                    f"out of memory (memory limit {sandbox.size_text(limits.memory_limit)}; raise --memory-limit "
+                    f"out of memory (memory limit {sandbox.size_text(limits.memory_limit)}; raise "
+                    "--memory-limit "
                     f"if the model needs more): {error}"
                 )
             problems.append(f"failed: {error}")
@@ -309,7 +317,8 @@ def run(
     request: InfraValidateRequest,
     before_publish: Callable[[InfraValidateResult], None] | None = None,
 ) -> InfraValidateResult:
-    """Validate the model in a sandboxed serving process; write the metrics file, call `before_publish(result)`,
+    """Validate the model in a sandboxed serving process; write the metrics file, call
+    `before_publish(result)`,
     then write the blessing."""
     started = time.monotonic()
     if request.model_blessing:
@@ -318,7 +327,8 @@ def run(
             result = InfraValidateResult(
                 blessed=False,
                 reasons=[
-                    f"the evaluator did not bless the model ({request.model_blessing}: {NOT_BLESSED_FILE}"
+                    f"the evaluator did not bless the model ({request.model_blessing}: "
+                    f"{NOT_BLESSED_FILE}"
                     + (f": {'; '.join(why)}" if why else "")
                     + "); it was not loaded"
                 ],
@@ -334,7 +344,8 @@ def run(
             blessed=False,
             batch_size=request.batch_size,
             reasons=[
-                f"{model_path} holds no SavedModel (saved_model.pb): nothing a serving system could load"
+                f"{model_path} holds no SavedModel (saved_model.pb): nothing a serving system "
+                "could load"
             ],
         )
         return _finish(request, result, started, before_publish)
@@ -377,7 +388,8 @@ def run(
 
 
 def publish_warmup(source: str, target: str) -> None:
-    """Copy the warm-up file into the model: a temporary sibling renamed into place (whole or not at all)."""
+    """Copy the warm-up file into the model: a temporary sibling renamed into place (whole or not at
+    all)."""
     if files.not_replaceable(target):
         raise OutputError(f"cannot write the warm-up file: {files.not_replaceable(target)}")
     if os.path.exists(target):
@@ -406,7 +418,8 @@ def _finish(
     result.seconds = time.monotonic() - started
     if result.blessed:
         log.info(
-            "INFRA_BLESSED: loaded in %.2f s; %d requests of %d examples, latency p50 %.2f ms, p99 %.2f ms",
+            "INFRA_BLESSED: loaded in %.2f s; %d requests of %d examples, latency p50 %.2f ms, p99 "
+            "%.2f ms",
             result.load_seconds or 0.0,
             result.requests_sent,
             result.batch_size,
@@ -451,7 +464,8 @@ def kfp_metadata(
 
 
 def kfp_outputs(request: InfraValidateRequest, result: InfraValidateResult) -> KfpOutputValues:
-    """The artifacts' metadata and, when the component declares it, the `blessed` output parameter (for dsl.If)."""
+    """The artifacts' metadata and, when the component declares it, the `blessed` output parameter
+    (for dsl.If)."""
     blessed = (
         {"blessed": result.blessed} if request.kfp and "blessed" in request.kfp.parameters else None
     )
@@ -461,7 +475,8 @@ def kfp_outputs(request: InfraValidateRequest, result: InfraValidateResult) -> K
 def describe(r: InfraValidateRequest) -> list[str]:
     """The log lines saying what this validation will do."""
     return [
-        f"infra-validate request: model={r.model} examples={r.examples} splits={','.join(r.eval_splits)} "
+        f"infra-validate request: model={r.model} examples={r.examples} "
+        f"splits={','.join(r.eval_splits)} "
         f"model_blessing={r.model_blessing} blessing_dir={r.blessing_dir} "
         f"requests={r.num_requests:d} x {r.batch_size:d} examples timeout={r.timeout:g}s "
         f"memory_limit={r.memory_limit or 'none'} schema={r.schema} write_warmup={r.write_warmup:d}"

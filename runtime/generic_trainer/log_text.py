@@ -3,8 +3,8 @@ value can start a line that looks like the runtime's own (`--model-dir 'm\n2026-
 
 `shown` escapes one string (`\\n`, `\\r`, `\\t`, `\\x1b`, `\\u2028`, ...); `EscapingFilter`, on the
 log handlers (cli.py), applies it to every string and path argument of the runtime's own records
-(logger `generic_trainer`) and exceptions, and `errors.UserInputError` to its message. A floor module: standard
-library only.
+(logger `generic_trainer`) and exceptions, and `errors.UserInputError` to its message. A floor
+module: standard library only.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def shown(text: str) -> str:
 
 class EscapingFilter(logging.Filter):
     """Escapes the string and path arguments of the runtime's own log records (`shown`); the format
-    string is the runtime's and stays as written, and so do exceptions marked `multiline` (a user-code
+    string is the runtime's and stays as written, and so do exceptions marked `multiline` (a
+    user-code
     error carries the traceback of the user's code)."""
 
     def filter(self, record: logging.LogRecord) -> bool:

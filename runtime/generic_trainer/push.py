@@ -15,11 +15,11 @@ a copy of the pushed model and the metadata `pushed` (1|0), `pushed_destination`
 Whole or not at all: the files are copied into a hidden sibling of the version dir
 (`.<version>.staging-*`, which TF Serving ignores: not a number), removed however the push ends
 (SIGTERM included; one a killed run left is swept by the next push holding the destination), and
-renamed into place in one step. On Cloud Storage FUSE (gs://), where a directory rename copies object
-by object in no set order, the version dir is filled by renaming file by file, `saved_model.pb`
-last, and removed again if that fails. The model is read holding its model dir's lock (train's), so
-a train cannot publish into it meanwhile; where it cannot be locked (a read-only input), the files
-are checked unchanged after the copy instead. TensorFlow is never imported.
+renamed into place in one step. On Cloud Storage FUSE (gs://), where a directory rename copies
+object by object in no set order, the version dir is filled by renaming file by file,
+`saved_model.pb` last, and removed again if that fails. The model is read holding its model dir's
+lock (train's), so a train cannot publish into it meanwhile; where it cannot be locked (a read-only
+input), the files are checked unchanged after the copy instead. TensorFlow is never imported.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ SAVED_MODEL = "saved_model.pb"
 
 @dataclasses.dataclass
 class PushResult:
-    """Whether the model was pushed, where (pushed_destination, in the form the destination was given) and why not."""
+    """Whether the model was pushed, where (pushed_destination, in the form the destination was
+    given) and why not."""
 
     pushed: bool
     reasons: list[str]
@@ -166,7 +167,8 @@ def _push(
     stamps: dict[str, tree.Stamp | None],
     before_publish: Callable[[PushResult], None],
 ) -> PushResult:
-    """Copy, check the model did not change meanwhile, archive, then publish the next free version."""
+    """Copy, check the model did not change meanwhile, archive, then publish the next free
+    version."""
     now = int(time.time())
     version = storage.free_version(request.push_destination, now)
     if version != str(now):
@@ -253,7 +255,8 @@ def _check_unchanged(source: str, stamps: dict[str, tree.Stamp | None]) -> None:
 
 
 def kfp_metadata(request: PushRequest, result: PushResult) -> dict[str, dict[str, Any]]:
-    """Metadata of the pushed_model artifact: TFX's PushedModel properties (pushed 1|0, destination, version)."""
+    """Metadata of the pushed_model artifact: TFX's PushedModel properties (pushed 1|0, destination,
+    version)."""
     metadata: dict[str, Any] = {"pushed": int(result.pushed)}
     if result.pushed:
         metadata.update(pushed_destination=result.destination, pushed_version=result.version)
@@ -265,7 +268,8 @@ def kfp_metadata(request: PushRequest, result: PushResult) -> dict[str, dict[str
 def describe(r: PushRequest) -> list[str]:
     """The log lines saying what this push will do."""
     return [
-        f"push request: model={r.model} model_blessing={r.model_blessing} infra_blessing={r.infra_blessing} "
+        f"push request: model={r.model} model_blessing={r.model_blessing} "
+        f"infra_blessing={r.infra_blessing} "
         f"push_destination={r.destination_uri} pushed_model_dir={r.pushed_model_dir}"
     ]
 

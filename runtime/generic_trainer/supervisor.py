@@ -58,7 +58,8 @@ _PR_SET_PDEATHSIG = 1
 
 
 def wanted(environ: dict[str, str] | None = None) -> bool:
-    """Whether this process should supervise a child (not a child itself, not turned off, on Linux)."""
+    """Whether this process should supervise a child (not a child itself, not turned off, on
+    Linux)."""
     environ = os.environ if environ is None else environ
     return (
         run_record.RECORD_ENV not in environ
@@ -76,8 +77,9 @@ def known_secrets(args: object, environ: Mapping[str, str] | None = None) -> set
 
 
 def executor_output_path(final: str) -> str:
-    """Where the verb writes KFP's executor output: `final`, or when supervised a staged sibling of it (the
-    write is tried where KFP reads it, before anything is published) that the parent renames to `final`
+    """Where the verb writes KFP's executor output: `final`, or when supervised a staged sibling of
+    it (the write is tried where KFP reads it, before anything is published) that the parent renames
+    to `final`
     only once the run has succeeded, and removes otherwise: a failed run never leaves one."""
     if not run_record.active():
         return final
@@ -87,7 +89,8 @@ def executor_output_path(final: str) -> str:
 
 
 def print_summary(summary: dict) -> None:
-    """Print the run's summary (JSON) on stdout; when supervised, the parent prints it once the run ended.
+    """Print the run's summary (JSON) on stdout; when supervised, the parent prints it once the run
+    ended.
     A stdout user code closed loses only the summary, not the run."""
     if run_record.active():
         run_record.note("summary", summary)
@@ -110,7 +113,8 @@ def mask_logs(secrets: set[str]) -> None:
 
 
 def _release_held(record: run_record.RunRecord) -> None:
-    """Remove the staging dirs and the lock files of the outputs a dead child held (the locks name this
+    """Remove the staging dirs and the lock files of the outputs a dead child held (the locks name
+    this
     process as their owner, so no other run can have taken them meanwhile)."""
     from generic_trainer.artifacts import storage
 
@@ -132,8 +136,9 @@ def _release_held(record: run_record.RunRecord) -> None:
 
 
 def _finish(verb: str, child: subprocess.Popen, record: run_record.RunRecord, run: RunWatch) -> int:
-    """The exit code of the whole run, decided here: the child's own once it finished its contract (a
-    success only when its main output is there, `main_output.problem`), 128+N when a signal sent to
+    """The exit code of the whole run, decided here: the child's own once it finished its contract
+    (a success only when its main output is there, `main_output.problem`), 128+N when a signal sent
+    to
     the supervisor stopped it first, else exit 3."""
     if record.end is not None:
         code = record.end["value"]
@@ -164,7 +169,8 @@ def _finish(verb: str, child: subprocess.Popen, record: run_record.RunRecord, ru
         )
         return _discard_executor_output(record, 128 + sig)
     log.error(
-        "%s failed: the run %s, before it finished: no outputs were published; user code must return or "
+        "%s failed: the run %s, before it finished: no outputs were published; user code must "
+        "return or "
         "raise, not end the process, so the run ends with exit code 3 (user code)",
         verb,
         record.ending(child.returncode),
@@ -220,7 +226,8 @@ class RunWatch:
 
 
 def _wait(child: subprocess.Popen, record_path: str, grace_s: float) -> None:
-    """Wait for the child; once it has reported its end, give it `grace_s` (atexit handlers, teardown)
+    """Wait for the child; once it has reported its end, give it `grace_s` (atexit handlers,
+    teardown)
     before its process group is killed."""
     ended_at = None
     while child.poll() is None:
@@ -248,7 +255,8 @@ def run(
     expected_output: str | None = None,
     command: list[str] | None = None,
 ) -> int:
-    """Run `python -m generic_trainer ARGV` (or `command`) as a supervised child; returns the run's exit
+    """Run `python -m generic_trainer ARGV` (or `command`) as a supervised child; returns the run's
+    exit
     code. `expected_output`: the main output a successful run must leave (`main_output.problem`)."""
     record_dir = tempfile.mkdtemp(prefix="generic-trainer-run-")
     record_path = os.path.join(record_dir, "record.jsonl")

@@ -102,7 +102,8 @@ def all_files_pattern(file_pattern: str) -> str:
 
 
 class _FileIO(types.ModuleType):
-    """`tfx.dsl.io.fileio`: TFX's filesystem calls, answered by `tf.io.gfile` (local paths and gs://)."""
+    """`tfx.dsl.io.fileio`: TFX's filesystem calls, answered by `tf.io.gfile` (local paths and
+    gs://)."""
 
     _GFILE_NAMES = {
         "open": "GFile",

@@ -36,7 +36,8 @@ _TFX = "generic_trainer.tfx"
 _FN_ARGS = "generic_trainer.fit.fn_args"
 _DATA = "generic_trainer.data"
 
-# Stand-in module -> {attribute: (module, attribute)}; its submodules are the stand-ins named under it.
+# Stand-in module -> {attribute: (module, attribute)}; its submodules are the stand-ins named under
+# it.
 MODULES: dict[str, dict[str, tuple[str, str]]] = {
     "tfx": {},
     "tfx.v1": {},
@@ -77,7 +78,8 @@ _TREE_MODULES: set[str] = set()  # the `tfx.*` names loaded from those folders
 
 
 def add_module_dir(directory: str) -> None:
-    """Let `tfx.*` imports load files beside the module in `directory` or in its tree (see the module doc)."""
+    """Let `tfx.*` imports load files beside the module in `directory` or in its tree (see the
+    module doc)."""
     directory = os.path.abspath(directory)
     if directory not in _MODULE_DIRS:
         _MODULE_DIRS.append(directory)
@@ -126,7 +128,8 @@ def _may_be_tree_package(fullname: str) -> bool:
 
 
 def supported() -> str:
-    """The supported imports, for error messages and the README: `tfx.x.y (A, B)`, one per leaf module."""
+    """The supported imports, for error messages and the README: `tfx.x.y (A, B)`, one per leaf
+    module."""
     leaves = [
         name for name in MODULES if not any(other.startswith(name + ".") for other in MODULES)
     ]
@@ -138,11 +141,16 @@ def supported() -> str:
 
 def unsupported_message(name: str) -> str:
     return (
-        f"the module imports {name}, which generic-trainer does not provide: TFX is not installed, and only "
-        f"these tfx imports resolve to the runtime's equivalents: {supported()}. Remove that import from the "
-        f"module (the runtime replaces TFX's components and orchestration). A `tfx` path to a file of the "
-        f"module's own (`from tfx.examples.penguin import penguin_utils_base`) loads that file when it sits "
-        f"beside the module or in a folder above it named as in the import (`.../penguin/penguin_utils_base.py`)."
+        f"the module imports {name}, which generic-trainer does not provide: TFX is not installed, "
+        "and only "
+        f"these tfx imports resolve to the runtime's equivalents: {supported()}. Remove that "
+        "import from the "
+        "module (the runtime replaces TFX's components and orchestration). A `tfx` path to a file "
+        "of the "
+        "module's own (`from tfx.examples.penguin import penguin_utils_base`) loads that file "
+        "when it sits "
+        "beside the module or in a folder above it named as in the import "
+        "(`.../penguin/penguin_utils_base.py`)."
     )
 
 
@@ -173,7 +181,8 @@ def _module_getattr(name: str):
             return _resolve(MODULES[name][attribute])
         if module_file(f"{name}.{attribute}"):
             return importlib.import_module(f"{name}.{attribute}")
-        # ImportError, not AttributeError: `from tfx.x import Y` then shows this message, not Python's generic one.
+        # ImportError, not AttributeError: `from tfx.x import Y` then shows this message, not
+        # Python's generic one.
         raise ImportError(unsupported_message(f"{name}.{attribute}"), name=f"{name}.{attribute}")
 
     return __getattr__
@@ -194,7 +203,8 @@ class _StandInLoader(importlib.abc.Loader):
 
 
 class TfxFinder(importlib.abc.MetaPathFinder):
-    """Answers `tfx` and the supported `tfx.*` imports with stand-ins; refuses other `tfx.*` imports."""
+    """Answers `tfx` and the supported `tfx.*` imports with stand-ins; refuses other `tfx.*`
+    imports."""
 
     def find_spec(
         self, fullname: str, path: Any = None, target: Any = None
@@ -217,7 +227,8 @@ class TfxFinder(importlib.abc.MetaPathFinder):
 
 
 def install() -> bool:
-    """Resolve `tfx` imports to the runtime when TFX is not importable; True when the stand-ins are in use."""
+    """Resolve `tfx` imports to the runtime when TFX is not importable; True when the stand-ins are
+    in use."""
     if any(isinstance(finder, TfxFinder) for finder in sys.meta_path):
         return True
     if "tfx" in sys.modules or importlib.util.find_spec("tfx") is not None:

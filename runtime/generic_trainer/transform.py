@@ -6,8 +6,8 @@ Writes what TFX's Transform writes, so `tft.TFTransformOutput`, TFX modules and
 
     <transform-graph>/transform_fn/            the transform SavedModel (vocabularies in its assets)
     <transform-graph>/transformed_metadata/    schema of the transformed features
-    <transform-graph>/metadata/                schema of the raw features (raw_feature_spec needs it)
-    <transformed-examples>/Split-<name>/transformed_examples-NNNNN-of-MMMMM.gz   (when asked)
+    <transform-graph>/metadata/                schema of the raw features (raw_feature_spec needs
+    it) <transformed-examples>/Split-<name>/transformed_examples-NNNNN-of-MMMMM.gz   (when asked)
     <updated-analyzer-cache>/<dataset key>/    tf.Transform's analyzer cache (when asked)
 
 As TFX: `custom_config` is bound to preprocessing_fn when it takes it; the `train` split is
@@ -68,13 +68,16 @@ class TransformResult:
 
 
 class _GuardedFn:
-    """The user's preprocessing_fn, remembering the first exception it raised (tf.Transform traces it)."""
+    """The user's preprocessing_fn, remembering the first exception it raised (tf.Transform traces
+    it)."""
 
     def __init__(self, fn: Callable, name: str):
         self.fn, self.name, self.error = fn, name, None
 
     def __call__(self, inputs: Any) -> Any:
-        try:  # the raw exception goes on through tf.Transform; user_code maps it once the pipeline stopped
+        # the raw exception goes on through tf.Transform; user_code maps it once the pipeline
+        # stopped
+        try:
             outputs = user_code.call_raw(self.fn, inputs, what=self.name)
         except BaseException as e:  # sys.exit() too: never an ending of the process
             if self.error is None:
@@ -89,7 +92,8 @@ class _GuardedFn:
 
 
 def _load_fn(request: TransformRequest, download_dir: str) -> _GuardedFn:
-    """preprocessing_fn, with custom_config bound when it takes one (as TFX's Transform binds it)."""
+    """preprocessing_fn, with custom_config bound when it takes one (as TFX's Transform binds
+    it)."""
     module = user_module.load(
         request.module_file, download_dir, request.module_sha256, request.storage
     )
@@ -225,7 +229,8 @@ def _log_end(request: TransformRequest, result: TransformResult) -> None:
 
 
 def _run_guarded(guarded: _GuardedFn, options: Any, plan: tft_pipeline.Plan) -> tuple[Any, Any]:
-    """Run the pipeline in a tf.Transform context; an error of preprocessing_fn is the user's (exit 3).
+    """Run the pipeline in a tf.Transform context; an error of preprocessing_fn is the user's (exit
+    3).
 
     Returns:
       The Beam counters and the analyzer cache's summary (None without a cache).

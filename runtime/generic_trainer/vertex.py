@@ -1,16 +1,17 @@
 """`generic-trainer vertex-job`: run the trainer image as a Vertex AI CustomJob, with no pipeline.
 
     generic-trainer vertex-job --project P --region R --image IMAGE --replica-count N \\
-        --machine-type M [--accelerator-type T --accelerator-count K] --base-output-dir gs://B/run \\
-        [--service-account SA] [--dry-run] -- [train|tune] --examples gs://... --module-file gs://...
+        --machine-type M [--accelerator-type T --accelerator-count K] --base-output-dir gs://B/run
+        \\ [--service-account SA] [--dry-run] -- [train|tune] --examples gs://... --module-file
+        gs://...
 
 Worker pool 0 is the chief (1 replica); with N > 1, worker pool 1 holds the other N-1 workers.
 Every replica runs the same image, command (`generic-trainer`) and args. Vertex hands each replica
 a CLUSTER_SPEC, and with the base output dir sets AIP_MODEL_DIR / AIP_CHECKPOINT_DIR /
 AIP_TENSORBOARD_LOG_DIR, which `train` uses when --model-dir etc. are left out.
 
-Builds the job with google-cloud-aiplatform (`pip install 'generic-trainer[pipelines]'`; it is not in
-the runtime image) and submits it, or with `--dry-run` prints the CustomJob that would be sent.
+Builds the job with google-cloud-aiplatform (`pip install 'generic-trainer[pipelines]'`; it is not
+in the runtime image) and submits it, or with `--dry-run` prints the CustomJob that would be sent.
 """
 
 from __future__ import annotations
@@ -151,7 +152,8 @@ def options_from_args(ns: argparse.Namespace) -> JobOptions:
 
 
 def worker_pool_specs(options: JobOptions) -> list[dict[str, Any]]:
-    """Pool 0: the chief (1 replica); pool 1: the other replica_count-1 workers. Same machine, image and args."""
+    """Pool 0: the chief (1 replica); pool 1: the other replica_count-1 workers. Same machine, image
+    and args."""
     machine: dict[str, Any] = {"machine_type": options.machine_type}
     if options.accelerator_type:
         machine["accelerator_type"] = options.accelerator_type
@@ -229,7 +231,8 @@ def _aiplatform():
         raise UserInputError(
             "vertex-job",
             "needs google-cloud-aiplatform, which the runtime image leaves out: run it where you "
-            "launch jobs, after `pip install 'generic-trainer[pipelines]'` (or google-cloud-aiplatform)",
+            "launch jobs, after `pip install 'generic-trainer[pipelines]'` (or "
+            "google-cloud-aiplatform)",
         ) from None
     return aiplatform
 
@@ -283,7 +286,8 @@ class _RecordingJobClient:
 
 
 def dry_run(options: JobOptions) -> dict[str, Any]:
-    """The create request `submit` would send (parent and CustomJob, as the REST API's JSON), sending nothing.
+    """The create request `submit` would send (parent and CustomJob, as the REST API's JSON),
+    sending nothing.
 
     The SDK's own submit runs, with its job service swapped for a recorder, so this is exactly
     what a real submission sends.
@@ -340,7 +344,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0]
         + " Worker pool 0 is the chief, pool 1 the other replicas; "
         "everything after `--` is passed to the container's generic-trainer.",
-        epilog="Example: generic-trainer vertex-job --project my-proj --region us-central1 --image IMAGE "
+        epilog="Example: generic-trainer vertex-job --project my-proj --region us-central1 --image "
+        "IMAGE "
         "--replica-count 2 --base-output-dir gs://my-bucket/runs/1 --dry-run -- --examples "
         "gs://my-bucket/data --module-file gs://my-bucket/module.py --train-steps 1000",
     )
@@ -367,7 +372,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     g.add_argument(
         "--base-output-dir",
         metavar="GS_URI",
-        help="gs:// dir; Vertex sets AIP_MODEL_DIR=<dir>/model, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR",
+        help="gs:// dir; Vertex sets AIP_MODEL_DIR=<dir>/model, AIP_CHECKPOINT_DIR, "
+        "AIP_TENSORBOARD_LOG_DIR",
     )
     g.add_argument("--service-account", metavar="EMAIL", help="the identity the replicas run as")
     g.add_argument(
@@ -384,7 +390,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     g.add_argument(
         "--restart-job-on-worker-restart",
         action="store_true",
-        help="restart the whole job when a worker restarts (multi-worker jobs resume from checkpoints)",
+        help="restart the whole job when a worker restarts (multi-worker jobs resume from "
+        "checkpoints)",
     )
     add_production_flags(p)
     r = p.add_argument_group("run")

@@ -1,4 +1,5 @@
-"""Hostile: run_fn changes the working directory before it exports, and returns metrics JSON cannot carry
+"""Hostile: run_fn changes the working directory before it exports, and returns metrics JSON cannot
+carry
 (NaN, infinity), a name that would forge a log line, and a value that is not a number."""
 
 import os

@@ -1,4 +1,5 @@
-"""Hostile: run_fn ends the process instead of returning. custom_config {"exit": 0 | 7 | "a message"}: a number
+"""Hostile: run_fn ends the process instead of returning. custom_config {"exit": 0 | 7 | "a
+message"}: a number
 calls sys.exit(number), a string calls the builtin exit(string)."""
 
 import sys

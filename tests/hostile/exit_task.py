@@ -1,4 +1,5 @@
-"""Hostile: a Task (the regression LinearTask of tests/task_modules) whose build_model calls sys.exit(5)."""
+"""Hostile: a Task (the regression LinearTask of tests/task_modules) whose build_model calls
+sys.exit(5)."""
 
 import os
 import sys

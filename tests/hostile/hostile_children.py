@@ -1,5 +1,6 @@
 """Hostile sandbox children without TensorFlow (fast): run as
-`python -m generic_trainer.judge.sandbox hostile_children:FUNCTION SPEC RESULT` with this directory on PYTHONPATH."""
+`python -m generic_trainer.judge.sandbox hostile_children:FUNCTION SPEC RESULT` with this
+directory on PYTHONPATH."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def grow_memory(spec: dict) -> dict:
 
 
 def hang_after_progress(spec: dict) -> dict:
-    """Reports progress `spec["steps"]` times, `spec["every"]` s apart, then hangs without a word."""
+    """Reports progress `spec["steps"]` times, `spec["every"]` s apart, then hangs without a
+    word."""
     for i in range(spec["steps"]):
         sandbox.progress(f"step {i + 1}")
         time.sleep(spec["every"])

@@ -1,4 +1,5 @@
-"""Hostile SavedModels for the evaluate and infra-validate sandbox: one that never answers, one that allocates
+"""Hostile SavedModels for the evaluate and infra-validate sandbox: one that never answers, one that
+allocates
 without bound. Their serving_default takes serialized tf.Examples, as a good model's does."""
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def hanging(path: str) -> str:
 
 
 def allocating(path: str, megabytes_per_step: int = 64) -> str:
-    """serving_default keeps allocating: a loop that concatenates a fresh `megabytes_per_step` block each turn,
+    """serving_default keeps allocating: a loop that concatenates a fresh `megabytes_per_step` block
+    each turn,
     for ever (until the memory limit stops it)."""
     import tensorflow as tf
 

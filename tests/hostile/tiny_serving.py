@@ -1,4 +1,5 @@
-"""Helpers of the hostile modules: a tiny SavedModel written without training (the hostile part is elsewhere)."""
+"""Helpers of the hostile modules: a tiny SavedModel written without training (the hostile part is
+elsewhere)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import os
 
 
 def save(path: str, marker: str = "") -> None:
-    """serving_default(examples) -> zeros [n, 3]; `marker` goes into `<path>/assets.extra/marker` to tell models
+    """serving_default(examples) -> zeros [n, 3]; `marker` goes into `<path>/assets.extra/marker` to
+    tell models
     apart."""
     import tensorflow as tf
 

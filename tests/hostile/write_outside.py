@@ -1,4 +1,5 @@
-"""Hostile: run_fn writes a model outside its dirs, at serving_model_dir/../../Format-Serving (the published
+"""Hostile: run_fn writes a model outside its dirs, at serving_model_dir/../../Format-Serving (the
+published
 model's place when the staging dir sits inside the model dir), and none where it should."""
 
 import os

@@ -1,4 +1,5 @@
-"""The one parser of JSON and YAML a user hands the runtime, bounded in size, nesting and alias expansion.
+"""The one parser of JSON and YAML a user hands the runtime, bounded in size, nesting and alias
+expansion.
 
 Every JSON or YAML text the runtime reads from a user (the executor input, custom config,
 hyperparameters, TF_CONFIG, eval configs, Task config files and overrides, a checkpoint's
@@ -58,7 +59,8 @@ def check_text_size(input_name: str, text: str | bytes, where: str = "") -> None
 
 
 def json_depth(text: str) -> int:
-    """How deeply the objects and lists of JSON `text` nest (brackets inside strings do not count)."""
+    """How deeply the objects and lists of JSON `text` nest (brackets inside strings do not
+    count)."""
     depth = deepest = 0
     for match in _JSON_TOKENS.finditer(text):
         token = match.group()
@@ -73,7 +75,8 @@ def json_depth(text: str) -> int:
 def load_json(
     text: str | bytes, input_name: str, where: str = "", max_depth: int = MAX_DEPTH
 ) -> Any:
-    """Parse JSON `text` (`input_name` names it in errors, `where` prefixes the message: 'a.json: ')."""
+    """Parse JSON `text` (`input_name` names it in errors, `where` prefixes the message: 'a.json:
+    ')."""
     check_text_size(input_name, text, where)
     if isinstance(text, bytes):
         try:
@@ -108,27 +111,31 @@ def _number_too_long(input_name: str, where: str, error: ValueError) -> UserInpu
 
 
 def check_surrogates(text: str, input_name: str, where: str = "") -> None:
-    """UserInputError when `text` holds a lone surrogate (a `\\ud800` escape without its pair, or the
+    """UserInputError when `text` holds a lone surrogate (a `\\ud800` escape without its pair, or
+    the
     character itself): not a Unicode character, it could be neither logged nor written as UTF-8."""
     match = _LONE_SURROGATE.search(text)
     if match:
         raise UserInputError(
             input_name,
-            f"{where}holds a lone surrogate {match.group().encode('ascii', 'backslashreplace').decode()} "
+            f"{where}holds a lone surrogate "
+            f"{match.group().encode('ascii', 'backslashreplace').decode()} "
             f"at character {match.start()}: not a Unicode character (a broken \\u escape?)",
         )
 
 
 def tool_text(data: bytes) -> str:
-    """The output of a tool the runtime runs (nvidia-smi, ...) as text: UTF-8, undecodable bytes shown as
-    U+FFFD and control characters other than newline and tab dropped, so no output can fail or forge a
+    """The output of a tool the runtime runs (nvidia-smi, ...) as text: UTF-8, undecodable bytes
+    shown as U+FFFD and control characters other than newline and tab dropped, so no output can fail
+    or forge a
     log line."""
     text = data.decode("utf-8", errors="replace")
     return "".join(c for c in text if c in "\n\t" or c.isprintable())
 
 
 def _yaml_bounds(text: str, input_name: str, where: str) -> None:
-    """Walk YAML's events (no recursion): nesting depth, values after alias expansion, self-reference."""
+    """Walk YAML's events (no recursion): nesting depth, values after alias expansion,
+    self-reference."""
     import yaml
 
     sizes: dict[str, int] = {}  # anchor -> values it expands to
@@ -177,7 +184,8 @@ def _too_many(input_name: str, where: str = "") -> UserInputError:
 
 
 def load_yaml(text: str, input_name: str, where: str = "") -> Any:
-    """Parse YAML (or JSON) `text` with the safe loader, within MAX_DEPTH, MAX_NODES and MAX_TEXT_BYTES."""
+    """Parse YAML (or JSON) `text` with the safe loader, within MAX_DEPTH, MAX_NODES and
+    MAX_TEXT_BYTES."""
     import yaml
 
     check_text_size(input_name, text, where)
@@ -198,7 +206,8 @@ def load_yaml(text: str, input_name: str, where: str = "") -> Any:
 
 
 def read_text(path: str, input_name: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
-    """The UTF-8 text of the regular file `path`, read with a bound: UserInputError naming the file otherwise."""
+    """The UTF-8 text of the regular file `path`, read with a bound: UserInputError naming the file
+    otherwise."""
     if not os.path.isfile(path):
         raise UserInputError(
             input_name,
@@ -222,7 +231,8 @@ def read_text(path: str, input_name: str, max_bytes: int = MAX_TEXT_BYTES) -> st
 
 
 def check_depth(value: Any, input_name: str, max_depth: int = MAX_DEPTH) -> Any:
-    """`value` (already parsed: a mapping passed through) when it nests at most `max_depth` levels."""
+    """`value` (already parsed: a mapping passed through) when it nests at most `max_depth`
+    levels."""
     pending, visited = [(value, 0)], 0
     while pending:
         item, depth = pending.pop()

@@ -3,8 +3,8 @@
 Every small file the runtime reads (hyperparameters, schemas, executor input, module files, lock
 files) goes through `read_bounded` / `read_small`: a file that is not a regular file (a FIFO would
 block for ever, `/dev/zero` never ends) or is larger than the limit is refused, naming the file and
-the limit. `write_file_atomic` replaces only a regular file (never a device, FIFO or socket, nor what
-a symlink points to) and removes its temporary file when the write fails (a full disk: exit 4).
+the limit. `write_file_atomic` replaces only a regular file (never a device, FIFO or socket, nor
+what a symlink points to) and removes its temporary file when the write fails (a full disk: exit 4).
 `dumps_strict` writes JSON that any parser reads: NaN and infinities become null, with a warning.
 """
 
@@ -41,7 +41,8 @@ class UnreadableFile(ValueError):
 
 
 class OutputWriteError(OutputError, OSError):
-    """An output file that could not be written (exit 4); an OSError too, for callers that catch those."""
+    """An output file that could not be written (exit 4); an OSError too, for callers that catch
+    those."""
 
     def __init__(self, path: str, reason: str):
         self.path, self.reason = path, reason
@@ -83,7 +84,8 @@ def _article(kind: str) -> str:
 
 
 def special_kind(path: str) -> str | None:
-    """What `path` is when it exists and is not a regular file ("FIFO (named pipe)", ...; through symlinks),
+    """What `path` is when it exists and is not a regular file ("FIFO (named pipe)", ...; through
+    symlinks),
     else None (a regular file, or nothing there)."""
     try:
         mode = os.stat(path).st_mode
@@ -98,7 +100,8 @@ def special_kind(path: str) -> str | None:
 
 
 def not_replaceable(path: str) -> str | None:
-    """Why an output file at `path` must not be replaced (it exists and is not a regular file), or None."""
+    """Why an output file at `path` must not be replaced (it exists and is not a regular file), or
+    None."""
     kind = special_kind(path)
     if kind is None:
         return None
@@ -106,7 +109,8 @@ def not_replaceable(path: str) -> str | None:
 
 
 def read_bounded(path: str, limit: int | None = None) -> bytes:
-    """The bytes of the regular file `path`; UnreadableFile when it is not one or holds more than `limit` bytes
+    """The bytes of the regular file `path`; UnreadableFile when it is not one or holds more than
+    `limit` bytes
     (MAX_SMALL_FILE by default)."""
     limit = MAX_SMALL_FILE if limit is None else limit
     kind = special_kind(path)
@@ -120,8 +124,10 @@ def read_bounded(path: str, limit: int | None = None) -> bytes:
 
 
 def read_small(path: str, input_name: str, limit: int | None = None) -> str:
-    """The UTF-8 text of the file `path` read as the input `input_name`: UserInputError (exit 2) when it is
-    not a regular file or larger than `limit`; UnicodeDecodeError and OSError as reading it would raise."""
+    """The UTF-8 text of the file `path` read as the input `input_name`: UserInputError (exit 2)
+    when it is
+    not a regular file or larger than `limit`; UnicodeDecodeError and OSError as reading it would
+    raise."""
     try:
         return read_bounded(path, limit).decode("utf-8")
     except UnreadableFile as e:
@@ -160,7 +166,8 @@ def write_file_atomic(path: str, text: str) -> None:
 
 
 def finite(value: Any, what: str, name: str = "") -> Any:
-    """`value` with every NaN or infinite float replaced by None, a warning naming each (`what` and its key)."""
+    """`value` with every NaN or infinite float replaced by None, a warning naming each (`what` and
+    its key)."""
     if isinstance(value, float) and not math.isfinite(value):
         log.warning(
             "%s %s is %s: written as null (JSON has no NaN or infinity)",
@@ -177,5 +184,6 @@ def finite(value: Any, what: str, name: str = "") -> Any:
 
 
 def dumps_strict(value: Any, what: str, **kwargs: Any) -> str:
-    """`json.dumps` that never writes NaN / Infinity (`finite`): what KFP's launcher and any JSON parser read."""
+    """`json.dumps` that never writes NaN / Infinity (`finite`): what KFP's launcher and any JSON
+    parser read."""
     return json.dumps(finite(value, what), allow_nan=False, **kwargs)

@@ -18,7 +18,8 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 
 def become_subreaper() -> None:
-    """Have processes orphaned below this one reparented to it (not to init), so `left_running` finds
+    """Have processes orphaned below this one reparented to it (not to init), so `left_running`
+    finds
     them."""
     prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
@@ -53,7 +54,8 @@ def _command_line(pid: int) -> str:
 
 
 def left_running(group: int) -> dict[int, int]:
-    """{pid: pgid} of the live processes descended from this one (orphans come back to it as a subreaper)
+    """{pid: pgid} of the live processes descended from this one (orphans come back to it as a
+    subreaper)
     or in the process group `group` (the child's), never this process or its own group."""
     stats = {
         int(p): s for p in os.listdir("/proc") if p.isdigit() and (s := _proc_stat(p)) is not None

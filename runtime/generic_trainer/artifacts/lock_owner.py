@@ -1,7 +1,8 @@
-"""Who holds an output lock: the owner record a run writes into its lock file, read back whatever it holds.
+"""Who holds an output lock: the owner record a run writes into its lock file, read back whatever it
+holds.
 
-A lock file may hold anything (a crash mid-write, another tool's file, a hostile one): nothing in it is
-trusted. `valid_pid` accepts only a pid a run could have recorded; `describe_owner` never fails.
+A lock file may hold anything (a crash mid-write, another tool's file, a hostile one): nothing in it
+is trusted. `valid_pid` accepts only a pid a run could have recorded; `describe_owner` never fails.
 
 A pid alone does not say who holds a lock: pids are reused, and a restarted container's supervisor
 is pid 1 again. So the owner record carries the process's start time (`process_started`: from
@@ -24,14 +25,16 @@ def short(value: object) -> str:
 
 
 def valid_pid(value: object) -> int | None:
-    """`value` when it is a process id a run could have recorded (a whole number 1..MAX_PID), else None."""
+    """`value` when it is a process id a run could have recorded (a whole number 1..MAX_PID), else
+    None."""
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_PID:
         return value
     return None
 
 
 def describe_owner(owner: dict) -> str:
-    """'pid 123 on host h (started 2026-01-01T00:00:00Z)' from a lock file's owner record (any content)."""
+    """'pid 123 on host h (started 2026-01-01T00:00:00Z)' from a lock file's owner record (any
+    content)."""
     if not owner:
         return "a run that has not yet recorded its pid and host"
     if valid_pid(owner.get("pid")) is None:
@@ -45,7 +48,8 @@ def describe_owner(owner: dict) -> str:
 
 
 def taken_over(owner: dict) -> str:
-    """What a run says when it takes over the lock `owner` recorded: a stale one, or a foreign file."""
+    """What a run says when it takes over the lock `owner` recorded: a stale one, or a foreign
+    file."""
     if owner and valid_pid(owner.get("pid")) is None:
         return f"a foreign lock file, no live run's ({describe_owner(owner)})"
     return f"the stale lock of a run that is gone ({describe_owner(owner)})"
@@ -77,7 +81,8 @@ def process_started(pid: int) -> float | None:
 
 
 def identity(pid: int) -> dict:
-    """What an owner record says about process `pid` besides the pid: its start time and the boot."""
+    """What an owner record says about process `pid` besides the pid: its start time and the
+    boot."""
     return {"pid_started": process_started(pid), "boot_id": boot_id()}
 
 

@@ -1,5 +1,5 @@
-"""The supervisor's own check of a run that reported success: its main output is there (and a trained
-model parses as a SavedModel).
+"""The supervisor's own check of a run that reported success: its main output is there (and a
+trained model parses as a SavedModel).
 
 User code runs in the process that writes the run record, so it can write the record's `end` entry
 itself and end the process: the record alone cannot say a run succeeded. The parent finds the main
@@ -35,7 +35,8 @@ def expected(
     values: Mapping[str, Any] | Callable[[], Mapping[str, Any]],
     environ: Mapping[str, str],
 ) -> str | None:
-    """The main output path a successful `verb` run must leave (absolute, local), or None (unchecked).
+    """The main output path a successful `verb` run must leave (absolute, local), or None
+    (unchecked).
 
     Args:
       verb: the verb run.

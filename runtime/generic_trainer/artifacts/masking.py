@@ -1,4 +1,5 @@
-"""Masking secrets in what a run writes: the supervisor's relay of the child's output, and log records.
+"""Masking secrets in what a run writes: the supervisor's relay of the child's output, and log
+records.
 
 `Masker` replaces every known secret value (redaction's secret list, in each form it may be
 printed: as written, JSON-escaped once or twice, as `repr` shows it) and the userinfo of every URL
@@ -25,7 +26,8 @@ _URL_USERINFO = re.compile(URL_USERINFO.pattern.encode("ascii"))
 
 
 def as_bytes(text: str) -> set[bytes]:
-    """The bytes `text` is written as: UTF-8, with undecodable bytes (surrogate escapes) as they were
+    """The bytes `text` is written as: UTF-8, with undecodable bytes (surrogate escapes) as they
+    were
     read and lone surrogates as Python's `surrogatepass` writes them; never raises."""
     forms = {text.encode("utf-8", "surrogatepass")}
     try:
@@ -36,7 +38,8 @@ def as_bytes(text: str) -> set[bytes]:
 
 
 class Masker:
-    """Replaces every secret value, and every URL's userinfo, in the bytes it is given with `***`."""
+    """Replaces every secret value, and every URL's userinfo, in the bytes it is given with
+    `***`."""
 
     def __init__(self, secrets: Iterable[str]):
         forms = set()
@@ -52,7 +55,8 @@ class Masker:
         return _URL_USERINFO.sub(rb"\1***@", data)
 
     def held(self, data: bytes) -> int:
-        """How many bytes at the end of `data` begin a secret without completing it (to hold back)."""
+        """How many bytes at the end of `data` begin a secret without completing it (to hold
+        back)."""
         longest = 0
         for secret in self.secrets:
             for size in range(min(len(secret) - 1, len(data)), longest, -1):
@@ -92,8 +96,9 @@ def _next_out(pending: bytes, chunk: bytes | None, mask: Masker) -> tuple[bytes,
 
 
 def relay(source: int, sink: BinaryIO, mask: Masker, idle_s: float = 0.5) -> None:
-    """Copy `source` (a pipe's fd) to `sink` until EOF, masked; whole lines at once (a partial line waits
-    at most `idle_s`, a line over MAX_LINE is written in pieces), and never a secret split between two
+    """Copy `source` (a pipe's fd) to `sink` until EOF, masked; whole lines at once (a partial line
+    waits at most `idle_s`, a line over MAX_LINE is written in pieces), and never a secret split
+    between two
     writes. Writing stops if `sink` fails; reading never does."""
     pending, writable = b"", True
     poller = select.poll()

@@ -76,10 +76,12 @@ class OutputLock:
         self._created: list[str] = []
 
     def acquire(self) -> list[str]:
-        """Take the lock or raise LockHeld; returns the stale or foreign lock files taken over (descriptions)."""
+        """Take the lock or raise LockHeld; returns the stale or foreign lock files taken over
+        (descriptions)."""
         taken = []
         parent = os.path.dirname(self.path)
-        self._created = []  # the directories made to hold the lock file, deepest first: removed again if left empty
+        # the directories made to hold the lock file, deepest first: removed again if left empty
+        self._created = []
         while parent and not os.path.isdir(parent):
             self._created.append(parent)
             parent = os.path.dirname(parent)
@@ -131,7 +133,8 @@ class OutputLock:
         self.release()
 
     def _read(self) -> tuple[dict | None, float]:
-        """(owner record, seconds since its heartbeat) of the lock file; (None, 0) when there is none.
+        """(owner record, seconds since its heartbeat) of the lock file; (None, 0) when there is
+        none.
         LockForeign when its path holds something that is not a regular file."""
         if os.path.islink(self.path) or files.classify(self.path) not in (
             files.REGULAR,
@@ -154,7 +157,8 @@ class OutputLock:
         return (owner if isinstance(owner, dict) else {}), age
 
     def _is_stale(self, owner: dict, age: float) -> bool:
-        """Stale: old, or its pid on this host is gone, or it records no pid a run could have (a foreign file)."""
+        """Stale: old, or its pid on this host is gone, or it records no pid a run could have (a
+        foreign file)."""
         if age > self.stale_after_s:
             return True
         if owner and valid_pid(owner.get("pid")) is None:

@@ -8,14 +8,16 @@ process ends with `os._exit` instead, after doing what the teardown would have d
 
 1. flush what still buffers data in memory: TensorFlow summary writers and TFRecord writers that a
    module left open, and open Python files;
-2. run the `atexit` handlers (user code's, `logging.shutdown`, `weakref.finalize`, multiprocessing's);
+2. run the `atexit` handlers (user code's, `logging.shutdown`, `weakref.finalize`,
+multiprocessing's);
 3. flush stdout and stderr.
 
 Python does not promise `__del__` methods of objects alive at exit are called, so nothing a program
 may rely on is skipped. Only the console script ends this way; `cli.main(argv)` called in-process
 (tests, notebooks) returns normally. Replicas of a cluster (TF_CONFIG, CLUSTER_SPEC, a distributed
-keras-tuner search) keep the normal teardown: there TensorFlow's coordination service and the tuner's
-oracle say goodbye to the other replicas while objects are destroyed (`safe_to_skip_teardown`).
+keras-tuner search) keep the normal teardown: there TensorFlow's coordination service and the
+tuner's oracle say goodbye to the other replicas while objects are destroyed
+(`safe_to_skip_teardown`).
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ def safe_to_skip_teardown(in_cluster: bool, environ: Mapping[str, str]) -> bool:
 
 
 def end(code: int) -> None:
-    """Flush what is buffered, run the atexit handlers, flush stdout/stderr, and `os._exit(code)`."""
+    """Flush what is buffered, run the atexit handlers, flush stdout/stderr, and
+    `os._exit(code)`."""
     flush_open_writers()
     atexit._run_exitfuncs()  # logging.shutdown among them: every handler flushed and closed
     for stream in (sys.stdout, sys.stderr):

@@ -1,4 +1,5 @@
-"""Which custom_config values are secret, and masking them: what may be logged or written to metadata.
+"""Which custom_config values are secret, and masking them: what may be logged or written to
+metadata.
 
 A leaf module (only errors.py): the request parser checks `secret_keys` with it, the Task config
 masks its params.yaml with it, the CLI and the Vertex launcher mask what they log.
@@ -13,7 +14,8 @@ from typing import Any
 
 from generic_trainer.errors import UserInputError
 
-# custom_config keys whose values are never logged; also any key listed in custom_config["secret_keys"].
+# custom_config keys whose values are never logged; also any key listed in
+# custom_config["secret_keys"].
 # The same names say secret for environment variables (*TOKEN*, *SECRET*, *PASSWORD*, *API_KEY*,
 # *CREDENTIAL*, as Airflow and CI systems mask them); a tokenizer is not a token.
 SECRET_KEY_PATTERN = re.compile(
@@ -25,7 +27,8 @@ _NOT_SECRET = re.compile(r"(true|false|yes|no|none|null|on|off|[-+0-9.]*)", re.I
 
 
 def secret_key_names(config: Mapping[str, Any]) -> set[str]:
-    """The key names `config["secret_keys"]` lists: one name, a comma-separated string, or a list of names."""
+    """The key names `config["secret_keys"]` lists: one name, a comma-separated string, or a list of
+    names."""
     listed = config.get("secret_keys") if isinstance(config, Mapping) else None
     if listed is None or listed == "":
         return set()
@@ -40,7 +43,8 @@ def secret_key_names(config: Mapping[str, Any]) -> set[str]:
 
 
 def is_secret_key(key: Any, listed: set[str] = frozenset()) -> bool:
-    """Whether values under `key` are never logged: its name looks secret, or `secret_keys` lists it."""
+    """Whether values under `key` are never logged: its name looks secret, or `secret_keys` lists
+    it."""
     return str(key) in listed or bool(SECRET_KEY_PATTERN.search(str(key)))
 
 
@@ -80,9 +84,10 @@ _MAX_DEPTH = 64
 
 
 def secret_values(value: Any) -> set[str]:
-    """Every value under a secret key (as `redact` judges keys), at any depth, as text: what the supervisor
-    masks in every line the run writes. JSON text inside strings (`--custom-config`, the executor input's
-    custom_config parameter, `--custom-config=JSON` in a list of container arguments) is searched too;
+    """Every value under a secret key (as `redact` judges keys), at any depth, as text: what the
+    supervisor masks in every line the run writes. JSON text inside strings (`--custom-config`, the
+    executor input's custom_config parameter, `--custom-config=JSON` in a list of container
+    arguments) is searched too;
     values shorter than MIN_SECRET_CHARS are not masked."""
     found: set[str] = set()
     _collect(value, set(), False, found, 0)

@@ -107,7 +107,8 @@ def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 def _axis_ranges(
     series: Iterable[Sequence[tuple[float, float]]],
 ) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(x_lo, x_hi), (y_lo, y_hi) spanning every point: never empty, y padded by 5% (10% of a flat line)."""
+    """(x_lo, x_hi), (y_lo, y_hi) spanning every point: never empty, y padded by 5% (10% of a flat
+    line)."""
     points = [p for pts in series for p in pts]
     x_lo, x_hi = min(x for x, _ in points), max(x for x, _ in points)
     y_lo, y_hi = min(y for _, y in points), max(y for _, y in points)
@@ -125,7 +126,8 @@ def line_chart(
     width: int = 520,
     height: int = 280,
 ) -> str:
-    """An inline SVG line chart of `series` (name -> [(x, y), ...]); non-finite points are skipped."""
+    """An inline SVG line chart of `series` (name -> [(x, y), ...]); non-finite points are
+    skipped."""
     clean = {
         name: _thin(
             sorted((float(x), float(y)) for x, y in pts if math.isfinite(x) and math.isfinite(y))
@@ -162,11 +164,14 @@ def line_chart(
     for tick in _nice_ticks(x_lo, x_hi):
         x = sx(tick)
         parts.append(
-            f'<line x1="{x:.1f}" y1="{top + plot_h}" x2="{x:.1f}" y2="{top + plot_h + 4}" stroke="#999"/>'
-            f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{esc(f"{tick:.6g}")}</text>'
+            f'<line x1="{x:.1f}" y1="{top + plot_h}" x2="{x:.1f}" y2="{top + plot_h + 4}" '
+            'stroke="#999"/>'
+            f'<text x="{x:.1f}" y="{top + plot_h + 16}" '
+            f'text-anchor="middle">{esc(f"{tick:.6g}")}</text>'
         )
     parts.append(
-        f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{esc(x_label)}</text>'
+        f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" '
+        f'text-anchor="middle">{esc(x_label)}</text>'
     )
     if y_label:
         parts.append(
@@ -256,8 +261,10 @@ def curves(log_dir: str, skip_runs: Sequence[str] = ("final",)) -> str:
         charts.append(line_chart(tag.removeprefix("epoch_"), series, x_label=x_label))
     if not charts:
         return (
-            f'<p class="note">No curves: the run logged no TensorBoard scalars under {esc(log_dir)}. '
-            "Add keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir) to model.fit to get them.</p>"
+            '<p class="note">No curves: the run logged no TensorBoard scalars under '
+            f"{esc(log_dir)}. "
+            "Add keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir) to model.fit to get "
+            "them.</p>"
         )
     return f'<div class="charts">{"".join(charts)}</div>'
 

@@ -1,4 +1,5 @@
-"""What a training run hands back: `TrainResult`, shared by the run_fn path (train.py) and the Task path.
+"""What a training run hands back: `TrainResult`, shared by the run_fn path (train.py) and the Task
+path.
 
 A leaf module: the verbs fill it in; the report, the metrics file and the executor output read it.
 """
@@ -22,6 +23,7 @@ class TrainResult:
     num_replicas: int
     train_steps: int | None
     devices: tuple[str, ...] = ()
-    # Published with the model (model_artifact): predictSchemata file names, the TFLite export's record or failure.
+    # Published with the model (model_artifact): predictSchemata file names, the TFLite export's
+    # record or failure.
     schemata: tuple[str, ...] = ()
     tflite: dict[str, Any] | None = None

@@ -22,7 +22,8 @@ _state: dict[str, Any] = {"path": None, "parent": None, "calling": [], "last": N
 
 
 def claim(environ: dict[str, str] | None = None) -> str | None:
-    """In the child: take the record path from the environment (removed, so processes the run starts do
+    """In the child: take the record path from the environment (removed, so processes the run starts
+    do
     not write into it); returns it, or None when this process is not supervised."""
     environ = os.environ if environ is None else environ
     path = environ.pop(RECORD_ENV, None) or None
@@ -41,7 +42,8 @@ def active() -> bool:
 
 
 def note(kind: str, value: Any = None, **extra: Any) -> None:
-    """Append one entry (a no-op when unsupervised). Never raises: the record must not fail a run."""
+    """Append one entry (a no-op when unsupervised). Never raises: the record must not fail a
+    run."""
     path = _state["path"]
     if path is None:
         return
@@ -53,7 +55,8 @@ def note(kind: str, value: Any = None, **extra: Any) -> None:
 
 
 def enter(what: str) -> None:
-    """User code `what` starts running (the call stack is rewritten in `<record>.calls`, never appended:
+    """User code `what` starts running (the call stack is rewritten in `<record>.calls`, never
+    appended:
     a Task method called per batch must not grow the record)."""
     _state["calling"].append(what)
     _state["last"] = what
@@ -80,7 +83,8 @@ def _write_calls() -> None:
 
 
 def ended_notes() -> dict[str, Any]:
-    """What the `end` entry carries: the standard streams user code closed (their lines were lost)."""
+    """What the `end` entry carries: the standard streams user code closed (their lines were
+    lost)."""
     closed = []
     for fd, name in ((1, "stdout (fd 1)"), (2, "stderr (fd 2)")):
         try:
@@ -143,7 +147,8 @@ class RunRecord:
             self.end = entry
 
     def ending(self, returncode: int) -> str:
-        """How the process ended, for the log: 'was killed by SIGSEGV (...) while run_fn ran' and the like."""
+        """How the process ended, for the log: 'was killed by SIGSEGV (...) while run_fn ran' and
+        the like."""
         if returncode < 0:
             sig = signal.Signals(-returncode)
             what = {

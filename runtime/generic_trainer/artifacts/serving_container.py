@@ -1,12 +1,15 @@
-"""What Vertex AI Model Registry needs of a trained model: a serving container and the SavedModel's URI.
+"""What Vertex AI Model Registry needs of a trained model: a serving container and the SavedModel's
+URI.
 
-A leaf module (no TensorFlow, no Google Cloud libraries). Vertex serves a TensorFlow SavedModel with its
-prebuilt TF Serving images, `<region>-docker.pkg.dev/vertex-ai/prediction/tf2-{cpu|gpu}.2-<minor>:latest`.
-The image is chosen from the TensorFlow version the model was trained with (the same minor version, else
-the newest prebuilt one older than it, with a warning) and the serving accelerator; `--serving-image`
-overrides the choice. The model artifact's metadata then carries `containerSpec` as GCPC's
+A leaf module (no TensorFlow, no Google Cloud libraries). Vertex serves a TensorFlow SavedModel with
+its prebuilt TF Serving images,
+`<region>-docker.pkg.dev/vertex-ai/prediction/tf2-{cpu|gpu}.2-<minor>:latest`. The image is chosen
+from the TensorFlow version the model was trained with (the same minor version, else the newest
+prebuilt one older than it, with a warning) and the serving accelerator; `--serving-image` overrides
+the choice. The model artifact's metadata then carries `containerSpec` as GCPC's
 `google.UnmanagedContainerModel` wants it, and the trainer's `serving_model_uri` /
-`serving_container_image` outputs let a pipeline import the model for `ModelUploadOp` (see the README).
+`serving_container_image` outputs let a pipeline import the model for `ModelUploadOp` (see the
+README).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ log = logging.getLogger(__name__)
 
 ACCELERATORS = ("cpu", "gpu")
 REGIONS = ("us", "europe", "asia")
-# Minor versions of TensorFlow 2 with a prebuilt Vertex AI prediction image (cpu and gpu), as listed by
+# Minor versions of TensorFlow 2 with a prebuilt Vertex AI prediction image (cpu and gpu), as listed
+# by
 # google-cloud-aiplatform 1.165 (google.cloud.aiplatform.constants.prediction.TF_CONTAINER_URIS).
 PREBUILT_TF2_MINORS = tuple(range(1, 16))
 IMAGE = "{region}-docker.pkg.dev/vertex-ai/prediction/tf2-{accelerator}.2-{minor}:latest"
@@ -33,7 +37,8 @@ IMAGE = "{region}-docker.pkg.dev/vertex-ai/prediction/tf2-{accelerator}.2-{minor
 def check_options(
     image: str | None, accelerator: str | None, region: str | None
 ) -> tuple[str | None, str, str]:
-    """Validate --serving-image, --serving-accelerator and --serving-image-region; returns them with defaults."""
+    """Validate --serving-image, --serving-accelerator and --serving-image-region; returns them with
+    defaults."""
     accelerator = (accelerator or "cpu").lower()
     if accelerator not in ACCELERATORS:
         raise UserInputError("--serving-accelerator", f"expected cpu or gpu, got {accelerator!r}")
@@ -65,9 +70,12 @@ def choose_image(tf_version: str, accelerator: str = "cpu", region: str = "us") 
         region=region, accelerator=accelerator, minor=max(older or PREBUILT_TF2_MINORS)
     )
     log.warning(
-        "no prebuilt Vertex AI prediction image for TensorFlow %s: the model artifact names %s, the newest "
-        "one older than it. TF Serving loads a newer SavedModel when it uses no newer ops; deploy it once "
-        "to check, or give --serving-image (the serving_image parameter) a TF Serving image of your own",
+        "no prebuilt Vertex AI prediction image for TensorFlow %s: the model artifact names %s, "
+        "the newest "
+        "one older than it. TF Serving loads a newer SavedModel when it uses no newer ops; deploy "
+        "it once "
+        "to check, or give --serving-image (the serving_image parameter) a TF Serving image of "
+        "your own",
         tf_version,
         chosen,
     )
@@ -92,8 +100,9 @@ _OPENAPI_TYPES = {
 
 
 def openapi_schema(title: str, tensors: Mapping[str, str]) -> dict[str, Any] | None:
-    """An OpenAPI 3 schema object of one instance (or prediction) of a signature, from its tensors as
-    `outputs.validate_serving_model` describes them (`{"x": "float32(None, 3)"}`; the first dim is the batch).
+    """An OpenAPI 3 schema object of one instance (or prediction) of a signature, from its tensors
+    as `outputs.validate_serving_model` describes them (`{"x": "float32(None, 3)"}`; the first dim
+    is the batch).
     None when a tensor's dtype or rank is unknown."""
     properties: dict[str, Any] = {}
     for name, spec in tensors.items():
@@ -116,7 +125,8 @@ def openapi_schema(title: str, tensors: Mapping[str, str]) -> dict[str, Any] | N
 
 
 def write_schemata(model_dir: str, model_info: Mapping[str, Any]) -> list[str]:
-    """Write `<model_dir>/schemata/instance.yaml` and `prediction.yaml` (Vertex's predictSchemata) for the serving
+    """Write `<model_dir>/schemata/instance.yaml` and `prediction.yaml` (Vertex's predictSchemata)
+    for the serving
     signature, when its inputs and outputs are known; returns the file names written."""
     import yaml
 
@@ -139,7 +149,8 @@ def write_schemata(model_dir: str, model_info: Mapping[str, Any]) -> list[str]:
 def model_registry_metadata(
     image: str, model_uri: str | None = None, schemata: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """Model artifact metadata that `google.UnmanagedContainerModel` (GCPC's ModelUploadOp) reads: containerSpec,
+    """Model artifact metadata that `google.UnmanagedContainerModel` (GCPC's ModelUploadOp) reads:
+    containerSpec,
     and predictSchemata for the schema files written under `<model_uri>/schemata`."""
     metadata: dict[str, Any] = {"containerSpec": {"imageUri": image}}
     uris = {
@@ -159,8 +170,9 @@ def kfp_parameters(
     schemata: Sequence[str] = (),
     declared: Sequence[str] | None = None,
 ) -> dict[str, str]:
-    """The trainer's output parameters for a model-registry import: the SavedModel's URI, the image and the
-    schema files' URIs ("" for one not written). Only those the component declares (`declared`) are returned.
+    """The trainer's output parameters for a model-registry import: the SavedModel's URI, the image
+    and the schema files' URIs ("" for one not written). Only those the component declares
+    (`declared`) are returned.
     """
     uris = model_registry_metadata(image, model_uri, schemata).get("predictSchemata", {})
     values = {

@@ -1,9 +1,11 @@
-"""Where things live: URIs to local paths, Cloud Storage downloads, whole-or-nothing publishing, locks.
+"""Where things live: URIs to local paths, Cloud Storage downloads, whole-or-nothing publishing,
+locks.
 
-Imports only `files` of generic_trainer's (atomic writes, bounded reads), and google-cloud-storage only
-when a download is asked for. Every local path it gives is absolute, so a `run_fn` that changes the working
-directory cannot move the outputs. KFP hands the container URIs; on Vertex `gs://b/x` is mounted at
-`/gcs/b/x` (Cloud Storage FUSE). The mount root is a parameter so tests map it to a temp dir.
+Imports only `files` of generic_trainer's (atomic writes, bounded reads), and google-cloud-storage
+only when a download is asked for. Every local path it gives is absolute, so a `run_fn` that changes
+the working directory cannot move the outputs. KFP hands the container URIs; on Vertex `gs://b/x` is
+mounted at `/gcs/b/x` (Cloud Storage FUSE). The mount root is a parameter so tests map it to a temp
+dir.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ def is_gcs_uri(uri: str) -> bool:
 
 
 def local_path(uri: str, gcs_root: str = "/gcs") -> str:
-    """The absolute local path of `uri` as kfp's `Artifact.path` gives it (`gs://b/x` -> `<gcs_root>/b/x`)."""
+    """The absolute local path of `uri` as kfp's `Artifact.path` gives it (`gs://b/x` ->
+    `<gcs_root>/b/x`)."""
     for prefix, root in DEFAULT_MOUNT_ROOTS.items():
         if uri.startswith(prefix):
             root = gcs_root if prefix == "gs://" else root
@@ -55,7 +58,8 @@ def split_gcs_uri(uri: str) -> tuple[str, str]:
 
 
 class GcsUnavailable(OSError):
-    """Cloud Storage did not answer within the retry deadline (refused, unreachable, or kept failing)."""
+    """Cloud Storage did not answer within the retry deadline (refused, unreachable, or kept
+    failing)."""
 
 
 def _gcs_client(settings: StorageSettings):  # pragma: no cover - trivial
@@ -67,7 +71,8 @@ def _gcs_client(settings: StorageSettings):  # pragma: no cover - trivial
 
 
 class _Deadline:
-    """One retry deadline shared by every request of an operation (google-cloud-storage's own is 120 s each)."""
+    """One retry deadline shared by every request of an operation (google-cloud-storage's own is 120
+    s each)."""
 
     def __init__(self, seconds: float):
         self.seconds = seconds
@@ -90,7 +95,8 @@ def download_gcs(
 
     With `siblings_suffix` (e.g. ".py"), objects with that suffix in the same "folder" come too,
     so a module that imports a file next to it works. Raises FileNotFoundError when `uri` is absent,
-    GcsUnavailable (naming the endpoint) when Cloud Storage does not answer within `settings.gcs_timeout`.
+    GcsUnavailable (naming the endpoint) when Cloud Storage does not answer within
+    `settings.gcs_timeout`.
     """
     from google.api_core import exceptions
 
@@ -135,13 +141,16 @@ def _unavailable_message(error: BaseException, seconds: float, settings: Storage
     cause = error.cause if getattr(error, "cause", None) is not None else error
     detail = " ".join(str(cause).split())[:300]
     return (
-        f"Cloud Storage at {settings.gcs_endpoint} did not answer within {seconds:g} s ({type(cause).__name__}: "
+        f"Cloud Storage at {settings.gcs_endpoint} did not answer within {seconds:g} s "
+        f"({type(cause).__name__}: "
         f"{detail}); check the endpoint and network, or set {GCS_TIMEOUT_ENV} to wait longer"
     )
 
 
-# S3-compatible stores: s3:// (AWS S3, or any endpoint in $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL, which boto3
-# reads itself) and minio:// (KFP's on-cluster MinIO, at $GENERIC_TRAINER_MINIO_ENDPOINT or KFP's default service).
+# S3-compatible stores: s3:// (AWS S3, or any endpoint in $AWS_ENDPOINT_URL_S3 / $AWS_ENDPOINT_URL,
+# which boto3
+# reads itself) and minio:// (KFP's on-cluster MinIO, at $GENERIC_TRAINER_MINIO_ENDPOINT or KFP's
+# default service).
 S3_PREFIXES = ("s3://", "minio://")
 
 
@@ -162,10 +171,12 @@ def download_s3(
     siblings_suffix: str | None = None,
     settings: StorageSettings = DEFAULT_SETTINGS,
 ) -> str:
-    """Download the object `uri` (s3:// or minio://) into `dest_dir` with boto3; returns its local path.
+    """Download the object `uri` (s3:// or minio://) into `dest_dir` with boto3; returns its local
+    path.
 
-    With `siblings_suffix`, objects with that suffix in the same "folder" come too. Raises FileNotFoundError when
-    `uri` is absent, ImportError when boto3 is not installed (the image leaves it out; see the README).
+    With `siblings_suffix`, objects with that suffix in the same "folder" come too. Raises
+    FileNotFoundError when `uri` is absent, ImportError when boto3 is not installed (the image
+    leaves it out; see the README).
     """
     import boto3
     from botocore.exceptions import ClientError
@@ -331,7 +342,8 @@ def publish_version(
 
 
 def _fill_version(staging: str, target: str, entries: list[str]) -> bool:
-    """Make `target` and move the staged `entries` into it in order; False when it appeared first."""
+    """Make `target` and move the staged `entries` into it in order; False when it appeared
+    first."""
     try:
         os.mkdir(target)
     except FileExistsError:

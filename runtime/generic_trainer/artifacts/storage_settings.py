@@ -15,7 +15,8 @@ DEFAULT_MINIO_ENDPOINT = "http://minio-service.kubeflow:9000"
 
 @dataclasses.dataclass(frozen=True)
 class StorageSettings:
-    """Seconds a Cloud Storage download may retry, the Cloud Storage emulator (anonymous client) if any,
+    """Seconds a Cloud Storage download may retry, the Cloud Storage emulator (anonymous client) if
+    any,
     and the endpoint of minio:// URIs."""
 
     gcs_timeout: float = DEFAULT_GCS_TIMEOUT

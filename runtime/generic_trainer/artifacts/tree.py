@@ -90,7 +90,8 @@ def _names(root: str, rel: str, input_name: str, room: tuple[int, int]) -> list[
 
 def _kind(root: str, rel: str, input_name: str, too_deep: int | None) -> str:
     """The kind of `<root>/<rel>`, "dir" or "file"; UserInputError for anything else, saying what
-    it is, and for a directory below the depth bound (`too_deep`: the bound, when `rel` is at it)."""
+    it is, and for a directory below the depth bound (`too_deep`: the bound, when `rel` is at
+    it)."""
     path = os.path.join(root, rel)
     try:
         mode = os.lstat(path).st_mode

@@ -1,9 +1,11 @@
-"""Apache Beam for the data verbs (import-examples, transform): options, running, errors, publishing.
+"""Apache Beam for the data verbs (import-examples, transform): options, running, errors,
+publishing.
 
-`--beam-pipeline-args` pass through to Beam's `PipelineOptions` unchanged (e.g. `--runner=DataflowRunner
---project=P --region=R --temp_location=gs://b/tmp`). Without a runner, Beam's DirectRunner runs here with
-one worker per CPU core (`--direct_num_workers`) in `DEFAULT_RUNNING_MODE` (bench/README.md measured the
-modes); arguments given win over these defaults.
+`--beam-pipeline-args` pass through to Beam's `PipelineOptions` unchanged (e.g.
+`--runner=DataflowRunner
+--project=P --region=R --temp_location=gs://b/tmp`). Without a runner, Beam's DirectRunner runs here
+with one worker per CPU core (`--direct_num_workers`) in `DEFAULT_RUNNING_MODE` (bench/README.md
+measured the modes); arguments given win over these defaults.
 
 Errors in data that a worker finds (a cell that does not parse) are raised as `DataError`, whose
 message carries a marker: whatever way the runner wraps the worker's exception (in-process, another
@@ -28,8 +30,10 @@ from generic_trainer.artifacts import storage
 from generic_trainer.errors import UserInputError
 
 BEAM_ARGS_INPUT = "--beam-pipeline-args"
-# Below this much input the DirectRunner runs in this process (in_memory, one worker): starting worker processes
-# (each imports Beam, and TensorFlow for tf.Transform) costs more than their parallelism gains on small data;
+# Below this much input the DirectRunner runs in this process (in_memory, one worker): starting
+# worker processes
+# (each imports Beam, and TensorFlow for tf.Transform) costs more than their parallelism gains on
+# small data;
 # above it, one worker process per core (multi_processing). bench/README.md has the measurements.
 SMALL_INPUT_BYTES = 64 << 20
 METRICS_NAMESPACE = "generic_trainer"
@@ -48,7 +52,8 @@ class DataError(ValueError):
 
 
 def parse_beam_args(value: Any) -> tuple[str, ...]:
-    """Beam arguments from a flag value (one shell-quoted string, or several) or a KFP list parameter."""
+    """Beam arguments from a flag value (one shell-quoted string, or several) or a KFP list
+    parameter."""
     if value is None or value == "" or value == []:
         return ()
     items = [value] if isinstance(value, str) else list(value)
@@ -159,7 +164,8 @@ def describe_options(options: Any) -> str:
 
 
 def run(pipeline: Any) -> dict[str, int]:
-    """Run a built pipeline to the end; returns its counters in METRICS_NAMESPACE (name -> value)."""
+    """Run a built pipeline to the end; returns its counters in METRICS_NAMESPACE (name ->
+    value)."""
     from apache_beam.metrics.metric import MetricsFilter
 
     result = pipeline.run()
@@ -196,7 +202,8 @@ def data_error_message(exc: BaseException) -> str | None:
 
 
 def new_staging(final_dir: str) -> str:
-    """A fresh staging dir beside `final_dir` (created when local; a gs:// prefix needs no creating)."""
+    """A fresh staging dir beside `final_dir` (created when local; a gs:// prefix needs no
+    creating)."""
     if storage.is_gcs_uri(final_dir):
         return final_dir.rstrip("/") + f".staging-{uuid.uuid4().hex[:8]}"
     staging = storage.staging_dir_for(final_dir)
@@ -205,9 +212,11 @@ def new_staging(final_dir: str) -> str:
 
 
 def publish(staging: str, final_dir: str) -> None:
-    """Move a finished staging dir into place (an empty final dir, e.g. made by a KFP launcher, is replaced).
+    """Move a finished staging dir into place (an empty final dir, e.g. made by a KFP launcher, is
+    replaced).
 
-    Locally one rename; on gs:// (a remote runner's outputs) each file is renamed, the last step of the run.
+    Locally one rename; on gs:// (a remote runner's outputs) each file is renamed, the last step of
+    the run.
     """
     if storage.is_gcs_uri(final_dir):
         from apache_beam.io.filesystems import FileSystems

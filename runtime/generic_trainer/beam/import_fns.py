@@ -142,7 +142,8 @@ def import_tfrecord_fn(
                 path, beam_run.open_binary, rules, facts, payload_format
             )
             while True:
-                try:  # only the reading and splitting: an error downstream of a yield is not the data's
+                # only the reading and splitting: an error downstream of a yield is not the data's
+                try:
                     item = next(records, None)
                     if item is None:
                         break

@@ -67,7 +67,8 @@ def resolve_sources(
 
 
 def _file_columns(fmt: str, input_name: str, path: str) -> list[str]:
-    """A table's column names, refusing repeated and empty names and Parquet types a tf.Example cannot hold."""
+    """A table's column names, refusing repeated and empty names and Parquet types a tf.Example
+    cannot hold."""
     try:
         columns = tabular.read_columns(path, fmt, beam_run.open_binary)
     except Exception as e:
@@ -118,7 +119,8 @@ def _check_rows(fmt: str, files: Sequence[str], input_name: str, pattern: str) -
 def check_sources(
     fmt: str, sources: Sequence[Source], schema: Any, schema_path: str | None
 ) -> list[str] | None:
-    """The columns every table shares (schema order when given; None for TFRecords without a schema).
+    """The columns every table shares (schema order when given; None for TFRecords without a
+    schema).
 
     Refuses patterns matching nothing or holding no row, and tables whose columns differ.
     """

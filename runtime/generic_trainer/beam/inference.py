@@ -74,7 +74,8 @@ def merge_inference(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def kind_conflict(inference: Mapping[str, Any]) -> str | None:
-    """A feature that holds different types in different records (TFRecord facts), said in one line; or None."""
+    """A feature that holds different types in different records (TFRecord facts), said in one line;
+    or None."""
     names = {0: "int64_list (INT)", 1: "float_list (FLOAT)", 2: "bytes_list (BYTES)"}
     for name in sorted(inference.get("seen", {})):
         places = sorted(inference["seen"][name].items())
@@ -156,7 +157,8 @@ def schema_from_inference(
 
 def _add_sequence(schema: Any, inference: Mapping[str, Any]) -> None:
     """The `##SEQUENCE##` STRUCT of a SequenceExample's sequence features, and the tensor
-    representations tfx_bsl reads a SequenceExample by (context dense or var-len, sequence ragged)."""
+    representations tfx_bsl reads a SequenceExample by (context dense or var-len, sequence
+    ragged)."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     sequence = inference["sequence"]

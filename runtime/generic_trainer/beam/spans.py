@@ -201,7 +201,8 @@ def _span_of(path: str, regex: str, specs: Specs) -> tuple[list[str], int, str |
 def _latest(
     name: str, pattern: str, specs: Specs, static: int | None, glob: Glob
 ) -> tuple[list[str], int, str | None]:
-    """TFX's _get_target_span_version: the latest span, and its latest version, matching `pattern`."""
+    """TFX's _get_target_span_version: the latest span, and its latest version, matching
+    `pattern`."""
     glob_pattern, regex = _glob_and_regex(pattern, specs, static)
     best: tuple[list[str], int, str | None] | None = None
     for path in glob(glob_pattern):

@@ -1,15 +1,18 @@
-"""Tables (CSV, Parquet) to tf.Example: headers, typed Arrow batches, type inference, encoding, split hashing.
+"""Tables (CSV, Parquet) to tf.Example: headers, typed Arrow batches, type inference, encoding,
+split hashing.
 
 No Beam and no TensorFlow here: import-examples runs these functions inside its Beam workers.
 
-- CSV cells are read with pyarrow's CSV reader in blocks; only an empty cell is missing (`NA`, `null`
+- CSV cells are read with pyarrow's CSV reader in blocks; only an empty cell is missing (`NA`,
+`null`
   and `nan` are values). Parquet files are read in row batches.
 - Types are tensorflow-metadata's: INT (int64), FLOAT (float32), BYTES. Inference looks at every
   value of a column: all integers -> INT, else all numbers -> FLOAT, else BYTES.
 - `encode_batch` writes each row as a serialized tf.Example byte-for-byte equal to TensorFlow's
   `SerializeToString(deterministic=True)` (features sorted by name), leaving missing cells out.
 - `split_index` puts a record in a split the way TFX's ExampleGen does without a partition feature:
-  SHA-256 of the serialized record, modulo the total hash buckets, bisected over the cumulative buckets.
+  SHA-256 of the serialized record, modulo the total hash buckets, bisected over the cumulative
+  buckets.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ def read_columns(path: str, fmt: str, opener: Opener) -> list[str]:
 
 
 def has_rows(path: str, fmt: str, opener: Opener) -> bool:
-    """True when a table holds at least one row below its header (a CSV file's blank lines are no rows)."""
+    """True when a table holds at least one row below its header (a CSV file's blank lines are no
+    rows)."""
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
@@ -78,7 +82,8 @@ def has_rows(path: str, fmt: str, opener: Opener) -> bool:
 
 
 def parquet_kinds(path: str, opener: Opener) -> dict[str, str | None]:
-    """Column -> INT/FLOAT/BYTES of a Parquet file's Arrow schema (None for a type tf.Example cannot hold)."""
+    """Column -> INT/FLOAT/BYTES of a Parquet file's Arrow schema (None for a type tf.Example cannot
+    hold)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -109,7 +114,8 @@ def parquet_kinds(path: str, opener: Opener) -> dict[str, str | None]:
 def iter_batches(
     path: str, fmt: str, columns: Sequence[str], kinds: Mapping[str, str] | None, opener: Opener
 ) -> Iterator[Any]:
-    """Arrow record batches of a file; with `kinds` every column is converted to its type, else CSV cells
+    """Arrow record batches of a file; with `kinds` every column is converted to its type, else CSV
+    cells
     stay strings (for inference). Conversion errors are raised as pyarrow's ArrowInvalid."""
     import pyarrow as pa
 
@@ -151,7 +157,8 @@ def iter_batches(
 
 
 def infer_batch(batch: Any) -> dict[str, Any]:
-    """Per-batch facts for inference (inference.py's form): {"rows": n, "columns": {name: [level or -1,
+    """Per-batch facts for inference (inference.py's form): {"rows": n, "columns": {name: [level or
+    -1,
     non-null count, 1, 1]}, "values": {name: distinct strings or None}} (a cell holds one value)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -197,7 +204,8 @@ def distinct_strings(values: Any, limit: int = MAX_STRING_DOMAIN_SIZE) -> set[st
 
 
 def kinds_from_schema(schema: Any) -> dict[str, str]:
-    """Feature -> INT/FLOAT/BYTES of a Schema (TYPE_UNKNOWN and STRUCT features are refused by the caller)."""
+    """Feature -> INT/FLOAT/BYTES of a Schema (TYPE_UNKNOWN and STRUCT features are refused by the
+    caller)."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     return {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
@@ -280,7 +288,8 @@ def _encode_column(name: str, kind: str, column: Any) -> list[bytes]:
 
 
 def encode_batch(batch: Any, kinds: Mapping[str, str]) -> list[bytes]:
-    """Serialized tf.Examples of a typed record batch, features in name order, missing values left out."""
+    """Serialized tf.Examples of a typed record batch, features in name order, missing values left
+    out."""
     names = sorted(batch.schema.names, key=lambda s: s.encode("utf-8"))
     index = {name: i for i, name in enumerate(batch.schema.names)}
     columns = [_encode_column(name, kinds[name], batch.column(index[name])) for name in names]
@@ -301,7 +310,8 @@ def cumulative_buckets(buckets: Sequence[int]) -> list[int]:
 
 
 def split_index(record: bytes, cumulative: Sequence[int]) -> int:
-    """The split of a serialized record: SHA-256 of it modulo the total buckets (TFX ExampleGen's rule)."""
+    """The split of a serialized record: SHA-256 of it modulo the total buckets (TFX ExampleGen's
+    rule)."""
     bucket = int.from_bytes(hashlib.sha256(record).digest(), "big") % cumulative[-1]
     return bisect.bisect(cumulative, bucket)
 
@@ -329,7 +339,8 @@ def _parses(cell: str, kind: str) -> bool:
 def locate_csv_problem(
     path: str, kinds: Mapping[str, str], opener: Opener, source: str = "schema"
 ) -> str | None:
-    """Where a CSV file breaks its types or shape: 'FILE line N column NAME: ...', or None when it does not.
+    """Where a CSV file breaks its types or shape: 'FILE line N column NAME: ...', or None when it
+    does not.
 
     Slow (Python's csv module): called only after the fast reader failed, to name the place.
     """

@@ -2,7 +2,8 @@
 
 No Beam and no TensorFlow here (import-examples runs these functions inside its Beam workers):
 
-- `iter_records` reads a TFRecord file, gzipped or plain (told apart by its first bytes, never by its
+- `iter_records` reads a TFRecord file, gzipped or plain (told apart by its first bytes, never by
+its
   name), checking every length and payload against its masked CRC32C, as TensorFlow's reader does.
 - `file_records` parses each payload as its payload format says (example_protos.canonical: the
   deterministic serialization TFX's ImportExampleGen hashes and writes), counts its facts for
@@ -29,7 +30,8 @@ SEQUENCE_FEATURE = "##SEQUENCE##"  # tfx_bsl's STRUCT feature holding the sequen
 
 
 def masked_crc32c(data: bytes) -> int:
-    """TFRecord's masked CRC32C of `data` (google-crc32c's C implementation, a google-cloud-storage dependency)."""
+    """TFRecord's masked CRC32C of `data` (google-crc32c's C implementation, a google-cloud-storage
+    dependency)."""
     import google_crc32c
 
     crc = google_crc32c.value(data)
@@ -48,7 +50,8 @@ def _read_exact(f: Any, n: int) -> bytes:
 
 
 def iter_records(path: str, opener: tabular.Opener) -> Iterator[bytes]:
-    """The payloads of a TFRecord file, gzipped or plain (by content); ValueError at damage, naming file and record."""
+    """The payloads of a TFRecord file, gzipped or plain (by content); ValueError at damage, naming
+    file and record."""
     with opener(path) as raw:
         gzipped = raw.read(2) == GZIP_MAGIC
         raw.seek(0)
@@ -99,7 +102,8 @@ def has_records(path: str, opener: tabular.Opener) -> bool:
 
 
 def add_facts(facts: dict[str, Any], found: Mapping[str, tuple[int, int]], where: str) -> None:
-    """Count one record's features into a file's facts (inference.py's form, with where each type was first seen)."""
+    """Count one record's features into a file's facts (inference.py's form, with where each type
+    was first seen)."""
     facts["rows"] += 1
     columns, seen = facts["columns"], facts["seen"]
     for name, (level, count) in found.items():
@@ -115,7 +119,8 @@ def add_facts(facts: dict[str, Any], found: Mapping[str, tuple[int, int]], where
 
 @dataclasses.dataclass(frozen=True)
 class SchemaRules:
-    """What a given schema says of each record: feature types, fixed sizes, sequence feature types."""
+    """What a given schema says of each record: feature types, fixed sizes, sequence feature
+    types."""
 
     kinds: Mapping[str, str]
     shapes: Mapping[str, int]
@@ -193,7 +198,8 @@ def add_sequence_facts(
 
 
 def add_values(facts: dict[str, Any], found: Mapping[str, list[bytes]]) -> None:
-    """Keep each bytes feature's distinct values as text (None past the domain size or not UTF-8)."""
+    """Keep each bytes feature's distinct values as text (None past the domain size or not
+    UTF-8)."""
     kept = facts.setdefault("values", {})
     for name, values in found.items():
         have = kept.get(name, set())
@@ -228,7 +234,8 @@ def check_against_schema(
     shapes: Mapping[str, int],
     where: str,
 ) -> None:
-    """Refuse a record whose features the schema does not have, whose types differ, or whose fixed size differs."""
+    """Refuse a record whose features the schema does not have, whose types differ, or whose fixed
+    size differs."""
     for name, (level, count) in facts.items():
         if name not in kinds:
             raise ValueError(f"{where}: feature {name!r} is not in the schema")

@@ -65,7 +65,8 @@ def _present_splits(examples: str) -> set[str]:
 
 
 def _transform_splits(dirs: Sequence[tuple[str, str]], asked: Sequence[str]) -> tuple[str, ...]:
-    """The splits to transform: as asked, else every split (each Examples dir must have the same)."""
+    """The splits to transform: as asked, else every split (each Examples dir must have the
+    same)."""
     if asked:
         return tuple(asked)
     found = [_present_splits(path) for path, _ in dirs]
@@ -152,7 +153,8 @@ def _holds_sequence_examples(paths: Sequence[str], schema: Any) -> bool:
 
 
 def _encoder_fn() -> Any:
-    """A DoFn: (transformed record batch, passthrough) -> serialized tf.Examples, counting per split."""
+    """A DoFn: (transformed record batch, passthrough) -> serialized tf.Examples, counting per
+    split."""
     import apache_beam as beam
     from apache_beam.metrics import Metrics
 

@@ -39,15 +39,20 @@ TRAINER_METHODS = ("_maybe_symbolic_build", "_symbolic_build")
 def steps_per_execution_message(steps: int) -> str:
     """Why `steps_per_execution` > 1 cannot run on several workers, and what to do."""
     return (
-        f"Keras 3 fit/evaluate with steps_per_execution={steps} cannot run under MultiWorkerMirroredStrategy "
-        "(TensorFlow fails inside the multi-step loop); compile with steps_per_execution=1 (the default) "
-        "for multi-worker runs, or use --keras tf_keras with a tf_keras module, or the Task API (--task)."
+        f"Keras 3 fit/evaluate with steps_per_execution={steps} cannot run under "
+        "MultiWorkerMirroredStrategy "
+        "(TensorFlow fails inside the multi-step loop); compile with steps_per_execution=1 (the "
+        "default) "
+        "for multi-worker runs, or use --keras tf_keras with a tf_keras module, or the Task API "
+        "(--task)."
     )
 
 
 JIT_ON_CPU_MESSAGE = (
-    "Keras 3 fit/evaluate with jit_compile=True cannot run on CPU workers under MultiWorkerMirroredStrategy "
-    "(XLA has no collective ops for CPU devices); compile with jit_compile=False for multi-worker CPU runs."
+    "Keras 3 fit/evaluate with jit_compile=True cannot run on CPU workers under "
+    "MultiWorkerMirroredStrategy "
+    "(XLA has no collective ops for CPU devices); compile with jit_compile=False for multi-worker "
+    "CPU runs."
 )
 
 
@@ -58,7 +63,8 @@ def _trainer_module() -> Any:
 
 
 class MultiWorkerFit(Patch):
-    """Keras 3's `reduce_per_replica` and `TensorFlowTrainer._maybe_symbolic_build`, multi-worker safe."""
+    """Keras 3's `reduce_per_replica` and `TensorFlowTrainer._maybe_symbolic_build`, multi-worker
+    safe."""
 
     versions = (Versions("keras", "3.15", "3.16"),)
     lost = "Keras 3 Model.fit cannot run under MultiWorkerMirroredStrategy"

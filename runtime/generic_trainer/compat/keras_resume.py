@@ -1,4 +1,5 @@
-"""Where a `fit` already under way starts: tf_keras' and Keras 3's resume points, Keras 3 steps skipped.
+"""Where a `fit` already under way starts: tf_keras' and Keras 3's resume points, Keras 3 steps
+skipped.
 
 Assumes: tf_keras' `Model.fit` asks `model._training_state.maybe_load_initial_counters_from_ckpt(
 steps_per_epoch, initial_epoch, mode)` (when `_training_state` is not None) for the (epoch, step)
@@ -54,12 +55,14 @@ class ResumeAt(Patch):
 
 
 def _skipped_step(iterator: Any) -> dict:
-    """Keras 3's train function for a step that was done before the restart: no data, no computation."""
+    """Keras 3's train function for a step that was done before the restart: no data, no
+    computation."""
     return {}
 
 
 class SkipSteps(Patch):
-    """While applied, the Keras 3 model's steps compute nothing (the steps a restart already did)."""
+    """While applied, the Keras 3 model's steps compute nothing (the steps a restart already
+    did)."""
 
     versions = (Versions("keras", "3.0", "3.16"),)
     lost = "steps done before a restart would train again"
@@ -81,7 +84,8 @@ class SkipSteps(Patch):
 
 
 class TfKerasCallback:
-    """Mixin of a Keras 3 callback that tf_keras models take too: what tf_keras' CallbackList asks of it."""
+    """Mixin of a Keras 3 callback that tf_keras models take too: what tf_keras' CallbackList asks
+    of it."""
 
     _supports_tf_logs = False
     _chief_worker_only = False
@@ -97,7 +101,8 @@ class TfKerasCallback:
 
 
 def build_optimizer(model: Any) -> None:
-    """Create the optimizer's variables now (tf_keras creates them on the first step) so they restore."""
+    """Create the optimizer's variables now (tf_keras creates them on the first step) so they
+    restore."""
     optimizer = getattr(model, "optimizer", None)
     if (
         optimizer is None

@@ -1,8 +1,8 @@
 """Strategy classes of `tf.distribute` and `tf.distribute.experimental` replaced by stand-ins.
 
 Assumes: user code reaches the strategy classes as attributes of the `tf.distribute` /
-`tf.distribute.experimental` modules (`tf.distribute.MirroredStrategy(...)`), looked up at call time,
-so a module attribute set there is what it calls; each name is a class there.
+`tf.distribute.experimental` modules (`tf.distribute.MirroredStrategy(...)`), looked up at call
+time, so a module attribute set there is what it calls; each name is a class there.
 """
 
 from __future__ import annotations

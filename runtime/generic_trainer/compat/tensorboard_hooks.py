@@ -1,4 +1,5 @@
-"""A Keras 3 TensorBoard callback whose batch hooks do nothing at its settings gets Keras' empty ones.
+"""A Keras 3 TensorBoard callback whose batch hooks do nothing at its settings gets Keras' empty
+ones.
 
 Assumes (Keras 3's `keras/src/callbacks/tensorboard.py`): the callback writes the train graph
 from its first batch end when `_should_write_train_graph` is set, through
@@ -66,7 +67,8 @@ def _graph_first(method: Any) -> Any:
 
 
 class IdleBatchHooks(Patch):
-    """The idle TensorBoard callbacks among `callbacks` get the base batch hooks and write the graph at
+    """The idle TensorBoard callbacks among `callbacks` get the base batch hooks and write the graph
+    at
     the first epoch end (or train end); `changed` lists them."""
 
     versions = (Versions("keras", "3.0", "3.16"),)

@@ -1,11 +1,13 @@
-"""GPUs on this machine against GPUs TensorFlow registered: a GPU the runtime cannot use is an error.
+"""GPUs on this machine against GPUs TensorFlow registered: a GPU the runtime cannot use is an
+error.
 
-TensorFlow silently trains on the CPU when it cannot load a CUDA library (it logs `Could not load dynamic
-library 'libcusolver.so.11'` and `Skipping registering GPU devices`, then goes on). `usable_gpus` looks for GPUs
-without TensorFlow (`/dev/nvidia<N>` device files, `nvidia-smi -L`, narrowed by CUDA_VISIBLE_DEVICES), compares
-them with what TensorFlow registers, and stops the run before training when it registered fewer, naming the
-libraries TensorFlow logged it could not load, unless `--accelerator cpu` says the CPU is meant.
-Everything but `usable_gpus` and `registered_gpus` runs without TensorFlow.
+TensorFlow silently trains on the CPU when it cannot load a CUDA library (it logs `Could not load
+dynamic library 'libcusolver.so.11'` and `Skipping registering GPU devices`, then goes on).
+`usable_gpus` looks for GPUs without TensorFlow (`/dev/nvidia<N>` device files, `nvidia-smi -L`,
+narrowed by CUDA_VISIBLE_DEVICES), compares them with what TensorFlow registers, and stops the run
+before training when it registered fewer, naming the libraries TensorFlow logged it could not load,
+unless `--accelerator cpu` says the CPU is meant. Everything but `usable_gpus` and `registered_gpus`
+runs without TensorFlow.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ _NOT_LOADED = re.compile(r"Could not load dynamic library '([^']+)'")
 
 @dataclasses.dataclass(frozen=True)
 class GpuPresence:
-    """GPUs this machine has (`found`), those CUDA_VISIBLE_DEVICES leaves to this process (`visible`), and
+    """GPUs this machine has (`found`), those CUDA_VISIBLE_DEVICES leaves to this process
+    (`visible`), and
     what showed them (`evidence`: device files, nvidia-smi)."""
 
     found: int
@@ -51,8 +54,9 @@ class GpuPresence:
 
 
 def detect(environ: Mapping[str, str] | None = None, dev_dir: str = "/dev") -> GpuPresence:
-    """The GPUs of this machine, found without TensorFlow: `/dev/nvidia<N>` (what the container runtime
-    mounts for each GPU it gives the container: character devices only) and `nvidia-smi -L` when it is
+    """The GPUs of this machine, found without TensorFlow: `/dev/nvidia<N>` (what the container
+    runtime mounts for each GPU it gives the container: character devices only) and `nvidia-smi -L`
+    when it is
     on PATH."""
     environ = os.environ if environ is None else environ
     devices = sorted(
@@ -88,7 +92,8 @@ def _is_char_device(path: str) -> bool:
 
 
 def _nvidia_smi(path: str) -> list[str]:
-    """GPU names `nvidia-smi -L` lists ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: ...)"); [] without it."""
+    """GPU names `nvidia-smi -L` lists ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: ...)"); [] without
+    it."""
     exe = shutil.which("nvidia-smi", path=path)
     if not exe:
         return []
@@ -112,7 +117,8 @@ def check(
     not_loaded: list[str],
     cuda_build: bool = True,
 ) -> None:
-    """Raise UserInputError (--accelerator) when TensorFlow registered fewer GPUs than this process can see, or
+    """Raise UserInputError (--accelerator) when TensorFlow registered fewer GPUs than this process
+    can see, or
     none where `--accelerator gpu` asks for one; `--accelerator cpu` accepts anything."""
     if (
         accelerator == "cpu"
@@ -126,7 +132,8 @@ def check(
         why = f"it could not load {', '.join(not_loaded)} (TensorFlow's log above says why)"
     else:
         why = (
-            "see TensorFlow's log above for what it could not load (it logs that at warning level: unset "
+            "see TensorFlow's log above for what it could not load (it logs that at warning level: "
+            "unset "
             "TF_CPP_MIN_LOG_LEVEL to see it)"
         )
     have = (
@@ -136,8 +143,10 @@ def check(
     )
     raise UserInputError(
         "--accelerator",
-        f"{have} but TensorFlow registered {registered}: {why}. The run stops before training rather than "
-        "train on the CPU unnoticed. Make every CUDA library TensorFlow opens resolvable (the generic-trainer "
+        f"{have} but TensorFlow registered {registered}: {why}. The run stops before training "
+        "rather than "
+        "train on the CPU unnoticed. Make every CUDA library TensorFlow opens resolvable (the "
+        "generic-trainer "
         "GPU image lists each nvidia/*/lib directory in /etc/ld.so.conf.d; elsewhere put them on "
         "LD_LIBRARY_PATH), or pass --accelerator cpu to train on the CPU on purpose.",
     )
@@ -145,7 +154,8 @@ def check(
 
 @contextlib.contextmanager
 def tee_stderr() -> Iterator[list[str]]:
-    """Collect what is written to file descriptor 2 (TensorFlow's C++ log) in the block, passing it on as it
+    """Collect what is written to file descriptor 2 (TensorFlow's C++ log) in the block, passing it
+    on as it
     comes (a thread copies a pipe to the real stderr: nothing is held back if the process dies)."""
     chunks: list[bytes] = []
     text: list[str] = []
@@ -174,9 +184,11 @@ def tee_stderr() -> Iterator[list[str]]:
 
 
 def registered_gpus() -> tuple[int, list[str], bool]:
-    """(GPUs TensorFlow registered, libraries its log says it could not load, whether it is a CUDA build).
+    """(GPUs TensorFlow registered, libraries its log says it could not load, whether it is a CUDA
+    build).
 
-    Imports TensorFlow; its C++ log of the import and device registration is read on the way to stderr."""
+    Imports TensorFlow; its C++ log of the import and device registration is read on the way to
+    stderr."""
     with tee_stderr() as text:
         import tensorflow as tf
 
@@ -191,9 +203,11 @@ def registered_gpus() -> tuple[int, list[str], bool]:
 def usable_gpus(
     accelerator: str = "auto", environ: Mapping[str, str] | None = None
 ) -> tuple[int, str]:
-    """(GPUs to train on, words for the strategy log line: GPUs found and registered; the caller adds those used).
+    """(GPUs to train on, words for the strategy log line: GPUs found and registered; the caller
+    adds those used).
 
-    Raises UserInputError when this machine has GPUs TensorFlow did not register (see `check`); with `cpu`,
+    Raises UserInputError when this machine has GPUs TensorFlow did not register (see `check`); with
+    `cpu`,
     TensorFlow is told to use none."""
     if accelerator not in ACCELERATORS:
         raise UserInputError(

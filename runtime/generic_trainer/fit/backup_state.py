@@ -1,12 +1,13 @@
-"""The run_fn backup's `state.json`: what a saved checkpoint says about where training stood, checked.
+"""The run_fn backup's `state.json`: what a saved checkpoint says about where training stood,
+checked.
 
-`checkpointing.py`'s `BackupAndRestore` writes a state with each checkpoint of `<checkpoint_dir>/backup`
-(`{"prefix", "global_step", "epoch", "step_in_epoch", "fit_index", "settings", "fit", "previous"}`;
-`previous`: the state of the checkpoint before it, kept too, to fall back to when the newest one is
-damaged). This module reads it (a damaged file is `DamagedState`, not a crash blamed on user code),
-says why a state cannot be resumed from (`state_problem`: a truncated or hand-edited state.json,
-a negative step, a prefix that is not this backup's own checkpoint file), and compares a backup's
-settings with the run's. No TensorFlow here.
+`checkpointing.py`'s `BackupAndRestore` writes a state with each checkpoint of
+`<checkpoint_dir>/backup` (`{"prefix", "global_step", "epoch", "step_in_epoch", "fit_index",
+"settings", "fit", "previous"}`; `previous`: the state of the checkpoint before it, kept too, to
+fall back to when the newest one is damaged). This module reads it (a damaged file is
+`DamagedState`, not a crash blamed on user code), says why a state cannot be resumed from
+(`state_problem`: a truncated or hand-edited state.json, a negative step, a prefix that is not this
+backup's own checkpoint file), and compares a backup's settings with the run's. No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ def backup_dir(checkpoint_dir: str) -> str:
 
 
 def read_state(checkpoint_dir: str) -> dict[str, Any] | None:
-    """The latest saved state in `checkpoint_dir`, or None; DamagedState when state.json cannot be read."""
+    """The latest saved state in `checkpoint_dir`, or None; DamagedState when state.json cannot be
+    read."""
     return read_json(os.path.join(backup_dir(checkpoint_dir), STATE_FILE))
 
 
 def previous_states(checkpoint_dir: str) -> list[dict[str, Any]]:
-    """What a new state's `previous` holds: the state saved last (without its own `previous`), if readable."""
+    """What a new state's `previous` holds: the state saved last (without its own `previous`), if
+    readable."""
     try:
         last = read_state(checkpoint_dir)
     except DamagedState:
@@ -52,8 +55,10 @@ def _whole(state: dict[str, Any], key: str, default: Any = None) -> str | None:
 def state_problem(
     state: Any, directory: str, epochs: int | None = None, steps: int | None = None
 ) -> str | None:
-    """Why `state` cannot be resumed from (None: it can): its fields, its checkpoint's files in `directory`,
-    and, when known, the fit's `epochs` and `steps` per epoch (a state past them would train nothing)."""
+    """Why `state` cannot be resumed from (None: it can): its fields, its checkpoint's files in
+    `directory`,
+    and, when known, the fit's `epochs` and `steps` per epoch (a state past them would train
+    nothing)."""
     if not isinstance(state, dict):
         return f"it holds a {type(state).__name__}, expected an object"
     problem = (
@@ -67,7 +72,8 @@ def state_problem(
     prefix = state.get("prefix")
     if prefix != f"{CHECKPOINT_NAME}-{state['global_step']}":
         return (
-            f"prefix is {prefix!r}, expected {CHECKPOINT_NAME}-{state['global_step']} (the checkpoint of its "
+            f"prefix is {prefix!r}, expected {CHECKPOINT_NAME}-{state['global_step']} (the "
+            "checkpoint of its "
             "global_step, a file in the backup dir)"
         )
     if not os.path.isfile(os.path.join(directory, prefix + ".index")):
@@ -84,7 +90,8 @@ def state_problem(
 def run_settings(
     train_steps: int | None, hyperparameters: Any, module_file: str | None
 ) -> dict[str, Any]:
-    """The settings of a run a backup must share to be resumed (values that may be secret are hashed).
+    """The settings of a run a backup must share to be resumed (values that may be secret are
+    hashed).
 
     Custom config is not among them: it also carries run-specific values (output paths, ids) that a
     restarted attempt may be given anew, and what the model is made of shows in the fit's signature.
@@ -105,7 +112,8 @@ def digest(value: Any) -> str:
 
 
 def differences(saved: dict[str, Any] | None, current: dict[str, Any] | None) -> list[str]:
-    """What differs between two settings dicts, readable ('train_steps 3000 -> 20', 'module changed')."""
+    """What differs between two settings dicts, readable ('train_steps 3000 -> 20', 'module
+    changed')."""
     if not isinstance(saved, dict) or not current:
         return []  # a backup of an earlier version, or a caller that gives none: not compared
     out = []

@@ -31,12 +31,14 @@ def _files(directory: str, name: str) -> list[tuple[str, int, str]]:
 
 
 def checkpoint_steps(directory: str, name: str) -> list[int]:
-    """The steps of the complete checkpoints `<name>-<step>` (an `.index` file exists) in `directory`, sorted."""
+    """The steps of the complete checkpoints `<name>-<step>` (an `.index` file exists) in
+    `directory`, sorted."""
     return sorted({step for f, step, _ in _files(directory, name) if f.endswith(".index")})
 
 
 def remove_checkpoints(directory: str, name: str, keep: Iterable[str]) -> None:
-    """Remove the files of every checkpoint `<name>-<step>` in `directory` whose prefix is not in `keep`.
+    """Remove the files of every checkpoint `<name>-<step>` in `directory` whose prefix is not in
+    `keep`.
 
     Best effort: a file that cannot be removed (gone meanwhile, a directory) is left.
     """
@@ -50,14 +52,16 @@ def remove_checkpoints(directory: str, name: str, keep: Iterable[str]) -> None:
 
 
 class DamagedState(ValueError):
-    """A checkpoint's JSON file that cannot be read: truncated, not JSON, not an object, too large or deep."""
+    """A checkpoint's JSON file that cannot be read: truncated, not JSON, not an object, too large
+    or deep."""
 
 
 MAX_STATE_BYTES = 1024 * 1024
 
 
 def read_json(path: str) -> dict[str, Any] | None:
-    """The JSON object in `path`, or None when there is no such file; DamagedState (naming it) when it is not one."""
+    """The JSON object in `path`, or None when there is no such file; DamagedState (naming it) when
+    it is not one."""
     if not os.path.lexists(path):
         return None
     try:

@@ -103,7 +103,8 @@ class FnArgs:
 
 
 class TunerFnResult(NamedTuple):
-    """What `tuner_fn` returns (TFX's shape): a keras-tuner Tuner and the kwargs for its search()."""
+    """What `tuner_fn` returns (TFX's shape): a keras-tuner Tuner and the kwargs for its
+    search()."""
 
     tuner: Any
     fit_kwargs: dict[str, Any]

@@ -1,5 +1,5 @@
-"""The inputs of a training run: examples, splits and schema checked before TensorFlow loads, and the
-FnArgs a train or tune run hands the user's `run_fn` / `tuner_fn`, built from them in one place.
+"""The inputs of a training run: examples, splits and schema checked before TensorFlow loads, and
+the FnArgs a train or tune run hands the user's `run_fn` / `tuner_fn`, built from them in one place.
 
 Shared by the verbs that train (train, tune, the Task runner); reads the request, never writes.
 """
@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class ExampleInputs:
-    """A train or tune run's examples, checked: one file pattern per split, and the schema file (or None)."""
+    """A train or tune run's examples, checked: one file pattern per split, and the schema file (or
+    None)."""
 
     train_files: tuple[str, ...]
     eval_files: tuple[str, ...]
@@ -50,7 +51,8 @@ def resolve_schema_file(path: str | None) -> str | None:
 
 
 def transformed_schema_file(transform_graph: str | None) -> str | None:
-    """The transform graph's transformed_metadata/schema.pbtxt (the schema of Transform's transformed examples),
+    """The transform graph's transformed_metadata/schema.pbtxt (the schema of Transform's
+    transformed examples),
     or None without a graph or without that file."""
     path = (
         os.path.join(transform_graph, "transformed_metadata", "schema.pbtxt")
@@ -61,10 +63,12 @@ def transformed_schema_file(transform_graph: str | None) -> str | None:
 
 
 def check_examples_and_schema(request: FitRequest) -> ExampleInputs:
-    """Split file patterns and the schema file of a train or tune request, checked without TensorFlow.
+    """Split file patterns and the schema file of a train or tune request, checked without
+    TensorFlow.
 
     The records themselves are decoded against the schema once TensorFlow is loaded anyway
-    (`record_checks.check_first_records`, called as the strategy is made), before any user code runs.
+    (`record_checks.check_first_records`, called as the strategy is made), before any user code
+    runs.
     """
     train_files = example_files.split_file_patterns(request.examples, request.train_splits)
     eval_files = example_files.split_file_patterns(request.examples, request.eval_splits)

@@ -1,4 +1,5 @@
-"""Keras 2 saving under Keras 3: `model.save(dir, save_format='tf', signatures=...)` writes a SavedModel.
+"""Keras 2 saving under Keras 3: `model.save(dir, save_format='tf', signatures=...)` writes a
+SavedModel.
 
 TFX module files export with Keras 2's `model.save(serving_model_dir, save_format='tf',
 signatures=...)` or `tf.keras.models.save_model(...)`; Keras 3 refuses both ("The `save_format`
@@ -49,7 +50,8 @@ def hint(exc: BaseException, tf_keras_possible: bool = True) -> str:
         return (
             " (a Keras 2 idiom, a TensorFlow op on symbolic Keras inputs, which Keras 3 refuses: "
             + (
-                "run with --keras tf_keras to give the module Keras 2 (tf_keras) as tf.keras, as TFX does, or "
+                "run with --keras tf_keras to give the module Keras 2 (tf_keras) as tf.keras, as "
+                "TFX does, or "
                 if tf_keras_possible
                 else "keras-tuner needs Keras 3, so "
             )
@@ -59,7 +61,8 @@ def hint(exc: BaseException, tf_keras_possible: bool = True) -> str:
         return ""
     if tf_keras_possible:
         return (
-            " (a Keras 2 API that Keras 3 does not provide: run with --keras tf_keras to give the module "
+            " (a Keras 2 API that Keras 3 does not provide: run with --keras tf_keras to give the "
+            "module "
             "Keras 2 (tf_keras) as tf.keras, or port this call to Keras 3)"
         )
     return " (a Keras 2 API that Keras 3 does not provide; keras-tuner needs Keras 3, so port this call to Keras 3)"
@@ -118,11 +121,13 @@ def _saved_model_saver(original):
 
 
 def _keras2_default_signature(model) -> dict | None:
-    """`serving_default` named as Keras 2 named it (None: Keras 3's default, when the model's inputs are unknown)."""
+    """`serving_default` named as Keras 2 named it (None: Keras 3's default, when the model's inputs
+    are unknown)."""
     serving_default = keras2_signature.default_signature(model)
     if serving_default is None:
         log.warning(
-            "the model's input shapes are not known (it was never called or takes several arguments): "
+            "the model's input shapes are not known (it was never called or takes several "
+            "arguments): "
             "serving_default is Keras 3's (inputs `inputs`, ..., output `output_0`), not Keras 2's"
         )
         return None
@@ -139,7 +144,8 @@ def _keras2_default_signature(model) -> dict | None:
 
 @contextlib.contextmanager
 def bridge(keras_mode: str) -> Iterator[None]:
-    """While the block runs under Keras 3, Keras 2 SavedModel saves write a SavedModel (restored after;
+    """While the block runs under Keras 3, Keras 2 SavedModel saves write a SavedModel (restored
+    after;
     `compat.keras2_saving` replaces Keras' `save_model`)."""
     if keras_mode != "keras3":
         yield

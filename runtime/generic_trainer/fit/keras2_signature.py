@@ -22,7 +22,8 @@ _AUTO_INPUT = re.compile(r"input_layer(?:_(\d+))?")
 
 
 def keras2_input_name(name: str, sequential_first_layer: str | None = None) -> str:
-    """The name Keras 2 gives the input Keras 3 calls `name` (a Sequential model names it after its first layer)."""
+    """The name Keras 2 gives the input Keras 3 calls `name` (a Sequential model names it after its
+    first layer)."""
     match = _AUTO_INPUT.fullmatch(name)
     if match is None:
         return name
@@ -48,7 +49,8 @@ def _flat_paths(structure: Any, path: tuple = (), shapes: bool = False) -> Itera
 
 
 def pseudo_names(structure: Any, prefix: str, shapes: bool = False) -> list[str]:
-    """Keras 2's names for the leaves of a subclassed model's inputs or outputs: `output_1`, `output_2`, dict keys."""
+    """Keras 2's names for the leaves of a subclassed model's inputs or outputs: `output_1`,
+    `output_2`, dict keys."""
     names = []
     for path in _flat_paths(structure, shapes=shapes):
         if not path:
@@ -67,7 +69,8 @@ def _spec(tf, shape: Any, dtype: Any, name: str):
 
 
 def _graph_inputs(model: Any) -> tuple[Any, str | None] | None:
-    """The symbolic inputs of a functional or built Sequential model (and the Sequential's first layer name)."""
+    """The symbolic inputs of a functional or built Sequential model (and the Sequential's first
+    layer name)."""
     import keras
     from keras.src.models.functional import Functional
 
@@ -88,7 +91,8 @@ def _layer_name(tensor: Any) -> str:
 
 
 def input_specs(model: Any) -> tuple | None:
-    """The positional input specs Keras 2 would have saved `model` with (None when they are unknown)."""
+    """The positional input specs Keras 2 would have saved `model` with (None when they are
+    unknown)."""
     import tensorflow as tf
 
     graph = _graph_inputs(model)
@@ -126,7 +130,8 @@ def _map_shapes(structure: Any, fn) -> Any:
 
 
 def output_names(model: Any) -> list[str] | None:
-    """Keras 2's output keys of a functional or Sequential model: the names of its output layers (else None)."""
+    """Keras 2's output keys of a functional or Sequential model: the names of its output layers
+    (else None)."""
     import keras
 
     if isinstance(model, keras.Sequential):
@@ -136,7 +141,8 @@ def output_names(model: Any) -> list[str] | None:
 
 
 def default_signature(model: Any) -> Any:
-    """`serving_default` as Keras 2 wrote it for `model`: a concrete function, or None where it cannot be known."""
+    """`serving_default` as Keras 2 wrote it for `model`: a concrete function, or None where it
+    cannot be known."""
     import tensorflow as tf
 
     specs = input_specs(model)

@@ -1,9 +1,10 @@
-"""`--keras auto`: the `tf.keras` TFX would give a module, decided from its source before TensorFlow loads.
+"""`--keras auto`: the `tf.keras` TFX would give a module, decided from its source before TensorFlow
+loads.
 
 Under TFX, importing tensorflow_transform sets `TF_USE_LEGACY_KERAS=1` when it is unset
 (tensorflow_transform's keras_lib), and TFX, its Transform and tfx_bsl bring it in: a module that
-imports `tfx`, `tensorflow_transform` or `tfx_bsl` (itself, or a file beside it that it imports) gets
-Keras 2 (tf_keras) as `tf.keras`; any other module gets TensorFlow's default, Keras 3. `choose`
+imports `tfx`, `tensorflow_transform` or `tfx_bsl` (itself, or a file beside it that it imports)
+gets Keras 2 (tf_keras) as `tf.keras`; any other module gets TensorFlow's default, Keras 3. `choose`
 reads the module and the files it imports from its own folder with `ast` (nothing is executed) and
 says which, and why. A module that cannot be read yet (a gs:// URI not mounted, a package that is
 not on the path) gets Keras 3, and the reason says how to ask for tf_keras.
@@ -21,7 +22,8 @@ from generic_trainer.errors import UserInputError
 from generic_trainer.fit import module_source
 
 TFX_PACKAGES = ("tfx", "tensorflow_transform", "tfx_bsl")
-NOT_READ = "cannot be read before it is fetched"  # in the reason while the module is not read: see decide_fetched
+# in the reason while the module is not read: see decide_fetched
+NOT_READ = "cannot be read before it is fetched"
 _MAX_FILES = 200  # files of the module's own tree read, at most
 _WHY_TF_KERAS = (
     "TFX gives such modules Keras 2 (tf_keras) as tf.keras: importing tensorflow_transform sets "
@@ -30,7 +32,8 @@ _WHY_TF_KERAS = (
 
 
 def choose(module_file: str, gcs_root: str = "/gcs") -> tuple[str, str]:
-    """("tf_keras" or "keras3", why) for the run_fn module `module_file` (path, gs:// URI or dotted name)."""
+    """("tf_keras" or "keras3", why) for the run_fn module `module_file` (path, gs:// URI or dotted
+    name)."""
     path = source_file(module_file, gcs_root)
     if path is None:
         return "keras3", (
@@ -50,8 +53,10 @@ def choose(module_file: str, gcs_root: str = "/gcs") -> tuple[str, str]:
 
 
 def decide_fetched(keras: str, reason: str, module_path: str | None) -> tuple[str, str]:
-    """(keras, reason) once the module is fetched (a gs:// or s3:// module not mounted): decided from its file
-    when `choose` could not read it and TensorFlow is not loaded yet (TF_USE_LEGACY_KERAS set to match)."""
+    """(keras, reason) once the module is fetched (a gs:// or s3:// module not mounted): decided
+    from its file
+    when `choose` could not read it and TensorFlow is not loaded yet (TF_USE_LEGACY_KERAS set to
+    match)."""
     if NOT_READ not in reason or module_path is None or "tensorflow" in sys.modules:
         return keras, reason
     keras, why = choose(module_path)
@@ -74,8 +79,10 @@ def source_file(module_file: str, gcs_root: str = "/gcs") -> str | None:
 
 
 def tfx_import(path: str) -> tuple[list[str], str, int] | None:
-    """(files from the module to the one that imports it, the TFX package, its line) for the first `tfx`,
-    `tensorflow_transform` or `tfx_bsl` import of the module at `path` or of a file of its tree it imports."""
+    """(files from the module to the one that imports it, the TFX package, its line) for the first
+    `tfx`,
+    `tensorflow_transform` or `tfx_bsl` import of the module at `path` or of a file of its tree
+    it imports."""
     roots = [os.path.dirname(path)]
     queue: list[list[str]] = [[path]]
     seen = {path}
@@ -91,7 +98,8 @@ def tfx_import(path: str) -> tuple[list[str], str, int] | None:
 
 
 def _imports(path: str, roots: list[str], main: bool) -> Iterator[tuple[str, int, str | None]]:
-    """(module name, line, its file in the module's own tree or None) of each import in the file at `path`."""
+    """(module name, line, its file in the module's own tree or None) of each import in the file at
+    `path`."""
     try:
         tree = module_source.parse(path, compile_it=False)
     except UserInputError:

@@ -60,7 +60,8 @@ def parse(path: str, input_name: str = INPUT, compile_it: bool = True) -> ast.Mo
 
 
 def decode(data: bytes, path: str, input_name: str = INPUT) -> str:
-    """The text of module source `data`, in the encoding its PEP 263 cookie declares (else UTF-8)."""
+    """The text of module source `data`, in the encoding its PEP 263 cookie declares (else
+    UTF-8)."""
     nul = data.find(b"\0")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1

@@ -1,4 +1,5 @@
-"""SIGTERM, the preemption notice of Vertex AI and Kubernetes, turned into a checkpoint and exit 143.
+"""SIGTERM, the preemption notice of Vertex AI and Kubernetes, turned into a checkpoint and exit
+143.
 
 `WATCHER.install()` puts a SIGTERM handler in place (Python runs it in the main thread, between
 bytecodes). While a checkpointing callback is inside `fit` (`WATCHER.deferred()`), the handler only

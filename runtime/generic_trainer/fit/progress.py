@@ -1,4 +1,5 @@
-"""Progress lines every long-running loop logs: one remaining-time format for fit, the Task loop and tune.
+"""Progress lines every long-running loop logs: one remaining-time format for fit, the Task loop and
+tune.
 
 A leaf module: no TensorFlow, nothing of generic_trainer's.
 """

@@ -1,4 +1,5 @@
-"""Input sharding on several workers: `fn_args.data_accessor` when the cluster has more than one worker.
+"""Input sharding on several workers: `fn_args.data_accessor` when the cluster has more than one
+worker.
 
 Under MultiWorkerMirroredStrategy, tf.data's AUTO sharding gives each worker its own files, and
 fails at the first batch ("Could not apply FILE based sharding") when a split has fewer files than
@@ -46,7 +47,8 @@ class ShardingDataAccessor:
         if patterns not in self._logged:
             self._logged.add(patterns)
             log.info(
-                "%d file(s) for %d workers in %s: sharding by example (each worker reads every file)",
+                "%d file(s) for %d workers in %s: sharding by example (each worker reads every "
+                "file)",
                 n_files,
                 self.num_workers,
                 ", ".join(patterns),

@@ -1,13 +1,18 @@
-"""The one boundary between the runtime and user code: every call into a user's module goes through here.
+"""The one boundary between the runtime and user code: every call into a user's module goes through
+here.
 
 `call(fn, *args, what=...)` runs one piece of user code (run_fn, tuner_fn, the search it set up,
 preprocessing_fn, a Task's methods, the module's import) and maps every way it can end, once:
 
 - it returns: the value is returned;
-- it raises a runtime error (`TrainerError`: a `Preempted` from the SIGTERM handler, ...): unchanged;
-- it calls `sys.exit()` / `exit()`: UserCodeError (exit 3) naming the code it asked for and the line;
-- TensorFlow's DataLossError while reading examples: UserInputError naming the examples input (exit 2);
-- a lost peer (Unavailable, DeadlineExceeded, Aborted, Cancelled) where the run has peers: ClusterError (5);
+- it raises a runtime error (`TrainerError`: a `Preempted` from the SIGTERM handler, ...):
+unchanged;
+- it calls `sys.exit()` / `exit()`: UserCodeError (exit 3) naming the code it asked for and the
+line;
+- TensorFlow's DataLossError while reading examples: UserInputError naming the examples input (exit
+2);
+- a lost peer (Unavailable, DeadlineExceeded, Aborted, Cancelled) where the run has peers:
+ClusterError (5);
 - any other exception, or a BaseException subclass that is not an Exception: UserCodeError (exit 3)
   with its type, message and traceback (an exception whose `__str__` raises is named by its type);
 - KeyboardInterrupt: unchanged (the CLI ends with 130, as for Ctrl-C).
@@ -44,7 +49,8 @@ def describe(exc: BaseException) -> str:
 
 
 def format_traceback(exc: BaseException) -> str:
-    """The full traceback of an exception user code raised, as printed (for UserCodeError messages)."""
+    """The full traceback of an exception user code raised, as printed (for UserCodeError
+    messages)."""
     try:
         return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     except Exception as e:  # a traceback that cannot be formatted must not hide the error itself
@@ -52,10 +58,12 @@ def format_traceback(exc: BaseException) -> str:
 
 
 def exit_error(exc: SystemExit, what: str) -> UserCodeError:
-    """User code that called `sys.exit()` / `exit()`, as a UserCodeError (exit 3) naming the code it asked for.
+    """User code that called `sys.exit()` / `exit()`, as a UserCodeError (exit 3) naming the code it
+    asked for.
 
-    `what` names the code that ran (`run_fn`, `tuner_fn`, `module m.py`). The process must not end with the
-    code the module chose: 0 would claim a success without a model, any other code would be unexplained.
+    `what` names the code that ran (`run_fn`, `tuner_fn`, `module m.py`). The process must not end
+    with the code the module chose: 0 would claim a success without a model, any other code would be
+    unexplained.
     """
     try:
         asked = "sys.exit()" if exc.code is None else f"sys.exit({exc.code!r})"
@@ -90,7 +98,8 @@ def error_for(
     translate: Translate | None = None,
     hint: Callable[[Exception], str] | None = None,
 ) -> BaseException:
-    """The error the run ends with for `exc`, raised by the user code `what` (see `call` for the rest)."""
+    """The error the run ends with for `exc`, raised by the user code `what` (see `call` for the
+    rest)."""
     if isinstance(exc, (TrainerError, KeyboardInterrupt)):
         return exc
     if isinstance(exc, SystemExit):
@@ -116,7 +125,8 @@ def error_for(
 
 
 def _safely(helper: Callable[[Exception], Any] | None, exc: Exception) -> Any:
-    """helper(exc), or None when there is none or it fails on this exception (its `__str__` raises, ...)."""
+    """helper(exc), or None when there is none or it fails on this exception (its `__str__` raises,
+    ...)."""
     try:
         return helper(exc) if helper is not None else None
     except Exception:
@@ -134,11 +144,13 @@ def call(
     hint: Callable[[Exception], str] | None = None,
     **kwargs: Any,
 ) -> Any:
-    """`fn(*args, **kwargs)`, user code named `what`, with every way it ends mapped (module docstring).
+    """`fn(*args, **kwargs)`, user code named `what`, with every way it ends mapped (module
+    docstring).
 
-    failed: the head of the message for an exception (default "<what> raised"); data_input: the input
-    blamed for corrupt TFRecord data; lost_peer(exc): the message when a peer was lost (None: the run
-    has no peers); translate(exc): a mapping tried first (None to fall through); hint(exc): appended.
+    failed: the head of the message for an exception (default "<what> raised"); data_input: the
+    input blamed for corrupt TFRecord data; lost_peer(exc): the message when a peer was lost (None:
+    the run has no peers); translate(exc): a mapping tried first (None to fall through); hint(exc):
+    appended.
     """
     run_record.enter(what)
     try:
@@ -153,8 +165,9 @@ def call(
 
 
 def call_raw(fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> Any:
-    """`fn(*args, **kwargs)` noted in the run record as the user code `what`, its exceptions unmapped: for
-    code a library calls back (tf.Transform traces preprocessing_fn), whose caller keeps what it raised
+    """`fn(*args, **kwargs)` noted in the run record as the user code `what`, its exceptions
+    unmapped: for code a library calls back (tf.Transform traces preprocessing_fn), whose caller
+    keeps what it raised
     and maps it with `error_for` once the library has stopped."""
     run_record.enter(what)
     try:
@@ -165,7 +178,8 @@ def call_raw(fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> An
 
 @contextlib.contextmanager
 def guard(what: str) -> Iterator[None]:
-    """Over a region mixing user code with the runtime's: `sys.exit()` and foreign BaseExceptions become
+    """Over a region mixing user code with the runtime's: `sys.exit()` and foreign BaseExceptions
+    become
     UserCodeError (exit 3) naming `what`; exceptions are left to the region's own handling."""
     try:
         yield

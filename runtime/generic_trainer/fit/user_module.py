@@ -1,10 +1,11 @@
-"""Loads the user's module (local file, gs://, s3:// or minio:// URI, or dotted name) and finds its functions.
+"""Loads the user's module (local file, gs://, s3:// or minio:// URI, or dotted name) and finds its
+functions.
 
 A `--module-sha256` pin is checked on the file's bytes before anything of it runs. The
-module's directory goes on `sys.path` so it can import files next to it (for gs://, s3:// and minio://
-modules the sibling `.py` files are downloaded beside it; s3:// and minio:// are read from KFP's
-/s3 and /minio mounts when the file is there). Before the module runs, its `tfx` imports are made
-to resolve to the runtime's equivalents when TFX is not installed (`tfx_hook`). Every verb and
+module's directory goes on `sys.path` so it can import files next to it (for gs://, s3:// and
+minio:// modules the sibling `.py` files are downloaded beside it; s3:// and minio:// are read from
+KFP's /s3 and /minio mounts when the file is there). Before the module runs, its `tfx` imports are
+made to resolve to the runtime's equivalents when TFX is not installed (`tfx_hook`). Every verb and
 script that runs a user module goes through `load` / `import_module`.
 """
 
@@ -32,7 +33,8 @@ def _looks_like_path(spec: str) -> bool:
 
 
 def fetch(spec: str, download_dir: str, settings: StorageSettings = DEFAULT_SETTINGS) -> str | None:
-    """The local file behind `spec` (downloading a gs://, s3:// or minio:// one with `settings`, the request's),
+    """The local file behind `spec` (downloading a gs://, s3:// or minio:// one with `settings`, the
+    request's),
     or None for a dotted module name."""
     if "://" in spec and not spec.endswith(".py"):
         raise UserInputError(
@@ -76,7 +78,8 @@ def fetch(spec: str, download_dir: str, settings: StorageSettings = DEFAULT_SETT
 
 
 def _fetch_s3(spec: str, download_dir: str, settings: StorageSettings) -> str:
-    """An s3:// or minio:// module: the file where KFP mounts it (/s3, /minio) if it is there, else downloaded."""
+    """An s3:// or minio:// module: the file where KFP mounts it (/s3, /minio) if it is there, else
+    downloaded."""
     mounted = storage.local_path(spec)
     if os.path.isfile(mounted):
         return mounted
@@ -117,7 +120,8 @@ def check_sha256(path: str | None, expected: str | None) -> None:
 
 
 def check_syntax(path: str | None) -> None:
-    """Compile the module file without running it (`module_source.parse`: size, NUL bytes, its PEP 263
+    """Compile the module file without running it (`module_source.parse`: size, NUL bytes, its PEP
+    263
     encoding, nesting bounded): errors surface as exit 2 before TensorFlow loads."""
     if path is not None:
         module_source.parse(path, INPUT)

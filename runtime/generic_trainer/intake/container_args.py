@@ -1,10 +1,11 @@
-"""The trainer arguments `vertex-job` puts in the container, checked here as the container would check them.
+"""The trainer arguments `vertex-job` puts in the container, checked here as the container would
+check them.
 
 `container_args` puts the verb first; `check_container_args` parses them with the verb's own parser
 (the declaration in fit_options.py, as the container's `generic-trainer` does) and runs every check
-of the request that reads no file (`fit_request.check_values`), so an unknown flag, `--train-steps -5`
-or a malformed `--custom-config` is exit 2 naming the argument before a job is built, not a failed
-job minutes later. Paths are not checked here: the container reads them on its own machine.
+of the request that reads no file (`fit_request.check_values`), so an unknown flag, `--train-steps
+-5` or a malformed `--custom-config` is exit 2 naming the argument before a job is built, not a
+failed job minutes later. Paths are not checked here: the container reads them on its own machine.
 `loggable_args` masks `--custom-config`'s secret values for the log. No TensorFlow here.
 """
 
@@ -23,7 +24,8 @@ VERBS = {"train": fit_options.TRAIN, "tune": fit_options.TUNE}
 
 
 def container_args(args: Sequence[str]) -> tuple[str, ...]:
-    """The container's args after `--`: the verb first (train when none is given), then its flags."""
+    """The container's args after `--`: the verb first (train when none is given), then its
+    flags."""
     args = list(args)
     if args and args[0] == "--":
         args = args[1:]
@@ -88,7 +90,8 @@ def check_container_args(args: Sequence[str], environ: Mapping[str, str]) -> Non
 
 
 def loggable_args(args: Sequence[str]) -> list[str]:
-    """The container args with `--custom-config`'s secret values masked (redaction.redact), for the log."""
+    """The container args with `--custom-config`'s secret values masked (redaction.redact), for the
+    log."""
     out, after_flag = [], False
     for arg in args:
         flag, eq, value = arg.partition("=")

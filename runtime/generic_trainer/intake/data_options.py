@@ -14,9 +14,11 @@ BEAM = Group(
         Option(
             "beam_pipeline_args",
             help=(
-                "Beam pipeline options, passed through (give them after '=' in one quoted string, e.g. "
+                "Beam pipeline options, passed through (give them after '=' in one quoted string, "
+                "e.g. "
                 "--beam-pipeline-args='--runner=DataflowRunner --project=P --region=R "
-                "--temp_location=gs://B/tmp'); default: the DirectRunner here with one worker per CPU core"
+                "--temp_location=gs://B/tmp'); default: the DirectRunner here with one worker per "
+                "CPU core"
             ),
             metavar="'ARGS'",
             action="append",

@@ -1,8 +1,8 @@
-"""The requests of the data verbs, import-examples and transform (Beam pipelines): their typed fields and how
-raw inputs become them.
+"""The requests of the data verbs, import-examples and transform (Beam pipelines): their typed
+fields and how raw inputs become them.
 
-Paths Beam reads or writes stay gs:// URIs for a runner elsewhere (a non-local `--runner` in the Beam
-args), else they are local (/gcs) paths. The simple fields come from the checks declared in
+Paths Beam reads or writes stay gs:// URIs for a runner elsewhere (a non-local `--runner` in the
+Beam args), else they are local (/gcs) paths. The simple fields come from the checks declared in
 data_options.py (options.checked_fields).
 """
 
@@ -25,23 +25,27 @@ from generic_trainer.intake.request import (
 
 @dataclasses.dataclass(frozen=True)
 class BeamInputs:
-    """A data verb's raw inputs with its Beam args: where its paths point depends on where Beam runs."""
+    """A data verb's raw inputs with its Beam args: where its paths point depends on where Beam
+    runs."""
 
     raw: RawInputs
     beam_args: tuple[str, ...]
     local: bool  # the runner runs here: gs:// paths are read through the /gcs mount
 
     def path(self, value: str) -> str:
-        """A path Beam reads or writes: gs:// stays a URI for a remote runner, else the local (/gcs) path."""
+        """A path Beam reads or writes: gs:// stays a URI for a remote runner, else the local (/gcs)
+        path."""
         return data_path(value, self.raw.gcs_root, self.local)
 
     def output(self, key: str, artifact: str) -> str | None:
-        """An output's raw value: the flag's (`key`), else the local path of the KFP output `artifact`."""
+        """An output's raw value: the flag's (`key`), else the local path of the KFP output
+        `artifact`."""
         kfp = self.raw.kfp
         return self.raw.values.get(key) or (kfp.path(artifact) if kfp else None)
 
     def new_dir(self, flag: str, value: str | None, what: str) -> str:
-        """An output dir that must be new (or empty), as `path` maps it; `what` says what goes there when missing."""
+        """An output dir that must be new (or empty), as `path` maps it; `what` says what goes there
+        when missing."""
         return new_output_dir(flag, value, self.raw.gcs_root, self.local, what)
 
 
@@ -50,7 +54,8 @@ def beam_inputs(
     environ: Mapping[str, str] | None = None,
     kfp: KfpOutputs | None = None,
 ) -> BeamInputs:
-    """The preamble of both data verbs' builders: raw_inputs, then --beam-pipeline-args and where Beam runs."""
+    """The preamble of both data verbs' builders: raw_inputs, then --beam-pipeline-args and where
+    Beam runs."""
     from generic_trainer.beam.beam_run import is_local_runner, parse_beam_args
 
     beam_args = parse_beam_args(values.get("beam_pipeline_args"))
@@ -59,11 +64,12 @@ def beam_inputs(
 
 @dataclasses.dataclass(frozen=True)
 class ImportExamplesRequest:
-    """Every input of an import-examples run: tables (CSV or Parquet) or TFRecords to TFX Examples, resolved.
+    """Every input of an import-examples run: tables (CSV or Parquet) or TFRecords to TFX Examples,
+    resolved.
 
-    Either `input_pattern` with hash `splits` ((name, buckets), ...), or `input_splits` ((name, pattern), ...).
-    Patterns and outputs are local paths (gs:// through the /gcs mount), or gs:// URIs when Beam runs
-    elsewhere (a non-local `--runner` in `beam_args`).
+    Either `input_pattern` with hash `splits` ((name, buckets), ...), or `input_splits` ((name,
+    pattern), ...). Patterns and outputs are local paths (gs:// through the /gcs mount), or gs://
+    URIs when Beam runs elsewhere (a non-local `--runner` in `beam_args`).
     """
 
     output: str
@@ -89,7 +95,8 @@ def build_import_examples_request(
     environ: Mapping[str, str] | None = None,
     kfp: KfpOutputs | None = None,
 ) -> ImportExamplesRequest:
-    """Validate raw values (keyed by flag name, dashes as underscores) into an ImportExamplesRequest."""
+    """Validate raw values (keyed by flag name, dashes as underscores) into an
+    ImportExamplesRequest."""
     beam = beam_inputs(values, environ, kfp)
     fmt = (values.get("format") or "csv").lower()
     if fmt not in ("csv", "parquet", "tfrecord"):
@@ -126,6 +133,7 @@ def build_import_examples_request(
 def describe_import_examples(r: ImportExamplesRequest) -> list[str]:
     """The log lines saying what an import-examples run will do."""
     return [
-        f"import-examples request: input={r.input_pattern} input_splits={dict(r.input_splits) or None} "
+        f"import-examples request: input={r.input_pattern} "
+        f"input_splits={dict(r.input_splits) or None} "
         f"format={r.format} schema={r.schema} output={r.output} beam_args={list(r.beam_args)}"
     ]

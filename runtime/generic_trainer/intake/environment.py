@@ -1,8 +1,9 @@
 """The environment, read here at the edge and nowhere below: what the storage helpers need.
 
 `storage_settings(environ)` turns $GENERIC_TRAINER_GCS_TIMEOUT, $STORAGE_EMULATOR_HOST and
-$GENERIC_TRAINER_MINIO_ENDPOINT into the `StorageSettings` a request carries down. A malformed timeout
-falls back to the default here; train and tune refuse it first (request.check_gcs_timeout, exit 2).
+$GENERIC_TRAINER_MINIO_ENDPOINT into the `StorageSettings` a request carries down. A malformed
+timeout falls back to the default here; train and tune refuse it first (request.check_gcs_timeout,
+exit 2).
 """
 
 from __future__ import annotations

@@ -24,16 +24,19 @@ def _split_name(input_name: str, name: str) -> str:
 
 
 def _named_pairs(value: Any, separator: str) -> list[tuple[str, Any]]:
-    """A KFP dict's items in order, or `name<separator>value,...` split into pairs (a bare name pairs with "")."""
+    """A KFP dict's items in order, or `name<separator>value,...` split into pairs (a bare name
+    pairs with "")."""
     if isinstance(value, Mapping):
         return list(value.items())
     return [(part.split(separator, 1) + [""])[:2] for part in str(value).split(",") if part.strip()]
 
 
 def hash_splits(value: Any) -> tuple[tuple[str, int], ...]:
-    """`train:2,eval:1` -> (("train", 2), ("eval", 1)); the order decides which bucket range is whose.
+    """`train:2,eval:1` -> (("train", 2), ("eval", 1)); the order decides which bucket range is
+    whose.
 
-    A dict is taken in its order; KFP sorts a dict parameter's keys, so the component takes the string.
+    A dict is taken in its order; KFP sorts a dict parameter's keys, so the component takes the
+    string.
     """
     if value is None or value == "" or value == {}:
         return DEFAULT_SPLITS

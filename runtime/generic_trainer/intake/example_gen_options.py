@@ -27,9 +27,11 @@ IMPORT_EXAMPLES_INPUTS = Group(
             param=value(
                 str,
                 (
-                    "Files to read: a glob (gs:// allowed), or a folder (TFX's input_base: the files\n"
+                    "Files to read: a glob (gs:// allowed), or a folder (TFX's input_base: the "
+                    "files\n"
                     "in it, or the base of input_splits' patterns). {SPAN}, {VERSION} and\n"
-                    "{YYYY}{MM}{DD} in a pattern select the latest span and version, as TFX's ExampleGen."
+                    "{YYYY}{MM}{DD} in a pattern select the latest span and version, as TFX's "
+                    "ExampleGen."
                 ),
                 "",
                 name="input_pattern",
@@ -78,7 +80,8 @@ IMPORT_EXAMPLES_INPUTS = Group(
             param=value(
                 str,
                 (
-                    "csv (with a header line), parquet, or tfrecord (TFRecord files of tf.Example,\n"
+                    "csv (with a header line), parquet, or tfrecord (TFRecord files of "
+                    "tf.Example,\n"
                     "gzipped or plain, as TFX's ImportExampleGen reads)."
                 ),
                 "csv",
@@ -88,16 +91,19 @@ IMPORT_EXAMPLES_INPUTS = Group(
             "schema",
             check=existing,
             help=(
-                "tensorflow-metadata Schema giving each column's type; the columns must match its features "
+                "tensorflow-metadata Schema giving each column's type; the columns must match its "
+                "features "
                 "(tfrecord: each record's features must be in it, with its types and fixed shapes)"
             ),
             metavar="FILE_OR_DIR",
             param=artifact(
                 "Artifact",
                 (
-                    "tensorflow-metadata Schema giving each column's type; the columns must match its "
+                    "tensorflow-metadata Schema giving each column's type; the columns must match "
+                    "its "
                     "features.\n"
-                    "Without it types are inferred (INT, FLOAT or BYTES per column) and a feature with\n"
+                    "Without it types are inferred (INT, FLOAT or BYTES per column) and a feature "
+                    "with\n"
                     "the same number of values in every example gets that shape (SchemaGen's\n"
                     "infer_feature_shape=True)."
                 ),
@@ -111,9 +117,11 @@ IMPORT_EXAMPLES_INPUTS = Group(
             param=value(
                 str,
                 (
-                    'Hash buckets per split, in order: "train:2,eval:1" (the default; a record goes to the '
+                    'Hash buckets per split, in order: "train:2,eval:1" (the default; a record '
+                    "goes to the "
                     "split\n"
-                    "whose bucket range holds SHA-256(record) mod the total, as in TFX's ExampleGen)."
+                    "whose bucket range holds SHA-256(record) mod the total, as in TFX's "
+                    "ExampleGen)."
                 ),
                 "train:2,eval:1",
             ),
@@ -147,7 +155,8 @@ IMPORT_EXAMPLES_INPUTS = Group(
             param=value(
                 bool,
                 (
-                    "SchemaGen's infer_feature_shape for the inferred schema: false gives no feature\n"
+                    "SchemaGen's infer_feature_shape for the inferred schema: false gives no "
+                    "feature\n"
                     "a shape (TFX's modules then read every feature sparse)."
                 ),
                 True,
@@ -162,7 +171,8 @@ IMPORT_EXAMPLES_INPUTS = Group(
             metavar="name=PATTERN,...",
             param=value(
                 dict,
-                'One pattern per split instead of input_pattern, e.g. {"train": "gs://b/train/*.csv"}.',
+                'One pattern per split instead of input_pattern, e.g. {"train": '
+                '"gs://b/train/*.csv"}.',
                 None,
             ),
         ),
@@ -182,7 +192,8 @@ IMPORT_EXAMPLES_OUTPUTS = Group(
                 (
                     "Examples in TFX layout: Split-<name>/data_tfrecord-*.gz (gzipped TFRecords of "
                     "tf.Example)\n"
-                    "and schema.pbtxt; metadata: split_names, num_examples per split, feature_count."
+                    "and schema.pbtxt; metadata: split_names, num_examples per split, "
+                    "feature_count."
                 ),
                 name="examples",
             ),
@@ -204,7 +215,8 @@ IMPORT_EXAMPLES_OUTPUTS = Group(
 IMPORT_EXAMPLES = Verb(
     "import-examples",
     help="CSV, Parquet or TFRecord files to TFX Examples (ExampleGen's layout), on Apache Beam",
-    description="Read tables (encoding each row as a tf.Example, empty cells left out) or TFRecords of "
+    description="Read tables (encoding each row as a tf.Example, empty cells left out) or "
+    "TFRecords of "
     "tf.Example, split the examples by a stable hash (or take one pattern per split), and write "
     "<output>/Split-<name>/*.gz plus <output>/schema.pbtxt (the schema given, or inferred: INT, "
     "FLOAT or BYTES per feature, and a fixed shape where every example has the same number of "

@@ -422,13 +422,15 @@ TRAIN_SERVING = Group(
             check=model_format,
             help=(
                 "savedmodel (default: run_fn must export a SavedModel with serving_default, "
-                "checked); other: publish what run_fn wrote (a scikit-learn model.pkl, ...) unchecked"
+                "checked); other: publish what run_fn wrote (a scikit-learn model.pkl, ...) "
+                "unchecked"
             ),
             choices=MODEL_FORMATS,
             param=value(
                 str,
                 "savedmodel (run_fn's SavedModel is checked for serving_default) or other (what\n"
-                "run_fn wrote to serving_model_dir is published whole, unchecked: TFX's scikit-learn\n"
+                "run_fn wrote to serving_model_dir is published whole, unchecked: TFX's "
+                "scikit-learn\n"
                 "module's model.pkl).",
                 "savedmodel",
             ),

@@ -1,4 +1,5 @@
-"""The inputs of evaluate and infra-validate, each declared once: flag, KFP component input, request check.
+"""The inputs of evaluate and infra-validate, each declared once: flag, KFP component input, request
+check.
 
 See options.py for how each `Option` becomes a flag, a component input and a request field.
 """
@@ -88,12 +89,14 @@ EVALUATE_INPUTS = Group(
         ),
         Option(
             "baseline_model",
-            help="the model to compare with (e.g. the last blessed one); without it change thresholds are skipped",
+            help="the model to compare with (e.g. the last blessed one); without it change "
+            "thresholds are skipped",
             metavar="DIR",
             param=artifact(
                 "Model",
                 (
-                    "The model to compare with (e.g. the last blessed one); without it change thresholds\n"
+                    "The model to compare with (e.g. the last blessed one); without it change "
+                    "thresholds\n"
                     "are skipped and the model is judged on its bounds."
                 ),
                 None,
@@ -122,18 +125,24 @@ EVALUATE_INPUTS = Group(
         Option(
             "eval_config",
             help=(
-                'JSON (or a file of it): {"label_key": ..., "prediction_key", "problem", "metrics", "slices": '
-                '[["feature"]], "thresholds": {"accuracy": {"lower_bound": 0.8, "change": {"direction": '
-                '"higher_is_better", "absolute": -0.01}}}, "slice_thresholds", "example_weight_key", '
+                'JSON (or a file of it): {"label_key": ..., "prediction_key", "problem", '
+                '"metrics", "slices": '
+                '[["feature"]], "thresholds": {"accuracy": {"lower_bound": 0.8, "change": '
+                '{"direction": '
+                '"higher_is_better", "absolute": -0.01}}}, "slice_thresholds", '
+                '"example_weight_key", '
                 '"confidence_intervals"}; or a TFMA EvalConfig (JSON or text proto); see the README'
             ),
             metavar="FILE_OR_JSON",
             param=value(
                 dict,
                 (
-                    '{"label_key", "prediction_key", "problem", "metrics", "slices", "thresholds",\n'
-                    '"slice_thresholds", "example_weight_key", "confidence_intervals"}, or a TFMA EvalConfig as '
-                    'JSON;\nsee the README (thresholds: {"accuracy": {"lower_bound": 0.8, "change": '
+                    '{"label_key", "prediction_key", "problem", "metrics", "slices", '
+                    '"thresholds",\n'
+                    '"slice_thresholds", "example_weight_key", "confidence_intervals"}, or a TFMA '
+                    "EvalConfig as "
+                    'JSON;\nsee the README (thresholds: {"accuracy": {"lower_bound": 0.8, '
+                    '"change": '
                     '{"direction":\n"higher_is_better", "absolute": -0.01}}}).'
                 ),
             ),
@@ -203,7 +212,8 @@ EVALUATE_OUTPUTS = Group(
             published=True,
             param=output(
                 "Artifact",
-                "TFX-style blessing dir: BLESSED or NOT_BLESSED (reasons inside); metadata blessed 1|0.",
+                "TFX-style blessing dir: BLESSED or NOT_BLESSED (reasons inside); metadata blessed "
+                "1|0.",
                 name="blessing",
             ),
         ),
@@ -247,7 +257,8 @@ EVALUATE_SANDBOX = Group(
             "timeout",
             check=duration(300.0),
             help=(
-                "the evaluation process must load the models, and then answer each batch, within this time "
+                "the evaluation process must load the models, and then answer each batch, within "
+                "this time "
                 "(default 300)"
             ),
             metavar="SECONDS",
@@ -261,13 +272,15 @@ EVALUATE_SANDBOX = Group(
             "memory_limit",
             check=size(DEFAULT_PROBE_MEMORY),
             help=(
-                "address-space limit of the evaluation process, e.g. 8GiB (default), 512MiB; it then runs on "
+                "address-space limit of the evaluation process, e.g. 8GiB (default), 512MiB; it "
+                "then runs on "
                 "CPU. 0: none (GPUs are used)"
             ),
             metavar="SIZE",
             param=value(
                 str,
-                "Address-space limit of the evaluation process (e.g. 8GiB: on CPU; 0: none, GPUs used).",
+                "Address-space limit of the evaluation process (e.g. 8GiB: on CPU; 0: none, GPUs "
+                "used).",
                 "8GiB",
             ),
         ),
@@ -277,7 +290,8 @@ EVALUATE_SANDBOX = Group(
 EVALUATE = Verb(
     "evaluate",
     help="evaluate a model against thresholds and a baseline, and bless it (TFX Evaluator)",
-    description="Compute metrics of the model's serving_default on the eval split (overall and per slice), "
+    description="Compute metrics of the model's serving_default on the eval split (overall and per "
+    "slice), "
     "compare them with the eval config's thresholds and with a baseline model, and write a "
     "TFX-style blessing (BLESSED or NOT_BLESSED), the metrics and an HTML report. "
     "NOT_BLESSED is a result, not a failure: the exit code is 0.",
@@ -323,23 +337,27 @@ INFRA_VALIDATE_INPUTS = Group(
         ),
         Option(
             "model_blessing",
-            help="the evaluator's blessing: a NOT_BLESSED model is not loaded and is INFRA_NOT_BLESSED",
+            help="the evaluator's blessing: a NOT_BLESSED model is not loaded and is "
+            "INFRA_NOT_BLESSED",
             metavar="DIR",
             param=artifact(
                 "Artifact",
-                "The evaluator's blessing: a NOT_BLESSED model is not loaded and is INFRA_NOT_BLESSED.",
+                "The evaluator's blessing: a NOT_BLESSED model is not loaded and is "
+                "INFRA_NOT_BLESSED.",
                 None,
             ),
         ),
         Option(
             "schema",
             check=existing,
-            help="tensorflow-metadata Schema describing the features a serving_default with tensor inputs is fed "
+            help="tensorflow-metadata Schema describing the features a serving_default with tensor "
+            "inputs is fed "
             "from (default: the first eval example's features)",
             metavar="FILE_OR_DIR",
             param=artifact(
                 "Artifact",
-                "tensorflow-metadata Schema describing the features a serving_default with tensor inputs "
+                "tensorflow-metadata Schema describing the features a serving_default with tensor "
+                "inputs "
                 "is\nfed from (default: the first eval example's features).",
                 None,
             ),
@@ -367,7 +385,8 @@ INFRA_VALIDATE_SANDBOX = Group(
         Option(
             "timeout",
             check=duration(300.0),
-            help="the serving process must load and answer everything within this time (default 300)",
+            help="the serving process must load and answer everything within this time (default "
+            "300)",
             metavar="SECONDS",
             param=value(
                 float,
@@ -378,7 +397,8 @@ INFRA_VALIDATE_SANDBOX = Group(
         Option(
             "memory_limit",
             check=size(DEFAULT_PROBE_MEMORY),
-            help="address-space limit of the serving process, e.g. 8GiB (default), 512MiB; 0: none. It runs on CPU",
+            help="address-space limit of the serving process, e.g. 8GiB (default), 512MiB; 0: "
+            "none. It runs on CPU",
             metavar="SIZE",
             param=value(
                 str,
@@ -401,7 +421,8 @@ INFRA_VALIDATE_OUTPUTS = Group(
             param=output(
                 "Artifact",
                 (
-                    "TFX-style blessing dir: INFRA_BLESSED or INFRA_NOT_BLESSED (the reason inside); "
+                    "TFX-style blessing dir: INFRA_BLESSED or INFRA_NOT_BLESSED (the reason "
+                    "inside); "
                     "metadata\n"
                     "blessed 1|0, p50/p99 latency."
                 ),
@@ -424,13 +445,16 @@ INFRA_VALIDATE_OUTPUTS = Group(
         Option(
             "write_warmup",
             check=warmup_count,
-            help="when INFRA_BLESSED, write N TF Serving warm-up requests (eval examples, one each) into the "
+            help="when INFRA_BLESSED, write N TF Serving warm-up requests (eval examples, one "
+            "each) into the "
             "model's assets.extra/tf_serving_warmup_requests (default 0: none; at most 1000)",
             metavar="N",
             param=value(
                 int,
-                "When INFRA_BLESSED, write this many TF Serving warm-up requests (eval examples, one\n"
-                "each) into the model's Format-Serving/assets.extra/tf_serving_warmup_requests (0: none; "
+                "When INFRA_BLESSED, write this many TF Serving warm-up requests (eval examples, "
+                "one\n"
+                "each) into the model's Format-Serving/assets.extra/tf_serving_warmup_requests (0: "
+                "none; "
                 "max 1000).",
                 0,
             ),
@@ -441,7 +465,8 @@ INFRA_VALIDATE_OUTPUTS = Group(
             cli=False,
             param=output_value(
                 bool,
-                "True when the model is INFRA_BLESSED (so also blessed by the evaluator), for dsl.If.",
+                "True when the model is INFRA_BLESSED (so also blessed by the evaluator), for "
+                "dsl.If.",
             ),
         ),
     ),
@@ -450,7 +475,8 @@ INFRA_VALIDATE_OUTPUTS = Group(
 INFRA_VALIDATE = Verb(
     "infra-validate",
     help="try the model in a sandboxed serving process before it ships (TFX InfraValidator)",
-    description="Load the model in a separate process with a time and memory limit, send batches of "
+    description="Load the model in a separate process with a time and memory limit, send batches "
+    "of "
     "eval tf.Examples to serving_default (serialized, or parsed into its tensor inputs), check "
     "every request succeeds with the signature's output keys and shapes, record p50/p99 latency, "
     "and write INFRA_BLESSED or INFRA_NOT_BLESSED "

@@ -1,4 +1,5 @@
-"""The requests of the judging verbs, evaluate and infra-validate: their typed fields and how raw inputs become them.
+"""The requests of the judging verbs, evaluate and infra-validate: their typed fields and how raw
+inputs become them.
 
 The simple fields come from the checks declared in judge_options.py (options.checked_fields); the
 model, examples, eval config and blessing dir are resolved here.
@@ -115,7 +116,8 @@ def build_evaluate_request(
 
 @dataclasses.dataclass(frozen=True)
 class InfraValidateRequest:
-    """Every input of an infra-validate run: a model tried in a sandboxed serving process, resolved."""
+    """Every input of an infra-validate run: a model tried in a sandboxed serving process,
+    resolved."""
 
     model: str
     examples: str
@@ -138,7 +140,8 @@ def build_infra_validate_request(
     environ: Mapping[str, str] | None = None,
     kfp: KfpOutputs | None = None,
 ) -> InfraValidateRequest:
-    """Validate raw values (keyed by flag name, dashes as underscores) into an InfraValidateRequest."""
+    """Validate raw values (keyed by flag name, dashes as underscores) into an
+    InfraValidateRequest."""
     raw = raw_inputs(values, environ, kfp)
     gcs_root = raw.gcs_root
     model_blessing = existing_path("--model-blessing", values.get("model_blessing"), gcs_root)

@@ -5,12 +5,12 @@ would otherwise fail after minutes of training, or after the model was published
 (and, for a path that does not exist yet, the nearest existing directory above it) is checked by
 creating and removing a small probe file there, which is what counts on read-only mounts,
 immutable directories and Cloud Storage FUSE alike. An output file that exists and is not a regular
-file (a device, FIFO or socket, or a symlink to one) is refused: it would be replaced. An output under
-the gs:// mount root whose bucket is not mounted there is refused (it would be written to the machine's
-own disk and lost). No output may lie inside another (but for the runtime's own layout: `logs/` in the
-model dir, checkpoints in the logs; and an output file in the model dir outside the parts a model
-replaces, or in the logs) or inside an input, nor an input inside an output.
-A failure is one UserInputError naming the flag.
+file (a device, FIFO or socket, or a symlink to one) is refused: it would be replaced. An output
+under the gs:// mount root whose bucket is not mounted there is refused (it would be written to the
+machine's own disk and lost). No output may lie inside another (but for the runtime's own layout:
+`logs/` in the model dir, checkpoints in the logs; and an output file in the model dir outside the
+parts a model replaces, or in the logs) or inside an input, nor an input inside an output. A failure
+is one UserInputError naming the flag.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from generic_trainer.tflite.options import TFLITE_DIR
 
 @dataclasses.dataclass(frozen=True)
 class VerbOutputs:
-    """A verb's output paths, derived from its declaration (`verb_outputs`): (request attribute, flag,
-    "dir" | "file") of each, those published whole by renaming a staging sibling into place, and its
+    """A verb's output paths, derived from its declaration (`verb_outputs`): (request attribute,
+    flag, "dir" | "file") of each, those published whole by renaming a staging sibling into place,
+    and its
     path inputs ((request attribute, flag) of each) no output may overlap."""
 
     fields: tuple[OutputField, ...]
@@ -42,7 +43,8 @@ class VerbOutputs:
 
 # Metavars of the options whose value is a path (or a path or something else: FILE_OR_JSON).
 PATH_METAVARS = ("DIR", "FILE", "PATH")
-# Path options that are no input: KFP's output file (an output, checked on its own), the gs:// mount.
+# Path options that are no input: KFP's output file (an output, checked on its own), the gs://
+# mount.
 NOT_INPUTS = ("executor_output_file", "gcs_root")
 
 
@@ -60,7 +62,8 @@ def verb_inputs(verb: Verb) -> tuple[tuple[str, str], ...]:
 
 
 def verb_outputs(verb: Verb) -> VerbOutputs:
-    """The outputs `verb` declares (options with `output`), plus the copy of the logs the runtime keeps beside
+    """The outputs `verb` declares (options with `output`), plus the copy of the logs the runtime
+    keeps beside
     --model-run-dir when TensorBoard's dir is the platform's (`model_run_copy_dir`)."""
     fields: list[OutputField] = []
     for field in output_fields(verb):
@@ -71,14 +74,16 @@ def verb_outputs(verb: Verb) -> VerbOutputs:
 
 
 EXECUTOR_OUTPUT_FLAG = "--executor-output-file"
-# (inner, outer): outputs the runtime itself nests (the defaults: <model-dir>/logs, <logs>/checkpoints).
+# (inner, outer): outputs the runtime itself nests (the defaults: <model-dir>/logs,
+# <logs>/checkpoints).
 NESTING = {
     ("model_run_dir", "model_dir"),
     ("model_run_copy_dir", "model_dir"),
     ("checkpoint_dir", "model_run_dir"),
     ("checkpoint_dir", "model_run_copy_dir"),
 }
-# Dirs an output file may lie in (a metrics file beside the model), but for the parts the runtime replaces whole.
+# Dirs an output file may lie in (a metrics file beside the model), but for the parts the runtime
+# replaces whole.
 FILE_HOSTS = {
     "model_dir": (SERVING_DIR, EVAL_DIR, SCHEMATA_DIR, TFLITE_DIR),
     "model_run_dir": (),
@@ -133,8 +138,10 @@ def check_outputs(
 
 
 def check_mounted(flag: str, path: str, gcs_root: str | None) -> None:
-    """UserInputError when `path` lies under the gs:// mount root but its bucket is not mounted there: the
-    output would be written to this machine's own disk and lost when it ends (as a gs:// input is refused)."""
+    """UserInputError when `path` lies under the gs:// mount root but its bucket is not mounted
+    there: the
+    output would be written to this machine's own disk and lost when it ends (as a gs:// input is
+    refused)."""
     if not gcs_root:
         return
     root, path = os.path.abspath(gcs_root), os.path.abspath(path)
@@ -160,8 +167,10 @@ def _inside(inner: str, outer: str) -> bool:
 
 
 def _allowed(inner: tuple[str, str, str, str], outer: tuple[str, str, str, str]) -> bool:
-    """Whether the output `inner` may lie in `outer` ((attr, flag, real path, kind) each): the runtime's own
-    nesting, or an output file in a dir of FILE_HOSTS outside the parts the runtime replaces whole."""
+    """Whether the output `inner` may lie in `outer` ((attr, flag, real path, kind) each): the
+    runtime's own
+    nesting, or an output file in a dir of FILE_HOSTS outside the parts the runtime replaces
+    whole."""
     (attr, _, path, kind), (other, _, other_path, _) = inner, outer
     if (attr, other) in NESTING:
         return True
@@ -176,10 +185,10 @@ def check_overlaps(
     inputs: tuple[tuple[str, str], ...] = (),
     values: Mapping[str, Any] | None = None,
 ) -> None:
-    """UserInputError when an output lies inside another output or an input, or an input inside an output
-    (`--checkpoint-dir` in `--model-dir`, `--model-dir` in `--examples`, `--pushed-model-dir` as a
-    blessing; `inputs`: the verb's, `verb_inputs`): publishing one would delete or
-    mix into the other. The runtime's own nesting is allowed (`_allowed`); the innermost dir decides
+    """UserInputError when an output lies inside another output or an input, or an input inside an
+    output (`--checkpoint-dir` in `--model-dir`, `--model-dir` in `--examples`, `--pushed-model-dir`
+    as a blessing; `inputs`: the verb's, `verb_inputs`): publishing one would delete or mix into the
+    other. The runtime's own nesting is allowed (`_allowed`); the innermost dir decides
     (`<model-dir>/logs/checkpoints` lies in the logs, which may lie in the model dir)."""
 
     def real(attr: str, raw_name: str | None = None) -> str | None:

@@ -1,5 +1,5 @@
-"""The inputs of push (TFX's Pusher, filesystem destination), each declared once: flag, KFP component input,
-request check.
+"""The inputs of push (TFX's Pusher, filesystem destination), each declared once: flag, KFP
+component input, request check.
 
 See options.py for how each `Option` becomes a flag, a component input and a request field.
 """
@@ -47,7 +47,8 @@ PUSH_INPUTS = Group(
         Option(
             "push_destination",
             help=(
-                "where TF Serving (or another server) watches for versions: a directory or gs:// URI; the model "
+                "where TF Serving (or another server) watches for versions: a directory or gs:// "
+                "URI; the model "
                 "goes to <destination>/<Unix seconds>/. TFX's PushDestination as JSON "
                 '({"filesystem": {"base_directory": ...}}) works too'
             ),
@@ -56,7 +57,8 @@ PUSH_INPUTS = Group(
             param=value(
                 str,
                 (
-                    "A directory or gs:// URI TF Serving watches; the model goes to <destination>/<Unix "
+                    "A directory or gs:// URI TF Serving watches; the model goes to "
+                    "<destination>/<Unix "
                     "seconds>/\n(or TFX's PushDestination as JSON: "
                     '{"filesystem": {"base_directory": ...}}).'
                 ),
@@ -70,7 +72,8 @@ PUSH_OUTPUTS = Group(
     (
         Option(
             "pushed_model_dir",
-            help="a copy of the pushed SavedModel for the record (TFX's PushedModel artifact); default: none",
+            help="a copy of the pushed SavedModel for the record (TFX's PushedModel artifact); "
+            "default: none",
             metavar="DIR",
             output="dir",
             published=True,

@@ -1,9 +1,10 @@
-"""The request of push: a model, its blessings and a destination, resolved and checked before anything is copied.
+"""The request of push: a model, its blessings and a destination, resolved and checked before
+anything is copied.
 
-No TensorFlow: the model is checked to hold a SavedModel (saved_model.pb), the blessings (both optional,
-as TFX's) to be directories (push.py
-reads their verdicts, a dir without the markers of its kind being exit 2 there, still before anything is copied),
-the destination to be a directory (or a gs:// URI under the Cloud Storage FUSE mount) outside the model.
+No TensorFlow: the model is checked to hold a SavedModel (saved_model.pb), the blessings (both
+optional, as TFX's) to be directories (push.py reads their verdicts, a dir without the markers of
+its kind being exit 2 there, still before anything is copied), the destination to be a directory (or
+a gs:// URI under the Cloud Storage FUSE mount) outside the model.
 """
 
 from __future__ import annotations

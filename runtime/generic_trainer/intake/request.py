@@ -1,4 +1,5 @@
-"""What every verb's request is built from: the raw inputs, and the checks that turn them into typed values.
+"""What every verb's request is built from: the raw inputs, and the checks that turn them into typed
+values.
 
 CLI flags and KFP's executor input both arrive as a dict of raw values keyed by flag name
 (`examples`, `module_file`, ...). `raw_inputs` adds where they are read (the environment, where
@@ -50,7 +51,8 @@ def raw_inputs(
     environ: Mapping[str, str] | None = None,
     kfp: KfpOutputs | None = None,
 ) -> RawInputs:
-    """The one preamble of every request builder: the environment (os.environ by default) and the gcs root."""
+    """The one preamble of every request builder: the environment (os.environ by default) and the
+    gcs root."""
     environ = os.environ if environ is None else environ
     return RawInputs(values, environ, gcs_root(values, environ), kfp)
 
@@ -62,7 +64,8 @@ def text(default: str | None = None) -> Callable[[RawInputs, str, Any], Any]:
 
 
 def one_of(choices: tuple[str, ...], default: str) -> Callable[[RawInputs, str, Any], str]:
-    """One of `choices`, or `default` when unset or empty (a KFP parameter is not checked by argparse)."""
+    """One of `choices`, or `default` when unset or empty (a KFP parameter is not checked by
+    argparse)."""
 
     def check(raw: RawInputs, flag: str, value: Any) -> str:
         if value in (None, ""):
@@ -172,12 +175,14 @@ def number(
     default: Any = None,
     unit: str = "",
 ) -> Any:
-    """The one check of a numeric flag or parameter: a finite number in range, else UserInputError (exit 2).
+    """The one check of a numeric flag or parameter: a finite number in range, else UserInputError
+    (exit 2).
 
-    `value` is what a flag or KFP parameter gave (a string, int or float); None or "" gives `default`.
-    With `integer`, a whole number ("100", 100, 100.0, "1e3") is returned as an int; otherwise a float.
-    The range is minimum <= value <= maximum (minimum < value with `above_minimum`). Infinity, NaN, booleans
-    and numbers too large for the range (`1e400`) are refused with the range in the message.
+    `value` is what a flag or KFP parameter gave (a string, int or float); None or "" gives
+    `default`. With `integer`, a whole number ("100", 100, 100.0, "1e3") is returned as an int;
+    otherwise a float. The range is minimum <= value <= maximum (minimum < value with
+    `above_minimum`). Infinity, NaN, booleans and numbers too large for the range (`1e400`) are
+    refused with the range in the message.
     """
     if value is None or value == "":
         return default
@@ -258,7 +263,8 @@ def existing_path(input_name: str, value: str | None, gcs_root: str) -> str | No
 
 
 def out_dir(value: str | None, env: str, environ: Mapping[str, str], gcs_root: str) -> str | None:
-    """An output directory: the value given, else the environment variable `env` (Vertex's AIP_*)."""
+    """An output directory: the value given, else the environment variable `env` (Vertex's
+    AIP_*)."""
     value = value or environ.get(env)
     return os.path.normpath(storage.local_path(value, gcs_root)) if value else None
 
@@ -272,7 +278,8 @@ def local_file(value: str | None, gcs_root: str) -> str | None:
 
 
 def run_namespace(values: Mapping[str, Any]) -> str | None:
-    """`<run id>/<task name>` from --run-id / --task-name (KFP's placeholders), or None when not in a pipeline run.
+    """`<run id>/<task name>` from --run-id / --task-name (KFP's placeholders), or None when not in
+    a pipeline run.
 
     A value still reading `{{$...}}` is a placeholder the runner did not fill: treated as absent.
     """
@@ -282,7 +289,8 @@ def run_namespace(values: Mapping[str, Any]) -> str | None:
         if not value or value.startswith("{{"):
             if value:
                 log.warning(
-                    "%s %s was not filled in by the pipeline runner; checkpoints are not namespaced by it",
+                    "%s %s was not filled in by the pipeline runner; checkpoints are not "
+                    "namespaced by it",
                     flag,
                     value,
                 )
@@ -300,10 +308,12 @@ def run_namespace(values: Mapping[str, Any]) -> str | None:
 def checkpoint_dir(
     values: Mapping[str, Any], environ: Mapping[str, str], gcs_root: str, default: str
 ) -> str:
-    """Where checkpoints go: --checkpoint-dir, else $AIP_CHECKPOINT_DIR, else `default` (inside this task's outputs).
+    """Where checkpoints go: --checkpoint-dir, else $AIP_CHECKPOINT_DIR, else `default` (inside this
+    task's outputs).
 
-    In a pipeline run (--run-id) the first two are base dirs shared by every run, so the run's own dir is
-    `<base>/<run id>/<task name>`: a retried task finds its checkpoints again, a new run starts fresh.
+    In a pipeline run (--run-id) the first two are base dirs shared by every run, so the run's own
+    dir is `<base>/<run id>/<task name>`: a retried task finds its checkpoints again, a new run
+    starts fresh.
     """
     base = values.get("checkpoint_dir") or environ.get("AIP_CHECKPOINT_DIR")
     if not base:
@@ -346,7 +356,8 @@ def module_file(values: Mapping[str, Any]) -> str:
 
 
 def keras_choice(values: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[str, str]:
-    """(--keras as asked: auto, keras3 or tf_keras; why). Unset, TF_USE_LEGACY_KERAS decides when it is set
+    """(--keras as asked: auto, keras3 or tf_keras; why). Unset, TF_USE_LEGACY_KERAS decides when it
+    is set
     (1/true/yes: tf_keras, anything else: keras3), else auto."""
     keras = values.get("keras")
     if keras:
@@ -377,7 +388,8 @@ def seconds(input_name: str, value: Any, default: float | None = None) -> float 
 
 
 def check_gcs_timeout(environ: Mapping[str, str]) -> float | None:
-    """$GENERIC_TRAINER_GCS_TIMEOUT (seconds Cloud Storage downloads may retry), checked; None when unset."""
+    """$GENERIC_TRAINER_GCS_TIMEOUT (seconds Cloud Storage downloads may retry), checked; None when
+    unset."""
     return seconds(storage.GCS_TIMEOUT_ENV, environ.get(storage.GCS_TIMEOUT_ENV))
 
 
@@ -392,7 +404,8 @@ def module_sha256(value: Any) -> str | None:
 
 
 def model_dir(input_name: str, value: Any, gcs_root: str, required: bool) -> str | None:
-    """A model artifact dir (holding Format-Serving) or a SavedModel dir; None when absent and not required."""
+    """A model artifact dir (holding Format-Serving) or a SavedModel dir; None when absent and not
+    required."""
     if not value:
         if required:
             raise UserInputError(
@@ -457,7 +470,8 @@ MAX_WARMUP_REQUESTS = 1000  # TF Serving reads at most this many warm-up records
 
 
 def data_path(value: str, gcs_root: str, local_runner: bool) -> str:
-    """A path Beam reads or writes: gs:// stays a URI for a remote runner, else the local (/gcs) path."""
+    """A path Beam reads or writes: gs:// stays a URI for a remote runner, else the local (/gcs)
+    path."""
     if storage.is_gcs_uri(value) and not local_runner:
         return value
     return storage.local_path(value, gcs_root)

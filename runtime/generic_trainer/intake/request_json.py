@@ -1,8 +1,10 @@
-"""Requests as JSON: `to_json()` and `from_json(value)` for a frozen request (e.g. the evaluator's sandbox spec).
+"""Requests as JSON: `to_json()` and `from_json(value)` for a frozen request (e.g. the evaluator's
+sandbox spec).
 
-A request crosses a process boundary whole, never rebuilt field by field: tuples travel as lists, a field
-whose value has its own `to_json` (EvalConfig) travels through it, and its class reads it back through
-`decode_field`. `kfp` (where the face writes KFP's executor output) stays with the face: it is not carried.
+A request crosses a process boundary whole, never rebuilt field by field: tuples travel as lists, a
+field whose value has its own `to_json` (EvalConfig) travels through it, and its class reads it back
+through `decode_field`. `kfp` (where the face writes KFP's executor output) stays with the face: it
+is not carried.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ NOT_CARRIED = ("kfp", "storage")  # storage: settings the parent process uses
 
 
 class JsonRequest:
-    """Mixin of the frozen request dataclasses: `to_json` / `from_json` (exact round trip but `kfp`)."""
+    """Mixin of the frozen request dataclasses: `to_json` / `from_json` (exact round trip but
+    `kfp`)."""
 
     def to_json(self) -> dict[str, object]:
         """The request's fields as JSON values (`from_json` reads them back)."""
@@ -47,5 +50,6 @@ class JsonRequest:
 
     @classmethod
     def decode_field(cls, name: str, value: object) -> object:
-        """A field's value from its JSON (the class overrides it for a field with its own from_json)."""
+        """A field's value from its JSON (the class overrides it for a field with its own
+        from_json)."""
         return value

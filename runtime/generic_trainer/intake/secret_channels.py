@@ -1,4 +1,5 @@
-"""Every secret a run was given, from every configuration channel, as one list (what the supervisor masks).
+"""Every secret a run was given, from every configuration channel, as one list (what the supervisor
+masks).
 
 `run_secrets` feeds `redaction.secret_values` (values under keys whose names say secret, or that
 `secret_keys` lists) with each channel parsed the way the run parses it: `--custom-config` and the
@@ -105,7 +106,8 @@ def _executor_parameters(source: Any) -> dict[str, Any]:
 
 
 def _container_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """`vertex-job`'s container arguments as option name -> value (`--params-override X` -> params_override)."""
+    """`vertex-job`'s container arguments as option name -> value (`--params-override X` ->
+    params_override)."""
     args = _strings([values.get("container_args")])
     out: dict[str, Any] = {}
     for i, arg in enumerate(args):

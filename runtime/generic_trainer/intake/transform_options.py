@@ -28,8 +28,10 @@ TRANSFORM_INPUTS = Group(
             cli=False,
             param=value(
                 list,
-                "Further Examples dirs (URIs: the spans a resolver gave besides `examples`), analyzed\n"
-                "and transformed with it; with analyzer_cache, the spans it saw are not analyzed again.",
+                "Further Examples dirs (URIs: the spans a resolver gave besides `examples`), "
+                "analyzed\n"
+                "and transformed with it; with analyzer_cache, the spans it saw are not analyzed "
+                "again.",
                 None,
             ),
         ),
@@ -121,7 +123,8 @@ TRANSFORM_OUTPUTS = Group(
                 "Artifact",
                 (
                     "tf.Transform output (transform_fn/, transformed_metadata/, metadata/), the\n"
-                    "trainer's transform_graph; metadata: analyze_splits, feature_count, raw_feature_count."
+                    "trainer's transform_graph; metadata: analyze_splits, feature_count, "
+                    "raw_feature_count."
                 ),
             ),
         ),
@@ -133,7 +136,8 @@ TRANSFORM_OUTPUTS = Group(
             param=output(
                 "Dataset",
                 (
-                    "The transformed examples in TFX layout (Split-<name>/transformed_examples-*.gz);\n"
+                    "The transformed examples in TFX layout "
+                    "(Split-<name>/transformed_examples-*.gz);\n"
                     "metadata: split_names, num_examples per split, feature_count."
                 ),
             ),
@@ -156,7 +160,8 @@ TRANSFORM = Verb(
     "transform",
     help="tf.Transform: analyze and transform examples with a module's preprocessing_fn (TFX "
     "Transform), on Apache Beam",
-    description="Run the module's preprocessing_fn with tensorflow-transform: analyze the analyze splits, write "
+    description="Run the module's preprocessing_fn with tensorflow-transform: analyze the analyze "
+    "splits, write "
     "the transform graph (transform_fn/, transformed_metadata/, metadata/) and, when asked, the "
     "transformed examples (Split-<name>/transformed_examples-*.gz), as TFX's Transform does.",
     component=Component(

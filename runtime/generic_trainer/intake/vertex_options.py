@@ -1,8 +1,10 @@
-"""vertex-job's production flags: scheduling, network, encryption and the chief and Reduction Server pools.
+"""vertex-job's production flags: scheduling, network, encryption and the chief and Reduction Server
+pools.
 
-Declared (`add_production_flags`) and checked (`production_options`) here, without google-cloud-aiplatform,
-for `vertex-job` and for the Vertex pipeline (pipelines/vertex_multiworker_pipeline.py), which compiles with
-the same options. The machines are checked against the known families in `vertex_machines`.
+Declared (`add_production_flags`) and checked (`production_options`) here, without
+google-cloud-aiplatform, for `vertex-job` and for the Vertex pipeline
+(pipelines/vertex_multiworker_pipeline.py), which compiles with the same options. The machines are
+checked against the known families in `vertex_machines`.
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ def _labels(pairs: Sequence[str] | None) -> dict[str, str]:
 def production_options(
     ns: argparse.Namespace, replica_count: int, accelerator_type: str | None, accelerator_count: int
 ) -> dict[str, Any]:
-    """The JobOptions fields of the production flags (add_production_flags), validated; also checks the machines
+    """The JobOptions fields of the production flags (add_production_flags), validated; also checks
+    the machines
     and warns when a GPU needs more than the default image (vertex_machines.image_note)."""
 
     def opt(name: str) -> Any:
@@ -182,7 +185,8 @@ def _chief_pool(
     accelerator_count: int,
     allow_unknown: bool,
 ) -> dict[str, Any]:
-    """Worker pool 0's own machine and accelerators (--chief-*), when they differ from the workers'."""
+    """Worker pool 0's own machine and accelerators (--chief-*), when they differ from the
+    workers'."""
     chief_type = opt("chief_machine_type")
     chief_count_given = count(
         "--chief-accelerator-count", opt("chief_accelerator_count"), 0, MAX_ACCELERATORS
@@ -239,18 +243,22 @@ def _reduction_servers(
 
 
 def add_production_flags(p: argparse.ArgumentParser) -> None:
-    """Scheduling, networking, encryption and pool flags of `vertex-job` (see production_options)."""
+    """Scheduling, networking, encryption and pool flags of `vertex-job` (see
+    production_options)."""
     g = p.add_argument_group("scheduling, network, encryption and pools")
     g.add_argument(
         "--scheduling-strategy",
         metavar="STRATEGY",
-        help=f"{', '.join(SCHEDULING_STRATEGIES)}: SPOT runs on Spot VMs (cheaper, preemptible: the "
-        "trainer resumes from its backup); FLEX_START waits for scarce GPUs (see --max-wait-duration)",
+        help=f"{', '.join(SCHEDULING_STRATEGIES)}: SPOT runs on Spot VMs (cheaper, preemptible: "
+        "the "
+        "trainer resumes from its backup); FLEX_START waits for scarce GPUs (see "
+        "--max-wait-duration)",
     )
     g.add_argument(
         "--max-wait-duration",
         metavar="DURATION",
-        help="how long the job may wait for its machines, e.g. 2h (0: no limit; Vertex default 1 day)",
+        help="how long the job may wait for its machines, e.g. 2h (0: no limit; Vertex default 1 "
+        "day)",
     )
     g.add_argument(
         "--timeout",

@@ -1,7 +1,8 @@
-"""Blessings: the TFX-style verdict directories evaluate and infra-validate write (one marker file each).
+"""Blessings: the TFX-style verdict directories evaluate and infra-validate write (one marker file
+each).
 
-Shared by the judging verbs, which write them (published whole, staged beside, then renamed, like every output),
-and by those that read them: infra-validate (the evaluator's) and push (both).
+Shared by the judging verbs, which write them (published whole, staged beside, then renamed, like
+every output), and by those that read them: infra-validate (the evaluator's) and push (both).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def write_blessing(
     blessed_file: str = BLESSED_FILE,
     not_blessed_file: str = NOT_BLESSED_FILE,
 ) -> None:
-    """A TFX-style blessing dir, published whole: one marker file (the reasons inside when not blessed)."""
+    """A TFX-style blessing dir, published whole: one marker file (the reasons inside when not
+    blessed)."""
     staging = storage.staging_dir_for(blessing_dir)
     os.makedirs(staging)
     with open(

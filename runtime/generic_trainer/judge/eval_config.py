@@ -3,12 +3,14 @@
     {"label_key": "species",                 # required: the label feature of the tf.Examples
      "prediction_key": "outputs",            # which serving_default output (default: the only one)
      "problem": "multiclass",                # multiclass | binary | regression (default: inferred)
-     "from_logits": false,                   # outputs are logits, not probabilities (classification)
-     "label_vocabulary": ["a", "b"],         # string labels -> class index (default: labels are ints)
-     "example_weight_key": "weight",         # weights every metric (default: unweighted)
-     "metrics": ["accuracy", "auc",          # built-in names (default: per problem, DEFAULT_METRICS) ...
-                 {"class_name": "keras.metrics.AUC", "config": {"num_thresholds": 1000}, "name": "keras_auc"},
-                 "keras.metrics.Precision"], # ... or any Keras metric class by import path
+     "from_logits": false,                   # outputs are logits, not probabilities
+     (classification) "label_vocabulary": ["a", "b"],         # string labels -> class index
+     (default: labels are ints) "example_weight_key": "weight",         # weights every metric
+     (default: unweighted) "metrics": ["accuracy", "auc",          # built-in names (default: per
+     problem, DEFAULT_METRICS) ...
+                 {"class_name": "keras.metrics.AUC", "config": {"num_thresholds": 1000}, "name":
+                 "keras_auc"}, "keras.metrics.Precision"], # ... or any Keras metric class by import
+                 path
      "slices": [["island"], ["island", "sex"],            # overall is always computed
                 {"features": ["sex"], "values": {"island": "Biscoe"}}],
      "thresholds": {"accuracy": {"lower_bound": 0.8, "upper_bound": 1.0,
@@ -23,8 +25,8 @@
 compares the candidate with the baseline model: with `higher_is_better`, `candidate - baseline >=
 absolute` and `(candidate - baseline) / |baseline| >= relative`; with `lower_is_better`, `<=`. So
 `absolute: -0.01` lets accuracy drop by at most 0.01. The direction defaults to lower_is_better for
-loss, mse, rmse and mae and higher_is_better otherwise. Change thresholds are skipped when there is no
-baseline (the first model is judged on bounds only).
+loss, mse, rmse and mae and higher_is_better otherwise. Change thresholds are skipped when there is
+no baseline (the first model is judged on bounds only).
 
 TFMA computes everything: eval_short_form.py writes this config as the TFMA `EvalConfig` it means.
 The config may also be a TFMA `EvalConfig` itself (JSON or text proto), handed to TFMA as it is.
@@ -93,7 +95,8 @@ INPUT = "--eval-config"
 
 @dataclasses.dataclass(frozen=True)
 class SliceSpec:
-    """Slices over `features` (one per combination of their values), within the fixed `values` (TFMA's
+    """Slices over `features` (one per combination of their values), within the fixed `values`
+    (TFMA's
     SlicingSpec: feature_keys, feature_values). No features and no values: the overall "slice"."""
 
     features: tuple[str, ...] = ()
@@ -171,7 +174,8 @@ class EvalConfig:
         return sorted({f for spec in self.slices for f in spec.columns})
 
     def metrics_for(self, problem: str) -> tuple[str, ...]:
-        """The metrics to compute for `problem`: the configured (or default) ones plus any with a threshold.
+        """The metrics to compute for `problem`: the configured (or default) ones plus any with a
+        threshold.
 
         Raises UserInputError when a built-in one is not defined for `problem`.
         """
@@ -202,7 +206,8 @@ class EvalConfig:
         return list(self.thresholds) + [s.threshold for s in self.slice_thresholds]
 
     def to_json(self) -> dict[str, Any]:
-        """The config as a JSON-able dict (for reports, metadata and the sandbox: `from_json` reads it back)."""
+        """The config as a JSON-able dict (for reports, metadata and the sandbox: `from_json` reads
+        it back)."""
         return dataclasses.asdict(self)
 
     @classmethod

@@ -1,4 +1,5 @@
-"""Reading `--eval-config` (a JSON object, a file, or a gs:// file) into an `eval_config.EvalConfig`.
+"""Reading `--eval-config` (a JSON object, a file, or a gs:// file) into an
+`eval_config.EvalConfig`.
 
 Every error is a UserInputError naming the key (`eval_config.thresholds.auc`); no TensorFlow here.
 The format is described in eval_config.py.
@@ -139,7 +140,8 @@ def _value_text(key: str, value: Any) -> str:
 
 
 def slice_spec(key: str, spec: Any) -> SliceSpec:
-    """A SliceSpec from `["island", "sex"]`, `"island"` or `{"features": [...], "values": {"island": "Biscoe"}}`."""
+    """A SliceSpec from `["island", "sex"]`, `"island"` or `{"features": [...], "values": {"island":
+    "Biscoe"}}`."""
     features: Any = spec
     values: Any = {}
     if isinstance(spec, str):  # "island" as a shorthand for ["island"]

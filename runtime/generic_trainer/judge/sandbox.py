@@ -1,22 +1,24 @@
-"""The sandbox evaluate and infra-validate serve a model in: a child process with a time and a memory limit.
+"""The sandbox evaluate and infra-validate serve a model in: a child process with a time and a
+memory limit.
 
-Parent side: `run(command, limits)` starts `python -m <module> ARGS` in a new session (its own process
-group), without the cluster variables (TF_CONFIG, CLUSTER_SPEC), on CPU when `limits.cpu_only` (GPU drivers
-reserve more address space than any sensible limit), else with GPU memory growth on (TF_FORCE_GPU_ALLOW_GROWTH,
-so sandboxes can share a GPU), and waits. The whole group is killed when the child
-runs past `limits.timeout`: the total time, or with `limits.idle` the time since the child last reported
-progress. While it runs, its address space and resident memory are sampled from /proc. Its output
-(stdout and stderr) is kept (the last lines) and, with `echo`, copied to this process's stderr as it comes.
+Parent side: `run(command, limits)` starts `python -m <module> ARGS` in a new session (its own
+process group), without the cluster variables (TF_CONFIG, CLUSTER_SPEC), on CPU when
+`limits.cpu_only` (GPU drivers reserve more address space than any sensible limit), else with GPU
+memory growth on (TF_FORCE_GPU_ALLOW_GROWTH, so sandboxes can share a GPU), and waits. The whole
+group is killed when the child runs past `limits.timeout`: the total time, or with `limits.idle` the
+time since the child last reported progress. While it runs, its address space and resident memory
+are sampled from /proc. Its output (stdout and stderr) is kept (the last lines) and, with `echo`,
+copied to this process's stderr as it comes.
 
-Child side: `enter()` first (before TensorFlow loads): it sets the address-space limit (RLIMIT_AS) the
-parent passed; `progress(stage)` says what it is doing (and, with `limits.idle`, that it is alive).
-`python -m generic_trainer.judge.sandbox MODULE:FUNCTION SPEC RESULT` is a ready child: it calls
-FUNCTION(spec dict) and writes `{"value": ...}` or `{"error": ...}` (a TrainerError with its class, input
-and message; a MemoryError; anything else) to RESULT as JSON.
+Child side: `enter()` first (before TensorFlow loads): it sets the address-space limit (RLIMIT_AS)
+the parent passed; `progress(stage)` says what it is doing (and, with `limits.idle`, that it is
+alive). `python -m generic_trainer.judge.sandbox MODULE:FUNCTION SPEC RESULT` is a ready child: it
+calls FUNCTION(spec dict) and writes `{"value": ...}` or `{"error": ...}` (a TrainerError with its
+class, input and message; a MemoryError; anything else) to RESULT as JSON.
 
-`failure(outcome, limits, stage)` words why a child did not finish: the time limit (with the memory it had
-reached), the memory limit (MemoryError or an allocation failure in its output, SIGKILL, or its address
-space at the limit), or a crash (exit code, signal, last line of output).
+`failure(outcome, limits, stage)` words why a child did not finish: the time limit (with the memory
+it had reached), the memory limit (MemoryError or an allocation failure in its output, SIGKILL, or
+its address space at the limit), or a crash (exit code, signal, last line of output).
 """
 
 from __future__ import annotations
@@ -59,8 +61,8 @@ AT_LIMIT = 0.95  # an address space this close to the limit counts as at the lim
 class Limits:
     """How long and how much memory the child may use.
 
-    `timeout` seconds in total, or with `idle` since its last `progress()`; `memory_limit` bytes of address
-    space (None: no limit); `cpu_only` hides the GPUs.
+    `timeout` seconds in total, or with `idle` since its last `progress()`; `memory_limit` bytes of
+    address space (None: no limit); `cpu_only` hides the GPUs.
     """
 
     timeout: float
@@ -71,7 +73,8 @@ class Limits:
 
 @dataclasses.dataclass
 class Outcome:
-    """How the child ended: its exit code (negative: the signal; None when killed at the time limit)."""
+    """How the child ended: its exit code (negative: the signal; None when killed at the time
+    limit)."""
 
     pid: int
     code: int | None
@@ -121,7 +124,8 @@ def _child_env(limits: Limits, progress_file: str) -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",
         PROGRESS_ENV: progress_file,
         LOG_LEVEL_ENV: logging.getLevelName(logging.getLogger().getEffectiveLevel()),
-        # On a GPU, TensorFlow would take all of its memory at start: grow as needed, so the sandboxes of
+        # On a GPU, TensorFlow would take all of its memory at start: grow as needed, so the
+        # sandboxes of
         # evaluate and infra-validate (and a training job beside them) can share one GPU.
         "TF_FORCE_GPU_ALLOW_GROWTH": "true",
     }
@@ -137,7 +141,8 @@ def _child_env(limits: Limits, progress_file: str) -> dict[str, str]:
 
 
 def _memory(pid: int) -> tuple[int | None, int | None]:
-    """(peak address space, peak resident set) of a live process, from /proc (None where unknown)."""
+    """(peak address space, peak resident set) of a live process, from /proc (None where
+    unknown)."""
     values: dict[str, int] = {}
     try:
         with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
@@ -174,10 +179,11 @@ def run(
     what: str = "sandbox process",
     echo: bool = False,
 ) -> Outcome:
-    """Run `python -m module ARGS` in the sandbox; returns how it ended (never raises for the child's faults).
+    """Run `python -m module ARGS` in the sandbox; returns how it ended (never raises for the
+    child's faults).
 
-    `work_dir` is a private directory of the caller (the progress file goes there); `what` names the child in
-    the log; with `echo` its output is copied to stderr line by line as well as kept.
+    `work_dir` is a private directory of the caller (the progress file goes there); `what` names the
+    child in the log; with `echo` its output is copied to stderr line by line as well as kept.
     """
     progress_file = os.path.join(work_dir, "progress")
     proc = subprocess.Popen(
@@ -282,7 +288,8 @@ def memory_reason(
 def failure(
     outcome: Outcome, limits: Limits, stage: str = "", what: str = "the serving process"
 ) -> str | None:
-    """Why the child (`what`) did not finish, for a NOT_BLESSED reason; None when it exited normally (code 0)."""
+    """Why the child (`what`) did not finish, for a NOT_BLESSED reason; None when it exited normally
+    (code 0)."""
     stage = stage or outcome.stage or "starting"
     used = _memory_text(outcome, limits)
     if outcome.timed_out:
@@ -290,7 +297,8 @@ def failure(
         if at_memory_limit(outcome, limits):
             return (
                 f"{what} reached its memory limit of {size_text(limits.memory_limit)} and then "
-                f"did not finish within the time limit of {limit} (it was {stage}; peak {used}): the model "
+                f"did not finish within the time limit of {limit} (it was {stage}; peak {used}): "
+                "the model "
                 "likely needs more memory than --memory-limit allows"
             )
         return (
@@ -336,7 +344,8 @@ def failure(
 
 
 def enter() -> int | None:
-    """In the child, first thing: apply the parent's address-space limit; returns it (None: no limit)."""
+    """In the child, first thing: apply the parent's address-space limit; returns it (None: no
+    limit)."""
     limit = os.environ.get(MEMORY_ENV)
     if not limit:
         return None
@@ -347,7 +356,8 @@ def enter() -> int | None:
 
 
 def progress(stage: str) -> None:
-    """In the child: say what it is doing now (with `Limits.idle`, this also resets the time limit)."""
+    """In the child: say what it is doing now (with `Limits.idle`, this also resets the time
+    limit)."""
     path = os.environ.get(PROGRESS_ENV)
     if not path:
         return
@@ -382,7 +392,8 @@ def raise_child_error(error: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m generic_trainer.judge.sandbox MODULE:FUNCTION SPEC.json RESULT.json` (see the module docstring)."""
+    """`python -m generic_trainer.judge.sandbox MODULE:FUNCTION SPEC.json RESULT.json` (see the
+    module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) != 3:
         print(

@@ -1,17 +1,20 @@
-"""The sandboxed serving process of `infra-validate`: `python -m generic_trainer.judge.serving_probe SPEC RESULT`.
+"""The sandboxed serving process of `infra-validate`: `python -m generic_trainer.judge.serving_probe
+SPEC RESULT`.
 
-SPEC (JSON, written by infra_validate.py): `{"model": SavedModel dir, "warmup": N, "requests": [[base64
-serialized tf.Example, ...], ...], "schema": optional schema path, "warmup_records": [base64 serialized
-tf.Example, ...], "warmup_file": path}`; the first N requests are warm-ups. It runs in sandbox.py's sandbox.
+SPEC (JSON, written by infra_validate.py): `{"model": SavedModel dir, "warmup": N, "requests":
+[[base64 serialized tf.Example, ...], ...], "schema": optional schema path, "warmup_records":
+[base64 serialized tf.Example, ...], "warmup_file": path}`; the first N requests are warm-ups. It
+runs in sandbox.py's sandbox.
 
-The process limits its own address space first (`sandbox.enter()`, before TensorFlow loads), then loads the
-SavedModel and sends every request to `serving_default` in the signature's own input form (signature_feed.py:
-serialized tf.Examples, or tensors parsed from them), timing each call. With `warmup_records`, when every
-request succeeded, it writes one TF Serving warm-up request (PredictionLog) per record to `warmup_file` and
-replays each, read back from the file, as TF Serving would at load time. RESULT (JSON) is rewritten after every
-stage, so when the process dies (out of memory, killed at the time limit, a crash in native code) the parent
-still knows how far it got. Python errors end up in RESULT's `error`; inputs the examples cannot feed in
-`input_error` (`{"input": flag, "message": ...}`); the exit code is then 0.
+The process limits its own address space first (`sandbox.enter()`, before TensorFlow loads), then
+loads the SavedModel and sends every request to `serving_default` in the signature's own input form
+(signature_feed.py: serialized tf.Examples, or tensors parsed from them), timing each call. With
+`warmup_records`, when every request succeeded, it writes one TF Serving warm-up request
+(PredictionLog) per record to `warmup_file` and replays each, read back from the file, as TF Serving
+would at load time. RESULT (JSON) is rewritten after every stage, so when the process dies (out of
+memory, killed at the time limit, a crash in native code) the parent still knows how far it got.
+Python errors end up in RESULT's `error`; inputs the examples cannot feed in `input_error`
+(`{"input": flag, "message": ...}`); the exit code is then 0.
 """
 
 from __future__ import annotations

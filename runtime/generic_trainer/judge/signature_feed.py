@@ -1,4 +1,5 @@
-"""Calling a SavedModel's `serving_default` with tf.Examples: the one place evaluate and infra-validate learn how.
+"""Calling a SavedModel's `serving_default` with tf.Examples: the one place evaluate and
+infra-validate learn how.
 
 A serving signature takes either
 
@@ -7,20 +8,22 @@ A serving signature takes either
   name to a feature of the examples, and each batch of records is parsed into tensors of the input's
   dtype and shape. The features are described by the schema when one is given (`--schema`), else by
   the first eval example. Rules (per input, the batch dimension first):
-  - the feature's type must suit the input's dtype: INT -> an integer or float dtype, FLOAT -> a float
+  - the feature's type must suit the input's dtype: INT -> an integer or float dtype, FLOAT -> a
+  float
     dtype, BYTES -> string (values are cast);
-  - a fully known shape `[None, d1, ...]` takes exactly d1 x ... values per example (reshaped; a schema
-    feature with a fixed shape must hold that many); `[None, None]` takes a variable-length list, padded
-    with 0 or "" to the longest of the batch; other unknown dimensions cannot be fed.
-  An input no feature matches, or matches with the wrong type or size, is a UserInputError naming the
-  input, what it expected and the features available (exit 2).
+  - a fully known shape `[None, d1, ...]` takes exactly d1 x ... values per example (reshaped; a
+  schema
+    feature with a fixed shape must hold that many); `[None, None]` takes a variable-length list,
+    padded with 0 or "" to the longest of the batch; other unknown dimensions cannot be fed.
+  An input no feature matches, or matches with the wrong type or size, is a UserInputError naming
+  the input, what it expected and the features available (exit 2).
 
 `ServingModel` loads a model dir and calls it (evaluate, in its sandbox). `SignatureFeed` builds the
-inputs of one signature from records (infra-validate's probe loads the model itself, since a model that
-does not load is a verdict there). `warmup_record` turns records into a TF Serving warm-up request
-(a serialized `PredictionLog` holding a `PredictRequest` in the signature's input form, as TFX's
-InfraValidator writes them) and `replay` calls the signature with one, as TF Serving does at load time.
-TensorFlow is imported inside the functions.
+inputs of one signature from records (infra-validate's probe loads the model itself, since a model
+that does not load is a verdict there). `warmup_record` turns records into a TF Serving warm-up
+request (a serialized `PredictionLog` holding a `PredictRequest` in the signature's input form, as
+TFX's InfraValidator writes them) and `replay` calls the signature with one, as TF Serving does at
+load time. TensorFlow is imported inside the functions.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ _SUITS = {"INT": _INTEGER + _FLOAT, "FLOAT": _FLOAT, "BYTES": ("string",)}
 
 @dataclasses.dataclass(frozen=True)
 class Feature:
-    """A feature of the examples: its type (INT, FLOAT or BYTES) and values per example when fixed."""
+    """A feature of the examples: its type (INT, FLOAT or BYTES) and values per example when
+    fixed."""
 
     kind: str
     size: int | None = None
@@ -59,7 +63,8 @@ def describe_spec(spec: Any) -> str:
 
 
 def takes_examples(specs: Mapping[str, Any]) -> bool:
-    """Whether a signature's inputs are one 1-D (or unknown-rank) string tensor: serialized tf.Examples."""
+    """Whether a signature's inputs are one 1-D (or unknown-rank) string tensor: serialized
+    tf.Examples."""
     if len(specs) != 1:
         return False
     spec = next(iter(specs.values()))
@@ -93,7 +98,8 @@ def example_features(record: bytes) -> dict[str, Feature]:
 
 
 class SignatureFeed:
-    """The inputs of one signature, from a batch of serialized tf.Examples (see the module docstring)."""
+    """The inputs of one signature, from a batch of serialized tf.Examples (see the module
+    docstring)."""
 
     def __init__(self, fn: Any, input_name: str, schema_path: str | None = None):
         self.fn = fn
@@ -173,7 +179,8 @@ class SignatureFeed:
         self._parse = plan
 
     def inputs(self, serialized: Any) -> dict[str, Any]:
-        """The signature's keyword arguments for a batch of serialized tf.Examples (a list or a string tensor)."""
+        """The signature's keyword arguments for a batch of serialized tf.Examples (a list or a
+        string tensor)."""
         import tensorflow as tf
 
         batch = tf.convert_to_tensor(serialized, dtype=tf.string)
@@ -211,7 +218,8 @@ class SignatureFeed:
         return self.fn(**self.inputs(serialized))
 
     def warmup_record(self, serialized: Sequence[bytes]) -> bytes:
-        """A serialized TF Serving `PredictionLog` (a PredictRequest to serving_default) of these examples."""
+        """A serialized TF Serving `PredictionLog` (a PredictRequest to serving_default) of these
+        examples."""
         import tensorflow as tf
         from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
@@ -225,7 +233,8 @@ class SignatureFeed:
 
 
 def replay(fn: Any, record: bytes) -> dict[str, Any]:
-    """Call a signature with one warm-up record (a serialized PredictionLog), as TF Serving does at load time."""
+    """Call a signature with one warm-up record (a serialized PredictionLog), as TF Serving does at
+    load time."""
     import tensorflow as tf
     from tensorflow_serving.apis import prediction_log_pb2
 
@@ -238,7 +247,8 @@ def replay(fn: Any, record: bytes) -> dict[str, Any]:
     specs = fn.structured_input_signature[1]
     if sorted(request.inputs) != sorted(specs):
         raise ValueError(
-            f"a warm-up request has inputs {sorted(request.inputs)}; {SIGNATURE} takes {sorted(specs)}"
+            f"a warm-up request has inputs {sorted(request.inputs)}; {SIGNATURE} takes "
+            f"{sorted(specs)}"
         )
     return fn(
         **{
@@ -249,7 +259,8 @@ def replay(fn: Any, record: bytes) -> dict[str, Any]:
 
 
 class ServingModel:
-    """A model dir's `serving_default` (either kind of signature), called with batches of serialized tf.Examples."""
+    """A model dir's `serving_default` (either kind of signature), called with batches of serialized
+    tf.Examples."""
 
     def __init__(self, model_dir: str, input_name: str, schema_path: str | None = None):
         import tensorflow as tf
@@ -303,7 +314,8 @@ class ServingModel:
         return self.output_keys[0]
 
     def predict(self, serialized: Any, key: str) -> Any:
-        """The output `key` for a batch of serialized tf.Examples, as a numpy array [n] or [n, k]."""
+        """The output `key` for a batch of serialized tf.Examples, as a numpy array [n] or [n,
+        k]."""
         from generic_trainer.judge.sandbox import compact_error
 
         n = int(serialized.shape[0]) if hasattr(serialized, "shape") else len(serialized)

@@ -1,11 +1,12 @@
-"""A reader of protobuf text format (what `.pbtxt` / `.textproto` files hold), without the message's schema.
+"""A reader of protobuf text format (what `.pbtxt` / `.textproto` files hold), without the message's
+schema.
 
-`parse(text)` returns the fields in order as (name, value) pairs: a nested message is a list of pairs,
-a scalar a `Scalar` (`kind` "string" for quoted text, already unescaped, else "word": numbers, enum
-names, true/false). A list `name: [a, b]` gives one pair per element, as the format defines. The caller
-types the values against the message it expects (eval_tfma.py does for TFMA's EvalConfig).
-Comments (`# ...`), `:` before a message, `<...>` delimiters and `,`/`;` separators are accepted.
-Errors are ValueError with the line and column.
+`parse(text)` returns the fields in order as (name, value) pairs: a nested message is a list of
+pairs, a scalar a `Scalar` (`kind` "string" for quoted text, already unescaped, else "word":
+numbers, enum names, true/false). A list `name: [a, b]` gives one pair per element, as the format
+defines. The caller types the values against the message it expects (eval_tfma.py does for TFMA's
+EvalConfig). Comments (`# ...`), `:` before a message, `<...>` delimiters and `,`/`;` separators are
+accepted. Errors are ValueError with the line and column.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ _CLOSE = {"{": "}", "<": ">"}
 
 @dataclasses.dataclass(frozen=True)
 class Scalar:
-    """A scalar value: quoted text (`kind` "string") or a bare word (number, enum name, true/false)."""
+    """A scalar value: quoted text (`kind` "string") or a bare word (number, enum name,
+    true/false)."""
 
     kind: str
     text: str
@@ -160,7 +162,8 @@ class _Parser:
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise ValueError(
-                f"messages nested deeper than the limit of {MAX_DEPTH} levels at {_where(self.text, pos)}"
+                f"messages nested deeper than the limit of {MAX_DEPTH} levels at "
+                f"{_where(self.text, pos)}"
             )
         fields = self.message(_CLOSE[opening])
         self.take(_CLOSE[opening])
@@ -180,5 +183,6 @@ class _Parser:
 
 
 def parse(text: str) -> list[tuple[str, Any]]:
-    """The fields of a text-format message, in order (see the module docstring). Raises ValueError."""
+    """The fields of a text-format message, in order (see the module docstring). Raises
+    ValueError."""
     return _Parser(text).message(None)

@@ -1,4 +1,5 @@
-"""How much memory `--cache-examples auto` may give the decompressed records, and how much they take.
+"""How much memory `--cache-examples auto` may give the decompressed records, and how much they
+take.
 
 The budget is the smaller of a fixed cap and half the memory this run has left: its cgroup's limit
 less what the cgroup uses (v2 `memory.max` / `memory.current`, or v1's files), and the machine's
@@ -51,7 +52,8 @@ def memory_left(cgroup_root: str = "/sys/fs/cgroup", meminfo: str = "/proc/memin
 
 
 def budget(cap: int) -> tuple[int, str]:
-    """(bytes the cache may take, why that much): `cap`, or half the memory left when that is less."""
+    """(bytes the cache may take, why that much): `cap`, or half the memory left when that is
+    less."""
     left = memory_left()
     if left is not None and left // 2 < cap:
         return left // 2, f"half the {left >> 20} MiB of memory this run has left"
@@ -76,7 +78,8 @@ def decoded_size(paths: Iterable[str], limit: int) -> int | None:
 
 
 def _gunzipped_size(head: bytes, f: object, limit: int) -> int:
-    """The decompressed size of the gzip stream `f` (`head`: its bytes already read), counting at most
+    """The decompressed size of the gzip stream `f` (`head`: its bytes already read), counting at
+    most
     past `limit` (every member of a multi-member file)."""
     size, data = 0, head
     decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)

@@ -1,14 +1,15 @@
-"""The tf.data pipeline of parsed tf.Example batches: tfx_bsl's `TensorFlowDataset`, at about half the CPU.
+"""The tf.data pipeline of parsed tf.Example batches: tfx_bsl's `TensorFlowDataset`, at about half
+the CPU.
 
 `make_dataset(patterns, options, schema)` gives the batches tfx_bsl's
-`TFExampleRecord(...).TensorFlowDataset(options)` gives: the same parsing config (schemas.parser_config),
-tensors and order of elements for the same options and seeds. One file at a time is read by one
-reader over the file list; several at a time, file readers hand records over in blocks rather than
-one by one. The serialized records are shuffled, then batches are parsed in parallel (tfx_bsl parses
-on one thread), with the label popped in the same step (bench/README.md). Records read more than
-once can be kept in memory after the first epoch (`caches`). `DatasetOptions` has the fields and
-defaults of tfx_bsl's `TensorFlowDatasetOptions`; `as_dataset_options` takes either.
-TensorFlow is imported inside the functions.
+`TFExampleRecord(...).TensorFlowDataset(options)` gives: the same parsing config
+(schemas.parser_config), tensors and order of elements for the same options and seeds. One file at a
+time is read by one reader over the file list; several at a time, file readers hand records over in
+blocks rather than one by one. The serialized records are shuffled, then batches are parsed in
+parallel (tfx_bsl parses on one thread), with the label popped in the same step (bench/README.md).
+Records read more than once can be kept in memory after the first epoch (`caches`). `DatasetOptions`
+has the fields and defaults of tfx_bsl's `TensorFlowDatasetOptions`; `as_dataset_options` takes
+either. TensorFlow is imported inside the functions.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def as_dataset_options(options: object) -> DatasetOptions:
 
 
 def check_batch_size(batch_size: object) -> None:
-    """A dataset's batch size is a whole number >= 1 (not a bool), else UserInputError naming `options`."""
+    """A dataset's batch size is a whole number >= 1 (not a bool), else UserInputError naming
+    `options`."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise UserInputError(
             "options", f"batch_size must be a positive integer, got {batch_size!r}"
@@ -87,9 +89,10 @@ def make_dataset(
     cache: str = "auto",
     payload_format: str | None = None,
 ) -> tf.data.Dataset:
-    """The batches of tfx_bsl's TensorFlowDataset; with `transform`, parsed batches go through it and
-    its outputs named in `keep` are the features. `cache` (see `caches`): keep the decompressed records in
-    memory after the first epoch, so later epochs only shuffle and parse. `payload_format` (None: the
+    """The batches of tfx_bsl's TensorFlowDataset; with `transform`, parsed batches go through it
+    and its outputs named in `keep` are the features. `cache` (see `caches`): keep the decompressed
+    records in memory after the first epoch, so later epochs only shuffle and parse.
+    `payload_format` (None: the
     examples' own, examples_properties.py) picks tf.Example or tf.SequenceExample parsing."""
     import tensorflow as tf
 
@@ -99,7 +102,8 @@ def make_dataset(
     if label_key is not None and label_key not in tensor_names:
         raise UserInputError(
             "label_key",
-            f"{label_key!r} is not a tensor of the schema; tensors: {', '.join(sorted(tensor_names))}",
+            f"{label_key!r} is not a tensor of the schema; tensors: "
+            f"{', '.join(sorted(tensor_names))}",
         )
 
     dataset = _records(patterns, options)
@@ -129,7 +133,8 @@ def make_dataset(
 
 
 def _records(patterns: list[str], options: DatasetOptions) -> tf.data.Dataset:
-    """The serialized records of the files, in tfx_bsl's order: list the files, interleave their readers."""
+    """The serialized records of the files, in tfx_bsl's order: list the files, interleave their
+    readers."""
     import tensorflow as tf
 
     compression_of = compression_fn(patterns)
@@ -147,17 +152,20 @@ def _records(patterns: list[str], options: DatasetOptions) -> tf.data.Dataset:
     files = tf.data.Dataset.list_files(patterns, shuffle=options.shuffle, seed=options.shuffle_seed)
     cycle, kind = _cycle_length(threads), compression_of("")
     if cycle == 1 and isinstance(kind, str):
-        # One file at a time, all compressed alike: one reader over the file names gives the interleave's
-        # order without its per-record cost (the parallel map after it pulls the records in its own thread).
+        # One file at a time, all compressed alike: one reader over the file names gives the
+        # interleave's
+        # order without its per-record cost (the parallel map after it pulls the records in its own
+        # thread).
         return tf.data.TFRecordDataset(files, kind)
     return files.interleave(read, cycle_length=cycle)
 
 
 def caches(mode: str, options: DatasetOptions, patterns: list[str]) -> bool:
-    """Whether the decompressed records are cached in memory after the first pass (mode memory: always;
-    off: never; auto: when they are read more than once, no shuffle_seed pins tfx_bsl's order of later
-    epochs (with the cache, the files come in the first epoch's order every epoch; records are still
-    shuffled every epoch), and their decoded size fits `cache_budget.budget`: CACHE_AUTO_BYTES, or
+    """Whether the decompressed records are cached in memory after the first pass (mode memory:
+    always; off: never; auto: when they are read more than once, no shuffle_seed pins tfx_bsl's
+    order of later epochs (with the cache, the files come in the first epoch's order every epoch;
+    records are still shuffled every epoch), and their decoded size fits `cache_budget.budget`:
+    CACHE_AUTO_BYTES, or
     half the memory the run has left; else no cache, with a log line saying why)."""
     if mode in ("memory", "off"):
         return mode == "memory"
@@ -183,7 +191,8 @@ def caches(mode: str, options: DatasetOptions, patterns: list[str]) -> bool:
 
 def _cycle_length(reader_num_threads: int) -> int:
     """The cycle length of tfx_bsl's interleave (num_parallel_calls=reader_num_threads, default
-    cycle_length), as TensorFlow's parallel interleave sets it: so records come in the same order."""
+    cycle_length), as TensorFlow's parallel interleave sets it: so records come in the same
+    order."""
     cpus = len(os.sched_getaffinity(0))
     if reader_num_threads == AUTOTUNE:
         return -(-cpus // 3)  # one thread for the current and two for prefetched cycle elements

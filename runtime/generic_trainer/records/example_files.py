@@ -29,7 +29,8 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 def one_file(path: str, input_name: str, pattern: str = "*", usual: str = "") -> str:
-    """`path` itself, or when it is a directory the one file in it matching `pattern` (hidden files aside).
+    """`path` itself, or when it is a directory the one file in it matching `pattern` (hidden files
+    aside).
 
     TFX artifacts are directories holding one file (SchemaGen's schema.pbtxt, the Tuner's
     best_hyperparameters.txt); anything but exactly one is a UserInputError naming `input_name`
@@ -84,8 +85,9 @@ def split_file_patterns(
 
 
 def check_split_entries(path: str, split: str, input_name: str = "--examples") -> None:
-    """UserInputError naming the first entry of the split dir `path` that is not a regular file: the readers
-    take every name in it (a FIFO would block them for ever, `/dev/zero` never ends, a directory such as
+    """UserInputError naming the first entry of the split dir `path` that is not a regular file: the
+    readers take every name in it (a FIFO would block them for ever, `/dev/zero` never ends, a
+    directory such as
     `.ipynb_checkpoints` fails them late), so a split holds its record files only."""
     for entry in sorted(os.scandir(path), key=lambda e: e.name):
         kind = files.special_kind(entry.path)
@@ -100,8 +102,10 @@ def check_split_entries(path: str, split: str, input_name: str = "--examples") -
 
 
 def damaged_file(file_patterns: Sequence[str], budget: int = 200_000) -> str | None:
-    """ "split 'x', <file>: <what is wrong>" for the first file whose records cannot be read to their end (a
-    truncated gzip stream, garbage after it, a record cut short), reading at most `budget` records; else None."""
+    """ "split 'x', <file>: <what is wrong>" for the first file whose records cannot be read to
+    their end (a
+    truncated gzip stream, garbage after it, a record cut short), reading at most `budget`
+    records; else None."""
     for pattern in file_patterns:
         for path in split_files(pattern):
             try:
@@ -169,7 +173,8 @@ def _first_record_problem(path: str) -> str | None:
 
 
 def _left(path: str, f: object, gzipped: bool) -> int:
-    """What the file at `path` can still hold after the position of `f` (its own stream when plain)."""
+    """What the file at `path` can still hold after the position of `f` (its own stream when
+    plain)."""
     if gzipped:
         return os.path.getsize(path) * record_framing.GZIP_MAX_RATIO
     return record_framing.bytes_left(f, gzipped=False)
@@ -196,7 +201,8 @@ def _crc32c_py(data: bytes) -> int:
 
 
 def split_name(file_pattern: str) -> str:
-    """The split a file pattern of `split_file_patterns` reads (`<dir>/Split-train/*` -> `train`)."""
+    """The split a file pattern of `split_file_patterns` reads (`<dir>/Split-train/*` ->
+    `train`)."""
     name = os.path.basename(os.path.dirname(file_pattern))
     return name[len("Split-") :] if name.startswith("Split-") else name
 
@@ -241,7 +247,8 @@ def split_files(pattern: str) -> list[str]:
 
 
 def check_splits_hold_records(file_patterns: Sequence[str], input_name: str = "--examples") -> None:
-    """Each split's files hold at least one record (a split of empty files is refused, without TensorFlow)."""
+    """Each split's files hold at least one record (a split of empty files is refused, without
+    TensorFlow)."""
     for pattern in file_patterns:
         files = split_files(pattern)
         if not any(next(read_records(f, 1), None) is not None for f in files):

@@ -94,7 +94,8 @@ def _file_descriptor() -> Any:
 
 @functools.lru_cache(maxsize=2)
 def message_class(payload_format: str = FORMAT_TF_EXAMPLE) -> Any:
-    """tf.train.Example or tf.train.SequenceExample as a protobuf message class (see the module doc)."""
+    """tf.train.Example or tf.train.SequenceExample as a protobuf message class (see the module
+    doc)."""
     from google.protobuf import descriptor_pool, message_factory
 
     pool = descriptor_pool.DescriptorPool()
@@ -168,7 +169,8 @@ def sequence_facts(message: Any) -> dict[str, tuple[int, int]]:
 
 
 def string_values(message: Any) -> dict[str, list[bytes]]:
-    """Feature -> its bytes values (bytes_list features of a tf.Example, or a SequenceExample's context)."""
+    """Feature -> its bytes values (bytes_list features of a tf.Example, or a SequenceExample's
+    context)."""
     return {
         name: list(feature.bytes_list.value)
         for name, feature in context_features(message).items()
@@ -177,7 +179,8 @@ def string_values(message: Any) -> dict[str, list[bytes]]:
 
 
 def partition_key(message: Any, name: str, where: str) -> bytes:
-    """TFX's partition key: the feature's deterministic serialization (context of a SequenceExample).
+    """TFX's partition key: the feature's deterministic serialization (context of a
+    SequenceExample).
 
     ValueError as TFX's RuntimeErrors: the feature missing, without a value, or a float_list."""
     features = context_features(message)

@@ -1,4 +1,5 @@
-"""TFX's Examples artifact properties, kept with the examples: `<examples>/examples_properties.json`.
+"""TFX's Examples artifact properties, kept with the examples:
+`<examples>/examples_properties.json`.
 
 TFX records `payload_format` (FORMAT_TF_EXAMPLE or FORMAT_TF_SEQUENCE_EXAMPLE), `file_format`,
 `span`, `version` (when the input patterns have a `{VERSION}`) and `input_fingerprint` on the
@@ -114,7 +115,8 @@ def _record_of(path: str) -> bytes | None:
 
 
 def sniff(record: bytes) -> str:
-    """The payload format one serialized record has (a tf.Example unless it is a SequenceExample)."""
+    """The payload format one serialized record has (a tf.Example unless it is a
+    SequenceExample)."""
     try:
         example_protos.canonical(record, "", FORMAT_TF_EXAMPLE)
         return FORMAT_TF_EXAMPLE

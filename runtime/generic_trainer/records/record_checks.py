@@ -1,5 +1,5 @@
-"""Bad data is bad input: the first records of each split decoded before user code runs, and a decode
-error the input pipeline raised while it ran traced to its split, file, record and feature.
+"""Bad data is bad input: the first records of each split decoded before user code runs, and a
+decode error the input pipeline raised while it ran traced to its split, file, record and feature.
 
 `check_first_records` (train and tune call it once TensorFlow is loaded, before the user's function)
 and `decode_error` (turns tf.io.parse_example's and the TFRecord reader's errors into a
@@ -33,7 +33,8 @@ _LOCATE_RECORDS = (
 NOT_AN_EXAMPLE = "it is not a serialized tf.Example"
 _DECODE_PATTERNS = (
     re.compile(
-        r"Feature: (?P<feature>\S+) \(data type: (?P<dtype>\w+)\) is required but could not be found"
+        r"Feature: (?P<feature>\S+) \(data type: (?P<dtype>\w+)\) is required but could not be "
+        r"found"
     ),
     re.compile(r"Key: (?P<feature>[^,\s]+), Index: \d+\.\s+(?P<detail>[^\[]*?)\s*(\[|$)"),
     re.compile(r"(?P<detail>Could not parse example input)"),
@@ -41,7 +42,8 @@ _DECODE_PATTERNS = (
 
 
 def _sample(pattern: str) -> Iterator[tuple[str, int, bytes]]:
-    """(file, record index, record): the split's first records, then the first record of each other file."""
+    """(file, record index, record): the split's first records, then the first record of each other
+    file."""
     files = split_files(pattern)
     taken = 0
     for path in files:
@@ -56,7 +58,8 @@ def _sample(pattern: str) -> Iterator[tuple[str, int, bytes]]:
 
 
 def _decode_problem(record: bytes, spec: Parse | None) -> str | None:
-    """Why `record` does not decode (as a tf.Example, by the schema's parser when given), or None."""
+    """Why `record` does not decode (as a tf.Example, by the schema's parser when given), or
+    None."""
     import tensorflow as tf
     from google.protobuf.message import DecodeError
 
@@ -78,7 +81,8 @@ def _decode_problem(record: bytes, spec: Parse | None) -> str | None:
 
 
 def _describe_decode_error(message: str) -> str | None:
-    """`feature 'x': <what TensorFlow said>` for a tf.io.parse_example error message, or None for other errors."""
+    """`feature 'x': <what TensorFlow said>` for a tf.io.parse_example error message, or None for
+    other errors."""
     for pattern in _DECODE_PATTERNS:
         match = pattern.search(message)
         if match:
@@ -153,7 +157,8 @@ def _bad_split(
     schema_paths: Sequence[str | None],
     records: Callable[[str], Iterator[tuple[str, int, bytes]]],
 ) -> tuple[str | None, str | None]:
-    """(why the split's records fit none of `schema_paths`, each problem naming its schema, or None; the first
+    """(why the split's records fit none of `schema_paths`, each problem naming its schema, or None;
+    the first
     schema they fit, logged when it is not the first given)."""
     problems = []
     for schema_path in schema_paths:
@@ -181,8 +186,10 @@ def _bad_split(
 def record_schemas(
     schema_path: str | None, transformed_schema_path: str | None
 ) -> list[str | None]:
-    """The schemas a split's records may follow: the raw schema (--schema), then, with a transform graph, its
-    transformed_metadata (TFX feeds the Trainer Transform's transformed examples with the raw schema)."""
+    """The schemas a split's records may follow: the raw schema (--schema), then, with a transform
+    graph, its
+    transformed_metadata (TFX feeds the Trainer Transform's transformed examples with the raw
+    schema)."""
     if schema_path and transformed_schema_path:
         return [schema_path, transformed_schema_path]
     return [schema_path]
@@ -200,7 +207,8 @@ def check_first_records(
     schema's feature spec (required features present, types and sizes as declared). With
     `transformed_schema_path` (the transform graph's transformed_metadata), a split whose records
     fit it rather than the raw schema is fine too: only records that fit neither are bad input.
-    Returns the patterns whose records follow the transformed schema (not the raw one). Needs TensorFlow.
+    Returns the patterns whose records follow the transformed schema (not the raw one). Needs
+    TensorFlow.
     """
     schema_paths = record_schemas(schema_path, transformed_schema_path)
     transformed = []
@@ -226,7 +234,8 @@ def decode_error(
     tf.Example) and DataLossError (damaged TFRecord) are bad data, not the user's code: the files
     are scanned (up to a bound) to name the split, file and record. When every record decodes
     against the schema (or, with `transformed_schema_path`, a split against the transform graph's
-    transformed_metadata), the module's own parsing is at fault and None is returned (a user-code error).
+    transformed_metadata), the module's own parsing is at fault and None is returned (a user-code
+    error).
     """
     import tensorflow as tf
 
@@ -274,7 +283,8 @@ def decode_error(
     except (UserInputError, OSError, tf.errors.OpError):
         located, cut_short = None, ["(scan failed)"]
     if located is None and not cut_short:
-        return None  # every record decodes against the schema: the module's own parsing disagrees with it
+        # every record decodes against the schema: the module's own parsing disagrees with it
+        return None
     where = located or f"one of the splits {splits}: {what}" + (
         f" (schema {schema_path})" if schema_path else ""
     )

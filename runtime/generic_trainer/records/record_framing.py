@@ -23,7 +23,8 @@ class RecordTooLong(ValueError):
 
 
 def bytes_left(raw: BinaryIO, gzipped: bool) -> int:
-    """How many payload bytes the file `raw` (seekable, positioned where reading goes on) can still hold:
+    """How many payload bytes the file `raw` (seekable, positioned where reading goes on) can still
+    hold:
     what is left of it, or for gzip data GZIP_MAX_RATIO times that."""
     here = raw.tell()
     end = raw.seek(0, 2)

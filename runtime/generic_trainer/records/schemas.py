@@ -1,9 +1,10 @@
-"""tensorflow-metadata Schemas: reading one, and the `tf.io.parse_example` spec tfx_bsl derives from it.
+"""tensorflow-metadata Schemas: reading one, and the `tf.io.parse_example` spec tfx_bsl derives from
+it.
 
-`load_schema` reads a schema.pbtxt (or SchemaGen's directory holding one); `feature_spec_from_schema`
-and `parser_config` follow tfx_bsl's tensor representation rules (dense, var-len, sparse, ragged),
-so parsed tensors are the ones TFX's own reader gives. Errors name `--schema` (UserInputError).
-TensorFlow and the protos are imported inside the functions.
+`load_schema` reads a schema.pbtxt (or SchemaGen's directory holding one);
+`feature_spec_from_schema` and `parser_config` follow tfx_bsl's tensor representation rules (dense,
+var-len, sparse, ragged), so parsed tensors are the ones TFX's own reader gives. Errors name
+`--schema` (UserInputError). TensorFlow and the protos are imported inside the functions.
 """
 
 from __future__ import annotations
@@ -212,7 +213,8 @@ def _infer_tensor_representations(
 def _sparse_representation(
     sparse: schema_pb2.SparseFeature, remaining: dict[str, schema_pb2.Feature]
 ) -> schema_pb2.TensorRepresentation:
-    """A sparse_feature's SparseTensor; its index and value features are taken out of `remaining`."""
+    """A sparse_feature's SparseTensor; its index and value features are taken out of
+    `remaining`."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     representation = schema_pb2.TensorRepresentation
@@ -222,14 +224,16 @@ def _sparse_representation(
         if column is None:
             raise UserInputError(
                 "--schema",
-                f"sparse_feature {sparse.name!r} names index feature {index.name!r}, not in the schema",
+                f"sparse_feature {sparse.name!r} names index feature {index.name!r}, not in the "
+                "schema",
             )
         domain = column.int_domain
         if column.HasField("int_domain"):
             if not (domain.HasField("min") and domain.HasField("max")) or domain.min != 0:
                 raise UserInputError(
                     "--schema",
-                    f"index feature {index.name!r} of sparse_feature {sparse.name!r} needs an int_domain "
+                    f"index feature {index.name!r} of sparse_feature {sparse.name!r} needs an "
+                    "int_domain "
                     "with min 0 and a max",
                 )
             shape.dim.add(size=domain.max + 1)

@@ -2,8 +2,8 @@
 
 A Task builds the model, its inputs, losses, metrics and optimizer, and says what one training
 and one validation step do; the runtime (`generic_trainer.task.experiment.run_experiment`)
-handles the strategy, the loop, checkpoints, summaries and export. The shape follows TF Model Garden's
-`base_task.Task`. Shared state lives on the instance (`self.params`, `self.experiment`, and
+handles the strategy, the loop, checkpoints, summaries and export. The shape follows TF Model
+Garden's `base_task.Task`. Shared state lives on the instance (`self.params`, `self.experiment`, and
 anything a subclass sets in `__init__`), never in globals.
 
 Required: `build_model`, `build_inputs`, and `build_losses` (unless both `train_step` and
@@ -87,7 +87,8 @@ class Task:
         optimizer_config: OptimizationConfig | OptimizerConfig | None = None,
         runtime_config: RuntimeConfig | None = None,
     ) -> Any:
-        """A Keras optimizer from `trainer.optimizer_config` (Model Garden's one-of form; loss-scaled under float16).
+        """A Keras optimizer from `trainer.optimizer_config` (Model Garden's one-of form;
+        loss-scaled under float16).
 
         The EMA of `optimizer_config.ema` is kept by the runtime's loop, not by this optimizer.
         """
@@ -100,7 +101,8 @@ class Task:
         )
 
     def initialize(self, model: Any) -> None:
-        """Warm-start `model` from `params.init_checkpoint`; called only when the run has no checkpoint yet.
+        """Warm-start `model` from `params.init_checkpoint`; called only when the run has no
+        checkpoint yet.
 
         The default reads a TF checkpoint holding the model (as written by this runtime, under
         `model`, or by `tf.train.Checkpoint(model=...)`), or a `.weights.h5` / `.keras` file.
@@ -115,7 +117,8 @@ class Task:
     def process_metrics(
         self, metrics: list | None, labels: Any, model_outputs: Any, **kwargs: Any
     ) -> None:
-        """Update each metric with the batch (override to pass other tensors, e.g. one-hot labels)."""
+        """Update each metric with the batch (override to pass other tensors, e.g. one-hot
+        labels)."""
         for metric in metrics or []:
             metric.update_state(labels, model_outputs)
 
@@ -155,7 +158,8 @@ class Task:
         return {self.loss_key: loss}
 
     def inference_step(self, inputs: Any, model: Any) -> Any:
-        """The serving forward pass: what the default export's `serving_default` returns for `inputs`.
+        """The serving forward pass: what the default export's `serving_default` returns for
+        `inputs`.
 
         `inputs` has the structure of the model's inputs (e.g. a dict of tensors for a functional
         model with named inputs). Override to post-process (probabilities, class ids, several
@@ -166,24 +170,28 @@ class Task:
     def aggregate_logs(
         self, state: Any = None, step_outputs: Mapping[str, Any] | None = None
     ) -> Any:
-        """Fold one validation step's outputs (numpy, from every replica of every worker) into `state`."""
+        """Fold one validation step's outputs (numpy, from every replica of every worker) into
+        `state`."""
         return state
 
     def reduce_aggregated_logs(
         self, aggregated_logs: Any, global_step: int | None = None
     ) -> dict[str, float]:
-        """Turn the state built by `aggregate_logs` into metrics (host side, after the eval pass)."""
+        """Turn the state built by `aggregate_logs` into metrics (host side, after the eval
+        pass)."""
         return {}
 
     def build_serving_signatures(self, model: Any) -> Mapping[str, Callable] | None:
-        """Serving endpoints `{name: tf.function with an input_signature}`; must include serving_default.
+        """Serving endpoints `{name: tf.function with an input_signature}`; must include
+        serving_default.
 
         None (the default) exports `model.export(dir)`: `serving_default` takes the model's inputs.
         """
         return None
 
     def serving_trackables(self, model: Any) -> list:
-        """Extra objects the serving signatures use (e.g. a TFT transform layer), tracked in the export."""
+        """Extra objects the serving signatures use (e.g. a TFT transform layer), tracked in the
+        export."""
         return []
 
     # ---- helpers for subclasses ------------------------------------------------------------
@@ -191,7 +199,8 @@ class Task:
     def examples_dataset(
         self, params: DataConfig, input_context: Any = None, label_key: str | None = None
     ) -> Any:
-        """Batches of the tf.Example files `params.input_path`, parsed with `self.params.schema_path`.
+        """Batches of the tf.Example files `params.input_path`, parsed with
+        `self.params.schema_path`.
 
         Per-replica batch size from the input context; batches are sharded over input pipelines
         (so every validation example is read once across workers). Training data is shuffled and
@@ -238,7 +247,8 @@ def _float32(outputs: Any) -> Any:
 
 
 def register_task(cls: type[Task] | None = None, *, name: str | None = None):
-    """Class decorator: register a Task under `name` (default its class name) and its config class."""
+    """Class decorator: register a Task under `name` (default its class name) and its config
+    class."""
 
     def decorator(task_cls: type[Task]) -> type[Task]:
         _TASKS[name or task_cls.__name__] = task_cls
@@ -281,7 +291,8 @@ def check_task_class(cls: Any, input_name: str = "--task") -> type[Task]:
     if missing:
         raise UserInputError(
             input_name,
-            f"Task {cls.__name__} does not define {', '.join(missing)} (required: build_model, build_inputs, "
+            f"Task {cls.__name__} does not define {', '.join(missing)} (required: build_model, "
+            "build_inputs, "
             "and build_losses unless train_step and validation_step are both overridden)",
         )
     if not (inspect.isclass(cls.config_cls) and issubclass(cls.config_cls, TaskConfig)):

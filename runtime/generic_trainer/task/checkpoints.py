@@ -1,4 +1,5 @@
-"""The Task path's checkpoint helpers: finding a checkpoint, warm starts, and the best-checkpoint exporter.
+"""The Task path's checkpoint helpers: finding a checkpoint, warm starts, and the best-checkpoint
+exporter.
 
 What this module owns: reading a checkpoint into a model from outside the run
 (`task.init_checkpoint`: a prefix, a checkpoint dir, a best-checkpoint export or a `.weights.h5`)
@@ -87,7 +88,8 @@ def _is_better(value: float, best: float | None, comp: str) -> bool:
 
 
 class BestCheckpointExporter:
-    """Keeps the checkpoint with the best `metric_name` (compared `higher`/`lower`) and its info.json.
+    """Keeps the checkpoint with the best `metric_name` (compared `higher`/`lower`) and its
+    info.json.
 
     Every worker calls `maybe_export` (writing a checkpoint can be collective); only the chief's
     `export_dir` is the real one, other workers pass a private directory.
@@ -124,7 +126,8 @@ class BestCheckpointExporter:
     def maybe_export(
         self, checkpoint: Any, eval_logs: Mapping[str, float], global_step: int
     ) -> bool:
-        """Write `checkpoint` as the best one when `eval_logs[metric_name]` beats the best so far."""
+        """Write `checkpoint` as the best one when `eval_logs[metric_name]` beats the best so
+        far."""
         if self.metric_name not in eval_logs:
             raise UserInputError(
                 "trainer.best_checkpoint_eval_metric",

@@ -121,7 +121,8 @@ class RuntimeConfig:
     num_gpus: int = 0  # 0: every visible GPU; N: the first N (an error when fewer are visible)
     run_eagerly: bool = False  # run steps eagerly (debugging; slow)
     seed: int | None = None  # tf.keras.utils.set_random_seed before the model is built
-    # Model Garden keys read but not acted on (tf.distribute and Keras choose these here); logged when set
+    # Model Garden keys read but not acted on (tf.distribute and Keras choose these here); logged
+    # when set
     all_reduce_alg: str | None = None
     num_packs: int = 1
     enable_xla: bool = False
@@ -129,7 +130,8 @@ class RuntimeConfig:
     per_gpu_thread_count: int = 0
     dataset_num_private_threads: int | None = None
     batchnorm_spatial_persistent: bool = False
-    # Model Garden keys refused (an error when set): TPUs, and cluster addresses (use TF_CONFIG / CLUSTER_SPEC)
+    # Model Garden keys refused (an error when set): TPUs, and cluster addresses (use TF_CONFIG /
+    # CLUSTER_SPEC)
     tpu: str | None = None
     worker_hosts: str | None = None
     task_index: int = -1
@@ -291,7 +293,8 @@ def parse_params_override(text: str | None, source: str = "--params-override") -
 
 
 def as_dict(config: Any, redact_secrets: bool = True) -> dict[str, Any]:
-    """The config as plain data (what params.yaml holds); the values of keys whose names say secret, at
+    """The config as plain data (what params.yaml holds); the values of keys whose names say secret,
+    at
     any depth (custom_config's, and its `secret_keys`), are masked (redaction.redact)."""
     data = dataclasses.asdict(config)
     if redact_secrets:

@@ -58,7 +58,8 @@ class ExperimentResult:
     )
 
     def metrics(self) -> dict[str, float]:
-        """Eval metrics under their names, train metrics as `train_<name>` (what KFP's Metrics carry)."""
+        """Eval metrics under their names, train metrics as `train_<name>` (what KFP's Metrics
+        carry)."""
         out = {f"train_{k}": v for k, v in self.train_logs.items()}
         out.update(self.eval_logs)
         return out
@@ -66,7 +67,8 @@ class ExperimentResult:
 
 @dataclasses.dataclass(frozen=True)
 class ControllerSettings:
-    """Where a run writes and how often the controller reports; the schedule is `experiment.trainer`."""
+    """Where a run writes and how often the controller reports; the schedule is
+    `experiment.trainer`."""
 
     checkpoint_dir: str  # the run's checkpoints (the chief's; every worker restores from there)
     summary_dir: str | None = (
@@ -125,11 +127,12 @@ class Controller:
     # ---- checkpoints ------------------------------------------------------------------------
 
     def restore(self) -> str | None:
-        """Restore the newest readable checkpoint of the run (all workers read the chief's), else Task.initialize.
+        """Restore the newest readable checkpoint of the run (all workers read the chief's), else
+        Task.initialize.
 
-        The checkpoints are those on disk (`ckpt-<step>.index` in the checkpoint dir, never a path the
-        `checkpoint` state file names); a damaged one (truncated, garbled) is skipped with a warning naming
-        it and the one before it restored; none readable is exit 2 naming them.
+        The checkpoints are those on disk (`ckpt-<step>.index` in the checkpoint dir, never a path
+        the `checkpoint` state file names); a damaged one (truncated, garbled) is skipped with a
+        warning naming it and the one before it restored; none readable is exit 2 naming them.
         """
         s, checkpoint_dir = self.state, self.settings.checkpoint_dir
         damaged = []
@@ -163,7 +166,8 @@ class Controller:
         return None
 
     def _read_checkpoint(self, path: str) -> str | None:
-        """Restore `path` into the run's state; why it cannot be (a damaged file), or None. Another model's
+        """Restore `path` into the run's state; why it cannot be (a damaged file), or None. Another
+        model's
         checkpoint is exit 2."""
         s = self.state
         try:
@@ -210,9 +214,11 @@ class Controller:
     # ---- training ---------------------------------------------------------------------------
 
     def train(self, target_step: int, evaluate_every: int | None = None) -> dict[str, float]:
-        """Train up to `target_step`, saving checkpoints (and evaluating every `evaluate_every` steps).
+        """Train up to `target_step`, saving checkpoints (and evaluating every `evaluate_every`
+        steps).
 
-        Returns the logs of the last inner loop ({} when the checkpoint already reached `target_step`).
+        Returns the logs of the last inner loop ({} when the checkpoint already reached
+        `target_step`).
         """
         t, s = self.schedule, self.state
         step = start = s.step
@@ -292,7 +298,8 @@ class Controller:
         return logs
 
     def _recovered(self, loss: float, step: int, steps: int) -> bool:
-        """Recover from a NaN/inf loss or one above trainer.loss_upper_bound (Model Garden's rule), or stop.
+        """Recover from a NaN/inf loss or one above trainer.loss_upper_bound (Model Garden's rule),
+        or stop.
 
         Returns True when the last checkpoint was restored (the caller trains again from there);
         raises when the run diverged more than trainer.recovery_max_trials times.
@@ -326,14 +333,18 @@ class Controller:
             )
             return True
         tried = (
-            f" after {self.recoveries} recoveries (trainer.recovery_max_trials={t.recovery_max_trials})"
+            f" after {self.recoveries} recoveries "
+            f"(trainer.recovery_max_trials={t.recovery_max_trials})"
             if t.recovery_max_trials
             else ""
         )
         raise UserCodeError(
-            f"training loss is {loss} at step {step} (mean of steps {step - steps + 1}-{step}): the run "
-            f"diverged{bound}{tried}. Lower the learning rate (trainer.optimizer_config.learning_rate), clip "
-            "gradients (trainer.optimizer_config.optimizer.<type>.global_clipnorm), allow recoveries "
+            f"training loss is {loss} at step {step} (mean of steps {step - steps + 1}-{step}): "
+            "the run "
+            f"diverged{bound}{tried}. Lower the learning rate "
+            "(trainer.optimizer_config.learning_rate), clip "
+            "gradients (trainer.optimizer_config.optimizer.<type>.global_clipnorm), allow "
+            "recoveries "
             "(trainer.recovery_max_trials), or check the inputs for NaN/inf. "
             f"Nothing was saved for these steps; the last checkpoint is {latest or 'none'}."
         )
@@ -357,7 +368,8 @@ class Controller:
     # ---- evaluation -------------------------------------------------------------------------
 
     def evaluate(self) -> dict[str, float]:
-        """Evaluate, record it, write validation summaries and run the eval actions; returns the logs."""
+        """Evaluate, record it, write validation summaries and run the eval actions; returns the
+        logs."""
         step = self.state.step
         logs = self.evaluator.run(self.schedule.validation_steps)
         self.eval_history.append((step, dict(logs)))
@@ -367,7 +379,8 @@ class Controller:
         return logs
 
     def evaluate_continuously(self) -> None:
-        """Evaluate each new checkpoint in the checkpoint dir until the last one (train_steps) or a timeout."""
+        """Evaluate each new checkpoint in the checkpoint dir until the last one (train_steps) or a
+        timeout."""
         import tensorflow as tf
 
         checkpoint_dir, timeout, target = (
@@ -413,7 +426,8 @@ class Controller:
     # ---- modes ------------------------------------------------------------------------------
 
     def run(self, mode: str) -> ExperimentResult:
-        """Run `mode` (train, eval, train_and_eval, continuous_eval) to the end; returns what happened."""
+        """Run `mode` (train, eval, train_and_eval, continuous_eval) to the end; returns what
+        happened."""
         if mode not in MODES:
             raise UserInputError("--mode", f"expected one of {', '.join(MODES)}, got {mode!r}")
         if mode in TRAIN_MODES and self.trainer is None:

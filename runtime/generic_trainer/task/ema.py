@@ -25,7 +25,8 @@ from generic_trainer.task.optimizer_blocks import EMAConfig
 
 
 def decay_at(config: EMAConfig, step: Any) -> Any:
-    """The decay used by the update after step `step` (a tensor or a number; see the module docstring)."""
+    """The decay used by the update after step `step` (a tensor or a number; see the module
+    docstring)."""
     import tensorflow as tf
 
     t = tf.cast(step, tf.float32) - float(config.start_step)
@@ -37,7 +38,8 @@ def decay_at(config: EMAConfig, step: Any) -> Any:
 
 
 class WeightAverage:
-    """Shadow copies of a model's weights, updated after each step. Create inside the strategy scope."""
+    """Shadow copies of a model's weights, updated after each step. Create inside the strategy
+    scope."""
 
     def __init__(self, model: Any, config: EMAConfig):
         import tensorflow as tf
@@ -66,7 +68,8 @@ class WeightAverage:
         self.trackable.updates = self.updates
 
     def start(self) -> bool:
-        """Copy the weights into the averages unless a restored checkpoint already holds them; True if copied."""
+        """Copy the weights into the averages unless a restored checkpoint already holds them; True
+        if copied."""
         if int(self.updates.numpy()) > 0:
             return False
         for average, weight in zip(self.averages, self.weights, strict=True):

@@ -49,7 +49,8 @@ def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def write_params(experiment: ExperimentConfig, checkpoint_dir: str) -> None:
-    """Write params.yaml into the checkpoint dir, logging which keys differ from the one already there."""
+    """Write params.yaml into the checkpoint dir, logging which keys differ from the one already
+    there."""
     path = os.path.join(checkpoint_dir, "params.yaml")
     if os.path.isfile(path):
         try:
@@ -58,7 +59,8 @@ def write_params(experiment: ExperimentConfig, checkpoint_dir: str) -> None:
             changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
             if changed:
                 log.warning(
-                    "params.yaml in %s differs from this run's config in %s; resuming with the new one",
+                    "params.yaml in %s differs from this run's config in %s; resuming with the new "
+                    "one",
                     checkpoint_dir,
                     ", ".join(changed[:20]),
                 )
@@ -79,7 +81,8 @@ def best_checkpoint_action(
 
 
 def barrier(strategy: Any) -> None:
-    """Wait until every worker gets here (a collective sum), so no worker exits while others still work."""
+    """Wait until every worker gets here (a collective sum), so no worker exits while others still
+    work."""
     import tensorflow as tf
 
     @tf.function
@@ -91,7 +94,8 @@ def barrier(strategy: Any) -> None:
 
 
 def _export(task: Task, state: TaskState, result: ExperimentResult, export_dir: str) -> None:
-    """The serving model (with the averaged weights, when the optimizer keeps them) into `export_dir`."""
+    """The serving model (with the averaged weights, when the optimizer keeps them) into
+    `export_dir`."""
     with state.averaged_weights():
         export_serving(task, state.model, export_dir)
     result.serving_model_dir = export_dir
@@ -100,7 +104,8 @@ def _export(task: Task, state: TaskState, result: ExperimentResult, export_dir: 
 def _best_checkpoint_exporter(
     t: Any, mode: str, checkpoint_dir: str, private_dir: str, is_chief: bool
 ) -> checkpoints.BestCheckpointExporter | None:
-    """trainer.best_checkpoint_export_subdir's exporter (a worker's into its private dir); None when not asked."""
+    """trainer.best_checkpoint_export_subdir's exporter (a worker's into its private dir); None when
+    not asked."""
     if not t.best_checkpoint_export_subdir or mode == "train":
         return None
     real = os.path.join(checkpoint_dir, t.best_checkpoint_export_subdir)
@@ -138,8 +143,9 @@ def run_experiment(
       strategy: the tf.distribute strategy; default the current one.
       export_dir: after a train mode, the serving model is written here (`export.py`).
       is_chief: whether this worker writes the real checkpoints, summaries and exports.
-      private_dir: where a non-chief worker writes what it must (saving is collective); default a temp dir.
-      log_interval_s, eval_poll_s: at most this many seconds between progress lines while training;
+      private_dir: where a non-chief worker writes what it must (saving is collective); default a
+      temp dir. log_interval_s, eval_poll_s: at most this many seconds between progress lines while
+      training;
         continuous_eval: seconds between looks for a new checkpoint.
       export_when: called with the result before exporting; False skips the export (e.g. the
         serving model of a finished checkpoint is already published).

@@ -52,7 +52,8 @@ def export_serving(task: Task, model: Any, export_dir: str) -> None:
             def serve(*inputs):
                 return task.inference_step(inputs[0] if len(inputs) == 1 else inputs, model)
 
-            # "serve", also written as serving_default (the first endpoint), as model.export names it
+            # "serve", also written as serving_default (the first endpoint), as model.export names
+            # it
             archive.add_endpoint("serve", serve, _model_input_signature(model))
         archive.write_out(export_dir, verbose=False)
     except (

@@ -6,8 +6,8 @@ plus `weight_decay_rate * w` for decayed variables, scaled by the trust ratio `|
 `w -= lr * ratio * r`.
 
 LARS (as Model Garden's `lars_optimizer`): with classic momentum,
-`g += weight_decay_rate * w`; `v = momentum * v + lr * trust * g` with `trust = eeta * ||w|| / ||g||`;
-`w -= v` (or `momentum * v + lr * trust * g` with nesterov). With popular momentum the trust
+`g += weight_decay_rate * w`; `v = momentum * v + lr * trust * g` with `trust = eeta * ||w|| /
+||g||`; `w -= v` (or `momentum * v + lr * trust * g` with nesterov). With popular momentum the trust
 ratio scales the momentum update instead.
 
 Exclusion lists are regexes searched in the variable's path (`dense/kernel`, also tried as
@@ -25,7 +25,8 @@ def exclusion_patterns(
     weight_decay: list[str] | None,
     layer_adaptation: list[str] | None,
 ) -> tuple[list[str], list[str]]:
-    """(weight-decay, layer-adaptation) exclusion regexes; layer adaptation defaults to the weight-decay ones."""
+    """(weight-decay, layer-adaptation) exclusion regexes; layer adaptation defaults to the
+    weight-decay ones."""
     weight_decay = list(weight_decay or [])
     return weight_decay, list(layer_adaptation) if layer_adaptation is not None else weight_decay
 
@@ -210,7 +211,8 @@ def _make_adamw() -> type:
     import keras
 
     class AdamWeightDecay(keras.optimizers.AdamW):
-        """Keras AdamW whose decayed variables are chosen by Model Garden's include/exclude regexes."""
+        """Keras AdamW whose decayed variables are chosen by Model Garden's include/exclude
+        regexes."""
 
         def __init__(self, include_in_weight_decay=None, exclude_from_weight_decay=None, **kwargs):
             super().__init__(**kwargs)
@@ -234,7 +236,8 @@ def _make_adamw() -> type:
 
 
 def decays(variable: Any, include: Sequence[str] | None, exclude: Sequence[str] | None) -> bool:
-    """Model Garden's AdamWeightDecay rule: an `include` match decays; else an `exclude` match does not."""
+    """Model Garden's AdamWeightDecay rule: an `include` match decays; else an `exclude` match does
+    not."""
     if include and matches(variable, include):
         return True
     return not (exclude and matches(variable, exclude))

@@ -2,9 +2,9 @@
 
     optimizer_config:
       optimizer: {type: sgd, sgd: {momentum: 0.9}}
-      learning_rate: {type: stepwise, stepwise: {boundaries: [100, 200], values: [0.1, 0.01, 0.001]}}
-      warmup: {type: linear, linear: {warmup_steps: 50, warmup_learning_rate: 0.0}}
-      ema: {average_decay: 0.999}
+      learning_rate: {type: stepwise, stepwise: {boundaries: [100, 200], values: [0.1, 0.01,
+      0.001]}} warmup: {type: linear, linear: {warmup_steps: 50, warmup_learning_rate: 0.0}} ema:
+      {average_decay: 0.999}
 
 Each one-of (`optimizer`, `learning_rate`, `warmup`) has a `type` naming the block in use; the
 other blocks are kept (an experiment file may carry them) but ignored. The blocks themselves are in
@@ -39,7 +39,8 @@ PREFIX = "trainer.optimizer_config"
 
 @dataclasses.dataclass
 class OptimizationConfig:
-    """`trainer.optimizer_config`: optimizer, learning-rate schedule, warm-up, EMA (Model Garden's names)."""
+    """`trainer.optimizer_config`: optimizer, learning-rate schedule, warm-up, EMA (Model Garden's
+    names)."""
 
     optimizer: OptimizerTypeConfig = dataclasses.field(default_factory=OptimizerTypeConfig)
     ema: EMAConfig | None = None
@@ -49,7 +50,8 @@ class OptimizationConfig:
     warmup: WarmupConfig = dataclasses.field(default_factory=WarmupConfig)
 
     def upgrade_keys(self, values: Mapping[str, Any], source: str) -> Mapping[str, Any]:
-        """`values` in the one-of form: the flat form of earlier releases is converted (with a warning)."""
+        """`values` in the one-of form: the flat form of earlier releases is converted (with a
+        warning)."""
         return upgrade_flat(values, source, self)
 
     def with_base_learning_rate(self, learning_rate: float) -> OptimizationConfig:
@@ -87,7 +89,8 @@ def one_of(config: Any, kind: str | None, where: str) -> Any:
 def unused_blocks(
     config: OptimizationConfig, before: OptimizationConfig | None = None
 ) -> list[str]:
-    """Blocks changed from `before` (the defaults) but not chosen by their one-of's `type` (worth a warning)."""
+    """Blocks changed from `before` (the defaults) but not chosen by their one-of's `type` (worth a
+    warning)."""
     out = []
     before = before if isinstance(before, OptimizationConfig) else OptimizationConfig()
     for part in ("optimizer", "learning_rate", "warmup"):
@@ -122,7 +125,8 @@ FLAT_KEYS = (
 
 
 def is_flat(values: Mapping[str, Any]) -> bool:
-    """Whether `values` (a trainer.optimizer_config mapping) is in the flat form of earlier releases."""
+    """Whether `values` (a trainer.optimizer_config mapping) is in the flat form of earlier
+    releases."""
     lr = values.get("learning_rate")
     return any(k in values for k in FLAT_KEYS) or (lr is not None and not isinstance(lr, Mapping))
 
@@ -200,8 +204,10 @@ def upgrade_flat(
         )
     new.update(flat)  # one-of keys given beside the flat ones (checked by the caller)
     log.warning(
-        "%s: the flat %s form (type, learning_rate: <number>, learning_rate_schedule, warmup_steps, "
-        "momentum, weight_decay, clipnorm, global_clipnorm) is deprecated and will be removed in the next "
+        "%s: the flat %s form (type, learning_rate: <number>, learning_rate_schedule, "
+        "warmup_steps, "
+        "momentum, weight_decay, clipnorm, global_clipnorm) is deprecated and will be removed in "
+        "the next "
         "release; write it as %s.optimizer.type / .optimizer.<type>.*, .learning_rate.type / "
         ".learning_rate.<type>.*, .warmup.type / .warmup.<type>.*: %s",
         source,
@@ -256,7 +262,8 @@ REFUSED_OPTIMIZERS = {
 
 
 def check_block(block: Any, where: str) -> None:
-    """Check the chosen block of a one-of by the rules its fields declare (`_rule`): one reading for every block."""
+    """Check the chosen block of a one-of by the rules its fields declare (`_rule`): one reading for
+    every block."""
     for f in dataclasses.fields(block):
         value, key = getattr(block, f.name), f"{where}.{f.name}"
         if value is None and "required" in f.metadata:

@@ -1,9 +1,10 @@
-"""The blocks of `trainer.optimizer_config`'s one-ofs, as Model Garden names them (no TensorFlow here).
+"""The blocks of `trainer.optimizer_config`'s one-ofs, as Model Garden names them (no TensorFlow
+here).
 
-One dataclass per optimizer, learning-rate schedule and warm-up, and the one-of holders that pick one
-by `type` (`OptimizerTypeConfig`, `LearningRateConfig`, `WarmupConfig`), plus `EMAConfig`. Field names
-and defaults follow Model Garden's `official/modeling/optimization/configs`; a field's `_rule` says what
-`optimization_config.check_block` requires of it.
+One dataclass per optimizer, learning-rate schedule and warm-up, and the one-of holders that pick
+one by `type` (`OptimizerTypeConfig`, `LearningRateConfig`, `WarmupConfig`), plus `EMAConfig`. Field
+names and defaults follow Model Garden's `official/modeling/optimization/configs`; a field's `_rule`
+says what `optimization_config.check_block` requires of it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 
 
 def _rule(default: Any = None, *, required: str | None = None, minimum: int | None = None) -> Any:
-    """A field whose value `check` reads a rule from: `required` (what to set) when the block is chosen,
+    """A field whose value `check` reads a rule from: `required` (what to set) when the block is
+    chosen,
     `minimum` (1: a positive integer, 0: 0 or more) when it is set."""
     metadata = {k: v for k, v in (("required", required), ("minimum", minimum)) if v is not None}
     return dataclasses.field(default=default, metadata=metadata)
@@ -65,7 +67,8 @@ class AdamExperimentalConfig(AdamConfig):
 
 @dataclasses.dataclass
 class AdamWeightDecayConfig(BaseOptimizerConfig):
-    """Adam with decoupled weight decay (`var -= lr * weight_decay_rate * var`) on the variables chosen by regex."""
+    """Adam with decoupled weight decay (`var -= lr * weight_decay_rate * var`) on the variables
+    chosen by regex."""
 
     name: str = "AdamWeightDecay"
     beta_1: float = 0.9
@@ -177,7 +180,8 @@ class StepwiseLrConfig:
 
 @dataclasses.dataclass
 class ExponentialLrConfig:
-    """initial_learning_rate * decay_rate ** ((step - offset) / decay_steps) (floored when staircase)."""
+    """initial_learning_rate * decay_rate ** ((step - offset) / decay_steps) (floored when
+    staircase)."""
 
     name: str = "ExponentialDecay"
     initial_learning_rate: float | None = _rule(required=_NEED)
@@ -202,7 +206,8 @@ class PolynomialLrConfig:
 
 @dataclasses.dataclass
 class CosineLrConfig:
-    """initial * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step - offset, decay_steps) / decay_steps)) + alpha)."""
+    """initial * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step - offset, decay_steps) / decay_steps))
+    + alpha)."""
 
     name: str = "CosineDecay"
     initial_learning_rate: float | None = _rule(required=_NEED)
@@ -235,7 +240,8 @@ class LearningRateConfig:
 
 @dataclasses.dataclass
 class LinearWarmupConfig:
-    """warmup_learning_rate + step / warmup_steps * (schedule(warmup_steps) - warmup_learning_rate)."""
+    """warmup_learning_rate + step / warmup_steps * (schedule(warmup_steps) -
+    warmup_learning_rate)."""
 
     name: str = "linear"
     warmup_learning_rate: float = 0.0
@@ -262,7 +268,8 @@ class WarmupConfig:
 
 @dataclasses.dataclass
 class EMAConfig:
-    """Exponential moving average of the weights; the averages are what is validated and exported."""
+    """Exponential moving average of the weights; the averages are what is validated and
+    exported."""
 
     name: str = "ExponentialMovingAverage"
     trainable_weights_only: bool = True

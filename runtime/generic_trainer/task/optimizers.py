@@ -1,4 +1,5 @@
-"""Keras optimizers from `trainer.optimizer_config` (what the default `Task.build_optimizer` returns).
+"""Keras optimizers from `trainer.optimizer_config` (what the default `Task.build_optimizer`
+returns).
 
 `optimizer.type` picks the optimizer and its block its arguments (Model Garden's names);
 `learning_rate` and `warmup` give the schedule (`schedules.py`). Under float16 mixed precision

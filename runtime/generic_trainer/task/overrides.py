@@ -84,7 +84,8 @@ _SCALARS = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
 
 
 def _coerce_union(value: Any, args: tuple[Any, ...], tp: Any) -> Any:
-    """`value` as the first member of the union that takes it (None, "none" and "null" for an Optional)."""
+    """`value` as the first member of the union that takes it (None, "none" and "null" for an
+    Optional)."""
     if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
         if type(None) in args:
             return None
@@ -196,7 +197,8 @@ def override(config: Any, values: Mapping[str, Any], source: str, prefix: str = 
 def build_optimization_config(
     values: Mapping[str, Any], source: str = "optimizer_config"
 ) -> OptimizationConfig:
-    """A `trainer.optimizer_config` from a mapping in the YAML form (unknown keys: an error naming the key)."""
+    """A `trainer.optimizer_config` from a mapping in the YAML form (unknown keys: an error naming
+    the key)."""
     return override(OptimizationConfig(), values, source, prefix="trainer.optimizer_config.")
 
 

@@ -85,7 +85,8 @@ def fill_run_inputs(config: ExperimentConfig, inputs: RunInputs) -> ExperimentCo
 
 
 def apply_cli_strategy(config: ExperimentConfig, strategy: str) -> ExperimentConfig:
-    """An explicit --strategy (anything but auto) wins over runtime.distribution_strategy; logged when they differ."""
+    """An explicit --strategy (anything but auto) wins over runtime.distribution_strategy; logged
+    when they differ."""
     if not strategy or strategy == "auto":
         return config
     configured = config.runtime.distribution_strategy
@@ -119,7 +120,8 @@ def build_experiment(
     config_text: str | Mapping[str, Any] | None = None,
     params_override: str | None = None,
 ) -> ExperimentConfig:
-    """Resolve an experiment config: defaults -> run inputs -> config files -> config text -> overrides."""
+    """Resolve an experiment config: defaults -> run inputs -> config files -> config text ->
+    overrides."""
     config = copy.deepcopy(defaults)
     if inputs is not None:
         fill_run_inputs(config, inputs)
@@ -227,7 +229,8 @@ def _check_runtime(r: RuntimeConfig) -> None:
     if r.worker_hosts or r.task_index != -1:
         raise UserInputError(
             "runtime.worker_hosts" if r.worker_hosts else "runtime.task_index",
-            "the cluster comes from TF_CONFIG or CLUSTER_SPEC (Vertex AI sets them), not the config: "
+            "the cluster comes from TF_CONFIG or CLUSTER_SPEC (Vertex AI sets them), not the "
+            "config: "
             "remove runtime.worker_hosts and runtime.task_index",
         )
     if r.num_gpus < 0:

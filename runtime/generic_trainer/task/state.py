@@ -30,7 +30,8 @@ MIXED_DTYPES = ("float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
 
 
 def call_user(task: Task, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call the Task method `fn` (named `name`), turning its exceptions into a UserCodeError naming it."""
+    """Call the Task method `fn` (named `name`), turning its exceptions into a UserCodeError naming
+    it."""
     return user_code.call(fn, *args, what=f"{type(task).__name__}.{name}", **kwargs)
 
 
@@ -131,7 +132,8 @@ class TaskState:
         if dtype in MIXED_DTYPES:
             applied = getattr(getattr(model, "dtype_policy", None), "name", "?")
             log.info(
-                "mixed precision: runtime.mixed_precision_dtype=%s, the model was built with the %s policy "
+                "mixed precision: runtime.mixed_precision_dtype=%s, the model was built with the "
+                "%s policy "
                 "(compute %s, variables %s)",
                 dtype,
                 applied,
@@ -140,7 +142,8 @@ class TaskState:
             )
         if not getattr(model, "built", True) or (self.training and not model.trainable_variables):
             raise UserCodeError(
-                f"{type(task).__name__}.build_model returned a model without variables: return a built model "
+                f"{type(task).__name__}.build_model returned a model without variables: return a "
+                "built model "
                 "(a functional model, or call model.build(...) / the model once on example inputs)"
             )
         return model
@@ -151,7 +154,8 @@ class TaskState:
         return int(self.global_step.numpy())
 
     def start_ema(self) -> None:
-        """Start the EMA from the current weights (after a restore), unless the checkpoint held averages."""
+        """Start the EMA from the current weights (after a restore), unless the checkpoint held
+        averages."""
         if self.ema is not None and self.ema.start():
             log.info(
                 "EMA of the weights (average_decay=%g, %s weights) starts from the current weights",
@@ -160,7 +164,8 @@ class TaskState:
             )
 
     def averaged_weights(self) -> contextlib.AbstractContextManager:
-        """A context in which the model holds the EMA weights (a no-op without trainer.optimizer_config.ema)."""
+        """A context in which the model holds the EMA weights (a no-op without
+        trainer.optimizer_config.ema)."""
         return self.ema.swapped() if self.ema is not None else contextlib.nullcontext()
 
     def learning_rate(self) -> float | None:
@@ -189,7 +194,8 @@ class TaskState:
             if whole_pass and dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
                 raise UserCodeError(
                     f"{type(task).__name__}.build_inputs repeats the validation data forever, and "
-                    "trainer.validation_steps is -1 (one whole pass): do not repeat validation data "
+                    "trainer.validation_steps is -1 (one whole pass): do not repeat validation "
+                    "data "
                     "(params.is_training is False), or set trainer.validation_steps"
                 )
             return dataset

@@ -68,7 +68,8 @@ class TrainLoop:
         return tf.function(loop)
 
     def run(self, num_steps: int) -> dict[str, float]:
-        """Run `num_steps` steps; returns the mean loss and metrics over them (global across workers)."""
+        """Run `num_steps` steps; returns the mean loss and metrics over them (global across
+        workers)."""
         import tensorflow as tf
 
         s = self.state
@@ -98,7 +99,8 @@ class TrainLoop:
 
         def lost_peer(e: Exception) -> str:
             return (
-                f"lost the cluster at step {step} ({type(e).__name__}): a peer worker stopped or cannot be "
+                f"lost the cluster at step {step} ({type(e).__name__}): a peer worker stopped or "
+                "cannot be "
                 f"reached; restart the job to resume from the last checkpoint. {e}"
             )
 

@@ -1,11 +1,12 @@
 """Cutting a serving signature that takes serialized tf.Examples at its ParseExample op.
 
 TFLite has no tf.Example parser, so for such a signature the TFLite model takes the **parsed
-features** instead: the signature is frozen, the tensors its ParseExample op yields become the inputs
-(named after the feature keys; only the features the outputs depend on), and the rest of the graph,
-the model's inner function with its lookup tables, is saved in scratch for the converter (tables filled
-from files, such as tf.Transform's vocabularies, are copied into constant tables, which TFLite can
-initialize). Features parsed as sparse or ragged cannot be fed that way (an error says which).
+features** instead: the signature is frozen, the tensors its ParseExample op yields become the
+inputs (named after the feature keys; only the features the outputs depend on), and the rest of the
+graph, the model's inner function with its lookup tables, is saved in scratch for the converter
+(tables filled from files, such as tf.Transform's vocabularies, are copied into constant tables,
+which TFLite can initialize). Features parsed as sparse or ragged cannot be fed that way (an error
+says which).
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ def takes_serialized_examples(fn: Any) -> bool:
 
 @dataclasses.dataclass
 class ParsedModel:
-    """A SavedModel in scratch whose serving_default takes the parsed features of the original's signature."""
+    """A SavedModel in scratch whose serving_default takes the parsed features of the original's
+    signature."""
 
     path: str
     input_specs: dict[str, Any]  # feature key -> TensorSpec
-    parse: Any  # serialized examples -> parsed feature tensors (the original's own parse op), as a list
+    # serialized examples -> parsed feature tensors (the original's own parse op), as a list
+    parse: Any
     call: Any  # {feature key: array} -> the new signature's outputs
 
     def reference_and_features(
@@ -60,11 +63,14 @@ class ParsedModel:
 
 
 def parsed_features_model(loaded: Any, fn: Any, scratch: str) -> ParsedModel:
-    """Freeze the signature, cut it at its ParseExample op, and save the rest (taking the features) in scratch."""
+    """Freeze the signature, cut it at its ParseExample op, and save the rest (taking the features)
+    in scratch."""
     import tensorflow as tf
 
-    # TensorFlow's own freezing (what the TFLite converter uses): inlines the signature's functions so the
-    # ParseExample op is reachable, turns variables into constants, and keeps lookup tables as inputs.
+    # TensorFlow's own freezing (what the TFLite converter uses): inlines the signature's functions
+    # so the
+    # ParseExample op is reachable, turns variables into constants, and keeps lookup tables as
+    # inputs.
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     frozen = convert_variables_to_constants_v2(fn, aggressive_inlining=True)
@@ -107,7 +113,8 @@ def parsed_features_model(loaded: Any, fn: Any, scratch: str) -> ParsedModel:
         return parse_only(serialized, *handles)
 
     log.info(
-        "the serving signature takes serialized tf.Examples: the TFLite model takes the %d parsed features "
+        "the serving signature takes serialized tf.Examples: the TFLite model takes the %d parsed "
+        "features "
         "it uses instead (%s)",
         len(specs),
         ", ".join(specs),
@@ -121,9 +128,11 @@ def parsed_features_model(loaded: Any, fn: Any, scratch: str) -> ParsedModel:
 
 
 def _cut_points(frozen: Any, fn: Any) -> tuple[dict[str, Any], list[Any], list[Any]]:
-    """Where to cut the frozen signature: {feature key: the dense tensor its ParseExample op yields} for the
-    features the outputs use, the graph's resource inputs and the signature's handles for them; a
-    TFLiteExportError when the signature cannot be cut (several parse ops, sparse features, other uses)."""
+    """Where to cut the frozen signature: {feature key: the dense tensor its ParseExample op yields}
+    for the features the outputs use, the graph's resource inputs and the signature's handles for
+    them; a
+    TFLiteExportError when the signature cannot be cut (several parse ops, sparse features, other
+    uses)."""
     import tensorflow as tf
 
     parses = [op for op in frozen.graph.get_operations() if op.type in PARSE_OPS]
@@ -142,8 +151,10 @@ def _cut_points(frozen: Any, fn: Any) -> tuple[dict[str, Any], list[Any], list[A
     if needed_sparse:
         raise TFLiteExportError(
             f"the serving signature parses {', '.join(needed_sparse)} as sparse or ragged features "
-            "(VarLenFeature, SparseFeature or RaggedFeature) and TFLite takes dense tensors only: give them a "
-            "fixed shape in the schema (FixedLenFeature, presence min_fraction 1), or export a serving signature "
+            "(VarLenFeature, SparseFeature or RaggedFeature) and TFLite takes dense tensors only: "
+            "give them a "
+            "fixed shape in the schema (FixedLenFeature, presence min_fraction 1), or export a "
+            "serving signature "
             "that takes dense tensors"
         )
     dense = {key: t for key, t in dense.items() if t.name in used}
@@ -151,8 +162,10 @@ def _cut_points(frozen: Any, fn: Any) -> tuple[dict[str, Any], list[Any], list[A
     strings = [t for t in frozen.inputs if t.dtype != tf.resource and t.name in used]
     if strings:
         raise TFLiteExportError(
-            "the serving signature uses its serialized tf.Example input other than through ParseExample: no "
-            "TFLite model can be cut from it. Export a serving signature that takes the parsed feature tensors"
+            "the serving signature uses its serialized tf.Example input other than through "
+            "ParseExample: no "
+            "TFLite model can be cut from it. Export a serving signature that takes the parsed "
+            "feature tensors"
         )
     captured = {
         ph.op.name: ext
@@ -169,10 +182,12 @@ def _cut_points(frozen: Any, fn: Any) -> tuple[dict[str, Any], list[Any], list[A
 
 
 def _constant_tables(resources: Sequence[Any], handles: Sequence[Any]) -> dict[int, Any]:
-    """{index: a StaticHashTable holding the same keys and values} for each lookup table among `resources`.
+    """{index: a StaticHashTable holding the same keys and values} for each lookup table among
+    `resources`.
 
     TFLite initializes hash tables from constants only; a table filled from a file (a tf.Transform
-    vocabulary) would be converted empty. The copy's default value is unused: each lookup op brings its own.
+    vocabulary) would be converted empty. The copy's default value is unused: each lookup op brings
+    its own.
     """
     import tensorflow as tf
 
@@ -243,7 +258,8 @@ def _parse_outputs(parse: Any) -> tuple[dict[str, Any], dict[str, list]]:
 
 
 def _consumed_tensors(fetches: Sequence[Any], stop: Any) -> set[str]:
-    """Names of the tensors the fetches depend on, walking back from them but not past the op `stop`."""
+    """Names of the tensors the fetches depend on, walking back from them but not past the op
+    `stop`."""
     seen_ops, consumed, todo = set(), set(), [t.op for t in fetches]
     while todo:
         op = todo.pop()

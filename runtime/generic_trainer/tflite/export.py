@@ -1,22 +1,25 @@
-"""The TFLite export: a SavedModel's `serving_default` converted to `model.tflite`, checked against the SavedModel.
+"""The TFLite export: a SavedModel's `serving_default` converted to `model.tflite`, checked against
+the SavedModel.
 
 Shared by `train --export-tflite` and the `export-tflite` verb; they stage what `export` writes and
-publish it with the model (`Format-TFLite/` beside `Format-Serving/`, as TFX's TFLite rewriter does).
+publish it with the model (`Format-TFLite/` beside `Format-Serving/`, as TFX's TFLite rewriter
+does).
 
 The rule for signatures that take serialized tf.Examples (one string input, parsed in the graph by
 `tf.io.parse_example`): TFLite has no tf.Example parser, so the TFLite model takes the **parsed
-features** instead. The signature is frozen, the tensors its ParseExample op yields become the inputs
-(named after the feature keys; only the features the outputs depend on), and the rest of the graph,
-the model's inner function with its lookup tables, is what gets converted (tables filled from files,
-such as tf.Transform's vocabularies, are copied into constant tables, which TFLite can initialize).
-Features parsed as sparse or ragged cannot be fed that way (an error says which). Any other signature
-is converted as it is.
+features** instead. The signature is frozen, the tensors its ParseExample op yields become the
+inputs (named after the feature keys; only the features the outputs depend on), and the rest of the
+graph, the model's inner function with its lookup tables, is what gets converted (tables filled from
+files, such as tf.Transform's vocabularies, are copied into constant tables, which TFLite can
+initialize). Features parsed as sparse or ragged cannot be fed that way (an error says which). Any
+other signature is converted as it is.
 
 Only TFLite's built-in ops are allowed (no Select TF ops, so the model runs on any TFLite runtime);
 a model that needs others is a `TFLiteExportError` naming the ops and, when the inputs are strings,
 saying how to restructure. The conversion is checked before it is kept: the TFLite interpreter and
 the SavedModel's signature are run on the same eval examples (up to MAX_EXAMPLES) and the largest
-absolute difference of their outputs must be within the tolerance (DEFAULT_TOLERANCES by quantization).
+absolute difference of their outputs must be within the tolerance (DEFAULT_TOLERANCES by
+quantization).
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ def export(
     schema_file: str | None = None,
 ) -> dict[str, Any]:
     """Convert `saved_model_dir`'s serving_default, check it, write `output_dir/model.tflite` and
-    `validation.json`; returns what validation.json holds. Raises TFLiteExportError (nothing written)."""
+    `validation.json`; returns what validation.json holds. Raises TFLiteExportError (nothing
+    written)."""
     import tensorflow as tf
 
     scratch = tempfile.mkdtemp(prefix="generic-trainer-tflite-")
@@ -74,7 +78,8 @@ def export(
         diff = _compare(tflite, features, {k: v.numpy() for k, v in reference.items()})
     except TFLiteExportError:
         raise
-    except Exception as e:  # whatever else a model can make TensorFlow raise on the way: still the export's failure
+    # whatever else a model can make TensorFlow raise on the way: still the export's failure
+    except Exception as e:
         raise TFLiteExportError(
             f"the TFLite export failed: {type(e).__name__}: {' '.join(str(e).split())[:800]}"
         ) from e
@@ -82,9 +87,12 @@ def export(
         shutil.rmtree(scratch, ignore_errors=True)
     if diff > options.max_abs_diff:
         raise TFLiteExportError(
-            f"the TFLite model (quantization {options.quantization}) differs from the SavedModel by up to {diff:.3g} "
-            f"on {_examples_used(records)}, more than the tolerance {options.max_abs_diff:g}. Convert without "
-            "quantization (--tflite-quantization none), or accept the difference with --tflite-tolerance (the KFP "
+            f"the TFLite model (quantization {options.quantization}) differs from the SavedModel "
+            f"by up to {diff:.3g} "
+            f"on {_examples_used(records)}, more than the tolerance {options.max_abs_diff:g}. "
+            "Convert without "
+            "quantization (--tflite-quantization none), or accept the difference with "
+            "--tflite-tolerance (the KFP "
             "parameter tflite_tolerance)"
         )
     record = {
@@ -103,7 +111,8 @@ def export(
     with open(os.path.join(output_dir, VALIDATION_FILE), "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2, sort_keys=True)
     log.info(
-        "TFLite model: %d bytes, quantization %s, max abs difference from the SavedModel %.3g on %s "
+        "TFLite model: %d bytes, quantization %s, max abs difference from the SavedModel %.3g on "
+        "%s "
         "(tolerance %g)",
         len(tflite),
         options.quantization,
@@ -149,7 +158,8 @@ def _conversion_failure(message: str, input_specs: Mapping[str, Any]) -> str:
     )
     ops = [o for o in ops if o]
     text = (
-        f"the model cannot be converted to TFLite: it uses TensorFlow ops that TFLite's built-in ops lack: "
+        "the model cannot be converted to TFLite: it uses TensorFlow ops that TFLite's built-in "
+        "ops lack: "
         f"{', '.join(ops)}"
         if ops
         else f"the model cannot be converted to TFLite: {' '.join(message.split())[:800]}"
@@ -157,16 +167,21 @@ def _conversion_failure(message: str, input_specs: Mapping[str, Any]) -> str:
     strings = sorted(k for k, s in input_specs.items() if s.dtype == tf.string)
     if strings:
         text += (
-            f". Its inputs {', '.join(strings)} are strings: TFLite's built-in ops handle little string "
-            "processing (vocabulary lookups, such as Keras' StringLookup or tf.Transform's vocabularies, work; "
-            "hashing, such as tf.Transform's num_oov_buckets or keras.layers.Hashing, splitting and regexes do "
+            f". Its inputs {', '.join(strings)} are strings: TFLite's built-in ops handle little "
+            "string "
+            "processing (vocabulary lookups, such as Keras' StringLookup or tf.Transform's "
+            "vocabularies, work; "
+            "hashing, such as tf.Transform's num_oov_buckets or keras.layers.Hashing, splitting "
+            "and regexes do "
             "not). "
-            "Restructure: do the string processing before the model, and export a serving signature that "
+            "Restructure: do the string processing before the model, and export a serving "
+            "signature that "
             "takes the numeric (parsed or transformed) tensors the Keras model takes"
         )
     else:
         text += (
-            ". Export a serving signature without those ops (e.g. one that takes the tensors the Keras "
+            ". Export a serving signature without those ops (e.g. one that takes the tensors the "
+            "Keras "
             "model takes, with preprocessing done before it)"
         )
     return text
@@ -187,8 +202,10 @@ def _read_examples(example_files: Sequence[str]) -> list[bytes]:
 def _features(
     specs: Mapping[str, Any], records: Sequence[bytes], schema_file: str | None
 ) -> dict[str, Any]:
-    """The signature's inputs from serialized examples: each input is the feature of its name (typed by the
-    schema when given, else by the input), cast to the input's dtype; random values without examples."""
+    """The signature's inputs from serialized examples: each input is the feature of its name (typed
+    by the
+    schema when given, else by the input), cast to the input's dtype; random values without
+    examples."""
     import tensorflow as tf
 
     if not records:

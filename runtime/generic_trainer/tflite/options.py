@@ -1,6 +1,8 @@
-"""How a TFLite export is asked for: --export-tflite, --tflite-quantization, --tflite-tolerance (no TensorFlow here).
+"""How a TFLite export is asked for: --export-tflite, --tflite-quantization, --tflite-tolerance (no
+TensorFlow here).
 
-The request builders (`intake/`) and the export itself (`tflite/export.py`) share these declarations.
+The request builders (`intake/`) and the export itself (`tflite/export.py`) share these
+declarations.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from typing import Any
 from generic_trainer.errors import OutputError, UserInputError
 
 QUANTIZATIONS = ("none", "dynamic", "float16")
-# Largest absolute output difference accepted between the TFLite model and the SavedModel, by quantization.
+# Largest absolute output difference accepted between the TFLite model and the SavedModel, by
+# quantization.
 DEFAULT_TOLERANCES = {"none": 1e-4, "float16": 5e-2, "dynamic": 1e-1}
 TFLITE_DIR = "Format-TFLite"
 TFLITE_FILE = "model.tflite"
@@ -20,12 +23,14 @@ MAX_EXAMPLES = 256
 
 
 class TFLiteExportError(OutputError):
-    """The model cannot be converted to TFLite, or its TFLite version does not agree with it (exit 4)."""
+    """The model cannot be converted to TFLite, or its TFLite version does not agree with it (exit
+    4)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class TFLiteOptions:
-    """How to convert: `quantization` one of QUANTIZATIONS; `tolerance` None means its DEFAULT_TOLERANCES."""
+    """How to convert: `quantization` one of QUANTIZATIONS; `tolerance` None means its
+    DEFAULT_TOLERANCES."""
 
     quantization: str = "none"
     tolerance: float | None = None
@@ -40,7 +45,8 @@ class TFLiteOptions:
 def check_options(
     export: Any, quantization: Any = None, tolerance: Any = None
 ) -> TFLiteOptions | None:
-    """--export-tflite, --tflite-quantization and --tflite-tolerance as TFLiteOptions (None: no export)."""
+    """--export-tflite, --tflite-quantization and --tflite-tolerance as TFLiteOptions (None: no
+    export)."""
     if isinstance(export, str):
         if export.strip().lower() not in ("", "true", "false", "1", "0"):
             raise UserInputError("--export-tflite", f"expected true or false, got {export!r}")

@@ -1,4 +1,5 @@
-"""What the oracle hands out and gets back: which tuner ran each trial, for how long, and how it ended.
+"""What the oracle hands out and gets back: which tuner ran each trial, for how long, and how it
+ended.
 
 `compat.patched(TrialLog(...).patch(oracle))` wraps the oracle's `create_trial` / `end_trial` /
 `save` on the replica that holds the oracle (the only replica, or the chief), so trials run by
@@ -39,7 +40,8 @@ def last_line(message: str | None) -> str:
 
 
 class TrialLog:
-    """Per-trial records {trial_id: {tuner_id, attempts, started, seconds, status}} kept by the oracle's host."""
+    """Per-trial records {trial_id: {tuner_id, attempts, started, seconds, status}} kept by the
+    oracle's host."""
 
     def __init__(self, project_dir: str, on_fatal: Callable[[TrainerError], None] | None = None):
         self.path = os.path.join(project_dir, FILE_NAME)
@@ -61,7 +63,8 @@ class TrialLog:
                 log.warning("ignoring %s: expected an object of trial records", self.path)
 
     def patch(self, oracle) -> keras_tuner.OracleMethods:
-        """The patch that wraps `oracle.create_trial`, `end_trial` and `save` (the gRPC servicer calls them)."""
+        """The patch that wraps `oracle.create_trial`, `end_trial` and `save` (the gRPC servicer
+        calls them)."""
         self.oracle = oracle
 
         def logged_create_trial(create_trial, tuner_id, *args, **kwargs):

@@ -1,5 +1,6 @@
-"""What a hyperparameter search found, as the tune verb reports it: the result, TFX's tuner_results.json,
-the metrics and the HTML report (report.py's building blocks: a trials table and a chart of the score per trial).
+"""What a hyperparameter search found, as the tune verb reports it: the result, TFX's
+tuner_results.json, the metrics and the HTML report (report.py's building blocks: a trials table and
+a chart of the score per trial).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def number_or_none(value: Any) -> float | None:
 
 
 def jsonable(value: Any) -> Any:
-    """A hyperparameter value JSON can hold (numpy scalars as Python numbers, anything else as text)."""
+    """A hyperparameter value JSON can hold (numpy scalars as Python numbers, anything else as
+    text)."""
     return value.item() if hasattr(value, "item") else str(value)
 
 
@@ -199,6 +201,7 @@ def render_report(result: TuneResult) -> str:
                 ),
             ),
         ],
-        subtitle=f"{len(result.completed)} trial(s) completed, {failed} failed; objective {result.objective} "
+        subtitle=f"{len(result.completed)} trial(s) completed, {failed} failed; objective "
+        f"{result.objective} "
         f"({result.direction})",
     )

@@ -1,9 +1,10 @@
-"""Builds the same small models with `tf.keras` and saves them the Keras 2 ways: `python save_models.py OUT`.
+"""Builds the same small models with `tf.keras` and saves them the Keras 2 ways: `python
+save_models.py OUT`.
 
-Run once with TF_USE_LEGACY_KERAS=1 (tf.keras is tf_keras: the oracle, Keras 2's own SavedModel) and once
-without (tf.keras is Keras 3, saved through generic-trainer's Keras 2 bridge). Every weight is set from a
-fixed formula, so both processes hold the same model and must compute the same outputs. Writes
-OUT/<model>/<how> for every model and save call.
+Run once with TF_USE_LEGACY_KERAS=1 (tf.keras is tf_keras: the oracle, Keras 2's own SavedModel) and
+once without (tf.keras is Keras 3, saved through generic-trainer's Keras 2 bridge). Every weight is
+set from a fixed formula, so both processes hold the same model and must compute the same outputs.
+Writes OUT/<model>/<how> for every model and save call.
 """
 
 import os

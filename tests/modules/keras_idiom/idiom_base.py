@@ -1,7 +1,9 @@
-"""A run_fn in a Keras 2 idiom common in TFX modules: TensorFlow ops (`tf.cast`) on symbolic Keras inputs.
+"""A run_fn in a Keras 2 idiom common in TFX modules: TensorFlow ops (`tf.cast`) on symbolic Keras
+inputs.
 
-Keras 2 (tf_keras) wraps such ops in layers; Keras 3 refuses them ("A KerasTensor cannot be used as input to a
-TensorFlow function"). Imports nothing of TFX: the modules beside it decide what `--keras auto` gives.
+Keras 2 (tf_keras) wraps such ops in layers; Keras 3 refuses them ("A KerasTensor cannot be used as
+input to a TensorFlow function"). Imports nothing of TFX: the modules beside it decide what `--keras
+auto` gives.
 """
 
 import tensorflow as tf

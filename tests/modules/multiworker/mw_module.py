@@ -1,12 +1,13 @@
-"""A TFX-style module for the multi-worker and preemption tests: any schema's FLOAT features -> a class.
+"""A TFX-style module for the multi-worker and preemption tests: any schema's FLOAT features -> a
+class.
 
 Written against `tf.keras`, as TFX-era modules are: Keras 3 by default, tf_keras under `--keras
 tf_keras`. It uses `fn_args.backup_and_restore` and exports with `fn_args.export_dir("serving")`.
 
-custom_config: `label` (default "label"), `epochs` (4), `batch_size` (16), `steps_per_execution` (1),
-`step_sleep` (seconds slept after each training step, so a test can stop the run halfway), `result_dir` (each replica
-writes `<task_type>-<task_index>.json` there: Keras flavour, optimizer steps, weights digest,
-and what the backup callback did).
+custom_config: `label` (default "label"), `epochs` (4), `batch_size` (16), `steps_per_execution`
+(1), `step_sleep` (seconds slept after each training step, so a test can stop the run halfway),
+`result_dir` (each replica writes `<task_type>-<task_index>.json` there: Keras flavour, optimizer
+steps, weights digest, and what the backup callback did).
 """
 
 import hashlib

@@ -1,8 +1,10 @@
-"""A module for the speed-flag tests: compiles its models as a user would, and records what Keras did.
+"""A module for the speed-flag tests: compiles its models as a user would, and records what Keras
+did.
 
-It writes `<model_run_dir>/speed.json`: the first model's jit_compile, steps_per_execution, compute and
-variable dtypes, optimizer class and the number of batch-end callbacks fit made (steps_per_execution N
-means one per N batches); and the same for a second model whose compile sets those arguments itself.
+It writes `<model_run_dir>/speed.json`: the first model's jit_compile, steps_per_execution, compute
+and variable dtypes, optimizer class and the number of batch-end callbacks fit made
+(steps_per_execution N means one per N batches); and the same for a second model whose compile sets
+those arguments itself.
 """
 
 import json

@@ -1,7 +1,7 @@
 """A run_fn whose serving model takes a raw string input that it hashes (keras.layers.Hashing).
 
-TFLite's built-in ops have no string hashing (StringToHashBucketFast), so `--export-tflite` must fail
-clearly, publishing nothing. Nothing is trained: the model is exported as built.
+TFLite's built-in ops have no string hashing (StringToHashBucketFast), so `--export-tflite` must
+fail clearly, publishing nothing. Nothing is trained: the model is exported as built.
 """
 
 import keras

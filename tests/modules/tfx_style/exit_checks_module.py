@@ -1,8 +1,8 @@
 """A TFX-style module for tests/test_process_exit.py: what the process's fast end must not lose.
 
 Trains with the per-epoch TensorBoard callback TFX modules add, writes a scalar through a tf.summary
-writer it never closes (under `<model_run_dir>/own`, huge flush interval and queue: only a flush at the
-end writes it), and registers an atexit handler writing custom_config's `atexit_file`.
+writer it never closes (under `<model_run_dir>/own`, huge flush interval and queue: only a flush at
+the end writes it), and registers an atexit handler writing custom_config's `atexit_file`.
 """
 
 import atexit

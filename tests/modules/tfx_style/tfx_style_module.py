@@ -5,8 +5,8 @@ its own `tf.distribute.MirroredStrategy()` with the model built in its scope, a 
 TensorBoard callback, and Keras 2 saving:
 `model.save(fn_args.serving_model_dir, save_format='tf', signatures={...})`.
 
-custom_config (test knobs): `strategy` (mirrored | multi_worker | one_device:<device> | get_strategy |
-tpu | parameter_server | none), `save` (model_save | save_model | saved_model | model_save_plain),
+custom_config (test knobs): `strategy` (mirrored | multi_worker | one_device:<device> | get_strategy
+| tpu | parameter_server | none), `save` (model_save | save_model | saved_model | model_save_plain),
 `epochs` (2).
 """
 

@@ -1,4 +1,5 @@
-"""A TFX Tuner module in the style of TFX's testdata `tuner_module.py`, with no edits for generic-trainer.
+"""A TFX Tuner module in the style of TFX's testdata `tuner_module.py`, with no edits for
+generic-trainer.
 
 Imports `TunerFnResult` from `tfx.components.tuner.component`, `DataAccessor` / `FnArgs` from
 `tfx.components.trainer.fn_args_utils`, `io_utils` from `tfx.utils`; reads the schema with

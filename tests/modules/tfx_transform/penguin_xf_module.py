@@ -28,7 +28,8 @@ def _transformed_name(key: str) -> str:
 
 
 def preprocessing_fn(inputs):
-    """tf.Transform callback: z-scores of the measurements, the label passed through, renamed *_xf."""
+    """tf.Transform callback: z-scores of the measurements, the label passed through, renamed
+    *_xf."""
     outputs = {}
     for key in _FEATURE_KEYS:
         outputs[_transformed_name(key)] = tft.scale_to_z_score(inputs[key])

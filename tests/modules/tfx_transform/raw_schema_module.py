@@ -1,9 +1,11 @@
-"""A module that passes its own raw schema (`fn_args.schema_path`) to the data accessor while a transform
-graph is given, as a TFX module may: the schema holds `tags`, a feature the transform graph does not know.
+"""A module that passes its own raw schema (`fn_args.schema_path`) to the data accessor while a
+transform graph is given, as a TFX module may: the schema holds `tags`, a feature the transform
+graph does not know.
 
-TFX's data accessor reads the features of the schema it is given from the files: `tags` is read as it is.
-The label is the transform graph's `species_xf` (custom_config `label_key`), which the raw examples lack:
-it comes from the transform graph applied in the input pipeline. run_fn checks both, then trains briefly.
+TFX's data accessor reads the features of the schema it is given from the files: `tags` is read as
+it is. The label is the transform graph's `species_xf` (custom_config `label_key`), which the raw
+examples lack: it comes from the transform graph applied in the input pipeline. run_fn checks both,
+then trains briefly.
 """
 
 from __future__ import annotations
