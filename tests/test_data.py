@@ -314,7 +314,10 @@ def test_feature_spec_from_schema_rules(artifact):
 
 
 def test_importing_data_does_not_import_tensorflow():
-    code = "import sys, generic_trainer.data; assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
+    code = (
+        "import sys, generic_trainer.data; assert 'tensorflow' not in sys.modules, 'tensorflow "
+        "imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

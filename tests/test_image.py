@@ -238,7 +238,10 @@ def test_dependencies_come_from_the_lock_files():
     # slim.py turns both lock files into the pins to install (minus what it leaves out), installed
     # with
     # --no-deps: nothing is resolved at build time.
-    pins = r"python3 slim\.py requirements \"\$\{ACCELERATOR\}\" runtime\.lock \"\$\{CUDA_LOCK\}\" > requirements\.txt"
+    pins = (
+        r"python3 slim\.py requirements \"\$\{ACCELERATOR\}\" runtime\.lock "
+        r"\"\$\{CUDA_LOCK\}\" > requirements\.txt"
+    )
     assert re.search(pins, runs), (
         "the pins must come from slim.py requirements over both lock files"
     )

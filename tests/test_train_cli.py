@@ -213,7 +213,10 @@ def _module(tmp_path: Path, source: str) -> Path:
 
 
 RUN_FN_NO_MODEL = "def run_fn(fn_args):\n    pass\n"
-RUN_FN_RAISES = "def helper():\n    raise ValueError('boom from user code')\n\ndef run_fn(fn_args):\n    helper()\n"
+RUN_FN_RAISES = (
+    "def helper():\n    raise ValueError('boom from user code')\n\ndef "
+    "run_fn(fn_args):\n    helper()\n"
+)
 
 
 def _corrupt_examples(tmp_path: Path) -> Path:

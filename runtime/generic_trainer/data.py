@@ -367,7 +367,7 @@ def _whole_schema_plan(
             return Plan(False, f"the examples hold the transformed features {', '.join(only)}")
         return Plan(
             True,
-            f"the module asks for transformed features ({', '.join(only)}) and the examples are raw",
+            f"the module asks for transformed features ({', '.join(only)}); the examples are raw",
             every,
         )
     extra = sorted(set(record) - set(xf_types))

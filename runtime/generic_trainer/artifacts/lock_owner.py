@@ -38,7 +38,10 @@ def describe_owner(owner: dict) -> str:
     if not owner:
         return "a run that has not yet recorded its pid and host"
     if valid_pid(owner.get("pid")) is None:
-        return f"a lock file not written by a generic-trainer run (its pid is {short(owner.get('pid'))})"
+        return (
+            "a lock file not written by a generic-trainer run (its pid is "
+            f"{short(owner.get('pid'))})"
+        )
     started = owner.get("started")
     ok = isinstance(started, (int, float)) and not isinstance(started, bool) and 0 <= started < 1e11
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)) if ok else "at an unknown time"

@@ -30,12 +30,15 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 MAX_POINTS = 400  # per series; longer series are thinned evenly (first and last point kept)
 
 _CSS = """
-body{font-family:-apple-system,Segoe UI,Roboto,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1100px}
-h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+body{font-family:-apple-system,Segoe UI,Roboto,Helvetica,Arial,sans-serif;margin:24px;color:#222;
+max-width:1100px}
+h1{font-size:22px;margin:0 0 4px}
+h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 .sub{color:#666;font-size:13px} table{border-collapse:collapse;font-size:13px;margin:4px 0}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f4f4f4} td.num{text-align:right;font-variant-numeric:tabular-nums}
-code,pre{font-family:SFMono-Regular,Menlo,Consolas,monospace;font-size:12px} pre{margin:0;white-space:pre-wrap}
+code,pre{font-family:SFMono-Regular,Menlo,Consolas,monospace;font-size:12px}
+pre{margin:0;white-space:pre-wrap}
 .charts{display:flex;flex-wrap:wrap;gap:12px} .chart{border:1px solid #eee;padding:4px}
 .note{color:#666;font-size:13px}
 """.strip()
@@ -153,7 +156,8 @@ def line_chart(
         f'font-family="sans-serif">',
         f'<text x="{width / 2:.1f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">'
         f"{esc(title)}</text>",
-        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>',
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
+        'fill="none" stroke="#999"/>',
     ]
     for tick in _nice_ticks(y_lo, y_hi):
         y = sy(tick)

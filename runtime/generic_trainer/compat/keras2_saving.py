@@ -27,7 +27,10 @@ class SaveModel(Patch):
     """`save_model` of Keras 3 is `make(original)` everywhere Keras keeps it."""
 
     versions = (Versions("keras", "3.0", "3.16"),)
-    lost = "Keras 2 saves (save_format='tf', signatures=...) fail under Keras 3 as they do without the runtime"
+    lost = (
+        "Keras 2 saves (save_format='tf', signatures=...) fail under Keras 3 as they do "
+        "without the runtime"
+    )
 
     def __init__(self, make: Callable[[Callable[..., Any]], Callable[..., Any]]):
         super().__init__()

@@ -81,7 +81,10 @@ def state_problem(
     if epochs is not None and (
         state["epoch"] > epochs or (state["epoch"] == epochs and state["step_in_epoch"])
     ):
-        return f"epoch {state['epoch']} step {state['step_in_epoch']} is past the fit's {epochs} epochs"
+        return (
+            f"epoch {state['epoch']} step {state['step_in_epoch']} is past the fit's {epochs} "
+            "epochs"
+        )
     if steps is not None and state["step_in_epoch"] > steps:
         return f"step_in_epoch {state['step_in_epoch']} is past the fit's {steps} steps per epoch"
     return None

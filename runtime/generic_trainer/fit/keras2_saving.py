@@ -65,7 +65,10 @@ def hint(exc: BaseException, tf_keras_possible: bool = True) -> str:
             "module "
             "Keras 2 (tf_keras) as tf.keras, or port this call to Keras 3)"
         )
-    return " (a Keras 2 API that Keras 3 does not provide; keras-tuner needs Keras 3, so port this call to Keras 3)"
+    return (
+        " (a Keras 2 API that Keras 3 does not provide; keras-tuner needs Keras 3, so port "
+        "this call to Keras 3)"
+    )
 
 
 def _wants_saved_model(

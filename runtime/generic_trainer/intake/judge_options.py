@@ -174,7 +174,7 @@ EVALUATE_INPUTS = Group(
             metavar="JSON",
             param=value(
                 dict,
-                'TFX\'s legacy FeatureSlicingSpec: {"specs": [{"column_for_slicing": ["island"]}]}.',
+                'Legacy FeatureSlicingSpec (TFX): {"specs": [{"column_for_slicing": ["island"]}]}.',
                 None,
             ),
         ),

@@ -295,9 +295,9 @@ def check_writable(
     else:
         directory = _nearest_existing(os.path.dirname(path))
         if not os.path.isdir(directory):
+            what = files.describe(directory)
             raise UserInputError(
-                flag,
-                f"cannot create {path}: {directory} is {files.describe(directory)}, not a directory",
+                flag, f"cannot create {path}: {directory} is {what}, not a directory"
             )
     if directory not in probed:
         probed[directory] = _probe(directory)

@@ -59,9 +59,9 @@ def as_dataset_options(options: object) -> DatasetOptions:
     """A DatasetOptions from ours or any object with its attributes (tfx_bsl's options)."""
     if not isinstance(options, DatasetOptions):
         if not hasattr(options, "batch_size"):
+            got = type(options).__name__
             raise UserInputError(
-                "options",
-                f"expected TensorFlowDatasetOptions or DatasetOptions, got {type(options).__name__}",
+                "options", f"expected TensorFlowDatasetOptions or DatasetOptions, got {got}"
             )
         fields = {
             f.name: getattr(options, f.name, f.default) for f in dataclasses.fields(DatasetOptions)

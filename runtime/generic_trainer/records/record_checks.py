@@ -88,7 +88,10 @@ def _describe_decode_error(message: str) -> str | None:
         if match:
             groups = match.groupdict()
             if groups.get("dtype"):
-                return f"feature {groups['feature']!r} ({groups['dtype']}) is required by the schema but missing"
+                return (
+                    f"feature {groups['feature']!r} ({groups['dtype']}) is required by the "
+                    "schema but missing"
+                )
             detail = " ".join((groups.get("detail") or "").split()).rstrip(".")
             if detail.startswith("Could not parse"):
                 return NOT_AN_EXAMPLE

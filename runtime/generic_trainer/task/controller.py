@@ -446,7 +446,7 @@ class Controller:
         if mode == "eval":
             if restored is None and not self.state.task.params.init_checkpoint:
                 log.warning(
-                    "no checkpoint in %s and no task.init_checkpoint: evaluating an untrained model",
+                    "no checkpoint in %s, no task.init_checkpoint: evaluating an untrained model",
                     self.settings.checkpoint_dir,
                 )
             self.evaluate()
