@@ -151,6 +151,11 @@ LONGEST_FIRST = (
     "test_tune_distributed.py",
     "test_task_multiworker.py",
     "test_hostile.py",
+    "test_evaluate_tfma.py",
+    "test_transform_tfx.py",
+    "test_example_gen.py",
+    "test_bulk_infer.py",
+    "test_model_format.py",
 )
 # Module fixtures that cannot be shared between processes (test_kfp_local.py's one pipeline run,
 # with its
