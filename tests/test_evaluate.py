@@ -155,10 +155,16 @@ def test_short_form_is_written_as_the_tfma_config_it_means():
     }
     accuracy, _ = metrics["accuracy"]
     assert accuracy["class_name"] == "SparseCategoricalAccuracy"
-    assert accuracy["threshold"] == {
-        "value_threshold": {"lower_bound": 0.8},
-        "change_threshold": {"direction": "HIGHER_IS_BETTER", "absolute": -0.01},
-    }
+    assert "threshold" not in accuracy  # TFMA's MetricConfig.threshold would judge every slice
+    assert accuracy["per_slice_thresholds"] == [
+        {
+            "slicing_specs": [{}],  # the overall slice only, as the short form means it
+            "threshold": {
+                "value_threshold": {"lower_bound": 0.8},
+                "change_threshold": {"direction": "HIGHER_IS_BETTER", "absolute": -0.01},
+            },
+        }
+    ]
     auc, spec = metrics["auc"]
     assert spec["aggregate"] == {
         "macro_average": True,

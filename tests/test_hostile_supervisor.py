@@ -188,6 +188,18 @@ def test_main_output_expected_only_where_one_process_publishes(tmp_path):
     assert main_output.expected("train", {"model_dir": "gs://b/m"}, {}) is None
 
 
+def test_another_frameworks_model_must_leave_files_not_a_saved_model(tmp_path):
+    values = {"model_dir": str(tmp_path / "m"), "model_format": "other"}
+    path = main_output.expected("train", values, {})
+    assert path == str(tmp_path / "m" / "Format-Serving")
+    assert "does not exist" in main_output.problem("train", path)
+    os.makedirs(path)
+    (tmp_path / "m" / "Format-Serving" / "model.pkl").write_bytes(b"pickle")
+    assert main_output.problem("train", path) is None
+    plain = main_output.expected("train", {"model_dir": str(tmp_path / "m")}, {})
+    assert "saved_model.pb is missing" in main_output.problem("train", plain)
+
+
 def test_memory_left_reads_the_cgroup_and_meminfo(tmp_path):
     (tmp_path / "memory.max").write_text("2684354560\n")  # 2.5 GiB
     (tmp_path / "memory.current").write_text("536870912\n")

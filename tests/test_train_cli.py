@@ -246,9 +246,9 @@ BAD_INPUTS = {
         ["--module-file", "is a directory"],
     ),
     "module_not_text": (
-        lambda t: {"--module-file": _bytes(t / "bin.py", b"\xff\xfe\x00run_fn")},
+        lambda t: {"--module-file": _bytes(t / "bin.py", b"\xff\xferun_fn = 1\n")},
         2,
-        ["--module-file", "not UTF-8"],
+        ["--module-file", "not valid UTF-8"],
     ),
     "module_syntax_error": (
         lambda t: {"--module-file": _module(t, "def run_fn(:\n")},

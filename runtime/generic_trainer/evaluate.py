@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from generic_trainer.artifacts import files, storage
+from generic_trainer.errors import UserInputError
 from generic_trainer.intake import judge_options
 from generic_trainer.intake.contract import VerbContract
 from generic_trainer.intake.judge_request import EvaluateRequest, build_evaluate_request
@@ -163,10 +164,31 @@ def _compute_in_sandbox(
         )
         return failed_result(reason)
     if error:
+        if not _is_ours(error):
+            _raise_tfma_error(error)
         sandbox.raise_child_error(error)
     return failed_result(
         sandbox.failure(outcome, limits, what="the evaluation process")
         or "the evaluation process ended without a result"
+    )
+
+
+def _is_ours(error: dict[str, Any]) -> bool:
+    """Whether the child's error is one of the runtime's (errors.TrainerError and its kinds)."""
+    from generic_trainer import errors
+
+    cls = getattr(errors, str(error.get("class", "")), None)
+    return isinstance(cls, type) and issubclass(cls, errors.TrainerError)
+
+
+def _raise_tfma_error(error: dict[str, Any]) -> None:
+    """TFMA's pipeline stopped on the model, the examples or the EvalConfig given: exit 2, with
+    TFMA's own message (a model whose signature takes other inputs than the examples give, a
+    config naming what the model lacks)."""
+    message = str(error.get("message", ""))[:2000]
+    raise UserInputError(
+        "--model",
+        f"TFMA could not evaluate the model on these examples with this EvalConfig: {message}",
     )
 
 

@@ -4,7 +4,8 @@ trained model parses as a SavedModel).
 User code runs in the process that writes the run record, so it can write the record's `end` entry
 itself and end the process: the record alone cannot say a run succeeded. The parent finds the main
 output from the arguments (`expected`) and checks it here, without TensorFlow: a train's
-`<model-dir>/Format-Serving/saved_model.pb` must parse as a SavedModel holding a MetaGraph; a tune's
+`<model-dir>/Format-Serving/saved_model.pb` must parse as a SavedModel holding a MetaGraph (with
+`--model-format other`, Format-Serving must hold files); a tune's
 best hyperparameters and a transform's graph must be there, not empty. Verbs that run no user code
 in their own process, cluster replicas (only the chief publishes) and a Task's eval modes are not
 checked.
@@ -59,6 +60,9 @@ def expected(
     path = values.get(MAIN_OUTPUTS[verb][0])
     if not isinstance(path, str) or not path or "://" in path:
         return None  # gs:// and the like: the child maps and checks them
+    if verb == "train" and values.get("model_format") == "other":
+        # another framework's model (--model-format other): any files, not a SavedModel
+        return os.path.join(os.path.abspath(path), SERVING_DIR)
     return os.path.abspath(path)
 
 
@@ -67,7 +71,7 @@ def problem(verb: str, path: str | None) -> str | None:
     if path is None:
         return None
     flag = MAIN_OUTPUTS[verb][1]
-    if verb == "train":
+    if verb == "train" and os.path.basename(path) != SERVING_DIR:
         return _model_problem(path, flag)
     if not os.path.isdir(path) or not os.listdir(path):
         return f"its {flag} {path} {'is empty' if os.path.isdir(path) else 'does not exist'}"

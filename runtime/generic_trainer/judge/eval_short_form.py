@@ -110,10 +110,11 @@ def _metric_configs(config: EvalConfig, problem: str) -> list[tuple[dict[str, An
             cls, cfg = _builtin(name, problem, config.from_logits)
             entry = {"class_name": cls, "config": json.dumps(cfg)}
             macro = problem == "multiclass" and name in _CONFUSION
-        overall = [t for t in config.thresholds if t.metric == name]
-        if overall:
-            entry["threshold"] = threshold(overall[0])
-        per_slice = [
+        # the short form's thresholds judge the overall slice only (TFMA's MetricConfig.threshold
+        # would judge every slice); its slice thresholds judge their slice
+        overall = [t for t in config.thresholds if t.metric == name][:1]
+        per_slice = [{"slicing_specs": [{}], "threshold": threshold(t)} for t in overall]
+        per_slice += [
             {"slicing_specs": [slicing_spec(s.slice)], "threshold": threshold(s.threshold)}
             for s in config.slice_thresholds
             if s.threshold.metric == name
