@@ -6,6 +6,7 @@ refuse is reported by the checks, one line each, instead of stopping at the firs
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 
@@ -16,12 +17,10 @@ from generic_trainer.errors import UserInputError
 from generic_trainer.intake.doctor_options import TRAIN_INPUTS, TRAIN_OUTPUTS
 from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.fit_options import TRAIN
-from generic_trainer.intake.fit_request import speed_fields
+from generic_trainer.intake.fit_request import speed_fields, value_checks
 from generic_trainer.intake.request import (
     RawInputs,
-    existing,
     keras_choice,
-    output_file,
     raw_inputs,
 )
 
@@ -52,16 +51,11 @@ def _places(values: Mapping[str, object], environ: Mapping[str, str], gcs_root: 
 def flag_problems(values: Mapping[str, object], raw: RawInputs) -> tuple[str, ...]:
     """What train's own checks say of each flag's value (files are doctor's other checks)."""
     problems = []
-    for o in TRAIN.options():
-        if o.check and o.check not in (existing, output_file) and values.get(o.name) is not None:
-            try:
-                o.check(raw, o.flag, values[o.name])
-            except UserInputError as e:
-                problems.append(str(e))
-    try:
-        speed_fields(values)
-    except UserInputError as e:
-        problems.append(str(e))
+    for check in [*value_checks(TRAIN, values, raw), functools.partial(speed_fields, values)]:
+        try:
+            check()
+        except UserInputError as e:
+            problems.append(str(e))
     return tuple(problems)
 
 

@@ -12,9 +12,10 @@ are resolved here.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer.artifacts import bounded_parse, storage
@@ -389,14 +390,23 @@ def _tune_values(values: Mapping[str, Any], environ: Mapping[str, str]) -> tuple
     return strategy, max_trials
 
 
+def value_checks(verb: Verb, values: Mapping[str, Any], raw: RawInputs) -> list[Callable[[], Any]]:
+    """The declared checks of `verb`'s given values that read no file, each ready to call (a
+    UserInputError names the flag): vertex-job stops at the first, doctor reports every one."""
+    return [
+        functools.partial(o.check, raw, o.flag, values[o.name])
+        for o in verb.options()
+        if o.check and o.check not in (existing, output_file) and values.get(o.name) is not None
+    ]
+
+
 def check_values(verb: Verb, values: Mapping[str, Any], environ: Mapping[str, str]) -> None:
     """The checks of a train or tune request that read no file: what `vertex-job` runs on the
     container's args before it builds a job (their paths are read on the container's machine, so not
     here)."""
     raw = raw_inputs(values, environ, None)
-    for o in verb.options():
-        if o.check and o.check not in (existing, output_file) and values.get(o.name) is not None:
-            o.check(raw, o.flag, values[o.name])
+    for check in value_checks(verb, values, raw):
+        check()
     _custom_config(raw)
     task = values.get("task") if verb is fit_options.TRAIN else None
     if task and values.get("module_file"):
