@@ -27,7 +27,9 @@ from generic_trainer import (
     import_examples,
     infra_validate,
     push,
+    resolve,
     supervisor,
+    tfx_pipeline,
     train,
     transform,
     tune,
@@ -212,8 +214,10 @@ VERB_MODULES = (
     transform,
     push,
     bulk_infer,
+    resolve,
     doctor,
     export_tflite,
+    tfx_pipeline,
 )
 VERBS = {module.VERB.name: module.VERB for module in VERB_MODULES}
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.

@@ -2,7 +2,7 @@
 follows.
 
 A verb (train, tune, evaluate, infra-validate, import-examples, transform, push, bulk-infer,
-doctor, export-tflite; a declaration without a `component` has no KFP component, and its
+resolve, doctor, export-tflite, tfx-pipeline; a declaration without a `component` has no KFP component, and its
 `kfp_outputs` are never called) is a `VerbContract`:
 
 - `declaration`: its inputs, declared once (options.py): its flags, its KFP component, the request

@@ -62,6 +62,17 @@ def feature_slicing_spec(raw: object, flag: str, value: object) -> tuple[tuple[s
     return tuple(tuple(c) for c in columns)
 
 
+def records_dir(raw: object, flag: str, value: object) -> str | None:
+    """The records dir as a local path (gs:// under the gcs root); None when unset."""
+    from generic_trainer.artifacts import storage
+
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise UserInputError(flag, f"expected a directory or gs:// URI, got {value!r}")
+    return storage.local_path(value, getattr(raw, "gcs_root", "/gcs"))
+
+
 def fairness_thresholds(raw: object, flag: str, value: object) -> tuple[float, ...]:
     """Decision thresholds in [0, 1] ('0.25,0.5' or a list); () when unset."""
     if value is None or value == "" or value == []:
@@ -243,6 +254,28 @@ EVALUATE_OUTPUTS = Group(
                 "HTML",
                 "HTML report: verdict, comparison with the baseline, slices, confusion matrix.",
                 name="report",
+            ),
+        ),
+        Option(
+            "records_dir",
+            check=records_dir,
+            help="when BLESSED, record the model here for a later run's resolve "
+            "(TFX's LatestBlessedModelStrategy); default: no record",
+            metavar="DIR",
+            param=value(
+                str,
+                "When BLESSED, record the model here for a later run's resolver (the tfx-pipeline "
+                "verb\nsets <pipeline_root>/generic-trainer-records/<name>).",
+                None,
+            ),
+        ),
+        # for dsl.If: TFX's Cond(evaluator.outputs['blessing'].future()[0]
+        # .custom_property('blessed') == 1)
+        Option(
+            "blessed",
+            cli=False,
+            param=output_value(
+                bool, "True when the model is BLESSED (the blessing's blessed 1), for dsl.If."
             ),
         ),
     ),

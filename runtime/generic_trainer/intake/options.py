@@ -117,10 +117,12 @@ class Option:
     published: bool = (
         False  # an output dir published whole by renaming a staging sibling into place
     )
+    positional: bool = False  # a positional argument (`tfx-pipeline run FILE`), not a flag
+    nargs: Any = None  # argparse's nargs (argparse.REMAINDER: the file's own arguments)
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return self.name if self.positional else "--" + self.name.replace("_", "-")
 
     def flag_kwargs(self) -> dict[str, Any]:
         kwargs = {
@@ -131,6 +133,7 @@ class Option:
             "action": self.action,
             "help": self.help,
             "required": self.required or None,
+            "nargs": self.nargs,
         }
         return {k: v for k, v in kwargs.items() if v is not None}
 
