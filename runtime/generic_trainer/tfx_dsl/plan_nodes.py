@@ -10,22 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from generic_trainer.errors import UserInputError
 from generic_trainer.tfx_dsl.nodes import BaseNode
-from generic_trainer.tfx_dsl.plan_values import Values, local_path, split_dotted
+from generic_trainer.tfx_dsl.plan_judges import bulk_inferrer, infra_validator, pusher
+from generic_trainer.tfx_dsl.plan_values import Values, local_path, refuse, reject, split_dotted
 
 _PAYLOAD_FORMATS = {6: "FORMAT_TF_EXAMPLE", 7: "FORMAT_TF_SEQUENCE_EXAMPLE"}
-
-
-def _refuse(node: BaseNode, argument: str, why: str) -> UserInputError:
-    return UserInputError(f"{node.id}.{argument}", why)
-
-
-def _reject(node: BaseNode, props: dict[str, Any], names: dict[str, str]) -> None:
-    """Refuse the given arguments in `names` (argument -> why)."""
-    for name, why in names.items():
-        if props.get(name) not in (None, False, {}, [], ""):
-            raise _refuse(node, name, why)
 
 
 def _module(node: BaseNode, props: dict[str, Any], fn_arg: str) -> dict:
@@ -33,7 +22,7 @@ def _module(node: BaseNode, props: dict[str, Any], fn_arg: str) -> dict:
     or `fn_arg=` alone as a dotted path (`models.preprocessing.preprocessing_fn`)."""
     module_file, function = props.get("module_file"), props.get(fn_arg)
     if module_file and function and "." in str(function):
-        raise _refuse(node, fn_arg, "give module_file or a dotted function path, not both")
+        raise refuse(node, fn_arg, "give module_file or a dotted function path, not both")
     if module_file:
         path = module_file if "://" in module_file or not module_file.endswith(".py") else None
         out = {"module_file": path or local_path(module_file)}
@@ -41,20 +30,20 @@ def _module(node: BaseNode, props: dict[str, Any], fn_arg: str) -> dict:
     if function:
         module, name = split_dotted(str(function), f"{node.id}.{fn_arg}")
         return {"module_file": module, fn_arg: name}
-    raise _refuse(node, "module_file", f"{node.TFX_NAME} needs module_file or {fn_arg}")
+    raise refuse(node, "module_file", f"{node.TFX_NAME} needs module_file or {fn_arg}")
 
 
 def example_gen(node: BaseNode, v: Values) -> dict[str, Any]:
     """CsvExampleGen / ImportExampleGen -> import_examples."""
     props = node.exec_properties
     if not props.get("input_base"):
-        raise _refuse(node, "input_base", "the folder of the files to import is needed")
+        raise refuse(node, "input_base", "the folder of the files to import is needed")
     out: dict[str, Any] = {"input_pattern": local_path(v.json(props["input_base"], node.id))}
     out["format"] = "tfrecord" if node.TFX_NAME == "ImportExampleGen" else "csv"
     if node.TFX_NAME == "ImportExampleGen":
         fmt = props.get("payload_format", 6)
         if fmt not in _PAYLOAD_FORMATS:
-            raise _refuse(
+            raise refuse(
                 node,
                 "payload_format",
                 f"{fmt}: only tf.Example (6) or tf.SequenceExample (7) records are read here",
@@ -85,7 +74,7 @@ def _output_config(node: BaseNode, config: dict[str, Any]) -> dict[str, Any]:
         out["partition_feature"] = split["partition_feature_name"]
     other = set(config) - {"split_config"} | set(split) - {"splits", "partition_feature_name"}
     if other:
-        raise _refuse(
+        raise refuse(
             node,
             "output_config",
             f"{sorted(other)} cannot be honoured here: "
@@ -97,7 +86,7 @@ def _output_config(node: BaseNode, config: dict[str, Any]) -> dict[str, Any]:
 def transform(node: BaseNode, v: Values) -> dict[str, Any]:
     """Transform -> transform."""
     props = node.exec_properties
-    _reject(
+    reject(
         node,
         props,
         {
@@ -106,7 +95,7 @@ def transform(node: BaseNode, v: Values) -> dict[str, Any]:
         },
     )
     if props.get("materialize") is False:
-        raise _refuse(
+        raise refuse(
             node,
             "materialize",
             "the transform step always writes transformed "
@@ -134,7 +123,7 @@ def _fit_args(node: BaseNode, v: Values, props: dict[str, Any]) -> dict[str, Any
 def trainer(node: BaseNode, v: Values) -> dict[str, Any]:
     """Trainer -> trainer."""
     props = node.exec_properties
-    _reject(
+    reject(
         node,
         props,
         {
@@ -148,7 +137,7 @@ def trainer(node: BaseNode, v: Values) -> dict[str, Any]:
 def tuner(node: BaseNode, v: Values) -> dict[str, Any]:
     """Tuner -> tuner."""
     props = node.exec_properties
-    _reject(
+    reject(
         node,
         props,
         {
@@ -178,79 +167,6 @@ def evaluator(node: BaseNode, v: Values) -> dict[str, Any]:
     module = props.get("module_file") or props.get("module_path")
     if module:
         out["module_file"] = local_path(module) if str(module).endswith(".py") else module
-    return out
-
-
-def infra_validator(node: BaseNode, v: Values) -> dict[str, Any]:
-    """InfraValidator -> infra_validator (the model is tried in this image's sandbox)."""
-    props = node.exec_properties
-    out: dict[str, Any] = {}
-    request = (
-        v.message(props["request_spec"], f"{node.id}.request_spec")
-        if props.get("request_spec") is not None
-        else {}
-    )
-    if request.get("split_name"):
-        out["eval_splits"] = [request["split_name"]]
-    if request.get("num_examples"):
-        out["num_requests"] = int(request["num_examples"])
-    if request.get("make_warmup"):
-        out["write_warmup"] = 1
-    validation = (
-        v.message(props["validation_spec"], f"{node.id}.validation_spec")
-        if props.get("validation_spec") is not None
-        else {}
-    )
-    if validation.get("max_loading_time_seconds"):
-        out["timeout"] = float(validation["max_loading_time_seconds"])
-    return out
-
-
-def pusher(node: BaseNode, v: Values) -> dict[str, Any]:
-    """Pusher -> pusher (a filesystem destination)."""
-    props = node.exec_properties
-    _reject(
-        node,
-        props,
-        {
-            "custom_config": "this image pushes to a filesystem or gs:// destination; "
-            "custom_config (cloud serving) is not supported",
-            "custom_executor_spec": "this image's pusher copies to push_destination only",
-        },
-    )
-    if props.get("push_destination") is None:
-        raise _refuse(
-            node,
-            "push_destination",
-            "needed: PushDestination(filesystem=PushDestination.Filesystem(base_directory=...))",
-        )
-    destination = v.message(props["push_destination"], f"{node.id}.push_destination")
-    if not isinstance(destination, dict):
-        return {"push_destination": destination}
-    base = destination.get("filesystem", {}).get("base_directory")
-    if not base or set(destination) != {"filesystem"}:
-        raise _refuse(
-            node,
-            "push_destination",
-            f"{destination}: only a filesystem base_directory (a folder or gs:// URI) is supported",
-        )
-    destination["filesystem"]["base_directory"] = local_path(base)
-    return {"push_destination": v.text(destination, f"{node.id}.push_destination")}
-
-
-def bulk_inferrer(node: BaseNode, v: Values) -> dict[str, Any]:
-    """BulkInferrer -> bulk_inferrer."""
-    props = node.exec_properties
-    out: dict[str, Any] = {}
-    if props.get("data_spec") is not None:
-        spec = v.message(props["data_spec"], f"{node.id}.data_spec")
-        if spec.get("example_splits"):
-            out["data_splits"] = list(spec["example_splits"])
-    for name in ("model_spec", "output_example_spec"):
-        if props.get(name) is not None:
-            text = v.text(props[name], f"{node.id}.{name}")
-            if text != "{}":
-                out[name] = text
     return out
 
 

@@ -120,3 +120,15 @@ def split_dotted(function_path: str, where: str) -> tuple[str, str]:
             where, f"{function_path!r} is not a dotted path to a function (module.function)"
         )
     return module, name
+
+
+def refuse(node: Any, argument: str, why: str) -> UserInputError:
+    """The error refusing `node`'s `argument` (named `node_id.argument`)."""
+    return UserInputError(f"{node.id}.{argument}", why)
+
+
+def reject(node: Any, props: dict[str, Any], names: dict[str, str]) -> None:
+    """Refuse the given arguments in `names` (argument -> why)."""
+    for name, why in names.items():
+        if props.get(name) not in (None, False, {}, [], ""):
+            raise refuse(node, name, why)
