@@ -29,6 +29,7 @@ import types
 from typing import Any
 
 from generic_trainer.tfx import FILEIO_NAMES, IO_UTILS_NAMES
+from generic_trainer.tfx_dsl.protos import paths as proto_paths
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,9 @@ MODULES: dict[str, dict[str, tuple[str, str]]] = {
     "tfx.dsl.io": {},
     "tfx.dsl.io.fileio": {name: (f"{_TFX}:fileio", name) for name in FILEIO_NAMES},
 }
+MODULES.update(proto_paths.modules())
+# Stand-in module -> the module whose every public name it has (`tfx.proto.trainer_pb2`).
+FORWARDS: dict[str, str] = proto_paths.forwards()
 _MARK = "__generic_trainer_stand_in__"
 _MODULE_DIRS: list[
     str
@@ -127,6 +131,9 @@ def _may_be_tree_package(fullname: str) -> bool:
     return bool(_MODULE_DIRS) and not fullname.startswith("tfx.v1.") and not parent_is_leaf_stand_in
 
 
+_TFX_NAMES = "TFX's names"
+
+
 def supported() -> str:
     """The supported imports, for error messages and the README: `tfx.x.y (A, B)`, one per leaf
     module."""
@@ -134,7 +141,7 @@ def supported() -> str:
         name for name in MODULES if not any(other.startswith(name + ".") for other in MODULES)
     ]
     return (
-        "; ".join(f"{name} ({', '.join(MODULES[name])})" for name in leaves)
+        "; ".join(f"{name} ({', '.join(MODULES[name]) or _TFX_NAMES})" for name in leaves)
         + "; and `from tfx import v1 as tfx`"
     )
 
@@ -195,6 +202,10 @@ class _StandInLoader(importlib.abc.Loader):
         )
         module.__getattr__ = _module_getattr(spec.name)
         module.__all__ = sorted(MODULES.get(spec.name, {})) + _children(spec.name)
+        if spec.name in FORWARDS:
+            names = vars(importlib.import_module(FORWARDS[spec.name]))
+            module.__dict__.update({k: v for k, v in names.items() if not k.startswith("_")})
+            module.__all__ = sorted(k for k in names if not k.startswith("_"))
         setattr(module, _MARK, True)
         return module
 
