@@ -30,6 +30,7 @@ from typing import Any
 
 from generic_trainer.tfx import FILEIO_NAMES, IO_UTILS_NAMES
 from generic_trainer.tfx_dsl.hook_paths import DSL_MODULES
+from generic_trainer.tfx_dsl.protos import paths as proto_paths
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ MODULES: dict[str, dict[str, tuple[str, str]]] = {
     "tfx.dsl.io": {},
     "tfx.dsl.io.fileio": {name: (f"{_TFX}:fileio", name) for name in FILEIO_NAMES},
 }
+MODULES.update(proto_paths.modules())
+# Stand-in module -> the module whose every public name it has (`tfx.proto.trainer_pb2`).
+FORWARDS: dict[str, str] = proto_paths.forwards()
 for _name, _attributes in DSL_MODULES.items():  # the pipeline DSL's paths (tfx_dsl/hook_paths.py)
     MODULES.setdefault(_name, {}).update(_attributes)
 ROOTS = ("tfx", "ml_metadata")  # the top-level names the finder answers
@@ -132,6 +136,9 @@ def _may_be_tree_package(fullname: str) -> bool:
     return bool(_MODULE_DIRS) and not fullname.startswith("tfx.v1.") and not parent_is_leaf_stand_in
 
 
+_TFX_NAMES = "TFX's names"
+
+
 def supported() -> str:
     """The supported imports, for error messages and the README: `tfx.x.y (A, B)`, one per leaf
     module."""
@@ -139,7 +146,7 @@ def supported() -> str:
         name for name in MODULES if not any(other.startswith(name + ".") for other in MODULES)
     ]
     return (
-        "; ".join(f"{name} ({', '.join(MODULES[name])})" for name in leaves)
+        "; ".join(f"{name} ({', '.join(MODULES[name]) or _TFX_NAMES})" for name in leaves)
         + "; and `from tfx import v1 as tfx`"
     )
 
@@ -200,6 +207,10 @@ class _StandInLoader(importlib.abc.Loader):
         )
         module.__getattr__ = _module_getattr(spec.name)
         module.__all__ = sorted(MODULES.get(spec.name, {})) + _children(spec.name)
+        if spec.name in FORWARDS:
+            names = vars(importlib.import_module(FORWARDS[spec.name]))
+            module.__dict__.update({k: v for k, v in names.items() if not k.startswith("_")})
+            module.__all__ = sorted(k for k in names if not k.startswith("_"))
         setattr(module, _MARK, True)
         if spec.name in ("tfx", "tfx.v1"):
             module.__version__ = TFX_VERSION
