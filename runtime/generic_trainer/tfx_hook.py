@@ -10,8 +10,11 @@ template modules also import their own helper files by their `tfx` path
 `from tfx.experimental.templates.taxi.models import features`): such an import loads the file
 when it sits beside a module `user_module` loaded (`add_module_dir`), or in a folder above it
 whose trailing folder names are those of the import's package (`.../taxi/models/features.py`),
-under its `tfx` name; the packages on the way are empty stand-ins. Any other `tfx` import fails
-with an ImportError that names it and lists what is supported. It stays installed for the rest
+under its `tfx` name; the packages on the way are empty stand-ins. `tfx.proto.*_pb2` and
+`tfx.v1.proto` serve TFX's messages, declared wire-compatible in `tfx_dsl.protos` (`FORWARDS`:
+a stand-in with every name of a module), and `tfma.EvalConfig` and the other config names TFX's
+files use are given to the real TFMA when it is imported (`tfma_names`). Any other `tfx` import
+fails with an ImportError that names it and lists what is supported. It stays installed for the rest
 of the process, because modules also import `tfx` lazily inside `run_fn` and keras
 deserialization may re-import them.
 """
@@ -31,6 +34,7 @@ from typing import Any
 from generic_trainer.tfx import FILEIO_NAMES, IO_UTILS_NAMES
 from generic_trainer.tfx_dsl.hook_paths import DSL_MODULES
 from generic_trainer.tfx_dsl.protos import paths as proto_paths
+from generic_trainer.tfx_dsl.protos import tfma_names
 
 log = logging.getLogger(__name__)
 
@@ -254,12 +258,14 @@ def install() -> bool:
         log.info("the tfx package is installed: module files import the real TFX")
         return False
     sys.meta_path.append(TfxFinder())
+    tfma_names.install()  # `tfma.EvalConfig`, ... as TFX's files write them, on TFMA 0.52
     return True
 
 
 def uninstall() -> None:
     """Remove the finder, the stand-in modules and the tree files loaded by `tfx` paths (tests)."""
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, TfxFinder)]
+    tfma_names.uninstall()
     for name in [n for n in sys.modules if n.partition(".")[0] in ROOTS]:
         if getattr(sys.modules[name], _MARK, False) or name in _TREE_MODULES:
             del sys.modules[name]
