@@ -67,7 +67,11 @@ def _taxi_like(root: str, enable_cache: bool = True) -> Plan:
                     "train_args": {"num_steps": 100},
                 },
             ),
-            Step("latest_blessed_model_resolver", "resolver", parameters={}),
+            Step(
+                "latest_blessed_model_resolver",
+                "resolver",
+                parameters={"strategy": "LatestBlessedModelStrategy"},
+            ),
             Step(
                 "Evaluator",
                 "evaluator",
@@ -198,7 +202,7 @@ def test_importer_step_is_kfps_importer(tmp_path):
             Step(
                 "Pusher",
                 "pusher",
-                inputs={"model": OutputRef("import_model", "artifact")},
+                inputs={"model": OutputRef("import_model", "result")},
                 parameters={"push_destination": "gs://b/serving"},
             ),
         ),
@@ -338,17 +342,17 @@ def test_evaluate_reads_nothing_resolved_as_no_baseline(tmp_path):
     assert with_baseline.baseline_model == str(model)
 
 
-def _resolver_plan(root: Path, records: Path) -> Plan:
+def _resolver_plan(root: Path) -> Plan:
     """resolver `first`; only when it found a model, resolver `second` (a TFX Cond)."""
     return Plan(
         name="resolvers",
         root=str(root),
         steps=(
-            Step("first", "resolver", parameters={"records_dir": str(records)}),
+            Step("first", "resolver", parameters={"strategy": "LatestBlessedModelStrategy"}),
             Step(
                 "second",
                 "resolver",
-                parameters={"records_dir": str(records)},
+                parameters={"strategy": "LatestBlessedModelStrategy"},
                 run_when=(RunWhen("first", "found", True),),
             ),
         ),
@@ -383,10 +387,12 @@ def _outputs(root: Path, task: str) -> list[Path]:
 
 @pytest.mark.slow
 def test_local_run_follows_the_condition_and_resolves_fresh_each_run(tmp_path):
-    from generic_trainer.tfx_kfp import model_records
+    from generic_trainer.tfx_kfp import kfp_pipeline, model_records
 
-    records, root = tmp_path / "records", tmp_path / "root"
-    plan = _resolver_plan(root, records)
+    root = tmp_path / "root"
+    plan = _resolver_plan(root)
+    records = Path(kfp_pipeline.records_dir(plan))
+    assert records == root / "generic-trainer-records" / "resolvers"
     first = _run_local(plan)
     assert first.returncode == 0, first.stderr[-4000:]
     log = first.stdout + first.stderr

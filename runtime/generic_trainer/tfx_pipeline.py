@@ -39,9 +39,9 @@ class TfxPipelineResult:
 
 def render(plan: Any) -> str:
     """A plan as text: tfx_dsl's rendering."""
-    from generic_trainer.tfx_dsl import planning
+    from generic_trainer.tfx_dsl import render as rendering
 
-    return planning.render(plan)
+    return rendering.render_plan(plan)
 
 
 def run(

@@ -24,6 +24,11 @@ from generic_trainer.tfx_dsl.steps import ParameterRef, Plan, RunWhen, Step
 Components = Mapping[str, Any]
 BEAM_COMPONENTS = ("import_examples", "transform", "evaluator", "bulk_inferrer")
 RECORDS = "generic-trainer-records"
+# TFX's strategy (tfx_dsl's parameter) -> the resolve verb's --strategy
+RESOLVER_STRATEGIES = {
+    "LatestBlessedModelStrategy": "latest_blessed_model",
+    "latest_blessed_model": "latest_blessed_model",
+}
 _PTYPES = {"str": str, "int": int, "float": float}
 _ARTIFACT_CLASSES = {
     "Model": "Model",
@@ -114,10 +119,12 @@ def _task(
     values = {name: _value(v, arguments) for name, v in step.parameters.items()}
     if step.component == "importer":
         return _importer(step, values, plan.enable_cache)
+    if step.component == "resolver":
+        values = _resolver_parameters(step, values)
     component = components[step.component]
     declared = set(component.component_spec.inputs or {})
     declared |= set(component.component_spec.outputs or {})
-    values.update({n: tasks[ref.step].outputs[ref.output] for n, ref in step.inputs.items()})
+    values.update({n: _output(tasks, step, n, ref) for n, ref in step.inputs.items()})
     if step.component in BEAM_COMPONENTS and "beam_pipeline_args" in declared:
         values.setdefault("beam_pipeline_args", list(plan.beam_pipeline_args))
     if step.component in ("evaluator", "resolver") and "records_dir" in declared:
@@ -128,7 +135,42 @@ def _task(
     task = component(**values)
     task.set_display_name(step.id)
     task.set_caching_options(plan.enable_cache and step.component != "resolver")
+    for before in getattr(step, "after", ()):
+        if before in tasks:
+            task.after(tasks[before])
     return task
+
+
+def _output(tasks: Mapping[str, Any], step: Step, name: str, ref: Any) -> Any:
+    """The producer's output `ref` names: an importer's one artifact (TFX's `result`), a
+    resolver's `model`, any other component's output of that name."""
+    producer = tasks[ref.step]
+    outputs = producer.outputs
+    if "artifact" in outputs and len(outputs) == 1:  # dsl.importer
+        return producer.output
+    if ref.output not in outputs:
+        raise ValueError(
+            f"step {step.id}: input {name}: {ref.step} has no output {ref.output!r} here "
+            f"(it has {', '.join(sorted(outputs))})"
+        )
+    return outputs[ref.output]
+
+
+def _resolver_parameters(step: Step, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The resolve component's parameters for a Resolver step (tfx_dsl names TFX's strategy)."""
+    from generic_trainer.errors import UserInputError
+
+    strategy = str(values.get("strategy", ""))
+    if strategy not in RESOLVER_STRATEGIES:
+        raise UserInputError(
+            f"{step.id}.strategy_class",
+            f"{strategy}: the resolve step resolves {', '.join(RESOLVER_STRATEGIES)} only, for now",
+        )
+    kept = {"strategy": RESOLVER_STRATEGIES[strategy]}
+    if values.get("pipeline_root") and values.get("pipeline_name"):
+        root = str(values["pipeline_root"]).rstrip("/")
+        kept["records_dir"] = f"{root}/{RECORDS}/{values['pipeline_name']}"
+    return kept
 
 
 def _importer(step: Step, values: Mapping[str, Any], enable_cache: bool) -> Any:

@@ -45,7 +45,7 @@ def plan_of(pipeline: Any) -> Plan:
         return pipeline
     from generic_trainer.tfx_dsl import planning
 
-    return planning.plan(pipeline)
+    return planning.plan(pipeline)  # type: ignore[no-any-return]
 
 
 class LocalDagRunner:
