@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -63,6 +64,7 @@ def pipeline_function(plan: Plan, components: Components) -> Callable[..., Any]:
     """
     from kfp import dsl
 
+    signature = pipeline_parameters(plan, components)
     names = [p.name for p in plan.parameters]
 
     def body(*channels: Any) -> None:
@@ -73,18 +75,45 @@ def pipeline_function(plan: Plan, components: Components) -> Callable[..., Any]:
                 tasks[step.id] = _task(plan, step, tasks, arguments, components)
 
     body.__name__ = body.__qualname__ = "pipeline"
-    body.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter(
-                p.name,
-                inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                default=p.default if p.default is not None else inspect.Parameter.empty,
-                annotation=_PTYPES.get(p.ptype, str),
-            )
-            for p in plan.parameters
-        ]
-    )
+    body.__signature__ = signature  # type: ignore[attr-defined]
     return dsl.pipeline(name=plan.name, pipeline_root=plan.root)(body)
+
+
+def pipeline_parameters(plan: Plan, components: Components) -> inspect.Signature:
+    """The KFP pipeline's parameters: one per RuntimeParameter, its name made a Python name.
+
+    A `str` RuntimeParameter that feeds a dict or list input (TFX's `train_args` as JSON text)
+    becomes a dict or list parameter, its default the JSON it holds.
+
+    Args:
+      plan: the plan.
+      components: component name -> kfp component.
+
+    Returns:
+      The pipeline function's signature.
+    """
+    structs = {}
+    for step in plan.steps:
+        spec = getattr(components.get(step.component), "component_spec", None)
+        for name, value in step.parameters.items():
+            kind = spec.inputs[name].type if spec and name in (spec.inputs or {}) else None
+            if isinstance(value, ParameterRef) and kind in ("Dict", "List"):
+                structs[value.name] = dict if kind == "Dict" else list
+    parameters = []
+    for p in plan.parameters:
+        annotation: Any = structs.get(p.name) or _PTYPES.get(p.ptype, str)
+        default = p.default
+        if annotation in (dict, list) and isinstance(default, str):
+            default = json.loads(default)
+        parameters.append(
+            inspect.Parameter(
+                p.name.replace("-", "_"),
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=inspect.Parameter.empty if default is None else default,
+                annotation=annotation,
+            )
+        )
+    return inspect.Signature(parameters)
 
 
 @contextlib.contextmanager
