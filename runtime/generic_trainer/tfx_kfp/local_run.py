@@ -74,6 +74,9 @@ def run_plan(plan: Plan, timeout_s: float | None = None) -> Any:
     log_plan(plan)
     pipeline = kfp_pipeline.pipeline_function(plan, components_for(LOCAL_IMAGE))
     names = _step_names(pipeline)
+    for task, step in sorted(names.items(), key=lambda item: item[1]):
+        if not task.startswith("condition-"):
+            log.info("step %s runs as kfp.local task %s (its start and end are logged)", step, task)
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     log.info("running pipeline %s under kfp.local, root %s", plan.name, plan.root)
     with (
