@@ -433,3 +433,77 @@ def test_a_failing_step_ends_the_run_naming_its_tfx_node(tmp_path):
     assert proc.returncode != 0
     assert "step Pusher.fails failed" in proc.stderr, proc.stderr[-3000:]
     assert not (tmp_path / "serving").exists()
+
+
+PIPELINE_FILE = """
+import os
+from absl import app, flags
+from tfx import v1 as tfx
+
+flags.DEFINE_string("image", None, "the image")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    example_gen = tfx.components.CsvExampleGen(input_base=os.path.join(os.environ["HOME"], "data"))
+    trainer = tfx.components.Trainer(
+        module_file="/m/trainer.py",
+        examples=example_gen.outputs["examples"],
+        train_args=tfx.proto.TrainArgs(num_steps=10),
+    )
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(base_directory="/serving")
+        ),
+    )
+    pipeline = tfx.dsl.Pipeline(
+        pipeline_name="small",
+        pipeline_root="gs://bucket/root",
+        components=[example_gen, trainer, pusher],
+        enable_cache=True,
+    )
+    config = tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(default_image=FLAGS.image)
+    tfx.orchestration.experimental.KubeflowV2DagRunner(
+        config=config, output_filename="small.yaml"
+    ).run(pipeline)
+
+
+if __name__ == "__main__":
+    app.run(main)
+"""
+
+
+def test_tfx_pipeline_verb_plans_and_compiles_a_pipeline_file(tmp_path):
+    """`tfx-pipeline plan` prints tfx_dsl's plan and writes nothing; `run` with its absl flags
+    compiles it (the file's own KubeflowV2DagRunner) for the image the flag names."""
+    file = tmp_path / "small_pipeline.py"
+    file.write_text(PIPELINE_FILE)
+    planned = run_cli(
+        ["tfx-pipeline", "plan", str(file), "--image=example.com/small:3"],
+        cwd=str(tmp_path),
+        env={"HOME": str(tmp_path)},
+    )
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    assert "pipeline small (root gs://bucket/root" in planned.stdout
+    assert "Pusher: runs as pusher" in planned.stdout
+    assert not (tmp_path / "small.yaml").exists()
+    ran = run_cli(
+        ["tfx-pipeline", "run", str(file), "--image=example.com/small:3"],
+        cwd=str(tmp_path),
+        env={"HOME": str(tmp_path)},
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    spec = yaml.safe_load((tmp_path / "small.yaml").read_text())
+    images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
+    assert images == {"example.com/small:3"}
+    tasks = {t["taskInfo"]["name"]: t for t in spec["root"]["dag"]["tasks"].values()}
+    assert set(tasks) == {"CsvExampleGen", "Trainer", "Pusher"}
+    assert all(t["cachingOptions"]["enableCache"] for t in tasks.values())
+    model = tasks["Pusher"]["inputs"]["artifacts"]["model"]["taskOutputArtifact"]
+    assert model["outputArtifactKey"] == "model"
+
+
+def test_tfx_pipeline_verb_refuses_a_missing_file(tmp_path):
+    proc = run_cli(["tfx-pipeline", "run", str(tmp_path / "none.py")])
+    assert proc.returncode == 2 and "FILE" in proc.stderr and "none.py" in proc.stderr

@@ -57,6 +57,11 @@ def run(
     Returns:
       The result.
     """
+    # absl's own flags (logtostderr, ...) defined before the file runs: capture takes away the
+    # flags the file defines, and absl's log handler reads these after it.
+    import absl.app  # noqa: F401
+    import absl.logging  # noqa: F401
+
     from generic_trainer.tfx_dsl import capture
     from generic_trainer.tfx_kfp import component_source, runners
 

@@ -158,6 +158,10 @@ def import_module(path: str | None, spec: str) -> ModuleType:
     directory = os.path.dirname(path)
     if directory not in sys.path:
         sys.path.insert(0, directory)
+    # Child processes (Beam's multi_processing workers unpickling preprocessing_fn) import it too.
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if directory not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([directory, *filter(None, paths)])
     tfx_hook.add_module_dir(
         directory
     )  # `from tfx.examples.x import sibling` loads the file beside it

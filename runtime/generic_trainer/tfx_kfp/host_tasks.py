@@ -72,13 +72,17 @@ class HostTaskHandler:
 
 @contextlib.contextmanager
 def host_runner(
-    pipeline_root: str, env: Mapping[str, str] | None = None, timeout_s: float | None = None
+    pipeline_root: str,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+    enable_caching: bool = False,
 ) -> Iterator[str]:
     """Within the block, `kfp.local` runs container components as host processes; yields the
     pipeline root.
 
     `env` is added to each task's environment (e.g. PATH with generic-trainer on it); `timeout_s`
-    bounds each task.
+    bounds each task; `enable_caching` turns on kfp.local's cache of task outputs (under
+    `<pipeline_root>/.kfp_cache`; a task with caching off in its options still runs).
     """
     import kfp
     from kfp import local
@@ -100,6 +104,7 @@ def host_runner(
         pipeline_root=pipeline_root,
         workspace_root=workspace,
         raise_on_error=True,
+        enable_caching=enable_caching,
     )
     task_dispatcher.subprocess_task_handler.SubprocessTaskHandler = handler
     try:

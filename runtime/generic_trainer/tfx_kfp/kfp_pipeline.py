@@ -161,7 +161,12 @@ def _task(
     unknown = sorted(set(values) - declared)
     if unknown:
         raise ValueError(f"step {step.id}: {step.component} takes no {', '.join(unknown)}")
-    task = component(**values)
+    try:
+        task = component(**values)
+    except TypeError as error:  # a required input the node was not given
+        from generic_trainer.errors import UserInputError
+
+        raise UserInputError(step.id, f"cannot run as {step.component}: {error}") from None
     task.set_display_name(step.id)
     task.set_caching_options(plan.enable_cache and step.component != "resolver")
     for before in getattr(step, "after", ()):

@@ -80,7 +80,7 @@ def run_plan(plan: Plan, timeout_s: float | None = None) -> Any:
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     log.info("running pipeline %s under kfp.local, root %s", plan.name, plan.root)
     with (
-        host_runner(plan.root, env={"PATH": path}, timeout_s=timeout_s),
+        host_runner(plan.root, {"PATH": path}, timeout_s, enable_caching=plan.enable_cache),
         named_outputs_in_conditions(),
     ):
         try:
