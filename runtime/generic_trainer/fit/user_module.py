@@ -158,10 +158,6 @@ def import_module(path: str | None, spec: str) -> ModuleType:
     directory = os.path.dirname(path)
     if directory not in sys.path:
         sys.path.insert(0, directory)
-    # Child processes (Beam's multi_processing workers unpickling preprocessing_fn) import it too.
-    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    if directory not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([directory, *filter(None, paths)])
     tfx_hook.add_module_dir(
         directory
     )  # `from tfx.examples.x import sibling` loads the file beside it
@@ -212,3 +208,27 @@ def load(
     check_sha256(path, sha256)
     check_syntax(path)
     return import_module(path, spec)
+
+
+def pickle_by_value(module: ModuleType) -> list[str]:
+    """Have Beam pickle `module`, and the files beside it it imported (TFX's helper files loaded
+    under their `tfx` names by the import hook), by value: Beam's multi_processing workers
+    unpickling its functions then need neither its folder on their path nor the `tfx` hook.
+
+    Args:
+      module: the user module (imported by `import_module`).
+
+    Returns:
+      The names of the modules registered.
+    """
+    from apache_beam.internal.cloudpickle import cloudpickle
+
+    folder = os.path.dirname(os.path.abspath(getattr(module, "__file__", "") or ""))
+    names = [module.__name__]
+    for name, other in list(sys.modules.items()):
+        file = getattr(other, "__file__", None)
+        if other is not module and file and os.path.dirname(os.path.abspath(file)) == folder:
+            names.append(name)
+    for name in names:
+        cloudpickle.register_pickle_by_value(sys.modules[name])
+    return names
