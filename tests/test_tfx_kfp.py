@@ -398,6 +398,7 @@ def test_local_run_follows_the_condition_and_resolves_fresh_each_run(tmp_path):
     log = first.stdout + first.stderr
     assert "not run: StatisticsGen (StatisticsGen): TFDV cannot be installed" in log
     assert "notice: metadata_connection_config is not used" in log
+    assert "step second (resolver) runs as kfp.local task generic-resolver-2" in log
     assert [os.listdir(p) for p in _outputs(root, "generic-resolver")] == [
         [model_records.NOTHING_RESOLVED]
     ]

@@ -30,19 +30,21 @@ class StepFailed(TrainerError):
     exit_code = 1
 
 
-def log_plan(plan: Plan) -> None:
+def log_plan(plan: Plan, tasks: dict[str, str]) -> None:
     """Log the notices, what does not run and why, and the steps that will.
 
     Args:
       plan: the plan.
+      tasks: TFX node id -> the kfp.local task that runs it (kfp.local logs its start and end).
     """
     for notice in plan.notices:
         log.info("notice: %s", notice)
     for node in plan.not_run:
         log.warning("not run: %s (%s): %s", node.id, node.tfx_component, node.reason)
     for step in plan.steps:
-        folded = f" (also stands for {', '.join(step.folds)})" if step.folds else ""
-        log.info("step %s: %s%s", step.id, step.component, folded)
+        folded = f", also stands for {', '.join(step.folds)}" if step.folds else ""
+        task = tasks.get(step.id, "?")
+        log.info("step %s (%s%s) runs as kfp.local task %s", step.id, step.component, folded, task)
 
 
 def _step_names(pipeline: Any) -> dict[str, str]:
@@ -71,12 +73,9 @@ def run_plan(plan: Plan, timeout_s: float | None = None) -> Any:
     from generic_trainer.tfx_kfp.host_tasks import host_runner
     from generic_trainer.tfx_kfp.local_conditions import named_outputs_in_conditions
 
-    log_plan(plan)
     pipeline = kfp_pipeline.pipeline_function(plan, components_for(LOCAL_IMAGE))
     names = _step_names(pipeline)
-    for task, step in sorted(names.items(), key=lambda item: item[1]):
-        if not task.startswith("condition-"):
-            log.info("step %s runs as kfp.local task %s (its start and end are logged)", step, task)
+    log_plan(plan, {step: task for task, step in names.items()})
     path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     log.info("running pipeline %s under kfp.local, root %s", plan.name, plan.root)
     with (
