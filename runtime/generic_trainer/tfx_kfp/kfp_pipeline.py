@@ -169,7 +169,7 @@ def _task(
         raise UserInputError(step.id, f"cannot run as {step.component}: {error}") from None
     task.set_display_name(step.id)
     task.set_caching_options(plan.enable_cache and step.component != "resolver")
-    for before in getattr(step, "after", ()):
+    for before in step.after:
         if before in tasks:
             task.after(tasks[before])
     return task
@@ -198,7 +198,7 @@ def _resolver_parameters(step: Step, values: Mapping[str, Any]) -> dict[str, Any
     if strategy not in RESOLVER_STRATEGIES:
         raise UserInputError(
             f"{step.id}.strategy_class",
-            f"{strategy}: the resolve step resolves {', '.join(RESOLVER_STRATEGIES)} only, for now",
+            f"{strategy}: the resolve step resolves LatestBlessedModelStrategy only, for now",
         )
     kept = {"strategy": RESOLVER_STRATEGIES[strategy]}
     if values.get("pipeline_root") and values.get("pipeline_name"):
