@@ -70,8 +70,10 @@ def _module(stem: str):
     return importlib.import_module(f"generic_trainer.tfx_dsl.protos.{stem}")
 
 
-def test_every_proto_file_of_the_wheel_is_declared(wheel_files):
+def test_every_proto_file_of_the_wheel_is_declared(wheel_files, tfx_root):  # noqa: F811
     assert sorted(wheel_files) == MODULES
+    protos = sorted(f"{p.stem}_pb2" for p in (tfx_root / "tfx" / "proto").glob("*.proto"))
+    assert protos == MODULES
 
 
 @pytest.mark.parametrize("stem", MODULES)
