@@ -191,6 +191,15 @@ def test_pruning_keeps_what_tensorflow_loads(slim, tmp_path):
         "nvidia/cublas/lib/libnvblas.so.12",
         "nvidia/cufft/lib/libcufftw.so.11",
         "somepkg/lib/libx.a",
+        "pyarrow/lib.pyx",
+        "numpy/__init__.pxd",
+        "pyarrow/types.pxi",
+        "numpy/__init__.pyi",
+        "scipy/special/special.h",
+        "tensorflow/compiler/mlir/stablehlo/stablehlo_extension.so",
+        "tensorboard/webfiles.zip",
+        "PIL/_avif.cpython-311-x86_64-linux-gnu.so",
+        "pillow.libs/libavif-8a7f9d56.so.16.4.2",
     ]
     kept = [
         "tensorflow/libtensorflow_cc.so.2",
@@ -210,6 +219,13 @@ def test_pruning_keeps_what_tensorflow_loads(slim, tmp_path):
         "nvidia/cufft/lib/libcufft.so.11",
         "nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9",
         "nvidia/nvjitlink/lib/libnvJitLink.so.12",
+        "tensorflow/compiler/mlir/stablehlo/__init__.py",
+        "tensorflow/python/profiler/internal/_pywrap_profiler_plugin.so",
+        "tensorboard/assets.py",
+        "PIL/_imaging.cpython-311-x86_64-linux-gnu.so",
+        "PIL/AvifImagePlugin.py",
+        "pillow.libs/libwebp-51b0b3f7.so.7.2.0",
+        "pyarrow/lib.cpython-311-x86_64-linux-gnu.so",
     ]
     for rel in removed + kept:
         path = tmp_path / rel
