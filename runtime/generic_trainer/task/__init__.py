@@ -23,6 +23,12 @@ The package, one job per module:
   train_loop.py          the inner training loop (N steps per tf.function call)
   eval_loop.py           the inner evaluation loop (one pass over the validation data)
   controller.py          the outer loop: when to train, evaluate, checkpoint, recover and stop
+  restore.py             where a run starts: its newest readable checkpoint, else initialize
+  train_progress.py      the training progress lines (steps/s, ETA)
+  divergence.py          a loss blow-up: restore the last checkpoint and train again, or stop
+  summaries.py           the TensorBoard summary writers (chief only)
+  continuous_eval.py     continuous_eval: each new checkpoint another process writes, evaluated
+  experiment_result.py   what a run did (ExperimentResult)
   checkpoints.py         warm starts (init_checkpoint) and the best-checkpoint exporter
   export.py              the serving SavedModel (serving_default runs Task.inference_step)
 Importing this package does not import TensorFlow.

@@ -24,13 +24,9 @@ from generic_trainer.artifacts import bounded_parse
 from generic_trainer.task import checkpoints
 from generic_trainer.task.base import Task
 from generic_trainer.task.config import TRAIN_MODES, ExperimentConfig, as_dict, write_params_yaml
-from generic_trainer.task.controller import (
-    Controller,
-    ControllerSettings,
-    EvalAction,
-    ExperimentResult,
-)
+from generic_trainer.task.controller import Controller, ControllerSettings, EvalAction
 from generic_trainer.task.eval_loop import EvalLoop
+from generic_trainer.task.experiment_result import ExperimentResult
 from generic_trainer.task.export import export_serving
 from generic_trainer.task.resolve import validate
 from generic_trainer.task.state import TaskState
