@@ -15,11 +15,11 @@ from typing import Any
 from generic_trainer.errors import UserInputError
 from generic_trainer.task import schedules
 from generic_trainer.task.config import RuntimeConfig
+from generic_trainer.task.optimization_checks import check
 from generic_trainer.task.optimization_config import (
     PREFIX,
     OptimizationConfig,
     OptimizerConfig,
-    check,
     one_of,
 )
 

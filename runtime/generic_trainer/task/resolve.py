@@ -35,7 +35,7 @@ from generic_trainer.task.config import (
     parse_config_text,
     parse_params_override,
 )
-from generic_trainer.task.optimization_config import check as check_optimization
+from generic_trainer.task.optimization_checks import check as check_optimization
 from generic_trainer.task.optimization_config import unused_blocks
 from generic_trainer.task.overrides import override
 
