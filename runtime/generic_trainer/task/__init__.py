@@ -10,12 +10,14 @@ train.py) runs.
 
 The package, one job per module:
   base.py                the Task class (what to train) and its registry
-  config.py              the experiment config dataclasses, registry and their text forms
+  config.py              the experiment config dataclasses, registry and params.yaml
+  config_text.py         the text an override comes in (files, `config`, --params-override)
   overrides.py           applying override mappings onto configs (unknown keys refused, values
                          coerced)
   resolve.py             one run's config: override order, then checks for the mode
   loading.py             the CLI path's Task: its class loaded and checked, its config resolved
-  optimization_config.py trainer.optimizer_config (Model Garden's one-of form) and its checks
+  optimization_config.py trainer.optimizer_config (Model Garden's one-of form; the flat form read)
+  optimization_checks.py its checks, before TensorFlow starts
   optimizer_blocks.py    its optimizer, learning-rate, warm-up and EMA blocks
   optimizers.py, schedules.py, layerwise.py, ema.py   what that config builds
   experiment.py          run_experiment: builds the parts below, runs a mode, exports
