@@ -9,7 +9,8 @@ entry the CLI path (`generic-trainer train --task module:Class ...`, `train_task
 train.py) runs.
 
 The package, one job per module:
-  base.py                the Task class (what to train) and its registry
+  base.py                the Task class (what to train)
+  task_registry.py       Task classes by name and config class; the check a Task class must pass
   config.py              the experiment config dataclasses, registry and params.yaml
   config_text.py         the text an override comes in (files, `config`, --params-override)
   overrides.py           applying override mappings onto configs (unknown keys refused, values
@@ -38,13 +39,7 @@ Importing this package does not import TensorFlow.
 
 from __future__ import annotations
 
-from generic_trainer.task.base import (
-    Task,
-    check_task_class,
-    get_task,
-    register_task,
-    task_for_config,
-)
+from generic_trainer.task.base import Task
 from generic_trainer.task.config import (
     DataConfig,
     ExperimentConfig,
@@ -68,6 +63,12 @@ from generic_trainer.task.optimizer_blocks import (
 )
 from generic_trainer.task.overrides import build_optimization_config, override
 from generic_trainer.task.resolve import RunInputs, build_experiment, validate
+from generic_trainer.task.task_registry import (
+    check_task_class,
+    get_task,
+    register_task,
+    task_for_config,
+)
 
 __all__ = [
     "DataConfig",
