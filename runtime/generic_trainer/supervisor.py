@@ -139,14 +139,7 @@ def run(
     record_path = os.path.join(record_dir, "record.jsonl")
     become_subreaper()
     watch = run_ending.RunWatch(main_output=expected_output)
-    child = subprocess.Popen(
-        command or [sys.executable, "-m", "generic_trainer", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=_die_with_parent,
-        env={**os.environ, run_record.RECORD_ENV: record_path},
-    )
+    child = _start_child(command or [sys.executable, "-m", "generic_trainer", *argv], record_path)
 
     def forward(signum: int, frame: object) -> None:
         watch.forwarded.append(signum)
@@ -169,7 +162,20 @@ def run(
         shutil.rmtree(record_dir, ignore_errors=True)
 
 
+def _start_child(command: list[str], record_path: str) -> subprocess.Popen:
+    """Start the child in its own session, dying with this process, writing `record_path`."""
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+        env={**os.environ, run_record.RECORD_ENV: record_path},
+    )
+
+
 def _start_relays(child: subprocess.Popen, mask: Masker) -> list[threading.Thread]:
+    """Threads relaying the child's stdout and stderr, masked, to this process's."""
     relays = [
         threading.Thread(
             target=relay, args=(pipe.fileno(), sink, mask), daemon=True, name=f"relay-{name}"
