@@ -251,10 +251,10 @@ def describe(r: InfraValidateRequest) -> list[str]:
     """The log lines saying what this validation will do."""
     return [
         f"infra-validate request: model={r.model} examples={r.examples} "
-        f"splits={','.join(r.eval_splits)} "
-        f"model_blessing={r.model_blessing} blessing_dir={r.blessing_dir} "
-        f"requests={r.num_requests:d} x {r.batch_size:d} examples timeout={r.timeout:g}s "
-        f"memory_limit={r.memory_limit or 'none'} schema={r.schema} write_warmup={r.write_warmup:d}"
+        f"splits={','.join(r.eval_splits)} model_blessing={r.model_blessing} "
+        f"blessing_dir={r.blessing_dir} requests={r.num_requests:d} x {r.batch_size:d} examples "
+        f"timeout={r.timeout:g}s memory_limit={r.memory_limit or 'none'} schema={r.schema} "
+        f"write_warmup={r.write_warmup:d}"
     ]
 
 

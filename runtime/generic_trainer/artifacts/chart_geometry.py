@@ -23,7 +23,7 @@ def thin(points: Points, limit: int = MAX_POINTS) -> Points:
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    """About `count` round tick values (steps of 1, 2, 2.5 or 5 times a power of ten) in [lo, hi]."""
+    """About `count` round ticks in [lo, hi]: steps of 1, 2, 2.5 or 5 times a power of ten."""
     if hi <= lo:
         return [lo]
     raw = (hi - lo) / max(count - 1, 1)
@@ -66,16 +66,20 @@ class Frame:
 
     @property
     def plot_w(self) -> int:
+        """The plot area's width."""
         return self.width - self.left - self.right
 
     @property
     def plot_h(self) -> int:
+        """The plot area's height."""
         return self.height - self.top - self.bottom
 
     def sx(self, x: float) -> float:
+        """The horizontal pixel of data value `x`."""
         x_lo, x_hi = self.x_range
         return self.left + (x - x_lo) / (x_hi - x_lo) * self.plot_w
 
     def sy(self, y: float) -> float:
+        """The vertical pixel of data value `y` (up is larger)."""
         y_lo, y_hi = self.y_range
         return self.top + (1 - (y - y_lo) / (y_hi - y_lo)) * self.plot_h

@@ -213,9 +213,8 @@ def curves(log_dir: str, skip_runs: Sequence[str] = ("final",)) -> str:
     if not charts:
         return (
             '<p class="note">No curves: the run logged no TensorBoard scalars under '
-            f"{esc(log_dir)}. "
-            "Add keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir) to model.fit to get "
-            "them.</p>"
+            f"{esc(log_dir)}. Add keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir) to "
+            "model.fit to get them.</p>"
         )
     return f'<div class="charts">{"".join(charts)}</div>'
 

@@ -174,6 +174,7 @@ def register_experiment(
 
 
 def registered_experiments() -> list[str]:
+    """The names of the registered experiments, sorted."""
     return sorted(_EXPERIMENTS)
 
 
@@ -218,6 +219,7 @@ def as_dict(config: Any, redact_secrets: bool = True) -> dict[str, Any]:
 
 
 def to_yaml(config: Any) -> str:
+    """The config as YAML (secret values masked, `as_dict`), fields in declaration order."""
     import yaml
 
     def plain(value: Any) -> Any:

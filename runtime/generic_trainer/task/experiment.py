@@ -46,7 +46,7 @@ def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def write_params(experiment: ExperimentConfig, checkpoint_dir: str) -> None:
-    """Write params.yaml into the checkpoint dir, warning with the keys that differ from the old one.
+    """Write params.yaml into the checkpoint dir, warning with the keys that differ from the old.
 
     Args:
       experiment: the run's resolved config.
@@ -60,7 +60,8 @@ def write_params(experiment: ExperimentConfig, checkpoint_dir: str) -> None:
             changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
             if changed:
                 log.warning(
-                    "params.yaml in %s differs from this run's config in %s; resuming with the new one",
+                    "params.yaml in %s differs from this run's config in %s; resuming with the new "
+                    "one",
                     checkpoint_dir,
                     ", ".join(changed[:20]),
                 )
@@ -97,7 +98,7 @@ def barrier(strategy: Any) -> None:
 
 
 def _export(task: Task, state: TaskState, result: ExperimentResult, export_dir: str) -> None:
-    """The serving model (with the averaged weights when the optimizer keeps them) to `export_dir`."""
+    """The serving model (the averaged weights when the optimizer keeps them) to `export_dir`."""
     with state.averaged_weights():
         export_serving(task, state.model, export_dir)
     result.serving_model_dir = export_dir
@@ -106,7 +107,7 @@ def _export(task: Task, state: TaskState, result: ExperimentResult, export_dir: 
 def _best_checkpoint_exporter(
     t: Any, mode: str, checkpoint_dir: str, private_dir: str, is_chief: bool
 ) -> checkpoints.BestCheckpointExporter | None:
-    """trainer.best_checkpoint_export_subdir's exporter (a worker's in its private dir), if asked."""
+    """trainer.best_checkpoint_export_subdir's exporter (a worker's: in its private dir)."""
     if not t.best_checkpoint_export_subdir or mode == "train":
         return None
     real = os.path.join(checkpoint_dir, t.best_checkpoint_export_subdir)

@@ -97,9 +97,8 @@ def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> conf
         if not isinstance(defaults.task, task_cls.config_cls):
             raise UserInputError(
                 "--experiment",
-                f"experiment {program.experiment!r} configures a "
-                f"{type(defaults.task).__name__}, but {task_cls.__name__} expects "
-                f"a {task_cls.config_cls.__name__}",
+                f"experiment {program.experiment!r} configures a {type(defaults.task).__name__}, "
+                f"but {task_cls.__name__} expects a {task_cls.config_cls.__name__}",
             )
     else:
         defaults = task_cls.default_experiment()

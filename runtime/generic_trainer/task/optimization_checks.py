@@ -122,8 +122,8 @@ def _check_learning_rate(config: OptimizationConfig, train_steps: int) -> None:
         if len(lr_block.values) != len(lr_block.boundaries) + 1:
             raise UserInputError(
                 f"{where}.values",
-                f"expected one more value than boundaries, got "
-                f"{len(lr_block.values)} values for {len(lr_block.boundaries)}",
+                f"expected one more value than boundaries, got {len(lr_block.values)} values for "
+                f"{len(lr_block.boundaries)}",
             )
         if list(lr_block.boundaries) != sorted(set(lr_block.boundaries)):
             raise UserInputError(

@@ -192,8 +192,8 @@ def _flat_optimizer(
         if kind not in FLAT_MOMENTUM_TYPES:
             raise UserInputError(
                 source,
-                f"{PREFIX}.momentum: not an option of {kind} "
-                f"({', '.join(FLAT_MOMENTUM_TYPES)} only)",
+                f"{PREFIX}.momentum: not an option of {kind} ({', '.join(FLAT_MOMENTUM_TYPES)} "
+                "only)",
             )
         block["momentum"] = momentum
     weight_decay = flat.pop("weight_decay", None)

@@ -185,9 +185,9 @@ def _check_strategy(r: RuntimeConfig) -> None:
     if strategy not in STRATEGIES:
         raise UserInputError(
             "runtime.distribution_strategy",
-            f"expected one of {', '.join(STRATEGIES)} "
-            f"(or {', '.join(a for a in STRATEGY_ALIASES if a)} for default), "
-            f"got {r.distribution_strategy!r}",
+            f"expected one of {', '.join(STRATEGIES)} (or "
+            f"{', '.join(a for a in STRATEGY_ALIASES if a)} for default), got "
+            f"{r.distribution_strategy!r}",
         )
     r.distribution_strategy = strategy
     if r.mixed_precision_dtype not in MIXED_PRECISION:
@@ -256,8 +256,7 @@ def _check_runtime(r: RuntimeConfig) -> None:
         raise UserInputError(
             "runtime.worker_hosts" if r.worker_hosts else "runtime.task_index",
             "the cluster comes from TF_CONFIG or CLUSTER_SPEC (Vertex AI sets them), not the "
-            "config: "
-            "remove runtime.worker_hosts and runtime.task_index",
+            "config: remove runtime.worker_hosts and runtime.task_index",
         )
     if r.num_gpus < 0:
         raise UserInputError(

@@ -77,8 +77,8 @@ def _read_checkpoint(state: TaskState, path: str) -> str | None:
     except AssertionError as e:
         raise UserInputError(
             "--checkpoint-dir",
-            f"{path} does not match this model and optimizer "
-            f"(use a fresh checkpoint dir for a changed model): {str(e)[:400]}",
+            f"{path} does not match this model and optimizer (use a fresh checkpoint dir for a "
+            f"changed model): {str(e)[:400]}",
         ) from None
     except Exception as e:  # DataLossError, NotFoundError, IndexError: a damaged file
         return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"

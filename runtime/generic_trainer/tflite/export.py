@@ -195,8 +195,7 @@ def _conversion_failure(message: str, input_specs: Mapping[str, Any]) -> str:
     ops = [o for o in ops if o]
     text = (
         "the model cannot be converted to TFLite: it uses TensorFlow ops that TFLite's built-in "
-        "ops lack: "
-        f"{', '.join(ops)}"
+        f"ops lack: {', '.join(ops)}"
         if ops
         else f"the model cannot be converted to TFLite: {' '.join(message.split())[:800]}"
     )
@@ -204,20 +203,15 @@ def _conversion_failure(message: str, input_specs: Mapping[str, Any]) -> str:
     if strings:
         text += (
             f". Its inputs {', '.join(strings)} are strings: TFLite's built-in ops handle little "
-            "string "
-            "processing (vocabulary lookups, such as Keras' StringLookup or tf.Transform's "
-            "vocabularies, work; "
-            "hashing, such as tf.Transform's num_oov_buckets or keras.layers.Hashing, splitting "
-            "and regexes do "
-            "not). "
-            "Restructure: do the string processing before the model, and export a serving "
-            "signature that "
-            "takes the numeric (parsed or transformed) tensors the Keras model takes"
+            "string processing (vocabulary lookups, such as Keras' StringLookup or tf.Transform's "
+            "vocabularies, work; hashing, such as tf.Transform's num_oov_buckets or "
+            "keras.layers.Hashing, splitting and regexes do not). Restructure: do the string "
+            "processing before the model, and export a serving signature that takes the numeric "
+            "(parsed or transformed) tensors the Keras model takes"
         )
     else:
         text += (
             ". Export a serving signature without those ops (e.g. one that takes the tensors the "
-            "Keras "
-            "model takes, with preprocessing done before it)"
+            "Keras model takes, with preprocessing done before it)"
         )
     return text

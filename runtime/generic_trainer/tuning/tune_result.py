@@ -31,6 +31,7 @@ class TuneResult:
 
     @property
     def completed(self) -> list[dict[str, Any]]:
+        """The trials that completed."""
         return [t for t in self.trials if t["status"] == "COMPLETED"]
 
     def summary(self) -> dict[str, Any]:
