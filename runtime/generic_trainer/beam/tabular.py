@@ -108,8 +108,7 @@ def iter_batches(
     path: str, fmt: str, columns: Sequence[str], kinds: Mapping[str, str] | None, opener: Opener
 ) -> Iterator[Any]:
     """Arrow record batches of a file; with `kinds` every column is converted to its type, else CSV
-    cells
-    stay strings (for inference). Conversion errors are raised as pyarrow's ArrowInvalid."""
+    cells stay strings (for inference). Conversion errors are raised as pyarrow's ArrowInvalid."""
     import pyarrow as pa
 
     if fmt == "parquet":

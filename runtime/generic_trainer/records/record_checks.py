@@ -97,8 +97,7 @@ def _bad_split(
     records: Callable[[str], Iterator[tuple[str, int, bytes]]],
 ) -> tuple[str | None, str | None]:
     """(why the split's records fit none of `schema_paths`, each problem naming its schema, or None;
-    the first
-    schema they fit, logged when it is not the first given)."""
+    the first schema they fit, logged when it is not the first given)."""
     problems = []
     for schema_path in schema_paths:
         problem = _bad_record([pattern], _spec(schema_path, pattern), records)
