@@ -146,7 +146,7 @@ def _convert_and_check(
         tflite = _convert(source, options, parsed.input_specs if parsed else _input_specs(fn))
         records = check.read_examples(example_files)
         if parsed:
-            reference, features = parsed.reference_andcheck.features_for(fn, records)
+            reference, features = parsed.reference_and_features(fn, records)
         else:
             features = check.features_for(_input_specs(fn), records, schema_file)
             reference = fn(**{k: tf.constant(v) for k, v in features.items()})
