@@ -75,21 +75,7 @@ def exit_code(
       The exit code.
     """
     if record.end is not None:
-        code = record.end["value"]
-        _warn_late_ending(child, code, record)
-        if code != 0:
-            return _discard_executor_output(record, code)
-        problem = main_output.problem(verb, run.main_output)
-        if problem is None:
-            return _succeeded(record)
-        _release_held(record)
-        log.error(
-            "%s failed: the run reported success, but %s: no model or result was published; user "
-            "code must return or raise, not end the process, so the run ends with exit code 3",
-            verb,
-            problem,
-        )
-        return _discard_executor_output(record, EXIT_USER_CODE)
+        return _reported_end(verb, child, record, run)
     _release_held(record)
     if run.forwarded:
         sig = -child.returncode if -child.returncode in run.forwarded else run.forwarded[-1]
@@ -111,7 +97,30 @@ def exit_code(
     return _discard_executor_output(record, EXIT_USER_CODE)
 
 
+def _reported_end(
+    verb: str, child: subprocess.Popen, record: run_record.RunRecord, run: RunWatch
+) -> int:
+    """The exit code of a run that reported its end: its own, but 3 when its main output is
+    missing."""
+    code = record.end["value"]
+    _warn_late_ending(child, code, record)
+    if code != 0:
+        return _discard_executor_output(record, code)
+    problem = main_output.problem(verb, run.main_output)
+    if problem is None:
+        return _succeeded(record)
+    _release_held(record)
+    log.error(
+        "%s failed: the run reported success, but %s: no model or result was published; user "
+        "code must return or raise, not end the process, so the run ends with exit code 3",
+        verb,
+        problem,
+    )
+    return _discard_executor_output(record, EXIT_USER_CODE)
+
+
 def _warn_late_ending(child: subprocess.Popen, code: int, record: run_record.RunRecord) -> None:
+    """Warn when the process ended otherwise than the run said, or user code closed a stream."""
     if child.returncode != code:
         log.warning(
             "after the run ended (exit code %d), the process ended with %s; the run's code stands",
@@ -125,6 +134,7 @@ def _warn_late_ending(child: subprocess.Popen, code: int, record: run_record.Run
 
 
 def _discard_executor_output(record: run_record.RunRecord, code: int) -> int:
+    """Remove the staged executor output of a failed run; returns `code`."""
     if record.executor_output:
         with contextlib.suppress(OSError):
             os.remove(record.executor_output)
