@@ -216,7 +216,8 @@ CLI_ONLY = {
     "executor_output_file": "the KFP contract itself: the component passes "
     "{{$.outputs.output_file}}",
     "run_id": "filled by KFP's {{$.pipeline_job_uuid}} in the component's args, not by the user",
-    "task_name": "filled by KFP's {{$.pipeline_task_name}} in the component's args, not by the user",
+    "task_name": "filled by KFP's {{$.pipeline_task_name}} in the component's args, not by the "
+    "user",
     "gcs_root": "where gs:// is mounted is the platform's (/gcs on Vertex); tests and local runs "
     "set it",
     "log_level": "KFP and Vertex log viewers filter by level themselves; INFO is what a run should "

@@ -28,7 +28,8 @@ feature { name: "f_dense" type: FLOAT presence { min_fraction: 1 } shape { dim {
 feature { name: "f_scalar" type: FLOAT presence { min_fraction: 1 } shape { } }
 feature { name: "label" type: INT presence { min_fraction: 1 } shape { dim { size: 1 } } }
 feature { name: "s_dense" type: BYTES presence { min_fraction: 1 } shape { dim { size: 1 } } }
-feature { name: "m_multi" type: FLOAT presence { min_fraction: 1 } shape { dim { size: 2 } dim { size: 3 } } }
+feature { name: "m_multi" type: FLOAT presence { min_fraction: 1 } \
+shape { dim { size: 2 } dim { size: 3 } } }
 feature { name: "v_float" type: FLOAT presence { min_fraction: 0.5 } }
 feature { name: "v_str" type: BYTES value_count { min: 0 max: 3 } }
 feature { name: "v_int" type: INT }

@@ -522,7 +522,8 @@ def test_submit_reports_api_errors_clearly(monkeypatch, capsys, service_account_
 # -------------------------------------------------
 
 TINY_MODULE = '''
-"""Test module: records the dirs it was given, fits y = 2x on synthetic numbers, exports a SavedModel."""
+"""Test module: records the dirs it was given, fits y = 2x on synthetic numbers, exports a
+SavedModel."""
 import json, os
 import keras, numpy as np
 
