@@ -212,7 +212,7 @@ def test_num_epochs_none_repeats_forever_with_full_batches(artifact):
 
 
 @pytest.mark.parametrize("drop", [False, True])
-def test_drop_final_batch(artifact, drop):
+def test_drop_final_batch_drops_only_the_short_last_batch(artifact, drop):
     options = data.DatasetOptions(batch_size=20, shuffle=False, num_epochs=1, drop_final_batch=drop)
     ours = data.DataAccessor().tf_dataset_factory(
         f"{artifact}/Split-eval/*", options, schemas.load_schema(artifact)
@@ -390,7 +390,7 @@ def test_load_schema_errors(tmp_path, artifact):
         schemas.load_schema(str(tmp_path / "missing.pbtxt"))
 
 
-def test_factory_errors(tmp_path, artifact):
+def test_dataset_factory_names_a_bad_label_pattern_schema_or_batch_size(tmp_path, artifact):
     schema = schemas.load_schema(artifact)
     accessor = data.DataAccessor()
     pattern = f"{artifact}/Split-eval/*"

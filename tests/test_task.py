@@ -302,7 +302,9 @@ def test_eval_mode_and_init_checkpoint_is_restored_only_without_a_checkpoint(
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.slow
-def test_mixed_precision(linear_module, linear_data, tmp_path, dtype, caplog):
+def test_mixed_precision_dtype_builds_the_model_in_it_and_does_not_leak(
+    linear_module, linear_data, tmp_path, dtype, caplog
+):
     import logging
 
     import keras
