@@ -379,7 +379,7 @@ def test_check_readable_counts_files_and_names_a_bad_one(tmp_path, artifact):
         example_files.check_readable([str(tmp_path / "none" / "*")])
 
 
-def test_load_schema_errors(tmp_path, artifact):
+def test_a_schema_dir_without_pbtxt_a_bad_or_missing_schema_is_named(tmp_path, artifact):
     assert len(schemas.load_schema(os.path.join(artifact, "schema.pbtxt")).feature) == 9 + WIDE
     with raises_user_error("--schema", "no *.pbtxt file"):
         schemas.load_schema(str(tmp_path))
