@@ -937,7 +937,8 @@ import tensorflow as tf
 def run_fn(fn_args):
     spec = {"x1": tf.io.FixedLenFeature([1], tf.int64)}  # the data (and the schema) say float
     files = tf.io.gfile.glob(fn_args.train_files[0])
-    for batch in tf.data.TFRecordDataset(files, "GZIP").batch(4).map(lambda s: tf.io.parse_example(s, spec)):
+    for batch in tf.data.TFRecordDataset(files, "GZIP").batch(4).map(
+            lambda s: tf.io.parse_example(s, spec)):
         pass
 """
 

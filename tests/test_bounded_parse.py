@@ -306,7 +306,8 @@ from test_bounded_parse import _cases
 from generic_trainer.cli import main
 from pathlib import Path
 codes = {name: main(argv) for name, (argv, _) in _cases(Path(sys.argv[2])).items()}
-print(json.dumps({"codes": codes, "heavy": [m for m in ("tensorflow", "keras") if m in sys.modules]}))
+print(json.dumps({"codes": codes,
+                  "heavy": [m for m in ("tensorflow", "keras") if m in sys.modules]}))
 """
 
 

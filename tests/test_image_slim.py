@@ -51,7 +51,7 @@ def pins(lines):
     return dict(line.split("==", 1) for line in lines)
 
 
-def test_cpu_requirements(slim):
+def test_cpu_image_installs_the_locked_tensorflow_cpu_and_no_cuda_wheels(slim):
     lock = dict((name, line.split("==")[1]) for name, line in slim.lock_lines(str(RUNTIME_LOCK)))
     got = pins(slim.requirements("cpu", str(RUNTIME_LOCK), str(CUDA_LOCK)))
     assert got["tensorflow-cpu"] == lock["tensorflow"], (
@@ -64,7 +64,7 @@ def test_cpu_requirements(slim):
     assert names == (set(lock) - set(slim.LEAVE_OUT) - {"tensorflow"}) | {"tensorflow-cpu"}
 
 
-def test_cuda_requirements(slim):
+def test_cuda_image_installs_both_locks_but_what_slim_leaves_out(slim):
     got = {
         slim.canonical(n): v
         for n, v in pins(slim.requirements("cuda", str(RUNTIME_LOCK), str(CUDA_LOCK))).items()

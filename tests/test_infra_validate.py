@@ -56,7 +56,7 @@ def _not_blessed(out: Path) -> str:
     return (out / "blessing" / "INFRA_NOT_BLESSED").read_text()
 
 
-def test_request_values_and_errors(tmp_path):
+def test_infra_validate_request_parses_sizes_and_numbers_and_names_bad_ones(tmp_path):
     base = {
         "model": str(tmp_path),
         "examples": str(PENGUIN / "data"),

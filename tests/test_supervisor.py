@@ -78,7 +78,9 @@ def test_processes_left_running_are_named_and_ended_even_orphaned_or_ignoring_si
         from generic_trainer import supervisor
         logging.basicConfig(level="INFO")
         supervisor.become_subreaper()
-        run = subprocess.Popen(["sh", "-c", "setsid sleep 1001 & echo $!; exec sh -c 'trap \\"\\" TERM; sleep 1002'"],
+        run = subprocess.Popen(["sh", "-c",
+                                "setsid sleep 1001 & echo $!; "
+                                "exec sh -c 'trap \\"\\" TERM; sleep 1002'"],
                                stdout=subprocess.PIPE, text=True, start_new_session=True)
         orphan = int(run.stdout.readline())
         run.stdout.close()
@@ -86,7 +88,8 @@ def test_processes_left_running_are_named_and_ended_even_orphaned_or_ignoring_si
         run.kill()  # the run itself ends; what it started stays
         run.wait()
         ended = supervisor.end_left_running(run.pid, grace_s=1.0)
-        print(json.dumps({"orphan": orphan, "ended": ended, "left": list(supervisor.left_running(run.pid))}))
+        print(json.dumps({"orphan": orphan, "ended": ended,
+                          "left": list(supervisor.left_running(run.pid))}))
     """)
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=cli_env()

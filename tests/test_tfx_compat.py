@@ -545,7 +545,8 @@ def test_unbridgeable_keras2_api_exits_3_naming_tf_keras_and_leaves_no_model(tmp
         from tfx import v1 as tfx
 
         def run_fn(fn_args: tfx.components.FnArgs):
-            model = tf.keras.models.load_model(fn_args.custom_config["warm_start"])  # Keras 2: a SavedModel dir
+            # Keras 2: a SavedModel dir
+            model = tf.keras.models.load_model(fn_args.custom_config["warm_start"])
             model.save(fn_args.serving_model_dir, save_format="tf")
     """)
     )

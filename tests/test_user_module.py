@@ -23,7 +23,7 @@ def _pkg(tmp_path, monkeypatch):
     return pkg
 
 
-def test_dotted_module_name(tmp_path, monkeypatch):
+def test_a_dotted_module_name_imports_and_a_missing_or_pinned_one_is_refused(tmp_path, monkeypatch):
     _pkg(tmp_path, monkeypatch)
     module = user_module.load("acme_models.trainer", str(tmp_path / "dl"))
     assert user_module.get_function(module, "run_fn", "--run-fn")(None) == {"from": "dotted"}
