@@ -108,6 +108,7 @@ REQUESTS = {
     "doctor": "diagnose.request:DoctorRequest",
     "export-tflite": "intake.export_request:ExportTfliteRequest",
     "bulk-infer": "intake.infer_request:BulkInferRequest",
+    "vertex-job": "intake.vertex_request:JobOptions",
 }
 # Fields a checked option fills that live in the program of a train run, not on TrainRequest itself.
 PROGRAM_FIELDS = {"train": {"run_fn", "module_sha256"}}
