@@ -101,8 +101,9 @@ def run(
     try:
         module_path = None
         if request.module_file:
-            module_path = user_module.fetch(request.module_file, work, request.storage)
-            user_module.check_syntax(module_path)
+            module_path = user_module.checked_source(
+                request.module_file, work, settings=request.storage
+            )
         output = os.path.join(work, "tfma")
         result = _compute_in_sandbox(request, work, output, module_path)
         result.seconds = time.monotonic() - started

@@ -80,8 +80,11 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
         with user_code.guard(
             f"module {request.program.module_file}"
         ):  # anywhere else the module's code runs
-            module_path = user_module.fetch(
-                request.program.module_file, os.path.join(scratch, "module"), request.storage
+            module_path = user_module.checked_source(
+                request.program.module_file,
+                os.path.join(scratch, "module"),
+                request.program.module_sha256,
+                request.storage,
             )
             keras, why = keras_auto.decide_fetched(request.keras, request.keras_reason, module_path)
             if why != request.keras_reason:
@@ -91,8 +94,6 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
                     why,
                 )
                 request = dataclasses.replace(request, keras=keras, keras_reason=why)
-            user_module.check_sha256(module_path, request.program.module_sha256)
-            user_module.check_syntax(module_path)
             return _run(request, cluster, module_path, examples, scratch, before_publish)
     finally:
         WATCHER.uninstall()

@@ -94,7 +94,7 @@ class _GuardedFn:
 def _load_fn(request: TransformRequest, download_dir: str) -> _GuardedFn:
     """preprocessing_fn, with custom_config bound when it takes one (as TFX's Transform binds
     it)."""
-    module = user_module.load(
+    module = user_module.load_user_module(
         request.module_file, download_dir, request.module_sha256, request.storage
     )
     fn = user_module.get_function(module, request.preprocessing_fn, "--preprocessing-fn")
