@@ -17,6 +17,7 @@ renamed into place on success (after `before_publish`: contract.py).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -24,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from generic_trainer.artifacts import outputs
+from generic_trainer.artifacts.staged import StagedDir
 from generic_trainer.beam import beam_run, import_fns, tfrecords
 from generic_trainer.beam.import_sources import Source, given_kinds, prepare_sources
 from generic_trainer.errors import UserInputError
@@ -239,29 +241,25 @@ def _import(
     all_files = sorted({f for s in sources for f in s.files})
     options = beam_run.pipeline_options(request.beam_args, beam_run.total_bytes(all_files))
     _log_plan(request, len(all_files), properties, columns, options)
-    staging = beam_run.new_staging(request.output)
-    schema_staging = None
-    try:
-        counts = _run_pipeline(request, sources, columns, schema, staging, options)
-        examples_properties.write(staging, properties, beam_run.write_text)
-        with beam_run.open_binary(beam_run.join(staging, SCHEMA_FILE)) as f:
+    with contextlib.ExitStack() as stack:
+        stage = stack.enter_context(StagedDir(request.output))
+        counts = _run_pipeline(request, sources, columns, schema, stage.path, options)
+        examples_properties.write(stage.path, properties, beam_run.write_text)
+        with beam_run.open_binary(beam_run.join(stage.path, SCHEMA_FILE)) as f:
             schema_text = f.read().decode("utf-8")
         seconds = time.monotonic() - started
         result = ImportResult(
             request.output, counts, _feature_count(schema_text), schema is None, seconds, properties
         )
+        schema_stage = None
         if request.schema_output:
-            schema_staging = beam_run.new_staging(request.schema_output)
-            beam_run.write_text(beam_run.join(schema_staging, SCHEMA_FILE), schema_text)
+            schema_stage = stack.enter_context(StagedDir(request.schema_output))
+            beam_run.write_text(beam_run.join(schema_stage.path, SCHEMA_FILE), schema_text)
         if before_publish is not None:
             before_publish(result)
-        if schema_staging:
-            beam_run.publish(schema_staging, request.schema_output)
-            schema_staging = None
-        beam_run.publish(staging, request.output)
-        staging = None
-    finally:
-        beam_run.discard(staging, schema_staging)
+        if schema_stage is not None:
+            schema_stage.publish()
+        stage.publish()
     log.info(
         "import-examples: wrote %s examples to %s in %.1f s (%.0f examples/s)",
         ", ".join(f"{n} {s}" for s, n in counts.items()),

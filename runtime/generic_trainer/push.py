@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from generic_trainer.artifacts import outputs, storage, tree
+from generic_trainer.artifacts.staged import StagedDir
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.intake import push_options
 from generic_trainer.intake.contract import VerbContract
@@ -121,17 +122,13 @@ def _archive(
     whole."""
     if not pushed_model_dir:
         return
-    staging = storage.staging_dir_for(pushed_model_dir)
     try:
-        if source:
-            _copy(source, dirs, files, staging)
-        else:
-            os.makedirs(staging)
-        storage.publish_dir(staging, pushed_model_dir)
+        with StagedDir(pushed_model_dir) as stage:
+            if source:
+                _copy(source, dirs, files, stage.path)
+            stage.publish()
     except OSError as e:
         raise OutputError(f"--pushed-model-dir: could not write {pushed_model_dir}: {e}") from e
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def run(
