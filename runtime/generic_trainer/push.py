@@ -166,15 +166,7 @@ def _push(
 ) -> PushResult:
     """Copy, check the model did not change meanwhile, archive, then publish the next free
     version."""
-    now = int(time.time())
-    version = storage.free_version(request.push_destination, now)
-    if version != str(now):
-        log.warning(
-            "%s exists already (it was left alone): pushed as version %s, the next free one "
-            "(TFX's Pusher would skip the copy and report that dir as pushed)",
-            os.path.join(request.push_destination, str(now)),
-            version,
-        )
+    version = _free_version(request.push_destination)
     staging = storage.staging_dir_for(os.path.join(request.push_destination, version))
     result = PushResult(pushed=True, reasons=[], files=len(files))
     started = time.monotonic()
@@ -207,6 +199,20 @@ def _push(
         SAVED_MODEL,
     )
     return result
+
+
+def _free_version(destination: str) -> str:
+    """The version to push as: now's timestamp, or the next free one (said in the log)."""
+    now = int(time.time())
+    version = storage.free_version(destination, now)
+    if version != str(now):
+        log.warning(
+            "%s exists already (it was left alone): pushed as version %s, the next free one "
+            "(TFX's Pusher would skip the copy and report that dir as pushed)",
+            os.path.join(destination, str(now)),
+            version,
+        )
+    return version
 
 
 def _set_version(request: PushRequest, result: PushResult, version: str) -> None:

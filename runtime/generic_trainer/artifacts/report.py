@@ -12,6 +12,7 @@ are made of the same parts.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import html
 import json
@@ -121,6 +122,26 @@ def _axis_ranges(
     return (x_lo, x_hi), (y_lo - pad, y_hi + pad)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Frame:
+    """A chart's plot area (pixels) and the value ranges it shows."""
+
+    left: float
+    top: float
+    width: float
+    height: float
+    x_range: tuple[float, float]
+    y_range: tuple[float, float]
+
+    def sx(self, x: float) -> float:
+        lo, hi = self.x_range
+        return self.left + (x - lo) / (hi - lo) * self.width
+
+    def sy(self, y: float) -> float:
+        lo, hi = self.y_range
+        return self.top + (1 - (y - lo) / (hi - lo)) * self.height
+
+
 def line_chart(
     title: str,
     series: Mapping[str, Sequence[tuple[float, float]]],
@@ -140,33 +161,36 @@ def line_chart(
     clean = {name: pts for name, pts in clean.items() if pts}
     if not clean:
         return f'<p class="note">{esc(title)}: nothing logged.</p>'
-    (x_lo, x_hi), (y_lo, y_hi) = _axis_ranges(clean.values())
+    x_range, y_range = _axis_ranges(clean.values())
     left, right, top, bottom = 58, 12, 42, 44
-    plot_w, plot_h = width - left - right, height - top - bottom
-
-    def sx(x: float) -> float:
-        return left + (x - x_lo) / (x_hi - x_lo) * plot_w
-
-    def sy(y: float) -> float:
-        return top + (1 - (y - y_lo) / (y_hi - y_lo)) * plot_h
-
+    frame = _Frame(left, top, width - left - right, height - top - bottom, x_range, y_range)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}" font-size="11" '
         f'font-family="sans-serif">',
         f'<text x="{width / 2:.1f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">'
         f"{esc(title)}</text>",
-        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
+        f'<rect x="{left}" y="{top}" width="{frame.width}" height="{frame.height}" '
         'fill="none" stroke="#999"/>',
+        *_axes(frame, x_label, y_label, height),
+        *_lines(frame, clean),
+        "</svg>",
     ]
-    for tick in _nice_ticks(y_lo, y_hi):
-        y = sy(tick)
+    return f'<div class="chart">{"".join(parts)}</div>'
+
+
+def _axes(frame: _Frame, x_label: str, y_label: str, height: int) -> list[str]:
+    """The grid lines, ticks and axis labels of a chart."""
+    left, top, plot_w, plot_h = frame.left, frame.top, frame.width, frame.height
+    parts = []
+    for tick in _nice_ticks(*frame.y_range):
+        y = frame.sy(tick)
         parts.append(
             f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>'
             f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{esc(f"{tick:.4g}")}</text>'
         )
-    for tick in _nice_ticks(x_lo, x_hi):
-        x = sx(tick)
+    for tick in _nice_ticks(*frame.x_range):
+        x = frame.sx(tick)
         parts.append(
             f'<line x1="{x:.1f}" y1="{top + plot_h}" x2="{x:.1f}" y2="{top + plot_h + 4}" '
             'stroke="#999"/>'
@@ -182,10 +206,16 @@ def line_chart(
             f'<text x="12" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
             f'transform="rotate(-90 12 {top + plot_h / 2:.1f})">{esc(y_label)}</text>'
         )
-    legend_x = left
+    return parts
+
+
+def _lines(frame: _Frame, clean: Mapping[str, Sequence[tuple[float, float]]]) -> list[str]:
+    """Each series' line, its points (60 or fewer) and its legend entry."""
+    parts = []
+    legend_x = frame.left
     for i, (name, pts) in enumerate(clean.items()):
         color = COLORS[i % len(COLORS)]
-        coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
+        coords = " ".join(f"{frame.sx(x):.1f},{frame.sy(y):.1f}" for x, y in pts)
         if len(pts) > 1:
             parts.append(
                 f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{coords}">'
@@ -193,17 +223,16 @@ def line_chart(
             )
         if len(pts) <= 60:
             parts.extend(
-                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}">'
+                f'<circle cx="{frame.sx(x):.1f}" cy="{frame.sy(y):.1f}" r="2.5" fill="{color}">'
                 f"<title>{esc(name)}: {esc(fmt(x))}, {esc(fmt(y))}</title></circle>"
                 for x, y in pts
             )
         parts.append(
-            f'<rect x="{legend_x}" y="{top - 12}" width="12" height="3" fill="{color}"/>'
-            f'<text x="{legend_x + 16}" y="{top - 8}">{esc(name)}</text>'
+            f'<rect x="{legend_x}" y="{frame.top - 12}" width="12" height="3" fill="{color}"/>'
+            f'<text x="{legend_x + 16}" y="{frame.top - 8}">{esc(name)}</text>'
         )
         legend_x += 28 + 6.5 * len(name)
-    parts.append("</svg>")
-    return f'<div class="chart">{"".join(parts)}</div>'
+    return parts
 
 
 def read_scalars(log_dir: str) -> dict[str, dict[str, Points]]:
