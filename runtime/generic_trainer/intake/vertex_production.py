@@ -16,7 +16,10 @@ from typing import Any
 
 from generic_trainer import vertex_machines
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake.request import MAX_SECONDS, number
+from generic_trainer.intake.values import (
+    MAX_SECONDS,
+    number,
+)
 from generic_trainer.intake.vertex_options import (
     DEFAULT_MACHINE_TYPE,
     DEFAULT_REDUCTION_SERVER_MACHINE_TYPE,
