@@ -1,5 +1,4 @@
-"""The import-examples verb: CSV, Parquet or TFRecord files to a TFX Examples artifact, on Apache
-Beam.
+"""import-examples: CSV, Parquet or TFRecord files to a TFX Examples artifact, on Apache Beam.
 
     <output>/Split-<name>/data_tfrecord-NNNNN-of-MMMMM.gz   gzipped TFRecords (ExampleGen's layout)
     <output>/schema.pbtxt, examples_properties.json        the schema; TFX's properties (span, ...)
@@ -11,8 +10,8 @@ one is given, else against the first file) and each pattern must hold a row
 or TFRecords (files are the unit of parallelism), encodes rows as tf.Example or canonicalizes each
 tf.(Sequence)Example, and splits by TFX's hash (of the record, or of its partition feature) or by
 the pattern it came from (`--input-splits`). Without a schema tables are read twice (types first),
-TFRecords once; the schema is SchemaGen's (beam/inference.py). Beam writes into a staging dir,
-renamed into place on success (after `before_publish`: contract.py).
+TFRecords once; the schema is SchemaGen's (beam/inference.py). Beam writes into a StagedDir,
+published on success (after `before_publish`: contract.py).
 """
 
 from __future__ import annotations
@@ -195,9 +194,7 @@ def run(
     request: ImportExamplesRequest, before_publish: Callable[[ImportResult], None] | None = None
 ) -> ImportResult:
     """Import the tables into a new Examples directory, held for the run (a second run into it fails
-    at once,
-    exit 2, naming this one); `before_publish(result)` runs once it is staged, before it is
-    published."""
+    at once, exit 2, naming this one); `before_publish(result)` runs once it is staged."""
     held = [(request.output, "--output"), (request.schema_output, "--schema-output")]
     with outputs.exclusive_all(held, new=("--output",)):
         return _import(request, before_publish)

@@ -18,15 +18,13 @@ import html
 import json
 import logging
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from generic_trainer.artifacts import tree
+from generic_trainer.artifacts.scalars import Points, read_scalars
 
 log = logging.getLogger(__name__)
 
-Points = list[tuple[float, float]]
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 MAX_POINTS = 400  # per series; longer series are thinned evenly (first and last point kept)
 
@@ -233,48 +231,6 @@ def _lines(frame: _Frame, clean: Mapping[str, Sequence[tuple[float, float]]]) ->
         )
         legend_x += 28 + 6.5 * len(name)
     return parts
-
-
-def read_scalars(log_dir: str) -> dict[str, dict[str, Points]]:
-    """Scalars from every TensorBoard event file under `log_dir`: tag -> run -> [(step, value)].
-
-    A run is the event file's directory relative to `log_dir` (Keras writes `train` and
-    `validation`). Both TF2 tensor summaries and TF1 `simple_value`s are read. Unreadable files
-    are skipped with a warning: the report is a view of the run, never a reason to fail it.
-    """
-    scalars: dict[str, dict[str, Points]] = {}
-    if not log_dir or not os.path.isdir(log_dir):
-        return scalars
-    try:
-        from tensorboard.backend.event_processing import event_file_loader
-        from tensorboard.util import tensor_util
-    except ImportError as e:  # pragma: no cover - tensorboard is a runtime dependency
-        log.warning("report: cannot read TensorBoard logs (%s)", e)
-        return scalars
-    found = tree.walk(log_dir, "the TensorBoard logs", lenient=True)  # iterative, bounded
-    for rel in sorted(f for f in found.files if ".tfevents." in os.path.basename(f)):
-        run = os.path.dirname(rel) or "."
-        try:
-            for event in event_file_loader.EventFileLoader(os.path.join(log_dir, rel)).Load():
-                for value in event.summary.value:
-                    kind = value.WhichOneof("value")
-                    if kind == "simple_value":
-                        number = float(value.simple_value)
-                    elif kind == "tensor" and value.metadata.plugin_data.plugin_name == "scalars":
-                        array = tensor_util.make_ndarray(value.tensor)
-                        if array.size != 1:
-                            continue
-                        number = float(array.reshape(()))
-                    else:
-                        continue
-                    scalars.setdefault(value.tag, {}).setdefault(run, []).append(
-                        (float(event.step), number)
-                    )
-        except Exception as e:  # a truncated or foreign file must not break the report
-            log.warning(
-                "report: skipped %s (%s: %s)", os.path.join(log_dir, rel), type(e).__name__, e
-            )
-    return scalars
 
 
 def _tag_order(tag: str) -> tuple[int, str]:

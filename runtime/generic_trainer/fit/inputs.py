@@ -123,14 +123,10 @@ def build_fn_args(
     model_run_dir: str = "",
     backup_and_restore: BackupAndRestore | None = None,
 ) -> FnArgs:
-    """The FnArgs of a train or tune run: the request's data and settings, and this replica's part.
-
-    What the request says (files, steps, schema, transform graph, base model, hyperparameters,
-    custom config, checkpoint dir) is filled in here for both verbs; the caller gives where this
-    replica writes and its place in the cluster. `data_accessor` reads raw examples through the
-    transform graph when a module asks for transformed features; with `shard_data` (several
-    training workers) its datasets shard by example when a split has fewer files than workers.
-    """
+    """The FnArgs of a train or tune run: what the request says (files, steps, schema, transform
+    graph, base model, hyperparameters, custom config, checkpoint dir), and this replica's part
+    (where it writes, its place in the cluster); with `shard_data` (several training workers) the
+    data accessor shards by example when a split has fewer files than workers."""
     from generic_trainer.artifacts import outputs
 
     return FnArgs(

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from generic_trainer import tfx_hook
-from generic_trainer.artifacts import files, storage
+from generic_trainer.artifacts import downloads, files, storage
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserCodeError, UserInputError
 from generic_trainer.fit import module_source, user_code
@@ -45,7 +45,7 @@ def fetch(spec: str, download_dir: str, settings: StorageSettings = DEFAULT_SETT
         )
     if storage.is_gcs_uri(spec):
         try:
-            return storage.download_gcs(
+            return downloads.download_gcs(
                 spec, download_dir, siblings_suffix=".py", settings=settings
             )
         except FileNotFoundError:
@@ -86,7 +86,7 @@ def _fetch_s3(spec: str, download_dir: str, settings: StorageSettings) -> str:
         return mounted
     store = "MinIO" if spec.startswith("minio://") else "S3"
     try:
-        return storage.download_s3(spec, download_dir, siblings_suffix=".py", settings=settings)
+        return downloads.download_s3(spec, download_dir, siblings_suffix=".py", settings=settings)
     except ImportError:
         raise UserInputError(
             INPUT,

@@ -21,6 +21,7 @@ from typing import Any
 
 from generic_trainer.artifacts import files, storage
 from generic_trainer.artifacts.kfp_io import KfpOutputs
+from generic_trainer.artifacts.storage_settings import GCS_TIMEOUT_ENV
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.values import (
     memory_size,
@@ -168,7 +169,7 @@ def keras_choice(values: Mapping[str, Any], environ: Mapping[str, str]) -> tuple
 def check_gcs_timeout(environ: Mapping[str, str]) -> float | None:
     """$GENERIC_TRAINER_GCS_TIMEOUT (seconds Cloud Storage downloads may retry), checked; None when
     unset."""
-    return seconds(storage.GCS_TIMEOUT_ENV, environ.get(storage.GCS_TIMEOUT_ENV))
+    return seconds(GCS_TIMEOUT_ENV, environ.get(GCS_TIMEOUT_ENV))
 
 
 def module_sha256(value: Any) -> str | None:
