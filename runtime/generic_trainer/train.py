@@ -12,7 +12,6 @@ SIGTERM ends the run with `Preempted` (exit 143), after a backup when `fit` runs
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -27,7 +26,6 @@ from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.fit import (
     accelerator,
     inputs,
-    keras_auto,
     keras_multiworker,
     run_fn_call,
     user_code,
@@ -86,14 +84,6 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
                 request.program.module_sha256,
                 request.storage,
             )
-            keras, why = keras_auto.decide_fetched(request.keras, request.keras_reason, module_path)
-            if why != request.keras_reason:
-                log.info(
-                    "tf.keras is %s: %s",
-                    "Keras 2 (tf_keras)" if keras == "tf_keras" else "Keras 3",
-                    why,
-                )
-                request = dataclasses.replace(request, keras=keras, keras_reason=why)
             return _run(request, cluster, module_path, examples, scratch, before_publish)
     finally:
         WATCHER.uninstall()

@@ -81,8 +81,7 @@ def _train_keras(
         return "keras3", "--keras auto: the Task API runs Keras 3"
     from generic_trainer.fit import keras_auto
 
-    keras, why = keras_auto.choose(str(values.get("module_file")), gcs_root)
-    return keras, f"--keras auto: {why}"
+    return keras_auto.decide(str(values.get("module_file")), gcs_root, storage_settings(environ))
 
 
 def _hyperparameters(raw: RawInputs) -> Mapping[str, Any] | None:
