@@ -5,14 +5,13 @@ curves read from the run's TensorBoard event files, the resolved inputs, the str
 devices, and the final metrics. Every user-supplied string is escaped; secret custom_config values
 never appear (the request's redacted copy is used).
 
-The building blocks (`table`, `key_value_table`, `line_chart`, `read_scalars`, `curves`, `page`,
-`write`) are generic: the train report (`trained/train_report.py`), the tuner's and the evaluator's
-are made of the same parts.
+The building blocks (`table`, `key_value_table`, `line_chart` over chart_geometry.py, `curves` of
+the scalars tensorboard_scalars.py reads, `page`, `write`) are generic: the train report
+(`trained/train_report.py`), the tuner's and the evaluator's are made of the same parts.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import html
 import json
@@ -21,12 +20,13 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from generic_trainer.artifacts.scalars import Points, read_scalars
+from generic_trainer.artifacts import chart_geometry
+from generic_trainer.artifacts.chart_geometry import MAX_POINTS  # noqa: F401 (re-exported)
+from generic_trainer.artifacts.tensorboard_scalars import Points, read_scalars
 
 log = logging.getLogger(__name__)
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-MAX_POINTS = 400  # per series; longer series are thinned evenly (first and last point kept)
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Roboto,Helvetica,Arial,sans-serif;margin:24px;color:#222;
@@ -84,62 +84,6 @@ def key_value_table(values: Mapping[str, Any], skip_none: bool = True) -> str:
     )
 
 
-def _thin(points: Points, limit: int = MAX_POINTS) -> Points:
-    if len(points) <= limit:
-        return points
-    stride = (len(points) - 1) / (limit - 1)
-    return [points[round(i * stride)] for i in range(limit)]
-
-
-def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    if hi <= lo:
-        return [lo]
-    raw = (hi - lo) / max(count - 1, 1)
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    first = math.ceil(lo / step) * step
-    ticks = []
-    value = first
-    while value <= hi + step * 1e-9:
-        ticks.append(round(value, 12))
-        value += step
-    return ticks
-
-
-def _axis_ranges(
-    series: Iterable[Sequence[tuple[float, float]]],
-) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(x_lo, x_hi), (y_lo, y_hi) spanning every point: never empty, y padded by 5% (10% of a flat
-    line)."""
-    points = [p for pts in series for p in pts]
-    x_lo, x_hi = min(x for x, _ in points), max(x for x, _ in points)
-    y_lo, y_hi = min(y for _, y in points), max(y for _, y in points)
-    if x_hi == x_lo:
-        x_lo, x_hi = x_lo - 1, x_hi + 1
-    pad = (abs(y_lo) * 0.1 or 1.0) if y_hi == y_lo else (y_hi - y_lo) * 0.05
-    return (x_lo, x_hi), (y_lo - pad, y_hi + pad)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Frame:
-    """A chart's plot area (pixels) and the value ranges it shows."""
-
-    left: float
-    top: float
-    width: float
-    height: float
-    x_range: tuple[float, float]
-    y_range: tuple[float, float]
-
-    def sx(self, x: float) -> float:
-        lo, hi = self.x_range
-        return self.left + (x - lo) / (hi - lo) * self.width
-
-    def sy(self, y: float) -> float:
-        lo, hi = self.y_range
-        return self.top + (1 - (y - lo) / (hi - lo)) * self.height
-
-
 def line_chart(
     title: str,
     series: Mapping[str, Sequence[tuple[float, float]]],
@@ -148,10 +92,21 @@ def line_chart(
     width: int = 520,
     height: int = 280,
 ) -> str:
-    """An inline SVG line chart of `series` (name -> [(x, y), ...]); non-finite points are
-    skipped."""
+    """An inline SVG line chart; non-finite points are skipped, long series thinned.
+
+    Args:
+      title: the chart's title.
+      series: {name: [(x, y), ...]}.
+      x_label: the x axis's label.
+      y_label: the y axis's label ("" for none).
+      width: in pixels.
+      height: in pixels.
+
+    Returns:
+      The chart's HTML (a note when nothing is left to draw).
+    """
     clean = {
-        name: _thin(
+        name: chart_geometry.thin(
             sorted((float(x), float(y)) for x, y in pts if math.isfinite(x) and math.isfinite(y))
         )
         for name, pts in series.items()
@@ -159,35 +114,36 @@ def line_chart(
     clean = {name: pts for name, pts in clean.items() if pts}
     if not clean:
         return f'<p class="note">{esc(title)}: nothing logged.</p>'
-    x_range, y_range = _axis_ranges(clean.values())
-    left, right, top, bottom = 58, 12, 42, 44
-    frame = _Frame(left, top, width - left - right, height - top - bottom, x_range, y_range)
+    frame = chart_geometry.Frame(width, height, *chart_geometry.axis_ranges(clean.values()))
+    parts = _chart_axes(frame, title, x_label, y_label)
+    legend_x = frame.left
+    for i, (name, pts) in enumerate(clean.items()):
+        parts += _chart_series(frame, name, pts, COLORS[i % len(COLORS)], legend_x)
+        legend_x += 28 + 6.5 * len(name)
+    parts.append("</svg>")
+    return f'<div class="chart">{"".join(parts)}</div>'
+
+
+def _chart_axes(frame: chart_geometry.Frame, title: str, x_label: str, y_label: str) -> list[str]:
+    """The chart's opening SVG: its title, plot box, grid lines, ticks and axis labels."""
+    width, height, left, top = frame.width, frame.height, frame.left, frame.top
+    plot_w, plot_h = frame.plot_w, frame.plot_h
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}" font-size="11" '
         f'font-family="sans-serif">',
         f'<text x="{width / 2:.1f}" y="16" text-anchor="middle" font-size="13" font-weight="bold">'
         f"{esc(title)}</text>",
-        f'<rect x="{left}" y="{top}" width="{frame.width}" height="{frame.height}" '
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
         'fill="none" stroke="#999"/>',
-        *_axes(frame, x_label, y_label, height),
-        *_lines(frame, clean),
-        "</svg>",
     ]
-    return f'<div class="chart">{"".join(parts)}</div>'
-
-
-def _axes(frame: _Frame, x_label: str, y_label: str, height: int) -> list[str]:
-    """The grid lines, ticks and axis labels of a chart."""
-    left, top, plot_w, plot_h = frame.left, frame.top, frame.width, frame.height
-    parts = []
-    for tick in _nice_ticks(*frame.y_range):
+    for tick in chart_geometry.nice_ticks(*frame.y_range):
         y = frame.sy(tick)
         parts.append(
             f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>'
             f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{esc(f"{tick:.4g}")}</text>'
         )
-    for tick in _nice_ticks(*frame.x_range):
+    for tick in chart_geometry.nice_ticks(*frame.x_range):
         x = frame.sx(tick)
         parts.append(
             f'<line x1="{x:.1f}" y1="{top + plot_h}" x2="{x:.1f}" y2="{top + plot_h + 4}" '
@@ -207,29 +163,27 @@ def _axes(frame: _Frame, x_label: str, y_label: str, height: int) -> list[str]:
     return parts
 
 
-def _lines(frame: _Frame, clean: Mapping[str, Sequence[tuple[float, float]]]) -> list[str]:
-    """Each series' line, its points (60 or fewer) and its legend entry."""
+def _chart_series(
+    frame: chart_geometry.Frame, name: str, pts: Points, color: str, legend_x: float
+) -> list[str]:
+    """One series' SVG: its line, its points (when few enough to show), its legend entry."""
     parts = []
-    legend_x = frame.left
-    for i, (name, pts) in enumerate(clean.items()):
-        color = COLORS[i % len(COLORS)]
+    if len(pts) > 1:
         coords = " ".join(f"{frame.sx(x):.1f},{frame.sy(y):.1f}" for x, y in pts)
-        if len(pts) > 1:
-            parts.append(
-                f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{coords}">'
-                f"<title>{esc(name)}</title></polyline>"
-            )
-        if len(pts) <= 60:
-            parts.extend(
-                f'<circle cx="{frame.sx(x):.1f}" cy="{frame.sy(y):.1f}" r="2.5" fill="{color}">'
-                f"<title>{esc(name)}: {esc(fmt(x))}, {esc(fmt(y))}</title></circle>"
-                for x, y in pts
-            )
         parts.append(
-            f'<rect x="{legend_x}" y="{frame.top - 12}" width="12" height="3" fill="{color}"/>'
-            f'<text x="{legend_x + 16}" y="{frame.top - 8}">{esc(name)}</text>'
+            f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{coords}">'
+            f"<title>{esc(name)}</title></polyline>"
         )
-        legend_x += 28 + 6.5 * len(name)
+    if len(pts) <= 60:
+        parts.extend(
+            f'<circle cx="{frame.sx(x):.1f}" cy="{frame.sy(y):.1f}" r="2.5" fill="{color}">'
+            f"<title>{esc(name)}: {esc(fmt(x))}, {esc(fmt(y))}</title></circle>"
+            for x, y in pts
+        )
+    parts.append(
+        f'<rect x="{legend_x}" y="{frame.top - 12}" width="12" height="3" fill="{color}"/>'
+        f'<text x="{legend_x + 16}" y="{frame.top - 8}">{esc(name)}</text>'
+    )
     return parts
 
 
@@ -239,7 +193,15 @@ def _tag_order(tag: str) -> tuple[int, str]:
 
 
 def curves(log_dir: str, skip_runs: Sequence[str] = ("final",)) -> str:
-    """One chart per logged scalar tag (lines: the runs, e.g. train and validation), loss first."""
+    """One chart per logged scalar tag (lines: the runs, e.g. train and validation), loss first.
+
+    Args:
+      log_dir: the run's TensorBoard log directory.
+      skip_runs: runs (subdirectories) left out.
+
+    Returns:
+      The charts' HTML, or a note saying how to get curves.
+    """
     scalars = read_scalars(log_dir)
     charts = []
     for tag in sorted(scalars, key=_tag_order):
@@ -251,9 +213,8 @@ def curves(log_dir: str, skip_runs: Sequence[str] = ("final",)) -> str:
     if not charts:
         return (
             '<p class="note">No curves: the run logged no TensorBoard scalars under '
-            f"{esc(log_dir)}. "
-            "Add keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir) to model.fit to get "
-            "them.</p>"
+            f"{esc(log_dir)}. Add keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir) to "
+            "model.fit to get them.</p>"
         )
     return f'<div class="charts">{"".join(charts)}</div>'
 

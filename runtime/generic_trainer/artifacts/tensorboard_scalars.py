@@ -1,6 +1,8 @@
-"""The scalars a run logged, read back from its TensorBoard event files (the reports' curves).
+"""Scalars read back from a run's TensorBoard event files (for the HTML reports' curves).
 
-TensorBoard loads only when they are read; a file it cannot read is skipped with a warning.
+Both TF2 tensor summaries and TF1 `simple_value`s are read. Unreadable files are skipped with a
+warning: a report is a view of the run, never a reason to fail it. The walk is iterative and
+bounded (tree.py).
 """
 
 from __future__ import annotations
@@ -10,17 +12,20 @@ import os
 
 from generic_trainer.artifacts import tree
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("generic_trainer.artifacts.report")
 
 Points = list[tuple[float, float]]
 
 
 def read_scalars(log_dir: str) -> dict[str, dict[str, Points]]:
-    """Scalars from every TensorBoard event file under `log_dir`: tag -> run -> [(step, value)].
+    """The scalars of every TensorBoard event file under `log_dir`.
 
-    A run is the event file's directory relative to `log_dir` (Keras writes `train` and
-    `validation`). Both TF2 tensor summaries and TF1 `simple_value`s are read. Unreadable files
-    are skipped with a warning: the report is a view of the run, never a reason to fail it.
+    Args:
+      log_dir: the directory (a missing one has none).
+
+    Returns:
+      {tag: {run: [(step, value), ...]}}; a run is the event file's directory relative to
+      `log_dir` (Keras writes `train` and `validation`).
     """
     scalars: dict[str, dict[str, Points]] = {}
     if not log_dir or not os.path.isdir(log_dir):
