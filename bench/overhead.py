@@ -396,7 +396,8 @@ def validate():
 step("load the SavedModel, check serving_default (outputs)", validate)
 def publish():
     from generic_trainer.artifacts import outputs
-    outputs.publish(staging, os.path.join(work, "Format-Serving"))
+    from generic_trainer.artifacts import storage
+    storage.publish_dir(staging, os.path.join(work, "Format-Serving"))
     outputs.write_metrics_file(os.path.join(work, "metrics.json"), {"accuracy": 0.9, "loss": 0.1})
     outputs.write_tensorboard_scalars(
         os.path.join(work, "logs"), {"accuracy": 0.9, "loss": 0.1}, step=100)

@@ -181,3 +181,16 @@ def test_without_the_supervisor_log_records_are_masked_too():
     finally:
         root.removeHandler(handler)
     assert stream.getvalue() == "train failed: auth failed for token ***\n"
+
+
+def test_a_printed_summary_has_the_runs_secrets_masked_and_stays_json():
+    """cli.run_verb masks the summary it prints (the supervised parent prints it unchanged)."""
+    from generic_trainer.artifacts import masking
+
+    mask = masking.Masker({'AKIA"sec-ret-77'})
+    args = ["--custom-config", json.dumps({"api_key": 'AKIA"sec-ret-77'})]
+    summary = {"args": args, "url": "http://u:pw-9@h", 'AKIA"sec-ret-77': 1, "n": 2}
+    masked = masking.mask_value(summary, mask)
+    assert "sec-ret" not in json.dumps(masked) and "pw-9" not in json.dumps(masked)
+    assert json.loads(masked["args"][1]) == {"api_key": "***"}
+    assert masked["url"] == "http://***@h" and masked["***"] == 1 and masked["n"] == 2

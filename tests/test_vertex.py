@@ -4,7 +4,6 @@ through the /gcs mount (configurable root), executor output from the chief only.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.metadata
 import json
@@ -814,24 +813,16 @@ def test_non_chief_replica_never_writes_the_executor_output(tmp_path, monkeypatc
 
 
 def test_options_are_frozen_and_pools_match():
-    ns = argparse.Namespace(
-        project="p",
-        region="r",
-        image="i",
-        base_output_dir="gs://b/x/",
-        replica_count="4",
-        machine_type=None,
-        accelerator_type=None,
-        accelerator_count=None,
-        boot_disk_size_gb="100",
-        service_account=None,
-        tensorboard=None,
-        display_name=None,
-        env=None,
-        restart_job_on_worker_restart=False,
-        container_args=["--", "--examples", "e", "--module-file", "m.py"],
-    )
-    options = vertex.options_from_args(ns)
+    values = {
+        "project": "p",
+        "region": "r",
+        "image": "i",
+        "base_output_dir": "gs://b/x/",
+        "replica_count": "4",
+        "boot_disk_size_gb": "100",
+        "container_args": ["--", "--examples", "e", "--module-file", "m.py"],
+    }
+    options = vertex.VERB.build(values)
     assert options.base_output_dir == "gs://b/x" and options.staging_bucket == "gs://b"
     pools = vertex.worker_pool_specs(options)
     assert [p["replica_count"] for p in pools] == [1, 3]
@@ -844,7 +835,7 @@ def test_options_are_frozen_and_pools_match():
         "m.py",
     ]
     with pytest.raises(UserInputError, match="--"):
-        vertex.container_args(["--"])
+        vertex.VERB.build({**values, "container_args": ["--"]})
 
 
 # --- production options: scheduling, network, encryption, pools

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from generic_trainer.artifacts import files
+from generic_trainer.artifacts import bounded_parse, files
 from generic_trainer.errors import UserInputError
 from generic_trainer.records.example_files import one_file
 from generic_trainer.records.tensor_representations import tensor_representations
@@ -38,7 +38,9 @@ def load_schema(path: str, input_name: str = "--schema") -> schema_pb2.Schema:
             f"{path} is {files.describe(path)}; expected a schema.pbtxt file or its directory",
         )
     try:
-        schema = text_format.Parse(files.read_small(path, input_name), schema_pb2.Schema())
+        schema = text_format.Parse(
+            bounded_parse.read_text(path, input_name, files.MAX_SMALL_FILE), schema_pb2.Schema()
+        )
     except (text_format.ParseError, UnicodeDecodeError) as e:
         raise UserInputError(
             input_name, f"{path} is not a text-format tensorflow-metadata Schema: {e}"

@@ -57,10 +57,7 @@ def load_task_class(
     Task class."""
     module_spec, attr = split_task_spec(spec)
     try:
-        path = user_module.fetch(module_spec, download_dir, settings)
-        user_module.check_sha256(path, sha256)
-        user_module.check_syntax(path)  # as a run_fn module's: before TensorFlow loads
-        module = user_module.import_module(path, module_spec)
+        module = user_module.load_user_module(module_spec, download_dir, sha256, settings)
     except UserInputError as e:
         raise (_renamed(e) if e.input_name == user_module.INPUT else e) from None
     cls = getattr(module, attr, None) or task_registry.get_task(attr)
