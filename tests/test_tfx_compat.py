@@ -101,7 +101,7 @@ def test_other_tfx_imports_fail_naming_the_import_and_what_is_supported(stand_in
 
 
 def test_a_module_and_its_sibling_load_with_their_tfx_imports(tmp_path):
-    """user_module.load_user_module installs the finder, puts the module's folder on sys.path, names a bad
+    """load_user_module installs the finder, puts the module's folder on sys.path, names a bad
     import."""
     (tmp_path / "my_base.py").write_text(
         "from tfx.components.trainer.fn_args_utils import FnArgs\n"

@@ -1,10 +1,11 @@
 """Small files the runtime reads and writes itself: bounded reads, atomic writes, strict JSON.
 
 Every small file the runtime reads (hyperparameters, schemas, executor input, module files, lock
-files) goes through `read_bounded` (as text: `bounded_parse.read_text`): a file that is not a regular file (a FIFO would
-block for ever, `/dev/zero` never ends) or is larger than the limit is refused, naming the file and
-the limit. `write_file_atomic` replaces only a regular file (never a device, FIFO or socket, nor
-what a symlink points to) and removes its temporary file when the write fails (a full disk: exit 4).
+files) goes through `read_bounded` (as text: `bounded_parse.read_text`): a file that is not a
+regular file (a FIFO would block for ever, `/dev/zero` never ends) or is larger than the limit is
+refused, naming the file and the limit. `write_file_atomic` replaces only a regular file (never a
+device, FIFO or socket, nor what a symlink points to) and removes its temporary file when the
+write fails (a full disk: exit 4).
 `dumps_strict` writes JSON that any parser reads: NaN and infinities become null, with a warning.
 """
 
