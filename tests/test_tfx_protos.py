@@ -361,7 +361,8 @@ def test_tfx_generated_modules_and_these_share_one_descriptor_either_order(tfx_r
     code = (
         "import importlib.util\n"
         "def wheel(stem):\n"
-        f"    spec = importlib.util.spec_from_file_location(stem, {str(proto)!r} + f'/{{stem}}.py')\n"
+        f"    spec = importlib.util.spec_from_file_location(stem, {str(proto)!r} + "
+        f"f'/{{stem}}.py')\n"
         "    module = importlib.util.module_from_spec(spec)\n"
         "    spec.loader.exec_module(module)\n"
         "    return module\n"
