@@ -95,12 +95,13 @@ class _Planner:
         inputs = {}
         wired = {} if component == "resolver" else node.inputs  # a Resolver's channels are queries
         for argument, channel in wired.items():
+            source = self.ref(node, argument, channel)  # first: a node that does not run, named
             if argument not in renames:
                 raise UserInputError(
                     f"{node.id}.{argument}",
                     f"this image's {component} has no input for TFX's {argument}",
                 )
-            inputs[renames[argument]] = self.ref(node, argument, channel)
+            inputs[renames[argument]] = source
         self.steps[node.id] = {
             "id": node.id,
             "component": component,
