@@ -259,6 +259,45 @@ def test_arguments_and_nodes_the_image_cannot_honour_are_refused_by_name(
     assert needle in str(raised.value)
 
 
+def test_infra_validator_specs_map_to_its_parameters(tfx):
+    eg, st, sg, tr, trainer = nodes = _basic(tfx)
+    infra = tfx.components.InfraValidator(
+        model=trainer.outputs["model"],
+        examples=eg.outputs["examples"],
+        serving_spec=tfx.proto.ServingSpec(
+            tensorflow_serving=tfx.proto.TensorFlowServing(tags=["latest"]),
+            local_docker=tfx.proto.LocalDockerConfig(),
+        ),
+        request_spec=tfx.proto.RequestSpec(
+            tensorflow_serving=tfx.proto.TensorFlowServingRequestSpec(),
+            split_name="test",
+            num_examples=5,
+            make_warmup=True,
+        ),
+        validation_spec=tfx.proto.ValidationSpec(max_loading_time_seconds=60),
+    )
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"],
+        infra_blessing=infra.outputs["blessing"],
+        push_destination={"filesystem": {"base_directory": "/serving"}},
+    )
+    plan = planning.plan(_pipeline(tfx, [*nodes, infra, pusher]))
+    steps = {s.id: s for s in plan.steps}
+    assert steps["InfraValidator"].parameters == {
+        "eval_splits": ["test"],
+        "num_requests": 5,
+        "batch_size": 1,
+        "write_warmup": 5,
+        "timeout": 60.0,
+    }
+    assert _wiring(plan)["InfraValidator"] == {
+        "model": "Trainer.model",
+        "examples": "CsvExampleGen.examples",
+    }
+    assert _wiring(plan)["Pusher"]["infra_blessing"] == "InfraValidator.blessing"
+    assert plan.notices == (f"InfraValidator: {planning.SERVING_NOTICE}",)
+
+
 def test_unknown_tfx_arguments_fail_as_with_tfx(tfx):
     with pytest.raises(TypeError, match="num_stepz"):
         tfx.components.Trainer(module_file="/m.py", num_stepz=3)
