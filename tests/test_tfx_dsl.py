@@ -298,6 +298,37 @@ def test_infra_validator_specs_map_to_its_parameters(tfx):
     assert plan.notices == (f"InfraValidator: {planning.SERVING_NOTICE}",)
 
 
+def test_span_resolver_waits_for_its_example_gen_and_feeds_transform(tfx):
+    eg, st, sg, tr, trainer = _basic(tfx)
+    spans = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.SpanRangeStrategy,
+        config={
+            "range_config": tfx.proto.RangeConfig(rolling_range=tfx.proto.RollingRange(num_spans=2))
+        },
+        examples=tfx.dsl.Channel(
+            type=tfx.types.standard_artifacts.Examples, producer_component_id=eg.id
+        ),
+    ).with_id("span_resolver")
+    spans.add_upstream_node(eg)
+    transform = tfx.components.Transform(
+        examples=spans.outputs["examples"], schema=sg.outputs["schema"], module_file="/m.py"
+    )
+    plan = planning.plan(_pipeline(tfx, [spans, transform, sg, st, eg]))
+    steps = {s.id: s for s in plan.steps}
+    assert [s.id for s in plan.steps] == ["CsvExampleGen", "span_resolver", "Transform"]
+    assert steps["span_resolver"].after == ("CsvExampleGen",)
+    assert steps["span_resolver"].parameters["producers"] == {"examples": "CsvExampleGen"}
+    assert steps["span_resolver"].parameters["config"] == {
+        "range_config": {"rolling_range": {"num_spans": 2}}
+    }
+    assert steps["Transform"].inputs["examples"] == OutputRef("span_resolver", "examples")
+    value = eg.outputs["examples"].future()[0].value
+    bad = tfx.components.CsvExampleGen(input_base=value).with_id("Bad")
+    with pytest.raises(UserInputError, match="placeholder") as raised:
+        planning.plan(_pipeline(tfx, [eg, bad]))
+    assert raised.value.input_name == "Bad"
+
+
 def test_unknown_tfx_arguments_fail_as_with_tfx(tfx):
     with pytest.raises(TypeError, match="num_stepz"):
         tfx.components.Trainer(module_file="/m.py", num_stepz=3)
