@@ -417,6 +417,7 @@ def test_a_pipeline_file_that_never_calls_a_runner_is_refused(tmp_path):
 
 FLAGGED = """
     import os, sys
+    import wave  # a library module the file imports first: it stays imported
     from absl import flags
     from tfx import v1 as tfx
     flags.DEFINE_string("name", "default", "the pipeline name")
@@ -441,6 +442,7 @@ def test_a_file_runs_as_main_with_its_args_home_and_folder_and_leaves_nothing_be
         assert type(runs.runner).__name__ == "LocalDagRunner"
     assert sys.argv == argv and os.environ.get("HOME") == home
     assert "helper" not in sys.modules and str(tmp_path) not in sys.path
+    assert "wave" in sys.modules
     assert not capture.capturing()
 
 

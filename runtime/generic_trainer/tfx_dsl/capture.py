@@ -94,16 +94,24 @@ def _absl_flags() -> Any:
     return flags.FLAGS
 
 
+def _from_folder(name: str, folder: str) -> bool:
+    """Whether module `name` was imported through `folder` on sys.path: its top-level module or
+    package lies directly in it (libraries in a venv below the folder do not)."""
+    top = sys.modules.get(name.partition(".")[0])
+    file = os.path.abspath(getattr(top, "__file__", None) or "/")
+    place = os.path.dirname(file)
+    if os.path.basename(file) == "__init__.py":
+        place = os.path.dirname(place)
+    return place == folder
+
+
 def _forget_modules(folder: str, saved: set[str]) -> set[str]:
-    """Drop the modules loaded from `folder` (a second file's `pipeline` package is its own);
+    """Drop the modules imported from `folder` (a second file's `pipeline` package is its own);
     returns their names."""
-    prefix = os.path.join(os.path.abspath(folder), "")
-    dropped = set()
-    for name in set(sys.modules) - saved:
-        file = getattr(sys.modules.get(name), "__file__", None) or ""
-        if os.path.abspath(file).startswith(prefix):
-            del sys.modules[name]
-            dropped.add(name)
+    folder = os.path.abspath(folder)
+    dropped = {name for name in set(sys.modules) - saved if _from_folder(name, folder)}
+    for name in dropped:
+        del sys.modules[name]
     return dropped
 
 
