@@ -70,8 +70,10 @@ def _module(stem: str):
     return importlib.import_module(f"generic_trainer.tfx_dsl.protos.{stem}")
 
 
-def test_every_proto_file_of_the_wheel_is_declared(wheel_files):
+def test_every_proto_file_of_the_wheel_is_declared(wheel_files, tfx_root):  # noqa: F811
     assert sorted(wheel_files) == MODULES
+    protos = sorted(f"{p.stem}_pb2" for p in (tfx_root / "tfx" / "proto").glob("*.proto"))
+    assert protos == MODULES
 
 
 @pytest.mark.parametrize("stem", MODULES)
@@ -349,4 +351,26 @@ def test_tfma_config_names_resolve_on_the_real_tfma_under_the_hook(tfx_root):  #
         "print('ok')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+def test_tfx_generated_modules_and_these_share_one_descriptor_either_order(tfx_root):  # noqa: F811
+    """TFX's generated modules (run from the wheel, in a process of their own) and the modules here
+    register the same file in the default pool, first or second, and share its classes."""
+    proto = tfx_root / "tfx" / "proto"
+    code = (
+        "import importlib.util\n"
+        "def wheel(stem):\n"
+        f"    spec = importlib.util.spec_from_file_location(stem, {str(proto)!r} + f'/{{stem}}.py')\n"
+        "    module = importlib.util.module_from_spec(spec)\n"
+        "    spec.loader.exec_module(module)\n"
+        "    return module\n"
+        "theirs = wheel('trainer_pb2')\n"
+        "from generic_trainer.tfx_dsl.protos import trainer_pb2, pusher_pb2\n"
+        "later = wheel('pusher_pb2')\n"
+        "assert trainer_pb2.TrainArgs is theirs.TrainArgs\n"
+        "assert later.PushDestination.Filesystem is pusher_pb2.PushDestination.Filesystem\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]

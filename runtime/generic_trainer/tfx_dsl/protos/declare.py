@@ -20,10 +20,12 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import importlib.machinery
+import logging
 import os
 import sys
 from typing import Any
 
+log = logging.getLogger(__name__)
 Lines = list[str | dict[str, "Lines"]]
 
 _SCALARS = (
@@ -161,18 +163,25 @@ def _camel(name: str) -> str:
 
 
 def real_tfx_module(module: str) -> Any | None:
-    """The real `tfx.proto.<module>` when the `tfx` package is installed (not the stand-ins of
-    `tfx_hook`), else None."""
+    """The real `tfx.proto.<module>` when the `tfx` package is installed and has it, else None
+    (also where `tfx` is `tfx_hook`'s stand-in, or the real module fails to import)."""
     spec = importlib.machinery.PathFinder.find_spec("tfx")
-    loaded = sys.modules.get("tfx")
     if spec is None or not spec.submodule_search_locations:
         return None
-    if loaded is not None and getattr(loaded, "__file__", None) is None:
-        return None  # `tfx` is tfx_hook's stand-in in this process
-    for folder in spec.submodule_search_locations:
-        if os.path.isfile(os.path.join(folder, "proto", f"{module}.py")):
-            return importlib.import_module(f"tfx.proto.{module}")
-    return None
+    if getattr(sys.modules.get("tfx"), "__generic_trainer_stand_in__", False):  # tfx_hook's mark
+        return None
+    if not any(
+        os.path.isfile(os.path.join(folder, "proto", f"{module}.py"))
+        for folder in spec.submodule_search_locations
+    ):
+        return None
+    try:
+        return importlib.import_module(f"tfx.proto.{module}")
+    except ImportError as error:
+        log.warning(
+            "the installed tfx.proto.%s does not import (%s): declaring it here", module, error
+        )
+        return None
 
 
 def build(proto_file: ProtoFile, module_name: str) -> dict[str, Any]:

@@ -22,7 +22,8 @@ V1_PROTO = {
     "example_gen_pb2": "CustomConfig Input Output PayloadFormat SplitConfig",
     "infra_validator_pb2": (
         "EnvVar EnvVarSource KubernetesConfig LocalDockerConfig PodOverrides RequestSpec "
-        "SecretKeySelector ServingSpec TensorFlowServing TensorFlowServingRequestSpec ValidationSpec"
+        "SecretKeySelector ServingSpec TensorFlowServing TensorFlowServingRequestSpec "
+        "ValidationSpec"
     ),
     "pusher_pb2": "PushDestination Versioning",
     "range_config_pb2": "RangeConfig RollingRange StaticRange",

@@ -54,6 +54,7 @@ class _AddingLoader(importlib.abc.Loader):
         return self.loader.create_module(spec)
 
     def exec_module(self, module: types.ModuleType) -> None:
+        module.__loader__ = module.__spec__.loader = self.loader  # no trace of the wrapper left
         self.loader.exec_module(module)
         add_config_names(module)
 
