@@ -67,7 +67,6 @@ def _process_state(path: str, args: Sequence[str], home: str | None) -> Iterator
     saved_argv, saved_home = sys.argv, os.environ.get("HOME")
     saved_modules = set(sys.modules)
     flags = _absl_flags()
-    saved_flags = set(flags) if flags is not None else set()
     was_parsed = flags.is_parsed() if flags is not None else False
     sys.argv = [path, *args]
     sys.path.insert(0, folder)
@@ -83,8 +82,8 @@ def _process_state(path: str, args: Sequence[str], home: str | None) -> Iterator
             os.environ.pop("HOME", None)
         else:
             os.environ["HOME"] = saved_home
-        _forget_modules(folder, saved_modules)
-        _forget_flags(saved_flags, was_parsed)
+        dropped = _forget_modules(folder, saved_modules)
+        _forget_flags(dropped | {path}, was_parsed)
 
 
 def _absl_flags() -> Any:
@@ -95,23 +94,38 @@ def _absl_flags() -> Any:
     return flags.FLAGS
 
 
-def _forget_modules(folder: str, saved: set[str]) -> None:
-    """Drop the modules loaded from `folder` (a second file's `pipeline` package is its own)."""
-    prefix = os.path.join(os.path.abspath(folder), "")
-    for name in set(sys.modules) - saved:
-        file = getattr(sys.modules.get(name), "__file__", None) or ""
-        if os.path.abspath(file).startswith(prefix):
-            del sys.modules[name]
+def _from_folder(name: str, folder: str) -> bool:
+    """Whether module `name` was imported through `folder` on sys.path: its top-level module or
+    package lies directly in it (libraries in a venv below the folder do not)."""
+    top = sys.modules.get(name.partition(".")[0])
+    file = os.path.abspath(getattr(top, "__file__", None) or "/")
+    place = os.path.dirname(file)
+    if os.path.basename(file) == "__init__.py":
+        place = os.path.dirname(place)
+    return place == folder
 
 
-def _forget_flags(saved: set[str], was_parsed: bool) -> None:
-    """Remove the absl flags the file defined, so running it again defines them again."""
+def _forget_modules(folder: str, saved: set[str]) -> set[str]:
+    """Drop the modules imported from `folder` (a second file's `pipeline` package is its own);
+    returns their names."""
+    folder = os.path.abspath(folder)
+    dropped = {name for name in set(sys.modules) - saved if _from_folder(name, folder)}
+    for name in dropped:
+        del sys.modules[name]
+    return dropped
+
+
+def _forget_flags(owners: set[str], was_parsed: bool) -> None:
+    """Remove the absl flags the file and its folder's modules (`owners`) defined, so running
+    the file again defines them again (flags of libraries it imported stay)."""
     flags = _absl_flags()
     if flags is None:
         return
-    for name in set(flags) - saved:
-        with contextlib.suppress(AttributeError):
-            delattr(flags, name)
+    for owner, defined in flags.flags_by_module_dict().items():
+        if owner in owners:
+            for flag in list(defined):  # deleting a flag edits this list
+                with contextlib.suppress(AttributeError):
+                    delattr(flags, flag.name)
     if not was_parsed and flags.is_parsed():
         flags.unparse_flags()
 

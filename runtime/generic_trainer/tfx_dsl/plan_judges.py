@@ -22,10 +22,10 @@ def infra_validator(node: BaseNode, v: Values) -> dict[str, Any]:
     )
     if request.get("split_name"):
         out["eval_splits"] = [request["split_name"]]
-    if request.get("num_examples"):
-        out["num_requests"] = int(request["num_examples"])
-    if request.get("make_warmup"):
-        out["write_warmup"] = 1
+    if request.get("num_examples"):  # TFX's examples, one per request here
+        out |= {"num_requests": int(request["num_examples"]), "batch_size": 1}
+    if request.get("make_warmup"):  # TFX writes a warm-up request per example it sent (default 1)
+        out["write_warmup"] = min(int(request.get("num_examples") or 1), 1000)
     validation = (
         v.message(props["validation_spec"], f"{node.id}.validation_spec")
         if props.get("validation_spec") is not None

@@ -34,6 +34,10 @@ NOT_RUN = {
     "DistributionValidator": f"{TFDV}: distributions are not validated",
 }
 STRATEGIES = ("LatestBlessedModelStrategy", "LatestArtifactStrategy", "SpanRangeStrategy")
+SERVING_NOTICE = (
+    "serving_spec is not used: the model is tried by TensorFlow in this image's sandboxed "
+    "serving process, not in a TF Serving container"
+)
 METADATA_NOTICE = (
     "metadata_connection_config is not used: KFP keeps the pipeline's metadata "
     "(kfp.local's records, KFP's or Vertex's ML Metadata)"
@@ -84,6 +88,8 @@ class _Planner:
         elif name in MAPPINGS:
             component, renames, parameters = MAPPINGS[name]
             self._step(node, component, renames, parameters(node, self.values))
+            if name == "InfraValidator":
+                self.notices.append(f"{node.id}: {SERVING_NOTICE}")
         else:
             raise UserInputError(
                 node.id,
@@ -95,12 +101,13 @@ class _Planner:
         inputs = {}
         wired = {} if component == "resolver" else node.inputs  # a Resolver's channels are queries
         for argument, channel in wired.items():
+            source = self.ref(node, argument, channel)  # first: a node that does not run, named
             if argument not in renames:
                 raise UserInputError(
                     f"{node.id}.{argument}",
                     f"this image's {component} has no input for TFX's {argument}",
                 )
-            inputs[renames[argument]] = self.ref(node, argument, channel)
+            inputs[renames[argument]] = source
         self.steps[node.id] = {
             "id": node.id,
             "component": component,
