@@ -1,10 +1,10 @@
 """TFX 1.21's taxi and penguin templates run locally through `generic-trainer tfx-pipeline run`,
 as TFX's own template e2e tests run them: `tfx template copy` (done by tests/tfx_templates.py from
 the wheel), `local_runner.py` run unedited from the copied folder as copied (ExampleGen only; for
-penguin also StatisticsGen, not run here, and SchemaGen), then again after the tutorial's steps (every
-`# components.append(` of `pipeline/pipeline.py` uncommented, TFX's `_addAllComponents`): Transform,
-Trainer (the templates' own step counts), the blessed-model resolver, Evaluator and Pusher. The
-pushed model is loaded as TF Serving would and its `serving_default` called."""
+penguin also StatisticsGen, not run here, and SchemaGen), then again after the tutorial's steps
+(every `# components.append(` of `pipeline/pipeline.py` uncommented, TFX's `_addAllComponents`):
+Transform, Trainer (the templates' own step counts), the blessed-model resolver, Evaluator and
+Pusher. The pushed model is loaded as TF Serving would and its `serving_default` called."""
 
 from __future__ import annotations
 
