@@ -22,9 +22,9 @@ import pytest
 from conftest import REPO, cli_env
 from test_tfx_real_modules import tfx_root  # noqa: F401 - the wheel fixture
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
-
 TIMEOUT = 3600
+# several steps, each a fresh process importing TensorFlow and Beam, on a loaded machine
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(TIMEOUT)]
 # Of the wheel's 15,000 Chicago taxi rows: Beam, Transform and TFMA time grows with them, the
 # 1000 train steps of the unedited file do not.
 TAXI_ROWS = 3000
