@@ -17,8 +17,8 @@ import pytest
 import tiny_models
 from conftest import PENGUIN, REPO, run_cli
 from generic_trainer.errors import UserInputError
-from generic_trainer.infra_validate import read_records
 from generic_trainer.intake.judge_request import build_infra_validate_request
+from generic_trainer.judge.infra_probe import read_records
 
 
 def _artifact(name: str, title: str, uri) -> dict:
