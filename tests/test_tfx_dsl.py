@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import textwrap
 from pathlib import Path
@@ -30,6 +29,7 @@ from generic_trainer.tfx_dsl.steps import (
     RunWhen,
 )
 from test_tfx_real_modules import tfx_root  # noqa: F401 (the tfx wheel fixture)
+from tfx_templates import copy_template
 
 
 @pytest.fixture(autouse=True)
@@ -450,25 +450,6 @@ def test_a_file_runs_as_main_with_its_args_home_and_folder_and_leaves_nothing_be
 # TFX 1.21's own pipeline files, unedited (they import TFMA, so TensorFlow)
 
 
-def _copy_template(root: Path, name: str, out: Path, tutorial: bool = False) -> Path:
-    """What `tfx template copy --model=NAME` writes (TFX's template_handler): the template's
-    files, `from tfx.experimental.templates.NAME.` imports made local and the pipeline name
-    filled in; `tutorial` also takes the tutorial's steps (its `# components.append` lines)."""
-    source = root / "tfx" / "experimental" / "templates" / name
-    for file in source.rglob("*"):
-        relative = file.relative_to(source)
-        skip = any(p.startswith("_") and p != "__init__.py" for p in relative.parts)
-        if file.is_dir() or skip or relative.parts[0] == "e2e_tests" or file.suffix == ".pyc":
-            continue
-        text = re.sub(r"from tfx\.experimental\.templates\.[^\.]+\.", "from ", file.read_text())
-        text = text.replace("{{PIPELINE_NAME}}", f"my_{name}")
-        if tutorial:
-            text = text.replace("# components.append(", "components.append(")
-        (out / relative).parent.mkdir(parents=True, exist_ok=True)
-        (out / relative).write_text(text)
-    return out / "local_runner.py"
-
-
 @pytest.fixture(scope="module")
 def tfx_plans(tfx_root, tmp_path_factory):  # noqa: F811
     """Each TFX file's plan (or the error planning it raised), by name."""
@@ -490,7 +471,7 @@ def tfx_plans(tfx_root, tmp_path_factory):  # noqa: F811
     for name, tutorial in (("taxi", False), ("penguin", False), ("taxi", True)):
         out = tmp_path_factory.mktemp(f"template_{name}")
         files[f"template_{name}" + ("_tutorial" if tutorial else "")] = (
-            _copy_template(tfx_root, name, out, tutorial),
+            copy_template(tfx_root, name, out, tutorial=tutorial),
             [],
         )
     try:
