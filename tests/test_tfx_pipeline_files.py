@@ -127,6 +127,7 @@ def test_taxi_native_keras_runs_pushes_and_a_second_run_compares_with_the_first(
     assert evaluations[1]["baseline_metrics"], evaluations[1]
 
 
+@pytest.mark.tfx_files
 def test_mnist_native_keras_runs_and_pushes_a_servable_model(tfx_root, tmp_path):  # noqa: F811
     wheel = tfx_root / "tfx" / "examples" / "mnist"
     home = tmp_path / "home"
@@ -151,6 +152,7 @@ def test_mnist_native_keras_runs_and_pushes_a_servable_model(tfx_root, tmp_path)
     assert list(outputs.values()) == [[8, 10]], outputs
 
 
+@pytest.mark.tfx_files
 def test_imdb_native_keras_runs_and_pushes_a_servable_model(tfx_root, tmp_path):  # noqa: F811
     wheel = tfx_root / "tfx" / "examples" / "imdb"
     home = tmp_path / "home"

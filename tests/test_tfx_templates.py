@@ -46,6 +46,7 @@ def _run_all_components(project: Path, home: Path, root: Path) -> dict:
     return _served(serving, examples)
 
 
+@pytest.mark.tfx_files
 def test_taxi_template_runs_as_copied_then_with_all_components(tfx_root, tmp_path):  # noqa: F811
     project = tmp_path / "my_taxi"
     copy_template(tfx_root, "taxi", project)
