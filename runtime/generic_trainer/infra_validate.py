@@ -47,6 +47,7 @@ from generic_trainer.intake import judge_options, output_checks
 from generic_trainer.intake.contract import KfpOutputValues, VerbContract
 from generic_trainer.intake.judge_request import InfraValidateRequest, build_infra_validate_request
 from generic_trainer.judge import sandbox
+from generic_trainer.judge import sandbox_outcome as outcomes
 from generic_trainer.judge.blessing import (
     INFRA_BLESSED_FILE,
     INFRA_NOT_BLESSED_FILE,
@@ -228,9 +229,9 @@ def _judge_requests(
         problems = []
         if not entry.get("ok"):
             error = entry.get("error") or ""
-            if sandbox.is_memory_error(error):
+            if outcomes.is_memory_error(error):
                 error = (
-                    f"out of memory (memory limit {sandbox.size_text(limits.memory_limit)}; raise "
+                    f"out of memory (memory limit {outcomes.size_text(limits.memory_limit)}; raise "
                     "--memory-limit "
                     f"if the model needs more): {error}"
                 )
@@ -275,12 +276,12 @@ def _judge(
         if outcome.code == 0 and not outcome.timed_out:  # exited without finishing its result
             outcome = dataclasses.replace(outcome, code=None)
         verdict.reasons.append(
-            sandbox.failure(outcome, limits, stage) or f"the serving process stopped while {stage}"
+            outcomes.failure(outcome, limits, stage) or f"the serving process stopped while {stage}"
         )
     elif result.get("error"):
         error = result["error"]
-        if sandbox.is_memory_error(error):
-            error = sandbox.memory_reason(stage, limits, error)
+        if outcomes.is_memory_error(error):
+            error = outcomes.memory_reason(stage, limits, error)
         verdict.reasons.append(error)
     elif result.get(
         "input_error"

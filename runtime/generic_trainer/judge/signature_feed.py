@@ -195,7 +195,7 @@ class SignatureFeed:
                 batch, {name: parse for name, (parse, _) in self._parse.items()}
             )
         except (tf.errors.InvalidArgumentError, ValueError) as e:
-            from generic_trainer.judge.sandbox import compact_error
+            from generic_trainer.judge.sandbox_outcome import compact_error
 
             raise UserInputError(
                 self.input_name,
@@ -316,7 +316,7 @@ class ServingModel:
     def predict(self, serialized: Any, key: str) -> Any:
         """The output `key` for a batch of serialized tf.Examples, as a numpy array [n] or [n,
         k]."""
-        from generic_trainer.judge.sandbox import compact_error
+        from generic_trainer.judge.sandbox_outcome import compact_error
 
         n = int(serialized.shape[0]) if hasattr(serialized, "shape") else len(serialized)
         inputs = self.feed.inputs(serialized)
