@@ -93,9 +93,14 @@ from generic_trainer.judge.eval_config_reader import parse_eval_config
             "twice",
         ),
         (
-            {"label_key": "y", "label_vocabulary": ["a", "b"]},
+            {"label_key": "y", "problem": "binary", "label_vocabulary": ["a", "b", "c"]},
             "eval_config.label_vocabulary",
-            "preprocessing_function_names",
+            "a binary label has 2 classes; 3 given",
+        ),
+        (
+            {"label_key": "y", "problem": "regression", "label_vocabulary": ["a", "b"]},
+            "eval_config.label_vocabulary",
+            "a regression label is a number",
         ),
     ],
 )
