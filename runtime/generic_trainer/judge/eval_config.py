@@ -4,13 +4,12 @@
      "prediction_key": "outputs",            # which serving_default output (default: the only one)
      "problem": "multiclass",                # multiclass | binary | regression (default: inferred)
      "from_logits": false,                   # outputs are logits, not probabilities
-     (classification) "label_vocabulary": ["a", "b"],         # string labels -> class index
-     (default: labels are ints) "example_weight_key": "weight",         # weights every metric
-     (default: unweighted) "metrics": ["accuracy", "auc",          # built-in names (default: per
-     problem, DEFAULT_METRICS) ...
-                 {"class_name": "keras.metrics.AUC", "config": {"num_thresholds": 1000}, "name":
-                 "keras_auc"}, "keras.metrics.Precision"], # ... or any Keras metric class by import
-                 path
+     "label_vocabulary": ["a", "b"],         # string labels: class names in class-id order
+     "example_weight_key": "weight",         # weights every metric (default: unweighted)
+     "metrics": ["accuracy", "auc",          # built-in names (default: DEFAULT_METRICS)
+                 {"class_name": "keras.metrics.AUC", "config": {"num_thresholds": 1000},
+                  "name": "keras_auc"},
+                 "keras.metrics.Precision"], # ... or any Keras metric class by import path
      "slices": [["island"], ["island", "sex"],            # overall is always computed
                 {"features": ["sex"], "values": {"island": "Biscoe"}}],
      "thresholds": {"accuracy": {"lower_bound": 0.8, "upper_bound": 1.0,
