@@ -394,3 +394,36 @@ def test_penguin_pipeline_trainer_evaluator_infra_validator(tmp_path):
         producer.startswith("importer")
         and with_baseline[producer]["taskInfo"]["name"] == "import-baseline-model"
     )
+
+
+@pytest.mark.parametrize(
+    "dtype,shape,feature,needle",
+    [
+        ("int64", [-1], ("INT", 1), ""),  # [None] takes a one-value feature (TFMA reshapes)
+        ("float32", [-1, 1], ("FLOAT", None), ""),
+        ("string", [-1, 1], ("BYTES", 1), ""),
+        ("float32", [-1, -1], ("FLOAT", None), ""),  # one unknown dimension: TFMA reshapes to -1
+        ("float32", [-1], ("INT", 1), "TFMA feeds the INT feature as int64 and does not cast"),
+        ("int32", [-1, 1], ("INT", 1), "is int32, but TFMA feeds the INT feature as int64"),
+        ("float32", [-1, 4], ("FLOAT", 1), "takes 4 value(s) per example; the feature holds 1"),
+        ("float32", [-1, -1, -1], ("FLOAT", None), "more than one unknown dimension"),
+        ("float32", [], ("FLOAT", 1), "has no batch dimension"),
+        ("float32", None, ("FLOAT", 1), ""),  # unknown rank: TFMA feeds the feature as it is
+    ],
+)
+def test_tfma_feeding_rules_for_tensor_inputs(dtype, shape, feature, needle):
+    from generic_trainer.judge import tfma_inputs
+    from generic_trainer.judge.signature_feed import Feature
+
+    problem = tfma_inputs.input_problem(dtype, shape, Feature(*feature))
+    assert (needle in problem) if needle else problem == ""
+
+
+def test_tfma_feeds_serialized_examples_to_one_string_input_naming_no_feature():
+    from generic_trainer.judge import tfma_inputs
+
+    features = {"x": None, "text": None}
+    assert tfma_inputs.takes_examples({"examples": ("string", [-1])}, features)
+    assert not tfma_inputs.takes_examples({"text": ("string", [-1])}, features)  # a feature
+    assert not tfma_inputs.takes_examples({"text_input": ("string", [-1])}, features)  # Keras'
+    assert not tfma_inputs.takes_examples({"x": ("float32", [-1]), "y": ("float32", [-1])}, {})

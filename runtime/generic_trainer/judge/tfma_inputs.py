@@ -80,6 +80,8 @@ def input_problem(dtype: str, shape: list[int] | None, feature: Feature) -> str:
             f"is {dtype}, but TFMA feeds the {feature.kind} feature as {wanted or 'nothing'} and "
             "does not cast: take that dtype and cast inside the model"
         )
+    if shape is None:  # unknown rank: TFMA feeds the feature as it reads it
+        return ""
     if not shape:
         return "has no batch dimension (TFMA feeds a batch of examples)"
     inner = shape[1:]
