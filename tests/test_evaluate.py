@@ -427,3 +427,26 @@ def test_tfma_feeds_serialized_examples_to_one_string_input_naming_no_feature():
     assert not tfma_inputs.takes_examples({"text": ("string", [-1])}, features)  # a feature
     assert not tfma_inputs.takes_examples({"text_input": ("string", [-1])}, features)  # Keras'
     assert not tfma_inputs.takes_examples({"x": ("float32", [-1]), "y": ("float32", [-1])}, {})
+
+
+@pytest.mark.parametrize(
+    "vocabulary,kind,width,needle",
+    [
+        (("a", "b", "c"), "bytes_list", 3, ""),
+        (("no", "yes"), "bytes_list", 1, ""),  # binary: one sigmoid column
+        (None, "bytes_list", 3, "holds strings; give the class names in class-id order"),
+        (("a", "b"), "int64_list", 2, "maps string labels to class ids; the label 'y' holds"),
+        (("a", "b"), "bytes_list", 3, "names 2 classes; the model outputs 3 columns"),
+    ],
+)
+def test_string_labels_need_a_vocabulary_that_fits_the_model(vocabulary, kind, width, needle):
+    from generic_trainer.judge import eval_problem
+    from generic_trainer.judge.eval_config import EvalConfig
+
+    config = EvalConfig(label_key="y", label_vocabulary=vocabulary)
+    if not needle:
+        eval_problem.check_vocabulary(config, kind, width)
+        return
+    with pytest.raises(UserInputError) as err:
+        eval_problem.check_vocabulary(config, kind, width)
+    assert err.value.input_name == "eval_config.label_vocabulary" and needle in str(err.value)
