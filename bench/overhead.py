@@ -352,14 +352,18 @@ out = []
 def step(name, fn, runtime=True):
     wall, cpu = time.perf_counter(), time.process_time()
     value = fn()
-    out.append({"step": name, "wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "runtime": runtime})
+    out.append({"step": name, "wall": time.perf_counter() - wall,
+                "cpu": time.process_time() - cpu, "runtime": runtime})
     return value
 def parse():
     from generic_trainer import cli
     from generic_trainer.intake import fit_request
-    args = cli.build_parser().parse_args(["train", "--examples", data_dir, "--module-file", "m.py", "--schema",
-                                          os.path.join(data_dir, "schema.pbtxt"), "--model-dir", work])
-    return fit_request.build_train_request({k: v for k, v in vars(args).items() if v is not None}, environ={})
+    args = cli.build_parser().parse_args([
+        "train", "--examples", data_dir, "--module-file", "m.py",
+        "--schema", os.path.join(data_dir, "schema.pbtxt"), "--model-dir", work,
+    ])
+    return fit_request.build_train_request(
+        {k: v for k, v in vars(args).items() if v is not None}, environ={})
 request = step("parse flags, build the request (cli, request)", parse)
 def check():
     from generic_trainer.records import example_files, schemas
@@ -392,9 +396,11 @@ def validate():
 step("load the SavedModel, check serving_default (outputs)", validate)
 def publish():
     from generic_trainer.artifacts import outputs
-    outputs.publish(staging, os.path.join(work, "Format-Serving"))
+    from generic_trainer.artifacts import storage
+    storage.publish_dir(staging, os.path.join(work, "Format-Serving"))
     outputs.write_metrics_file(os.path.join(work, "metrics.json"), {"accuracy": 0.9, "loss": 0.1})
-    outputs.write_tensorboard_scalars(os.path.join(work, "logs"), {"accuracy": 0.9, "loss": 0.1}, step=100)
+    outputs.write_tensorboard_scalars(
+        os.path.join(work, "logs"), {"accuracy": 0.9, "loss": 0.1}, step=100)
 step("publish, metrics file, TensorBoard scalars (outputs)", publish)
 print(json.dumps(out))
 """

@@ -42,8 +42,8 @@ def run_fn(fn_args):
     from generic_trainer.data import DatasetOptions
     ds = fn_args.data_accessor.tf_dataset_factory(fn_args.train_files, DatasetOptions(batch_size=32,
                                                   label_key="species"), fn_args.schema_path)
-    ds = ds.map(lambda f, y: (keras.ops.concatenate([keras.ops.cast(f[k], "float32") for k in sorted(f)
-                                                     if f[k].dtype.is_floating], axis=1), y))
+    ds = ds.map(lambda f, y: (keras.ops.concatenate(
+        [keras.ops.cast(f[k], "float32") for k in sorted(f) if f[k].dtype.is_floating], axis=1), y))
     inputs = keras.Input(shape=(4,))
     model = keras.Model(inputs, keras.layers.Dense(3)(inputs))
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))

@@ -74,8 +74,11 @@ accessor = data.DataAccessor(transform_graph=GRAPH)
 schema = data.load_schema(os.path.join(GRAPH, "transformed_metadata", "schema.pbtxt"))
 options = data.DatasetOptions(batch_size=1024, num_epochs=1, shuffle=False)
 os.makedirs(OUT)
-writers = [tf.io.TFRecordWriter(os.path.join(OUT, f"transformed_examples-{i:05d}-of-{SHARDS:05d}.gz"), "GZIP")
-           for i in range(SHARDS)]
+writers = [
+    tf.io.TFRecordWriter(
+        os.path.join(OUT, f"transformed_examples-{i:05d}-of-{SHARDS:05d}.gz"), "GZIP")
+    for i in range(SHARDS)
+]
 count = 0
 for batch in accessor.tf_dataset_factory([PATTERN], options, schema):
     columns = {k: v.numpy().reshape(v.shape[0], -1) for k, v in batch.items()}
@@ -86,7 +89,8 @@ for batch in accessor.tf_dataset_factory([PATTERN], options, schema):
                 feature[k] = tf.train.Feature(float_list=tf.train.FloatList(value=v[i]))
             else:
                 feature[k] = tf.train.Feature(int64_list=tf.train.Int64List(value=v[i]))
-        writers[count % SHARDS].write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+        writers[count % SHARDS].write(
+            tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
         count += 1
 for w in writers:
     w.close()
@@ -276,13 +280,14 @@ def report_tensorboard(result: dict) -> str:
     for variant in runs:
         rs = runs[variant]
         walls = [r["wall"] for r in rs]
+        epoch_s = [r.get("epoch_end", float("nan")) - r["first_step"] for r in rs]
         lines.append(
             f"| {variant} | {statistics.median(walls):.1f} | {min(walls):.1f} | "
             f"{_paired(runs, variant, 'plain', 'wall'):.3f} | {min(walls) / best_plain:.3f} | "
             f"{statistics.median(r['cpu'] for r in rs):.1f} | "
             f"{_paired(runs, variant, 'plain', 'cpu'):.3f} | "
             f"{statistics.median(r['first_step'] for r in rs):.1f} | "
-            f"{statistics.median(r.get('epoch_end', float('nan')) - r['first_step'] for r in rs):.1f} | "
+            f"{statistics.median(epoch_s):.1f} | "
             f"{statistics.median(_tail(r) for r in rs):.2f} | "
             f"{statistics.median(r['steps_per_s'] for r in rs):.0f} |"
         )

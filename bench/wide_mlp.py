@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> None:
             )
         results["input"].append((input_only(makers["accessor"], args.steps, args.batch_size), None))
         print(
-            f"  rep {rep + 1} input    {results['input'][-1][0]:10,.0f} examples/s (accessor alone)",
+            f"  rep {rep + 1} input    {results['input'][-1][0]:10,.0f} examples/s"
+            " (accessor alone)",
             flush=True,
         )
     gpus = [d.name for d in tf.config.list_physical_devices("GPU")]

@@ -83,7 +83,8 @@ def cli_page() -> str:
         first, *rest = verb_parser.format_usage().removeprefix("usage: ").rstrip().splitlines()
         usage = "\n".join([first] + [line[len("usage: ") :] for line in rest])
         parts.append(
-            f"## {name}\n\n{verb_parser.description or helps.get(name, '')}\n\n```\n{usage}\n```\n\n"
+            f"## {name}\n\n{verb_parser.description or helps.get(name, '')}\n\n"
+            f"```\n{usage}\n```\n\n"
         )
         for group in verb_parser._action_groups:
             actions = [a for a in group._group_actions if a.option_strings and a.dest != "help"]

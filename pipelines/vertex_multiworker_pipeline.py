@@ -29,28 +29,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from generic_trainer.intake import vertex_options
+
 from pipelines import components
 
 PIPELINE_NAME = "generic-trainer-vertex-multiworker"
-# vertex-job's production flags (generic_trainer.intake.vertex_options), as custom_job_trainer's
-# keywords.
-PRODUCTION_OPTIONS = (
-    "scheduling_strategy",
-    "max_wait_duration",
-    "timeout",
-    "network",
-    "reserved_ip_range",
-    "label",
-    "encryption_spec_key_name",
-    "persistent_resource_id",
-    "chief_machine_type",
-    "chief_accelerator_type",
-    "chief_accelerator_count",
-    "reduction_server_count",
-    "reduction_server_machine_type",
-    "reduction_server_image",
-    "allow_unknown_machine_type",
-)
+# vertex-job's production options, as custom_job_trainer's keywords.
+PRODUCTION_OPTIONS = tuple(o.name for o in vertex_options.PRODUCTION.options)
 
 
 def job_options(
@@ -60,13 +45,13 @@ def job_options(
     accelerator_count: int,
     **production: Any,
 ) -> dict[str, Any]:
-    """Validate the production options as `vertex-job` does (same errors); returns vertex.JobOptions
-    fields.
+    """Validate the production options as `vertex-job` does (same errors); returns JobOptions
+    fields (generic_trainer.intake.vertex_request).
 
     `production` holds flag-style values: durations like "12h", `label` as ["key=value", ...] (or a
     dict), `reserved_ip_range` as a list of names.
     """
-    from generic_trainer.intake import vertex_options
+    from generic_trainer.intake import vertex_production
 
     unknown = set(production) - set(PRODUCTION_OPTIONS)
     if unknown:
@@ -75,9 +60,12 @@ def job_options(
         )
     if isinstance(production.get("label"), Mapping):
         production["label"] = [f"{k}={v}" for k, v in production["label"].items()]
-    ns = argparse.Namespace(machine_type=machine_type, region=None, **production)
-    return vertex_options.production_options(
-        ns, replica_count, accelerator_type or None, accelerator_count if accelerator_type else 0
+    values = {"machine_type": machine_type, **production}
+    return vertex_production.production_options(
+        values,
+        replica_count,
+        accelerator_type or None,
+        accelerator_count if accelerator_type else 0,
     )
 
 
@@ -252,7 +240,7 @@ def compile_pipeline(output: str, **job_options: Any) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from generic_trainer.errors import UserInputError
-    from generic_trainer.intake import vertex_options
+    from generic_trainer.intake import options
 
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.vertex_multiworker_pipeline", description=__doc__.split("\n")[0]
@@ -287,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--image", help="compile the trainer for this image (default: the checked-in YAML)"
     )
-    vertex_options.add_production_flags(parser)
+    options.add_group(parser, vertex_options.PRODUCTION)
     args = parser.parse_args(argv)
     production = {
         k: getattr(args, k) for k in PRODUCTION_OPTIONS if getattr(args, k) not in (None, False)

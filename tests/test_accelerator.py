@@ -20,11 +20,13 @@ from generic_trainer.fit import accelerator
 # What TensorFlow 2.21 logged on an H100 whose image lacked nvidia/cusolver/lib on the library path
 # (issue 26).
 H100_LOG = """\
-I0000 00:00:1764000000.1 12 cuda_executor.cc:1015] successful NUMA node read from SysFS had negative value (-1)
-W0000 00:00:1764000000.2 12 dso_loader.cc:69] Could not load dynamic library 'libcusolver.so.11'; dlerror: \
-libcusolver.so.11: cannot open shared object file: No such file or directory
-W0000 00:00:1764000000.3 12 gpu_device.cc:2344] Cannot dlopen some GPU libraries. Please make sure the missing \
-libraries mentioned above are installed properly if you would like to use GPU. Skipping registering GPU devices...
+I0000 00:00:1764000000.1 12 cuda_executor.cc:1015] successful NUMA node read from SysFS had \
+negative value (-1)
+W0000 00:00:1764000000.2 12 dso_loader.cc:69] Could not load dynamic library 'libcusolver.so.11'; \
+dlerror: libcusolver.so.11: cannot open shared object file: No such file or directory
+W0000 00:00:1764000000.3 12 gpu_device.cc:2344] Cannot dlopen some GPU libraries. Please make sure \
+the missing libraries mentioned above are installed properly if you would like to use GPU. \
+Skipping registering GPU devices...
 """
 
 

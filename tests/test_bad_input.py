@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import PENGUIN, gcs_upload, run_cli
 from generic_trainer import cli
-from generic_trainer.artifacts import kfp_io, storage
+from generic_trainer.artifacts import downloads, kfp_io
 from generic_trainer.artifacts.redaction import redact
+from generic_trainer.artifacts.storage_settings import GCS_TIMEOUT_ENV
 from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.environment import storage_settings
@@ -226,7 +227,7 @@ def test_gcs_timeout_environment_variable_is_checked(tmp_path, value):
     }
     expected = r"GENERIC_TRAINER_GCS_TIMEOUT: expected a number of seconds > 0 and at most "
     with pytest.raises(UserInputError, match=expected):
-        build_train_request(values, environ={storage.GCS_TIMEOUT_ENV: value})
+        build_train_request(values, environ={GCS_TIMEOUT_ENV: value})
 
 
 def test_memory_size_too_large_names_the_range(layout, capsys):
@@ -865,7 +866,7 @@ def test_gcs_module_on_a_refusing_endpoint_fails_within_the_deadline(layout):
             "--model-dir",
             layout / "out",
         ],
-        env={"STORAGE_EMULATOR_HOST": host, storage.GCS_TIMEOUT_ENV: "3"},
+        env={"STORAGE_EMULATOR_HOST": host, GCS_TIMEOUT_ENV: "3"},
     )
     elapsed = time.monotonic() - started
     assert proc.returncode == 2, proc.stderr[-2000:]
@@ -877,13 +878,13 @@ def test_gcs_module_on_a_refusing_endpoint_fails_within_the_deadline(layout):
 def test_gcs_default_deadline_is_well_under_a_minute(monkeypatch, tmp_path):
     host = f"http://127.0.0.1:{_closed_port()}"
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
-    monkeypatch.delenv(storage.GCS_TIMEOUT_ENV, raising=False)
+    monkeypatch.delenv(GCS_TIMEOUT_ENV, raising=False)
     started = time.monotonic()
     with pytest.raises(
-        storage.GcsUnavailable,
+        downloads.GcsUnavailable,
         match=re.escape(f"Cloud Storage at {host} did not answer within 20 s"),
     ):
-        storage.download_gcs(
+        downloads.download_gcs(
             "gs://bucket/module.py", str(tmp_path), settings=storage_settings(os.environ)
         )
     assert time.monotonic() - started < 40
@@ -894,8 +895,8 @@ def test_gcs_download_works_within_the_deadline(gcs_emulator, monkeypatch, tmp_p
     uri = gcs_upload(host, bucket, "mods/module.py", b"X = 1\n")
     gcs_upload(host, bucket, "mods/helper.py", b"Y = 2\n")
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
-    monkeypatch.setenv(storage.GCS_TIMEOUT_ENV, "10")
-    path = storage.download_gcs(
+    monkeypatch.setenv(GCS_TIMEOUT_ENV, "10")
+    path = downloads.download_gcs(
         uri, str(tmp_path / "dl"), siblings_suffix=".py", settings=storage_settings(os.environ)
     )
     assert (
@@ -903,7 +904,7 @@ def test_gcs_download_works_within_the_deadline(gcs_emulator, monkeypatch, tmp_p
         and (tmp_path / "dl" / "helper.py").read_text() == "Y = 2\n"
     )
     with pytest.raises(FileNotFoundError):
-        storage.download_gcs(
+        downloads.download_gcs(
             f"gs://{bucket}/mods/absent.py",
             str(tmp_path / "dl2"),
             settings=storage_settings(os.environ),
@@ -937,7 +938,8 @@ import tensorflow as tf
 def run_fn(fn_args):
     spec = {"x1": tf.io.FixedLenFeature([1], tf.int64)}  # the data (and the schema) say float
     files = tf.io.gfile.glob(fn_args.train_files[0])
-    for batch in tf.data.TFRecordDataset(files, "GZIP").batch(4).map(lambda s: tf.io.parse_example(s, spec)):
+    for batch in tf.data.TFRecordDataset(files, "GZIP").batch(4).map(
+            lambda s: tf.io.parse_example(s, spec)):
         pass
 """
 

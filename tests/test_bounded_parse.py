@@ -168,7 +168,9 @@ def test_deep_json_is_refused_wherever_the_user_gives_json(depth, tmp_path):
 def test_a_parameter_nested_in_the_executor_input_has_the_same_limit():
     """KFP's own levels do not count: a custom_config one level over the limit is refused naming
     it."""
-    from generic_trainer.intake.request import json_object
+    from generic_trainer.intake.values import (
+        json_object,
+    )
 
     for depth, refused in ((MAX_DEPTH, False), (MAX_DEPTH + 1, True)):
         ei = {
@@ -306,7 +308,8 @@ from test_bounded_parse import _cases
 from generic_trainer.cli import main
 from pathlib import Path
 codes = {name: main(argv) for name, (argv, _) in _cases(Path(sys.argv[2])).items()}
-print(json.dumps({"codes": codes, "heavy": [m for m in ("tensorflow", "keras") if m in sys.modules]}))
+print(json.dumps({"codes": codes,
+                  "heavy": [m for m in ("tensorflow", "keras") if m in sys.modules]}))
 """
 
 

@@ -106,10 +106,11 @@ MODULE = textwrap.dedent("""
         model.compile(optimizer="sgd", loss="mse")
         backup = fn_args.backup_and_restore
         model.fit(x, 2 * x, epochs=5, batch_size=16, verbose=0,
-                  callbacks=[backup, _KillOnFirstAttempt(os.path.join(shared, cfg["name"] + ".killed"))])
+                  callbacks=[backup,
+                             _KillOnFirstAttempt(os.path.join(shared, cfg["name"] + ".killed"))])
         with open(os.path.join(shared, cfg["name"] + ".json"), "w") as f:
-            json.dump({"checkpoint_dir": fn_args.checkpoint_dir, "resumed_from": backup.resumed_from,
-                       "global_step": backup.global_step}, f)
+            json.dump({"checkpoint_dir": fn_args.checkpoint_dir,
+                       "resumed_from": backup.resumed_from, "global_step": backup.global_step}, f)
         model.export(fn_args.serving_model_dir)
 """)
 
@@ -123,7 +124,8 @@ RUN_PIPELINE = textwrap.dedent("""
     from pipelines.host_runner import host_runner
 
     root, module, base, shared, name, other = sys.argv[1:7]
-    trainer = components.load_component_from_file(os.path.join({repo!r}, "components", "trainer", "component.yaml"))
+    trainer = components.load_component_from_file(
+        os.path.join({repo!r}, "components", "trainer", "component.yaml"))
 
     @dsl.pipeline(name="checkpoint-" + name)
     def pipeline(examples_uri: str) -> dsl.Model:
@@ -133,8 +135,8 @@ RUN_PIPELINE = textwrap.dedent("""
         task.set_retry(num_retries=1, backoff_duration="0s")
         return task.outputs["model"]
 
-    env = {{"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"], "TF_CPP_MIN_LOG_LEVEL": "2",
-           "TF_CONFIG": "", "CLUSTER_SPEC": ""}}
+    env = {{"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+           "TF_CPP_MIN_LOG_LEVEL": "2", "TF_CONFIG": "", "CLUSTER_SPEC": ""}}
     with host_runner(root, env=env, timeout_s=600):
         out = pipeline(examples_uri={examples!r})
     print("MODEL " + json.dumps({{"path": out.output.path}}))

@@ -67,7 +67,7 @@ def test_a_damaged_json_file_is_named_never_a_crash(tmp_path, content, why):
     assert str(path) in str(raised.value)
     os.remove(path)
     path.mkdir()  # not a file
-    with pytest.raises(DamagedState, match="is not a regular file"):
+    with pytest.raises(DamagedState, match="is a directory, not a regular file"):
         read_json(str(path))
     os.rmdir(path)
     os.symlink("/dev/zero", path)  # read with a bound, never for ever

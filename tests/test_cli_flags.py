@@ -108,6 +108,7 @@ REQUESTS = {
     "doctor": "diagnose.request:DoctorRequest",
     "export-tflite": "intake.export_request:ExportTfliteRequest",
     "bulk-infer": "intake.infer_request:BulkInferRequest",
+    "vertex-job": "intake.vertex_request:JobOptions",
 }
 # Fields a checked option fills that live in the program of a train run, not on TrainRequest itself.
 PROGRAM_FIELDS = {"train": {"run_fn", "module_sha256"}}
@@ -219,3 +220,17 @@ def test_one_new_option_is_a_flag_a_component_input_and_a_request_field(tmp_path
     assert options.checked_fields(verb, raw_inputs({}, environ={}))["patience"] == 3
     with pytest.raises(UserInputError, match="^--patience: expected a whole number >= 1"):
         options.checked_fields(verb, raw_inputs({"patience": "0"}, environ={}))
+
+
+def test_every_verb_the_cli_offers_is_declared_and_has_no_other_flags():
+    """No hand-written parser: each sub-command is a verb's declaration, flag for flag (vertex-job's
+    container arguments included)."""
+    from generic_trainer import cli
+
+    parser = cli.build_parser()
+    sub = parser._subparsers._group_actions[0]
+    assert set(sub.choices) == set(cli.VERBS)
+    for name, verb_parser in sub.choices.items():
+        dests = {a.dest for a in verb_parser._actions if a.dest != "help"}
+        declared = {o.name for o in cli.VERBS[name].declaration.options() if o.cli}
+        assert dests == declared, name

@@ -76,7 +76,7 @@ def test_command_is_the_images_entrypoint():
     assert _container(TRAINER_YAML)["command"] == ["generic-trainer"]
 
 
-def test_trainer_interface():
+def test_trainer_component_declares_its_inputs_outputs_and_their_types():
     iface = _interface(TRAINER_YAML)
     artifacts = iface["inputDefinitions"]["artifacts"]
     types = {name: a["artifactType"]["schemaTitle"] for name, a in artifacts.items()}
@@ -146,7 +146,7 @@ def test_trainer_interface():
     assert all(a.get("description") for a in {**artifacts, **params}.values())
 
 
-def test_tuner_interface():
+def test_tuner_component_declares_its_inputs_outputs_and_their_types():
     iface = _interface(TUNER_YAML)
     artifacts = iface["inputDefinitions"]["artifacts"]
     assert {n: a["artifactType"]["schemaTitle"] for n, a in artifacts.items()} == {
@@ -216,7 +216,8 @@ CLI_ONLY = {
     "executor_output_file": "the KFP contract itself: the component passes "
     "{{$.outputs.output_file}}",
     "run_id": "filled by KFP's {{$.pipeline_job_uuid}} in the component's args, not by the user",
-    "task_name": "filled by KFP's {{$.pipeline_task_name}} in the component's args, not by the user",
+    "task_name": "filled by KFP's {{$.pipeline_task_name}} in the component's args, not by the "
+    "user",
     "gcs_root": "where gs:// is mounted is the platform's (/gcs on Vertex); tests and local runs "
     "set it",
     "log_level": "KFP and Vertex log viewers filter by level themselves; INFO is what a run should "

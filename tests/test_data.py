@@ -28,7 +28,8 @@ feature { name: "f_dense" type: FLOAT presence { min_fraction: 1 } shape { dim {
 feature { name: "f_scalar" type: FLOAT presence { min_fraction: 1 } shape { } }
 feature { name: "label" type: INT presence { min_fraction: 1 } shape { dim { size: 1 } } }
 feature { name: "s_dense" type: BYTES presence { min_fraction: 1 } shape { dim { size: 1 } } }
-feature { name: "m_multi" type: FLOAT presence { min_fraction: 1 } shape { dim { size: 2 } dim { size: 3 } } }
+feature { name: "m_multi" type: FLOAT presence { min_fraction: 1 } \
+shape { dim { size: 2 } dim { size: 3 } } }
 feature { name: "v_float" type: FLOAT presence { min_fraction: 0.5 } }
 feature { name: "v_str" type: BYTES value_count { min: 0 max: 3 } }
 feature { name: "v_int" type: INT }
@@ -211,7 +212,7 @@ def test_num_epochs_none_repeats_forever_with_full_batches(artifact):
 
 
 @pytest.mark.parametrize("drop", [False, True])
-def test_drop_final_batch(artifact, drop):
+def test_drop_final_batch_drops_only_the_short_last_batch(artifact, drop):
     options = data.DatasetOptions(batch_size=20, shuffle=False, num_epochs=1, drop_final_batch=drop)
     ours = data.DataAccessor().tf_dataset_factory(
         f"{artifact}/Split-eval/*", options, schemas.load_schema(artifact)
@@ -378,7 +379,7 @@ def test_check_readable_counts_files_and_names_a_bad_one(tmp_path, artifact):
         example_files.check_readable([str(tmp_path / "none" / "*")])
 
 
-def test_load_schema_errors(tmp_path, artifact):
+def test_a_schema_dir_without_pbtxt_a_bad_or_missing_schema_is_named(tmp_path, artifact):
     assert len(schemas.load_schema(os.path.join(artifact, "schema.pbtxt")).feature) == 9 + WIDE
     with raises_user_error("--schema", "no *.pbtxt file"):
         schemas.load_schema(str(tmp_path))
@@ -389,7 +390,7 @@ def test_load_schema_errors(tmp_path, artifact):
         schemas.load_schema(str(tmp_path / "missing.pbtxt"))
 
 
-def test_factory_errors(tmp_path, artifact):
+def test_dataset_factory_names_a_bad_label_pattern_schema_or_batch_size(tmp_path, artifact):
     schema = schemas.load_schema(artifact)
     accessor = data.DataAccessor()
     pattern = f"{artifact}/Split-eval/*"

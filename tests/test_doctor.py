@@ -176,7 +176,7 @@ def test_the_keras_of_a_gs_module_is_decided_once_fetched(gcs_emulator, monkeypa
     values = {"module_file": uri, "gcs_root": str(tmp_path / "gcs")}
     check = machine.keras_check(build_doctor_request(values, {"STORAGE_EMULATOR_HOST": host}))
     assert check.detail.startswith("tf.keras is tf_keras "), check
-    assert "decided once fetched, as train does): module.py imports helper.py" in check.detail
+    assert "decided once fetched): module.py imports helper.py" in check.detail
 
 
 def test_local_inputs_and_where_outputs_go(tmp_path):
@@ -275,7 +275,7 @@ def test_doctor_on_a_gpu_machine_tensorflow_cannot_use(tmp_path, gcs_emulator):
     assert checks["strategy"]["detail"].startswith("multi_worker_mirrored")
     assert status["input --module-file"] == "ok" and status["input --examples"] == "ok"
     assert (
-        "(decided once fetched, as train does): module.py imports tensorflow_transform"
+        "(decided once fetched): module.py imports tensorflow_transform"
         in (checks["keras"]["detail"])
     )
     assert status["xla CPU:0"] == "ok" and status["disk --model-dir"] == "ok"

@@ -431,7 +431,7 @@ def _sandbox(tmp_path: Path, target: str, spec: dict, limits, monkeypatch):
     return outcome, (json.loads(result_path.read_text()) if result_path.exists() else None)
 
 
-def test_sandbox_child_answers(tmp_path, monkeypatch):
+def test_a_sandbox_child_returns_its_value_and_is_no_failure(tmp_path, monkeypatch):
     from generic_trainer.judge import sandbox, sandbox_outcome
 
     outcome, result = _sandbox(

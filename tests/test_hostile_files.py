@@ -514,9 +514,7 @@ def test_hyperparameters_reads_are_bounded(tmp_path, path):
         with open(tmp_path / "big", "wb") as f:
             f.truncate(100 * 1024 * 1024)
     target = path if path.startswith("/") else str(tmp_path / path)
-    with pytest.raises(
-        UserInputError, match="not a regular file|over the limit|larger than the limit"
-    ) as e:
+    with pytest.raises(UserInputError, match="not a regular file|over the limit") as e:
         load_hyperparameters(target)
     assert e.value.input_name == "--hyperparameters" and target in str(e.value)
 

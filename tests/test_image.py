@@ -365,11 +365,26 @@ def test_dockerignore_excludes(path):
     assert dockerignored(path), f"{path} would be sent to the build"
 
 
+def test_every_copy_source_reaches_the_build():
+    # A COPY source the .dockerignore leaves out fails the build ("no such file"), as
+    # requirements/no-deps.txt did once it was copied but not allowed.
+    _, blocks = stages()
+    for block in blocks:
+        for keyword, rest in block:
+            if keyword == "COPY" and "--from" not in rest:
+                for src in shlex.split(rest)[:-1]:
+                    paths = [p.relative_to(REPO).as_posix() for p in REPO.glob(src)]
+                    assert paths, f"COPY source {src} is missing"
+                    for path in paths:
+                        assert not dockerignored(path), f"COPY source {path} is in .dockerignore"
+
+
 @pytest.mark.parametrize(
     "path",
     [
         "pyproject.toml",
         "requirements/runtime.lock",
+        "requirements/no-deps.txt",
         "images/trainer/cuda.lock",
         "images/trainer/cuda-blackwell.lock",
         "images/trainer/slim.py",

@@ -51,7 +51,7 @@ def pins(lines):
     return dict(line.split("==", 1) for line in lines)
 
 
-def test_cpu_requirements(slim):
+def test_cpu_image_installs_the_locked_tensorflow_cpu_and_no_cuda_wheels(slim):
     lock = dict((name, line.split("==")[1]) for name, line in slim.lock_lines(str(RUNTIME_LOCK)))
     got = pins(slim.requirements("cpu", str(RUNTIME_LOCK), str(CUDA_LOCK)))
     assert got["tensorflow-cpu"] == lock["tensorflow"], (
@@ -64,7 +64,7 @@ def test_cpu_requirements(slim):
     assert names == (set(lock) - set(slim.LEAVE_OUT) - {"tensorflow"}) | {"tensorflow-cpu"}
 
 
-def test_cuda_requirements(slim):
+def test_cuda_image_installs_both_locks_but_what_slim_leaves_out(slim):
     got = {
         slim.canonical(n): v
         for n, v in pins(slim.requirements("cuda", str(RUNTIME_LOCK), str(CUDA_LOCK))).items()
@@ -191,6 +191,15 @@ def test_pruning_keeps_what_tensorflow_loads(slim, tmp_path):
         "nvidia/cublas/lib/libnvblas.so.12",
         "nvidia/cufft/lib/libcufftw.so.11",
         "somepkg/lib/libx.a",
+        "pyarrow/lib.pyx",
+        "numpy/__init__.pxd",
+        "pyarrow/types.pxi",
+        "numpy/__init__.pyi",
+        "scipy/special/special.h",
+        "tensorflow/compiler/mlir/stablehlo/stablehlo_extension.so",
+        "tensorboard/webfiles.zip",
+        "PIL/_avif.cpython-311-x86_64-linux-gnu.so",
+        "pillow.libs/libavif-8a7f9d56.so.16.4.2",
     ]
     kept = [
         "tensorflow/libtensorflow_cc.so.2",
@@ -210,6 +219,13 @@ def test_pruning_keeps_what_tensorflow_loads(slim, tmp_path):
         "nvidia/cufft/lib/libcufft.so.11",
         "nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9",
         "nvidia/nvjitlink/lib/libnvJitLink.so.12",
+        "tensorflow/compiler/mlir/stablehlo/__init__.py",
+        "tensorflow/python/profiler/internal/_pywrap_profiler_plugin.so",
+        "tensorboard/assets.py",
+        "PIL/_imaging.cpython-311-x86_64-linux-gnu.so",
+        "PIL/AvifImagePlugin.py",
+        "pillow.libs/libwebp-51b0b3f7.so.7.2.0",
+        "pyarrow/lib.cpython-311-x86_64-linux-gnu.so",
     ]
     for rel in removed + kept:
         path = tmp_path / rel

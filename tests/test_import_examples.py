@@ -764,7 +764,8 @@ def test_tfrecord_import_runs_in_worker_processes(tmp_path, capsys):
                 str(out),
                 "--splits",
                 "all:1",
-                "--beam-pipeline-args=--direct_running_mode=multi_processing --direct_num_workers=2",
+                "--beam-pipeline-args=--direct_running_mode=multi_processing "
+                "--direct_num_workers=2",
             ]
         )
         == 0

@@ -17,8 +17,8 @@ import pytest
 import tiny_models
 from conftest import PENGUIN, REPO, run_cli
 from generic_trainer.errors import UserInputError
-from generic_trainer.infra_validate import read_records
 from generic_trainer.intake.judge_request import build_infra_validate_request
+from generic_trainer.judge.infra_probe import read_records
 
 
 def _artifact(name: str, title: str, uri) -> dict:
@@ -56,7 +56,7 @@ def _not_blessed(out: Path) -> str:
     return (out / "blessing" / "INFRA_NOT_BLESSED").read_text()
 
 
-def test_request_values_and_errors(tmp_path):
+def test_infra_validate_request_parses_sizes_and_numbers_and_names_bad_ones(tmp_path):
     base = {
         "model": str(tmp_path),
         "examples": str(PENGUIN / "data"),

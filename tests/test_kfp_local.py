@@ -61,7 +61,8 @@ TINY_MODULE = textwrap.dedent('''
         records = sum(1 for _ in tf.data.TFRecordDataset(files, compression_type="GZIP"))
         seen = {
             "custom_config": cfg, "types": _types(cfg), "schema_path": fn_args.schema_path,
-            "transform_output": fn_args.transform_output, "hyperparameters": fn_args.hyperparameters,
+            "transform_output": fn_args.transform_output,
+            "hyperparameters": fn_args.hyperparameters,
             "base_model": fn_args.base_model, "train_steps": fn_args.train_steps,
         }
         with open(os.path.join(fn_args.model_run_dir, "fn_args_seen.json"), "w") as f:
@@ -69,8 +70,10 @@ TINY_MODULE = textwrap.dedent('''
         x = np.linspace(-1, 1, 64, dtype="float32").reshape(-1, 1)
         model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
         model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
-        model.fit(x, 3 * x + 1, epochs=cfg["epochs"], batch_size=cfg["sizes"][0], validation_data=(x, 3 * x + 1),
-                  callbacks=[keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir)], verbose=0)
+        model.fit(x, 3 * x + 1, epochs=cfg["epochs"], batch_size=cfg["sizes"][0],
+                  validation_data=(x, 3 * x + 1),
+                  callbacks=[keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir)],
+                  verbose=0)
         model.export(fn_args.serving_model_dir)
         return {"train_records": records}
 ''')
@@ -95,7 +98,8 @@ CHECK_MODEL = textwrap.dedent("""
         value = tf.zeros([2] + spec.shape.as_list()[1:], spec.dtype)
     outputs = fn(**{name: value})
     summary = {"received_uri": model["uri"], "received_metadata": model["metadata"],
-               "input": name, "outputs": sorted(outputs), "rows": int(next(iter(outputs.values())).shape[0])}
+               "input": name, "outputs": sorted(outputs),
+               "rows": int(next(iter(outputs.values())).shape[0])}
     os.makedirs(os.path.dirname(out["uri"]), exist_ok=True)
     with open(out["uri"], "w") as f:
         json.dump(summary, f)
@@ -410,13 +414,16 @@ runner = interpreter.get_signature_runner("serving_default")
 features = {}
 for name, detail in runner.get_input_details().items():
     values = [getattr(e.features.feature[name], kind).value[0] for e in examples
-              for kind in ("float_list", "int64_list", "bytes_list") if getattr(e.features.feature[name], kind).value]
-    features[name] = np.array(values, dtype=object if detail["dtype"] == np.bytes_ else detail["dtype"]).reshape(-1, 1)
+              for kind in ("float_list", "int64_list", "bytes_list")
+              if getattr(e.features.feature[name], kind).value]
+    features[name] = np.array(
+        values, dtype=object if detail["dtype"] == np.bytes_ else detail["dtype"]).reshape(-1, 1)
 got = runner(**features)["outputs"]
 print("RESULT" + json.dumps({
     "max_abs_diff": float(np.max(np.abs(got - want))),
     "rows": len(known),
-    "oov_rows_differ_from_known": bool(np.abs(got[len(known):] - np.tile(want[:len(known)], (2, 1))).max() > 1e-6),
+    "oov_rows_differ_from_known": bool(
+        np.abs(got[len(known):] - np.tile(want[:len(known)], (2, 1))).max() > 1e-6),
 }))
 """
 

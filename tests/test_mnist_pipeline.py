@@ -109,11 +109,15 @@ import tensorflow as tf
 
 version_dir, pattern = sys.argv[1:3]
 fn = tf.saved_model.load(version_dir).signatures["serving_default"]
-records = list(tf.data.TFRecordDataset(sorted(glob.glob(pattern)), compression_type="GZIP").as_numpy_iterator())
-labels = [tf.train.Example.FromString(r).features.feature["image_class"].int64_list.value[0] for r in records]
+records = list(tf.data.TFRecordDataset(
+    sorted(glob.glob(pattern)), compression_type="GZIP").as_numpy_iterator())
+labels = [tf.train.Example.FromString(r).features.feature["image_class"].int64_list.value[0]
+          for r in records]
 logits = fn(examples=tf.constant(records))["outputs"].numpy()
-print("RESULT" + json.dumps({"rows": len(records), "shape": list(logits.shape),
-                             "accuracy": float(np.mean(np.argmax(logits, axis=1) == np.array(labels)))}))
+print("RESULT" + json.dumps({
+    "rows": len(records), "shape": list(logits.shape),
+    "accuracy": float(np.mean(np.argmax(logits, axis=1) == np.array(labels))),
+}))
 """
 
 

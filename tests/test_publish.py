@@ -43,8 +43,8 @@ while not os.path.exists(stop):
     try:
         with open(os.path.join(final, "VERSION")) as f:
             version = f.read()
-        ok = bool(version) and os.path.isfile(os.path.join(final, "saved_model.pb")) and os.path.isfile(
-            os.path.join(final, "variables", "variables.index"))
+        ok = (bool(version) and os.path.isfile(os.path.join(final, "saved_model.pb"))
+              and os.path.isfile(os.path.join(final, "variables", "variables.index")))
         versions.add(version)
     except OSError:
         ok = False
@@ -432,7 +432,8 @@ def test_unwritable_outputs_fail_before_tensorflow_loads(tmp_path, case):
 # ----------------------------------------------------------------------------------------------
 
 MODULE = '''
-"""A run_fn that exports a tiny SavedModel carrying its version, and misbehaves as custom_config says."""
+"""A run_fn that exports a tiny SavedModel carrying its version, and misbehaves as custom_config
+says."""
 import os
 import shutil
 import time
@@ -442,7 +443,8 @@ import tensorflow as tf
 
 def run_fn(fn_args):
     cfg = fn_args.custom_config
-    if cfg.get("escape"):  # write where the published model would be if staging sat inside the model dir
+    # write where the published model would be if staging sat inside the model dir
+    if cfg.get("escape"):
         target = os.path.join(fn_args.serving_model_dir, "..", "..", "Format-Serving")
         os.makedirs(target, exist_ok=True)
         with open(os.path.join(target, "saved_model.pb"), "w") as f:

@@ -15,7 +15,9 @@ from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit.requests import RunFnProgram
 from generic_trainer.intake.fit_request import build_train_request
-from generic_trainer.intake.request import ints_from_floats
+from generic_trainer.intake.values import (
+    ints_from_floats,
+)
 
 
 def _values(tmp_path: Path, **kw):

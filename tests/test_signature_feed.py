@@ -162,7 +162,7 @@ def _replay_warmup(model_path: Path, expected_records: list[bytes]) -> list[dict
 
 
 def _eval_records(examples: Path, n: int) -> list[bytes]:
-    from generic_trainer.infra_validate import read_records
+    from generic_trainer.judge.infra_probe import read_records
 
     return read_records(str(examples), ["eval"], n)
 

@@ -113,7 +113,7 @@ def test_bfloat16_and_no_jit(data, tmp_path):
     ],
 )
 @pytest.mark.slow
-def test_bad_speed_flags(data, tmp_path, flags, names):
+def test_bad_speed_flags_exit_2_naming_the_flag_and_write_no_model(data, tmp_path, flags, names):
     proc = run_cli(
         [
             "train",
@@ -132,7 +132,7 @@ def test_bad_speed_flags(data, tmp_path, flags, names):
     assert not (tmp_path / "model").exists()
 
 
-def test_kfp_style_values(tmp_path):
+def test_speed_flags_given_as_kfp_strings_or_json_values_become_typed(tmp_path):
     """KFP passes parameters as strings or JSON values; both become typed request fields."""
     base = {"examples": str(tmp_path), "module_file": "m.py", "model_dir": str(tmp_path / "m")}
     request = build_train_request(

@@ -78,7 +78,9 @@ def test_processes_left_running_are_named_and_ended_even_orphaned_or_ignoring_si
         from generic_trainer import supervisor
         logging.basicConfig(level="INFO")
         supervisor.become_subreaper()
-        run = subprocess.Popen(["sh", "-c", "setsid sleep 1001 & echo $!; exec sh -c 'trap \\"\\" TERM; sleep 1002'"],
+        run = subprocess.Popen(["sh", "-c",
+                                "setsid sleep 1001 & echo $!; "
+                                "exec sh -c 'trap \\"\\" TERM; sleep 1002'"],
                                stdout=subprocess.PIPE, text=True, start_new_session=True)
         orphan = int(run.stdout.readline())
         run.stdout.close()
@@ -86,7 +88,8 @@ def test_processes_left_running_are_named_and_ended_even_orphaned_or_ignoring_si
         run.kill()  # the run itself ends; what it started stays
         run.wait()
         ended = supervisor.end_left_running(run.pid, grace_s=1.0)
-        print(json.dumps({"orphan": orphan, "ended": ended, "left": list(supervisor.left_running(run.pid))}))
+        print(json.dumps({"orphan": orphan, "ended": ended,
+                          "left": list(supervisor.left_running(run.pid))}))
     """)
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=cli_env()
@@ -178,3 +181,16 @@ def test_without_the_supervisor_log_records_are_masked_too():
     finally:
         root.removeHandler(handler)
     assert stream.getvalue() == "train failed: auth failed for token ***\n"
+
+
+def test_a_printed_summary_has_the_runs_secrets_masked_and_stays_json():
+    """cli.run_verb masks the summary it prints (the supervised parent prints it unchanged)."""
+    from generic_trainer.artifacts import masking
+
+    mask = masking.Masker({'AKIA"sec-ret-77'})
+    args = ["--custom-config", json.dumps({"api_key": 'AKIA"sec-ret-77'})]
+    summary = {"args": args, "url": "http://u:pw-9@h", 'AKIA"sec-ret-77': 1, "n": 2}
+    masked = masking.mask_value(summary, mask)
+    assert "sec-ret" not in json.dumps(masked) and "pw-9" not in json.dumps(masked)
+    assert json.loads(masked["args"][1]) == {"api_key": "***"}
+    assert masked["url"] == "http://***@h" and masked["***"] == 1 and masked["n"] == 2

@@ -302,7 +302,9 @@ def test_eval_mode_and_init_checkpoint_is_restored_only_without_a_checkpoint(
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.slow
-def test_mixed_precision(linear_module, linear_data, tmp_path, dtype, caplog):
+def test_mixed_precision_dtype_builds_the_model_in_it_and_does_not_leak(
+    linear_module, linear_data, tmp_path, dtype, caplog
+):
     import logging
 
     import keras
@@ -1067,16 +1069,17 @@ tmp = Path(sys.argv[1])
 data = t._make_data(tmp / "data")
 module = user_module.import_module(str(t.TASK_FILE), str(t.TASK_FILE))
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-experiment = t._experiment(module, data, "trainer.optimizer_config.ema.average_decay=0.9,trainer.train_steps=20,"
-                                         "trainer.validation_interval=20")
+experiment = t._experiment(module, data, "trainer.optimizer_config.ema.average_decay=0.9,"
+                                         "trainer.train_steps=20,trainer.validation_interval=20")
 task = module.LinearTask(experiment.task, experiment=experiment)
-result, controller = run_experiment(task, experiment, "train_and_eval", str(tmp / "ckpt"), strategy=strategy,
-                                    export_dir=str(tmp / "serving"))
+result, controller = run_experiment(task, experiment, "train_and_eval", str(tmp / "ckpt"),
+                                    strategy=strategy, export_dir=str(tmp / "serving"))
 kernel, bias = (a.numpy() for a in controller.state.ema.averages)
 features, labels = t._eval_arrays(data)
 predictions = (np.concatenate([features["x1"], features["x2"]], axis=1) @ kernel + bias).reshape(-1)
 served = tf.saved_model.load(str(tmp / "serving")).signatures["serving_default"]
-out = next(iter(served(**{k: tf.constant(v) for k, v in features.items()}).values())).numpy().reshape(-1)
+out = next(iter(served(
+    **{k: tf.constant(v) for k, v in features.items()}).values())).numpy().reshape(-1)
 np.testing.assert_allclose(out, predictions, rtol=1e-5, atol=1e-6)
 assert abs(result.eval_logs["mse"] - float(np.mean((predictions - labels) ** 2))) < 1e-4
 print("EMA OK replicas", strategy.num_replicas_in_sync)

@@ -164,7 +164,7 @@ def test_unknown_keys_are_rejected_naming_the_key_and_source(tmp_path, source, e
     )
 
 
-def test_type_coercion():
+def test_override_and_config_values_are_coerced_to_each_fields_type():
     cfg = build_experiment(
         defaults(),
         params_override=(
@@ -279,7 +279,7 @@ def test_registry_and_experiment_class_check(tmp_path):
         runner.resolve_experiment(TinyTask, request)
 
 
-def test_validate_for_mode():
+def test_each_mode_requires_its_steps_and_inputs_and_known_runtime_values():
     cfg = build_experiment(
         defaults(),
         params_override="task.train_data.input_path=/x/*,task.validation_data.input_path=/y/*",
@@ -337,7 +337,7 @@ def test_params_yaml_round_trips_and_masks_secrets(tmp_path):
     assert reloaded.task.custom_config == {"api_key": "***", "rows": 5}
 
 
-def test_bad_config_files(tmp_path):
+def test_missing_unparsable_binary_or_list_config_files_are_user_errors(tmp_path):
     with pytest.raises(UserInputError, match="does not exist"):
         build_experiment(defaults(), config_files=[str(tmp_path / "missing.yaml")])
     bad = write(tmp_path / "bad.yaml", "trainer: [1, 2\n")
@@ -363,7 +363,7 @@ def test_bad_config_files(tmp_path):
     assert build_experiment(defaults(), config_files=[empty]).trainer.train_steps == 0
 
 
-def test_task_class_checks():
+def test_a_task_class_missing_methods_or_a_malformed_task_spec_is_refused():
     class NoModel(Task):
         def build_inputs(self, params, input_context=None):
             pass

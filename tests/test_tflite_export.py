@@ -282,7 +282,7 @@ def test_schemata_appear_only_with_the_published_model(tmp_path, monkeypatch):
     assert [n for n in os.listdir(tmp_path) if n != "model"] == []
 
 
-def test_tflite_options():
+def test_tflite_flags_become_options_and_bad_ones_name_their_flag():
     assert check_options(None) is None and check_options(False, "none") is None
     assert check_options(True) == TFLiteOptions("none", None)
     assert check_options("true", "float16", "0.5") == TFLiteOptions("float16", 0.5)

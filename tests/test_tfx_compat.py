@@ -101,7 +101,7 @@ def test_other_tfx_imports_fail_naming_the_import_and_what_is_supported(stand_in
 
 
 def test_a_module_and_its_sibling_load_with_their_tfx_imports(tmp_path):
-    """user_module.load installs the finder, puts the module's folder on sys.path, names a bad
+    """load_user_module installs the finder, puts the module's folder on sys.path, names a bad
     import."""
     (tmp_path / "my_base.py").write_text(
         "from tfx.components.trainer.fn_args_utils import FnArgs\n"
@@ -116,12 +116,12 @@ def test_a_module_and_its_sibling_load_with_their_tfx_imports(tmp_path):
     )
     (tmp_path / "bad_module.py").write_text("from tfx.orchestration import pipeline\n")
     try:
-        module = user_module.load(str(tmp_path / "my_module.py"), str(tmp_path / "dl"))
+        module = user_module.load_user_module(str(tmp_path / "my_module.py"), str(tmp_path / "dl"))
         from generic_trainer.fit.fn_args import FnArgs
 
         assert module.run_fn(None) is FnArgs
         with pytest.raises(UserCodeError) as raised:
-            user_module.load(str(tmp_path / "bad_module.py"), str(tmp_path / "dl"))
+            user_module.load_user_module(str(tmp_path / "bad_module.py"), str(tmp_path / "dl"))
         assert "importing module" in str(raised.value).splitlines()[0]
         # with a module loaded, tfx.orchestration may be a package on the way to a file of its tree:
         # the file is named
@@ -180,12 +180,14 @@ def test_tfx_paths_to_files_beside_the_module_or_above_it_in_its_tree_load_those
     root = _tfx_tree(tmp_path)
     keras_model = root / "taxi" / "models" / "keras_model"
     try:
-        module = user_module.load(str(keras_model / "model.py"), str(tmp_path / "dl"))
+        module = user_module.load_user_module(str(keras_model / "model.py"), str(tmp_path / "dl"))
         assert module.run_fn(None) == ("tips", [8, 4], True)
         assert sys.modules["tfx.experimental.templates.taxi.models.features"].__file__ == str(
             root / "taxi" / "models" / "features.py"
         )
-        helper = user_module.load(str(root / "flat" / "helper.py"), str(tmp_path / "dl"))
+        helper = user_module.load_user_module(
+            str(root / "flat" / "helper.py"), str(tmp_path / "dl")
+        )
         assert (
             helper.run_fn(None).NAME == "b"
             and helper.run_fn(None).__name__ == "tfx.examples.mnist.helper_base"
@@ -197,11 +199,11 @@ def test_tfx_paths_to_files_beside_the_module_or_above_it_in_its_tree_load_those
             with pytest.raises(
                 UserCodeError
             ) as raised:  # elsewhere: no folder above is named other
-                user_module.load(str(keras_model / f"{name}.py"), str(tmp_path / "dl"))
+                user_module.load_user_module(str(keras_model / f"{name}.py"), str(tmp_path / "dl"))
             assert f"the module imports {missing}, which generic-trainer does not provide" in str(
                 raised.value
             )
-        bare = user_module.load(
+        bare = user_module.load_user_module(
             str(keras_model / "bare.py"), str(tmp_path / "dl")
         )  # `import a.b.c` alone: at use
         with pytest.raises(
@@ -545,7 +547,8 @@ def test_unbridgeable_keras2_api_exits_3_naming_tf_keras_and_leaves_no_model(tmp
         from tfx import v1 as tfx
 
         def run_fn(fn_args: tfx.components.FnArgs):
-            model = tf.keras.models.load_model(fn_args.custom_config["warm_start"])  # Keras 2: a SavedModel dir
+            # Keras 2: a SavedModel dir
+            model = tf.keras.models.load_model(fn_args.custom_config["warm_start"])
             model.save(fn_args.serving_model_dir, save_format="tf")
     """)
     )

@@ -75,7 +75,9 @@ def tfx_root(request, tmp_path_factory) -> Path:
         cache.mkdir(exist_ok=True)
     with open(cache / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one xdist worker downloads, the others wait
-        if not (cache / "root" / "tfx" / "__init__.py").exists():
+        # `root` appears whole (renamed from `unpacking`); the wheel has no tfx/__init__.py (that
+        # file is ml-pipelines-sdk's), so a check for it downloaded the wheel again every session.
+        if not (cache / "root" / "tfx" / "proto").is_dir():
             for stale in ("wheel", "unpacking", "root"):
                 shutil.rmtree(cache / stale, ignore_errors=True)
             _download_wheel(cache)

@@ -59,7 +59,9 @@ def summary(path):
     transformed = output.transform_features_layer()(raw)
     return {
         "raw_spec": {k: [v.dtype.name, list(v.shape)] for k, v in sorted(raw_spec.items())},
-        "transformed_spec": {k: v.dtype.name for k, v in sorted(output.transformed_feature_spec().items())},
+        "transformed_spec": {
+            k: v.dtype.name for k, v in sorted(output.transformed_feature_spec().items())
+        },
         "vocab": {k: [w.decode() for w in output.vocabulary_by_name(k)] for k in ("island", "sex")},
         "transformed_keys": sorted(transformed),
         "mass_mean": round(float(tf.reduce_mean(transformed["body_mass_g"])), 5),

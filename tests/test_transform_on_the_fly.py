@@ -202,13 +202,16 @@ options = data.DatasetOptions(batch_size=1000, shuffle=False, num_epochs=1, labe
 features, label = next(iter(accessor.tf_dataset_factory([RAW], options, schema)))
 # Materialise the transformed examples, named as TFX's Transform names them.
 os.makedirs(os.path.join(OUT, "Split-train"))
-with tf.io.TFRecordWriter(os.path.join(OUT, "Split-train", "transformed_examples-00000-of-00001.gz"), "GZIP") as w:
+with tf.io.TFRecordWriter(
+        os.path.join(OUT, "Split-train", "transformed_examples-00000-of-00001.gz"), "GZIP") as w:
     for i in range(int(label.shape[0])):
         feature = {k: tf.train.Feature(float_list=tf.train.FloatList(value=v[i].numpy().ravel()))
                    for k, v in features.items()}
-        feature["species_xf"] = tf.train.Feature(int64_list=tf.train.Int64List(value=label[i].numpy().ravel()))
+        feature["species_xf"] = tf.train.Feature(
+            int64_list=tf.train.Int64List(value=label[i].numpy().ravel()))
         w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
-again, label2 = next(iter(accessor.tf_dataset_factory([os.path.join(OUT, "Split-train", "*")], options, schema)))
+again, label2 = next(iter(
+    accessor.tf_dataset_factory([os.path.join(OUT, "Split-train", "*")], options, schema)))
 print("RESULT " + json.dumps({
     "keys": sorted(features), "n": int(label.shape[0]),
     "same": bool(all(np.allclose(features[k].numpy(), again[k].numpy()) for k in features)

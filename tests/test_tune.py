@@ -369,32 +369,36 @@ def _dataset(fn_args, files):
 
 
 def build(hp):
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(hp.Choice("width", [3, 7]), activation="relu"),
+    model = keras.Sequential([keras.Input((2,)),
+                              keras.layers.Dense(hp.Choice("width", [3, 7]), activation="relu"),
                               keras.layers.Dense(1)])
     model.compile(optimizer=hp.Choice("optimizer", ["adam", "sgd"]), loss="mse")
     return model
 
 
 def fit_kwargs(fn_args):
-    return {"x": _dataset(fn_args, fn_args.train_files), "validation_data": _dataset(fn_args, fn_args.eval_files),
+    return {"x": _dataset(fn_args, fn_args.train_files),
+            "validation_data": _dataset(fn_args, fn_args.eval_files),
             "steps_per_epoch": fn_args.train_steps, "validation_steps": fn_args.eval_steps,
             "epochs": fn_args.custom_config["epochs"]}
 
 
 def tuner_fn(fn_args: FnArgs) -> TunerFnResult:
-    tuner = keras_tuner.GridSearch(build, objective="val_loss", max_trials=10, directory=fn_args.working_dir,
-                                   project_name="regression")
+    tuner = keras_tuner.GridSearch(build, objective="val_loss", max_trials=10,
+                                   directory=fn_args.working_dir, project_name="regression")
     return TunerFnResult(tuner=tuner, fit_kwargs=fit_kwargs(fn_args))
 
 
 def random_tuner_fn(fn_args: FnArgs) -> TunerFnResult:
-    tuner = keras_tuner.RandomSearch(build, objective="val_loss", max_trials=10, directory=fn_args.working_dir,
+    tuner = keras_tuner.RandomSearch(build, objective="val_loss", max_trials=10,
+                                     directory=fn_args.working_dir,
                                      project_name="regression_random", seed=1)
     return TunerFnResult(tuner=tuner, fit_kwargs=fit_kwargs(fn_args))
 
 
 def run_fn(fn_args: FnArgs):
-    hp = keras_tuner.HyperParameters.from_config(fn_args.hyperparameters)  # no defaults: tuned values only
+    # no defaults: tuned values only
+    hp = keras_tuner.HyperParameters.from_config(fn_args.hyperparameters)
     model = build(hp)
     model.fit(**fit_kwargs(fn_args))
     model.export(fn_args.serving_model_dir)

@@ -23,14 +23,14 @@ def _pkg(tmp_path, monkeypatch):
     return pkg
 
 
-def test_dotted_module_name(tmp_path, monkeypatch):
+def test_a_dotted_module_name_imports_and_a_missing_or_pinned_one_is_refused(tmp_path, monkeypatch):
     _pkg(tmp_path, monkeypatch)
-    module = user_module.load("acme_models.trainer", str(tmp_path / "dl"))
+    module = user_module.load_user_module("acme_models.trainer", str(tmp_path / "dl"))
     assert user_module.get_function(module, "run_fn", "--run-fn")(None) == {"from": "dotted"}
     with pytest.raises(UserInputError, match="no module named 'acme_models.nothing'"):
-        user_module.load("acme_models.nothing", str(tmp_path / "dl"))
+        user_module.load_user_module("acme_models.nothing", str(tmp_path / "dl"))
     with pytest.raises(UserInputError, match="--module-sha256: a hash pin needs a module file"):
-        user_module.load("acme_models.trainer", str(tmp_path / "dl"), sha256="0" * 64)
+        user_module.load_user_module("acme_models.trainer", str(tmp_path / "dl"), sha256="0" * 64)
 
 
 def test_local_file_imports_its_sibling_and_sha_pin(tmp_path):
@@ -41,10 +41,10 @@ def test_local_file_imports_its_sibling_and_sha_pin(tmp_path):
     )
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     try:
-        module = user_module.load(str(path), str(tmp_path / "dl"), sha256=sha.upper())
+        module = user_module.load_user_module(str(path), str(tmp_path / "dl"), sha256=sha.upper())
         assert module.run_fn(None) == 7
         with pytest.raises(UserInputError, match="differs from the pinned"):
-            user_module.load(str(path), str(tmp_path / "dl"), sha256="f" * 64)
+            user_module.load_user_module(str(path), str(tmp_path / "dl"), sha256="f" * 64)
     finally:
         for name in ("module_with_sibling", "helpers_for_test_sibling"):
             sys.modules.pop(name, None)
@@ -55,7 +55,7 @@ def test_import_error_in_module_is_user_code_error_with_traceback(tmp_path):
     path.write_text("import no_such_dependency_xyz\n")
     expected = "(?s)importing module .*broken_at_import.py failed.*no_such_dependency_xyz"
     with pytest.raises(UserCodeError, match=expected):
-        user_module.load(str(path), str(tmp_path / "dl"))
+        user_module.load_user_module(str(path), str(tmp_path / "dl"))
 
 
 def test_gcs_module_brings_its_siblings(tmp_path, gcs_emulator, monkeypatch):
@@ -72,7 +72,9 @@ def test_gcs_module_brings_its_siblings(tmp_path, gcs_emulator, monkeypatch):
     )
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
     try:
-        module = user_module.load(uri, str(tmp_path / "dl"), settings=storage_settings(os.environ))
+        module = user_module.load_user_module(
+            uri, str(tmp_path / "dl"), settings=storage_settings(os.environ)
+        )
         assert module.run_fn(None) == "sibling"
         assert sorted(p.name for p in (tmp_path / "dl").iterdir()) == [
             "gcs_mod_for_test.py",
@@ -137,7 +139,9 @@ def test_s3_and_minio_modules_bring_their_siblings(tmp_path, s3_server, monkeypa
     monkeypatch.setenv(env, s3_server)
     uri = f"{scheme}://mlpipeline/team/m/s3_mod_for_test.py"
     try:
-        module = user_module.load(uri, str(tmp_path / "dl"), settings=storage_settings(os.environ))
+        module = user_module.load_user_module(
+            uri, str(tmp_path / "dl"), settings=storage_settings(os.environ)
+        )
         assert module.run_fn(None) == f"from {scheme}"
         assert sorted(p.name for p in (tmp_path / "dl").iterdir()) == [
             "s3_mod_for_test.py",
@@ -145,7 +149,7 @@ def test_s3_and_minio_modules_bring_their_siblings(tmp_path, s3_server, monkeypa
         ]
         sha = hashlib.sha256(S3_MODULE).hexdigest()
         with pytest.raises(UserInputError, match="differs from the pinned"):
-            user_module.load(
+            user_module.load_user_module(
                 uri,
                 str(tmp_path / "dl2"),
                 sha256=sha.replace(sha[0], "0" if sha[0] != "0" else "1"),
@@ -202,7 +206,7 @@ def test_mounted_s3_and_minio_modules_need_no_boto3(tmp_path, monkeypatch):
                 f"{scheme}bucket/mounted_mod_for_test.py", str(tmp_path / "dl")
             ) == str(path)
             assert (
-                user_module.load(str(path), str(tmp_path / "dl")).run_fn(None) == scheme
+                user_module.load_user_module(str(path), str(tmp_path / "dl")).run_fn(None) == scheme
             )  # the mount path itself
         finally:
             sys.modules.pop("mounted_mod_for_test", None)

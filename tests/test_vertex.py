@@ -4,8 +4,8 @@ through the /gcs mount (configurable root), executor output from the chief only.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import importlib.metadata
 import json
 import shutil
 import sys
@@ -522,7 +522,8 @@ def test_submit_reports_api_errors_clearly(monkeypatch, capsys, service_account_
 # -------------------------------------------------
 
 TINY_MODULE = '''
-"""Test module: records the dirs it was given, fits y = 2x on synthetic numbers, exports a SavedModel."""
+"""Test module: records the dirs it was given, fits y = 2x on synthetic numbers, exports a
+SavedModel."""
 import json, os
 import keras, numpy as np
 
@@ -710,13 +711,14 @@ def test_pipeline_custom_job_chief_writes_executor_output_with_gs_uris(tmp_path)
     assert (
         "serving_default" in model["metadata"]["signature_names"]
     )  # model.export adds "serve" too
-    # What Vertex AI Model Registry needs: the serving container (TF 2.21 has no prebuilt image: the
-    # newest older
-    # one, said in the log), and for an importer of google.UnmanagedContainerModel the SavedModel's
-    # URI.
-    image = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+    # What Vertex AI Model Registry needs: the serving container (Vertex has prebuilt images for
+    # TensorFlow 2.1 to 2.15; a newer TensorFlow gets the newest older one, said in the log), and
+    # for an importer of google.UnmanagedContainerModel the SavedModel's URI.
+    tf_minor = int(importlib.metadata.version("tensorflow").split(".")[1])
+    image = f"us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-{min(tf_minor, 15)}:latest"
     assert model["metadata"]["containerSpec"] == {"imageUri": image}
-    assert "no prebuilt Vertex AI prediction image for TensorFlow 2.21" in proc.stderr
+    no_prebuilt = f"no prebuilt Vertex AI prediction image for TensorFlow 2.{tf_minor}"
+    assert (no_prebuilt in proc.stderr) == (tf_minor > 15)
     schemata = {
         "instanceSchemaUri": f"{task}/model/schemata/instance.yaml",
         "predictionSchemaUri": f"{task}/model/schemata/prediction.yaml",
@@ -811,24 +813,16 @@ def test_non_chief_replica_never_writes_the_executor_output(tmp_path, monkeypatc
 
 
 def test_options_are_frozen_and_pools_match():
-    ns = argparse.Namespace(
-        project="p",
-        region="r",
-        image="i",
-        base_output_dir="gs://b/x/",
-        replica_count="4",
-        machine_type=None,
-        accelerator_type=None,
-        accelerator_count=None,
-        boot_disk_size_gb="100",
-        service_account=None,
-        tensorboard=None,
-        display_name=None,
-        env=None,
-        restart_job_on_worker_restart=False,
-        container_args=["--", "--examples", "e", "--module-file", "m.py"],
-    )
-    options = vertex.options_from_args(ns)
+    values = {
+        "project": "p",
+        "region": "r",
+        "image": "i",
+        "base_output_dir": "gs://b/x/",
+        "replica_count": "4",
+        "boot_disk_size_gb": "100",
+        "container_args": ["--", "--examples", "e", "--module-file", "m.py"],
+    }
+    options = vertex.VERB.build(values)
     assert options.base_output_dir == "gs://b/x" and options.staging_bucket == "gs://b"
     pools = vertex.worker_pool_specs(options)
     assert [p["replica_count"] for p in pools] == [1, 3]
@@ -841,7 +835,7 @@ def test_options_are_frozen_and_pools_match():
         "m.py",
     ]
     with pytest.raises(UserInputError, match="--"):
-        vertex.container_args(["--"])
+        vertex.VERB.build({**values, "container_args": ["--"]})
 
 
 # --- production options: scheduling, network, encryption, pools

@@ -31,7 +31,8 @@ EXPECTED = {
     "import-examples: examples": "**/generic-import-examples*/examples/**/Split-train/*",
     "import-examples: schema": "**/generic-import-examples*/output_schema/**/schema.pbtxt",
     "transform: graph": "**/generic-transform*/transform_graph/**/transform_fn/saved_model.pb",
-    "tuner: best hyperparameters": "**/generic-tuner*/best_hyperparameters/**/best_hyperparameters.txt",
+    "tuner: best hyperparameters": "**/generic-tuner*/best_hyperparameters/"
+    "**/best_hyperparameters.txt",
     "trainer: serving model": "**/generic-trainer*/model/**/Format-Serving/saved_model.pb",
     # export_tflite's default
     "trainer: TFLite model": "**/generic-trainer*/model/**/Format-TFLite/model.tflite",

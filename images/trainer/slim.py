@@ -4,18 +4,14 @@ builder stage).
 Standard library only: it runs with the base image's python3 before the virtual environment exists,
 and with the venv's python after. Subcommands:
 
-  requirements ACCELERATOR RUNTIME_LOCK CUDA_LOCK     the pinned lines to install (stdout): both
-  locks for
-                                                      `cuda`, the runtime lock with TensorFlow's
-                                                      CPU-only wheel for `cpu`; never what LEAVE_OUT
-                                                      names
-  prune-dists                                         (venv python) uninstall what the runtime no
-  longer needs check UV                                            (venv python) `uv pip check`,
-  allowing only what LEAVE_OUT
-                                                      and the CPU wheel explain
-  prune-files SITE_PACKAGES                           delete files the runtime never loads
-  (PRUNE_GLOBS) sizes SITE_PACKAGES                                 MB each installed distribution
-  costs (its files + .pyc)
+  requirements ACCELERATOR RUNTIME_LOCK CUDA_LOCK
+      the pinned lines to install (stdout): both locks for `cuda`, the runtime lock with
+      TensorFlow's CPU-only wheel for `cpu`; never what LEAVE_OUT names
+  prune-dists UV      (venv python) uninstall what the runtime no longer needs
+  check UV            (venv python) `uv pip check`, allowing only what LEAVE_OUT and the CPU
+                      wheel explain
+  prune-files SITE_PACKAGES   delete files the runtime never loads (PRUNE_GLOBS)
+  sizes SITE_PACKAGES [--json]  MB each installed distribution costs (its files + .pyc)
 
 The left-out distributions are never imported by the runtime: TensorFlow's own Python never imports
 libclang; tensorboard-data-server is the server of `tensorboard --logdir`, not needed to write
@@ -67,9 +63,8 @@ LEAVE_OUT = {
 # The runtime's distribution, the root of what is kept.
 ROOT = "generic-trainer"
 # Installed with --no-deps (requirements/no-deps.txt, copied beside this file in the image build):
-# kept
-# as roots too, and their declared requirements are theirs to leave unmet (the lock holds what they
-# use).
+# kept as roots too, and their declared requirements are theirs to leave unmet (the lock holds what
+# they use).
 NO_DEPS_FILE = "no-deps.txt"
 
 
@@ -109,6 +104,22 @@ PRUNE_GLOBS = [
     "nvidia/cufft/lib/libcufftw.so*",  # the FFTW-compatible shim
     "nvidia/nccl/lib/libnccl_device.*",  # NCCL's device-API IR, for user kernels only
     "**/*.a",  # static libraries
+    # Cython sources and declarations, C/C++ headers, type stubs: read by compilers and IDEs only
+    "**/*.pyx",
+    "**/*.pxd",
+    "**/*.pxi",
+    "**/*.pyi",
+    "**/*.h",
+    # StableHLO's Python bindings (tensorflow.compiler.mlir.stablehlo): nothing in TensorFlow,
+    # Keras, TFX's libraries or the runtime imports them (15 MB)
+    "tensorflow/compiler/mlir/stablehlo/stablehlo_extension*.so",
+    # TensorBoard's web front end: only `tensorboard --logdir` serves it (its data server is left
+    # out too); writing summaries never reads it
+    "tensorboard/webfiles.zip",
+    # Pillow's AVIF codec: loaded only to open or save .avif images (PIL.AvifImagePlugin guards the
+    # import), 5 MB
+    "PIL/_avif.*.so",
+    "pillow.libs/libavif*.so*",
 ]
 
 CHECK_LINE = re.compile(

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Image test of the trainer image, with no registry (`make image-test`):
-#   1. builds a local Debian bookworm base image (debootstrap; python3 is 3.11), once: it is reused
-#      while `localhost/generic-trainer-base` exists in buildah's storage;
+#   1. builds a local Debian bookworm base image (debootstrap; python3 is 3.11; without the docs,
+#      manual pages and translations, like debian:bookworm-slim under the default
+#      python:3.11-slim-bookworm), once: it is reused while `localhost/generic-trainer-base`
+#      exists in buildah's storage (REBUILD_BASE=1 builds it again);
 #   2. builds images/trainer/Dockerfile on it with buildah (vfs storage, chroot isolation, nice 10);
 #   3. uses the docker engine that answers `docker info`, or starts one (dockerd, overlay2 storage where
 #      the kernel allows, else vfs; its own data root and socket in a temporary directory), stopped and
@@ -88,6 +90,12 @@ else
     bookworm "$rootfs" "$mirror" >"$WORK/debootstrap.log" 2>&1 \
     || { tail -20 "$WORK/debootstrap.log"; die "debootstrap failed"; }
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/tmp/*
+  # What Debian's slim images (debian:bookworm-slim, under python:3.11-slim-bookworm) leave out:
+  # documentation but the copyright files, manual and info pages, translations (about 50 MB).
+  find "$rootfs"/usr/share/doc -mindepth 1 ! -type d ! -name copyright -delete
+  find "$rootfs"/usr/share/doc -mindepth 1 -type d -empty -delete
+  rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/* \
+    "$rootfs"/usr/share/lintian/overrides/*
   c=$(bh from scratch)
   bh copy "$c" "$rootfs" / >/dev/null
   bh config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

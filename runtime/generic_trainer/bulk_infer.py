@@ -13,12 +13,14 @@ output examples first, the inference result last.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from generic_trainer.artifacts.staged import StagedDir
 from generic_trainer.beam import beam_run
 from generic_trainer.beam.bulk_inference import COUNTER_PREFIX, InferencePlan, build, split_sources
 from generic_trainer.beam.infer_specs import flag_of
@@ -101,14 +103,12 @@ def _publish_empty(
     before_publish: Callable[[BulkInferResult], None] | None,
 ) -> BulkInferResult:
     result = BulkInferResult(inferred=False, reasons=reasons)
-    staged = [(beam_run.new_staging(path), path) for path, _ in _outputs(request)]
-    try:
+    with contextlib.ExitStack() as stack:
+        stages = [stack.enter_context(StagedDir(path)) for path, _ in _outputs(request)]
         if before_publish is not None:
             before_publish(result)
-        for staging, path in staged:
-            beam_run.publish(staging, path)
-    finally:
-        beam_run.discard(*(s for s, _ in staged))
+        for stage in stages:
+            stage.publish()
     log.warning("nothing inferred: %s", "; ".join(reasons))
     return result
 
@@ -150,29 +150,33 @@ def _infer(
         len(files),
         beam_run.describe_options(options),
     )
-    result_staging = examples_staging = None
-    try:
-        if request.inference_result:
-            result_staging = beam_run.new_staging(request.inference_result)
-        if request.output_examples:
-            examples_staging = beam_run.new_staging(request.output_examples)
+    with contextlib.ExitStack() as stack:
+        result_stage = (
+            stack.enter_context(StagedDir(request.inference_result))
+            if request.inference_result
+            else None
+        )
+        examples_stage = (
+            stack.enter_context(StagedDir(request.output_examples))
+            if request.output_examples
+            else None
+        )
         piped = time.monotonic()
-        counts = _run_pipeline(plan, options, result_staging, examples_staging)
+        counts = _run_pipeline(
+            plan,
+            options,
+            result_stage.path if result_stage else None,
+            examples_stage.path if examples_stage else None,
+        )
         now = time.monotonic()
         result = BulkInferResult(
             True, (), counts, plan.signature_names, now - started, pipeline_seconds=now - piped
         )
         if before_publish is not None:
             before_publish(result)
-        for staging, path in (
-            (examples_staging, request.output_examples),
-            (result_staging, request.inference_result),
-        ):
-            if staging:
-                beam_run.publish(staging, path)
-        result_staging = examples_staging = None
-    finally:
-        beam_run.discard(result_staging, examples_staging)
+        for stage in (examples_stage, result_stage):
+            if stage is not None:
+                stage.publish()
     log.info(
         "bulk-infer: %s examples in %.1f s (the pipeline %.1f s, %s examples/s)",
         dict(result.counts),

@@ -17,7 +17,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from generic_trainer import (
     bulk_infer,
@@ -31,8 +31,9 @@ from generic_trainer import (
     train,
     transform,
     tune,
+    vertex,
 )
-from generic_trainer.artifacts import main_output, outputs, run_record
+from generic_trainer.artifacts import main_output, masking, outputs, run_record
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import TrainerError
 from generic_trainer.intake import options, output_checks
@@ -57,9 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for verb in VERBS.values():
         options.add_parser(sub, verb.declaration, EPILOG)
-    from generic_trainer import vertex  # light: aiplatform loads only when a job is built
-
-    vertex.add_parser(sub)
     return parser
 
 
@@ -154,10 +152,14 @@ def _raw_values(
     return values, kfp
 
 
-def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) -> int:
+def run_verb(
+    args: argparse.Namespace,
+    verb: VerbContract[RequestT, ResultT],
+    secrets: Iterable[str] = (),
+) -> int:
     """The one order of every verb (contract.py): request -> log -> outputs checked writable (before
     TensorFlow) -> output dirs locked (`lock_outputs`) -> run, the executor output written in
-    `before_publish` -> print the summary."""
+    `before_publish` -> print the summary, `secrets` masked in it."""
     from generic_trainer.artifacts import kfp_io
 
     output_file = getattr(args, "executor_output_file", None)
@@ -188,21 +190,13 @@ def run_verb(args: argparse.Namespace, verb: VerbContract[RequestT, ResultT]) ->
     with outputs.exclusive_all(held):  # a second run on one of them fails at once, naming this one
         summary = verb.summary(verb.run(request, before_publish))
     if summary is not None:
-        supervisor.print_summary(summary)
+        supervisor.print_summary(masking.mask_value(summary, masking.Masker(secrets)))
     return 0
 
 
-def _vertex_job(args: argparse.Namespace) -> int:
-    from generic_trainer import vertex
-
-    return vertex.main(args)
-
-
-# The one verb that still declares its own flags in its module (no request, no KFP component).
-OWN_MAIN = {"vertex-job": _vertex_job}
-
 # The verb modules, in `--help` order: each exports its VerbContract as VERB (contract.py).
-# Those whose declaration has no `component` (export-tflite, doctor) run the same way, without KFP.
+# Those whose declaration has no `component` (doctor, export-tflite, vertex-job) run the same way,
+# without KFP.
 VERB_MODULES = (
     train,
     tune,
@@ -214,6 +208,7 @@ VERB_MODULES = (
     bulk_infer,
     doctor,
     export_tflite,
+    vertex,
 )
 VERBS = {module.VERB.name: module.VERB for module in VERB_MODULES}
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
@@ -238,16 +233,14 @@ def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> 
     secrets = supervisor.known_secrets(args)
     if ending and not supervised and supervisor.wanted():  # user code runs in a watched child
         argv = list(sys.argv[1:] if argv is None else argv)
-        declaration = VERBS[args.verb].declaration if args.verb in VERBS else None
+        declaration = VERBS[args.verb].declaration
         expected = main_output.expected(
             args.verb, lambda: _raw_values(args, declaration)[0], os.environ
         )
         return supervisor.run(args.verb, argv, secrets, expected)
     supervisor.mask_logs(secrets)
     try:
-        code = (
-            OWN_MAIN[args.verb](args) if args.verb in OWN_MAIN else run_verb(args, VERBS[args.verb])
-        )
+        code = run_verb(args, VERBS[args.verb], secrets)
     except TrainerError as e:
         log.error("%s failed: %s", args.verb, e)
         code = e.exit_code

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from generic_trainer.artifacts import files, storage
+from generic_trainer.artifacts.staged import StagedDir
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import judge_options
 from generic_trainer.intake.contract import VerbContract
@@ -101,8 +102,9 @@ def run(
     try:
         module_path = None
         if request.module_file:
-            module_path = user_module.fetch(request.module_file, work, request.storage)
-            user_module.check_syntax(module_path)
+            module_path = user_module.checked_source(
+                request.module_file, work, settings=request.storage
+            )
         output = os.path.join(work, "tfma")
         result = _compute_in_sandbox(request, work, output, module_path)
         result.seconds = time.monotonic() - started
@@ -222,9 +224,9 @@ def write_outputs(
         report.write(request.report_file, eval_report.render(request, result))
         log.info("report: %s", request.report_file)
     if request.evaluation_dir and os.path.isdir(tfma_output):
-        staging = storage.staging_dir_for(request.evaluation_dir)
-        shutil.copytree(tfma_output, staging)
-        storage.publish_dir(staging, request.evaluation_dir)
+        with StagedDir(request.evaluation_dir) as stage:
+            shutil.copytree(tfma_output, stage.path, dirs_exist_ok=True)
+            stage.publish()
         log.info("evaluation (TFMA's output): %s", request.evaluation_dir)
     if before_publish is not None:
         before_publish(result)

@@ -1,5 +1,4 @@
-"""The import-examples verb: CSV, Parquet or TFRecord files to a TFX Examples artifact, on Apache
-Beam.
+"""import-examples: CSV, Parquet or TFRecord files to a TFX Examples artifact, on Apache Beam.
 
     <output>/Split-<name>/data_tfrecord-NNNNN-of-MMMMM.gz   gzipped TFRecords (ExampleGen's layout)
     <output>/schema.pbtxt, examples_properties.json        the schema; TFX's properties (span, ...)
@@ -11,12 +10,13 @@ one is given, else against the first file) and each pattern must hold a row
 or TFRecords (files are the unit of parallelism), encodes rows as tf.Example or canonicalizes each
 tf.(Sequence)Example, and splits by TFX's hash (of the record, or of its partition feature) or by
 the pattern it came from (`--input-splits`). Without a schema tables are read twice (types first),
-TFRecords once; the schema is SchemaGen's (beam/inference.py). Beam writes into a staging dir,
-renamed into place on success (after `before_publish`: contract.py).
+TFRecords once; the schema is SchemaGen's (beam/inference.py). Beam writes into a StagedDir,
+published on success (after `before_publish`: contract.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from generic_trainer.artifacts import outputs
+from generic_trainer.artifacts.staged import StagedDir
 from generic_trainer.beam import beam_run, import_fns, tfrecords
 from generic_trainer.beam.import_sources import Source, given_kinds, prepare_sources
 from generic_trainer.errors import UserInputError
@@ -193,9 +194,7 @@ def run(
     request: ImportExamplesRequest, before_publish: Callable[[ImportResult], None] | None = None
 ) -> ImportResult:
     """Import the tables into a new Examples directory, held for the run (a second run into it fails
-    at once,
-    exit 2, naming this one); `before_publish(result)` runs once it is staged, before it is
-    published."""
+    at once, exit 2, naming this one); `before_publish(result)` runs once it is staged."""
     held = [(request.output, "--output"), (request.schema_output, "--schema-output")]
     with outputs.exclusive_all(held, new=("--output",)):
         return _import(request, before_publish)
@@ -239,29 +238,25 @@ def _import(
     all_files = sorted({f for s in sources for f in s.files})
     options = beam_run.pipeline_options(request.beam_args, beam_run.total_bytes(all_files))
     _log_plan(request, len(all_files), properties, columns, options)
-    staging = beam_run.new_staging(request.output)
-    schema_staging = None
-    try:
-        counts = _run_pipeline(request, sources, columns, schema, staging, options)
-        examples_properties.write(staging, properties, beam_run.write_text)
-        with beam_run.open_binary(beam_run.join(staging, SCHEMA_FILE)) as f:
+    with contextlib.ExitStack() as stack:
+        stage = stack.enter_context(StagedDir(request.output))
+        counts = _run_pipeline(request, sources, columns, schema, stage.path, options)
+        examples_properties.write(stage.path, properties, beam_run.write_text)
+        with beam_run.open_binary(beam_run.join(stage.path, SCHEMA_FILE)) as f:
             schema_text = f.read().decode("utf-8")
         seconds = time.monotonic() - started
         result = ImportResult(
             request.output, counts, _feature_count(schema_text), schema is None, seconds, properties
         )
+        schema_stage = None
         if request.schema_output:
-            schema_staging = beam_run.new_staging(request.schema_output)
-            beam_run.write_text(beam_run.join(schema_staging, SCHEMA_FILE), schema_text)
+            schema_stage = stack.enter_context(StagedDir(request.schema_output))
+            beam_run.write_text(beam_run.join(schema_stage.path, SCHEMA_FILE), schema_text)
         if before_publish is not None:
             before_publish(result)
-        if schema_staging:
-            beam_run.publish(schema_staging, request.schema_output)
-            schema_staging = None
-        beam_run.publish(staging, request.output)
-        staging = None
-    finally:
-        beam_run.discard(staging, schema_staging)
+        if schema_stage is not None:
+            schema_stage.publish()
+        stage.publish()
     log.info(
         "import-examples: wrote %s examples to %s in %.1f s (%.0f examples/s)",
         ", ".join(f"{n} {s}" for s, n in counts.items()),

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from generic_trainer.artifacts import outputs, storage, tree
+from generic_trainer.artifacts.staged import StagedDir
 from generic_trainer.errors import OutputError, UserInputError
 from generic_trainer.intake import push_options
 from generic_trainer.intake.contract import VerbContract
@@ -121,17 +122,13 @@ def _archive(
     whole."""
     if not pushed_model_dir:
         return
-    staging = storage.staging_dir_for(pushed_model_dir)
     try:
-        if source:
-            _copy(source, dirs, files, staging)
-        else:
-            os.makedirs(staging)
-        storage.publish_dir(staging, pushed_model_dir)
+        with StagedDir(pushed_model_dir) as stage:
+            if source:
+                _copy(source, dirs, files, stage.path)
+            stage.publish()
     except OSError as e:
         raise OutputError(f"--pushed-model-dir: could not write {pushed_model_dir}: {e}") from e
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def run(
@@ -169,15 +166,7 @@ def _push(
 ) -> PushResult:
     """Copy, check the model did not change meanwhile, archive, then publish the next free
     version."""
-    now = int(time.time())
-    version = storage.free_version(request.push_destination, now)
-    if version != str(now):
-        log.warning(
-            "%s exists already (it was left alone): pushed as version %s, the next free one "
-            "(TFX's Pusher would skip the copy and report that dir as pushed)",
-            os.path.join(request.push_destination, str(now)),
-            version,
-        )
+    version = _free_version(request.push_destination)
     staging = storage.staging_dir_for(os.path.join(request.push_destination, version))
     result = PushResult(pushed=True, reasons=[], files=len(files))
     started = time.monotonic()
@@ -210,6 +199,20 @@ def _push(
         SAVED_MODEL,
     )
     return result
+
+
+def _free_version(destination: str) -> str:
+    """The version to push as: now's timestamp, or the next free one (said in the log)."""
+    now = int(time.time())
+    version = storage.free_version(destination, now)
+    if version != str(now):
+        log.warning(
+            "%s exists already (it was left alone): pushed as version %s, the next free one "
+            "(TFX's Pusher would skip the copy and report that dir as pushed)",
+            os.path.join(destination, str(now)),
+            version,
+        )
+    return version
 
 
 def _set_version(request: PushRequest, result: PushResult, version: str) -> None:

@@ -10,8 +10,11 @@ template modules also import their own helper files by their `tfx` path
 `from tfx.experimental.templates.taxi.models import features`): such an import loads the file
 when it sits beside a module `user_module` loaded (`add_module_dir`), or in a folder above it
 whose trailing folder names are those of the import's package (`.../taxi/models/features.py`),
-under its `tfx` name; the packages on the way are empty stand-ins. Any other `tfx` import fails
-with an ImportError that names it and lists what is supported. It stays installed for the rest
+under its `tfx` name; the packages on the way are empty stand-ins. `tfx.proto.*_pb2` and
+`tfx.v1.proto` serve TFX's messages, declared wire-compatible in `tfx_dsl.protos` (`FORWARDS`:
+a stand-in with every name of a module), and `tfma.EvalConfig` and the other config names TFX's
+files use are given to the real TFMA when it is imported (`tfma_names`). Any other `tfx` import
+fails with an ImportError that names it and lists what is supported. It stays installed for the rest
 of the process, because modules also import `tfx` lazily inside `run_fn` and keras
 deserialization may re-import them.
 """
@@ -29,6 +32,8 @@ import types
 from typing import Any
 
 from generic_trainer.tfx import FILEIO_NAMES, IO_UTILS_NAMES
+from generic_trainer.tfx_dsl.protos import paths as proto_paths
+from generic_trainer.tfx_dsl.protos import tfma_names
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,9 @@ MODULES: dict[str, dict[str, tuple[str, str]]] = {
     "tfx.dsl.io": {},
     "tfx.dsl.io.fileio": {name: (f"{_TFX}:fileio", name) for name in FILEIO_NAMES},
 }
+MODULES.update(proto_paths.modules())
+# Stand-in module -> the module whose every public name it has (`tfx.proto.trainer_pb2`).
+FORWARDS: dict[str, str] = proto_paths.forwards()
 _MARK = "__generic_trainer_stand_in__"
 _MODULE_DIRS: list[
     str
@@ -127,6 +135,9 @@ def _may_be_tree_package(fullname: str) -> bool:
     return bool(_MODULE_DIRS) and not fullname.startswith("tfx.v1.") and not parent_is_leaf_stand_in
 
 
+_TFX_NAMES = "TFX's names"
+
+
 def supported() -> str:
     """The supported imports, for error messages and the README: `tfx.x.y (A, B)`, one per leaf
     module."""
@@ -134,7 +145,7 @@ def supported() -> str:
         name for name in MODULES if not any(other.startswith(name + ".") for other in MODULES)
     ]
     return (
-        "; ".join(f"{name} ({', '.join(MODULES[name])})" for name in leaves)
+        "; ".join(f"{name} ({', '.join(MODULES[name]) or _TFX_NAMES})" for name in leaves)
         + "; and `from tfx import v1 as tfx`"
     )
 
@@ -195,6 +206,10 @@ class _StandInLoader(importlib.abc.Loader):
         )
         module.__getattr__ = _module_getattr(spec.name)
         module.__all__ = sorted(MODULES.get(spec.name, {})) + _children(spec.name)
+        if spec.name in FORWARDS:
+            names = vars(importlib.import_module(FORWARDS[spec.name]))
+            module.__dict__.update({k: v for k, v in names.items() if not k.startswith("_")})
+            module.__all__ = sorted(k for k in names if not k.startswith("_"))
         setattr(module, _MARK, True)
         return module
 
@@ -235,12 +250,14 @@ def install() -> bool:
         log.info("the tfx package is installed: module files import the real TFX")
         return False
     sys.meta_path.append(TfxFinder())
+    tfma_names.install()  # `tfma.EvalConfig`, ... as TFX's files write them, on TFMA 0.52
     return True
 
 
 def uninstall() -> None:
     """Remove the finder, the stand-in modules and the tree files loaded by `tfx` paths (tests)."""
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, TfxFinder)]
+    tfma_names.uninstall()
     for name in [n for n, m in sys.modules.items() if n == "tfx" or n.startswith("tfx.")]:
         if getattr(sys.modules[name], _MARK, False) or name in _TREE_MODULES:
             del sys.modules[name]

@@ -12,7 +12,6 @@ SIGTERM ends the run with `Preempted` (exit 143), after a backup when `fit` runs
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -27,7 +26,6 @@ from generic_trainer.artifacts.results import TrainResult
 from generic_trainer.fit import (
     accelerator,
     inputs,
-    keras_auto,
     keras_multiworker,
     run_fn_call,
     user_code,
@@ -80,19 +78,12 @@ def _run_module(request: TrainRequest, cluster, before_publish) -> TrainResult:
         with user_code.guard(
             f"module {request.program.module_file}"
         ):  # anywhere else the module's code runs
-            module_path = user_module.fetch(
-                request.program.module_file, os.path.join(scratch, "module"), request.storage
+            module_path = user_module.checked_source(
+                request.program.module_file,
+                os.path.join(scratch, "module"),
+                request.program.module_sha256,
+                request.storage,
             )
-            keras, why = keras_auto.decide_fetched(request.keras, request.keras_reason, module_path)
-            if why != request.keras_reason:
-                log.info(
-                    "tf.keras is %s: %s",
-                    "Keras 2 (tf_keras)" if keras == "tf_keras" else "Keras 3",
-                    why,
-                )
-                request = dataclasses.replace(request, keras=keras, keras_reason=why)
-            user_module.check_sha256(module_path, request.program.module_sha256)
-            user_module.check_syntax(module_path)
             return _run(request, cluster, module_path, examples, scratch, before_publish)
     finally:
         WATCHER.uninstall()

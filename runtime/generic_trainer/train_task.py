@@ -27,8 +27,8 @@ from generic_trainer.fit.preemption import WATCHER
 from generic_trainer.fit.requests import TrainRequest
 from generic_trainer.task import base, config
 from generic_trainer.task.config import TRAIN_MODES
-from generic_trainer.task.controller import ExperimentResult
 from generic_trainer.task.experiment import barrier, run_experiment
+from generic_trainer.task.experiment_result import ExperimentResult
 from generic_trainer.task.loading import load_task_class, make_task, resolve_experiment
 from generic_trainer.trained import publisher
 

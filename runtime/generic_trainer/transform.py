@@ -21,6 +21,7 @@ on success. The caller decides TF_USE_LEGACY_KERAS before this module is importe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -31,6 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from generic_trainer.artifacts.staged import StagedDir
 from generic_trainer.beam import beam_run, tft_pipeline
 from generic_trainer.errors import UserCodeError, UserInputError
 from generic_trainer.fit import user_code, user_module
@@ -94,7 +96,7 @@ class _GuardedFn:
 def _load_fn(request: TransformRequest, download_dir: str) -> _GuardedFn:
     """preprocessing_fn, with custom_config bound when it takes one (as TFX's Transform binds
     it)."""
-    module = user_module.load(
+    module = user_module.load_user_module(
         request.module_file, download_dir, request.module_sha256, request.storage
     )
     fn = user_module.get_function(module, request.preprocessing_fn, "--preprocessing-fn")
@@ -168,10 +170,11 @@ def _transform(
         input_files = [e.path for d in split_dirs for e in os.scandir(d) if e.is_file()]
         options = beam_run.pipeline_options(request.beam_args, beam_run.total_bytes(input_files))
         _log_start(request, plan, len(schema.feature), options)
-        stagings = [beam_run.new_staging(f) if f else None for f in finals]
-        try:
+        with contextlib.ExitStack() as stack:
+            stages = [stack.enter_context(StagedDir(f)) if f else None for f in finals]
+            paths = [stage.path if stage else None for stage in stages]
             plan = dataclasses.replace(
-                plan, graph_dir=stagings[0], examples_dir=stagings[1], cache_out=stagings[2]
+                plan, graph_dir=paths[0], examples_dir=paths[1], cache_out=paths[2]
             )
             counters, cache_info = _run_guarded(guarded, options, plan)
             result = TransformResult(
@@ -181,18 +184,15 @@ def _transform(
                     counters, tft_pipeline.COUNTER_PREFIX, tuple(plan.transform)
                 ),
                 raw_feature_count=len(schema.feature),
-                feature_count=len(tft_pipeline.transformed_schema(stagings[0]).feature),
+                feature_count=len(tft_pipeline.transformed_schema(paths[0]).feature),
                 seconds=time.monotonic() - started,
                 analyzer_cache=cache_info,
             )
             if before_publish is not None:
                 before_publish(result)
-            for i in (1, 2, 0):  # the transform graph last
-                if stagings[i]:
-                    beam_run.publish(stagings[i], finals[i])
-                    stagings[i] = None
-        finally:
-            beam_run.discard(*stagings)
+            for stage in (stages[1], stages[2], stages[0]):  # the transform graph last
+                if stage is not None:
+                    stage.publish()
     _log_end(request, result)
     return result
 

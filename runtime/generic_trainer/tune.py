@@ -74,11 +74,12 @@ def run(
             with user_code.guard(
                 f"module {request.module_file}"
             ):  # the model-building function, callbacks
-                module_path = user_module.fetch(
-                    request.module_file, os.path.join(scratch, "module"), request.storage
+                module_path = user_module.checked_source(
+                    request.module_file,
+                    os.path.join(scratch, "module"),
+                    request.module_sha256,
+                    request.storage,
                 )
-                user_module.check_sha256(module_path, request.module_sha256)
-                user_module.check_syntax(module_path)
                 return _run(request, role, module_path, examples, before_publish)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)

@@ -112,17 +112,7 @@ def check_machine(
     pair = f"{machine_type}" + (
         f" with {accelerator_count}x {accelerator_type}" if accelerator_type else ""
     )
-    if accelerator_type and accelerator_type not in ACCELERATOR_TYPES:
-        raise UserInputError(
-            flag.replace("machine-type", "accelerator-type"),
-            f"unknown accelerator "
-            f"{accelerator_type!r}; Vertex AI offers {', '.join(ACCELERATOR_TYPES)}",
-        )
-    if accelerator_type and accelerator_type.startswith("TPU_"):
-        raise UserInputError(
-            flag.replace("machine-type", "accelerator-type"),
-            f"{pair}: TPUs are not supported (the runtime chooses GPU and CPU strategies only)",
-        )
+    _check_accelerator(accelerator_type, pair, flag.replace("machine-type", "accelerator-type"))
     match = MACHINE_TYPE.fullmatch(machine_type or "")
     family = match.group(1) if match else None
     bundled = _bundled(machine_type)
@@ -135,26 +125,8 @@ def check_machine(
                 f"accelerator type {kind} and count {count}",
             )
         return
-    if family == "n1" and match.group(2) in (
-        "standard",
-        "highmem",
-        "highcpu",
-        "megamem",
-        "ultramem",
-    ):
-        if accelerator_type and accelerator_type not in N1_GPUS:
-            raise UserInputError(
-                flag,
-                f"{pair}: n1 machines take {', '.join(N1_GPUS)}; {accelerator_type} comes "
-                "with its own machine family (e.g. NVIDIA_TESLA_A100: a2-highgpu-Ng, "
-                "NVIDIA_L4: g2-standard-N)",
-            )
-        if accelerator_type and accelerator_count not in N1_GPUS[accelerator_type]:
-            raise UserInputError(
-                flag,
-                f"{pair}: n1 machines take {accelerator_type} in counts "
-                f"{', '.join(map(str, N1_GPUS[accelerator_type]))}",
-            )
+    if family == "n1" and match.group(2) in N1_KINDS:
+        _check_n1(accelerator_type, accelerator_count, pair, flag)
         return
     if family in CPU_FAMILIES:
         if accelerator_type:
@@ -168,10 +140,44 @@ def check_machine(
         raise UserInputError(
             flag, f"{pair}: not a {family} machine type Vertex AI offers; known: {KNOWN}"
         )
-    if allow_unknown:
-        return
-    raise UserInputError(
-        flag,
-        f"unknown machine type {machine_type!r}; known: {KNOWN}. (A family newer than this "
-        "table? pass --allow-unknown-machine-type)",
-    )
+    if not allow_unknown:
+        raise UserInputError(
+            flag,
+            f"unknown machine type {machine_type!r}; known: {KNOWN}. (A family newer than this "
+            "table? pass --allow-unknown-machine-type)",
+        )
+
+
+N1_KINDS = ("standard", "highmem", "highcpu", "megamem", "ultramem")
+
+
+def _check_accelerator(accelerator_type: str | None, pair: str, flag: str) -> None:
+    """Refuse an accelerator Vertex AI does not offer, or a TPU."""
+    if accelerator_type and accelerator_type not in ACCELERATOR_TYPES:
+        raise UserInputError(
+            flag,
+            f"unknown accelerator "
+            f"{accelerator_type!r}; Vertex AI offers {', '.join(ACCELERATOR_TYPES)}",
+        )
+    if accelerator_type and accelerator_type.startswith("TPU_"):
+        raise UserInputError(
+            flag,
+            f"{pair}: TPUs are not supported (the runtime chooses GPU and CPU strategies only)",
+        )
+
+
+def _check_n1(accelerator_type: str | None, accelerator_count: int, pair: str, flag: str) -> None:
+    """An n1 machine's GPUs: the kinds and counts it takes."""
+    if accelerator_type and accelerator_type not in N1_GPUS:
+        raise UserInputError(
+            flag,
+            f"{pair}: n1 machines take {', '.join(N1_GPUS)}; {accelerator_type} comes "
+            "with its own machine family (e.g. NVIDIA_TESLA_A100: a2-highgpu-Ng, "
+            "NVIDIA_L4: g2-standard-N)",
+        )
+    if accelerator_type and accelerator_count not in N1_GPUS[accelerator_type]:
+        raise UserInputError(
+            flag,
+            f"{pair}: n1 machines take {accelerator_type} in counts "
+            f"{', '.join(map(str, N1_GPUS[accelerator_type]))}",
+        )

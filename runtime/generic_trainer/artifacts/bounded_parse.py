@@ -25,6 +25,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from generic_trainer.artifacts import files
 from generic_trainer.errors import UserInputError
 
 MAX_DEPTH = 100  # levels of nested objects / lists (a config needs a handful)
@@ -206,22 +207,29 @@ def load_yaml(text: str, input_name: str, where: str = "") -> Any:
 
 
 def read_text(path: str, input_name: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
-    """The UTF-8 text of the regular file `path`, read with a bound: UserInputError naming the file
-    otherwise."""
-    if not os.path.isfile(path):
-        raise UserInputError(
-            input_name,
-            f"{path} does not exist"
-            if not os.path.exists(path)
-            else f"{path} is not a regular file",
-        )
+    """The UTF-8 text of the regular file `path`, read with a bound (files.read_bounded): the one
+    reader of a small text file the user gives.
+
+    Args:
+        path: a local path.
+        input_name: the input named in errors (a flag, or the path itself).
+        max_bytes: the most bytes read.
+
+    Returns:
+        The text.
+
+    Raises:
+        UserInputError: `path` is missing, not a regular file, unreadable, over `max_bytes`, or
+            not UTF-8 text, named with `input_name`.
+    """
+    if not os.path.exists(path):
+        raise UserInputError(input_name, f"{path} does not exist")
     try:
-        with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
+        data = files.read_bounded(path, max_bytes)
+    except files.UnreadableFile as e:
+        raise UserInputError(input_name, str(e)) from None
     except OSError as e:
         raise UserInputError(input_name, f"{path} cannot be read: {e.strerror or e}") from None
-    if len(data) > max_bytes:
-        raise UserInputError(input_name, f"{path} is over the limit of {max_bytes} bytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -1,10 +1,11 @@
 """Small files the runtime reads and writes itself: bounded reads, atomic writes, strict JSON.
 
 Every small file the runtime reads (hyperparameters, schemas, executor input, module files, lock
-files) goes through `read_bounded` / `read_small`: a file that is not a regular file (a FIFO would
-block for ever, `/dev/zero` never ends) or is larger than the limit is refused, naming the file and
-the limit. `write_file_atomic` replaces only a regular file (never a device, FIFO or socket, nor
-what a symlink points to) and removes its temporary file when the write fails (a full disk: exit 4).
+files) goes through `read_bounded` (as text: `bounded_parse.read_text`): a file that is not a
+regular file (a FIFO would block for ever, `/dev/zero` never ends) or is larger than the limit is
+refused, naming the file and the limit. `write_file_atomic` replaces only a regular file (never a
+device, FIFO or socket, nor what a symlink points to) and removes its temporary file when the
+write fails (a full disk: exit 4).
 `dumps_strict` writes JSON that any parser reads: NaN and infinities become null, with a warning.
 """
 
@@ -19,7 +20,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from generic_trainer.errors import OutputError, UserInputError
+from generic_trainer.errors import OutputError
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +110,14 @@ def not_replaceable(path: str) -> str | None:
 
 
 def read_bounded(path: str, limit: int | None = None) -> bytes:
-    """The bytes of the regular file `path`; UnreadableFile when it is not one or holds more than
-    `limit` bytes
-    (MAX_SMALL_FILE by default)."""
+    """The bytes of the regular file `path` (the one bounded reader; as text:
+    bounded_parse.read_text).
+
+    Raises:
+        UnreadableFile: "<path> is a <kind>, not a regular file" or "<path> is over the limit of
+            <limit> bytes" (MAX_SMALL_FILE by default).
+        OSError: as reading it would raise.
+    """
     limit = MAX_SMALL_FILE if limit is None else limit
     kind = special_kind(path)
     if kind is not None:
@@ -119,19 +125,8 @@ def read_bounded(path: str, limit: int | None = None) -> bytes:
     with open(path, "rb") as f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise UnreadableFile(f"{path} is larger than the limit of {limit:,} bytes for this file")
+        raise UnreadableFile(f"{path} is over the limit of {limit} bytes")
     return data
-
-
-def read_small(path: str, input_name: str, limit: int | None = None) -> str:
-    """The UTF-8 text of the file `path` read as the input `input_name`: UserInputError (exit 2)
-    when it is
-    not a regular file or larger than `limit`; UnicodeDecodeError and OSError as reading it would
-    raise."""
-    try:
-        return read_bounded(path, limit).decode("utf-8")
-    except UnreadableFile as e:
-        raise UserInputError(input_name, str(e)) from None
 
 
 def listdir(path: str) -> list[str]:

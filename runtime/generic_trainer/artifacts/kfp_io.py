@@ -150,24 +150,11 @@ def parse(
         if artifact is not None and name in artifacts.inputs:
             values[artifacts.inputs[name]] = artifact["uri"]
     outputs = _object(executor_input.get("outputs"), "outputs", required=True)
-    locations: dict[str, dict[str, str]] = {}
-    for name, entry in _object(outputs.get("artifacts"), "outputs.artifacts").items():
-        artifact = _first_artifact(entry, f"outputs.artifacts.{name}", required=True)
-        path = storage.local_path(artifact["uri"], gcs_root)
-        locations[name] = {
-            "name": str(artifact.get("name") or ""),
-            "uri": artifact["uri"],
-            "path": path,
-            "schema_title": str(
-                _object(artifact.get("type"), f"outputs.artifacts.{name}.artifacts[0].type").get(
-                    "schemaTitle"
-                )
-                or ""
-            ),
-        }
+    locations = _output_locations(outputs, gcs_root)
+    for name, location in locations.items():
         key = artifacts.outputs.get(name)
         if key:
-            values[key] = path
+            values[key] = location["path"]
     output_file = outputs.get("outputFile")
     if not isinstance(output_file, str) or not output_file:
         raise UserInputError(
@@ -180,6 +167,21 @@ def parse(
         artifacts=locations,
         parameters=tuple(_object(outputs.get("parameters"), "outputs.parameters")),
     )
+
+
+def _output_locations(outputs: Mapping[str, Any], gcs_root: str) -> dict[str, dict[str, str]]:
+    """Each output artifact's name, URI, local path and schema title, by its name."""
+    locations: dict[str, dict[str, str]] = {}
+    for name, entry in _object(outputs.get("artifacts"), "outputs.artifacts").items():
+        artifact = _first_artifact(entry, f"outputs.artifacts.{name}", required=True)
+        kind = _object(artifact.get("type"), f"outputs.artifacts.{name}.artifacts[0].type")
+        locations[name] = {
+            "name": str(artifact.get("name") or ""),
+            "uri": artifact["uri"],
+            "path": storage.local_path(artifact["uri"], gcs_root),
+            "schema_title": str(kind.get("schemaTitle") or ""),
+        }
+    return locations
 
 
 def write_executor_output(

@@ -17,7 +17,7 @@ import os
 import re
 import select
 from collections.abc import Iterable
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from generic_trainer.artifacts.redaction import URL_USERINFO
 
@@ -54,6 +54,10 @@ class Masker:
             data = data.replace(secret, b"***")
         return _URL_USERINFO.sub(rb"\1***@", data)
 
+    def text(self, text: str) -> str:
+        """`text` with its secrets masked."""
+        return self(text.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
+
     def held(self, data: bytes) -> int:
         """How many bytes at the end of `data` begin a secret without completing it (to hold
         back)."""
@@ -66,6 +70,25 @@ class Masker:
         return longest
 
 
+def mask_value(value: Any, mask: Masker) -> Any:
+    """A JSON value (a run's printed summary) with every string in it masked, keys included.
+
+    Args:
+        value: dicts, lists and scalars.
+        mask: the run's secrets.
+
+    Returns:
+        A copy, each string masked (the JSON stays valid: a secret is masked inside its string).
+    """
+    if isinstance(value, str):
+        return mask.text(value)
+    if isinstance(value, dict):
+        return {mask_value(k, mask): mask_value(v, mask) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_value(v, mask) for v in value]
+    return value
+
+
 class MaskingFilter(logging.Filter):
     """A logging filter masking secret values in each record (for a verb run without the supervisor:
     in-process `cli.main(argv)`, GENERIC_TRAINER_SUPERVISE=0)."""
@@ -76,10 +99,9 @@ class MaskingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
-        raw = text.encode("utf-8", "surrogatepass")
-        masked = self.mask(raw)
-        if masked != raw:
-            record.msg, record.args = masked.decode("utf-8", "surrogatepass"), ()
+        masked = self.mask.text(text)
+        if masked != text:
+            record.msg, record.args = masked, ()
         return True
 
 

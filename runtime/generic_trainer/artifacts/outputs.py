@@ -136,12 +136,6 @@ def exclusive_all(
         yield
 
 
-def publish(staging: str, final_dir: str) -> None:
-    """Move a validated staging directory into place (whole, replacing an older one)."""
-    storage.publish_dir(staging, final_dir)
-    log.info("published %s", final_dir)
-
-
 def metric_name(key: Any) -> str:
     """A metric's name as logs and files show it: control characters (newline, NUL, ...) escaped, so
     a name cannot start a forged log line."""

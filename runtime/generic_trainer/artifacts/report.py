@@ -5,9 +5,9 @@ curves read from the run's TensorBoard event files, the resolved inputs, the str
 devices, and the final metrics. Every user-supplied string is escaped; secret custom_config values
 never appear (the request's redacted copy is used).
 
-The building blocks (`table`, `key_value_table`, `line_chart`, `read_scalars`, `curves`, `page`,
-`write`) are generic: the train report (`trained/train_report.py`), the tuner's and the evaluator's
-are made of the same parts.
+The building blocks (`table`, `key_value_table`, `line_chart` over chart_geometry.py, `curves` of
+the scalars tensorboard_scalars.py reads, `page`, `write`) are generic: the train report
+(`trained/train_report.py`), the tuner's and the evaluator's are made of the same parts.
 """
 
 from __future__ import annotations
@@ -17,17 +17,16 @@ import html
 import json
 import logging
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from generic_trainer.artifacts import tree
+from generic_trainer.artifacts import chart_geometry
+from generic_trainer.artifacts.chart_geometry import MAX_POINTS  # noqa: F401 (re-exported)
+from generic_trainer.artifacts.tensorboard_scalars import Points, read_scalars
 
 log = logging.getLogger(__name__)
 
-Points = list[tuple[float, float]]
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
-MAX_POINTS = 400  # per series; longer series are thinned evenly (first and last point kept)
 
 _CSS = """
 body{font-family:-apple-system,Segoe UI,Roboto,Helvetica,Arial,sans-serif;margin:24px;color:#222;
@@ -85,42 +84,6 @@ def key_value_table(values: Mapping[str, Any], skip_none: bool = True) -> str:
     )
 
 
-def _thin(points: Points, limit: int = MAX_POINTS) -> Points:
-    if len(points) <= limit:
-        return points
-    stride = (len(points) - 1) / (limit - 1)
-    return [points[round(i * stride)] for i in range(limit)]
-
-
-def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    if hi <= lo:
-        return [lo]
-    raw = (hi - lo) / max(count - 1, 1)
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    first = math.ceil(lo / step) * step
-    ticks = []
-    value = first
-    while value <= hi + step * 1e-9:
-        ticks.append(round(value, 12))
-        value += step
-    return ticks
-
-
-def _axis_ranges(
-    series: Iterable[Sequence[tuple[float, float]]],
-) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(x_lo, x_hi), (y_lo, y_hi) spanning every point: never empty, y padded by 5% (10% of a flat
-    line)."""
-    points = [p for pts in series for p in pts]
-    x_lo, x_hi = min(x for x, _ in points), max(x for x, _ in points)
-    y_lo, y_hi = min(y for _, y in points), max(y for _, y in points)
-    if x_hi == x_lo:
-        x_lo, x_hi = x_lo - 1, x_hi + 1
-    pad = (abs(y_lo) * 0.1 or 1.0) if y_hi == y_lo else (y_hi - y_lo) * 0.05
-    return (x_lo, x_hi), (y_lo - pad, y_hi + pad)
-
-
 def line_chart(
     title: str,
     series: Mapping[str, Sequence[tuple[float, float]]],
@@ -129,10 +92,21 @@ def line_chart(
     width: int = 520,
     height: int = 280,
 ) -> str:
-    """An inline SVG line chart of `series` (name -> [(x, y), ...]); non-finite points are
-    skipped."""
+    """An inline SVG line chart; non-finite points are skipped, long series thinned.
+
+    Args:
+      title: the chart's title.
+      series: {name: [(x, y), ...]}.
+      x_label: the x axis's label.
+      y_label: the y axis's label ("" for none).
+      width: in pixels.
+      height: in pixels.
+
+    Returns:
+      The chart's HTML (a note when nothing is left to draw).
+    """
     clean = {
-        name: _thin(
+        name: chart_geometry.thin(
             sorted((float(x), float(y)) for x, y in pts if math.isfinite(x) and math.isfinite(y))
         )
         for name, pts in series.items()
@@ -140,16 +114,20 @@ def line_chart(
     clean = {name: pts for name, pts in clean.items() if pts}
     if not clean:
         return f'<p class="note">{esc(title)}: nothing logged.</p>'
-    (x_lo, x_hi), (y_lo, y_hi) = _axis_ranges(clean.values())
-    left, right, top, bottom = 58, 12, 42, 44
-    plot_w, plot_h = width - left - right, height - top - bottom
+    frame = chart_geometry.Frame(width, height, *chart_geometry.axis_ranges(clean.values()))
+    parts = _chart_axes(frame, title, x_label, y_label)
+    legend_x = frame.left
+    for i, (name, pts) in enumerate(clean.items()):
+        parts += _chart_series(frame, name, pts, COLORS[i % len(COLORS)], legend_x)
+        legend_x += 28 + 6.5 * len(name)
+    parts.append("</svg>")
+    return f'<div class="chart">{"".join(parts)}</div>'
 
-    def sx(x: float) -> float:
-        return left + (x - x_lo) / (x_hi - x_lo) * plot_w
 
-    def sy(y: float) -> float:
-        return top + (1 - (y - y_lo) / (y_hi - y_lo)) * plot_h
-
+def _chart_axes(frame: chart_geometry.Frame, title: str, x_label: str, y_label: str) -> list[str]:
+    """The chart's opening SVG: its title, plot box, grid lines, ticks and axis labels."""
+    width, height, left, top = frame.width, frame.height, frame.left, frame.top
+    plot_w, plot_h = frame.plot_w, frame.plot_h
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}" font-size="11" '
@@ -159,14 +137,14 @@ def line_chart(
         f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" '
         'fill="none" stroke="#999"/>',
     ]
-    for tick in _nice_ticks(y_lo, y_hi):
-        y = sy(tick)
+    for tick in chart_geometry.nice_ticks(*frame.y_range):
+        y = frame.sy(tick)
         parts.append(
             f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>'
             f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{esc(f"{tick:.4g}")}</text>'
         )
-    for tick in _nice_ticks(x_lo, x_hi):
-        x = sx(tick)
+    for tick in chart_geometry.nice_ticks(*frame.x_range):
+        x = frame.sx(tick)
         parts.append(
             f'<line x1="{x:.1f}" y1="{top + plot_h}" x2="{x:.1f}" y2="{top + plot_h + 4}" '
             'stroke="#999"/>'
@@ -182,70 +160,31 @@ def line_chart(
             f'<text x="12" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
             f'transform="rotate(-90 12 {top + plot_h / 2:.1f})">{esc(y_label)}</text>'
         )
-    legend_x = left
-    for i, (name, pts) in enumerate(clean.items()):
-        color = COLORS[i % len(COLORS)]
-        coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
-        if len(pts) > 1:
-            parts.append(
-                f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{coords}">'
-                f"<title>{esc(name)}</title></polyline>"
-            )
-        if len(pts) <= 60:
-            parts.extend(
-                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}">'
-                f"<title>{esc(name)}: {esc(fmt(x))}, {esc(fmt(y))}</title></circle>"
-                for x, y in pts
-            )
+    return parts
+
+
+def _chart_series(
+    frame: chart_geometry.Frame, name: str, pts: Points, color: str, legend_x: float
+) -> list[str]:
+    """One series' SVG: its line, its points (when few enough to show), its legend entry."""
+    parts = []
+    if len(pts) > 1:
+        coords = " ".join(f"{frame.sx(x):.1f},{frame.sy(y):.1f}" for x, y in pts)
         parts.append(
-            f'<rect x="{legend_x}" y="{top - 12}" width="12" height="3" fill="{color}"/>'
-            f'<text x="{legend_x + 16}" y="{top - 8}">{esc(name)}</text>'
+            f'<polyline fill="none" stroke="{color}" stroke-width="1.8" points="{coords}">'
+            f"<title>{esc(name)}</title></polyline>"
         )
-        legend_x += 28 + 6.5 * len(name)
-    parts.append("</svg>")
-    return f'<div class="chart">{"".join(parts)}</div>'
-
-
-def read_scalars(log_dir: str) -> dict[str, dict[str, Points]]:
-    """Scalars from every TensorBoard event file under `log_dir`: tag -> run -> [(step, value)].
-
-    A run is the event file's directory relative to `log_dir` (Keras writes `train` and
-    `validation`). Both TF2 tensor summaries and TF1 `simple_value`s are read. Unreadable files
-    are skipped with a warning: the report is a view of the run, never a reason to fail it.
-    """
-    scalars: dict[str, dict[str, Points]] = {}
-    if not log_dir or not os.path.isdir(log_dir):
-        return scalars
-    try:
-        from tensorboard.backend.event_processing import event_file_loader
-        from tensorboard.util import tensor_util
-    except ImportError as e:  # pragma: no cover - tensorboard is a runtime dependency
-        log.warning("report: cannot read TensorBoard logs (%s)", e)
-        return scalars
-    found = tree.walk(log_dir, "the TensorBoard logs", lenient=True)  # iterative, bounded
-    for rel in sorted(f for f in found.files if ".tfevents." in os.path.basename(f)):
-        run = os.path.dirname(rel) or "."
-        try:
-            for event in event_file_loader.EventFileLoader(os.path.join(log_dir, rel)).Load():
-                for value in event.summary.value:
-                    kind = value.WhichOneof("value")
-                    if kind == "simple_value":
-                        number = float(value.simple_value)
-                    elif kind == "tensor" and value.metadata.plugin_data.plugin_name == "scalars":
-                        array = tensor_util.make_ndarray(value.tensor)
-                        if array.size != 1:
-                            continue
-                        number = float(array.reshape(()))
-                    else:
-                        continue
-                    scalars.setdefault(value.tag, {}).setdefault(run, []).append(
-                        (float(event.step), number)
-                    )
-        except Exception as e:  # a truncated or foreign file must not break the report
-            log.warning(
-                "report: skipped %s (%s: %s)", os.path.join(log_dir, rel), type(e).__name__, e
-            )
-    return scalars
+    if len(pts) <= 60:
+        parts.extend(
+            f'<circle cx="{frame.sx(x):.1f}" cy="{frame.sy(y):.1f}" r="2.5" fill="{color}">'
+            f"<title>{esc(name)}: {esc(fmt(x))}, {esc(fmt(y))}</title></circle>"
+            for x, y in pts
+        )
+    parts.append(
+        f'<rect x="{legend_x}" y="{frame.top - 12}" width="12" height="3" fill="{color}"/>'
+        f'<text x="{legend_x + 16}" y="{frame.top - 8}">{esc(name)}</text>'
+    )
+    return parts
 
 
 def _tag_order(tag: str) -> tuple[int, str]:
@@ -254,7 +193,15 @@ def _tag_order(tag: str) -> tuple[int, str]:
 
 
 def curves(log_dir: str, skip_runs: Sequence[str] = ("final",)) -> str:
-    """One chart per logged scalar tag (lines: the runs, e.g. train and validation), loss first."""
+    """One chart per logged scalar tag (lines: the runs, e.g. train and validation), loss first.
+
+    Args:
+      log_dir: the run's TensorBoard log directory.
+      skip_runs: runs (subdirectories) left out.
+
+    Returns:
+      The charts' HTML, or a note saying how to get curves.
+    """
     scalars = read_scalars(log_dir)
     charts = []
     for tag in sorted(scalars, key=_tag_order):
@@ -266,9 +213,8 @@ def curves(log_dir: str, skip_runs: Sequence[str] = ("final",)) -> str:
     if not charts:
         return (
             '<p class="note">No curves: the run logged no TensorBoard scalars under '
-            f"{esc(log_dir)}. "
-            "Add keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir) to model.fit to get "
-            "them.</p>"
+            f"{esc(log_dir)}. Add keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir) to "
+            "model.fit to get them.</p>"
         )
     return f'<div class="charts">{"".join(charts)}</div>'
 

@@ -22,7 +22,6 @@ import re
 import shlex
 import shutil
 import traceback
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -199,38 +198,6 @@ def data_error_message(exc: BaseException) -> str | None:
             return match.group(1).strip()
         exc = exc.__cause__ or exc.__context__
     return None
-
-
-def new_staging(final_dir: str) -> str:
-    """A fresh staging dir beside `final_dir` (created when local; a gs:// prefix needs no
-    creating)."""
-    if storage.is_gcs_uri(final_dir):
-        return final_dir.rstrip("/") + f".staging-{uuid.uuid4().hex[:8]}"
-    staging = storage.staging_dir_for(final_dir)
-    os.makedirs(staging)
-    return staging
-
-
-def publish(staging: str, final_dir: str) -> None:
-    """Move a finished staging dir into place (an empty final dir, e.g. made by a KFP launcher, is
-    replaced).
-
-    Locally one rename; on gs:// (a remote runner's outputs) each file is renamed, the last step of
-    the run.
-    """
-    if storage.is_gcs_uri(final_dir):
-        from apache_beam.io.filesystems import FileSystems
-
-        sources = [
-            m.path for m in FileSystems.match([staging.rstrip("/") + "/**"])[0].metadata_list
-        ]
-        FileSystems.rename(
-            sources, [final_dir.rstrip("/") + s[len(staging.rstrip("/")) :] for s in sources]
-        )
-        return
-    if os.path.isdir(final_dir) and not os.listdir(final_dir):
-        os.rmdir(final_dir)
-    storage.publish_dir(staging, final_dir)
 
 
 def discard(*staging_dirs: str | None) -> None:

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from generic_trainer.beam import beam_run, inference, tabular, tfrecords
+from generic_trainer.beam import beam_run, example_encoding, inference, tabular, tfrecords
 from generic_trainer.records import example_protos
 
 COUNTER_PREFIX = "examples_"
@@ -41,7 +41,7 @@ class Splitter:
                 key = example_protos.partition_key(message, self.partition_feature, where)
             except ValueError as e:
                 raise beam_run.DataError(str(e)) from None
-        return self.names[tabular.split_index(key, self.cumulative)]
+        return self.names[example_encoding.split_index(key, self.cumulative)]
 
 
 class InferFile:
@@ -102,7 +102,7 @@ def encode_file_fn(
             try:
                 rows = 0
                 for batch in tabular.iter_batches(path, fmt, columns, kinds, beam_run.open_binary):
-                    for record in tabular.encode_batch(batch, kinds):
+                    for record in example_encoding.encode_batch(batch, kinds):
                         rows += 1
                         split = splitter.split_of(record, None, f"{path} row {rows}")
                         counts[split] += 1

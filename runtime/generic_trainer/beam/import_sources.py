@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from generic_trainer.beam import beam_run, spans, tabular, tfrecords
+from generic_trainer.beam import beam_run, example_encoding, spans, tabular, tfrecords
 from generic_trainer.beam.import_fns import Splitter
 from generic_trainer.errors import UserInputError
 from generic_trainer.records.example_protos import FORMAT_TF_EXAMPLE, FORMAT_TF_SEQUENCE_EXAMPLE
@@ -54,7 +54,7 @@ def resolve_sources(
     if hash_pattern:
         [(_, pattern)] = resolved.patterns
         names = tuple(n for n, _ in hash_splits)
-        cumulative = tuple(tabular.cumulative_buckets([b for _, b in hash_splits]))
+        cumulative = tuple(example_encoding.cumulative_buckets([b for _, b in hash_splits]))
         splitter = Splitter(names, cumulative, partition_feature)
         return [
             Source(tuple(beam_run.match_files(pattern)), splitter, input_name, pattern)

@@ -3,8 +3,8 @@
 No Beam and no TensorFlow here (import-examples runs these functions inside its Beam workers):
 
 - `iter_records` reads a TFRecord file, gzipped or plain (told apart by its first bytes, never by
-its
-  name), checking every length and payload against its masked CRC32C, as TensorFlow's reader does.
+  its name), checking every length and payload against its masked CRC32C, as TensorFlow's reader
+  does.
 - `file_records` parses each payload as its payload format says (example_protos.canonical: the
   deterministic serialization TFX's ImportExampleGen hashes and writes), counts its facts for
   inference (add_facts) and, with a schema, compares it with the schema (`check_against_schema`).

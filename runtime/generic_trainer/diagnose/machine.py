@@ -12,8 +12,7 @@ import tempfile
 from generic_trainer.diagnose import dlopen
 from generic_trainer.diagnose.report import Check, fail, ok, warn
 from generic_trainer.diagnose.request import DoctorRequest, Place
-from generic_trainer.errors import UserInputError
-from generic_trainer.fit import accelerator, keras_auto, user_module
+from generic_trainer.fit import accelerator, keras_auto
 
 GIB = 1 << 30
 LOW_MEMORY = 2 * GIB  # below: a warning (TensorFlow alone takes about 1 GiB)
@@ -49,7 +48,9 @@ def keras_check(request: DoctorRequest) -> Check:
         if request.task:
             keras, why = "keras3", "--task: a Task runs on Keras 3"
         elif request.module_file:
-            keras, why = _module_keras(request)
+            keras, why = keras_auto.decide(
+                request.module_file or "", request.gcs_root, request.storage
+            )
         else:
             keras, why = "keras3", "--keras auto with no --module-file given: Keras 3"
     distribution = "tf-keras" if keras == "tf_keras" else "keras"
@@ -63,22 +64,6 @@ def keras_check(request: DoctorRequest) -> Check:
             + ("keras3" if keras == "tf_keras" else "tf_keras"),
         )
     return ok("keras", f"tf.keras is {keras} {version}: {why}")
-
-
-def _module_keras(request: DoctorRequest) -> tuple[str, str]:
-    """(keras, why) for --keras auto: read from the module, fetched first when it is not mounted (as
-    train decides once it has fetched it)."""
-    module = request.module_file or ""
-    keras, why = keras_auto.choose(module, request.gcs_root)
-    if keras_auto.NOT_READ not in why or "://" not in module:
-        return keras, f"--keras auto: {why}"
-    with tempfile.TemporaryDirectory(prefix="doctor-module-") as tmp:
-        try:
-            path = user_module.fetch(module, tmp, request.storage)
-        except UserInputError as e:
-            return keras, f"--keras auto: {why}; fetching it failed: {e}"
-        keras, why = keras_auto.choose(path or module)
-    return keras, f"--keras auto (decided once fetched, as train does): {why}"
 
 
 def gpus_check(presence: accelerator.GpuPresence) -> Check:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from generic_trainer.fit.fn_args import FnArgs
 from generic_trainer.records import example_files, schemas
@@ -92,6 +92,20 @@ def check_examples_and_schema(request: FitRequest) -> ExampleInputs:
     )
 
 
+def _data_accessor(request: FitRequest, examples: ExampleInputs, shards: int) -> Any:
+    """FnArgs.data_accessor: raw examples read through the transform graph when asked, sharded
+    by example over `shards` training workers (0: not sharded)."""
+    from generic_trainer import data
+    from generic_trainer.fit import sharding
+
+    accessor = data.DataAccessor(
+        transform_graph=request.transform_graph,
+        raw_schema=examples.schema_file,
+        cache=request.cache_examples,
+    )
+    return sharding.ShardingDataAccessor(accessor, shards) if shards else accessor
+
+
 def build_fn_args(
     request: FitRequest,
     examples: ExampleInputs,
@@ -109,25 +123,12 @@ def build_fn_args(
     model_run_dir: str = "",
     backup_and_restore: BackupAndRestore | None = None,
 ) -> FnArgs:
-    """The FnArgs of a train or tune run: the request's data and settings, and this replica's part.
-
-    What the request says (files, steps, schema, transform graph, base model, hyperparameters,
-    custom config, checkpoint dir) is filled in here for both verbs; the caller gives where this
-    replica writes and its place in the cluster. `data_accessor` reads raw examples through the
-    transform graph when a module asks for transformed features; with `shard_data` (several
-    training workers) its datasets shard by example when a split has fewer files than workers.
-    """
-    from generic_trainer import data
+    """The FnArgs of a train or tune run: what the request says (files, steps, schema, transform
+    graph, base model, hyperparameters, custom config, checkpoint dir), and this replica's part
+    (where it writes, its place in the cluster); with `shard_data` (several training workers) the
+    data accessor shards by example when a split has fewer files than workers."""
     from generic_trainer.artifacts import outputs
-    from generic_trainer.fit import sharding
 
-    accessor: data.DataAccessor | sharding.ShardingDataAccessor = data.DataAccessor(
-        transform_graph=request.transform_graph,
-        raw_schema=examples.schema_file,
-        cache=request.cache_examples,
-    )
-    if shard_data:
-        accessor = sharding.ShardingDataAccessor(accessor, num_workers)
     return FnArgs(
         working_dir=working_dir,
         train_files=list(examples.train_files),
@@ -136,7 +137,7 @@ def build_fn_args(
         eval_steps=request.eval_steps,
         schema_path=examples.schema_file,
         transform_graph_path=request.transform_graph,
-        data_accessor=accessor,
+        data_accessor=_data_accessor(request, examples, num_workers if shard_data else 0),
         serving_model_dir=serving_model_dir,
         eval_model_dir=eval_model_dir,
         model_run_dir=model_run_dir,

@@ -6,23 +6,29 @@ Under TFX, importing tensorflow_transform sets `TF_USE_LEGACY_KERAS=1` when it i
 imports `tfx`, `tensorflow_transform` or `tfx_bsl` (itself, or a file beside it that it imports)
 gets Keras 2 (tf_keras) as `tf.keras`; any other module gets TensorFlow's default, Keras 3. `choose`
 reads the module and the files it imports from its own folder with `ast` (nothing is executed) and
-says which, and why. A module that cannot be read yet (a gs:// URI not mounted, a package that is
-not on the path) gets Keras 3, and the reason says how to ask for tf_keras.
+says which, and why; `decide` is the one decision of a run, made at intake (a gs:// or s3://
+module that is not mounted is fetched first). A module that cannot be read (a package that is not
+on the path) gets Keras 3, and the reason says how to ask for tf_keras.
 """
 
 from __future__ import annotations
 
 import ast
+import logging
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 
 from generic_trainer.artifacts import storage
+from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit import module_source
 
+log = logging.getLogger(__name__)
+
 TFX_PACKAGES = ("tfx", "tensorflow_transform", "tfx_bsl")
-# in the reason while the module is not read: see decide_fetched
+# in the reason while the module is not read: see decide
 NOT_READ = "cannot be read before it is fetched"
 _MAX_FILES = 200  # files of the module's own tree read, at most
 _WHY_TF_KERAS = (
@@ -52,15 +58,34 @@ def choose(module_file: str, gcs_root: str = "/gcs") -> tuple[str, str]:
     return "tf_keras", f"{via} imports {package} (line {line}): {_WHY_TF_KERAS}"
 
 
-def decide_fetched(keras: str, reason: str, module_path: str | None) -> tuple[str, str]:
-    """(keras, reason) once the module is fetched (a gs:// or s3:// module not mounted): decided
-    from its file
-    when `choose` could not read it and TensorFlow is not loaded yet (TF_USE_LEGACY_KERAS set to
-    match)."""
-    if NOT_READ not in reason or module_path is None or "tensorflow" in sys.modules:
-        return keras, reason
-    keras, why = choose(module_path)
-    os.environ["TF_USE_LEGACY_KERAS"] = "1" if keras == "tf_keras" else "0"
+def decide(
+    module_file: str, gcs_root: str = "/gcs", settings: StorageSettings = DEFAULT_SETTINGS
+) -> tuple[str, str]:
+    """The one --keras auto decision of a run_fn module, made once at intake.
+
+    Args:
+        module_file: the module (path, gs://, s3:// or minio:// URI, or dotted name).
+        gcs_root: where gs:// is mounted.
+        settings: the request's storage settings: a remote module that is not mounted is fetched
+            (into a temporary dir, removed) to read its imports.
+
+    Returns:
+        ("tf_keras" or "keras3", why), the reason starting with "--keras auto".
+    """
+    from generic_trainer.fit import user_module
+
+    keras, why = choose(module_file, gcs_root)
+    if NOT_READ not in why or "://" not in module_file:
+        return keras, f"--keras auto: {why}"
+    log.info(
+        "--keras auto: the module %s %s: fetching it to read its imports", module_file, NOT_READ
+    )
+    with tempfile.TemporaryDirectory(prefix="generic-trainer-keras-") as tmp:
+        try:
+            path = user_module.fetch(module_file, tmp, settings)
+        except UserInputError as e:
+            return keras, f"--keras auto: {why}; fetching it failed: {e}"
+        keras, why = choose(path or module_file)
     return keras, f"--keras auto (decided once fetched): {why}"
 
 

@@ -6,7 +6,8 @@ module's directory goes on `sys.path` so it can import files next to it (for gs:
 minio:// modules the sibling `.py` files are downloaded beside it; s3:// and minio:// are read from
 KFP's /s3 and /minio mounts when the file is there). Before the module runs, its `tfx` imports are
 made to resolve to the runtime's equivalents when TFX is not installed (`tfx_hook`). Every verb and
-script that runs a user module goes through `load` / `import_module`.
+script that runs a user module goes through `load_user_module` (or `checked_source`, then
+`import_module`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from generic_trainer import tfx_hook
-from generic_trainer.artifacts import files, storage
+from generic_trainer.artifacts import downloads, files, storage
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
 from generic_trainer.errors import UserCodeError, UserInputError
 from generic_trainer.fit import module_source, user_code
@@ -44,7 +45,7 @@ def fetch(spec: str, download_dir: str, settings: StorageSettings = DEFAULT_SETT
         )
     if storage.is_gcs_uri(spec):
         try:
-            return storage.download_gcs(
+            return downloads.download_gcs(
                 spec, download_dir, siblings_suffix=".py", settings=settings
             )
         except FileNotFoundError:
@@ -85,7 +86,7 @@ def _fetch_s3(spec: str, download_dir: str, settings: StorageSettings) -> str:
         return mounted
     store = "MinIO" if spec.startswith("minio://") else "S3"
     try:
-        return storage.download_s3(spec, download_dir, siblings_suffix=".py", settings=settings)
+        return downloads.download_s3(spec, download_dir, siblings_suffix=".py", settings=settings)
     except ImportError:
         raise UserInputError(
             INPUT,
@@ -102,6 +103,7 @@ def _fetch_s3(spec: str, download_dir: str, settings: StorageSettings) -> str:
 
 
 def check_sha256(path: str | None, expected: str | None) -> None:
+    """UserInputError unless the module file's sha256 is `expected` (None: unpinned)."""
     if not expected:
         return
     if path is None:
@@ -197,14 +199,50 @@ def get_function(module: ModuleType, name: str, input_name: str) -> Callable:
     )
 
 
-def load(
+def checked_source(
+    spec: str,
+    download_dir: str,
+    sha256: str | None = None,
+    settings: StorageSettings = DEFAULT_SETTINGS,
+) -> str | None:
+    """The user's module fetched and checked, not yet imported: the first three steps of
+    `load_user_module`, for a verb that imports it later (train and tune once TensorFlow loads,
+    evaluate in its sandbox).
+
+    Args:
+        spec: a .py path, a gs://, s3:// or minio:// URI, or a dotted module name.
+        download_dir: where a remote module (and the .py files beside it) is downloaded.
+        sha256: the --module-sha256 pin, checked on the file's bytes; None: unpinned.
+        settings: the request's storage settings (the download's).
+
+    Returns:
+        The local .py file, or None for a dotted name.
+
+    Raises:
+        UserInputError: the module is missing, does not match its pin, or does not compile.
+    """
+    path = fetch(spec, download_dir, settings)
+    check_sha256(path, sha256)
+    check_syntax(path)
+    return path
+
+
+def load_user_module(
     spec: str,
     download_dir: str,
     sha256: str | None = None,
     settings: StorageSettings = DEFAULT_SETTINGS,
 ) -> ModuleType:
-    """Fetch, verify and import the user's module."""
-    path = fetch(spec, download_dir, settings)
-    check_sha256(path, sha256)
-    check_syntax(path)
-    return import_module(path, spec)
+    """The one way a user's module is loaded: fetched, its sha256 pin and syntax checked
+    (`checked_source`), then imported (`import_module`).
+
+    Args:
+        spec, download_dir, sha256, settings: as `checked_source`'s.
+
+    Returns:
+        The imported module.
+
+    Raises:
+        UserInputError: as `checked_source`; UserCodeError: importing it raised.
+    """
+    return import_module(checked_source(spec, download_dir, sha256, settings), spec)

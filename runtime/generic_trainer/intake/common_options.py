@@ -16,7 +16,12 @@ from generic_trainer.errors import UserInputError
 from generic_trainer.fit.accelerator import ACCELERATORS
 from generic_trainer.fit.cluster import PREFETCH_ENV, STRATEGIES, prefetch_wanted
 from generic_trainer.intake.options import Check, Group, Option, Param
-from generic_trainer.intake.request import KERAS_CHOICES, seconds
+from generic_trainer.intake.request import (
+    KERAS_CHOICES,
+)
+from generic_trainer.intake.values import (
+    seconds,
+)
 
 
 def prefetch_switch(raw: Any, flag: str, value: Any) -> bool:
@@ -36,7 +41,7 @@ EPILOG = (
 
 
 def seconds_flag(text: str) -> float:
-    """argparse type of a flag in seconds: request.seconds' check, its message as argparse's
+    """argparse type of a flag in seconds: values.seconds' check, its message as argparse's
     error."""
     try:
         return seconds("", text)

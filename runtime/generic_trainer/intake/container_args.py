@@ -3,7 +3,7 @@ check them.
 
 `container_args` puts the verb first; `check_container_args` parses them with the verb's own parser
 (the declaration in fit_options.py, as the container's `generic-trainer` does) and runs every check
-of the request that reads no file (`fit_request.check_values`), so an unknown flag, `--train-steps
+of the request that reads no file (`fit_values.check_values`), so an unknown flag, `--train-steps
 -5` or a malformed `--custom-config` is exit 2 naming the argument before a job is built, not a
 failed job minutes later. Paths are not checked here: the container reads them on its own machine.
 `loggable_args` masks `--custom-config`'s secret values for the log. No TensorFlow here.
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from generic_trainer.artifacts.redaction import redact
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import fit_options, options
-from generic_trainer.intake.fit_request import check_values
+from generic_trainer.intake.fit_values import check_values
 
 VERBS = {"train": fit_options.TRAIN, "tune": fit_options.TUNE}
 

@@ -15,10 +15,12 @@ from typing import Any
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import example_gen_inputs, example_gen_options, options
-from generic_trainer.intake.request import (
-    RawInputs,
+from generic_trainer.intake.paths import (
     data_path,
     new_output_dir,
+)
+from generic_trainer.intake.request import (
+    RawInputs,
     raw_inputs,
 )
 

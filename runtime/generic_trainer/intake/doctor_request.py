@@ -17,7 +17,7 @@ from generic_trainer.errors import UserInputError
 from generic_trainer.intake.doctor_options import TRAIN_INPUTS, TRAIN_OUTPUTS
 from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.fit_options import TRAIN
-from generic_trainer.intake.fit_request import speed_fields, value_checks
+from generic_trainer.intake.fit_values import speed_fields, value_checks
 from generic_trainer.intake.request import (
     RawInputs,
     keras_choice,

@@ -9,7 +9,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake.request import SPLIT_NAME_PATTERN, ints_from_floats, json_object
+from generic_trainer.intake.values import (
+    SPLIT_NAME_PATTERN,
+    ints_from_floats,
+    json_object,
+)
 
 DEFAULT_SPLITS = (("train", 2), ("eval", 1))  # CsvExampleGen's default: 2/3 train, 1/3 eval
 

@@ -14,7 +14,13 @@ from typing import Any
 from generic_trainer.artifacts import outputs, storage
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import UserInputError
-from generic_trainer.intake.request import existing_path, raw_inputs, split_names
+from generic_trainer.intake.request import (
+    existing_path,
+    raw_inputs,
+)
+from generic_trainer.intake.values import (
+    split_names,
+)
 from generic_trainer.tflite import options as tflite_options
 
 

@@ -12,39 +12,36 @@ are resolved here.
 
 from __future__ import annotations
 
-import functools
-import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from generic_trainer.artifacts import bounded_parse, storage
 from generic_trainer.artifacts.files import describe as describe_path
 from generic_trainer.artifacts.kfp_io import KfpOutputs
-from generic_trainer.artifacts.redaction import secret_key_names
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit import cluster as cluster_lib
-from generic_trainer.fit.requests import RunFnProgram, TaskProgram, TrainRequest, TuneRequest
+from generic_trainer.fit.requests import RunFnProgram, TrainRequest, TuneRequest
 from generic_trainer.intake import fit_options, options
 from generic_trainer.intake.environment import storage_settings
+from generic_trainer.intake.fit_values import custom_config, speed_fields, tune_values
 from generic_trainer.intake.options import Verb
-from generic_trainer.intake.request import (
-    MAX_INT32,
-    TUNE_STRATEGIES,
-    RawInputs,
-    check_gcs_timeout,
+from generic_trainer.intake.paths import (
     checkpoint_dir,
     examples_dir,
-    existing,
+    out_dir,
+)
+from generic_trainer.intake.request import (
+    RawInputs,
+    check_gcs_timeout,
     existing_path,
-    ints_from_floats,
-    json_object,
     keras_choice,
     module_file,
-    number,
-    out_dir,
-    output_file,
     raw_inputs,
+)
+from generic_trainer.intake.task_program import task_program
+from generic_trainer.intake.values import (
+    ints_from_floats,
 )
 from generic_trainer.tflite import options as tflite_options
 
@@ -71,118 +68,6 @@ def load_hyperparameters(path: str, input_name: str = "--hyperparameters") -> di
     return value
 
 
-MIXED_PRECISION_CHOICES = ("mixed_float16", "mixed_bfloat16")
-
-
-def speed_fields(values: Mapping[str, Any]) -> dict[str, Any]:
-    """--mixed-precision, --jit-compile, --steps-per-execution (flags, or KFP parameters)."""
-    policy = values.get("mixed_precision") or None
-    if policy is not None and policy not in MIXED_PRECISION_CHOICES:
-        raise UserInputError(
-            "--mixed-precision",
-            f"expected one of {', '.join(MIXED_PRECISION_CHOICES)}, got {policy!r}",
-        )
-    jit = values.get("jit_compile")
-    if isinstance(jit, str):
-        jit = {"true": True, "1": True, "false": False, "0": False, "": None}.get(
-            jit.strip().lower(), jit
-        )
-    if jit is not None and not isinstance(jit, bool):
-        raise UserInputError("--jit-compile", f"expected true or false, got {jit!r}")
-    steps = values.get(
-        "steps_per_execution"
-    )  # 0: unset (the component's default; KFP needs a value for an int)
-    steps = (
-        None
-        if steps in (0, "0")
-        else number("--steps-per-execution", steps, minimum=1, maximum=MAX_INT32, unit="batches")
-    )
-    if values.get("task"):  # the Task API's own loop is configured by its experiment config
-        instead = {
-            "mixed_precision": (
-                "--mixed-precision",
-                "runtime.mixed_precision_dtype=float16|bfloat16",
-            ),
-            "steps_per_execution": ("--steps-per-execution", "trainer.steps_per_loop=N"),
-            "jit_compile": ("--jit-compile", None),
-        }
-        for key, value in (
-            ("mixed_precision", policy),
-            ("steps_per_execution", steps),
-            ("jit_compile", jit),
-        ):
-            if value is not None:
-                flag, override = instead[key]
-                raise UserInputError(
-                    flag,
-                    "is for run_fn modules; with --task "
-                    + (
-                        f"set it in the experiment config, e.g. --params-override {override}"
-                        if override
-                        else "the runtime's loop has no XLA option"
-                    ),
-                )
-    return {"mixed_precision": policy, "jit_compile": jit, "steps_per_execution": steps or None}
-
-
-def _task_program(
-    values: Mapping[str, Any], gcs_root: str, keras: str, sha256: str | None
-) -> TaskProgram:
-    """The Task API's inputs: --task, --experiment, --config-file, config, --params-override,
-    --mode."""
-    from generic_trainer.task import config as task_config
-
-    if keras == "tf_keras":
-        raise UserInputError(
-            "--keras",
-            "the Task API runs Keras 3 (its own loop works under every strategy); "
-            "tf_keras is for run_fn modules",
-        )
-    mode = values.get("mode") or "train_and_eval"
-    if mode not in task_config.MODES:
-        raise UserInputError(
-            "--mode", f"expected one of {', '.join(task_config.MODES)}, got {mode!r}"
-        )
-    files = values.get("config_file") or []
-    if isinstance(files, str):
-        listed = (
-            bounded_parse.load_json(files, "--config-file")
-            if files.lstrip().startswith("[")
-            else None
-        )
-        files = [f for f in (files.split(",") if listed is None else listed) if f]
-    config_files = []
-    for f in files:
-        path = storage.local_path(str(f).strip(), gcs_root)
-        if not os.path.isfile(path):
-            what = f"is {describe_path(path)}" if os.path.lexists(path) else "does not exist"
-            raise UserInputError(
-                "--config-file",
-                f"{f} {what}" + (f" (looked at {path})" if path != f else ""),
-            )
-        config_files.append(path)
-        task_config.load_config_file(
-            path, f"--config-file {f}"
-        )  # broken YAML/JSON fails now, before TensorFlow
-    config = values.get("config")
-    if isinstance(config, Mapping):
-        config = json.dumps(ints_from_floats(dict(config)))
-    task_config.parse_config_text(
-        config or None, "config"
-    )  # syntax errors now, unknown keys once the Task loads
-    params_override = values.get("params_override") or None
-    task_config.parse_params_override(params_override)
-    return TaskProgram(
-        task=values["task"],
-        module_sha256=sha256,
-        experiment=values.get("experiment") or None,
-        config_files=tuple(config_files),
-        config=config or None,
-        params_override=params_override,
-        mode=mode,
-    )
-
-
 def _train_keras(
     values: Mapping[str, Any], environ: Mapping[str, str], gcs_root: str
 ) -> tuple[str, str]:
@@ -196,8 +81,7 @@ def _train_keras(
         return "keras3", "--keras auto: the Task API runs Keras 3"
     from generic_trainer.fit import keras_auto
 
-    keras, why = keras_auto.choose(str(values.get("module_file")), gcs_root)
-    return keras, f"--keras auto: {why}"
+    return keras_auto.decide(str(values.get("module_file")), gcs_root, storage_settings(environ))
 
 
 def _hyperparameters(raw: RawInputs) -> Mapping[str, Any] | None:
@@ -206,12 +90,6 @@ def _hyperparameters(raw: RawInputs) -> Mapping[str, Any] | None:
     path = existing_path("--hyperparameters", raw.values.get("hyperparameters"), raw.gcs_root)
     hyperparameters = load_hyperparameters(path) if path else None
     return ints_from_floats(hyperparameters) if raw.kfp and hyperparameters else hyperparameters
-
-
-def _custom_config(raw: RawInputs) -> dict[str, Any]:
-    custom_config = json_object("--custom-config", raw.values.get("custom_config"))
-    secret_key_names(custom_config)
-    return ints_from_floats(custom_config) if raw.kfp else custom_config
 
 
 def _fit_inputs(
@@ -242,7 +120,7 @@ def _fit_fields(verb: Verb, raw: RawInputs, examples: str, checkpoint_dir: str) 
         "examples": examples,
         "checkpoint_dir": checkpoint_dir,
         "hyperparameters": _hyperparameters(raw),
-        "custom_config": _custom_config(raw),
+        "custom_config": custom_config(raw),
         "gcs_root": raw.gcs_root,
         "kfp": raw.kfp,
         "storage": storage_settings(raw.environ),
@@ -273,17 +151,10 @@ def build_train_request(
     )
     keras, keras_reason = _train_keras(values, environ, gcs_root)
     fields = _fit_fields(fit_options.TRAIN, raw, examples_path, checkpoints)
-    from generic_trainer.artifacts import serving_container
-
-    serving_image, serving_accelerator, serving_region = serving_container.check_options(
-        values.get("serving_image"),
-        values.get("serving_accelerator"),
-        values.get("serving_image_region"),
-    )
     sha, run_fn = fields.pop("module_sha256"), fields.pop("run_fn")
     speed = speed_fields(values)
     program = (
-        _task_program(values, gcs_root, keras, sha)
+        task_program(values, gcs_root, keras, sha)
         if task
         else RunFnProgram(
             module_file=values["module_file"], run_fn=run_fn, module_sha256=sha, **speed
@@ -296,16 +167,31 @@ def build_train_request(
         model_run_copy_dir=model_run_copy_dir,
         keras=keras,
         keras_reason=keras_reason,
-        serving_image=serving_image,
-        serving_accelerator=serving_accelerator,
-        serving_image_region=serving_region,
-        tflite=tflite_options.check_options(
-            values.get("export_tflite"),
-            values.get("tflite_quantization"),
-            values.get("tflite_tolerance"),
-        ),
+        **_model_extras(values),
         **fields,
     )
+
+
+def _model_extras(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The serving container named in the model's metadata and the TFLite export asked for."""
+    from generic_trainer.artifacts import serving_container
+
+    image, accelerator, region = serving_container.check_options(
+        values.get("serving_image"),
+        values.get("serving_accelerator"),
+        values.get("serving_image_region"),
+    )
+    tflite = tflite_options.check_options(
+        values.get("export_tflite"),
+        values.get("tflite_quantization"),
+        values.get("tflite_tolerance"),
+    )
+    return {
+        "serving_image": image,
+        "serving_accelerator": accelerator,
+        "serving_image_region": region,
+        "tflite": tflite,
+    }
 
 
 def _model_dirs(
@@ -351,7 +237,7 @@ def build_tune_request(
         results_file = os.path.join(values["tuner_results_dir"], TUNER_RESULTS_FILE)
     # Stable across restarts of the same job (same outputs): a re-run finds the search state again.
     checkpoints = checkpoint_dir(values, environ, gcs_root, best_dir + ".checkpoints")
-    strategy, max_trials = _tune_values(values, environ)
+    strategy, max_trials = tune_values(values, environ)
     return TuneRequest(
         module_file=module,
         best_hyperparameters_dir=best_dir,
@@ -360,85 +246,3 @@ def build_tune_request(
         strategy=strategy,
         **_fit_fields(fit_options.TUNE, raw, examples_path, checkpoints),
     )
-
-
-def _tune_values(values: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[str, int | None]:
-    """tune's own checks that read no file: Keras 3, --strategy, --max-trials."""
-    keras, _ = keras_choice(values, environ)
-    if keras not in ("auto", "keras3"):
-        raise UserInputError(
-            "--keras" if values.get("keras") else "TF_USE_LEGACY_KERAS",
-            "keras-tuner searches Keras 3 models only (it rejects tf_keras models); "
-            "use --keras keras3 / TF_USE_LEGACY_KERAS=0",
-        )
-    strategy = values.get("strategy") or "auto"
-    if strategy not in TUNE_STRATEGIES:
-        raise UserInputError(
-            "--strategy",
-            f"expected one of {', '.join(TUNE_STRATEGIES)} for tuning (each replica "
-            f"runs its own trials; several replicas tune in parallel), got {strategy!r}",
-        )
-    max_trials = (
-        number(
-            "--max-trials",
-            values.get("max_trials"),
-            maximum=MAX_INT32,
-            unit="trials (0: the tuner_fn's own)",
-        )
-        or None
-    )
-    return strategy, max_trials
-
-
-def value_checks(verb: Verb, values: Mapping[str, Any], raw: RawInputs) -> list[Callable[[], Any]]:
-    """The declared checks of `verb`'s given values that read no file, each ready to call (a
-    UserInputError names the flag): vertex-job stops at the first, doctor reports every one."""
-    return [
-        functools.partial(o.check, raw, o.flag, values[o.name])
-        for o in verb.options()
-        if o.check and o.check not in (existing, output_file) and values.get(o.name) is not None
-    ]
-
-
-def check_values(verb: Verb, values: Mapping[str, Any], environ: Mapping[str, str]) -> None:
-    """The checks of a train or tune request that read no file: what `vertex-job` runs on the
-    container's args before it builds a job (their paths are read on the container's machine, so not
-    here)."""
-    raw = raw_inputs(values, environ, None)
-    for check in value_checks(verb, values, raw):
-        check()
-    _custom_config(raw)
-    task = values.get("task") if verb is fit_options.TRAIN else None
-    if task and values.get("module_file"):
-        raise UserInputError(
-            "--task", "give either --task module:Class or --module-file (run_fn), not both"
-        )
-    if not task:
-        module_file(values)
-        if not values.get("examples"):
-            raise UserInputError(
-                "--examples", "required: the examples directory (TFX layout Split-<name>/*.gz)"
-            )
-    if verb is fit_options.TUNE:
-        _tune_values(values, environ)
-        if not values.get("best_hyperparameters_dir"):
-            raise UserInputError(
-                "--best-hyperparameters-dir", "required: where best_hyperparameters.txt goes"
-            )
-        return
-    from generic_trainer.artifacts import serving_container
-
-    keras, _ = keras_choice(values, environ)
-    serving_container.check_options(
-        values.get("serving_image"),
-        values.get("serving_accelerator"),
-        values.get("serving_image_region"),
-    )
-    tflite_options.check_options(
-        values.get("export_tflite"),
-        values.get("tflite_quantization"),
-        values.get("tflite_tolerance"),
-    )
-    speed_fields(values)
-    if task:  # its config files are read on the container's machine
-        _task_program({**values, "config_file": None}, raw.gcs_root, keras, None)

@@ -26,7 +26,16 @@ from generic_trainer.beam.infer_specs import (
 )
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.data_request import BeamInputs, beam_inputs
-from generic_trainer.intake.request import examples_dir, existing_path, model_dir, split_names
+from generic_trainer.intake.paths import (
+    examples_dir,
+    model_dir,
+)
+from generic_trainer.intake.request import (
+    existing_path,
+)
+from generic_trainer.intake.values import (
+    split_names,
+)
 from generic_trainer.records.example_files import split_file_patterns
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")

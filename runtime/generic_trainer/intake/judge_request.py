@@ -17,16 +17,20 @@ from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, Storage
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import judge_options, options
 from generic_trainer.intake.environment import storage_settings
-from generic_trainer.intake.request import (
-    DEFAULT_PROBE_MEMORY,
+from generic_trainer.intake.paths import (
     examples_dir,
-    existing_path,
-    ints_from_floats,
     model_dir,
-    raw_inputs,
     required_out_dir,
 )
+from generic_trainer.intake.request import (
+    DEFAULT_PROBE_MEMORY,
+    existing_path,
+    raw_inputs,
+)
 from generic_trainer.intake.request_json import JsonRequest
+from generic_trainer.intake.values import (
+    ints_from_floats,
+)
 
 
 @dataclasses.dataclass(frozen=True)

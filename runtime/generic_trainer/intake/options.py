@@ -10,8 +10,9 @@ A verb's inputs are a `Verb`: `Group`s of `Option`s, in the order `--help` shows
 
 The tables: fit_options.py (train, tune), judge_options.py (evaluate, infra-validate),
 data_options.py (the Beam group), example_gen_options.py (import-examples), transform_options.py
-(transform), push_options.py (push); common_options.py has the KFP and runtime groups every verb
-ends with.
+(transform), push_options.py (push), infer_options.py (bulk-infer), doctor_options.py (doctor),
+export_options.py (export-tflite), vertex_options.py (vertex-job); common_options.py has the KFP
+and runtime groups every verb ends with.
 
 To add an input, add one `Option` to its verb's table, e.g. in fit_options.py's tune "search" group:
 
@@ -111,12 +112,13 @@ class Option:
     param: Param | None = None
     check: Check | None = None
     field: str | None = None  # the request field `check` fills (default: name)
-    output: str | None = (
-        None  # an output path of the verb: "dir" or "file" (checked writable before any work)
-    )
-    published: bool = (
-        False  # an output dir published whole by renaming a staging sibling into place
-    )
+    # an output path of the verb: "dir" or "file" (checked writable before any work)
+    output: str | None = None
+    # an output dir published whole by renaming a staging sibling into place
+    published: bool = False
+    # a positional argument (its `name` is its dest), e.g. vertex-job's container arguments
+    positional: bool = False
+    nargs: Any = None  # argparse's nargs (argparse.REMAINDER: everything after it)
 
     @property
     def flag(self) -> str:
@@ -131,6 +133,7 @@ class Option:
             "action": self.action,
             "help": self.help,
             "required": self.required or None,
+            "nargs": self.nargs,
         }
         return {k: v for k, v in kwargs.items() if v is not None}
 
@@ -163,6 +166,7 @@ class Verb:
     description: str
     groups: tuple[Group, ...]
     component: Component | None = None
+    epilog: str | None = None  # None: the CLI's (the exit codes)
 
     def options(self) -> Iterator[Option]:
         for group in self.groups:
@@ -214,14 +218,24 @@ def replace(options: tuple[Option, ...], **changes: Mapping[str, Any]) -> tuple[
 
 def add_parser(sub: Any, verb: Verb, epilog: str) -> argparse.ArgumentParser:
     """The verb's sub-parser, its flags in the declared groups and order."""
-    parser = sub.add_parser(verb.name, help=verb.help, description=verb.description, epilog=epilog)
+    parser = sub.add_parser(
+        verb.name, help=verb.help, description=verb.description, epilog=verb.epilog or epilog
+    )
     for group in verb.groups:
-        flags = [o for o in group.options if o.cli]
-        if flags:
-            g = parser.add_argument_group(group.title, group.description)
-            for option in flags:
-                g.add_argument(option.flag, **option.flag_kwargs())
+        add_group(parser, group)
     return parser
+
+
+def add_group(parser: argparse.ArgumentParser, group: Group) -> None:
+    """The group's flags (those with `cli`) as an argument group of `parser` (a verb's, or one
+    taking the same flags: the Vertex pipeline's takes vertex-job's production group)."""
+    flags = [o for o in group.options if o.cli]
+    if flags:
+        g = parser.add_argument_group(group.title, group.description)
+        for option in flags:
+            g.add_argument(
+                option.name if option.positional else option.flag, **option.flag_kwargs()
+            )
 
 
 def checked_fields(verb: Verb, raw: Any) -> dict[str, Any]:

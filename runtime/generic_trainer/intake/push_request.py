@@ -19,7 +19,13 @@ from generic_trainer.artifacts import files, outputs, storage
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake import options, push_options
-from generic_trainer.intake.request import existing_path, model_dir, raw_inputs
+from generic_trainer.intake.paths import (
+    model_dir,
+)
+from generic_trainer.intake.request import (
+    existing_path,
+    raw_inputs,
+)
 
 FLAG = "--push-destination"
 

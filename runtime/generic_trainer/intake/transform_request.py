@@ -20,13 +20,17 @@ from generic_trainer.errors import UserInputError
 from generic_trainer.intake import options, transform_options
 from generic_trainer.intake.data_request import BeamInputs, beam_inputs
 from generic_trainer.intake.environment import storage_settings
+from generic_trainer.intake.paths import (
+    examples_dir,
+)
 from generic_trainer.intake.request import (
     RawInputs,
-    examples_dir,
     existing_path,
+    module_file,
+)
+from generic_trainer.intake.values import (
     ints_from_floats,
     json_object,
-    module_file,
 )
 
 

@@ -1,320 +1,183 @@
-"""vertex-job's production flags: scheduling, network, encryption and the chief and Reduction Server
-pools.
+"""The declaration of `vertex-job`: a verb without a KFP component (see options.py).
 
-Declared (`add_production_flags`) and checked (`production_options`) here, without
-google-cloud-aiplatform, for `vertex-job` and for the Vertex pipeline
-(pipelines/vertex_multiworker_pipeline.py), which compiles with the same options. The machines are
-checked against the known families in `vertex_machines`.
+Its flags describe a Vertex AI CustomJob of the trainer image ("job"), its scheduling, network,
+encryption and extra pools ("scheduling, network, encryption and pools": `PRODUCTION`, which the
+Vertex pipeline's command line takes too, pipelines/vertex_multiworker_pipeline.py), how it is run
+("run") and, after `--`, the container's own arguments. vertex_request.py builds its request from
+them; vertex_production.py checks the production group.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import re
-from collections.abc import Sequence
-from typing import Any
 
-from generic_trainer import vertex_machines
-from generic_trainer.errors import UserInputError
-from generic_trainer.intake.request import MAX_SECONDS, number
-
-log = logging.getLogger("generic_trainer.vertex")
+from generic_trainer.intake.options import Group, Option, Verb
 
 DEFAULT_MACHINE_TYPE = "n1-standard-4"
 SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START", "ON_DEMAND")
+# Vertex AI's Reduction Server (worker pool 2): all-reduce for NCCL GPU workers.
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 DEFAULT_REDUCTION_SERVER_MACHINE_TYPE = "n1-highcpu-16"
-MAX_REPLICAS = 1000  # more replicas than a Vertex AI custom job takes is a typo
-MAX_ACCELERATORS = 16  # the most accelerators a Vertex AI machine has
 
+JOB = Group(
+    "job",
+    (
+        Option("project", help="Google Cloud project"),
+        Option("region", help="Vertex AI region, e.g. us-central1"),
+        Option("image", help="the generic-trainer image (e.g. the one cloudbuild.yaml pushed)"),
+        Option(
+            "replica_count",
+            default="1",
+            metavar="N",
+            help="replicas: 1 chief + N-1 workers (default 1)",
+        ),
+        Option(
+            "machine_type", default=DEFAULT_MACHINE_TYPE, help=f"default {DEFAULT_MACHINE_TYPE}"
+        ),
+        Option("accelerator_type", help="e.g. NVIDIA_TESLA_T4, NVIDIA_L4 (default: none)"),
+        Option(
+            "accelerator_count",
+            metavar="K",
+            help="accelerators per replica (default 1 with a type)",
+        ),
+        Option("boot_disk_size_gb", default="100", metavar="GB"),
+        Option(
+            "base_output_dir",
+            metavar="GS_URI",
+            help="gs:// dir; Vertex sets AIP_MODEL_DIR=<dir>/model, AIP_CHECKPOINT_DIR, "
+            "AIP_TENSORBOARD_LOG_DIR",
+        ),
+        Option("service_account", metavar="EMAIL", help="the identity the replicas run as"),
+        Option(
+            "tensorboard",
+            metavar="RESOURCE",
+            help="Vertex AI TensorBoard (projects/P/locations/R/tensorboards/ID) to stream the "
+            "logs to",
+        ),
+        Option("display_name", help="job name in the console (default generic-trainer-<verb>)"),
+        Option(
+            "env",
+            action="append",
+            metavar="NAME=VALUE",
+            help="container environment (repeatable)",
+        ),
+        Option(
+            "restart_job_on_worker_restart",
+            action="store_true",
+            help="restart the whole job when a worker restarts (multi-worker jobs resume from "
+            "checkpoints)",
+        ),
+    ),
+)
 
-def count(flag: str, value: Any, minimum: int, maximum: int) -> int:
-    """A whole-number flag within [minimum, maximum] (`minimum` when unset)."""
-    return number(flag, value, minimum=minimum, maximum=maximum, default=minimum)
-
-
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def duration_seconds(flag: str, value: Any, allow_zero: bool = False) -> int | None:
-    """Whole seconds from `3600`, `90m`, `2h` or `7d` (at most 30 days); None when unset."""
-    if value is None or value == "":
-        return None
-    text = str(value).strip().lower()
-    scale = _DURATION_UNITS.get(text[-1:], 1)
-    digits = text[:-1] if text[-1:] in _DURATION_UNITS else text
-    seconds = int(digits) * scale if digits.isdigit() else -1
-    if not (0 if allow_zero else 1) <= seconds <= MAX_SECONDS:
-        raise UserInputError(
-            flag,
-            f"expected a duration such as 3600, 90m, 2h or 7d, in seconds >= "
-            f"{0 if allow_zero else 1} and at most {MAX_SECONDS}"
-            f"{' (0: no limit)' if allow_zero else ''}, got {value!r}",
-        )
-    return seconds
-
-
-def _labels(pairs: Sequence[str] | None) -> dict[str, str]:
-    """--label KEY=VALUE pairs, checked against Google Cloud's label rules."""
-    labels = {}
-    for pair in pairs or ():
-        key, sep, value = pair.partition("=")
-        if (
-            not sep
-            or not re.fullmatch(r"[a-z][a-z0-9_-]{0,62}", key)
-            or not re.fullmatch(r"[a-z0-9_-]{0,63}", value)
-        ):
-            raise UserInputError(
-                "--label",
-                f"expected key=value in lowercase letters, digits, '_' or '-' (key "
-                f"starting with a letter, each at most 63 characters), got {pair!r}",
-            )
-        labels[key] = value
-    if len(labels) > 64:
-        raise UserInputError("--label", f"at most 64 labels, got {len(labels)}")
-    return labels
-
-
-def production_options(
-    ns: argparse.Namespace, replica_count: int, accelerator_type: str | None, accelerator_count: int
-) -> dict[str, Any]:
-    """The JobOptions fields of the production flags (add_production_flags), validated; also checks
-    the machines
-    and warns when a GPU needs more than the default image (vertex_machines.image_note)."""
-
-    def opt(name: str) -> Any:
-        return getattr(ns, name, None) or None
-
-    allow_unknown = bool(opt("allow_unknown_machine_type"))
-    machine_type = ns.machine_type or DEFAULT_MACHINE_TYPE
-    vertex_machines.check_machine(
-        machine_type, accelerator_type, accelerator_count, allow_unknown=allow_unknown
-    )
-    out = _scheduling(opt, ns)
-    out.update(_network_and_key(opt, ns))
-    out.update(_chief_pool(opt, machine_type, accelerator_type, accelerator_count, allow_unknown))
-    out.update(_reduction_servers(opt, replica_count, accelerator_type, allow_unknown))
-    for note in sorted(
-        {
-            vertex_machines.image_note(a)
-            for a in (accelerator_type, out.get("chief_accelerator_type"))
-        }
-        - {None}
-    ):
-        log.warning("%s", note)
-    return out
-
-
-def _scheduling(opt: Any, ns: argparse.Namespace) -> dict[str, Any]:
-    """--scheduling-strategy, --max-wait-duration, --timeout and --persistent-resource-id."""
-    out: dict[str, Any] = {}
-    strategy = opt("scheduling_strategy")
-    if strategy:
-        strategy = strategy.upper()
-        if strategy not in SCHEDULING_STRATEGIES:
-            raise UserInputError(
-                "--scheduling-strategy",
-                f"expected one of {', '.join(SCHEDULING_STRATEGIES)}, "
-                f"got {ns.scheduling_strategy!r}",
-            )
-        out["scheduling_strategy"] = strategy
-    out["max_wait_duration"] = duration_seconds(
-        "--max-wait-duration", opt("max_wait_duration"), allow_zero=True
-    )
-    out["timeout"] = duration_seconds("--timeout", opt("timeout"))
-    resource = opt("persistent_resource_id")
-    if resource:
-        if not re.fullmatch(r"[a-z][a-z0-9-]{0,62}", resource):
-            raise UserInputError(
-                "--persistent-resource-id",
-                f"expected the resource's id (lowercase letters, digits, "
-                f"'-'), not its full name, got {resource!r}",
-            )
-        if strategy in ("SPOT", "FLEX_START"):
-            raise UserInputError(
-                "--persistent-resource-id",
-                f"the job runs on the persistent resource's machines: "
-                f"--scheduling-strategy {strategy} does not apply",
-            )
-        out["persistent_resource_id"] = resource
-    return out
-
-
-def _network_and_key(opt: Any, ns: argparse.Namespace) -> dict[str, Any]:
-    """--network, --reserved-ip-range, --label and --encryption-spec-key-name."""
-    network = opt("network")
-    if network and not re.fullmatch(r"projects/[^/]+/global/networks/[^/]+", network):
-        raise UserInputError(
-            "--network", f"expected projects/PROJECT_NUMBER/global/networks/NAME, got {network!r}"
-        )
-    ranges = tuple(opt("reserved_ip_range") or ())
-    if ranges and not network:
-        raise UserInputError(
-            "--reserved-ip-range", "needs --network (the ranges are reserved in that VPC network)"
-        )
-    out: dict[str, Any] = {
-        "network": network,
-        "reserved_ip_ranges": ranges,
-        "labels": _labels(opt("label")),
-    }
-    key = opt("encryption_spec_key_name")
-    if key:
-        match = re.fullmatch(
-            r"projects/[^/]+/locations/([^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+", key
-        )
-        if not match:
-            raise UserInputError(
-                "--encryption-spec-key-name",
-                f"expected projects/P/locations/L/keyRings/R/cryptoKeys/K, got {key!r}",
-            )
-        if getattr(ns, "region", None) and match.group(1) != ns.region:
-            raise UserInputError(
-                "--encryption-spec-key-name",
-                f"the key is in {match.group(1)}, the job in "
-                f"{ns.region}: Vertex AI needs a key in its region",
-            )
-        out["encryption_spec_key_name"] = key
-    return out
-
-
-def _chief_pool(
-    opt: Any,
-    machine_type: str,
-    accelerator_type: str | None,
-    accelerator_count: int,
-    allow_unknown: bool,
-) -> dict[str, Any]:
-    """Worker pool 0's own machine and accelerators (--chief-*), when they differ from the
-    workers'."""
-    chief_type = opt("chief_machine_type")
-    chief_count_given = count(
-        "--chief-accelerator-count", opt("chief_accelerator_count"), 0, MAX_ACCELERATORS
-    )
-    if not (chief_type or opt("chief_accelerator_type") or chief_count_given):
-        return {}
-    chief_accelerator = opt("chief_accelerator_type") or accelerator_type
-    if chief_accelerator and chief_accelerator.lower() == "none":
-        chief_accelerator = None
-    chief_count = (chief_count_given or accelerator_count or 1) if chief_accelerator else 0
-    chief_type = chief_type or machine_type
-    vertex_machines.check_machine(
-        chief_type,
-        chief_accelerator,
-        chief_count,
-        flag="--chief-machine-type",
-        allow_unknown=allow_unknown,
-    )
-    return {
-        "chief_machine_type": chief_type,
-        "chief_accelerator_type": chief_accelerator,
-        "chief_accelerator_count": chief_count,
-    }
-
-
-def _reduction_servers(
-    opt: Any, replica_count: int, accelerator_type: str | None, allow_unknown: bool
-) -> dict[str, Any]:
-    """Worker pool 2's Reduction Server (--reduction-server-*)."""
-    servers = opt("reduction_server_count")
-    if not servers:
-        if opt("reduction_server_machine_type") or opt("reduction_server_image"):
-            raise UserInputError(
-                "--reduction-server-count", "required with --reduction-server-machine-type/-image"
-            )
-        return {}
-    servers = count("--reduction-server-count", servers, 1, MAX_REPLICAS)
-    if replica_count < 2 or not accelerator_type:
-        raise UserInputError(
-            "--reduction-server-count",
-            "Reduction Server speeds up all-reduce between GPU "
-            "workers (NCCL): it needs --replica-count >= 2 and "
-            "--accelerator-type",
-        )
-    server_type = opt("reduction_server_machine_type") or DEFAULT_REDUCTION_SERVER_MACHINE_TYPE
-    vertex_machines.check_machine(
-        server_type, None, 0, flag="--reduction-server-machine-type", allow_unknown=allow_unknown
-    )
-    return {
-        "reduction_server_count": servers,
-        "reduction_server_machine_type": server_type,
-        "reduction_server_image": opt("reduction_server_image") or REDUCTION_SERVER_IMAGE,
-    }
-
-
-def add_production_flags(p: argparse.ArgumentParser) -> None:
-    """Scheduling, networking, encryption and pool flags of `vertex-job` (see
-    production_options)."""
-    g = p.add_argument_group("scheduling, network, encryption and pools")
-    g.add_argument(
-        "--scheduling-strategy",
+_SCHEDULING = (
+    Option(
+        "scheduling_strategy",
         metavar="STRATEGY",
         help=f"{', '.join(SCHEDULING_STRATEGIES)}: SPOT runs on Spot VMs (cheaper, preemptible: "
-        "the "
-        "trainer resumes from its backup); FLEX_START waits for scarce GPUs (see "
+        "the trainer resumes from its backup); FLEX_START waits for scarce GPUs (see "
         "--max-wait-duration)",
-    )
-    g.add_argument(
-        "--max-wait-duration",
+    ),
+    Option(
+        "max_wait_duration",
         metavar="DURATION",
-        help="how long the job may wait for its machines, e.g. 2h (0: no limit; Vertex default 1 "
-        "day)",
-    )
-    g.add_argument(
-        "--timeout",
+        help="how long the job may wait for its machines, e.g. 2h (0: no limit; Vertex default "
+        "1 day)",
+    ),
+    Option(
+        "timeout",
         metavar="DURATION",
         help="the job's longest run, e.g. 3600, 90m, 12h, 7d (Vertex default 7 days)",
-    )
-    g.add_argument(
-        "--network",
+    ),
+)
+_NETWORK = (
+    Option(
+        "network",
         metavar="NAME",
         help="VPC network to peer with: projects/PROJECT_NUMBER/global/networks/NAME",
-    )
-    g.add_argument(
-        "--reserved-ip-range",
+    ),
+    Option(
+        "reserved_ip_range",
         action="append",
         metavar="NAME",
         help="reserved IP range of --network to deploy in (repeatable)",
-    )
-    g.add_argument("--label", action="append", metavar="KEY=VALUE", help="job label (repeatable)")
-    g.add_argument(
-        "--encryption-spec-key-name",
+    ),
+    Option("label", action="append", metavar="KEY=VALUE", help="job label (repeatable)"),
+    Option(
+        "encryption_spec_key_name",
         metavar="KMS_KEY",
         help="CMEK: projects/P/locations/REGION/keyRings/R/cryptoKeys/K (in the job's region)",
-    )
-    g.add_argument(
-        "--persistent-resource-id", metavar="ID", help="run on this Vertex AI persistent resource"
-    )
-    g.add_argument(
-        "--chief-machine-type",
+    ),
+    Option(
+        "persistent_resource_id", metavar="ID", help="run on this Vertex AI persistent resource"
+    ),
+)
+_POOLS = (
+    Option(
+        "chief_machine_type",
         metavar="TYPE",
         help="worker pool 0's machine (default --machine-type)",
-    )
-    g.add_argument(
-        "--chief-accelerator-type",
+    ),
+    Option(
+        "chief_accelerator_type",
         metavar="TYPE",
         help="pool 0's accelerator (default the workers'; 'none' for a CPU chief)",
-    )
-    g.add_argument(
-        "--chief-accelerator-count",
-        metavar="K",
-        help="pool 0's accelerators (default the workers')",
-    )
-    g.add_argument(
-        "--reduction-server-count",
+    ),
+    Option(
+        "chief_accelerator_count", metavar="K", help="pool 0's accelerators (default the workers')"
+    ),
+    Option(
+        "reduction_server_count",
         metavar="N",
         help="Reduction Server replicas in worker pool 2 (GPU workers, --replica-count >= 2)",
-    )
-    g.add_argument(
-        "--reduction-server-machine-type",
+    ),
+    Option(
+        "reduction_server_machine_type",
         metavar="TYPE",
         help=f"their machine (default {DEFAULT_REDUCTION_SERVER_MACHINE_TYPE})",
-    )
-    g.add_argument(
-        "--reduction-server-image", metavar="IMAGE", help=f"default {REDUCTION_SERVER_IMAGE}"
-    )
-    g.add_argument(
-        "--allow-unknown-machine-type",
+    ),
+    Option("reduction_server_image", metavar="IMAGE", help=f"default {REDUCTION_SERVER_IMAGE}"),
+    Option(
+        "allow_unknown_machine_type",
         action="store_true",
         help="skip the check of machine types and accelerators against the known families",
-    )
+    ),
+)
+# vertex-job's production options (vertex_production.production_options checks them).
+PRODUCTION = Group("scheduling, network, encryption and pools", _SCHEDULING + _NETWORK + _POOLS)
+
+RUN = Group(
+    "run",
+    (
+        Option(
+            "dry_run",
+            action="store_true",
+            help="print the CustomJob request as JSON; submit nothing",
+        ),
+        Option(
+            "wait",
+            action="store_true",
+            help="block until the job ends (default: return once created)",
+        ),
+        Option("log_level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
+        Option(
+            "container_args",
+            positional=True,
+            nargs=argparse.REMAINDER,
+            metavar="-- [train|tune] ARGS",
+            help="the container's generic-trainer arguments (verb train when none is given)",
+        ),
+    ),
+)
+
+VERTEX_JOB = Verb(
+    "vertex-job",
+    help="run the trainer image as a Vertex AI custom job (chief + workers)",
+    description="`generic-trainer vertex-job`: run the trainer image as a Vertex AI CustomJob, "
+    "with no pipeline. Worker pool 0 is the chief, pool 1 the other replicas; everything after "
+    "`--` is passed to the container's generic-trainer.",
+    groups=(JOB, PRODUCTION, RUN),
+    epilog="Example: generic-trainer vertex-job --project my-proj --region us-central1 --image "
+    "IMAGE --replica-count 2 --base-output-dir gs://my-bucket/runs/1 --dry-run -- --examples "
+    "gs://my-bucket/data --module-file gs://my-bucket/module.py --train-steps 1000",
+)

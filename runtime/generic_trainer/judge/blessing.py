@@ -11,7 +11,8 @@ import logging
 import os
 from collections.abc import Sequence
 
-from generic_trainer.artifacts import files, storage
+from generic_trainer.artifacts import files
+from generic_trainer.artifacts.staged import StagedDir
 from generic_trainer.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -36,13 +37,11 @@ def write_blessing(
 ) -> None:
     """A TFX-style blessing dir, published whole: one marker file (the reasons inside when not
     blessed)."""
-    staging = storage.staging_dir_for(blessing_dir)
-    os.makedirs(staging)
-    with open(
-        os.path.join(staging, blessed_file if blessed else not_blessed_file), "w", encoding="utf-8"
-    ) as f:
-        f.write("".join(f"{r}\n" for r in reasons))
-    storage.publish_dir(staging, blessing_dir)
+    with StagedDir(blessing_dir) as stage:
+        marker = os.path.join(stage.path, blessed_file if blessed else not_blessed_file)
+        with open(marker, "w", encoding="utf-8") as f:
+            f.write("".join(f"{r}\n" for r in reasons))
+        stage.publish()
     log.info("blessing: %s/%s", blessing_dir, blessed_file if blessed else not_blessed_file)
 
 

@@ -79,8 +79,7 @@ def decoded_size(paths: Iterable[str], limit: int) -> int | None:
 
 def _gunzipped_size(head: bytes, f: object, limit: int) -> int:
     """The decompressed size of the gzip stream `f` (`head`: its bytes already read), counting at
-    most
-    past `limit` (every member of a multi-member file)."""
+    most past `limit` (every member of a multi-member file)."""
     size, data = 0, head
     decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
     while size <= limit:

@@ -165,8 +165,8 @@ def caches(mode: str, options: DatasetOptions, patterns: list[str]) -> bool:
     always; off: never; auto: when they are read more than once, no shuffle_seed pins tfx_bsl's
     order of later epochs (with the cache, the files come in the first epoch's order every epoch;
     records are still shuffled every epoch), and their decoded size fits `cache_budget.budget`:
-    CACHE_AUTO_BYTES, or
-    half the memory the run has left; else no cache, with a log line saying why)."""
+    CACHE_AUTO_BYTES, or half the memory the run has left; else no cache, with a log line saying
+    why)."""
     if mode in ("memory", "off"):
         return mode == "memory"
     if options.num_epochs == 1 or (options.shuffle and options.shuffle_seed is not None):

@@ -103,9 +103,8 @@ def check_split_entries(path: str, split: str, input_name: str = "--examples") -
 
 def damaged_file(file_patterns: Sequence[str], budget: int = 200_000) -> str | None:
     """ "split 'x', <file>: <what is wrong>" for the first file whose records cannot be read to
-    their end (a
-    truncated gzip stream, garbage after it, a record cut short), reading at most `budget`
-    records; else None."""
+    their end (a truncated gzip stream, garbage after it, a record cut short), reading at most
+    `budget` records; else None."""
     for pattern in file_patterns:
         for path in split_files(pattern):
             try:

@@ -9,10 +9,10 @@ UserInputError, exit 2, or None when the records are fine and the user's own par
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterator, Sequence
 
 from generic_trainer.errors import UserInputError
+from generic_trainer.records import decode_problems
 from generic_trainer.records.example_files import (
     damaged_file,
     read_records,
@@ -27,18 +27,7 @@ log = logging.getLogger(__name__)
 
 _FIRST_RECORDS = 16  # records decoded per split before run_fn runs (plus the first of each file)
 _MAX_FILES_CHECKED = 64  # files per split whose first record is decoded too
-_LOCATE_RECORDS = (
-    200_000  # records scanned, at most, to locate a record the input pipeline could not decode
-)
-NOT_AN_EXAMPLE = "it is not a serialized tf.Example"
-_DECODE_PATTERNS = (
-    re.compile(
-        r"Feature: (?P<feature>\S+) \(data type: (?P<dtype>\w+)\) is required but could not be "
-        r"found"
-    ),
-    re.compile(r"Key: (?P<feature>[^,\s]+), Index: \d+\.\s+(?P<detail>[^\[]*?)\s*(\[|$)"),
-    re.compile(r"(?P<detail>Could not parse example input)"),
-)
+_LOCATE_RECORDS = 200_000  # records scanned, at most, to locate a record that did not decode
 
 
 def _sample(pattern: str) -> Iterator[tuple[str, int, bytes]]:
@@ -57,48 +46,6 @@ def _sample(pattern: str) -> Iterator[tuple[str, int, bytes]]:
             yield path, 0, record
 
 
-def _decode_problem(record: bytes, spec: Parse | None) -> str | None:
-    """Why `record` does not decode (as a tf.Example, by the schema's parser when given), or
-    None."""
-    import tensorflow as tf
-    from google.protobuf.message import DecodeError
-
-    if spec is None:
-        try:
-            tf.train.Example.FromString(record)
-        except DecodeError:
-            return NOT_AN_EXAMPLE
-        return None
-    try:
-        spec(tf.constant([record]))
-    except tf.errors.InvalidArgumentError as e:
-        return _describe_decode_error(e.message) or " ".join(e.message.split())[:300]
-    except (
-        UnicodeDecodeError
-    ):  # TensorFlow's error text quoted the record's bytes, which are not UTF-8
-        return NOT_AN_EXAMPLE
-    return None
-
-
-def _describe_decode_error(message: str) -> str | None:
-    """`feature 'x': <what TensorFlow said>` for a tf.io.parse_example error message, or None for
-    other errors."""
-    for pattern in _DECODE_PATTERNS:
-        match = pattern.search(message)
-        if match:
-            groups = match.groupdict()
-            if groups.get("dtype"):
-                return (
-                    f"feature {groups['feature']!r} ({groups['dtype']}) is required by the "
-                    "schema but missing"
-                )
-            detail = " ".join((groups.get("detail") or "").split()).rstrip(".")
-            if detail.startswith("Could not parse"):
-                return NOT_AN_EXAMPLE
-            return f"feature {groups['feature']!r}: {detail}"
-    return None
-
-
 def _bad_record(
     file_patterns: Sequence[str],
     spec: Parse | None,
@@ -111,10 +58,13 @@ def _bad_record(
     """
 
     def first_problem(pattern: str, chunk: list[tuple[str, int, bytes]]) -> str | None:
-        if spec is not None and _decode_problem_batch([r for _, _, r in chunk], spec) is None:
+        if (
+            spec is not None
+            and decode_problems.batch_problem([r for _, _, r in chunk], spec) is None
+        ):
             return None
         for path, index, record in chunk:
-            problem = _decode_problem(record, spec)
+            problem = decode_problems.record_problem(record, spec)
             if problem:
                 return f"split {split_name(pattern)!r}, {path}, record {index}: {problem}"
         return None
@@ -134,20 +84,6 @@ def _bad_record(
     return None
 
 
-def _decode_problem_batch(records: list[bytes], spec: Parse) -> str | None:
-    import tensorflow as tf
-
-    try:
-        spec(tf.constant(records))
-    except tf.errors.InvalidArgumentError as e:
-        return e.message
-    except (
-        UnicodeDecodeError
-    ):  # an error text quoting bytes that are not UTF-8: some record is not a tf.Example
-        return NOT_AN_EXAMPLE
-    return None
-
-
 def _spec(schema_path: str | None, pattern: str) -> Parse | None:
     """The parser of the schema for the payload format of the split's records (None: no schema)."""
     if not schema_path:
@@ -161,8 +97,7 @@ def _bad_split(
     records: Callable[[str], Iterator[tuple[str, int, bytes]]],
 ) -> tuple[str | None, str | None]:
     """(why the split's records fit none of `schema_paths`, each problem naming its schema, or None;
-    the first
-    schema they fit, logged when it is not the first given)."""
+    the first schema they fit, logged when it is not the first given)."""
     problems = []
     for schema_path in schema_paths:
         problem = _bad_record([pattern], _spec(schema_path, pattern), records)
@@ -190,9 +125,8 @@ def record_schemas(
     schema_path: str | None, transformed_schema_path: str | None
 ) -> list[str | None]:
     """The schemas a split's records may follow: the raw schema (--schema), then, with a transform
-    graph, its
-    transformed_metadata (TFX feeds the Trainer Transform's transformed examples with the raw
-    schema)."""
+    graph, its transformed_metadata (TFX feeds the Trainer Transform's transformed examples with
+    the raw schema)."""
     if schema_path and transformed_schema_path:
         return [schema_path, transformed_schema_path]
     return [schema_path]
@@ -231,14 +165,23 @@ def decode_error(
     input_name: str = "--examples",
     transformed_schema_path: str | None = None,
 ) -> UserInputError | None:
-    """A UserInputError for a decode error the input pipeline raised while user code ran, else None.
+    """The bad-data error behind a decode error the input pipeline raised while user code ran.
 
     tf.io.parse_example's InvalidArgumentError (missing feature, wrong type or size, not a
     tf.Example) and DataLossError (damaged TFRecord) are bad data, not the user's code: the files
-    are scanned (up to a bound) to name the split, file and record. When every record decodes
-    against the schema (or, with `transformed_schema_path`, a split against the transform graph's
-    transformed_metadata), the module's own parsing is at fault and None is returned (a user-code
-    error).
+    are scanned (up to a bound) to name the split, file and record.
+
+    Args:
+      error: what the input pipeline raised.
+      file_patterns: the split file patterns it read.
+      schema_path: the schema the records are checked against (None: none).
+      input_name: what the error names.
+      transformed_schema_path: the transform graph's transformed_metadata schema, for the splits
+        the graph was applied to.
+
+    Returns:
+      The UserInputError naming the bad data, or None when the error is no decode error or every
+      record decodes (the module's own parsing is at fault: a user-code error).
     """
     import tensorflow as tf
 
@@ -248,17 +191,39 @@ def decode_error(
         return UserInputError(
             input_name, f"damaged TFRecord data in {where} (TensorFlow said: {error.message})"
         )
-    what = (
-        _describe_decode_error(error.message)
-        if isinstance(error, tf.errors.InvalidArgumentError)
-        else None
-    )
-    if isinstance(
-        error, UnicodeDecodeError
-    ):  # TensorFlow's error text quoted record bytes that are not UTF-8
-        what = NOT_AN_EXAMPLE
+    what = _error_problem(error)
     if what is None:
         return None
+    schema_paths = record_schemas(schema_path, transformed_schema_path)
+    located, cut_short = _locate_bad_record(file_patterns, schema_paths)
+    if located is None and not cut_short:
+        # every record decodes against the schema: the module's own parsing disagrees with it
+        return None
+    where = located or f"one of the splits {splits}: {what}" + (
+        f" (schema {schema_path})" if schema_path else ""
+    )
+    return UserInputError(
+        input_name, f"bad data in {where} (found while the input pipeline read it)"
+    )
+
+
+def _error_problem(error: BaseException) -> str | None:
+    """What a decode error says is wrong with the data (None: not a decode error)."""
+    import tensorflow as tf
+
+    if isinstance(error, UnicodeDecodeError):  # TensorFlow's text quoted non-UTF-8 record bytes
+        return decode_problems.NOT_AN_EXAMPLE
+    if isinstance(error, tf.errors.InvalidArgumentError):
+        return decode_problems.describe_decode_error(error.message)
+    return None
+
+
+def _locate_bad_record(
+    file_patterns: Sequence[str], schema_paths: list[str | None]
+) -> tuple[str | None, list[str]]:
+    """(where the first bad record is, None if none found; the patterns the scan cut short)."""
+    import tensorflow as tf
+
     cut_short = []
 
     def every_record(pattern: str) -> Iterator[tuple[str, int, bytes]]:
@@ -271,26 +236,11 @@ def decode_error(
                 cut_short.append(pattern)
                 return
 
-    schema_paths = record_schemas(schema_path, transformed_schema_path)
     try:
-        located = next(
-            (
-                p
-                for p in (
-                    _bad_split(pattern, schema_paths, every_record)[0] for pattern in file_patterns
-                )
-                if p
-            ),
-            None,
-        )
+        for pattern in file_patterns:
+            located = _bad_split(pattern, schema_paths, every_record)[0]
+            if located:
+                return located, cut_short
     except (UserInputError, OSError, tf.errors.OpError):
-        located, cut_short = None, ["(scan failed)"]
-    if located is None and not cut_short:
-        # every record decodes against the schema: the module's own parsing disagrees with it
-        return None
-    where = located or f"one of the splits {splits}: {what}" + (
-        f" (schema {schema_path})" if schema_path else ""
-    )
-    return UserInputError(
-        input_name, f"bad data in {where} (found while the input pipeline read it)"
-    )
+        return None, ["(scan failed)"]
+    return None, cut_short

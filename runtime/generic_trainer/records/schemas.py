@@ -2,8 +2,8 @@
 it.
 
 `load_schema` reads a schema.pbtxt (or SchemaGen's directory holding one);
-`feature_spec_from_schema` and `parser_config` follow tfx_bsl's tensor representation rules (dense,
-var-len, sparse, ragged), so parsed tensors are the ones TFX's own reader gives. Errors name
+`feature_spec_from_schema` and `parser_config` parse the tensors tensor_representations.py gives
+(dense, var-len, sparse, ragged), so parsed tensors are the ones TFX's own reader gives. Errors name
 `--schema` (UserInputError). TensorFlow and the protos are imported inside the functions.
 """
 
@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from generic_trainer.artifacts import files
+from generic_trainer.artifacts import bounded_parse, files
 from generic_trainer.errors import UserInputError
 from generic_trainer.records.example_files import one_file
+from generic_trainer.records.tensor_representations import tensor_representations
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -37,7 +38,9 @@ def load_schema(path: str, input_name: str = "--schema") -> schema_pb2.Schema:
             f"{path} is {files.describe(path)}; expected a schema.pbtxt file or its directory",
         )
     try:
-        schema = text_format.Parse(files.read_small(path, input_name), schema_pb2.Schema())
+        schema = text_format.Parse(
+            bounded_parse.read_text(path, input_name, files.MAX_SMALL_FILE), schema_pb2.Schema()
+        )
     except (text_format.ParseError, UnicodeDecodeError) as e:
         raise UserInputError(
             input_name, f"{path} is not a text-format tensorflow-metadata Schema: {e}"
@@ -62,7 +65,34 @@ def feature_spec_from_schema(schema: schema_pb2.Schema) -> dict[str, Any]:
 
 
 def parser_config(schema: schema_pb2.Schema) -> tuple[dict[str, Any], dict[str, str]]:
-    """(parse spec, {spec key: tensor name} for keys that must be renamed after parsing)."""
+    """The `tf.io.parse_example` spec of a schema, and the keys to rename after parsing.
+
+    Args:
+      schema: the Schema.
+
+    Returns:
+      (the parse spec, {spec key: tensor name} for the keys that are not the tensor's name).
+
+    Raises:
+      UserInputError: a representation that cannot be parsed (named with `--schema`).
+    """
+    dtype_of = _dtype_lookup(schema)
+    spec: dict[str, Any] = {}
+    renames: dict[str, str] = {}
+    for name, rep in tensor_representations(schema).items():
+        key, feature = _parse_feature(name, rep, dtype_of)
+        if key in spec:
+            raise UserInputError(
+                "--schema", f"feature {key!r} is the source of more than one dense/var-len tensor"
+            )
+        spec[key] = feature
+        if key != name:
+            renames[key] = name
+    return spec, renames
+
+
+def _dtype_lookup(schema: schema_pb2.Schema) -> Callable[[str, str], tf.DType]:
+    """dtype_of(tensor, column): the parsed dtype of a schema feature (INT, FLOAT or BYTES)."""
     import tensorflow as tf
     from tensorflow_metadata.proto.v0 import schema_pb2
 
@@ -82,176 +112,43 @@ def parser_config(schema: schema_pb2.Schema) -> tuple[dict[str, Any], dict[str, 
             )
         return dtypes[types[column]]
 
-    spec: dict[str, Any] = {}
-    renames: dict[str, str] = {}
-    for name, rep in _tensor_representations(schema).items():
-        kind = rep.WhichOneof("kind")
-        if kind == "dense_tensor":
-            column = rep.dense_tensor.column_name
-            dtype = dtype_of(name, column)
-            shape = [d.size for d in rep.dense_tensor.shape.dim]
-            default = None
-            if rep.dense_tensor.HasField("default_value"):
-                default = _default_values(name, rep.dense_tensor.default_value, dtype, shape)
-            key, feature = column, tf.io.FixedLenFeature(shape, dtype, default_value=default)
-        elif kind == "varlen_sparse_tensor":
-            column = rep.varlen_sparse_tensor.column_name
-            key, feature = column, tf.io.VarLenFeature(dtype_of(name, column))
-        elif kind == "sparse_tensor":
-            sparse = rep.sparse_tensor
-            feature = tf.io.SparseFeature(
-                index_key=list(sparse.index_column_names),
-                value_key=sparse.value_column_name,
-                dtype=dtype_of(name, sparse.value_column_name),
-                size=[d.size for d in sparse.dense_shape.dim],
-                already_sorted=sparse.already_sorted,
-            )
-            key = name
-        elif kind == "ragged_tensor":
-            key, feature = name, _ragged_feature(name, rep.ragged_tensor, dtype_of)
-        else:
-            raise UserInputError(
-                "--schema", f"tensor representation {name!r} has no supported kind ({kind})"
-            )
-        if key in spec:
-            raise UserInputError(
-                "--schema", f"feature {key!r} is the source of more than one dense/var-len tensor"
-            )
-        spec[key] = feature
-        if key != name:
-            renames[key] = name
-    return spec, renames
+    return dtype_of
 
 
-def _tensor_representations(
-    schema: schema_pb2.Schema,
-) -> dict[str, schema_pb2.TensorRepresentation]:
-    """tfx_bsl's InferTensorRepresentationsFromMixedSchema: explicit group "" plus inferred ones."""
-    inferred = _infer_tensor_representations(schema)
-    if "" not in schema.tensor_representation_group:
-        return inferred
-    explicit = dict(schema.tensor_representation_group[""].tensor_representation)
-    used = {column for rep in explicit.values() for column in _source_columns(rep)}
-    for name, rep in inferred.items():
-        if name not in used and name not in explicit:
-            explicit[name] = rep
-    return explicit
+def _parse_feature(
+    name: str,
+    rep: schema_pb2.TensorRepresentation,
+    dtype_of: Callable[[str, str], tf.DType],
+) -> tuple[str, Any]:
+    """(the spec key, the tf.io feature) that parses tensor `name` of representation `rep`."""
+    import tensorflow as tf
 
-
-def _source_columns(rep: schema_pb2.TensorRepresentation) -> list[str]:
     kind = rep.WhichOneof("kind")
     if kind == "dense_tensor":
-        return [rep.dense_tensor.column_name]
+        column = rep.dense_tensor.column_name
+        dtype = dtype_of(name, column)
+        shape = [d.size for d in rep.dense_tensor.shape.dim]
+        default = None
+        if rep.dense_tensor.HasField("default_value"):
+            default = _default_values(name, rep.dense_tensor.default_value, dtype, shape)
+        return column, tf.io.FixedLenFeature(shape, dtype, default_value=default)
     if kind == "varlen_sparse_tensor":
-        return [rep.varlen_sparse_tensor.column_name]
+        column = rep.varlen_sparse_tensor.column_name
+        return column, tf.io.VarLenFeature(dtype_of(name, column))
     if kind == "sparse_tensor":
-        return [*rep.sparse_tensor.index_column_names, rep.sparse_tensor.value_column_name]
+        sparse = rep.sparse_tensor
+        feature = tf.io.SparseFeature(
+            index_key=list(sparse.index_column_names),
+            value_key=sparse.value_column_name,
+            dtype=dtype_of(name, sparse.value_column_name),
+            size=[d.size for d in sparse.dense_shape.dim],
+            already_sorted=sparse.already_sorted,
+        )
+        return name, feature
     if kind == "ragged_tensor":
-        lengths = [p.row_length for p in rep.ragged_tensor.partition if p.HasField("row_length")]
-        return [*rep.ragged_tensor.feature_path.step[:1], *lengths]
-    return []
-
-
-def _live(feature: schema_pb2.Feature | schema_pb2.SparseFeature) -> bool:
-    """Whether tfx_bsl reads the feature (not deprecated, not in a lifecycle stage it skips)."""
-    from tensorflow_metadata.proto.v0 import schema_pb2
-
-    skipped = {
-        schema_pb2.DEPRECATED,
-        schema_pb2.DISABLED,
-        schema_pb2.PLANNED,
-        schema_pb2.ALPHA,
-        schema_pb2.DEBUG_ONLY,
-        schema_pb2.VALIDATION_DERIVED,
-    }
-    return not (feature.deprecated or feature.lifecycle_stage in skipped)
-
-
-def _infer_tensor_representations(
-    schema: schema_pb2.Schema,
-) -> dict[str, schema_pb2.TensorRepresentation]:
-    from tensorflow_metadata.proto.v0 import path_pb2, schema_pb2
-
-    representation = schema_pb2.TensorRepresentation
-    remaining = {f.name: f for f in schema.feature}
-    result = {
-        sparse.name: _sparse_representation(sparse, remaining)
-        for sparse in schema.sparse_feature
-        if _live(sparse)
-    }
-    for feature in remaining.values():
-        if not _live(feature):
-            continue
-        if feature.type == schema_pb2.STRUCT:
-            raise UserInputError(
-                "--schema", f"feature {feature.name!r} is a STRUCT, which tf.Example cannot hold"
-            )
-        if feature.HasField("shape"):
-            if feature.presence.min_fraction != 1:
-                raise UserInputError(
-                    "--schema",
-                    f"feature {feature.name!r} has a fixed shape but presence.min_fraction "
-                    f"{feature.presence.min_fraction} != 1; use value_count instead of shape for a "
-                    "feature that can be missing",
-                )
-            result[feature.name] = representation(
-                dense_tensor=representation.DenseTensor(
-                    column_name=feature.name, shape=feature.shape
-                )
-            )
-        elif schema.represent_variable_length_as_ragged:
-            path = path_pb2.Path(step=[feature.name])
-            result[feature.name] = representation(
-                ragged_tensor=representation.RaggedTensor(feature_path=path)
-            )
-        else:
-            varlen = representation.VarLenSparseTensor(column_name=feature.name)
-            result[feature.name] = representation(varlen_sparse_tensor=varlen)
-    return result
-
-
-def _sparse_representation(
-    sparse: schema_pb2.SparseFeature, remaining: dict[str, schema_pb2.Feature]
-) -> schema_pb2.TensorRepresentation:
-    """A sparse_feature's SparseTensor; its index and value features are taken out of
-    `remaining`."""
-    from tensorflow_metadata.proto.v0 import schema_pb2
-
-    representation = schema_pb2.TensorRepresentation
-    shape = schema_pb2.FixedShape()
-    for index in sparse.index_feature:
-        column = remaining.pop(index.name, None)
-        if column is None:
-            raise UserInputError(
-                "--schema",
-                f"sparse_feature {sparse.name!r} names index feature {index.name!r}, not in the "
-                "schema",
-            )
-        domain = column.int_domain
-        if column.HasField("int_domain"):
-            if not (domain.HasField("min") and domain.HasField("max")) or domain.min != 0:
-                raise UserInputError(
-                    "--schema",
-                    f"index feature {index.name!r} of sparse_feature {sparse.name!r} needs an "
-                    "int_domain "
-                    "with min 0 and a max",
-                )
-            shape.dim.add(size=domain.max + 1)
-        else:
-            shape.dim.add(size=-1)
-    if remaining.pop(sparse.value_feature.name, None) is None:
-        raise UserInputError(
-            "--schema",
-            f"sparse_feature {sparse.name!r} names value feature {sparse.value_feature.name!r}, "
-            "not in the schema (or already used)",
-        )
-    return representation(
-        sparse_tensor=representation.SparseTensor(
-            dense_shape=shape,
-            index_column_names=[i.name for i in sparse.index_feature],
-            value_column_name=sparse.value_feature.name,
-            already_sorted=sparse.is_sorted or None,
-        )
+        return name, _ragged_feature(name, rep.ragged_tensor, dtype_of)
+    raise UserInputError(
+        "--schema", f"tensor representation {name!r} has no supported kind ({kind})"
     )
 
 
@@ -261,6 +158,7 @@ def _default_values(
     dtype: tf.DType,
     shape: list[int],
 ) -> list[int | float | bytes]:
+    """A dense tensor's default value, checked against its dtype, filled to its shape."""
     import tensorflow as tf
 
     kind = default.WhichOneof("kind")
@@ -282,6 +180,7 @@ def _ragged_feature(
     ragged: schema_pb2.TensorRepresentation.RaggedTensor,
     dtype_of: Callable[[str, str], tf.DType],
 ) -> tf.io.RaggedFeature:
+    """The tf.io.RaggedFeature of a ragged representation (one feature path step)."""
     import tensorflow as tf
     from tensorflow_metadata.proto.v0 import schema_pb2
 

@@ -7,13 +7,12 @@ Garden's `base_task.Task`. Shared state lives on the instance (`self.params`, `s
 anything a subclass sets in `__init__`), never in globals.
 
 Required: `build_model`, `build_inputs`, and `build_losses` (unless both `train_step` and
-`validation_step` are overridden). `check_task_class` reports what is missing before anything
-runs. Importing this module does not import TensorFlow.
+`validation_step` are overridden). `task_registry.check_task_class` reports what is missing before
+anything runs. Importing this module does not import TensorFlow.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -23,9 +22,6 @@ from generic_trainer.task.config import DataConfig, ExperimentConfig, RuntimeCon
 from generic_trainer.task.optimization_config import OptimizationConfig, OptimizerConfig
 
 log = logging.getLogger(__name__)
-
-_TASKS: dict[str, type[Task]] = {}
-_TASKS_BY_CONFIG: dict[type, type[Task]] = {}
 
 
 class Task:
@@ -244,64 +240,3 @@ def _float32(outputs: Any) -> Any:
     return tf.nest.map_structure(
         lambda x: tf.cast(x, tf.float32) if x.dtype.is_floating else x, outputs
     )
-
-
-def register_task(cls: type[Task] | None = None, *, name: str | None = None):
-    """Class decorator: register a Task under `name` (default its class name) and its config
-    class."""
-
-    def decorator(task_cls: type[Task]) -> type[Task]:
-        _TASKS[name or task_cls.__name__] = task_cls
-        if task_cls.config_cls is not TaskConfig:
-            _TASKS_BY_CONFIG[task_cls.config_cls] = task_cls
-        return task_cls
-
-    return decorator(cls) if cls is not None else decorator
-
-
-def get_task(name: str) -> type[Task] | None:
-    return _TASKS.get(name)
-
-
-def task_for_config(task_config: TaskConfig) -> type[Task] | None:
-    """The registered Task whose config class is `type(task_config)`."""
-    for cls in type(task_config).__mro__:
-        if cls in _TASKS_BY_CONFIG:
-            return _TASKS_BY_CONFIG[cls]
-    return None
-
-
-def _overrides(cls: type, name: str) -> bool:
-    return getattr(cls, name, None) is not getattr(Task, name, None)
-
-
-def check_task_class(cls: Any, input_name: str = "--task") -> type[Task]:
-    """Fail early, naming what is missing, when `cls` cannot be trained as a Task."""
-    if not inspect.isclass(cls) or not issubclass(cls, Task):
-        kind = type(cls).__name__ if not inspect.isclass(cls) else f"class {cls.__name__}"
-        raise UserInputError(
-            input_name,
-            f"{getattr(cls, '__name__', cls)!s} is a {kind}, not a subclass of "
-            "generic_trainer.Task",
-        )
-    missing = [m for m in ("build_model", "build_inputs") if not _overrides(cls, m)]
-    own_steps = _overrides(cls, "train_step") and _overrides(cls, "validation_step")
-    if not _overrides(cls, "build_losses") and not own_steps:
-        missing.append("build_losses")
-    if missing:
-        raise UserInputError(
-            input_name,
-            f"Task {cls.__name__} does not define {', '.join(missing)} (required: build_model, "
-            "build_inputs, "
-            "and build_losses unless train_step and validation_step are both overridden)",
-        )
-    if not (inspect.isclass(cls.config_cls) and issubclass(cls.config_cls, TaskConfig)):
-        raise UserInputError(
-            input_name,
-            f"{cls.__name__}.config_cls must be a TaskConfig subclass, got {cls.config_cls!r}",
-        )
-    return cls
-
-
-def overrides_aggregation(task: Task) -> bool:
-    return _overrides(type(task), "aggregate_logs")

@@ -3,10 +3,10 @@
 An `ExperimentConfig` has three parts with TF Model Garden's field names: `task` (what to
 train: data, model, init checkpoint), `trainer` (how long and how often: steps, intervals,
 checkpoints, optimizer) and `runtime` (strategy, mixed precision). A Task names its own
-`TaskConfig` subclass. This module also reads the text an override comes in (config files,
-the inline `config`, `--params-override a.b=c,...`) into mappings, and writes a resolved config
-as params.yaml. Applying mappings onto a config is `overrides.py`; resolving and checking the
-experiment of a run is `resolve.py`. No TensorFlow here.
+`TaskConfig` subclass. The text an override comes in (config files, the inline `config`,
+`--params-override a.b=c,...`) is read into mappings by `config_text.py` (re-exported here); this
+module writes a resolved config as params.yaml. Applying mappings onto a config is
+`overrides.py`; resolving and checking the experiment of a run is `resolve.py`. No TensorFlow here.
 """
 
 from __future__ import annotations
@@ -14,11 +14,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from generic_trainer.artifacts import bounded_parse
 from generic_trainer.errors import UserInputError
+from generic_trainer.task.config_text import (  # noqa: F401 (re-exported)
+    load_config_file,
+    parse_config_text,
+    parse_params_override,
+)
 from generic_trainer.task.optimization_config import OptimizationConfig, OptimizerConfig
 from generic_trainer.task.overrides import build_optimization_config
 
@@ -170,6 +174,7 @@ def register_experiment(
 
 
 def registered_experiments() -> list[str]:
+    """The names of the registered experiments, sorted."""
     return sorted(_EXPERIMENTS)
 
 
@@ -190,112 +195,21 @@ def get_experiment(name: str, input_name: str = "--experiment") -> ExperimentCon
 
 
 # --------------------------------------------------------------------------------------------
-# Parsing override sources
+# Text forms (the override sources are read in config_text.py)
 # --------------------------------------------------------------------------------------------
 
 
-def _yaml_load(text: str, source: str) -> Any:
-    """YAML (or JSON) text within the bounds of `bounded_parse` (nesting, alias expansion, size)."""
-    return bounded_parse.load_yaml(text, source)
-
-
-def load_config_file(path: str, source: str | None = None) -> dict[str, Any]:
-    """A YAML (or JSON) config file as a mapping (empty file -> {})."""
-    source = source or f"--config-file {path}"
-    parsed = _yaml_load(bounded_parse.read_text(path, source), source)
-    if parsed is None:
-        return {}
-    if not isinstance(parsed, Mapping):
-        raise UserInputError(
-            source, f"expected a mapping (task: ..., trainer: ...), got {type(parsed).__name__}"
-        )
-    return dict(parsed)
-
-
-def parse_config_text(
-    text: str | Mapping[str, Any] | None, source: str = "config"
-) -> dict[str, Any]:
-    """Inline YAML/JSON (the KFP `config` parameter); a mapping passes through."""
-    if text is None or (isinstance(text, str) and not text.strip()):
-        return {}
-    parsed = (
-        bounded_parse.check_depth(text, source)
-        if isinstance(text, Mapping)
-        else _yaml_load(text, source)
-    )
-    if parsed is None:
-        return {}
-    if not isinstance(parsed, Mapping):
-        raise UserInputError(
-            source, f"expected a YAML/JSON mapping (task: ..., trainer: ...), got {parsed!r}"
-        )
-    return dict(parsed)
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas outside brackets and quotes."""
-    parts, depth, quote, current = [], 0, None, []
-    for ch in text:
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "[{(":
-            depth += 1
-        elif ch in "]})":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-            continue
-        current.append(ch)
-    parts.append("".join(current))
-    return parts
-
-
-def parse_params_override(text: str | None, source: str = "--params-override") -> dict[str, Any]:
-    """`a.b=c,d.e=[1,2]` (or a YAML mapping) as a nested mapping; values are read as YAML scalars.
-
-    A comma-separated piece without `=` continues the previous value (`input_path=a/*,b/*`).
-    """
-    if text is None or not text.strip():
-        return {}
-    stripped = text.strip()
-    if stripped.startswith("{") or "\n" in stripped:
-        return parse_config_text(stripped, source)
-    pairs: list[list[str]] = []
-    for piece in _split_top_level(stripped):
-        if "=" in piece and not piece.split("=", 1)[0].strip().startswith(("[", "{", "'", '"')):
-            key, value = piece.split("=", 1)
-            pairs.append([key.strip(), value])
-        elif pairs:
-            pairs[-1][1] += "," + piece
-        else:
-            raise UserInputError(
-                source, f"expected key=value pairs like trainer.train_steps=100, got {piece!r}"
-            )
-    out: dict[str, Any] = {}
-    for key, raw in pairs:
-        if not key or any(not part for part in key.split(".")):
-            raise UserInputError(
-                source, f"bad key {key!r}; expected dotted names like task.train_data.input_path"
-            )
-        value = _yaml_load(raw.strip(), source) if raw.strip() else ""
-        node = out
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise UserInputError(source, f"{key}: {part} is given both a value and sub-keys")
-        node[parts[-1]] = value
-    return bounded_parse.check_depth(out, source)
-
-
 def as_dict(config: Any, redact_secrets: bool = True) -> dict[str, Any]:
-    """The config as plain data (what params.yaml holds); the values of keys whose names say secret,
-    at
-    any depth (custom_config's, and its `secret_keys`), are masked (redaction.redact)."""
+    """The config as plain data (what params.yaml holds).
+
+    Args:
+      config: a config dataclass.
+      redact_secrets: mask the values of keys whose names say secret, at any depth (custom_config's
+        and its `secret_keys`; redaction.redact).
+
+    Returns:
+      Plain dicts, lists and scalars.
+    """
     data = dataclasses.asdict(config)
     if redact_secrets:
         from generic_trainer.artifacts.redaction import redact
@@ -305,6 +219,7 @@ def as_dict(config: Any, redact_secrets: bool = True) -> dict[str, Any]:
 
 
 def to_yaml(config: Any) -> str:
+    """The config as YAML (secret values masked, `as_dict`), fields in declaration order."""
     import yaml
 
     def plain(value: Any) -> Any:

@@ -16,8 +16,8 @@ import time
 from typing import Any
 
 from generic_trainer.errors import TrainerError, UserCodeError, UserInputError
-from generic_trainer.task.base import overrides_aggregation
 from generic_trainer.task.state import TaskState, format_logs, host_logs
+from generic_trainer.task.task_registry import overrides_aggregation
 
 progress_log = logging.getLogger("generic_trainer.progress")
 

@@ -13,24 +13,21 @@ Usable without the CLI:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from generic_trainer.artifacts import bounded_parse
 from generic_trainer.task import checkpoints
 from generic_trainer.task.base import Task
 from generic_trainer.task.config import TRAIN_MODES, ExperimentConfig, as_dict, write_params_yaml
-from generic_trainer.task.controller import (
-    Controller,
-    ControllerSettings,
-    EvalAction,
-    ExperimentResult,
-)
+from generic_trainer.task.controller import Controller, ControllerSettings, EvalAction
 from generic_trainer.task.eval_loop import EvalLoop
+from generic_trainer.task.experiment_result import ExperimentResult
 from generic_trainer.task.export import export_serving
 from generic_trainer.task.resolve import validate
 from generic_trainer.task.state import TaskState
@@ -49,8 +46,12 @@ def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def write_params(experiment: ExperimentConfig, checkpoint_dir: str) -> None:
-    """Write params.yaml into the checkpoint dir, logging which keys differ from the one already
-    there."""
+    """Write params.yaml into the checkpoint dir, warning with the keys that differ from the old.
+
+    Args:
+      experiment: the run's resolved config.
+      checkpoint_dir: the run's checkpoint dir.
+    """
     path = os.path.join(checkpoint_dir, "params.yaml")
     if os.path.isfile(path):
         try:
@@ -81,8 +82,11 @@ def best_checkpoint_action(
 
 
 def barrier(strategy: Any) -> None:
-    """Wait until every worker gets here (a collective sum), so no worker exits while others still
-    work."""
+    """Wait until every worker gets here (a collective sum): no worker exits while others work.
+
+    Args:
+      strategy: the run's tf.distribute strategy.
+    """
     import tensorflow as tf
 
     @tf.function
@@ -94,8 +98,7 @@ def barrier(strategy: Any) -> None:
 
 
 def _export(task: Task, state: TaskState, result: ExperimentResult, export_dir: str) -> None:
-    """The serving model (with the averaged weights, when the optimizer keeps them) into
-    `export_dir`."""
+    """The serving model (the averaged weights when the optimizer keeps them) to `export_dir`."""
     with state.averaged_weights():
         export_serving(task, state.model, export_dir)
     result.serving_model_dir = export_dir
@@ -104,8 +107,7 @@ def _export(task: Task, state: TaskState, result: ExperimentResult, export_dir: 
 def _best_checkpoint_exporter(
     t: Any, mode: str, checkpoint_dir: str, private_dir: str, is_chief: bool
 ) -> checkpoints.BestCheckpointExporter | None:
-    """trainer.best_checkpoint_export_subdir's exporter (a worker's into its private dir); None when
-    not asked."""
+    """trainer.best_checkpoint_export_subdir's exporter (a worker's: in its private dir)."""
     if not t.best_checkpoint_export_subdir or mode == "train":
         return None
     real = os.path.join(checkpoint_dir, t.best_checkpoint_export_subdir)
@@ -115,6 +117,27 @@ def _best_checkpoint_exporter(
         t.best_checkpoint_metric_comp,
         is_chief=is_chief,
     )
+
+
+def _build_controller(
+    state: TaskState, mode: str, settings: ControllerSettings
+) -> tuple[Controller, checkpoints.BestCheckpointExporter | None]:
+    """The controller of `mode` with its inner loops, and the best-checkpoint exporter if asked."""
+    exporter = _best_checkpoint_exporter(
+        state.experiment.trainer,
+        mode,
+        settings.checkpoint_dir,
+        settings.private_dir,
+        settings.is_chief,
+    )
+    controller = Controller(
+        state,
+        settings,
+        trainer=TrainLoop(state) if mode in TRAIN_MODES else None,
+        evaluator=EvalLoop(state) if mode != "train" else None,
+        eval_actions=[best_checkpoint_action(exporter, state)] if exporter else [],
+    )
+    return controller, exporter
 
 
 def run_experiment(
@@ -143,55 +166,67 @@ def run_experiment(
       strategy: the tf.distribute strategy; default the current one.
       export_dir: after a train mode, the serving model is written here (`export.py`).
       is_chief: whether this worker writes the real checkpoints, summaries and exports.
-      private_dir: where a non-chief worker writes what it must (saving is collective); default a
-      temp dir. log_interval_s, eval_poll_s: at most this many seconds between progress lines while
-      training;
-        continuous_eval: seconds between looks for a new checkpoint.
-      export_when: called with the result before exporting; False skips the export (e.g. the
-        serving model of a finished checkpoint is already published).
+      private_dir: where a non-chief worker writes what it must (default: a temp dir).
+      log_interval_s: at most this many seconds between progress lines while training.
+      eval_poll_s: continuous_eval: seconds between looks for a new checkpoint.
+      export_when: called with the result before exporting; False skips the export.
 
-    Returns the result (`result.serving_model_dir` says whether it exported) and the controller
-    (`controller.state.model` is the trained model).
+    Returns:
+      The result (`result.serving_model_dir` says whether it exported) and the controller
+      (`controller.state.model` is the trained model).
     """
-    import tensorflow as tf
-
     validate(experiment, mode)
-    strategy = strategy or tf.distribute.get_strategy()
-    own_private = private_dir is None and not is_chief
-    private_dir = private_dir or (
-        tempfile.mkdtemp(prefix="generic-trainer-worker-") if not is_chief else ""
-    )
-    training, t = mode in TRAIN_MODES, experiment.trainer
-    if training and is_chief:
+    if mode in TRAIN_MODES and is_chief:
         os.makedirs(checkpoint_dir, exist_ok=True)
         write_params(experiment, checkpoint_dir)
-    try:
-        state = TaskState(task, experiment, strategy, training=training)
-        exporter = _best_checkpoint_exporter(t, mode, checkpoint_dir, private_dir, is_chief)
+    with _worker_dir(private_dir, is_chief) as private:
         settings = ControllerSettings(
             checkpoint_dir=checkpoint_dir,
             summary_dir=summary_dir,
             is_chief=is_chief,
-            private_dir=private_dir,
+            private_dir=private,
             log_interval_s=log_interval_s,
             eval_poll_s=eval_poll_s,
         )
-        controller = Controller(
-            state,
-            settings,
-            trainer=TrainLoop(state) if training else None,
-            evaluator=EvalLoop(state) if mode != "train" else None,
-            eval_actions=[best_checkpoint_action(exporter, state)] if exporter else [],
-        )
+        return _run(task, experiment, mode, strategy, settings, export_dir, export_when)
+
+
+@contextlib.contextmanager
+def _worker_dir(private_dir: str | None, is_chief: bool) -> Iterator[str]:
+    """A non-chief worker's private dir: `private_dir`, else a temp dir removed afterwards."""
+    if private_dir is None and not is_chief:
+        made = tempfile.mkdtemp(prefix="generic-trainer-worker-")
         try:
-            result = controller.run(mode)
-            if exporter is not None and is_chief and result.eval_history:
-                result.best_checkpoint_dir = exporter.export_dir
-            if export_dir and training and (export_when is None or export_when(result)):
-                _export(task, state, result, export_dir)
+            yield made
         finally:
-            controller.close()
+            shutil.rmtree(made, ignore_errors=True)
+    else:
+        yield private_dir or (
+            tempfile.mkdtemp(prefix="generic-trainer-worker-") if not is_chief else ""
+        )
+
+
+def _run(
+    task: Task,
+    experiment: ExperimentConfig,
+    mode: str,
+    strategy: Any,
+    settings: ControllerSettings,
+    export_dir: str | None,
+    export_when: Callable[[ExperimentResult], bool] | None,
+) -> tuple[ExperimentResult, Controller]:
+    """Run `mode` with a controller, note the best checkpoint, and export when asked."""
+    import tensorflow as tf
+
+    strategy = strategy or tf.distribute.get_strategy()
+    state = TaskState(task, experiment, strategy, training=mode in TRAIN_MODES)
+    controller, exporter = _build_controller(state, mode, settings)
+    try:
+        result = controller.run(mode)
+        if exporter is not None and settings.is_chief and result.eval_history:
+            result.best_checkpoint_dir = exporter.export_dir
+        if export_dir and mode in TRAIN_MODES and (export_when is None or export_when(result)):
+            _export(task, state, result, export_dir)
     finally:
-        if own_private:
-            shutil.rmtree(private_dir, ignore_errors=True)
+        controller.close()
     return result, controller

@@ -25,8 +25,7 @@ def exclusion_patterns(
     weight_decay: list[str] | None,
     layer_adaptation: list[str] | None,
 ) -> tuple[list[str], list[str]]:
-    """(weight-decay, layer-adaptation) exclusion regexes; layer adaptation defaults to the
-    weight-decay ones."""
+    """(weight-decay, layer-adaptation) exclusion regexes; the second defaults to the first."""
     weight_decay = list(weight_decay or [])
     return weight_decay, list(layer_adaptation) if layer_adaptation is not None else weight_decay
 
@@ -46,11 +45,69 @@ def _trust_ratio(numerator, w_norm, other_norm):
     return ops.where(ops.greater(w_norm, 0.0), ratio, 1.0)
 
 
-def _make_lamb() -> type:
+def _norm(x):
+    """The L2 norm of a tensor's values."""
+    import keras
+
+    return keras.ops.norm(keras.ops.reshape(x, [-1]))
+
+
+def _decayed(optimizer: Any, variable: Any, value):
+    """`value + weight_decay_rate * variable`, unless the variable is excluded from the decay."""
+    if optimizer.weight_decay_rate and not matches(
+        variable, optimizer.exclude_from_weight_decay_patterns
+    ):
+        return value + optimizer.weight_decay_rate * variable
+    return value
+
+
+def _config(optimizer: Any, config: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """A layer-wise optimizer's get_config: the base's, its `names`, and its exclusion lists."""
+    config.update({name: getattr(optimizer, name) for name in names})
+    config["exclude_from_weight_decay"] = optimizer.exclude_from_weight_decay_patterns
+    config["exclude_from_layer_adaptation"] = optimizer.exclude_from_layer_adaptation_patterns
+    return config
+
+
+def _lamb_update(optimizer: Any, variable: Any, gradient, m, v, t):
+    """LAMB's step at step `t`: the moments `m`, `v` updated; (the trust ratio, the update)."""
     import keras
 
     ops = keras.ops
-    trust_ratio = _trust_ratio
+    optimizer.assign(m, optimizer.beta_1 * m + (1.0 - optimizer.beta_1) * gradient)
+    optimizer.assign(v, optimizer.beta_2 * v + (1.0 - optimizer.beta_2) * ops.square(gradient))
+    m_hat = m / (1.0 - ops.power(optimizer.beta_1, t))
+    v_hat = v / (1.0 - ops.power(optimizer.beta_2, t))
+    update = _decayed(optimizer, variable, m_hat / (ops.sqrt(v_hat) + optimizer.epsilon))
+    if matches(variable, optimizer.exclude_from_layer_adaptation_patterns):
+        return 1.0, update
+    w_norm = _norm(variable)
+    return _trust_ratio(w_norm, w_norm, _norm(update)), update
+
+
+def _lars_step(optimizer: Any, velocity, grad, variable: Any, lr):
+    """LARS's step: (the next velocity, what to subtract from the variable)."""
+    adapt = not matches(variable, optimizer.exclude_from_layer_adaptation_patterns)
+    w_norm = _norm(variable)
+
+    def trust(other):
+        return _trust_ratio(optimizer.eeta * w_norm, w_norm, _norm(other)) if adapt else 1.0
+
+    momentum, nesterov = optimizer.momentum, optimizer.nesterov
+    if optimizer.classic_momentum:
+        scaled_lr = lr * trust(grad)
+        next_v = momentum * velocity + scaled_lr * grad
+        return next_v, momentum * next_v + scaled_lr * grad if nesterov else next_v
+    next_v = momentum * velocity + grad
+    update = momentum * next_v + grad if nesterov else next_v
+    return next_v, trust(update) * lr * update
+
+
+def _make_lamb() -> type:
+    """The LAMB optimizer class (Keras is imported here)."""
+    import keras
+
+    ops = keras.ops
 
     class LAMB(keras.optimizers.Optimizer):
         """LAMB (Layer-wise Adaptive Moments for Batch training), tensorflow_addons' formula."""
@@ -86,47 +143,21 @@ def _make_lamb() -> type:
             gradient = ops.cast(gradient, variable.dtype)
             t = ops.cast(self.iterations + 1, variable.dtype)
             index = self._get_variable_index(variable)
-            m, v = self.m[index], self.v[index]
-            self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * gradient)
-            self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(gradient))
-            m_hat = m / (1.0 - ops.power(self.beta_1, t))
-            v_hat = v / (1.0 - ops.power(self.beta_2, t))
-            update = m_hat / (ops.sqrt(v_hat) + self.epsilon)
-            if self.weight_decay_rate and not matches(
-                variable, self.exclude_from_weight_decay_patterns
-            ):
-                update = update + self.weight_decay_rate * variable
-            ratio = 1.0
-            if not matches(variable, self.exclude_from_layer_adaptation_patterns):
-                w_norm, u_norm = (
-                    ops.norm(ops.reshape(variable, [-1])),
-                    ops.norm(ops.reshape(update, [-1])),
-                )
-                ratio = trust_ratio(w_norm, w_norm, u_norm)
+            ratio, update = _lamb_update(self, variable, gradient, self.m[index], self.v[index], t)
             self.assign_sub(variable, ratio * lr * update)
 
         def get_config(self):
-            config = super().get_config()
-            config.update(
-                {
-                    "beta_1": self.beta_1,
-                    "beta_2": self.beta_2,
-                    "epsilon": self.epsilon,
-                    "weight_decay_rate": self.weight_decay_rate,
-                    "exclude_from_weight_decay": self.exclude_from_weight_decay_patterns,
-                    "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation_patterns,
-                }
-            )
-            return config
+            names = ("beta_1", "beta_2", "epsilon", "weight_decay_rate")
+            return _config(self, super().get_config(), names)
 
     return LAMB
 
 
 def _make_lars() -> type:
+    """The LARS optimizer class (Keras is imported here)."""
     import keras
 
     ops = keras.ops
-    trust_ratio = _trust_ratio
 
     class LARS(keras.optimizers.Optimizer):
         """LARS (Layer-wise Adaptive Rate Scaling), Model Garden's formula."""
@@ -159,50 +190,15 @@ def _make_lars() -> type:
 
         def update_step(self, gradient, variable, learning_rate):
             lr = ops.cast(learning_rate, variable.dtype)
-            grad = ops.cast(gradient, variable.dtype)
+            grad = _decayed(self, variable, ops.cast(gradient, variable.dtype))
             velocity = self.velocities[self._get_variable_index(variable)]
-            if self.weight_decay_rate and not matches(
-                variable, self.exclude_from_weight_decay_patterns
-            ):
-                grad = grad + self.weight_decay_rate * variable
-            adapt = not matches(variable, self.exclude_from_layer_adaptation_patterns)
-            w_norm = ops.norm(ops.reshape(variable, [-1]))
-            if self.classic_momentum:
-                trust = (
-                    trust_ratio(self.eeta * w_norm, w_norm, ops.norm(ops.reshape(grad, [-1])))
-                    if adapt
-                    else 1.0
-                )
-                scaled_lr = lr * trust
-                next_v = self.momentum * velocity + scaled_lr * grad
-                update = self.momentum * next_v + scaled_lr * grad if self.nesterov else next_v
-                self.assign(velocity, next_v)
-                self.assign_sub(variable, update)
-            else:
-                next_v = self.momentum * velocity + grad
-                update = self.momentum * next_v + grad if self.nesterov else next_v
-                trust = (
-                    trust_ratio(self.eeta * w_norm, w_norm, ops.norm(ops.reshape(update, [-1])))
-                    if adapt
-                    else 1.0
-                )
-                self.assign(velocity, next_v)
-                self.assign_sub(variable, trust * lr * update)
+            next_v, delta = _lars_step(self, velocity, grad, variable, lr)
+            self.assign(velocity, next_v)
+            self.assign_sub(variable, delta)
 
         def get_config(self):
-            config = super().get_config()
-            config.update(
-                {
-                    "momentum": self.momentum,
-                    "eeta": self.eeta,
-                    "weight_decay_rate": self.weight_decay_rate,
-                    "nesterov": self.nesterov,
-                    "classic_momentum": self.classic_momentum,
-                    "exclude_from_weight_decay": self.exclude_from_weight_decay_patterns,
-                    "exclude_from_layer_adaptation": self.exclude_from_layer_adaptation_patterns,
-                }
-            )
-            return config
+            names = ("momentum", "eeta", "weight_decay_rate", "nesterov", "classic_momentum")
+            return _config(self, super().get_config(), names)
 
     return LARS
 
@@ -211,8 +207,7 @@ def _make_adamw() -> type:
     import keras
 
     class AdamWeightDecay(keras.optimizers.AdamW):
-        """Keras AdamW whose decayed variables are chosen by Model Garden's include/exclude
-        regexes."""
+        """Keras AdamW whose decayed variables Model Garden's include/exclude regexes choose."""
 
         def __init__(self, include_in_weight_decay=None, exclude_from_weight_decay=None, **kwargs):
             super().__init__(**kwargs)
@@ -236,8 +231,7 @@ def _make_adamw() -> type:
 
 
 def decays(variable: Any, include: Sequence[str] | None, exclude: Sequence[str] | None) -> bool:
-    """Model Garden's AdamWeightDecay rule: an `include` match decays; else an `exclude` match does
-    not."""
+    """Model Garden's AdamWeightDecay rule: an `include` match decays; an `exclude` match not."""
     if include and matches(variable, include):
         return True
     return not (exclude and matches(variable, exclude))

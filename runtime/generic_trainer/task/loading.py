@@ -17,7 +17,7 @@ from generic_trainer.errors import UserInputError
 from generic_trainer.fit import user_code, user_module
 from generic_trainer.fit.inputs import resolve_schema_file
 from generic_trainer.fit.requests import TrainRequest
-from generic_trainer.task import base, config, resolve
+from generic_trainer.task import base, config, resolve, task_registry
 from generic_trainer.task.config import TRAIN_MODES
 
 INPUT = "--task"
@@ -57,13 +57,10 @@ def load_task_class(
     Task class."""
     module_spec, attr = split_task_spec(spec)
     try:
-        path = user_module.fetch(module_spec, download_dir, settings)
-        user_module.check_sha256(path, sha256)
-        user_module.check_syntax(path)  # as a run_fn module's: before TensorFlow loads
-        module = user_module.import_module(path, module_spec)
+        module = user_module.load_user_module(module_spec, download_dir, sha256, settings)
     except UserInputError as e:
         raise (_renamed(e) if e.input_name == user_module.INPUT else e) from None
-    cls = getattr(module, attr, None) or base.get_task(attr)
+    cls = getattr(module, attr, None) or task_registry.get_task(attr)
     if cls is None:
         tasks = sorted(
             k
@@ -75,7 +72,7 @@ def load_task_class(
             f"module {getattr(module, '__file__', module_spec)} has no {attr!r}"
             + (f"; its Task classes: {', '.join(tasks)}" if tasks else ""),
         )
-    return base.check_task_class(cls)
+    return task_registry.check_task_class(cls)
 
 
 def _local(value: str, gcs_root: str) -> str:
@@ -97,9 +94,8 @@ def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> conf
         if not isinstance(defaults.task, task_cls.config_cls):
             raise UserInputError(
                 "--experiment",
-                f"experiment {program.experiment!r} configures a "
-                f"{type(defaults.task).__name__}, but {task_cls.__name__} expects "
-                f"a {task_cls.config_cls.__name__}",
+                f"experiment {program.experiment!r} configures a {type(defaults.task).__name__}, "
+                f"but {task_cls.__name__} expects a {task_cls.config_cls.__name__}",
             )
     else:
         defaults = task_cls.default_experiment()

@@ -2,13 +2,15 @@
 
     optimizer_config:
       optimizer: {type: sgd, sgd: {momentum: 0.9}}
-      learning_rate: {type: stepwise, stepwise: {boundaries: [100, 200], values: [0.1, 0.01,
-      0.001]}} warmup: {type: linear, linear: {warmup_steps: 50, warmup_learning_rate: 0.0}} ema:
-      {average_decay: 0.999}
+      learning_rate: {type: stepwise, stepwise: {boundaries: [100, 200],
+                                                 values: [0.1, 0.01, 0.001]}}
+      warmup: {type: linear, linear: {warmup_steps: 50, warmup_learning_rate: 0.0}}
+      ema: {average_decay: 0.999}
 
 Each one-of (`optimizer`, `learning_rate`, `warmup`) has a `type` naming the block in use; the
 other blocks are kept (an experiment file may carry them) but ignored. The blocks themselves are in
-`optimizer_blocks.py`; `optimizers.py`, `schedules.py` and `ema.py` build what they describe.
+`optimizer_blocks.py`, their checks in `optimization_checks.py`; `optimizers.py`, `schedules.py`
+and `ema.py` build what they describe.
 
 The flat form of earlier releases (`type`, `learning_rate: 0.01`, `learning_rate_schedule`,
 `warmup_steps`, `momentum`, `weight_decay`, `clipnorm`, `global_clipnorm`) is still read, with a
@@ -39,8 +41,7 @@ PREFIX = "trainer.optimizer_config"
 
 @dataclasses.dataclass
 class OptimizationConfig:
-    """`trainer.optimizer_config`: optimizer, learning-rate schedule, warm-up, EMA (Model Garden's
-    names)."""
+    """`trainer.optimizer_config`: optimizer, learning-rate schedule, warm-up, and EMA."""
 
     optimizer: OptimizerTypeConfig = dataclasses.field(default_factory=OptimizerTypeConfig)
     ema: EMAConfig | None = None
@@ -50,8 +51,7 @@ class OptimizationConfig:
     warmup: WarmupConfig = dataclasses.field(default_factory=WarmupConfig)
 
     def upgrade_keys(self, values: Mapping[str, Any], source: str) -> Mapping[str, Any]:
-        """`values` in the one-of form: the flat form of earlier releases is converted (with a
-        warning)."""
+        """`values` in the one-of form (the flat form of earlier releases converted, warned)."""
         return upgrade_flat(values, source, self)
 
     def with_base_learning_rate(self, learning_rate: float) -> OptimizationConfig:
@@ -89,8 +89,15 @@ def one_of(config: Any, kind: str | None, where: str) -> Any:
 def unused_blocks(
     config: OptimizationConfig, before: OptimizationConfig | None = None
 ) -> list[str]:
-    """Blocks changed from `before` (the defaults) but not chosen by their one-of's `type` (worth a
-    warning)."""
+    """Blocks changed from `before` (the defaults) but not chosen by their one-of's `type`.
+
+    Args:
+      config: the resolved config.
+      before: the config it was changed from (None: the defaults).
+
+    Returns:
+      Their keys (each worth a warning).
+    """
     out = []
     before = before if isinstance(before, OptimizationConfig) else OptimizationConfig()
     for part in ("optimizer", "learning_rate", "warmup"):
@@ -108,11 +115,7 @@ def unused_blocks(
 # ---- the flat form of earlier releases --------------------------------------------------------
 
 FLAT_MOMENTUM_TYPES = ("sgd", "rmsprop", "lars")  # the types the flat `momentum` applies to
-FLAT_WEIGHT_DECAY_TYPES = (
-    "adamw",
-    "lamb",
-    "lars",
-)  # ... and the flat `weight_decay` (as weight_decay_rate)
+FLAT_WEIGHT_DECAY_TYPES = ("adamw", "lamb", "lars")  # ... and `weight_decay` (weight_decay_rate)
 FLAT_KEYS = (
     "type",
     "learning_rate_schedule",
@@ -125,8 +128,7 @@ FLAT_KEYS = (
 
 
 def is_flat(values: Mapping[str, Any]) -> bool:
-    """Whether `values` (a trainer.optimizer_config mapping) is in the flat form of earlier
-    releases."""
+    """Whether a trainer.optimizer_config mapping is in the flat form of earlier releases."""
     lr = values.get("learning_rate")
     return any(k in values for k in FLAT_KEYS) or (lr is not None and not isinstance(lr, Mapping))
 
@@ -136,22 +138,62 @@ def upgrade_flat(
 ) -> Mapping[str, Any]:
     """Convert the flat form to the one-of form (same behaviour), warning with the new keys.
 
-    Keys the flat mapping leaves out keep their values in `current` (the config being overridden).
+    Args:
+      values: a trainer.optimizer_config mapping; returned as it is unless in the flat form.
+      source: where it came from (errors and the warning name it).
+      current: the config being overridden: keys the flat mapping leaves out keep its values.
+
+    Returns:
+      The mapping in the one-of form.
+
+    Raises:
+      UserInputError: a flat key the optimizer type does not take, or an unknown schedule.
     """
     if not isinstance(values, Mapping) or not is_flat(values):
         return values
     current = current or OptimizationConfig()
     flat = dict(values)
     kind = str(flat.pop("type", None) or current.optimizer.type or "adam").lower()
-    new: dict[str, Any] = {}
+    new: dict[str, Any] = {"optimizer": _flat_optimizer(flat, kind, source, current)}
+    lr = flat.pop("learning_rate", None)
+    warmup = flat.pop("warmup_steps", None)
+    learning_rate = _flat_learning_rate(
+        flat.pop("learning_rate_schedule", None), lr, warmup, source, current
+    )
+    if learning_rate is not None:
+        new["learning_rate"] = learning_rate
+    if warmup is not None:
+        new["warmup"] = (
+            {"type": "linear", "linear": {"warmup_steps": int(warmup), "warmup_learning_rate": 0.0}}
+            if int(warmup) > 0
+            else {"type": None}
+        )
+    new.update(flat)  # one-of keys given beside the flat ones (checked by the caller)
+    log.warning(
+        "%s: the flat %s form (type, learning_rate: <number>, learning_rate_schedule, "
+        "warmup_steps, momentum, weight_decay, clipnorm, global_clipnorm) is deprecated and will "
+        "be removed in the next release; write it as %s.optimizer.type / .optimizer.<type>.*, "
+        ".learning_rate.type / .learning_rate.<type>.*, .warmup.type / .warmup.<type>.*: %s",
+        source,
+        PREFIX,
+        PREFIX,
+        new,
+    )
+    return new
+
+
+def _flat_optimizer(
+    flat: dict[str, Any], kind: str, source: str, current: OptimizationConfig
+) -> dict[str, Any]:
+    """The one-of `optimizer` of the flat keys (momentum, weight_decay, clipnorms: taken out)."""
     block: dict[str, Any] = {}
     momentum = flat.pop("momentum", None)
     if momentum is not None:
         if kind not in FLAT_MOMENTUM_TYPES:
             raise UserInputError(
                 source,
-                f"{PREFIX}.momentum: not an option of {kind} "
-                f"({', '.join(FLAT_MOMENTUM_TYPES)} only)",
+                f"{PREFIX}.momentum: not an option of {kind} ({', '.join(FLAT_MOMENTUM_TYPES)} "
+                "only)",
             )
         block["momentum"] = momentum
     weight_decay = flat.pop("weight_decay", None)
@@ -169,53 +211,38 @@ def upgrade_flat(
         if flat.get(name) is not None:
             block[name] = flat[name]
         flat.pop(name, None)
-    new["optimizer"] = {"type": kind, kind: block}
-    schedule = flat.pop("learning_rate_schedule", None)
-    lr = flat.pop("learning_rate", None)
-    warmup = flat.pop("warmup_steps", None)
+    return {"type": kind, kind: block}
+
+
+def _flat_learning_rate(
+    schedule: Any, lr: Any, warmup: Any, source: str, current: OptimizationConfig
+) -> dict[str, Any] | None:
+    """The one-of `learning_rate` of the flat schedule and rate (None: neither given)."""
     if schedule is not None:
         schedule = str(schedule).lower()
         base = float(lr) if lr is not None else 0.001
-        offset = int(warmup or 0)
         if schedule == "constant":
-            new["learning_rate"] = {"type": "constant", "constant": {"learning_rate": base}}
-        elif schedule == "cosine":  # decays over trainer.train_steps - warmup, after the warm-up
-            new["learning_rate"] = {
+            return {"type": "constant", "constant": {"learning_rate": base}}
+        if schedule == "cosine":  # decays over trainer.train_steps - warmup, after the warm-up
+            return {
                 "type": "cosine",
-                "cosine": {"initial_learning_rate": base, "offset": offset, "decay_steps": None},
+                "cosine": {
+                    "initial_learning_rate": base,
+                    "offset": int(warmup or 0),
+                    "decay_steps": None,
+                },
             }
-        else:
-            raise UserInputError(
-                source,
-                f"{PREFIX}.learning_rate_schedule: expected constant or cosine, got {schedule!r}",
-            )
-    elif lr is not None:
-        rescaled = current.with_base_learning_rate(float(lr)).learning_rate
-        kind_lr = rescaled.type
-        new["learning_rate"] = {
-            "type": kind_lr,
-            kind_lr: dataclasses.asdict(getattr(rescaled, kind_lr)),
-        }
-    if warmup is not None:
-        new["warmup"] = (
-            {"type": "linear", "linear": {"warmup_steps": int(warmup), "warmup_learning_rate": 0.0}}
-            if int(warmup) > 0
-            else {"type": None}
+        raise UserInputError(
+            source,
+            f"{PREFIX}.learning_rate_schedule: expected constant or cosine, got {schedule!r}",
         )
-    new.update(flat)  # one-of keys given beside the flat ones (checked by the caller)
-    log.warning(
-        "%s: the flat %s form (type, learning_rate: <number>, learning_rate_schedule, "
-        "warmup_steps, "
-        "momentum, weight_decay, clipnorm, global_clipnorm) is deprecated and will be removed in "
-        "the next "
-        "release; write it as %s.optimizer.type / .optimizer.<type>.*, .learning_rate.type / "
-        ".learning_rate.<type>.*, .warmup.type / .warmup.<type>.*: %s",
-        source,
-        PREFIX,
-        PREFIX,
-        new,
-    )
-    return new
+    if lr is None:
+        return None
+    rescaled = current.with_base_learning_rate(float(lr)).learning_rate
+    return {
+        "type": rescaled.type,
+        rescaled.type: dataclasses.asdict(getattr(rescaled, rescaled.type)),
+    }
 
 
 @dataclasses.dataclass
@@ -239,104 +266,3 @@ class OptimizerConfig:
         """The same settings as a mapping in the one-of form (for `config.override`)."""
         values = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
         return upgrade_flat(values, "OptimizerConfig(...)")
-
-
-# ---- checks (before TensorFlow starts) -----------------------------------------------------------
-
-OPTIMIZER_TYPES = (
-    "sgd",
-    "sgd_experimental",
-    "adam",
-    "adam_experimental",
-    "adamw",
-    "adamw_experimental",
-    "lamb",
-    "rmsprop",
-    "lars",
-    "adagrad",
-)
-REFUSED_OPTIMIZERS = {
-    "slide": "Model Garden's SLIDE optimizer is not provided",
-    "adafactor": "Model Garden's Adafactor is not provided (keras.optimizers.Adafactor differs)",
-}
-
-
-def check_block(block: Any, where: str) -> None:
-    """Check the chosen block of a one-of by the rules its fields declare (`_rule`): one reading for
-    every block."""
-    for f in dataclasses.fields(block):
-        value, key = getattr(block, f.name), f"{where}.{f.name}"
-        if value is None and "required" in f.metadata:
-            raise UserInputError(key, f"required by the chosen type: set {f.metadata['required']}")
-        minimum = f.metadata.get("minimum")
-        if value is not None and minimum is not None and value < minimum:
-            expected = "a positive integer" if minimum == 1 else f"{minimum} or more"
-            raise UserInputError(key, f"expected {expected}, got {value}")
-
-
-def check(config: OptimizationConfig, train_steps: int = 0) -> None:
-    """Check the chosen optimizer, schedule, warm-up and EMA make sense (errors name the key)."""
-    if not isinstance(config, OptimizationConfig):
-        raise UserInputError(
-            PREFIX,
-            f"expected the one-of form (optimizer, learning_rate, warmup, ema), "
-            f"got {type(config).__name__}",
-        )
-    kind = config.optimizer.type
-    if kind in REFUSED_OPTIMIZERS:
-        raise UserInputError(
-            f"{PREFIX}.optimizer.type",
-            f"{REFUSED_OPTIMIZERS[kind]}; use one of {', '.join(OPTIMIZER_TYPES)}",
-        )
-    block = one_of(config.optimizer, kind, f"{PREFIX}.optimizer")
-    where = f"{PREFIX}.optimizer.{kind}"
-    clips = [
-        k for k in ("clipnorm", "clipvalue", "global_clipnorm") if getattr(block, k) is not None
-    ]
-    if len(clips) > 1:
-        raise UserInputError(
-            where,
-            f"set at most one of clipnorm, clipvalue, global_clipnorm (got {', '.join(clips)})",
-        )
-    if kind == "sgd" and block.decay:
-        raise UserInputError(
-            f"{where}.decay",
-            "Keras 3 optimizers have no `decay`: set it to 0 and use a "
-            f"{PREFIX}.learning_rate schedule",
-        )
-    if kind == "adamw" and block.gradient_clip_norm and clips:
-        raise UserInputError(
-            f"{where}.gradient_clip_norm", f"set either gradient_clip_norm or {clips[0]}, not both"
-        )
-    lr = config.learning_rate
-    lr_block = one_of(lr, lr.type, f"{PREFIX}.learning_rate")
-    where = f"{PREFIX}.learning_rate.{lr.type}"
-    check_block(lr_block, where)
-    if lr.type == "stepwise":
-        if len(lr_block.values) != len(lr_block.boundaries) + 1:
-            raise UserInputError(
-                f"{where}.values",
-                f"expected one more value than boundaries, got "
-                f"{len(lr_block.values)} values for {len(lr_block.boundaries)}",
-            )
-        if list(lr_block.boundaries) != sorted(set(lr_block.boundaries)):
-            raise UserInputError(
-                f"{where}.boundaries",
-                f"expected strictly increasing steps, got {lr_block.boundaries}",
-            )
-    if lr.type in ("polynomial", "cosine") and lr_block.decay_steps is None:
-        if train_steps and train_steps - lr_block.offset <= 0:
-            raise UserInputError(
-                f"{where}.decay_steps",
-                "not set, and trainer.train_steps - offset is not positive: set decay_steps",
-            )
-    if config.warmup.type:
-        check_block(
-            one_of(config.warmup, config.warmup.type, f"{PREFIX}.warmup"),
-            f"{PREFIX}.warmup.{config.warmup.type}",
-        )
-    if config.ema is not None and not 0.0 <= config.ema.average_decay < 1.0:
-        raise UserInputError(
-            f"{PREFIX}.ema.average_decay",
-            f"expected 0 <= decay < 1, got {config.ema.average_decay}",
-        )

@@ -4,7 +4,7 @@ here).
 One dataclass per optimizer, learning-rate schedule and warm-up, and the one-of holders that pick
 one by `type` (`OptimizerTypeConfig`, `LearningRateConfig`, `WarmupConfig`), plus `EMAConfig`. Field
 names and defaults follow Model Garden's `official/modeling/optimization/configs`; a field's `_rule`
-says what `optimization_config.check_block` requires of it.
+says what `optimization_checks.check_block` requires of it.
 """
 
 from __future__ import annotations

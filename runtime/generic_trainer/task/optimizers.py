@@ -15,46 +15,74 @@ from typing import Any
 from generic_trainer.errors import UserInputError
 from generic_trainer.task import schedules
 from generic_trainer.task.config import RuntimeConfig
+from generic_trainer.task.optimization_checks import check
 from generic_trainer.task.optimization_config import (
     PREFIX,
     OptimizationConfig,
     OptimizerConfig,
-    check,
     one_of,
 )
 
 log = logging.getLogger("generic_trainer.task")
 
 _CLIPS = ("clipnorm", "clipvalue", "global_clipnorm")
+_ADAM = ("beta_1", "beta_2", "epsilon", "amsgrad")
+_EXCLUSIONS = ("exclude_from_weight_decay", "exclude_from_layer_adaptation")
+# type -> (its keras.optimizers class, the block's fields passed as they are)
+_KERAS = {
+    "sgd": ("SGD", ("momentum", "nesterov")),
+    "sgd_experimental": ("SGD", ("momentum", "nesterov")),
+    "adam": ("Adam", _ADAM),
+    "adam_experimental": ("Adam", _ADAM),
+    "rmsprop": ("RMSprop", ("rho", "momentum", "epsilon", "centered")),
+    "adagrad": ("Adagrad", ("initial_accumulator_value", "epsilon")),
+}
+# type -> the block's fields passed to layerwise.py's class of that name
+_LAYERWISE = {
+    "lamb": ("beta_1", "beta_2", "epsilon", "weight_decay_rate", *_EXCLUSIONS),
+    "lars": ("momentum", "eeta", "weight_decay_rate", "nesterov", "classic_momentum", *_EXCLUSIONS),
+}
 
 
 def _kwargs(block: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """The block's `names` and the clipping it sets, as optimizer keyword arguments."""
     out = {k: getattr(block, k) for k in names}
     out.update({k: getattr(block, k) for k in _CLIPS if getattr(block, k, None) is not None})
     return out
 
 
 def build_optimizer(config: OptimizationConfig, learning_rate: Any) -> Any:
-    """The Keras optimizer of `config.optimizer` with `learning_rate` (a float or a schedule)."""
+    """The Keras optimizer of `config.optimizer`.
+
+    Args:
+      config: the checked trainer.optimizer_config.
+      learning_rate: a float or a schedule.
+
+    Returns:
+      The optimizer (not wrapped for loss scaling).
+
+    Raises:
+      UserInputError: an optimizer type the runtime does not build.
+    """
     import keras
 
     from generic_trainer.task import layerwise
 
     kind = config.optimizer.type
     block = one_of(config.optimizer, kind, f"{PREFIX}.optimizer")
-    lr = {"learning_rate": learning_rate}
-    if kind in ("sgd", "sgd_experimental"):
-        return keras.optimizers.SGD(**lr, **_kwargs(block, ("momentum", "nesterov")))
-    if kind in ("adam", "adam_experimental"):
-        return keras.optimizers.Adam(
-            **lr, **_kwargs(block, ("beta_1", "beta_2", "epsilon", "amsgrad"))
-        )
+    if kind in _KERAS:
+        name, fields = _KERAS[kind]
+        optimizer_cls = getattr(keras.optimizers, name)
+        return optimizer_cls(learning_rate=learning_rate, **_kwargs(block, fields))
+    if kind in _LAYERWISE:
+        optimizer_cls = layerwise.classes()[kind]
+        return optimizer_cls(learning_rate=learning_rate, **_kwargs(block, _LAYERWISE[kind]))
     if kind == "adamw":
-        kwargs = _kwargs(block, ("beta_1", "beta_2", "epsilon", "amsgrad"))
+        kwargs = _kwargs(block, _ADAM)
         if block.gradient_clip_norm and block.gradient_clip_norm > 0:
             kwargs["global_clipnorm"] = block.gradient_clip_norm
         return layerwise.classes()["adamw"](
-            **lr,
+            learning_rate=learning_rate,
             weight_decay=block.weight_decay_rate,
             include_in_weight_decay=block.include_in_weight_decay,
             exclude_from_weight_decay=block.exclude_from_weight_decay,
@@ -62,48 +90,9 @@ def build_optimizer(config: OptimizationConfig, learning_rate: Any) -> Any:
         )
     if kind == "adamw_experimental":
         return keras.optimizers.AdamW(
-            **lr,
+            learning_rate=learning_rate,
             weight_decay=block.weight_decay,
-            **_kwargs(block, ("beta_1", "beta_2", "epsilon", "amsgrad")),
-        )
-    if kind == "rmsprop":
-        return keras.optimizers.RMSprop(
-            **lr, **_kwargs(block, ("rho", "momentum", "epsilon", "centered"))
-        )
-    if kind == "adagrad":
-        return keras.optimizers.Adagrad(
-            **lr, **_kwargs(block, ("initial_accumulator_value", "epsilon"))
-        )
-    if kind == "lamb":
-        return layerwise.classes()["lamb"](
-            **lr,
-            **_kwargs(
-                block,
-                (
-                    "beta_1",
-                    "beta_2",
-                    "epsilon",
-                    "weight_decay_rate",
-                    "exclude_from_weight_decay",
-                    "exclude_from_layer_adaptation",
-                ),
-            ),
-        )
-    if kind == "lars":
-        return layerwise.classes()["lars"](
-            **lr,
-            **_kwargs(
-                block,
-                (
-                    "momentum",
-                    "eeta",
-                    "weight_decay_rate",
-                    "nesterov",
-                    "classic_momentum",
-                    "exclude_from_weight_decay",
-                    "exclude_from_layer_adaptation",
-                ),
-            ),
+            **_kwargs(block, _ADAM),
         )
     raise UserInputError(f"{PREFIX}.optimizer.type", f"unsupported optimizer {kind!r}")
 
@@ -113,7 +102,19 @@ def build(
     train_steps: int,
     runtime: RuntimeConfig | None = None,
 ) -> Any:
-    """The Keras optimizer `config` describes; wrapped in a LossScaleOptimizer under float16."""
+    """The Keras optimizer `config` describes, wrapped in a LossScaleOptimizer under float16.
+
+    Args:
+      config: trainer.optimizer_config (the flat form of earlier releases is converted).
+      train_steps: trainer.train_steps, for the schedules' default decay steps.
+      runtime: the runtime config (mixed precision, loss scale); None: none.
+
+    Returns:
+      The optimizer.
+
+    Raises:
+      UserInputError: the config does not pass its checks.
+    """
     import keras
 
     if isinstance(config, OptimizerConfig):  # the deprecated flat form

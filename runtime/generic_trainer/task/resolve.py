@@ -35,7 +35,7 @@ from generic_trainer.task.config import (
     parse_config_text,
     parse_params_override,
 )
-from generic_trainer.task.optimization_config import check as check_optimization
+from generic_trainer.task.optimization_checks import check as check_optimization
 from generic_trainer.task.optimization_config import unused_blocks
 from generic_trainer.task.overrides import override
 
@@ -148,10 +148,31 @@ def build_experiment(
 
 
 def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
-    """Check the resolved config makes sense for `mode`; normalizes the strategy name."""
+    """Check the resolved config makes sense for `mode`.
+
+    Args:
+      config: the resolved experiment config; its strategy name is normalized in place.
+      mode: train, eval, train_and_eval or continuous_eval.
+
+    Returns:
+      `config`.
+
+    Raises:
+      UserInputError: naming the first key that is wrong.
+    """
     if mode not in MODES:
         raise UserInputError("--mode", f"expected one of {', '.join(MODES)}, got {mode!r}")
     t, r = config.trainer, config.runtime
+    _check_strategy(r)
+    _check_runtime(r)
+    _check_recovery(t)
+    _check_trainer(t, mode)
+    _check_data(config, mode)
+    return config
+
+
+def _check_strategy(r: RuntimeConfig) -> None:
+    """The strategy (normalized in place: aliases, case) and the mixed-precision dtype."""
     strategy = STRATEGY_ALIASES.get(
         r.distribution_strategy.lower(), r.distribution_strategy.lower()
     )
@@ -164,9 +185,9 @@ def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
     if strategy not in STRATEGIES:
         raise UserInputError(
             "runtime.distribution_strategy",
-            f"expected one of {', '.join(STRATEGIES)} "
-            f"(or {', '.join(a for a in STRATEGY_ALIASES if a)} for default), "
-            f"got {r.distribution_strategy!r}",
+            f"expected one of {', '.join(STRATEGIES)} (or "
+            f"{', '.join(a for a in STRATEGY_ALIASES if a)} for default), got "
+            f"{r.distribution_strategy!r}",
         )
     r.distribution_strategy = strategy
     if r.mixed_precision_dtype not in MIXED_PRECISION:
@@ -175,8 +196,10 @@ def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
             f"expected one of {', '.join(v for v in MIXED_PRECISION if v)} or empty, "
             f"got {r.mixed_precision_dtype!r}",
         )
-    _check_runtime(r)
-    _check_recovery(t)
+
+
+def _check_trainer(t: Any, mode: str) -> None:
+    """The optimizer config, train steps, intervals, validation steps and best-checkpoint keys."""
     check_optimization(t.optimizer_config, t.train_steps if mode in TRAIN_MODES else 0)
     if mode in TRAIN_MODES and t.train_steps <= 0:
         raise UserInputError(
@@ -207,6 +230,10 @@ def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
             "trainer.best_checkpoint_eval_metric",
             "required when trainer.best_checkpoint_export_subdir is set",
         )
+
+
+def _check_data(config: ExperimentConfig, mode: str) -> None:
+    """The input paths the mode reads, and positive batch sizes."""
     if mode in TRAIN_MODES and not config.task.train_data.input_path:
         raise UserInputError(
             "task.train_data.input_path", "not set: pass --examples or set it in the config"
@@ -222,7 +249,6 @@ def validate(config: ExperimentConfig, mode: str) -> ExperimentConfig:
                 f"task.{data_name}.global_batch_size",
                 f"expected a positive integer, got {data.global_batch_size}",
             )
-    return config
 
 
 def _check_runtime(r: RuntimeConfig) -> None:
@@ -230,8 +256,7 @@ def _check_runtime(r: RuntimeConfig) -> None:
         raise UserInputError(
             "runtime.worker_hosts" if r.worker_hosts else "runtime.task_index",
             "the cluster comes from TF_CONFIG or CLUSTER_SPEC (Vertex AI sets them), not the "
-            "config: "
-            "remove runtime.worker_hosts and runtime.task_index",
+            "config: remove runtime.worker_hosts and runtime.task_index",
         )
     if r.num_gpus < 0:
         raise UserInputError(

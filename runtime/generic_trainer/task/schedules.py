@@ -5,8 +5,8 @@ the Keras schedules with a step `offset`): the step a schedule sees is the numbe
 updates done so far. A warm-up ramps to the schedule's own value at `warmup_steps`, then hands
 over to the schedule:
 
-    linear:     warmup_learning_rate + step / warmup_steps * (schedule(warmup_steps) -
-    warmup_learning_rate)
+    linear:     warmup_learning_rate
+                + step / warmup_steps * (schedule(warmup_steps) - warmup_learning_rate)
     polynomial: schedule(warmup_steps) * (max(step, 1) / warmup_steps) ** power
 
 A `cosine` or `polynomial` schedule without `decay_steps` decays over `trainer.train_steps -
@@ -36,92 +36,105 @@ def _float(step: Any) -> Any:
 
 
 def _make_classes() -> dict[str, type]:
-    """The schedule classes (made on first use: they subclass a Keras class, and Keras loads
-    lazily)."""
+    """The schedule classes, made on first use (they subclass a Keras class; Keras loads lazily)."""
     import keras
 
     base = _keras_schedule_base()
-    return {**_decay_classes(base, keras.ops), "warmup": _warmup_class(base, keras.ops)}
+    return {**_decay_classes(base), "warmup": _warmup_class(base, keras.ops)}
 
 
-def _decay_classes(base: type, ops: Any) -> dict[str, type]:
-    """The decay schedules, each a formula over the (offset) step, subclassing Keras' schedule
-    `base`."""
+def _stepwise(p: dict[str, Any], step: Any) -> Any:
+    """Piecewise constant: `values[i]` once the step passed `boundaries[i - 1]`."""
+    import keras
+
+    ops = keras.ops
+    s = _float(step) - p["offset"]
+    boundaries = ops.convert_to_tensor([float(b) for b in p["boundaries"]], "float32")
+    index = ops.sum(ops.cast(ops.greater(s, boundaries), "int32"))
+    return ops.take(ops.convert_to_tensor([float(v) for v in p["values"]], "float32"), index)
+
+
+def _exponential(p: dict[str, Any], step: Any) -> Any:
+    """`initial_learning_rate * decay_rate ** (step / decay_steps)` (floored with staircase)."""
+    import keras
+
+    ops = keras.ops
+    exponent = (_float(step) - p["offset"]) / float(p["decay_steps"])
+    if p["staircase"]:
+        exponent = ops.floor(exponent)
+    return p["initial_learning_rate"] * ops.power(float(p["decay_rate"]), exponent)
+
+
+def _polynomial(p: dict[str, Any], step: Any) -> Any:
+    """From `initial_learning_rate` to `end_learning_rate` over decay_steps (or cycles of it)."""
+    import keras
+
+    ops = keras.ops
+    s = _float(step) - p["offset"]
+    decay_steps = float(p["decay_steps"])
+    if p["cycle"]:
+        multiplier = ops.where(ops.equal(s, 0.0), 1.0, ops.ceil(s / decay_steps))
+        fraction = s / (decay_steps * multiplier)
+    else:
+        fraction = ops.minimum(s, decay_steps) / decay_steps
+    span = p["initial_learning_rate"] - p["end_learning_rate"]
+    return span * ops.power(1.0 - fraction, float(p["power"])) + p["end_learning_rate"]
+
+
+def _cosine(p: dict[str, Any], step: Any) -> Any:
+    """A half cosine from `initial_learning_rate` down to `alpha` times it over decay_steps."""
+    import keras
+
+    ops = keras.ops
+    s = _float(step) - p["offset"]
+    fraction = ops.minimum(s, float(p["decay_steps"])) / float(p["decay_steps"])
+    cosine = 0.5 * (1.0 + ops.cos(math.pi * fraction))
+    return p["initial_learning_rate"] * ((1.0 - p["alpha"]) * cosine + p["alpha"])
+
+
+def _power(p: dict[str, Any], step: Any) -> Any:
+    """`initial_learning_rate * max(step, 1) ** power`."""
+    import keras
+
+    ops = keras.ops
+    return p["initial_learning_rate"] * ops.power(ops.maximum(_float(step), 1.0), float(p["power"]))
+
+
+_FORMULAS = {
+    "stepwise": _stepwise,
+    "exponential": _exponential,
+    "polynomial": _polynomial,
+    "cosine": _cosine,
+    "power": _power,
+}
+
+
+def _decay_classes(base: type) -> dict[str, type]:
+    """The decay schedules by type name: a class per formula, subclassing Keras' schedule `base`."""
 
     class Schedule(base):
         """A schedule from a formula over the (offset) step; `get_config` returns its parameters."""
+
+        formula: Any = None
 
         def __init__(self, **params: Any):
             super().__init__()
             self.params = params
 
+        def __call__(self, step):
+            return self.formula(self.params, step)
+
         def get_config(self) -> dict[str, Any]:
             return dict(self.params)
 
-    class Stepwise(Schedule):
-        def __call__(self, step):
-            p = self.params
-            s = _float(step) - p["offset"]
-            index = ops.sum(
-                ops.cast(
-                    ops.greater(
-                        s, ops.convert_to_tensor([float(b) for b in p["boundaries"]], "float32")
-                    ),
-                    "int32",
-                )
-            )
-            return ops.take(
-                ops.convert_to_tensor([float(v) for v in p["values"]], "float32"), index
-            )
-
-    class Exponential(Schedule):
-        def __call__(self, step):
-            p = self.params
-            exponent = (_float(step) - p["offset"]) / float(p["decay_steps"])
-            if p["staircase"]:
-                exponent = ops.floor(exponent)
-            return p["initial_learning_rate"] * ops.power(float(p["decay_rate"]), exponent)
-
-    class Polynomial(Schedule):
-        def __call__(self, step):
-            p = self.params
-            s = _float(step) - p["offset"]
-            decay_steps = float(p["decay_steps"])
-            if p["cycle"]:
-                multiplier = ops.where(ops.equal(s, 0.0), 1.0, ops.ceil(s / decay_steps))
-                fraction = s / (decay_steps * multiplier)
-            else:
-                fraction = ops.minimum(s, decay_steps) / decay_steps
-            span = p["initial_learning_rate"] - p["end_learning_rate"]
-            return span * ops.power(1.0 - fraction, float(p["power"])) + p["end_learning_rate"]
-
-    class Cosine(Schedule):
-        def __call__(self, step):
-            p = self.params
-            s = _float(step) - p["offset"]
-            fraction = ops.minimum(s, float(p["decay_steps"])) / float(p["decay_steps"])
-            cosine = 0.5 * (1.0 + ops.cos(math.pi * fraction))
-            return p["initial_learning_rate"] * ((1.0 - p["alpha"]) * cosine + p["alpha"])
-
-    class Power(Schedule):
-        def __call__(self, step):
-            p = self.params
-            return p["initial_learning_rate"] * ops.power(
-                ops.maximum(_float(step), 1.0), float(p["power"])
-            )
-
     return {
-        "stepwise": Stepwise,
-        "exponential": Exponential,
-        "polynomial": Polynomial,
-        "cosine": Cosine,
-        "power": Power,
+        name: type(name.capitalize(), (Schedule,), {"formula": staticmethod(formula)})
+        for name, formula in _FORMULAS.items()
     }
 
 
 def _warmup_class(base: type, ops: Any) -> type:
-    """The warm-up schedule (linear or polynomial) in front of another schedule, subclassing
-    `base`."""
+    """The warm-up schedule (linear or polynomial) in front of another, subclassing `base`."""
 
     class Warmup(base):
         """A warm-up in front of `after` (a schedule or a number); hands over at `warmup_steps`."""
@@ -179,7 +192,15 @@ def classes() -> dict[str, type]:
 
 
 def build_learning_rate(config: OptimizationConfig, train_steps: int = 0) -> Any:
-    """The learning rate `config` describes: a float (constant, no warm-up) or a Keras schedule."""
+    """The learning rate `config` describes.
+
+    Args:
+      config: the checked trainer.optimizer_config.
+      train_steps: trainer.train_steps, the default decay length of cosine and polynomial.
+
+    Returns:
+      A float (constant, no warm-up) or a Keras schedule.
+    """
     lr = config.learning_rate
     block = one_of(lr, lr.type, f"{PREFIX}.learning_rate")
     if lr.type == "constant":

@@ -133,8 +133,7 @@ class TaskState:
             applied = getattr(getattr(model, "dtype_policy", None), "name", "?")
             log.info(
                 "mixed precision: runtime.mixed_precision_dtype=%s, the model was built with the "
-                "%s policy "
-                "(compute %s, variables %s)",
+                "%s policy (compute %s, variables %s)",
                 dtype,
                 applied,
                 getattr(model, "compute_dtype", "?"),
@@ -143,8 +142,8 @@ class TaskState:
         if not getattr(model, "built", True) or (self.training and not model.trainable_variables):
             raise UserCodeError(
                 f"{type(task).__name__}.build_model returned a model without variables: return a "
-                "built model "
-                "(a functional model, or call model.build(...) / the model once on example inputs)"
+                "built model (a functional model, or call model.build(...) / the model once on "
+                "example inputs)"
             )
         return model
 
@@ -195,8 +194,7 @@ class TaskState:
                 raise UserCodeError(
                     f"{type(task).__name__}.build_inputs repeats the validation data forever, and "
                     "trainer.validation_steps is -1 (one whole pass): do not repeat validation "
-                    "data "
-                    "(params.is_training is False), or set trainer.validation_steps"
+                    "data (params.is_training is False), or set trainer.validation_steps"
                 )
             return dataset
 

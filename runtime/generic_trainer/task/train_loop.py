@@ -100,8 +100,7 @@ class TrainLoop:
         def lost_peer(e: Exception) -> str:
             return (
                 f"lost the cluster at step {step} ({type(e).__name__}): a peer worker stopped or "
-                "cannot be "
-                f"reached; restart the job to resume from the last checkpoint. {e}"
+                f"cannot be reached; restart the job to resume from the last checkpoint. {e}"
             )
 
         user_code.call(

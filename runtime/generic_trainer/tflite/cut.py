@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from generic_trainer.tflite import parse_graph
 from generic_trainer.tflite.options import TFLiteExportError
 
 log = logging.getLogger("generic_trainer.tflite")
@@ -39,18 +40,24 @@ def takes_serialized_examples(fn: Any) -> bool:
 
 @dataclasses.dataclass
 class ParsedModel:
-    """A SavedModel in scratch whose serving_default takes the parsed features of the original's
-    signature."""
+    """A SavedModel in scratch whose serving_default takes the original signature's parsed features.
+
+    Attributes:
+      path: where it is saved.
+      input_specs: {feature key: TensorSpec} of its inputs.
+      parse: serialized examples -> the parsed feature tensors (the original's parse op), a list.
+      call: {feature key: array} -> its outputs.
+    """
 
     path: str
-    input_specs: dict[str, Any]  # feature key -> TensorSpec
-    # serialized examples -> parsed feature tensors (the original's own parse op), as a list
+    input_specs: dict[str, Any]
     parse: Any
-    call: Any  # {feature key: array} -> the new signature's outputs
+    call: Any
 
     def reference_and_features(
         self, fn: Any, records: Sequence[bytes]
     ) -> tuple[dict, dict[str, Any]]:
+        """The original's outputs for `records` and their parsed features (random when none)."""
         import tensorflow as tf
 
         if not records:
@@ -63,47 +70,31 @@ class ParsedModel:
 
 
 def parsed_features_model(loaded: Any, fn: Any, scratch: str) -> ParsedModel:
-    """Freeze the signature, cut it at its ParseExample op, and save the rest (taking the features)
-    in scratch."""
+    """Cut a serialized-tf.Example signature at its ParseExample op and save the rest.
+
+    Args:
+      loaded: the loaded SavedModel (saved along when the cut keeps resources other than tables).
+      fn: its serving signature.
+      scratch: a private directory the cut model is saved in.
+
+    Returns:
+      The cut model, taking the parsed features the outputs use.
+
+    Raises:
+      TFLiteExportError: the signature cannot be cut there.
+    """
     import tensorflow as tf
 
     # TensorFlow's own freezing (what the TFLite converter uses): inlines the signature's functions
-    # so the
-    # ParseExample op is reachable, turns variables into constants, and keeps lookup tables as
-    # inputs.
+    # so the ParseExample op is reachable, turns variables into constants, and keeps lookup tables
+    # as inputs.
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
     frozen = convert_variables_to_constants_v2(fn, aggressive_inlining=True)
     dense, resources, handles = _cut_points(frozen, fn)
-    outputs = tf.nest.pack_sequence_as(
-        fn.structured_outputs, frozen.outputs, expand_composites=True
-    )
-    try:
-        pruned = frozen.prune(feeds=list(dense.values()) + resources, fetches=outputs)
-    except Exception as e:  # an output that still needs the serialized input
-        raise TFLiteExportError(
-            f"cannot cut a TFLite model from the serving signature at its ParseExample op "
-            f"({type(e).__name__}: {e}). Export a serving signature that takes the parsed "
-            "feature tensors"
-        ) from None
+    pruned = _prune_after_parse(frozen, fn, dense, resources)
     specs = {key: tf.TensorSpec(t.shape, t.dtype, name=input_name(key)) for key, t in dense.items()}
-    tables = _constant_tables(resources, handles)
-    table_handles = [tables[i].resource_handle if i in tables else h for i, h in enumerate(handles)]
-
-    @tf.function(input_signature=list(specs.values()))
-    def serve_parsed(*features):
-        return pruned(*features, *table_handles)
-
-    module = tf.Module()
-    module.tables = list(tables.values())
-    if len(tables) < len(
-        handles
-    ):  # resources other than lookup tables: saved with the original's objects
-        module.loaded = loaded
-    path = os.path.join(scratch, "parsed")
-    tf.saved_model.save(
-        module, path, signatures={"serving_default": serve_parsed.get_concrete_function()}
-    )
+    serve_parsed, path = _save_parsed(loaded, pruned, specs, resources, handles, scratch)
     parse_only = frozen.prune(
         feeds=[t for t in frozen.inputs if t.dtype == tf.string] + resources,
         fetches=list(dense.values()),
@@ -114,8 +105,7 @@ def parsed_features_model(loaded: Any, fn: Any, scratch: str) -> ParsedModel:
 
     log.info(
         "the serving signature takes serialized tf.Examples: the TFLite model takes the %d parsed "
-        "features "
-        "it uses instead (%s)",
+        "features it uses instead (%s)",
         len(specs),
         ", ".join(specs),
     )
@@ -127,12 +117,63 @@ def parsed_features_model(loaded: Any, fn: Any, scratch: str) -> ParsedModel:
     )
 
 
+def _prune_after_parse(frozen: Any, fn: Any, dense: dict[str, Any], resources: list[Any]) -> Any:
+    """The frozen signature from the parsed features (and resources) to its outputs."""
+    import tensorflow as tf
+
+    outputs = tf.nest.pack_sequence_as(
+        fn.structured_outputs, frozen.outputs, expand_composites=True
+    )
+    try:
+        return frozen.prune(feeds=list(dense.values()) + resources, fetches=outputs)
+    except Exception as e:  # an output that still needs the serialized input
+        raise TFLiteExportError(
+            f"cannot cut a TFLite model from the serving signature at its ParseExample op "
+            f"({type(e).__name__}: {e}). Export a serving signature that takes the parsed "
+            "feature tensors"
+        ) from None
+
+
+def _save_parsed(
+    loaded: Any,
+    pruned: Any,
+    specs: dict[str, Any],
+    resources: list[Any],
+    handles: list[Any],
+    scratch: str,
+) -> tuple[Any, str]:
+    """Save the pruned graph with constant copies of its tables: (its serving function, path)."""
+    import tensorflow as tf
+
+    tables = parse_graph.constant_tables(resources, handles)
+    table_handles = [tables[i].resource_handle if i in tables else h for i, h in enumerate(handles)]
+
+    @tf.function(input_signature=list(specs.values()))
+    def serve_parsed(*features):
+        return pruned(*features, *table_handles)
+
+    module = tf.Module()
+    module.tables = list(tables.values())
+    if len(tables) < len(handles):  # resources other than lookup tables: saved with the original's
+        module.loaded = loaded
+    path = os.path.join(scratch, "parsed")
+    tf.saved_model.save(
+        module, path, signatures={"serving_default": serve_parsed.get_concrete_function()}
+    )
+    return serve_parsed, path
+
+
 def _cut_points(frozen: Any, fn: Any) -> tuple[dict[str, Any], list[Any], list[Any]]:
-    """Where to cut the frozen signature: {feature key: the dense tensor its ParseExample op yields}
-    for the features the outputs use, the graph's resource inputs and the signature's handles for
-    them; a
-    TFLiteExportError when the signature cannot be cut (several parse ops, sparse features, other
-    uses)."""
+    """Where to cut the frozen signature.
+
+    Returns:
+      ({feature key: the dense tensor its ParseExample op yields} for the features the outputs
+      use, the graph's resource inputs, the signature's handles for them).
+
+    Raises:
+      TFLiteExportError: several parse ops, sparse features used, or the serialized input used
+        other than through the parse op.
+    """
     import tensorflow as tf
 
     parses = [op for op in frozen.graph.get_operations() if op.type in PARSE_OPS]
@@ -143,8 +184,8 @@ def _cut_points(frozen: Any, fn: Any) -> tuple[dict[str, Any], list[Any], list[A
             "serving signature that takes the parsed (or transformed) feature tensors"
         )
     parse = parses[0]
-    dense, sparse_keys = _parse_outputs(parse)
-    used = _consumed_tensors(list(frozen.outputs), stop=parse)
+    dense, sparse_keys = parse_graph.parse_outputs(parse)
+    used = parse_graph.consumed_tensors(list(frozen.outputs), stop=parse)
     needed_sparse = [
         key for key, tensors in sparse_keys.items() if any(t.name in used for t in tensors)
     ]
@@ -152,10 +193,8 @@ def _cut_points(frozen: Any, fn: Any) -> tuple[dict[str, Any], list[Any], list[A
         raise TFLiteExportError(
             f"the serving signature parses {', '.join(needed_sparse)} as sparse or ragged features "
             "(VarLenFeature, SparseFeature or RaggedFeature) and TFLite takes dense tensors only: "
-            "give them a "
-            "fixed shape in the schema (FixedLenFeature, presence min_fraction 1), or export a "
-            "serving signature "
-            "that takes dense tensors"
+            "give them a fixed shape in the schema (FixedLenFeature, presence min_fraction 1), or "
+            "export a serving signature that takes dense tensors"
         )
     dense = {key: t for key, t in dense.items() if t.name in used}
     resources = [t for t in frozen.inputs if t.dtype == tf.resource]
@@ -163,10 +202,14 @@ def _cut_points(frozen: Any, fn: Any) -> tuple[dict[str, Any], list[Any], list[A
     if strings:
         raise TFLiteExportError(
             "the serving signature uses its serialized tf.Example input other than through "
-            "ParseExample: no "
-            "TFLite model can be cut from it. Export a serving signature that takes the parsed "
-            "feature tensors"
+            "ParseExample: no TFLite model can be cut from it. Export a serving signature that "
+            "takes the parsed feature tensors"
         )
+    return dense, resources, _captured_handles(fn, resources)
+
+
+def _captured_handles(fn: Any, resources: list[Any]) -> list[Any]:
+    """The signature's captured handles of the frozen graph's resource inputs, in order."""
     captured = {
         ph.op.name: ext
         for ext, ph in zip(fn.captured_inputs, fn.graph.internal_captures, strict=True)
@@ -177,102 +220,13 @@ def _cut_points(frozen: Any, fn: Any) -> tuple[dict[str, Any], list[Any], list[A
             f"cannot cut a TFLite model from the serving signature: resources {missing} of its "
             "frozen graph are not the signature's"
         )
-    handles = [captured[t.op.name] for t in resources]
-    return dense, resources, handles
-
-
-def _constant_tables(resources: Sequence[Any], handles: Sequence[Any]) -> dict[int, Any]:
-    """{index: a StaticHashTable holding the same keys and values} for each lookup table among
-    `resources`.
-
-    TFLite initializes hash tables from constants only; a table filled from a file (a tf.Transform
-    vocabulary) would be converted empty. The copy's default value is unused: each lookup op brings
-    its own.
-    """
-    import tensorflow as tf
-
-    tables = {}
-    for i, (placeholder, handle) in enumerate(zip(resources, handles, strict=True)):
-        finds, todo = [], list(placeholder.consumers())
-        while todo:  # through the Identity ops that inlining leaves
-            op = todo.pop()
-            if op.type == "LookupTableFindV2":
-                finds.append(op)
-            elif op.type == "Identity":
-                todo += op.outputs[0].consumers()
-        if not finds:
-            continue
-        key_dtype, value_dtype = finds[0].get_attr("Tin"), finds[0].get_attr("Tout")
-        keys, values = tf.raw_ops.LookupTableExportV2(
-            table_handle=handle, Tkeys=key_dtype, Tvalues=value_dtype
-        )
-        default = tf.zeros([], value_dtype) if value_dtype != tf.string else tf.constant("")
-        tables[i] = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(keys, values), default
-        )
-    return tables
+    return [captured[t.op.name] for t in resources]
 
 
 def input_name(key: str) -> str:
     """A feature key as a TFLite input name (a TensorFlow op name)."""
     name = re.sub(r"[^A-Za-z0-9_.\-/]", "_", key)
     return name if re.match(r"[A-Za-z0-9.]", name) else f"f_{name}"
-
-
-def _parse_outputs(parse: Any) -> tuple[dict[str, Any], dict[str, list]]:
-    """{dense key: tensor} and {sparse or ragged key: [its tensors]} of a ParseExample(V2) op."""
-    import tensorflow as tf
-
-    def keys(tensors) -> list[str]:
-        values = []
-        for t in tensors:
-            values += [k.decode() for k in tf.make_ndarray(t.op.get_attr("value")).ravel()]
-        return values
-
-    num_sparse = (
-        parse.get_attr("num_sparse")
-        if parse.type == "ParseExampleV2"
-        else parse.get_attr("Nsparse")
-    )
-    num_dense = len(parse.get_attr("Tdense"))
-    if (
-        parse.type == "ParseExampleV2"
-    ):  # inputs: serialized, names, sparse_keys, dense_keys, ragged_keys, defaults
-        sparse, dense, ragged = (
-            keys([parse.inputs[2]]),
-            keys([parse.inputs[3]]),
-            keys([parse.inputs[4]]),
-        )
-    else:  # serialized, names, sparse_keys..., dense_keys..., dense_defaults...
-        sparse = keys(parse.inputs[2 : 2 + num_sparse])
-        dense = keys(parse.inputs[2 + num_sparse : 2 + num_sparse + num_dense])
-        ragged = []
-    out = list(parse.outputs)
-    sparse_tensors = {
-        k: [out[i], out[num_sparse + i], out[2 * num_sparse + i]] for i, k in enumerate(sparse)
-    }
-    dense_tensors = dict(zip(dense, out[3 * num_sparse : 3 * num_sparse + num_dense], strict=True))
-    rest = out[3 * num_sparse + num_dense :]
-    sparse_tensors.update({k: [rest[i], rest[len(ragged) + i]] for i, k in enumerate(ragged)})
-    return dense_tensors, sparse_tensors
-
-
-def _consumed_tensors(fetches: Sequence[Any], stop: Any) -> set[str]:
-    """Names of the tensors the fetches depend on, walking back from them but not past the op
-    `stop`."""
-    seen_ops, consumed, todo = set(), set(), [t.op for t in fetches]
-    while todo:
-        op = todo.pop()
-        if op.name in seen_ops:
-            continue
-        seen_ops.add(op.name)
-        if op is stop:
-            continue
-        for t in op.inputs:
-            consumed.add(t.name)
-            todo.append(t.op)
-        todo.extend(op.control_inputs)
-    return consumed
 
 
 def random_features(specs: Mapping[str, Any], batch: int = 16) -> dict[str, Any]:

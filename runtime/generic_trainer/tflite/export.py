@@ -1,5 +1,5 @@
-"""The TFLite export: a SavedModel's `serving_default` converted to `model.tflite`, checked against
-the SavedModel.
+"""The TFLite export: a SavedModel's `serving_default` converted to `model.tflite`, checked
+against the SavedModel.
 
 Shared by `train --export-tflite` and the `export-tflite` verb; they stage what `export` writes and
 publish it with the model (`Format-TFLite/` beside `Format-Serving/`, as TFX's TFLite rewriter
@@ -31,11 +31,10 @@ import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from generic_trainer.tflite import cut
+from generic_trainer.tflite import check, cut
 from generic_trainer.tflite.options import (
-    MAX_EXAMPLES,
     TFLITE_DIR,
     TFLITE_FILE,
     VALIDATION_FILE,
@@ -46,6 +45,16 @@ from generic_trainer.tflite.options import (
 log = logging.getLogger("generic_trainer.tflite")
 
 
+class _Checked(NamedTuple):
+    """A conversion checked against the SavedModel."""
+
+    tflite: bytes  # the model.tflite bytes
+    diff: float  # the largest absolute difference of the outputs
+    records: list[bytes]  # the eval examples compared on (none: random features)
+    parsed: bool  # whether the model takes parsed tf.Example features
+    input_names: list[str]
+
+
 def export(
     saved_model_dir: str,
     output_dir: str,
@@ -53,9 +62,75 @@ def export(
     example_files: Sequence[str] = (),
     schema_file: str | None = None,
 ) -> dict[str, Any]:
-    """Convert `saved_model_dir`'s serving_default, check it, write `output_dir/model.tflite` and
-    `validation.json`; returns what validation.json holds. Raises TFLiteExportError (nothing
-    written)."""
+    """Convert a SavedModel's serving_default to TFLite, check it, and write it.
+
+    Args:
+      saved_model_dir: the SavedModel.
+      output_dir: where `model.tflite` and `validation.json` are written.
+      options: quantization and tolerance.
+      example_files: eval TFRecord files to compare on (none: random features).
+      schema_file: the schema parsing them for a signature that takes tensors.
+
+    Returns:
+      What validation.json holds.
+
+    Raises:
+      TFLiteExportError: the conversion failed or differs beyond the tolerance (nothing written).
+    """
+    checked = _convert_and_check(saved_model_dir, options, example_files, schema_file)
+    on = check.examples_used(checked.records)
+    _check_tolerance(checked.diff, options, on)
+    record = {
+        "path": f"{TFLITE_DIR}/{TFLITE_FILE}",
+        "size_bytes": len(checked.tflite),
+        "quantization": options.quantization,
+        "max_abs_diff": checked.diff,
+        "tolerance": options.max_abs_diff,
+        "validated_on": on,
+        "inputs": "parsed tf.Example features" if checked.parsed else "the signature's inputs",
+        "input_names": sorted(checked.input_names),
+    }
+    _write(output_dir, checked.tflite, record)
+    log.info(
+        "TFLite model: %d bytes, quantization %s, max abs difference from the SavedModel %.3g on "
+        "%s (tolerance %g)",
+        len(checked.tflite),
+        options.quantization,
+        checked.diff,
+        on,
+        options.max_abs_diff,
+    )
+    return record
+
+
+def _check_tolerance(diff: float, options: TFLiteOptions, on: str) -> None:
+    """Raise TFLiteExportError when the TFLite model differs beyond the tolerance."""
+    if diff > options.max_abs_diff:
+        raise TFLiteExportError(
+            f"the TFLite model (quantization {options.quantization}) differs from the SavedModel "
+            f"by up to {diff:.3g} on {on}, more than the tolerance "
+            f"{options.max_abs_diff:g}. Convert without quantization (--tflite-quantization "
+            "none), or accept the difference with --tflite-tolerance (the KFP parameter "
+            "tflite_tolerance)"
+        )
+
+
+def _write(output_dir: str, tflite: bytes, record: dict[str, Any]) -> None:
+    """Write model.tflite and validation.json into `output_dir`."""
+    os.makedirs(output_dir, exist_ok=True)
+    with open(os.path.join(output_dir, TFLITE_FILE), "wb") as f:
+        f.write(tflite)
+    with open(os.path.join(output_dir, VALIDATION_FILE), "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+
+
+def _convert_and_check(
+    saved_model_dir: str,
+    options: TFLiteOptions,
+    example_files: Sequence[str],
+    schema_file: str | None,
+) -> _Checked:
+    """Convert (cut at the parse op when the signature takes tf.Examples) and compare outputs."""
     import tensorflow as tf
 
     scratch = tempfile.mkdtemp(prefix="generic-trainer-tflite-")
@@ -69,13 +144,13 @@ def export(
         )
         source = parsed.path if parsed else saved_model_dir
         tflite = _convert(source, options, parsed.input_specs if parsed else _input_specs(fn))
-        records = _read_examples(example_files)
+        records = check.read_examples(example_files)
         if parsed:
             reference, features = parsed.reference_and_features(fn, records)
         else:
-            features = _features(_input_specs(fn), records, schema_file)
+            features = check.features_for(_input_specs(fn), records, schema_file)
             reference = fn(**{k: tf.constant(v) for k, v in features.items()})
-        diff = _compare(tflite, features, {k: v.numpy() for k, v in reference.items()})
+        diff = check.max_abs_diff(tflite, features, {k: v.numpy() for k, v in reference.items()})
     except TFLiteExportError:
         raise
     # whatever else a model can make TensorFlow raise on the way: still the export's failure
@@ -85,46 +160,7 @@ def export(
         ) from e
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    if diff > options.max_abs_diff:
-        raise TFLiteExportError(
-            f"the TFLite model (quantization {options.quantization}) differs from the SavedModel "
-            f"by up to {diff:.3g} "
-            f"on {_examples_used(records)}, more than the tolerance {options.max_abs_diff:g}. "
-            "Convert without "
-            "quantization (--tflite-quantization none), or accept the difference with "
-            "--tflite-tolerance (the KFP "
-            "parameter tflite_tolerance)"
-        )
-    record = {
-        "path": f"{TFLITE_DIR}/{TFLITE_FILE}",
-        "size_bytes": len(tflite),
-        "quantization": options.quantization,
-        "max_abs_diff": diff,
-        "tolerance": options.max_abs_diff,
-        "validated_on": _examples_used(records),
-        "inputs": "parsed tf.Example features" if parsed else "the signature's inputs",
-        "input_names": sorted(features),
-    }
-    os.makedirs(output_dir, exist_ok=True)
-    with open(os.path.join(output_dir, TFLITE_FILE), "wb") as f:
-        f.write(tflite)
-    with open(os.path.join(output_dir, VALIDATION_FILE), "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-    log.info(
-        "TFLite model: %d bytes, quantization %s, max abs difference from the SavedModel %.3g on "
-        "%s "
-        "(tolerance %g)",
-        len(tflite),
-        options.quantization,
-        diff,
-        record["validated_on"],
-        options.max_abs_diff,
-    )
-    return record
-
-
-def _examples_used(records: Sequence[bytes]) -> str:
-    return f"{len(records)} eval examples" if records else "random inputs (no examples given)"
+    return _Checked(tflite, diff, records, parsed is not None, list(features))
 
 
 def _input_specs(fn: Any) -> dict[str, Any]:
@@ -159,8 +195,7 @@ def _conversion_failure(message: str, input_specs: Mapping[str, Any]) -> str:
     ops = [o for o in ops if o]
     text = (
         "the model cannot be converted to TFLite: it uses TensorFlow ops that TFLite's built-in "
-        "ops lack: "
-        f"{', '.join(ops)}"
+        f"ops lack: {', '.join(ops)}"
         if ops
         else f"the model cannot be converted to TFLite: {' '.join(message.split())[:800]}"
     )
@@ -168,121 +203,15 @@ def _conversion_failure(message: str, input_specs: Mapping[str, Any]) -> str:
     if strings:
         text += (
             f". Its inputs {', '.join(strings)} are strings: TFLite's built-in ops handle little "
-            "string "
-            "processing (vocabulary lookups, such as Keras' StringLookup or tf.Transform's "
-            "vocabularies, work; "
-            "hashing, such as tf.Transform's num_oov_buckets or keras.layers.Hashing, splitting "
-            "and regexes do "
-            "not). "
-            "Restructure: do the string processing before the model, and export a serving "
-            "signature that "
-            "takes the numeric (parsed or transformed) tensors the Keras model takes"
+            "string processing (vocabulary lookups, such as Keras' StringLookup or tf.Transform's "
+            "vocabularies, work; hashing, such as tf.Transform's num_oov_buckets or "
+            "keras.layers.Hashing, splitting and regexes do not). Restructure: do the string "
+            "processing before the model, and export a serving signature that takes the numeric "
+            "(parsed or transformed) tensors the Keras model takes"
         )
     else:
         text += (
             ". Export a serving signature without those ops (e.g. one that takes the tensors the "
-            "Keras "
-            "model takes, with preprocessing done before it)"
+            "Keras model takes, with preprocessing done before it)"
         )
     return text
-
-
-def _read_examples(example_files: Sequence[str]) -> list[bytes]:
-    from generic_trainer.records.example_files import read_records, split_files
-
-    records: list[bytes] = []
-    for pattern in example_files:
-        for path in split_files(pattern):
-            records += list(read_records(path, MAX_EXAMPLES - len(records)))
-            if len(records) >= MAX_EXAMPLES:
-                return records
-    return records
-
-
-def _features(
-    specs: Mapping[str, Any], records: Sequence[bytes], schema_file: str | None
-) -> dict[str, Any]:
-    """The signature's inputs from serialized examples: each input is the feature of its name (typed
-    by the
-    schema when given, else by the input), cast to the input's dtype; random values without
-    examples."""
-    import tensorflow as tf
-
-    if not records:
-        return cut.random_features(specs)
-    schema_types = {}
-    if schema_file:
-        from generic_trainer.records import schemas
-
-        schema_types = {f.name: f.type for f in schemas.load_schema(schema_file).feature}
-    kinds = {
-        1: tf.string,
-        2: tf.int64,
-        3: tf.float32,
-    }  # tensorflow_metadata FeatureType BYTES, INT, FLOAT
-    parse_spec = {}
-    for name, spec in specs.items():
-        stored = kinds.get(schema_types.get(name), None)
-        if stored is None:
-            stored = (
-                tf.string
-                if spec.dtype == tf.string
-                else tf.float32
-                if spec.dtype.is_floating
-                else tf.int64
-            )
-        if spec.shape.rank is None or any(d is None for d in spec.shape[1:]):
-            raise TFLiteExportError(
-                f"cannot feed the signature's input {name!r} ({spec}) from tf.Examples: its "
-                "shape past the batch dimension is not fixed"
-            )
-        parse_spec[name] = tf.io.FixedLenFeature(spec.shape[1:].as_list(), stored)
-    try:
-        parsed = tf.io.parse_example(tf.constant(list(records)), parse_spec)
-    except tf.errors.InvalidArgumentError as e:
-        raise TFLiteExportError(
-            f"cannot check the TFLite model: the eval examples cannot be fed to the serving "
-            f"signature's inputs {sorted(specs)} (each input is read as the feature of its "
-            f"name): {e.message}"
-        ) from None
-    return {name: tf.cast(parsed[name], specs[name].dtype).numpy() for name in specs}
-
-
-def _compare(tflite: bytes, features: Mapping[str, Any], reference: Mapping[str, Any]) -> float:
-    """Run the TFLite model on `features`; the largest absolute difference from `reference`."""
-    import warnings
-
-    import numpy as np
-    import tensorflow as tf
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # tf.lite.Interpreter's deprecation notice (LiteRT)
-        interpreter = tf.lite.Interpreter(model_content=tflite)
-    runner = interpreter.get_signature_runner("serving_default")
-    names = interpreter.get_signature_list()["serving_default"]["inputs"]
-    by_name = {cut.input_name(k): v for k, v in features.items()}
-    try:
-        got = runner(**{n: by_name[n] for n in names})
-    except Exception as e:
-        raise TFLiteExportError(
-            f"the TFLite model was converted but fails in the TFLite interpreter: {e}. Export "
-            "a serving signature without what fails (e.g. vocabularies read from files)"
-        ) from None
-    diff = 0.0
-    for key, want in reference.items():
-        if key not in got:
-            raise TFLiteExportError(
-                f"the TFLite model has no output {key!r} (it has {sorted(got)})"
-            )
-        have = np.asarray(got[key])
-        if want.dtype.kind in "SOU" or have.shape != want.shape:
-            equal = have.shape == want.shape and bool(np.all(have == want))
-            diff = max(diff, 0.0 if equal else float("inf"))
-        else:
-            diff = max(
-                diff,
-                float(
-                    np.max(np.abs(have.astype(np.float64) - want.astype(np.float64)), initial=0.0)
-                ),
-            )
-    return diff

@@ -37,6 +37,7 @@ class TFLiteOptions:
 
     @property
     def max_abs_diff(self) -> float:
+        """The tolerance: the given one, else the quantization's default."""
         return (
             self.tolerance if self.tolerance is not None else DEFAULT_TOLERANCES[self.quantization]
         )

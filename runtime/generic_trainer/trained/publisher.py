@@ -90,6 +90,12 @@ def raw_eval_files(
     return raw
 
 
+def _publish_part(staged: str, final: str) -> None:
+    """One staged part of the model dir (Format-Serving, Format-Eval) moved into place whole."""
+    storage.publish_dir(staged, final)
+    log.info("published %s", final)
+
+
 def publish_model(
     request: TrainRequest,
     staging: ModelStaging,
@@ -117,10 +123,10 @@ def publish_model(
         before_publish(result)
     if not staged.exported:
         return
-    outputs.publish(staging.serving_dir, staging.final_serving)
+    _publish_part(staging.serving_dir, staging.final_serving)
     model_artifact.publish_extras(staging.root, request.model_dir)
     if os.path.isdir(staging.eval_dir) and os.listdir(staging.eval_dir):
-        outputs.publish(staging.eval_dir, os.path.join(request.model_dir, outputs.EVAL_DIR))
+        _publish_part(staging.eval_dir, os.path.join(request.model_dir, outputs.EVAL_DIR))
     log.info(
         "serving model: %s (%s)",
         staging.final_serving,

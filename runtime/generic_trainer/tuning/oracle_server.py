@@ -40,6 +40,7 @@ class OracleServer:
 
     # -- contacts ------------------------------------------------------------------------------
     def seen(self, tuner: str | None) -> None:
+        """Note a contact from worker `tuner` (its first is logged)."""
         if tuner:
             with self._lock:
                 if tuner not in self.last_seen:
@@ -47,18 +48,28 @@ class OracleServer:
                 self.last_seen[tuner] = time.monotonic()
 
     def tuner_of_trial(self, trial_id: str) -> str | None:
+        """The worker running trial `trial_id` (None: none)."""
         for tuner, trial in list(self.oracle.ongoing_trials.items()):
             if trial.trial_id == trial_id:
                 return tuner
         return None
 
     def fail(self, error: TrainerError) -> None:
+        """Record the search's first failure (logged), which ends it."""
         if self.failure is None:
             self.failure = error
             log.error("%s", error)
 
     # -- serving -------------------------------------------------------------------------------
     def start(self) -> OracleServer:
+        """Serve the oracle at the role's address and watch the workers' deadlines.
+
+        Returns:
+          This server.
+
+        Raises:
+          ClusterError: the address cannot be served.
+        """
         from concurrent import futures
 
         import grpc
@@ -89,6 +100,7 @@ class OracleServer:
         return self
 
     def stop(self) -> None:
+        """Stop serving and watching."""
         self._done.set()
         if self._server is not None:
             self._server.stop(grace=2).wait(5)
@@ -107,12 +119,10 @@ class OracleServer:
             if silent > self.timeout:
                 return ClusterError(
                     f"worker {tuner} has not been heard from for {silent:.0f} s while running "
-                    "trial "
-                    f"{trial.trial_id} (--worker-timeout {self.timeout:g} s): giving up the search "
-                    "instead of "
-                    f"waiting forever. The search state is saved in {self.state_dir}: run the same "
-                    "job again "
-                    "to resume (completed trials are kept, the unfinished one is retried)."
+                    f"trial {trial.trial_id} (--worker-timeout {self.timeout:g} s): giving up the "
+                    "search instead of waiting forever. The search state is saved in "
+                    f"{self.state_dir}: run the same job again to resume (completed trials are "
+                    "kept, the unfinished one is retried)."
                 )
         return None
 

@@ -68,6 +68,13 @@ def retry_unfinished(oracle) -> keras_tuner.RetryQueue | None:
 
 
 def check_directory(tuner, working_dir: str, holds_oracle: bool) -> None:
+    """Log whether the search resumes or starts new, and warn where a re-run would not resume.
+
+    Args:
+      tuner: the user's keras-tuner Tuner.
+      working_dir: fn_args.working_dir (a stable directory across re-runs).
+      holds_oracle: whether this process holds the oracle (the chief, or a single tuner).
+    """
     project_dir = os.path.abspath(tuner.project_dir)
     if holds_oracle:
         trials = list(tuner.oracle.trials.values())
@@ -82,15 +89,14 @@ def check_directory(tuner, working_dir: str, holds_oracle: bool) -> None:
         if trials and type(tuner.oracle).__name__ == "GridSearchOracle":
             log.warning(
                 "keras-tuner's GridSearch does not save its place in the grid: a resumed grid "
-                "search may "
-                "stop before max_trials (RandomSearch, BayesianOptimization and Hyperband resume "
-                "fully)"
+                "search may stop before max_trials (RandomSearch, BayesianOptimization and "
+                "Hyperband resume fully)"
             )
     if not project_dir.startswith(os.path.abspath(working_dir) + os.sep):
         log.warning(
             "the tuner's directory %s is outside fn_args.working_dir %s: a re-run resumes the "
-            "search only "
-            "if that directory is stable (pass directory=fn_args.working_dir to the tuner)",
+            "search only if that directory is stable (pass directory=fn_args.working_dir to the "
+            "tuner)",
             project_dir,
             working_dir,
         )

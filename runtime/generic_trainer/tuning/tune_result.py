@@ -31,6 +31,7 @@ class TuneResult:
 
     @property
     def completed(self) -> list[dict[str, Any]]:
+        """The trials that completed."""
         return [t for t in self.trials if t["status"] == "COMPLETED"]
 
     def summary(self) -> dict[str, Any]:
@@ -136,18 +137,17 @@ def flat_metrics(result: TuneResult) -> dict[str, float]:
 
 
 def render_report(result: TuneResult) -> str:
-    """A self-contained HTML page (what KFP shows for a system.HTML artifact)."""
+    """The search's HTML report: the best trial, the score per trial, every trial's values.
+
+    Args:
+      result: the finished search.
+
+    Returns:
+      A self-contained HTML page (what KFP shows for a system.HTML artifact).
+    """
     from generic_trainer.artifacts import report
 
-    better = max if result.direction == "max" else min
-    scores, best_so_far, best = [], [], None
-    for i, t in enumerate(result.trials):
-        if t["score"] is None:
-            continue
-        x = float(t["trial_id"]) if t["trial_id"].isdigit() else float(i)
-        best = t["score"] if best is None else better(best, t["score"])
-        scores.append((x, t["score"]))
-        best_so_far.append((x, best))
+    scores, best_so_far = _score_series(result)
     names = sorted({k for t in result.trials for k in t["values"]})
     rows = [
         [
@@ -161,47 +161,43 @@ def render_report(result: TuneResult) -> str:
         ]
         for t in result.trials
     ]
+    header = ["trial", "status", result.objective, "tuner", "seconds", *names, "error"]
+    best = {
+        "trial": result.best_trial_id,
+        result.objective: result.best_score,
+        "direction": result.direction,
+        **result.best_values,
+    }
+    chart = report.line_chart(
+        f"{result.objective} per trial",
+        {"trial score": scores, "best so far": best_so_far},
+        x_label="trial",
+        y_label=result.objective,
+    )
     failed = len(result.trials) - len(result.completed)
     return report.page(
         "Hyperparameter search",
         [
-            (
-                "Best trial",
-                report.key_value_table(
-                    {
-                        "trial": result.best_trial_id,
-                        result.objective: result.best_score,
-                        "direction": result.direction,
-                        **result.best_values,
-                    }
-                ),
-            ),
-            (
-                "Score per trial",
-                report.line_chart(
-                    f"{result.objective} per trial",
-                    {"trial score": scores, "best so far": best_so_far},
-                    x_label="trial",
-                    y_label=result.objective,
-                ),
-            ),
-            (
-                "Trials",
-                report.table(
-                    rows,
-                    header=[
-                        "trial",
-                        "status",
-                        result.objective,
-                        "tuner",
-                        "seconds",
-                        *names,
-                        "error",
-                    ],
-                ),
-            ),
+            ("Best trial", report.key_value_table(best)),
+            ("Score per trial", chart),
+            ("Trials", report.table(rows, header=header)),
         ],
         subtitle=f"{len(result.completed)} trial(s) completed, {failed} failed; objective "
-        f"{result.objective} "
-        f"({result.direction})",
+        f"{result.objective} ({result.direction})",
     )
+
+
+def _score_series(
+    result: TuneResult,
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """(each scored trial's score, the best score so far), by trial number."""
+    better = max if result.direction == "max" else min
+    scores, best_so_far, best = [], [], None
+    for i, t in enumerate(result.trials):
+        if t["score"] is None:
+            continue
+        x = float(t["trial_id"]) if t["trial_id"].isdigit() else float(i)
+        best = t["score"] if best is None else better(best, t["score"])
+        scores.append((x, t["score"]))
+        best_so_far.append((x, best))
+    return scores, best_so_far
