@@ -2,9 +2,9 @@
 [--check]`.
 
 Writes components/<name>/component.yaml for trainer, tuner, evaluator, infra_validator,
-import_examples, transform, pusher and bulk_inferrer. `--check` compiles into a temporary dir and
-exits 1 (printing a diff) when a checked-in file differs, so CI catches a component definition
-changed without recompiling. The image defaults to components.specs.DEFAULT_IMAGE (or
+import_examples, transform, pusher, bulk_inferrer and resolver. `--check` compiles into a temporary
+dir and exits 1 (printing a diff) when a checked-in file differs, so CI catches a component
+definition changed without recompiling. The image defaults to components.specs.DEFAULT_IMAGE (or
 $GENERIC_TRAINER_IMAGE).
 """
 
@@ -30,6 +30,7 @@ COMPONENTS: dict[str, Callable[[str | None], Any]] = {
     "transform": specs.transform_component,
     "pusher": specs.pusher_component,
     "bulk_inferrer": specs.bulk_inferrer_component,
+    "resolver": specs.resolver_component,
 }
 
 

@@ -25,7 +25,7 @@ from typing import Any
 # The image the project publishes; cloudbuild.yaml recompiles the YAML for the image it builds.
 DEFAULT_IMAGE = "ghcr.io/generic-trainer/trainer:latest"
 IMAGE_ENV = "GENERIC_TRAINER_IMAGE"
-ENTRYPOINT = "generic-trainer"
+ENTRYPOINT = "generic-trainer"  # generic_trainer.intake.kfp_component.ENTRYPOINT
 
 
 def resolve_image(image: str | None = None) -> str:
@@ -36,37 +36,11 @@ def resolve_image(image: str | None = None) -> str:
     return image or os.environ.get(IMAGE_ENV) or DEFAULT_IMAGE
 
 
-def _container(image: str, verb: str, run_identity: bool = False) -> Any:
-    from kfp import dsl
-
-    args = [
-        verb,
-        "--executor-input",
-        dsl.PIPELINE_TASK_EXECUTOR_INPUT_PLACEHOLDER,
-        "--executor-output-file",
-        dsl.PIPELINE_TASK_EXECUTOR_OUTPUT_PATH_PLACEHOLDER,
-    ]
-    if run_identity:
-        args += run_identity_args()
-    return dsl.ContainerSpec(image=image, command=[ENTRYPOINT], args=args)
-
-
 def run_identity_args() -> list[str]:
-    """`--run-id`/`--task-name` filled by KFP (and kfp.local): checkpoints go to <checkpoint
-    dir>/<run>/<task>.
+    """`--run-id`/`--task-name` filled by KFP (see generic_trainer.intake.kfp_component)."""
+    from generic_trainer.intake import kfp_component
 
-    The pipeline run's uuid and the task's name are the same for every retry of a task and differ
-    between runs, so a retried pod resumes its own checkpoint and a new run never continues an old
-    one.
-    """
-    from kfp import dsl
-
-    return [
-        "--run-id",
-        dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        "--task-name",
-        dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
-    ]
+    return kfp_component.run_identity_args()
 
 
 def component(verb: Any, image: str | None = None) -> Any:
@@ -74,18 +48,12 @@ def component(verb: Any, image: str | None = None) -> Any:
 
     Its inputs and outputs, their types, defaults and descriptions come from the verb's declaration
     (generic_trainer.intake.fit_options, judge_options, data_options): see
-    generic_trainer/intake/options.py.
+    generic_trainer/intake/options.py. The runtime builds the same component in-process
+    (generic_trainer.intake.kfp_component), for the tfx-pipeline verb.
     """
-    from generic_trainer.intake import options
-    from kfp import dsl
+    from generic_trainer.intake import kfp_component
 
-    image = resolve_image(image)
-    run_identity = verb.component.run_identity
-    return dsl.container_component(
-        options.component_function(
-            verb, lambda: _container(image, verb.name, run_identity=run_identity)
-        )
-    )
+    return kfp_component.component(verb, resolve_image(image))
 
 
 def trainer_component(image: str | None = None) -> Any:
@@ -145,3 +113,11 @@ def bulk_inferrer_component(image: str | None = None) -> Any:
     from generic_trainer.intake.infer_options import BULK_INFER
 
     return component(BULK_INFER, image)
+
+
+def resolver_component(image: str | None = None) -> Any:
+    """The resolver component (`generic-trainer resolve`: TFX's Resolver with
+    LatestBlessedModelStrategy) for `image` (see resolve_image)."""
+    from generic_trainer.intake.resolve_options import RESOLVE
+
+    return component(RESOLVE, image)

@@ -108,6 +108,8 @@ REQUESTS = {
     "doctor": "diagnose.request:DoctorRequest",
     "export-tflite": "intake.export_request:ExportTfliteRequest",
     "bulk-infer": "intake.infer_request:BulkInferRequest",
+    "resolve": "intake.resolve_request:ResolveRequest",
+    "tfx-pipeline": "intake.tfx_pipeline_options:TfxPipelineRequest",
     "vertex-job": "intake.vertex_request:JobOptions",
 }
 # Fields a checked option fills that live in the program of a train run, not on TrainRequest itself.
@@ -149,6 +151,7 @@ def test_every_component_input_is_declared_once_per_verb():
         "transform": "transform",
         "push": "pusher",
         "bulk-infer": "bulk_inferrer",
+        "resolve": "resolver",
     }
     import yaml
 

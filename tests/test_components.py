@@ -192,7 +192,7 @@ def test_runtime_maps_every_artifact_of_the_components():
 
     for name in build.COMPONENTS:
         iface = _interface(REPO / "components" / name / "component.yaml")
-        assert set(iface["inputDefinitions"]["artifacts"]) <= set(ARTIFACTS.inputs)
+        assert set(iface["inputDefinitions"].get("artifacts", {})) <= set(ARTIFACTS.inputs)
         assert set(iface["outputDefinitions"]["artifacts"]) <= set(ARTIFACTS.outputs)
 
 

@@ -143,13 +143,16 @@ def test_short_form_summary_equals_plain_tfma_kfp_form(trained_penguin_model, tm
                 "blessing": _artifact("b", "system.Artifact", out / "blessing"),
                 "report": _artifact("r", "system.HTML", out / "report"),
             },
+            "parameters": {"blessed": {"outputFile": str(out / "blessed")}},
             "outputFile": str(out / "executor_output.json"),
         },
     }
     summary, stderr = _evaluate("--executor-input", json.dumps(executor_input))
     assert "change thresholds are skipped" in stderr
     assert summary["blessed"] is True and (out / "blessing" / "BLESSED").is_file()
-    written = json.loads((out / "executor_output.json").read_text())["artifacts"]
+    executor_output = json.loads((out / "executor_output.json").read_text())
+    assert executor_output["parameterValues"] == {"blessed": True}  # what a dsl.If tests
+    written = executor_output["artifacts"]
     assert written["blessing"]["artifacts"][0]["metadata"]["blessed"] == 1
     scalars = written["metrics"]["artifacts"][0]["metadata"]
     assert scalars["example_count"] == 95 and scalars["accuracy"] == summary["metrics"]["accuracy"]

@@ -81,9 +81,9 @@ def test_tfx_import_paths_of_module_files_resolve_to_the_runtime(stand_ins, tmp_
 @pytest.mark.parametrize(
     "statement,name",
     [
-        ("import tfx.orchestration.pipeline", "tfx.orchestration"),
-        ("from tfx.types import standard_artifacts", "tfx.types"),
-        ("from tfx.v1.components import Trainer", "tfx.v1.components.Trainer"),
+        ("import tfx.orchestration.airflow", "tfx.orchestration.airflow"),
+        ("from tfx.types import standard_component_specs", "tfx.types.standard_component_specs"),
+        ("from tfx.v1.components import NoSuchComponent", "tfx.v1.components.NoSuchComponent"),
         ("from tfx.utils import doc_controls", "tfx.utils.doc_controls"),
         ("from tfx.examples.penguin import penguin_utils_base", "tfx.examples"),
     ],
@@ -114,7 +114,7 @@ def test_a_module_and_its_sibling_load_with_their_tfx_imports(tmp_path):
             return my_base.FnArgs
     """)
     )
-    (tmp_path / "bad_module.py").write_text("from tfx.orchestration import pipeline\n")
+    (tmp_path / "bad_module.py").write_text("from tfx.orchestration import airflow\n")
     try:
         module = user_module.load_user_module(str(tmp_path / "my_module.py"), str(tmp_path / "dl"))
         from generic_trainer.fit.fn_args import FnArgs
@@ -126,7 +126,7 @@ def test_a_module_and_its_sibling_load_with_their_tfx_imports(tmp_path):
         # with a module loaded, tfx.orchestration may be a package on the way to a file of its tree:
         # the file is named
         assert (
-            "the module imports tfx.orchestration.pipeline, which generic-trainer does not provide"
+            "the module imports tfx.orchestration.airflow, which generic-trainer does not provide"
             in str(raised.value)
         )
     finally:
@@ -167,8 +167,8 @@ def _tfx_tree(root: Path) -> Path:
         "from tfx.experimental.other import features\n"
     )
     (models / "keras_model" / "bare.py").write_text(
-        "import tfx.orchestration.pipeline\ndef run_fn(fn_args):\n    return "
-        "tfx.orchestration.pipeline.Pipeline\n"
+        "import tfx.orchestration.airflow\ndef run_fn(fn_args):\n    return "
+        "tfx.orchestration.airflow.AirflowDagRunner\n"
     )
     return root
 
@@ -207,7 +207,8 @@ def test_tfx_paths_to_files_beside_the_module_or_above_it_in_its_tree_load_those
             str(keras_model / "bare.py"), str(tmp_path / "dl")
         )  # `import a.b.c` alone: at use
         with pytest.raises(
-            ImportError, match="the module imports tfx.orchestration.pipeline.Pipeline, which"
+            ImportError,
+            match="the module imports tfx.orchestration.airflow.AirflowDagRunner, which",
         ):
             bare.run_fn(None)
     finally:

@@ -27,7 +27,9 @@ from generic_trainer import (
     import_examples,
     infra_validate,
     push,
+    resolve,
     supervisor,
+    tfx_pipeline,
     train,
     transform,
     tune,
@@ -194,22 +196,10 @@ def run_verb(
     return 0
 
 
-# The verb modules, in `--help` order: each exports its VerbContract as VERB (contract.py).
-# Those whose declaration has no `component` (doctor, export-tflite, vertex-job) run the same way,
-# without KFP.
-VERB_MODULES = (
-    train,
-    tune,
-    evaluate,
-    infra_validate,
-    import_examples,
-    transform,
-    push,
-    bulk_infer,
-    doctor,
-    export_tflite,
-    vertex,
-)
+# The verb modules, in `--help` order, each exporting its VerbContract as VERB (contract.py); those
+# without a `component` (doctor, export-tflite, tfx-pipeline, vertex-job) run the same way, no KFP.
+VERB_MODULES = (train, tune, evaluate, infra_validate, import_examples, transform, push)
+VERB_MODULES += (bulk_infer, resolve, doctor, export_tflite, tfx_pipeline, vertex)
 VERBS = {module.VERB.name: module.VERB for module in VERB_MODULES}
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
 DECLARATIONS = tuple(verb.declaration for verb in VERBS.values())

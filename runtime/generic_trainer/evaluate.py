@@ -230,6 +230,10 @@ def write_outputs(
         log.info("evaluation (TFMA's output): %s", request.evaluation_dir)
     if before_publish is not None:
         before_publish(result)
+    if result.blessed and request.records_dir:  # resolve checks the blessing is published
+        from generic_trainer.tfx_kfp import model_records
+
+        model_records.record_blessed(request.records_dir, request.model, request.blessing_dir)
     write_blessing(request.blessing_dir, result.blessed, result.reasons)
 
 
@@ -253,6 +257,15 @@ def kfp_metadata(request: EvaluateRequest, result: EvaluateResult) -> dict[str, 
     }
 
 
+def kfp_outputs(
+    request: EvaluateRequest, result: EvaluateResult
+) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
+    """The artifacts' metadata and, when the component declares it, the `blessed` output parameter
+    (a pipeline's dsl.If tests it: TFX's Cond on the blessing's `blessed` property)."""
+    declared = request.kfp is not None and "blessed" in request.kfp.parameters
+    return kfp_metadata(request, result), {"blessed": result.blessed} if declared else None
+
+
 def describe(r: EvaluateRequest) -> list[str]:
     """The log lines saying what this evaluation will do."""
     config = r.tfma_config or json.dumps(r.eval_config.to_json())
@@ -271,7 +284,7 @@ VERB: VerbContract[EvaluateRequest, EvaluateResult] = VerbContract(
     build_evaluate_request,
     describe,
     run,
-    lambda request, result: (kfp_metadata(request, result), None),
+    kfp_outputs,
     lambda result: result.summary(),
     lock_outputs=True,
 )

@@ -32,6 +32,7 @@ import types
 from typing import Any
 
 from generic_trainer.tfx import FILEIO_NAMES, IO_UTILS_NAMES
+from generic_trainer.tfx_dsl.hook_paths import DSL_MODULES
 from generic_trainer.tfx_dsl.protos import paths as proto_paths
 from generic_trainer.tfx_dsl.protos import tfma_names
 
@@ -78,6 +79,10 @@ MODULES: dict[str, dict[str, tuple[str, str]]] = {
 MODULES.update(proto_paths.modules())
 # Stand-in module -> the module whose every public name it has (`tfx.proto.trainer_pb2`).
 FORWARDS: dict[str, str] = proto_paths.forwards()
+for _name, _attributes in DSL_MODULES.items():  # the pipeline DSL's paths (tfx_dsl/hook_paths.py)
+    MODULES.setdefault(_name, {}).update(_attributes)
+ROOTS = ("tfx", "ml_metadata")  # the top-level names the finder answers
+TFX_VERSION = "1.21.0"  # `tfx.__version__` (TFX's pipelines name their image by it)
 _MARK = "__generic_trainer_stand_in__"
 _MODULE_DIRS: list[
     str
@@ -211,6 +216,8 @@ class _StandInLoader(importlib.abc.Loader):
             module.__dict__.update({k: v for k, v in names.items() if not k.startswith("_")})
             module.__all__ = sorted(k for k in names if not k.startswith("_"))
         setattr(module, _MARK, True)
+        if spec.name in ("tfx", "tfx.v1"):
+            module.__version__ = TFX_VERSION
         return module
 
     def exec_module(self, module: types.ModuleType) -> None:
@@ -224,17 +231,18 @@ class TfxFinder(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Any = None, target: Any = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "tfx" and not fullname.startswith("tfx."):
+        root = fullname.partition(".")[0]
+        if root not in ROOTS:
             return None
-        if fullname != "tfx" and not getattr(sys.modules.get("tfx"), _MARK, False):
-            return None  # the real tfx (imported some other way): not ours to answer
+        if fullname != root and not getattr(sys.modules.get(root), _MARK, False):
+            return None  # the real package (imported some other way): not ours to answer
         if fullname not in MODULES:
-            path = module_file(fullname)
+            path = module_file(fullname) if root == "tfx" else None
             if path is not None:
                 log.info("import %s: loading %s (a file of the module's own tree)", fullname, path)
                 _TREE_MODULES.add(fullname)
                 return importlib.util.spec_from_file_location(fullname, path)
-            if not _may_be_tree_package(fullname):
+            if root != "tfx" or not _may_be_tree_package(fullname):
                 raise ModuleNotFoundError(unsupported_message(fullname), name=fullname)
             return importlib.machinery.ModuleSpec(fullname, _StandInLoader(), is_package=True)
         is_package = bool(_children(fullname))
@@ -258,7 +266,7 @@ def uninstall() -> None:
     """Remove the finder, the stand-in modules and the tree files loaded by `tfx` paths (tests)."""
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, TfxFinder)]
     tfma_names.uninstall()
-    for name in [n for n, m in sys.modules.items() if n == "tfx" or n.startswith("tfx.")]:
+    for name in [n for n in sys.modules if n.partition(".")[0] in ROOTS]:
         if getattr(sys.modules[name], _MARK, False) or name in _TREE_MODULES:
             del sys.modules[name]
     _MODULE_DIRS.clear()

@@ -100,6 +100,7 @@ def _load_fn(request: TransformRequest, download_dir: str) -> _GuardedFn:
         request.module_file, download_dir, request.module_sha256, request.storage
     )
     fn = user_module.get_function(module, request.preprocessing_fn, "--preprocessing-fn")
+    user_module.pickle_by_value(module)  # Beam's multi_processing workers need not import it
     if _takes_custom_config(fn):
         log.info(
             "transform: %s takes custom_config: bound to --custom-config (%d keys)",

@@ -246,3 +246,27 @@ def load_user_module(
         UserInputError: as `checked_source`; UserCodeError: importing it raised.
     """
     return import_module(checked_source(spec, download_dir, sha256, settings), spec)
+
+
+def pickle_by_value(module: ModuleType) -> list[str]:
+    """Have Beam pickle `module`, and the files beside it it imported (TFX's helper files loaded
+    under their `tfx` names by the import hook), by value: Beam's multi_processing workers
+    unpickling its functions then need neither its folder on their path nor the `tfx` hook.
+
+    Args:
+      module: the user module (imported by `import_module`).
+
+    Returns:
+      The names of the modules registered.
+    """
+    from apache_beam.internal.cloudpickle import cloudpickle
+
+    folder = os.path.dirname(os.path.abspath(getattr(module, "__file__", "") or ""))
+    names = [module.__name__]
+    for name, other in list(sys.modules.items()):
+        file = getattr(other, "__file__", None)
+        if other is not module and file and os.path.dirname(os.path.abspath(file)) == folder:
+            names.append(name)
+    for name in names:
+        cloudpickle.register_pickle_by_value(sys.modules[name])
+    return names

@@ -2,8 +2,8 @@
 follows.
 
 A verb (train, tune, evaluate, infra-validate, import-examples, transform, push, bulk-infer,
-doctor, export-tflite, vertex-job; a declaration without a `component` has no KFP component, and
-its `kfp_outputs` are never called) is a `VerbContract`:
+resolve, doctor, export-tflite, vertex-job, tfx-pipeline; a declaration without a `component` has
+no KFP component, and its `kfp_outputs` are never called) is a `VerbContract`:
 
 - `declaration`: its inputs, declared once (options.py): its flags, its KFP component, the request
   fields with a check, its output paths (checked writable first) and which raw value each KFP

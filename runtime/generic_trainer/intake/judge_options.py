@@ -10,6 +10,7 @@ from __future__ import annotations
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.common_options import common_groups
 from generic_trainer.intake.data_options import BEAM
+from generic_trainer.intake.evaluate_outputs import EVALUATE_OUTPUTS
 from generic_trainer.intake.infra_validate_options import INFRA_VALIDATE  # noqa: F401
 from generic_trainer.intake.options import (
     Component,
@@ -17,14 +18,12 @@ from generic_trainer.intake.options import (
     Option,
     Verb,
     artifact,
-    output,
     value,
 )
 from generic_trainer.intake.request import (
     DEFAULT_PROBE_MEMORY,
     duration,
     existing,
-    output_file,
     size,
     splits,
 )
@@ -172,64 +171,6 @@ EVALUATE_INPUTS = Group(
             metavar="a,b",
             param=value(
                 list, "Decision thresholds for TFMA's FairnessIndicators metric (TFX's).", None
-            ),
-        ),
-    ),
-)
-
-EVALUATE_OUTPUTS = Group(
-    "outputs",
-    (
-        Option(
-            "evaluation_dir",
-            help="TFMA's output, as TFX's Evaluator writes it (tfma.load_eval_result reads it)",
-            metavar="DIR",
-            output="dir",
-            param=output(
-                "Artifact",
-                "TFMA's output as TFX's Evaluator writes it (tfma.load_eval_result reads it).",
-                name="evaluation",
-            ),
-        ),
-        Option(
-            "blessing_dir",
-            help="where BLESSED or NOT_BLESSED goes (the reasons inside)",
-            metavar="DIR",
-            output="dir",
-            published=True,
-            param=output(
-                "Artifact",
-                "TFX-style blessing dir: BLESSED or NOT_BLESSED (reasons inside); metadata blessed "
-                "1|0.",
-                name="blessing",
-            ),
-        ),
-        Option(
-            "metrics_file",
-            check=output_file,
-            help="write the whole evaluation (overall, slices, baseline, thresholds) here as JSON",
-            metavar="FILE",
-            output="file",
-            param=output(
-                "Metrics",
-                (
-                    "Overall metrics as scalars (baseline_<name> for the baseline); the file holds "
-                    "everything\n"
-                    "as JSON (slices, threshold checks), derived from TFMA's result."
-                ),
-                name="metrics",
-            ),
-        ),
-        Option(
-            "report_file",
-            check=output_file,
-            help="write an HTML report here",
-            metavar="FILE",
-            output="file",
-            param=output(
-                "HTML",
-                "HTML report: verdict, comparison with the baseline, slices, confusion matrix.",
-                name="report",
             ),
         ),
     ),

@@ -8,6 +8,7 @@ model, examples, eval config and blessing dir are resolved here.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -32,6 +33,8 @@ from generic_trainer.intake.values import (
     ints_from_floats,
 )
 
+log = logging.getLogger(__name__)
+
 
 @dataclasses.dataclass(frozen=True)
 class EvaluateRequest(JsonRequest):
@@ -51,6 +54,7 @@ class EvaluateRequest(JsonRequest):
     evaluation_dir: str | None = None
     metrics_file: str | None = None
     report_file: str | None = None
+    records_dir: str | None = None  # when BLESSED, the model is recorded there (resolve reads it)
     module_file: str | None = None
     feature_slicing_spec: tuple[tuple[str, ...], ...] = ()
     fairness_indicator_thresholds: tuple[float, ...] = ()
@@ -103,9 +107,7 @@ def build_evaluate_request(
             gcs_root,
             "where the blessing (BLESSED or NOT_BLESSED) goes",
         ),
-        baseline_model=model_dir(
-            "--baseline-model", values.get("baseline_model"), gcs_root, required=False
-        ),
+        baseline_model=baseline_model(values.get("baseline_model"), gcs_root),
         evaluation_dir=(
             required_out_dir("--evaluation-dir", evaluation, gcs_root, "") if evaluation else None
         ),
@@ -116,6 +118,18 @@ def build_evaluate_request(
         storage=storage_settings(raw.environ),
         **options.checked_fields(judge_options.EVALUATE, raw),
     )
+
+
+def baseline_model(value: Any, gcs_root: str) -> str | None:
+    """The baseline model dir; None when absent or when a resolver resolved nothing (TFX: an
+    empty channel; change thresholds are then skipped)."""
+    from generic_trainer.tfx_kfp import model_records
+
+    path = model_dir("--baseline-model", value, gcs_root, required=False)
+    if path and model_records.resolved_nothing(path):
+        log.info("--baseline-model: the resolver found no blessed model yet: no baseline")
+        return None
+    return path
 
 
 @dataclasses.dataclass(frozen=True)

@@ -122,7 +122,7 @@ class Option:
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return self.name if self.positional else "--" + self.name.replace("_", "-")
 
     def flag_kwargs(self) -> dict[str, Any]:
         kwargs = {

@@ -27,6 +27,8 @@ COMPONENTS = (
     "importer",  # KFP's dsl.importer: parameters artifact_uri, artifact_type, properties
     "resolver",  # reads the records evaluate/push leave under pipeline_root
 )
+# An OutputRef to an importer or resolver step names TFX's output key: an Importer's `result`
+# (or its output_key), ImportSchemaGen's `schema`, a Resolver's channel names (`model`, ...).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +71,8 @@ class Step:
       parameters: component parameter name -> JSON value or `ParameterRef`.
       run_when: conditions that must all hold (nested `Cond`s).
       folds: ids of TFX nodes this step also stands for (SchemaGen folded into import_examples).
+      after: ids of steps that must finish first though no input joins them (TFX's
+        `add_upstream_node`, a Resolver channel's `producer_component_id`).
     """
 
     id: str
@@ -77,6 +81,7 @@ class Step:
     parameters: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     run_when: tuple[RunWhen, ...] = ()
     folds: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +115,9 @@ class Plan:
       parameters: the pipeline parameters.
       beam_pipeline_args: the pipeline's `beam_pipeline_args`, for the Beam-running steps.
       notices: lines the runners log (e.g. metadata_connection_config not used).
+      python_path: folders a step's dotted module name (`module_file` such as
+        `models.preprocessing`, TFX's `preprocessing_fn=`/`run_fn=` paths) is imported from: the
+        pipeline file's folder, as `python FILE` has it on sys.path.
     """
 
     name: str
@@ -120,3 +128,4 @@ class Plan:
     parameters: tuple[PipelineParameter, ...] = ()
     beam_pipeline_args: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()
+    python_path: tuple[str, ...] = ()

@@ -1,0 +1,88 @@
+"""The declaration and request of `tfx-pipeline`: a verb without a KFP component (see options.py).
+
+`generic-trainer tfx-pipeline run FILE [ARGS...]` runs a TFX pipeline file (its runners run the
+pipeline here, or compile it); `tfx-pipeline plan FILE [ARGS...]` prints what each node becomes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from generic_trainer.artifacts.kfp_io import KfpOutputs
+from generic_trainer.errors import UserInputError
+from generic_trainer.intake.common_options import common_groups
+from generic_trainer.intake.options import Group, Option, Verb
+
+ACTIONS = ("run", "plan")
+
+PIPELINE = Group(
+    "pipeline",
+    (
+        Option(
+            "action",
+            positional=True,
+            choices=ACTIONS,
+            help="run: run the file (its runner runs the pipeline here or compiles it); plan: "
+            "print what each node becomes, running nothing",
+        ),
+        Option("pipeline_file", positional=True, metavar="FILE", help="the TFX pipeline file"),
+        Option(
+            "pipeline_args",
+            positional=True,
+            nargs=argparse.REMAINDER,
+            metavar="ARGS",
+            help="the file's own arguments (absl flags)",
+        ),
+    ),
+)
+
+TFX_PIPELINE = Verb(
+    "tfx-pipeline",
+    help="run or plan a TFX pipeline file (tfx.v1 DSL) on this image's components",
+    description=(
+        "Run a TFX pipeline file unedited: LocalDagRunner and BeamDagRunner run its steps here "
+        "through kfp.local (one generic-trainer process per step), KubeflowV2DagRunner writes the "
+        "KFP v2 pipeline file of this image's components. `plan` prints what each node becomes "
+        "(a step, folded into one, or not run and why) and runs nothing."
+    ),
+    groups=(PIPELINE, common_groups(cluster_timeout=False, training=False)[1]),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TfxPipelineRequest:
+    """What to do with which pipeline file, and its arguments."""
+
+    action: str
+    pipeline_file: str
+    pipeline_args: tuple[str, ...] = ()
+
+
+def build_tfx_pipeline_request(
+    values: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    kfp: KfpOutputs | None = None,
+) -> TfxPipelineRequest:
+    """Validate raw values into a TfxPipelineRequest.
+
+    Args:
+      values: the raw values (flags).
+      environ: unused (the file reads its own environment).
+      kfp: unused (no component).
+
+    Returns:
+      The request.
+    """
+    action = values.get("action")
+    if action not in ACTIONS:
+        raise UserInputError("ACTION", f"expected one of {', '.join(ACTIONS)}, got {action!r}")
+    path = values.get("pipeline_file")
+    if not isinstance(path, str) or not os.path.isfile(path):
+        raise UserInputError("FILE", f"expected a TFX pipeline file (.py), got {path!r}")
+    return TfxPipelineRequest(
+        action, os.path.abspath(path), tuple(values.get("pipeline_args") or ())
+    )

@@ -1,0 +1,94 @@
+"""The `tfx-pipeline` verb: a TFX pipeline file, unedited, on this image's components.
+
+`run FILE [ARGS...]` runs the file as `python FILE ARGS...` would, with the `tfx` DSL in place
+(tfx_dsl/capture.py); the runner it calls runs the pipeline here through kfp.local
+(LocalDagRunner, BeamDagRunner) or writes the KFP v2 pipeline file (KubeflowV2DagRunner), with the
+components built in-process from the verbs' declarations (intake/kfp_component.py). `plan FILE`
+runs the file with the runners capturing instead, and prints each pipeline's plan. A step that
+fails ends the run non-zero, naming the step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from generic_trainer.intake import kfp_component, tfx_pipeline_options
+from generic_trainer.intake.contract import VerbContract
+from generic_trainer.intake.tfx_pipeline_options import (
+    TfxPipelineRequest,
+    build_tfx_pipeline_request,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class TfxPipelineResult:
+    """The pipelines the file handed to its runners (their plans, with `plan`)."""
+
+    action: str
+    plans: list[str] = dataclasses.field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """The printed summary."""
+        return {"action": self.action, "pipelines": len(self.plans) or None}
+
+
+def render(plan: Any) -> str:
+    """A plan as text: tfx_dsl's rendering."""
+    from generic_trainer.tfx_dsl import render as rendering
+
+    return rendering.render_plan(plan)
+
+
+def run(
+    request: TfxPipelineRequest,
+    before_publish: Callable[[TfxPipelineResult], None] | None = None,
+) -> TfxPipelineResult:
+    """Run (or plan) the pipeline file.
+
+    Args:
+      request: the request.
+      before_publish: called at the end (nothing is published: the steps publish their own).
+
+    Returns:
+      The result.
+    """
+    # absl's own flags (logtostderr, ...) defined before the file runs: capture takes away the
+    # flags the file defines, and absl's log handler reads these after it.
+    import absl.app  # noqa: F401
+    import absl.logging  # noqa: F401
+
+    from generic_trainer.tfx_dsl import capture
+    from generic_trainer.tfx_kfp import component_source, runners
+
+    result = TfxPipelineResult(request.action)
+    with component_source.using(kfp_component.components_by_name):
+        taken = capture.run_pipeline_file(
+            request.pipeline_file, request.pipeline_args, capture=request.action == "plan"
+        )
+    for call in taken:
+        text = render(runners.plan_of(call.pipeline))
+        result.plans.append(text)
+        print(f"{type(call.runner).__name__}:\n{text}", flush=True)
+    if before_publish is not None:
+        before_publish(result)
+    return result
+
+
+def describe(r: TfxPipelineRequest) -> list[str]:
+    """The log line saying what will run."""
+    return [f"tfx-pipeline {r.action} {r.pipeline_file} {' '.join(r.pipeline_args)}".rstrip()]
+
+
+VERB: VerbContract[TfxPipelineRequest, TfxPipelineResult] = VerbContract(
+    tfx_pipeline_options.TFX_PIPELINE,
+    build_tfx_pipeline_request,
+    describe,
+    run,
+    lambda request, result: ({}, None),
+    lambda result: result.summary(),
+)
