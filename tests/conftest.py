@@ -63,17 +63,13 @@ def penguin() -> Path:
 
 def shared_across_workers(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Path:
     """`make(dir)` run once per test session, even under pytest-xdist, whose workers would each run
-    it: the first worker to ask makes it in a directory all workers of this run share (under a file
-    lock), the others wait for it and use it. Returns the directory; tests only read it. Without
-    xdist: a new temp dir.
+    it, and when fixtures of several test modules ask for it: the first to ask makes it in a
+    directory all workers of this run share (under a file lock), the others wait for it and use it.
+    Returns the directory; tests only read it.
     """
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        out = tmp_path_factory.mktemp(name)
-        make(out)
-        return out
-    root = (
-        tmp_path_factory.getbasetemp().parent
-    )  # this run's temp dir, the parent of every worker's own
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # this run's temp dir, the parent of every worker's own
     out, done = root / f"shared-{name}", root / f"shared-{name}.done"
     with open(root / f"shared-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if make() fails

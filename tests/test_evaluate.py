@@ -93,9 +93,14 @@ from generic_trainer.judge.eval_config_reader import parse_eval_config
             "twice",
         ),
         (
-            {"label_key": "y", "label_vocabulary": ["a", "b"]},
+            {"label_key": "y", "problem": "binary", "label_vocabulary": ["a", "b", "c"]},
             "eval_config.label_vocabulary",
-            "preprocessing_function_names",
+            "a binary label has 2 classes; 3 given",
+        ),
+        (
+            {"label_key": "y", "problem": "regression", "label_vocabulary": ["a", "b"]},
+            "eval_config.label_vocabulary",
+            "a regression label is a number",
         ),
     ],
 )
@@ -389,3 +394,59 @@ def test_penguin_pipeline_trainer_evaluator_infra_validator(tmp_path):
         producer.startswith("importer")
         and with_baseline[producer]["taskInfo"]["name"] == "import-baseline-model"
     )
+
+
+@pytest.mark.parametrize(
+    "dtype,shape,feature,needle",
+    [
+        ("int64", [-1], ("INT", 1), ""),  # [None] takes a one-value feature (TFMA reshapes)
+        ("float32", [-1, 1], ("FLOAT", None), ""),
+        ("string", [-1, 1], ("BYTES", 1), ""),
+        ("float32", [-1, -1], ("FLOAT", None), ""),  # one unknown dimension: TFMA reshapes to -1
+        ("float32", [-1], ("INT", 1), "TFMA feeds the INT feature as int64 and does not cast"),
+        ("int32", [-1, 1], ("INT", 1), "is int32, but TFMA feeds the INT feature as int64"),
+        ("float32", [-1, 4], ("FLOAT", 1), "takes 4 value(s) per example; the feature holds 1"),
+        ("float32", [-1, -1, -1], ("FLOAT", None), "more than one unknown dimension"),
+        ("float32", [], ("FLOAT", 1), "has no batch dimension"),
+        ("float32", None, ("FLOAT", 1), ""),  # unknown rank: TFMA feeds the feature as it is
+    ],
+)
+def test_tfma_feeding_rules_for_tensor_inputs(dtype, shape, feature, needle):
+    from generic_trainer.judge import tfma_inputs
+    from generic_trainer.judge.signature_feed import Feature
+
+    problem = tfma_inputs.input_problem(dtype, shape, Feature(*feature))
+    assert (needle in problem) if needle else problem == ""
+
+
+def test_tfma_feeds_serialized_examples_to_one_string_input_naming_no_feature():
+    from generic_trainer.judge import tfma_inputs
+
+    features = {"x": None, "text": None}
+    assert tfma_inputs.takes_examples({"examples": ("string", [-1])}, features)
+    assert not tfma_inputs.takes_examples({"text": ("string", [-1])}, features)  # a feature
+    assert not tfma_inputs.takes_examples({"text_input": ("string", [-1])}, features)  # Keras'
+    assert not tfma_inputs.takes_examples({"x": ("float32", [-1]), "y": ("float32", [-1])}, {})
+
+
+@pytest.mark.parametrize(
+    "vocabulary,kind,width,needle",
+    [
+        (("a", "b", "c"), "bytes_list", 3, ""),
+        (("no", "yes"), "bytes_list", 1, ""),  # binary: one sigmoid column
+        (None, "bytes_list", 3, "holds strings; give the class names in class-id order"),
+        (("a", "b"), "int64_list", 2, "maps string labels to class ids; the label 'y' holds"),
+        (("a", "b"), "bytes_list", 3, "names 2 classes; the model outputs 3 columns"),
+    ],
+)
+def test_string_labels_need_a_vocabulary_that_fits_the_model(vocabulary, kind, width, needle):
+    from generic_trainer.judge import eval_problem
+    from generic_trainer.judge.eval_config import EvalConfig
+
+    config = EvalConfig(label_key="y", label_vocabulary=vocabulary)
+    if not needle:
+        eval_problem.check_vocabulary(config, kind, width)
+        return
+    with pytest.raises(UserInputError) as err:
+        eval_problem.check_vocabulary(config, kind, width)
+    assert err.value.input_name == "eval_config.label_vocabulary" and needle in str(err.value)

@@ -4,13 +4,17 @@
 - the bundled penguin model with the short form (KFP form): the summary equals the numbers of a
   plain `tfma.run_model_analysis` on the same model, config and data, exactly (what
   bench/tfma_compare.py checked by hand), and TFMA's readers read the `evaluation` output;
-- a change threshold against a baseline: NOT_BLESSED from TFMA's validation result;
+- string labels with the short form's `label_vocabulary` and a change threshold against a
+  baseline: TFMA's accuracy equals the model's own on the class ids, NOT_BLESSED from TFMA's
+  validation result;
 - TFX's penguin local pipeline EvalConfig (label `species_xf`, `preprocessing_function_names`) on
-  a model trained with TFX's wiring from the wheel's penguin_utils_keras.py, without a baseline
-  (with TFX's evaluator_module.py, the legacy feature_slicing_spec and two example splits) and
-  with one;
+  a model trained with TFX's wiring from the wheel's penguin_utils_keras.py, with a baseline, TFX's
+  evaluator_module.py, the legacy feature_slicing_spec and two example splits, in one run;
 - TFX's taxi native-Keras EvalConfig (`tips_xf`) with FairnessIndicators (and
   fairness_indicator_thresholds) on a model trained from the wheel's taxi_utils_native_keras.py.
+
+The TFX-wired models are test_tfx_real_modules' session fixtures (trained once per run, shared
+with the tests of the module files); the bundled penguin model is conftest's.
 """
 
 from __future__ import annotations
@@ -20,7 +24,12 @@ from pathlib import Path
 
 import pytest
 from conftest import PENGUIN, run_cli
-from test_tfx_real_modules import _train, _transform, taxi, tfx_root  # noqa: F401 (fixtures)
+from test_tfx_real_modules import (  # noqa: F401 (fixtures)
+    penguin_keras,
+    taxi,
+    taxi_native_keras,
+    tfx_root,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -177,15 +186,54 @@ def test_short_form_summary_equals_plain_tfma_kfp_form(trained_penguin_model, tm
     assert "BLESSED" in html and "island:Biscoe" in html
 
 
-def test_change_threshold_against_a_baseline_is_not_blessed(trained_penguin_model, tmp_path):
+SPECIES = ["Adelie", "Chinstrap", "Gentoo"]
+
+
+def _string_labels(out: Path) -> tuple[Path, list[int], list[bytes]]:
+    """The penguin eval split with `species_name` beside `species` (the class id): (examples dir,
+    the class ids, the records)."""
+    import tensorflow as tf
+
+    [source] = (PENGUIN / "data" / "Split-eval").iterdir()
+    records = list(
+        tf.data.TFRecordDataset(str(source), compression_type="GZIP").as_numpy_iterator()
+    )
+    (out / "Split-eval").mkdir(parents=True)
+    ids = []
+    with tf.io.TFRecordWriter(str(out / "Split-eval" / "data.gz"), options="GZIP") as writer:
+        for record in records:
+            example = tf.train.Example.FromString(record)
+            ids.append(example.features.feature["species"].int64_list.value[0])
+            example.features.feature["species_name"].bytes_list.value.append(
+                SPECIES[ids[-1]].encode()
+            )
+            writer.write(example.SerializeToString())
+    return out, ids, records
+
+
+def test_string_labels_and_a_change_threshold_against_a_baseline(trained_penguin_model, tmp_path):
+    import numpy as np
+    import tensorflow as tf
     import tensorflow_model_analysis as tfma
 
-    config = {"label_key": "species", "thresholds": {"accuracy": {"change": {"absolute": 0.5}}}}
-    summary, _ = _evaluate(
+    examples, ids, records = _string_labels(tmp_path / "examples")
+    config = {
+        "label_key": "species_name",
+        "label_vocabulary": SPECIES,
+        "thresholds": {"accuracy": {"change": {"absolute": 0.5}}},
+    }
+    summary, stderr = _evaluate(
         "--model", trained_penguin_model, "--baseline-model", trained_penguin_model,
-        "--examples", PENGUIN / "data", "--eval-config", json.dumps(config),
+        "--examples", examples, "--eval-config", json.dumps(config),
         "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
     )  # fmt: skip
+    # TFMA mapped the names to class ids: its accuracy is the model's own on the ids
+    serving = tf.saved_model.load(str(trained_penguin_model / "Format-Serving"))
+    probabilities = serving.signatures["serving_default"](tf.constant(records))["outputs"].numpy()
+    expected = float(np.mean(np.argmax(probabilities, axis=1) == np.array(ids)))
+    assert summary["metrics"]["accuracy"] == pytest.approx(expected, abs=1e-6)
+    assert summary["metrics"]["example_count"] == len(ids)
+    assert "TFMA maps them to class ids through label_vocabulary" in stderr
     assert summary["blessed"] is False and (tmp_path / "blessing" / "NOT_BLESSED").is_file()
     assert summary["baseline_metrics"]["accuracy"] == summary["metrics"]["accuracy"]
     assert any("change of accuracy" in r for r in summary["reasons"])
@@ -195,76 +243,48 @@ def test_change_threshold_against_a_baseline_is_not_blessed(trained_penguin_mode
     assert baseline.slicing_metrics
 
 
-@pytest.fixture(scope="module")
-def tfx_penguin(tfx_root, tmp_path_factory) -> tuple[Path, Path, Path]:  # noqa: F811
-    """(model dir, raw examples, schema): penguin_utils_keras.py trained with TFX's wiring."""
-    out = tmp_path_factory.mktemp("tfx_penguin")
-    testdata = tfx_root / "tfx" / "components" / "testdata" / "penguin"
-    examples, schema = testdata / "data", testdata / "schema" / "schema.pbtxt"
-    module = tfx_root / "tfx" / "examples" / "penguin" / "penguin_utils_keras.py"
-    graph, transformed = _transform(out, examples, schema, module)
-    _train(out, module, transformed, schema, graph)
-    return out / "model", examples, schema
-
-
 @pytest.mark.e2e
-def test_tfx_penguin_local_config_module_file_legacy_slicing_and_splits(
-    tfx_penguin,
-    tfx_root,
-    tmp_path,  # noqa: F811
+def test_tfx_penguin_local_config_baseline_module_file_legacy_slicing_and_splits(
+    penguin_keras, tfx_root, tmp_path
 ):
     import tensorflow_model_analysis as tfma
 
-    model, examples, schema = tfx_penguin
-    module = tfx_root / "tfx" / "components" / "testdata" / "module_file" / "evaluator_module.py"
+    model = penguin_keras / "model"
+    testdata = tfx_root / "tfx" / "components" / "testdata"
+    examples, schema = (
+        testdata / "penguin" / "data",
+        testdata / "penguin" / "schema" / "schema.pbtxt",
+    )
+    module = testdata / "module_file" / "evaluator_module.py"
     summary, stderr = _evaluate(
-        "--model", model, "--examples", examples, "--schema", schema,
+        "--model", model, "--baseline-model", model, "--examples", examples, "--schema", schema,
         "--eval-config", PENGUIN_LOCAL_CONFIG, "--module-file", module,
         "--feature-slicing-spec", '{"specs": [{"column_for_slicing": ["species"]}]}',
         "--eval-splits", "eval,train", "--beam-pipeline-args=--direct_num_workers=1",
         "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
     )  # fmt: skip
-    # the threshold applies to every slice, the legacy spec's species too: TFMA's verdict decides
     accuracy = summary["metrics"]["sparse_categorical_accuracy"]
+    assert summary["baseline_metrics"]["sparse_categorical_accuracy"] == accuracy
+    # the threshold applies to every slice, the legacy spec's species too: TFMA's verdict decides
+    # (the change, 0, passes absolute -1e-10)
     validation_ok = tfma.load_validation_result(str(tmp_path / "evaluation")).validation_ok
     assert summary["blessed"] == validation_ok and (validation_ok or summary["reasons"])
     assert accuracy >= 0.6 or not validation_ok
     assert (tmp_path / "blessing" / ("BLESSED" if validation_ok else "NOT_BLESSED")).is_file()
-    loaded = tfma.load_eval_result(str(tmp_path / "evaluation"))
+    loaded = tfma.load_eval_result(str(tmp_path / "evaluation"), model_name="candidate")
     names = {tfma.slicer.stringify_slice_key(k) for k, _ in loaded.slicing_metrics}
     assert names & {"", "Overall"} and {n for n in names if n.startswith("species:")}
     read = stderr.split("TFMA on ", 1)[1].split("\n", 1)[0]
     assert "Split-eval/*" in read and "Split-train/*" in read  # both splits, as example_splits
-    assert "change thresholds are skipped" in stderr
 
 
 @pytest.mark.e2e
-def test_tfx_penguin_local_config_with_a_baseline(tfx_penguin, tmp_path):
-    import tensorflow_model_analysis as tfma
-
-    model, examples, schema = tfx_penguin
-    summary, _ = _evaluate(
-        "--model", model, "--baseline-model", model, "--examples", examples, "--schema", schema,
-        "--eval-config", PENGUIN_LOCAL_CONFIG,
-        "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
-    )  # fmt: skip
-    accuracy = summary["metrics"]["sparse_categorical_accuracy"]
-    assert summary["baseline_metrics"]["sparse_categorical_accuracy"] == accuracy
-    assert summary["blessed"] == (accuracy >= 0.6)  # the change (0) passes absolute -1e-10
-    candidate = tfma.load_eval_result(str(tmp_path / "evaluation"), model_name="candidate")
-    assert candidate.slicing_metrics
-
-
-@pytest.mark.e2e
-def test_tfx_taxi_native_keras_config_with_fairness_indicators(tfx_root, taxi, tmp_path):  # noqa: F811
+def test_tfx_taxi_native_keras_config_with_fairness_indicators(taxi, taxi_native_keras, tmp_path):
     import tensorflow_model_analysis as tfma
 
     examples, schema = taxi
-    module = tfx_root / "tfx" / "examples" / "chicago_taxi_pipeline" / "taxi_utils_native_keras.py"
-    graph, transformed = _transform(tmp_path, examples, schema, module)
-    _train(tmp_path, module, transformed, schema, graph)
     summary, _ = _evaluate(
-        "--model", tmp_path / "model", "--examples", examples, "--schema", schema,
+        "--model", taxi_native_keras / "model", "--examples", examples, "--schema", schema,
         "--eval-config", TAXI_NATIVE_KERAS_CONFIG, "--fairness-indicator-thresholds", "0.5",
         "--blessing-dir", tmp_path / "blessing", "--evaluation-dir", tmp_path / "evaluation",
     )  # fmt: skip

@@ -432,28 +432,28 @@ def _sandbox(tmp_path: Path, target: str, spec: dict, limits, monkeypatch):
 
 
 def test_a_sandbox_child_returns_its_value_and_is_no_failure(tmp_path, monkeypatch):
-    from generic_trainer.judge import sandbox
+    from generic_trainer.judge import sandbox, sandbox_outcome
 
     outcome, result = _sandbox(
         tmp_path, "hostile_children:answer", {"x": 1}, sandbox.Limits(60, None), monkeypatch
     )
     assert outcome.code == 0 and not outcome.timed_out and result == {"value": {"echo": {"x": 1}}}
-    assert sandbox.failure(outcome, sandbox.Limits(60, None)) is None
+    assert sandbox_outcome.failure(outcome, sandbox.Limits(60, None)) is None
 
 
 def test_sandbox_memory_limit_is_reported_as_memory(tmp_path, monkeypatch):
-    from generic_trainer.judge import sandbox
+    from generic_trainer.judge import sandbox, sandbox_outcome
 
     limits = sandbox.Limits(120, 256 * 1024**2)
     outcome, result = _sandbox(tmp_path, "hostile_children:grow_memory", {}, limits, monkeypatch)
     assert outcome.code == 0 and result["error"]["class"] == "MemoryError"
     assert outcome.stage.startswith("holding ") and outcome.stage.endswith(" MiB")
-    reason = sandbox.memory_reason(outcome.stage, limits, result["error"]["message"])
+    reason = sandbox_outcome.memory_reason(outcome.stage, limits, result["error"]["message"])
     assert "ran out of memory while holding" in reason and "memory limit 256 MiB" in reason
 
 
 def test_sandbox_idle_limit_counts_from_the_last_progress(tmp_path, monkeypatch):
-    from generic_trainer.judge import sandbox
+    from generic_trainer.judge import sandbox, sandbox_outcome
 
     limits = sandbox.Limits(timeout=3, memory_limit=None, idle=True)
     started = time.monotonic()
@@ -468,7 +468,7 @@ def test_sandbox_idle_limit_counts_from_the_last_progress(tmp_path, monkeypatch)
     assert time.monotonic() - started > 6  # the progress kept it alive past the 3 s limit
     with pytest.raises(ProcessLookupError):
         os.kill(outcome.pid, 0)  # killed with its process group, and reaped
-    reason = sandbox.failure(outcome, limits)
+    reason = sandbox_outcome.failure(outcome, limits)
     assert "did not finish within the time limit of 3 s without progress (it was step 4" in reason
 
 
@@ -477,7 +477,7 @@ def test_time_limit_at_the_memory_limit_blames_memory():
     thrashing
     on allocations) is reported as a memory problem, with the limit; a plain hang as a time
     limit."""
-    from generic_trainer.judge import sandbox
+    from generic_trainer.judge import sandbox, sandbox_outcome
 
     limits = sandbox.Limits(timeout=300, memory_limit=8 * 1024**3)
     at_limit = sandbox.Outcome(
@@ -489,7 +489,7 @@ def test_time_limit_at_the_memory_limit_blames_memory():
         peak_address_space=int(7.9 * 1024**3),
         peak_resident=6 * 1024**3,
     )
-    reason = sandbox.failure(at_limit, limits)
+    reason = sandbox_outcome.failure(at_limit, limits)
     assert reason.startswith("the serving process reached its memory limit of 8 GiB")
     assert "address space 7.9 GiB of its 8 GiB limit" in reason and "time limit of 300 s" in reason
     hung = sandbox.Outcome(
@@ -500,14 +500,15 @@ def test_time_limit_at_the_memory_limit_blames_memory():
         stage="serving request 1",
         peak_address_space=3 * 1024**3,
     )
-    assert sandbox.failure(hung, limits).startswith(
+    assert sandbox_outcome.failure(hung, limits).startswith(
         "the serving process did not finish within the time limit"
     )
     killed = sandbox.Outcome(
         pid=1, code=-signal.SIGKILL, timed_out=False, tail="", stage="loading the model"
     )
-    assert "ran out of memory while loading the model (memory limit 8 GiB" in sandbox.failure(
-        killed, limits
+    assert (
+        "ran out of memory while loading the model (memory limit 8 GiB"
+        in sandbox_outcome.failure(killed, limits)
     )
 
 

@@ -1,6 +1,7 @@
-"""signature_feed.py through evaluate and infra-validate: models whose serving_default takes tensors
-(a Keras 3 `model.export()`, the Task API's default export) are fed from the examples through the
-schema; an input no feature matches is an exit-2 error naming it (evaluate), and INFRA_NOT_BLESSED
+"""signature_feed.py through infra-validate, tfma_inputs.py through evaluate: models whose
+serving_default takes tensors (a Keras 3 `model.export()`, the Task API's default export) are fed
+from the examples (TFMA feeds evaluate's by name, without a schema too; an input it cannot feed is
+refused before it runs, exit 2, naming it); an input no feature matches is INFRA_NOT_BLESSED
 with that reason, exit 0, in infra-validate (TFX's InfraValidator gives a verdict, so a pipeline's
 dsl.If skips the push); `--write-warmup`
 writes TF Serving warm-up requests that replay against the model, and nothing when the model is
@@ -182,8 +183,8 @@ def test_keras_export_with_tensor_inputs_infra_validated_with_warmup(tmp_path):
         year=tf.cast(parsed["year"][:, 0], tf.float32),
     )["output_0"].numpy()
 
-    # evaluate is TFMA's pipeline, which feeds a signature the schema's features as they are: a
-    # signature taking other dtypes and shapes (`year` float, rank 1) is the user's to fix, exit 2
+    # evaluate is TFMA's pipeline, which feeds a signature the features by name and does not cast:
+    # `year` (float32, an INT feature) is refused before TFMA runs, naming it, exit 2
     from generic_trainer import evaluate
     from generic_trainer.errors import UserInputError
     from generic_trainer.intake.judge_request import build_evaluate_request
@@ -197,8 +198,15 @@ def test_keras_export_with_tensor_inputs_infra_validated_with_warmup(tmp_path):
             "eval_config": json.dumps({"label_key": "species"}),
         }
     )
-    with pytest.raises(UserInputError, match="TFMA could not evaluate the model.*serving_default"):
+    with pytest.raises(UserInputError) as refused:
         evaluate.run(request)
+    assert refused.value.input_name == "--model"
+    message = str(refused.value)
+    assert "TFMA cannot feed serving_default of " in message
+    assert "input 'year' (float32[None]) is float32, but TFMA feeds the INT feature as int64" in (
+        message
+    )
+    assert "does not cast" in message and "bill_length_mm (FLOAT[1])" in message
     assert not (tmp_path / "b").exists()
 
     # infra-validate (no schema: the first eval example describes the features), with 3 warm-up
@@ -298,8 +306,6 @@ def test_task_default_export_evaluated_and_infra_validated(task_model, tmp_path)
             model,
             "--examples",
             task_model["examples"],
-            "--schema",
-            task_model["schema"],
             "--eval-config",
             json.dumps(config),
             "--blessing-dir",
@@ -314,6 +320,7 @@ def test_task_default_export_evaluated_and_infra_validated(task_model, tmp_path)
         task_model["rows"]
     )
     assert "serving_default" in proc.stderr and (tmp_path / "eb" / "BLESSED").is_file()
+    # no --schema: TFMA fed the tensor inputs x1, x2 from the examples' fixed-length features
 
     proc = run_cli(
         [

@@ -30,7 +30,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, shared_across_workers
 
 TFX_VERSION = "1.21.0"
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -182,21 +182,53 @@ def _head(source: Path, target: Path, lines: int) -> Path:
 def penguin(tfx_root) -> tuple[Path, Path]:
     """The penguin examples (ExampleGen's layout) and schema shipped in the wheel's components
     testdata."""
+    return _penguin_data(tfx_root)
+
+
+def _penguin_data(tfx_root: Path) -> tuple[Path, Path]:
     testdata = tfx_root / "tfx" / "components" / "testdata" / "penguin"
     return testdata / "data", testdata / "schema" / "schema.pbtxt"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def taxi(tfx_root, tmp_path_factory) -> tuple[Path, Path]:
     """240 rows of the wheel's Chicago taxi CSV, through import-examples (ExampleGen +
-    SchemaGen)."""
-    out = tmp_path_factory.mktemp("taxi")
-    csv = _head(
-        tfx_root / "tfx" / "examples" / "chicago_taxi_pipeline" / "data" / "simple" / "data.csv",
-        out / "csv" / "data.csv",
-        241,
-    )
-    return _import_csv(out, csv)
+    SchemaGen); made once per run."""
+    csv = tfx_root / "tfx" / "examples" / "chicago_taxi_pipeline" / "data" / "simple" / "data.csv"
+
+    def make(out: Path) -> None:
+        _import_csv(out, _head(csv, out / "csv" / "data.csv", 241))
+
+    out = shared_across_workers(tmp_path_factory, "tfx_taxi_examples", make)
+    return out / "examples", out / "schema" / "schema.pbtxt"
+
+
+@pytest.fixture(scope="session")
+def penguin_keras(tfx_root, tmp_path_factory) -> Path:
+    """penguin_utils_keras.py through transform and train, wired as TFX wires them, once per run:
+    a dir with `graph`, `transformed` and `model` (read only)."""
+    examples, schema = _penguin_data(tfx_root)
+    module = tfx_root / "tfx" / "examples" / "penguin" / "penguin_utils_keras.py"
+
+    def make(out: Path) -> None:
+        graph, transformed = _transform(out, examples, schema, module)
+        _train(out, module, transformed, schema, graph)
+
+    return shared_across_workers(tmp_path_factory, "tfx_penguin_keras", make)
+
+
+@pytest.fixture(scope="session")
+def taxi_native_keras(tfx_root, taxi, tmp_path_factory) -> Path:
+    """taxi_utils_native_keras.py through transform and train, wired as TFX wires them, once per
+    run: a dir with `graph`, `transformed` and `model` (read only)."""
+    examples, schema = taxi
+    module = tfx_root / "tfx" / "examples" / "chicago_taxi_pipeline" / "taxi_utils_native_keras.py"
+
+    def make(out: Path) -> None:
+        graph, transformed = _transform(out, examples, schema, module)
+        _train(out, module, transformed, schema, graph)
+
+    return shared_across_workers(tmp_path_factory, "tfx_taxi_native_keras", make)
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,11 +236,14 @@ def taxi(tfx_root, tmp_path_factory) -> tuple[Path, Path]:
 # --------------------------------------------------------------------------------------------
 
 
-def test_penguin_keras_module_transforms_tunes_trains_and_is_evaluated(tfx_root, penguin, tmp_path):
-    """tfx/examples/penguin/penguin_utils_keras.py (imports penguin_utils_base by its tfx path)."""
+def test_penguin_keras_module_transforms_tunes_trains_and_is_evaluated(
+    tfx_root, penguin, penguin_keras, tmp_path
+):
+    """tfx/examples/penguin/penguin_utils_keras.py (imports penguin_utils_base by its tfx path);
+    its transform outputs are the shared fixture's."""
     examples, schema = penguin
     module = tfx_root / "tfx" / "examples" / "penguin" / "penguin_utils_keras.py"
-    graph, transformed = _transform(tmp_path, examples, schema, module)
+    graph, transformed = penguin_keras / "graph", penguin_keras / "transformed"
     _gt(
         "tune",
         "--module-file",
@@ -302,12 +337,11 @@ def test_components_testdata_trainer_module_on_the_shipped_transform_outputs(tfx
     _serve(serving, testdata / "csv_example_gen")
 
 
-def test_taxi_native_keras_module(tfx_root, taxi, tmp_path):
-    """tfx/examples/chicago_taxi_pipeline/taxi_utils_native_keras.py."""
-    examples, schema = taxi
-    module = tfx_root / "tfx" / "examples" / "chicago_taxi_pipeline" / "taxi_utils_native_keras.py"
-    graph, transformed = _transform(tmp_path, examples, schema, module)
-    _serve(_train(tmp_path, module, transformed, schema, graph), examples)
+def test_taxi_native_keras_module(taxi, taxi_native_keras):
+    """tfx/examples/chicago_taxi_pipeline/taxi_utils_native_keras.py (transformed and trained by
+    the shared fixture, which test_evaluate_tfma evaluates)."""
+    examples, _ = taxi
+    _serve(taxi_native_keras / "model" / "Format-Serving", examples)
 
 
 def test_taxi_template_preprocessing_and_keras_model(tfx_root, taxi, tmp_path):

@@ -138,7 +138,7 @@ def sandbox_limits(request: EvaluateRequest) -> Any:
 def _compute_in_sandbox(
     request: EvaluateRequest, work: str, output: str, module_path: str | None
 ) -> EvaluateResult:
-    from generic_trainer.judge import sandbox
+    from generic_trainer.judge import sandbox, sandbox_outcome
 
     limits = sandbox_limits(request)
     spec_path, result_path = os.path.join(work, "spec.json"), os.path.join(work, "result.json")
@@ -160,8 +160,8 @@ def _compute_in_sandbox(
     if "value" in child and outcome.code == 0:
         return EvaluateResult(**child["value"])
     error = child.get("error")
-    if error and sandbox.is_memory_error(error.get("message", "")):
-        reason = sandbox.memory_reason(
+    if error and sandbox_outcome.is_memory_error(error.get("message", "")):
+        reason = sandbox_outcome.memory_reason(
             outcome.stage, limits, error["message"][:600], "the evaluation process"
         )
         return failed_result(reason)
@@ -170,7 +170,7 @@ def _compute_in_sandbox(
             _raise_tfma_error(error)
         sandbox.raise_child_error(error)
     return failed_result(
-        sandbox.failure(outcome, limits, what="the evaluation process")
+        sandbox_outcome.failure(outcome, limits, what="the evaluation process")
         or "the evaluation process ended without a result"
     )
 

@@ -4,13 +4,12 @@
      "prediction_key": "outputs",            # which serving_default output (default: the only one)
      "problem": "multiclass",                # multiclass | binary | regression (default: inferred)
      "from_logits": false,                   # outputs are logits, not probabilities
-     (classification) "label_vocabulary": ["a", "b"],         # string labels -> class index
-     (default: labels are ints) "example_weight_key": "weight",         # weights every metric
-     (default: unweighted) "metrics": ["accuracy", "auc",          # built-in names (default: per
-     problem, DEFAULT_METRICS) ...
-                 {"class_name": "keras.metrics.AUC", "config": {"num_thresholds": 1000}, "name":
-                 "keras_auc"}, "keras.metrics.Precision"], # ... or any Keras metric class by import
-                 path
+     "label_vocabulary": ["a", "b"],         # string labels: class names in class-id order
+     "example_weight_key": "weight",         # weights every metric (default: unweighted)
+     "metrics": ["accuracy", "auc",          # built-in names (default: DEFAULT_METRICS)
+                 {"class_name": "keras.metrics.AUC", "config": {"num_thresholds": 1000},
+                  "name": "keras_auc"},
+                 "keras.metrics.Precision"], # ... or any Keras metric class by import path
      "slices": [["island"], ["island", "sex"],            # overall is always computed
                 {"features": ["sex"], "values": {"island": "Biscoe"}}],
      "thresholds": {"accuracy": {"lower_bound": 0.8, "upper_bound": 1.0,
@@ -96,8 +95,7 @@ INPUT = "--eval-config"
 @dataclasses.dataclass(frozen=True)
 class SliceSpec:
     """Slices over `features` (one per combination of their values), within the fixed `values`
-    (TFMA's
-    SlicingSpec: feature_keys, feature_values). No features and no values: the overall "slice"."""
+    (TFMA's SlicingSpec: feature_keys, feature_values). Neither: the overall "slice"."""
 
     features: tuple[str, ...] = ()
     values: tuple[tuple[str, str], ...] = ()
@@ -106,16 +104,6 @@ class SliceSpec:
     def columns(self) -> tuple[str, ...]:
         """Every feature a slice key of this spec names: the fixed ones first."""
         return tuple(f for f, _ in self.values) + self.features
-
-    def matches(self, key: tuple[tuple[str, str], ...]) -> bool:
-        """Whether a slice key (("island", "Biscoe"), ...) is one of this spec's slices."""
-        have = dict(key)
-        return set(have) == set(self.columns) and all(have[f] == v for f, v in self.values)
-
-    def describe(self) -> str:
-        """`island=Biscoe, sex=*`; `Overall` for the empty spec."""
-        parts = [f"{f}={v}" for f, v in self.values] + [f"{f}=*" for f in self.features]
-        return ", ".join(parts) or "Overall"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,11 +155,6 @@ class EvalConfig:
     ci_samples: int = 0  # bootstrap confidence intervals: 0 = none
     ci_seed: int = 0
     ci_level: float = 0.95
-
-    @property
-    def slice_features(self) -> list[str]:
-        """Every feature a slice needs, sorted."""
-        return sorted({f for spec in self.slices for f in spec.columns})
 
     def metrics_for(self, problem: str) -> tuple[str, ...]:
         """The metrics to compute for `problem`: the configured (or default) ones plus any with a

@@ -1,7 +1,8 @@
 """The kind of model the short eval config judges, when it does not say: from the model and a label.
 
 multiclass when the served output has more than one column; else regression when the first eval
-example's label is a float list, binary otherwise (as the short form always inferred it).
+example's label is a float list, binary otherwise (as the short form always inferred it). String
+labels need `label_vocabulary`, one name per class (tfma_labels.py hands it to TFMA).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def output_width(serving_path: str, prediction_key: str | None) -> int:
     return 1 if shape.rank is None or shape.rank < 2 else int(shape[-1] or 1)
 
 
-def label_is_float(first_record: bytes, label_key: str) -> bool:
-    """Whether the label of a serialized tf.Example is a float list."""
+def label_kind(first_record: bytes, label_key: str) -> str:
+    """The kind of the label of a serialized tf.Example: int64_list, float_list or bytes_list."""
     import tensorflow as tf
 
     example = tf.train.Example.FromString(first_record)
@@ -52,22 +53,49 @@ def label_is_float(first_record: bytes, label_key: str) -> bool:
             f"{label_key!r} is not a feature of the eval examples; features: "
             f"{', '.join(sorted(example.features.feature))}",
         )
-    return example.features.feature[label_key].WhichOneof("kind") == "float_list"
+    return example.features.feature[label_key].WhichOneof("kind") or "int64_list"
+
+
+def check_vocabulary(config: Any, kind: str, width: int) -> None:
+    """String labels need `label_vocabulary` (one class name per output column), and only they."""
+    vocabulary = config.label_vocabulary
+    key = "eval_config.label_vocabulary"
+    if kind == "bytes_list" and not vocabulary:
+        raise UserInputError(
+            key,
+            f"the label {config.label_key!r} holds strings; give the class names in class-id "
+            'order (the model\'s output columns), e.g. "label_vocabulary": ["Adelie", "Gentoo"]',
+        )
+    if kind != "bytes_list" and vocabulary:
+        raise UserInputError(
+            key, f"maps string labels to class ids; the label {config.label_key!r} holds numbers"
+        )
+    if vocabulary and width > 1 and len(vocabulary) != width:
+        raise UserInputError(
+            key, f"names {len(vocabulary)} classes; the model outputs {width} columns (one a class)"
+        )
 
 
 def infer(config: Any, serving_path: str, first_record: bytes) -> tuple[str, int]:
     """(problem, output width) of the short form `config` for this model."""
     width = output_width(serving_path, config.prediction_key)
+    kind = label_kind(first_record, config.label_key)
+    check_vocabulary(config, kind, width)
     problem = config.problem
     if problem is None:
-        floats = label_is_float(first_record, config.label_key)
+        floats = kind == "float_list"
         problem = "multiclass" if width > 1 else ("regression" if floats else "binary")
         log.info(
             "problem: %s (inferred: %d output column(s), %s labels); set eval_config.problem "
             "to choose",
             problem,
             width,
-            "float" if floats else "integer",
+            {"float_list": "float", "bytes_list": "string"}.get(kind, "integer"),
+        )
+    if problem == "binary" and len(config.label_vocabulary or ("", "")) != 2:
+        raise UserInputError(
+            "eval_config.label_vocabulary",
+            f"a binary label has 2 classes; {len(config.label_vocabulary)} given",
         )
     if problem == "multiclass" and width < 2:
         raise UserInputError(

@@ -14,8 +14,9 @@ kind of problem. Each built-in name is a TFMA metric reported under that name (i
 
 `example_count` is TFMA's ExampleCount, unweighted; `weighted_example_count` its weighted count.
 Custom metrics keep their class and module; slices become slicing specs; slice thresholds per-slice
-thresholds; `confidence_intervals` turns on TFMA's (Poisson bootstrap). Pure Python: the dict is the
-proto's JSON form, parsed by TFMA's own config message in the evaluation process.
+thresholds; `confidence_intervals` turns on TFMA's (Poisson bootstrap). `label_vocabulary` has no
+EvalConfig field: tfma_labels.py hands it to TFMA's pipeline. Pure Python: the dict is the proto's
+JSON form, parsed by TFMA's own config message in the evaluation process.
 """
 
 from __future__ import annotations

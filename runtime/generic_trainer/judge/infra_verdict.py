@@ -13,7 +13,7 @@ import dataclasses
 import math
 from typing import Any
 
-from generic_trainer.judge import sandbox
+from generic_trainer.judge import sandbox_outcome as outcomes
 
 MAX_REASONS = 5
 
@@ -62,8 +62,8 @@ class InfraValidateResult:
 
 def judge(
     probe: dict[str, Any],
-    outcome: sandbox.Outcome,
-    limits: sandbox.Limits,
+    outcome: outcomes.Outcome,
+    limits: outcomes.Limits,
     *,
     batch_size: int,
     num_requests: int,
@@ -110,7 +110,7 @@ def judge(
 
 
 def _ending_reason(
-    probe: dict[str, Any], outcome: sandbox.Outcome, limits: sandbox.Limits
+    probe: dict[str, Any], outcome: outcomes.Outcome, limits: outcomes.Limits
 ) -> str | None:
     """Why the probe did not get to judge requests: its process's ending, a load error, or examples
     that cannot feed serving_default (a verdict, not a failed run); None when it finished."""
@@ -119,12 +119,12 @@ def _ending_reason(
         if outcome.code == 0 and not outcome.timed_out:  # exited without finishing its result
             outcome = dataclasses.replace(outcome, code=None)
         return (
-            sandbox.failure(outcome, limits, stage) or f"the serving process stopped while {stage}"
+            outcomes.failure(outcome, limits, stage) or f"the serving process stopped while {stage}"
         )
     if probe.get("error"):
         error = probe["error"]
-        if sandbox.is_memory_error(error):
-            error = sandbox.memory_reason(stage, limits, error)
+        if outcomes.is_memory_error(error):
+            error = outcomes.memory_reason(stage, limits, error)
         return error
     if probe.get("input_error"):
         return f"{probe['input_error']['input']}: {probe['input_error']['message']}"
@@ -148,7 +148,7 @@ def _judge_requests(
     verdict: InfraValidateResult,
     entries: list[dict[str, Any]],
     declared: dict[str, Any],
-    limits: sandbox.Limits,
+    limits: outcomes.Limits,
 ) -> None:
     """Count the requests, their latency, and one reason per kind of failure into `verdict`."""
     failures: dict[str, list[str]] = {}  # problem -> the requests that had it
@@ -177,14 +177,14 @@ def _judge_requests(
 
 
 def _request_problems(
-    entry: dict[str, Any], declared: dict[str, Any], limits: sandbox.Limits
+    entry: dict[str, Any], declared: dict[str, Any], limits: outcomes.Limits
 ) -> list[str]:
     """What was wrong with one request: its error, or outputs other than the signature declares."""
     if not entry.get("ok"):
         error = entry.get("error") or ""
-        if sandbox.is_memory_error(error):
+        if outcomes.is_memory_error(error):
             error = (
-                f"out of memory (memory limit {sandbox.size_text(limits.memory_limit)}; raise "
+                f"out of memory (memory limit {outcomes.size_text(limits.memory_limit)}; raise "
                 f"--memory-limit if the model needs more): {error}"
             )
         return [f"failed: {error}"]

@@ -1,5 +1,4 @@
-"""The sandbox evaluate and infra-validate serve a model in: a child process with a time and a
-memory limit.
+"""The sandbox evaluate and infra-validate run a model in: a child with a time and memory limit.
 
 Parent side: `run(command, limits)` starts `python -m <module> ARGS` in a new session (its own
 process group), without the cluster variables (TF_CONFIG, CLUSTER_SPEC), on CPU when
@@ -16,15 +15,12 @@ alive). `python -m generic_trainer.judge.sandbox MODULE:FUNCTION SPEC RESULT` is
 calls FUNCTION(spec dict) and writes `{"value": ...}` or `{"error": ...}` (a TrainerError with its
 class, input and message; a MemoryError; anything else) to RESULT as JSON.
 
-`failure(outcome, limits, stage)` words why a child did not finish: the time limit (with the memory
-it had reached), the memory limit (MemoryError or an allocation failure in its output, SIGKILL, or
-its address space at the limit), or a crash (exit code, signal, last line of output).
+`Limits`, `Outcome` and `failure` (why a child did not finish, in words): sandbox_outcome.py.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import json
 import logging
 import os
@@ -36,81 +32,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from generic_trainer.judge.sandbox_outcome import Limits, Outcome, compact_error, size_text
+
 log = logging.getLogger(__name__)
 
 MEMORY_ENV = "GENERIC_TRAINER_SANDBOX_MEMORY"
 PROGRESS_ENV = "GENERIC_TRAINER_SANDBOX_PROGRESS"
 LOG_LEVEL_ENV = "GENERIC_TRAINER_SANDBOX_LOG_LEVEL"
-MEMORY_SIGNS = (
-    "MemoryError",
-    "bad_alloc",
-    "Cannot allocate memory",
-    "out of memory",
-    "OOM when allocating",
-    "ResourceExhaustedError",
-    "failed to allocate",
-    "failed to map segment",
-)
-_NOISE = ("Graph execution error", "Detected at node", "<stack traces unavailable>", 'File "')
 TAIL_LINES = 40
 POLL_S = 0.2
-AT_LIMIT = 0.95  # an address space this close to the limit counts as at the limit
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """How long and how much memory the child may use.
-
-    `timeout` seconds in total, or with `idle` since its last `progress()`; `memory_limit` bytes of
-    address space (None: no limit); `cpu_only` hides the GPUs.
-    """
-
-    timeout: float
-    memory_limit: int | None
-    idle: bool = False
-    cpu_only: bool = True
-
-
-@dataclasses.dataclass
-class Outcome:
-    """How the child ended: its exit code (negative: the signal; None when killed at the time
-    limit)."""
-
-    pid: int
-    code: int | None
-    timed_out: bool
-    tail: str
-    stage: str = ""
-    peak_address_space: int | None = None
-    peak_resident: int | None = None
-    seconds: float = 0.0
-
-    @property
-    def last_line(self) -> str:
-        return self.tail.splitlines()[-1] if self.tail else ""
-
-
-def size_text(size: int | None) -> str:
-    """`8 GiB`, `300 MiB`; `none` for no size."""
-    if not size:
-        return "none"
-    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= factor:
-            return f"{round(size / factor, 2):g} {unit}"
-    return f"{size} bytes"
-
-
-def compact_error(error: BaseException, limit: int = 600) -> str:
-    """`Type: message` on one line, without TensorFlow's graph-execution boilerplate."""
-    lines = [line.strip() for line in str(error).splitlines()]
-    text = " ".join(line for line in lines if line and not line.startswith(_NOISE))
-    return f"{type(error).__name__}: {text[:limit]}"
-
-
-def is_memory_error(text: str) -> bool:
-    """Whether an error text or output says an allocation failed."""
-    return any(sign in text for sign in MEMORY_SIGNS)
-
 
 # --------------------------------------------------------------------------------------------
 # Parent side
@@ -171,21 +101,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run(
-    module: str,
-    args: Sequence[str],
-    limits: Limits,
-    work_dir: str,
-    what: str = "sandbox process",
-    echo: bool = False,
-) -> Outcome:
-    """Run `python -m module ARGS` in the sandbox; returns how it ended (never raises for the
-    child's faults).
-
-    `work_dir` is a private directory of the caller (the progress file goes there); `what` names the
-    child in the log; with `echo` its output is copied to stderr line by line as well as kept.
-    """
-    progress_file = os.path.join(work_dir, "progress")
+def _start(module: str, args: Sequence[str], limits: Limits, progress_file: str, what: str) -> Any:
+    """`python -m module ARGS` in a new session, its output piped; logged with its limits."""
     proc = subprocess.Popen(
         [sys.executable, "-m", module, *args],
         stdin=subprocess.DEVNULL,
@@ -194,17 +111,20 @@ def run(
         env=_child_env(limits, progress_file),
         start_new_session=True,
     )
-    idle = " without progress" if limits.idle else ""
     log.info(
         "%s %d started (time limit %g s%s, memory limit %s%s)",
         what,
         proc.pid,
         limits.timeout,
-        idle,
+        " without progress" if limits.idle else "",
         size_text(limits.memory_limit),
         ", CPU only" if limits.cpu_only else "",
     )
-    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    return proc
+
+
+def _pump(proc: Any, tail: collections.deque[str], echo: bool) -> threading.Thread:
+    """A thread keeping the child's last lines of output (and copying them to stderr with echo)."""
 
     def pump() -> None:
         for raw in iter(proc.stdout.readline, b""):
@@ -216,33 +136,65 @@ def run(
 
     reader = threading.Thread(target=pump, name="sandbox-output", daemon=True)
     reader.start()
+    return reader
+
+
+def _watch(proc: Any, limits: Limits, progress_file: str, outcome: Outcome) -> None:
+    """Wait for the child, sampling its memory, until it exits or runs past its time limit."""
     started = last_progress = time.monotonic()
     last_mtime = None
+    while True:
+        try:
+            outcome.code = proc.wait(timeout=POLL_S)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        peak, resident = _memory(proc.pid)
+        outcome.peak_address_space = max(
+            filter(None, (peak, outcome.peak_address_space)), default=None
+        )
+        outcome.peak_resident = max(filter(None, (resident, outcome.peak_resident)), default=None)
+        try:
+            mtime = os.stat(progress_file).st_mtime_ns
+        except OSError:
+            mtime = None
+        now = time.monotonic()
+        if mtime != last_mtime:
+            last_mtime, last_progress = mtime, now
+        if now - (last_progress if limits.idle else started) > limits.timeout:
+            outcome.timed_out = True
+            return
+
+
+def run(
+    module: str,
+    args: Sequence[str],
+    limits: Limits,
+    work_dir: str,
+    what: str = "sandbox process",
+    echo: bool = False,
+) -> Outcome:
+    """Run `python -m module ARGS` in the sandbox; never raises for the child's faults.
+
+    Args:
+      module: the child's module.
+      args: its arguments.
+      limits: its time and memory limits.
+      work_dir: a private directory of the caller (the progress file goes there).
+      what: the child's name in the log.
+      echo: copy its output to stderr line by line as well as keep it.
+
+    Returns:
+      How it ended (sandbox_outcome.failure words why it failed).
+    """
+    progress_file = os.path.join(work_dir, "progress")
+    proc = _start(module, args, limits, progress_file, what)
+    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    reader = _pump(proc, tail, echo)
+    started = time.monotonic()
     outcome = Outcome(pid=proc.pid, code=None, timed_out=False, tail="")
     try:
-        while True:
-            try:
-                outcome.code = proc.wait(timeout=POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            peak, resident = _memory(proc.pid)
-            outcome.peak_address_space = max(
-                filter(None, (peak, outcome.peak_address_space)), default=None
-            )
-            outcome.peak_resident = max(
-                filter(None, (resident, outcome.peak_resident)), default=None
-            )
-            try:
-                mtime = os.stat(progress_file).st_mtime_ns
-            except OSError:
-                mtime = None
-            now = time.monotonic()
-            if mtime != last_mtime:
-                last_mtime, last_progress = mtime, now
-            if now - (last_progress if limits.idle else started) > limits.timeout:
-                outcome.timed_out = True
-                break
+        _watch(proc, limits, progress_file, outcome)
     finally:
         if proc.poll() is None:
             _kill_group(proc)
@@ -252,90 +204,6 @@ def run(
     outcome.tail = "\n".join(tail)
     outcome.stage = _read_stage(progress_file)
     return outcome
-
-
-def _memory_text(outcome: Outcome, limits: Limits) -> str:
-    """`address space 7.9 GiB of its 8 GiB limit, resident 1.2 GiB` (what was sampled)."""
-    parts = []
-    if outcome.peak_address_space:
-        limit = f" of its {size_text(limits.memory_limit)} limit" if limits.memory_limit else ""
-        parts.append(f"address space {size_text(outcome.peak_address_space)}{limit}")
-    if outcome.peak_resident:
-        parts.append(f"resident {size_text(outcome.peak_resident)}")
-    return ", ".join(parts)
-
-
-def at_memory_limit(outcome: Outcome, limits: Limits) -> bool:
-    """Whether the child's address space reached (nearly) its limit."""
-    return bool(
-        limits.memory_limit
-        and outcome.peak_address_space
-        and outcome.peak_address_space >= AT_LIMIT * limits.memory_limit
-    )
-
-
-def memory_reason(
-    stage: str, limits: Limits, detail: str = "", what: str = "the serving process"
-) -> str:
-    """The reason for a child (`what`) that ran out of memory while `stage`, with the limit."""
-    return (
-        f"{what} ran out of memory{f' while {stage}' if stage else ''} (memory limit "
-        f"{size_text(limits.memory_limit)}; raise --memory-limit if the model needs more)"
-        + (f": {detail}" if detail else "")
-    )
-
-
-def failure(
-    outcome: Outcome, limits: Limits, stage: str = "", what: str = "the serving process"
-) -> str | None:
-    """Why the child (`what`) did not finish, for a NOT_BLESSED reason; None when it exited normally
-    (code 0)."""
-    stage = stage or outcome.stage or "starting"
-    used = _memory_text(outcome, limits)
-    if outcome.timed_out:
-        limit = f"{limits.timeout:g} s" + (" without progress" if limits.idle else "")
-        if at_memory_limit(outcome, limits):
-            return (
-                f"{what} reached its memory limit of {size_text(limits.memory_limit)} and then "
-                f"did not finish within the time limit of {limit} (it was {stage}; peak {used}): "
-                "the model "
-                "likely needs more memory than --memory-limit allows"
-            )
-        return (
-            f"{what} did not finish within the time limit of {limit} (it was {stage}"
-            + (f"; peak {used}" if used else "")
-            + ")"
-        )
-    code = outcome.code
-    if code == 0:
-        return None
-    signame = f" ({signal.Signals(-code).name})" if code is not None and code < 0 else ""
-    if is_memory_error(outcome.tail) or code == -signal.SIGKILL or at_memory_limit(outcome, limits):
-        killed = (
-            " (killed by SIGKILL: the kernel's out-of-memory killer or a container limit)"
-            if code == -signal.SIGKILL
-            else ""
-        )
-        return (
-            f"{what} ran out of memory while {stage} (memory limit "
-            f"{size_text(limits.memory_limit)}; exit code {code}{signame}{killed}"
-            + (f"; peak {used}" if used else "")
-            + ")"
-        )
-    likely = ""
-    if (
-        limits.memory_limit
-        and code is not None
-        and -code in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS)
-    ):
-        likely = (
-            f", likely at its memory limit of {size_text(limits.memory_limit)} (native code cannot "
-            "report that cleanly; raise --memory-limit to check)"
-        )
-    last = outcome.last_line
-    return f"{what} died while {stage}: exit code {code}{signame}{likely}" + (
-        f"; last output: {last[:300]}" if last else ""
-    )
 
 
 # --------------------------------------------------------------------------------------------

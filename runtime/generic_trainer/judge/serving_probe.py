@@ -29,7 +29,7 @@ from typing import Any
 
 from generic_trainer.errors import UserInputError
 from generic_trainer.judge import sandbox
-from generic_trainer.judge.sandbox import compact_error
+from generic_trainer.judge.sandbox_outcome import compact_error
 from generic_trainer.judge.signature_feed import SignatureFeed, replay
 
 

@@ -1,6 +1,6 @@
-"""Calling a SavedModel's `serving_default` with tf.Examples: the one place evaluate and
-infra-validate learn how.
+"""Calling a SavedModel's `serving_default` with tf.Examples, as infra-validate's probe does.
 
+(evaluate is TFMA's pipeline, which feeds a signature itself: tfma_inputs.py checks that it can.)
 A serving signature takes either
 
 - serialized tf.Examples: one 1-D string input, fed the records as they are (TFX's convention); or
@@ -9,32 +9,27 @@ A serving signature takes either
   dtype and shape. The features are described by the schema when one is given (`--schema`), else by
   the first eval example. Rules (per input, the batch dimension first):
   - the feature's type must suit the input's dtype: INT -> an integer or float dtype, FLOAT -> a
-  float
-    dtype, BYTES -> string (values are cast);
+    float dtype, BYTES -> string (values are cast);
   - a fully known shape `[None, d1, ...]` takes exactly d1 x ... values per example (reshaped; a
-  schema
-    feature with a fixed shape must hold that many); `[None, None]` takes a variable-length list,
-    padded with 0 or "" to the longest of the batch; other unknown dimensions cannot be fed.
+    schema feature with a fixed shape must hold that many); `[None, None]` takes a variable-length
+    list, padded with 0 or "" to the longest of the batch; other unknown dimensions cannot be fed.
   An input no feature matches, or matches with the wrong type or size, is a UserInputError naming
   the input, what it expected and the features available (exit 2).
 
-`ServingModel` loads a model dir and calls it (evaluate, in its sandbox). `SignatureFeed` builds the
-inputs of one signature from records (infra-validate's probe loads the model itself, since a model
-that does not load is a verdict there). `warmup_record` turns records into a TF Serving warm-up
-request (a serialized `PredictionLog` holding a `PredictRequest` in the signature's input form, as
-TFX's InfraValidator writes them) and `replay` calls the signature with one, as TF Serving does at
-load time. TensorFlow is imported inside the functions.
+`SignatureFeed` builds the inputs of one signature from records (the probe loads the model itself,
+since a model that does not load is a verdict there). `warmup_record` turns records into a TF
+Serving warm-up request (a serialized `PredictionLog` holding a `PredictRequest` in the signature's
+input form, as TFX's InfraValidator writes them) and `replay` calls the signature with one, as TF
+Serving does at load time. TensorFlow is imported inside the functions.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from generic_trainer.artifacts import outputs
 from generic_trainer.errors import UserInputError
 
 SIGNATURE = "serving_default"
@@ -97,6 +92,41 @@ def example_features(record: bytes) -> dict[str, Feature]:
     }
 
 
+def describe_features(features: Mapping[str, Feature]) -> str:
+    """`a (FLOAT[1]), s (BYTES)`: the features available, for an error message."""
+    text = ", ".join(
+        f"{n} ({f.kind}{'' if f.size is None else f'[{f.size}]'})"
+        for n, f in sorted(features.items())
+    )
+    return text or "none"
+
+
+def _parse_feature(name: str, spec: Any, feature: Feature) -> tuple[str, Any]:
+    """(what keeps `feature` from feeding input `spec`, or "", and its tf.io parse spec)."""
+    import tensorflow as tf
+
+    if spec.dtype.name not in _SUITS.get(feature.kind, ()):
+        return f"cannot take feature {name!r} of type {feature.kind}", None
+    if spec.shape.rank is None or spec.shape.rank == 0:
+        return "has no batch dimension (a known rank of at least 1 is needed)", None
+    per_example = spec.shape.as_list()[1:]
+    dtype = {"INT": tf.int64, "FLOAT": tf.float32, "BYTES": tf.string}[feature.kind]
+    if all(d is not None for d in per_example):
+        size = math.prod(per_example)
+        if feature.size is not None and feature.size != size:
+            return f"takes {size} value(s) per example; feature {name!r} has {feature.size}", None
+        return "", tf.io.FixedLenFeature([size], dtype)
+    if len(per_example) == 1:
+        if feature.size is not None:
+            return "", tf.io.FixedLenFeature([feature.size], dtype)
+        return "", tf.io.VarLenFeature(dtype)
+    return (
+        "has unknown dimensions besides the batch and a list: it cannot be fed from a tf.Example "
+        "feature",
+        None,
+    )
+
+
 class SignatureFeed:
     """The inputs of one signature, from a batch of serialized tf.Examples (see the module
     docstring)."""
@@ -120,15 +150,7 @@ class SignatureFeed:
         )
 
     def _plan(self, features: Mapping[str, Feature], source: str) -> None:
-        import tensorflow as tf
-
-        available = (
-            ", ".join(
-                f"{n} ({f.kind}{'' if f.size is None else f'[{f.size}]'})"
-                for n, f in sorted(features.items())
-            )
-            or "none"
-        )
+        available = describe_features(features)
 
         def fail(name: str, spec: Any, problem: str) -> UserInputError:
             return UserInputError(
@@ -139,42 +161,14 @@ class SignatureFeed:
                 f"{SIGNATURE} that takes serialized tf.Examples",
             )
 
-        parse_dtypes = {"INT": tf.int64, "FLOAT": tf.float32, "BYTES": tf.string}
         plan = {}
         for name, spec in sorted(self.specs.items()):
             feature = features.get(name)
             if feature is None:
                 raise fail(name, spec, "matches no feature of the examples")
-            if spec.dtype.name not in _SUITS.get(feature.kind, ()):
-                raise fail(name, spec, f"cannot take feature {name!r} of type {feature.kind}")
-            if spec.shape.rank is None or spec.shape.rank == 0:
-                raise fail(
-                    name, spec, "has no batch dimension (a known rank of at least 1 is needed)"
-                )
-            per_example = spec.shape.as_list()[1:]
-            dtype = parse_dtypes[feature.kind]
-            if all(d is not None for d in per_example):
-                size = math.prod(per_example)
-                if feature.size is not None and feature.size != size:
-                    raise fail(
-                        name,
-                        spec,
-                        f"takes {size} value(s) per example; feature {name!r} has {feature.size}",
-                    )
-                parse = tf.io.FixedLenFeature([size], dtype)
-            elif len(per_example) == 1:
-                parse = (
-                    tf.io.FixedLenFeature([feature.size], dtype)
-                    if feature.size is not None
-                    else tf.io.VarLenFeature(dtype)
-                )
-            else:
-                raise fail(
-                    name,
-                    spec,
-                    "has unknown dimensions besides the batch and a list: it cannot be fed from "
-                    "a tf.Example feature",
-                )
+            problem, parse = _parse_feature(name, spec, feature)
+            if problem:
+                raise fail(name, spec, problem)
             plan[name] = (parse, spec)
         self._parse = plan
 
@@ -195,7 +189,7 @@ class SignatureFeed:
                 batch, {name: parse for name, (parse, _) in self._parse.items()}
             )
         except (tf.errors.InvalidArgumentError, ValueError) as e:
-            from generic_trainer.judge.sandbox import compact_error
+            from generic_trainer.judge.sandbox_outcome import compact_error
 
             raise UserInputError(
                 self.input_name,
@@ -256,81 +250,3 @@ def replay(fn: Any, record: bytes) -> dict[str, Any]:
             for name, proto in request.inputs.items()
         }
     )
-
-
-class ServingModel:
-    """A model dir's `serving_default` (either kind of signature), called with batches of serialized
-    tf.Examples."""
-
-    def __init__(self, model_dir: str, input_name: str, schema_path: str | None = None):
-        import tensorflow as tf
-
-        self.input_name = input_name
-        self.path = outputs.serving_model_path(model_dir)
-        if not any(
-            os.path.isfile(os.path.join(self.path, f))
-            for f in ("saved_model.pb", "saved_model.pbtxt")
-        ):
-            raise UserInputError(
-                input_name,
-                f"{self.path} holds no SavedModel (saved_model.pb); expected a model "
-                "dir with Format-Serving, as train writes it, or a SavedModel dir",
-            )
-        try:
-            loaded = tf.saved_model.load(self.path)
-        except Exception as e:
-            raise UserInputError(
-                input_name, f"the SavedModel at {self.path} does not load: {type(e).__name__}: {e}"
-            ) from e
-        self._loaded = loaded  # keeps the signature's variables alive
-        if SIGNATURE not in loaded.signatures:
-            raise UserInputError(
-                input_name,
-                f"the SavedModel at {self.path} has no {SIGNATURE} signature "
-                f"(it has {sorted(loaded.signatures) or 'none'})",
-            )
-        self.fn = loaded.signatures[SIGNATURE]
-        self.feed = SignatureFeed(self.fn, input_name, schema_path)
-        self.output_keys = sorted(self.fn.structured_outputs)
-
-    def output_key(self, prediction_key: str | None) -> str:
-        """The output to evaluate: `prediction_key`, else the only one."""
-        if prediction_key:
-            if prediction_key not in self.output_keys:
-                raise UserInputError(
-                    "eval_config.prediction_key",
-                    f"{prediction_key!r} is not an output of "
-                    f"{self.input_name}'s {SIGNATURE}; outputs: "
-                    f"{', '.join(self.output_keys)}",
-                )
-            return prediction_key
-        if len(self.output_keys) != 1:
-            raise UserInputError(
-                "eval_config.prediction_key",
-                f"{self.input_name}'s {SIGNATURE} has several "
-                f"outputs ({', '.join(self.output_keys)}); name the "
-                "one to evaluate",
-            )
-        return self.output_keys[0]
-
-    def predict(self, serialized: Any, key: str) -> Any:
-        """The output `key` for a batch of serialized tf.Examples, as a numpy array [n] or [n,
-        k]."""
-        from generic_trainer.judge.sandbox import compact_error
-
-        n = int(serialized.shape[0]) if hasattr(serialized, "shape") else len(serialized)
-        inputs = self.feed.inputs(serialized)
-        try:
-            value = self.fn(**inputs)[key].numpy()
-        except Exception as e:
-            raise UserInputError(
-                self.input_name,
-                f"{SIGNATURE} failed on a batch of {n} eval examples: {compact_error(e)}",
-            ) from e
-        if value.ndim == 0 or value.shape[0] != n or value.ndim > 2:
-            raise UserInputError(
-                self.input_name,
-                f"{SIGNATURE} output {key!r} has shape {list(value.shape)} for "
-                f"{n} examples; expected [{n}] or [{n}, classes]",
-            )
-        return value

@@ -87,6 +87,26 @@ def eval_config(job: Job) -> tuple[Any, bool, str]:
     return config, validated, problem
 
 
+def _check_inputs(job: Job, config: Any, module: Any) -> None:
+    """TFMA can feed each model's signature from the examples (tfma_inputs.py), unless the module
+    file makes the models."""
+    from generic_trainer.artifacts.outputs import serving_model_path
+    from generic_trainer.judge import signature_feed, tfma_inputs
+
+    if getattr(module, "custom_eval_shared_model", None) is not None:
+        return
+
+    def features() -> tuple[dict[str, Any], str]:
+        if job.schema:
+            return signature_feed.schema_features(job.schema), f"in the schema {job.schema}"
+        return signature_feed.example_features(_first_record(job)), "in the first eval example"
+
+    paths = {False: serving_model_path(job.model)}
+    if job.baseline_model:
+        paths[True] = serving_model_path(job.baseline_model)
+    tfma_inputs.check(config, paths, features)
+
+
 def _names(config: Any) -> tuple[str, str | None]:
     """(candidate model name, baseline model name or None) of the prepared config."""
     candidate = next(s.name for s in config.model_specs if not s.is_baseline)
@@ -103,13 +123,19 @@ def compute(job: Job, output: str, module_path: str | None) -> dict[str, Any]:
     module = tfma_run.load_module(module_path, job.module_file)
     config, validated, problem = eval_config(job)
     log.info("TFMA EvalConfig: %s", json_format.MessageToJson(config, indent=None))
+    _check_inputs(job, config, module)
     sandbox.progress("loading the models")
     models = tfma_run.shared_models(job, config, module)
     sandbox.progress("running TFMA")
-    tfma_run.run_pipeline(job, config, models, module, output)
+    vocabulary = (
+        job.eval_config.get("label_vocabulary") if isinstance(job.eval_config, dict) else None
+    )
+    tfma_run.run_pipeline(job, config, models, module, output, vocabulary or ())
     candidate, baseline = _names(config)
     slices = tfma_result.read_slices(output, candidate, baseline)
     ok, reasons, failed = tfma_result.failures(output)
+    if not validated:  # TFMA's missing_thresholds: TFX's Evaluator validates nothing then
+        ok, reasons = True, []
     overall = slices[0] if slices and slices[0]["slice"] == tfma_result.OVERALL else None
     log.info("TFMA ran in %.1f s", time.monotonic() - started)
     return {

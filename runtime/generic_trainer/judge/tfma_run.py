@@ -111,10 +111,47 @@ def _read_splits(
     return inputs, adapter
 
 
+def _extractors(
+    shared: Any, config: Any, adapter: Any, module: ModuleType | None, vocabulary: Sequence[str]
+) -> list[Any] | None:
+    """The module's custom extractors, and the label vocabulary's; None: TFMA's defaults."""
+    import tensorflow_model_analysis as tfma
+
+    from generic_trainer.judge import tfma_labels
+
+    custom = getattr(module, "custom_extractors", None)
+    extractors = None
+    if custom is not None:
+        extractors = custom(
+            eval_shared_model=shared, eval_config=config, tensor_adapter_config=adapter
+        )
+    if not vocabulary:
+        return extractors
+    if extractors is None:
+        extractors = tfma.default_extractors(
+            eval_shared_model=shared, eval_config=config, tensor_adapter_config=adapter
+        )
+    return tfma_labels.with_vocabulary(list(extractors), config, vocabulary)
+
+
 def run_pipeline(
-    request: Any, config: Any, models: list[Any], module: ModuleType | None, output_path: str
+    request: Any,
+    config: Any,
+    models: list[Any],
+    module: ModuleType | None,
+    output_path: str,
+    vocabulary: Sequence[str] = (),
 ) -> None:
-    """TFMA's ExtractEvaluateAndWriteResults over the eval splits, its output in `output_path`."""
+    """TFMA's ExtractEvaluateAndWriteResults over the eval splits, its output in `output_path`.
+
+    Args:
+      request: the evaluation's Job (examples, splits, schema, Beam arguments).
+      config: the prepared EvalConfig.
+      models: the EvalSharedModels, one per model spec.
+      module: the evaluator module file (custom_extractors), or None.
+      output_path: where TFMA writes its output.
+      vocabulary: the short form's label_vocabulary (string labels), or empty.
+    """
     import apache_beam as beam
     import tensorflow_model_analysis as tfma
 
@@ -130,12 +167,7 @@ def run_pipeline(
     with beam.Pipeline(options=options) as pipeline:
         batched = tfma.is_batched_input(shared, config)
         inputs, adapter = _read_splits(pipeline, patterns, batched, schema)
-        custom = getattr(module, "custom_extractors", None)
-        extractors = None
-        if custom is not None:
-            extractors = custom(
-                eval_shared_model=shared, eval_config=config, tensor_adapter_config=adapter
-            )
+        extractors = _extractors(shared, config, adapter, module, vocabulary)
         _ = (
             inputs
             | "FlattenExamples" >> beam.Flatten()
