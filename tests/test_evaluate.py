@@ -4,6 +4,7 @@ request, TFX's legacy inputs, the KFP component. tests/test_evaluate_tfma.py run
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from conftest import PENGUIN, REPO, run_cli
@@ -450,3 +451,28 @@ def test_string_labels_need_a_vocabulary_that_fits_the_model(vocabulary, kind, w
     with pytest.raises(UserInputError) as err:
         eval_problem.check_vocabulary(config, kind, width)
     assert err.value.input_name == "eval_config.label_vocabulary" and needle in str(err.value)
+
+
+def test_tfma_pipeline_runs_in_process_on_the_fnapirunner_unless_the_args_say_otherwise():
+    """Beam's DirectRunner would first try Prism (a binary fetched from GitHub at run time)."""
+    from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+    from generic_trainer.beam import beam_run
+
+    default = beam_run.in_process_options([])
+    assert default.view_as(StandardOptions).runner == "FnApiRunner"
+    assert default.view_as(DirectOptions).direct_running_mode == "in_memory"
+    processes = beam_run.in_process_options(["--direct_running_mode=multi_processing"])
+    assert processes.view_as(StandardOptions).runner is None
+    dataflow = beam_run.in_process_options(["--runner=DataflowRunner", "--project=p"])
+    assert dataflow.view_as(StandardOptions).runner == "DataflowRunner"
+
+
+def test_a_pipeline_on_the_in_process_options_never_tries_prism(caplog):
+    import apache_beam as beam
+    from apache_beam.testing.util import assert_that, equal_to
+    from generic_trainer.beam import beam_run
+
+    caplog.set_level(logging.INFO)
+    with beam.Pipeline(options=beam_run.in_process_options([])) as pipeline:
+        assert_that(pipeline | beam.Create([1, 2]) | beam.Map(lambda x: x * 3), equal_to([3, 6]))
+    assert "prism" not in caplog.text.lower()

@@ -30,10 +30,9 @@ from generic_trainer.errors import UserInputError
 
 BEAM_ARGS_INPUT = "--beam-pipeline-args"
 # Below this much input the DirectRunner runs in this process (in_memory, one worker): starting
-# worker processes
-# (each imports Beam, and TensorFlow for tf.Transform) costs more than their parallelism gains on
-# small data;
-# above it, one worker process per core (multi_processing). bench/README.md has the measurements.
+# worker processes (each imports Beam, and TensorFlow for tf.Transform) costs more than their
+# parallelism gains on small data; above it, one worker process per core (multi_processing).
+# bench/README.md has the measurements.
 SMALL_INPUT_BYTES = 64 << 20
 METRICS_NAMESPACE = "generic_trainer"
 _MARK = "[generic-trainer data error] "
@@ -127,6 +126,22 @@ def pipeline_options(args: Sequence[str], input_bytes: int | None = None) -> Any
     from apache_beam.options.pipeline_options import PipelineOptions
 
     return PipelineOptions(pipeline_args(args, input_bytes))
+
+
+def in_process_options(args: Sequence[str]) -> Any:
+    """PipelineOptions for a pipeline that runs in this process unless `args` say otherwise.
+
+    Without a runner or running mode given, the pipeline runs in_memory on Beam's FnApiRunner,
+    named: since Beam 2.68 the DirectRunner first tries Prism, which downloads a binary from GitHub
+    at run time (offline it logs the failure and falls back to the FnApiRunner); Beam's advice for
+    a pipeline that must run locally is to name the FnApiRunner.
+    """
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    full = pipeline_args(args)
+    if runner_name(args) == "" and "--direct_running_mode=in_memory" in full:
+        full.append("--runner=FnApiRunner")
+    return PipelineOptions(full)
 
 
 def total_bytes(paths: Sequence[str]) -> int | None:

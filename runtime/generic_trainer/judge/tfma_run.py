@@ -162,7 +162,7 @@ def run_pipeline(
     example_files.check_readable(patterns)
     schema = schemas.load_schema(request.schema) if request.schema else None
     shared = models[0] if len(models) == 1 else models
-    options = beam_run.pipeline_options(request.beam_args)
+    options = beam_run.in_process_options(request.beam_args)
     log.info("TFMA on %s (%s)", ", ".join(patterns), beam_run.describe_options(options))
     with beam.Pipeline(options=options) as pipeline:
         batched = tfma.is_batched_input(shared, config)
