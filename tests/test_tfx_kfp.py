@@ -279,7 +279,7 @@ def test_resolve_takes_the_latest_blessed_model_still_there(tmp_path):
 
     records = tmp_path / "records"
     out = tmp_path / "resolved0"
-    first = run_cli(["resolve", "--records-dir", str(records), "--resolved-model-dir", str(out)])
+    first = run_cli(["resolve", "--records-dir", str(records), "--model-dir", str(out)])
     assert first.returncode == 0, first.stderr[-2000:]
     assert os.listdir(out) == [model_records.NOTHING_RESOLVED]
     assert json.loads(first.stdout)["found"] is False

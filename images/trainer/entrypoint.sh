@@ -14,7 +14,7 @@
 set -eu
 
 # The verbs of `generic-trainer` (tests/test_image_entrypoint.py keeps this list equal to the CLI's).
-VERBS="train tune evaluate infra-validate import-examples transform push doctor vertex-job export-tflite bulk-infer"
+VERBS="train tune evaluate infra-validate import-examples transform push doctor vertex-job export-tflite bulk-infer resolve tfx-pipeline"
 TRAINER=generic-trainer
 
 if [ "$#" -eq 0 ]; then

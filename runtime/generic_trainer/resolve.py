@@ -50,7 +50,7 @@ def run(
       The ResolveResult.
     """
     record = model_records.latest_blessed(request.records_dir)
-    staging = storage.staging_dir_for(request.resolved_model_dir)
+    staging = storage.staging_dir_for(request.model_dir)
     if record is None:
         log.info("no blessed model recorded in %s yet: nothing resolved", request.records_dir)
         os.makedirs(staging)
@@ -62,7 +62,7 @@ def run(
     result = ResolveResult(record)
     if before_publish is not None:
         before_publish(result)
-    storage.publish_dir(staging, request.resolved_model_dir)
+    storage.publish_dir(staging, request.model_dir)
     return result
 
 
@@ -80,7 +80,7 @@ def describe(r: ResolveRequest) -> list[str]:
     """The log line saying what will be resolved."""
     return [
         f"resolve request: strategy={r.strategy} records_dir={r.records_dir} "
-        f"resolved_model_dir={r.resolved_model_dir}"
+        f"model_dir={r.model_dir}"
     ]
 
 

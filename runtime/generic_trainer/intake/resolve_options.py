@@ -44,7 +44,7 @@ RESOLVE_OUTPUTS = Group(
     "outputs",
     (
         Option(
-            "resolved_model_dir",
+            "model_dir",
             help="a copy of the resolved model (or NOTHING_RESOLVED when there is none yet)",
             metavar="DIR",
             output="dir",

@@ -20,7 +20,7 @@ class ResolveRequest:
     """Every input of a resolve run: local paths (gs:// mapped under the gcs root)."""
 
     records_dir: str
-    resolved_model_dir: str
+    model_dir: str
     strategy: str = resolve_options.STRATEGIES[0]
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
@@ -50,9 +50,7 @@ def build_resolve_request(
     raw = raw_inputs(values, environ, kfp)
     return ResolveRequest(
         records_dir=_local("--records-dir", values.get("records_dir"), raw.gcs_root),
-        resolved_model_dir=_local(
-            "--resolved-model-dir", values.get("resolved_model_dir"), raw.gcs_root
-        ),
+        model_dir=_local("--model-dir", values.get("model_dir"), raw.gcs_root),
         gcs_root=raw.gcs_root,
         kfp=kfp,
         **options.checked_fields(resolve_options.RESOLVE, raw),
