@@ -26,13 +26,12 @@ demo: $(STAMP)
 # Every test, on every core (pytest-xdist), the end-to-end runs (marked e2e: whole pipelines, kills and
 # restarts) included; CI runs this on 2 cores well under 30 minutes. --dist worksteal: a worker that runs
 # out of tests takes half of another's queue, so both stay busy to the end (tests/conftest.py puts the
-# longest first); the 25 slowest tests are listed at the end. `make test-e2e` runs only the e2e tests.
-# TFX's mnist and imdb pipeline files and the taxi template, run unedited end to end (marked tfx_files),
-# take about 20 more minutes: `make test-tfx-files` runs them and `make test-all` runs everything.
+# longest first); the 25 slowest tests are listed at the end. `make test-e2e` runs only the e2e tests;
+# `make test-tfx-files` only TFX's own pipeline files run unedited end to end (marked tfx_files).
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q -ra -n auto --dist worksteal --durations=25 -m "not tfx_files" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -n auto --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 test-tfx-files: $(STAMP)
 	$(PY) -m pytest -q -ra -n auto --dist worksteal -m tfx_files $(PYTEST_ARGS)
@@ -40,10 +39,7 @@ test-tfx-files: $(STAMP)
 test-e2e: $(STAMP)
 	$(PY) -m pytest -q -ra -n auto --dist worksteal -m e2e $(PYTEST_ARGS)
 
-test-all: $(STAMP)
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-	$(PY) -m pytest -q -ra -n auto --dist worksteal --durations=25 $(PYTEST_ARGS)
+test-all: test
 
 # Everything but the tests that train or start the CLI in TensorFlow (marked slow): a quick check while editing.
 test-fast: $(STAMP)
