@@ -22,11 +22,14 @@ from generic_trainer import cli
 from generic_trainer.artifacts import downloads, kfp_io
 from generic_trainer.artifacts.redaction import redact
 from generic_trainer.artifacts.storage_settings import GCS_TIMEOUT_ENV
-from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.environment import storage_settings
+from generic_trainer.intake.fit_options import TRAIN
 from generic_trainer.intake.fit_request import build_train_request, load_hyperparameters
+from generic_trainer.intake.options import artifact_maps
 from generic_trainer.records import example_files
+
+ARTIFACTS = artifact_maps(TRAIN)  # the train verb's own executor-input maps
 
 REGRESSION = Path(__file__).parent / "modules" / "regression"
 

@@ -16,11 +16,14 @@ from conftest import PENGUIN, cli_env
 from generic_trainer import cli
 from generic_trainer.artifacts import bounded_parse, kfp_io
 from generic_trainer.artifacts.bounded_parse import MAX_DEPTH, MAX_NODES
-from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit import cluster
+from generic_trainer.intake.fit_options import TRAIN
+from generic_trainer.intake.options import artifact_maps
 from generic_trainer.judge import eval_config_reader, eval_tfma
 from generic_trainer.task import config as task_config
+
+ARTIFACTS = artifact_maps(TRAIN)  # the train verb's own executor-input maps
 
 
 def alias_bomb(levels: int = 9, width: int = 9) -> str:

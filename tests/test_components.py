@@ -184,16 +184,61 @@ def test_tuner_component_declares_its_inputs_outputs_and_their_types():
     }
 
 
-def test_runtime_maps_every_artifact_of_the_components():
-    """Each input/output artifact name of the YAML is one kfp_io turns into a request value (the
-    maps it is
-    handed are derived from the declarations: cli.ARTIFACTS)."""
-    from generic_trainer.cli import ARTIFACTS
+# The verb each component runs (its executor input is parsed with that verb's own maps).
+COMPONENT_VERBS = {
+    "trainer": "train",
+    "tuner": "tune",
+    "evaluator": "evaluate",
+    "infra_validator": "infra-validate",
+    "import_examples": "import-examples",
+    "transform": "transform",
+    "pusher": "push",
+    "bulk_inferrer": "bulk-infer",
+    "resolver": "resolve",
+}
 
-    for name in build.COMPONENTS:
+
+def _artifact_maps(verb: str):
+    from generic_trainer import cli
+    from generic_trainer.intake.options import artifact_maps
+
+    return artifact_maps(cli.VERBS[verb].declaration)
+
+
+def test_runtime_maps_every_artifact_of_the_components():
+    """Each input/output artifact name of a component's YAML is one kfp_io turns into a request
+    value, by the maps of the verb the component runs (derived from its own declaration)."""
+    assert set(COMPONENT_VERBS) == set(build.COMPONENTS)
+    for name, verb in COMPONENT_VERBS.items():
+        maps = _artifact_maps(verb)
         iface = _interface(REPO / "components" / name / "component.yaml")
-        assert set(iface["inputDefinitions"].get("artifacts", {})) <= set(ARTIFACTS.inputs)
-        assert set(iface["outputDefinitions"]["artifacts"]) <= set(ARTIFACTS.outputs)
+        assert set(iface["inputDefinitions"].get("artifacts", {})) == set(maps.inputs)
+        assert set(iface["outputDefinitions"]["artifacts"]) == set(maps.outputs)
+
+
+def test_one_artifact_name_fills_what_each_verb_declares(tmp_path):
+    """`metrics` is an output of train and evaluate: evaluate's fills --metrics-file, train's
+    nothing (its metadata holds the metrics); resolve's `model` fills --model-dir as train's does.
+    Each verb parses its executor input with its own declaration's maps."""
+    from generic_trainer.artifacts import kfp_io
+
+    def executor_input(output: str) -> dict:
+        art = {"name": output, "type": {"schemaTitle": "system.Artifact"}}
+        arts = {output: {"artifacts": [{**art, "uri": f"gs://b/run/{output}"}]}}
+        return {"inputs": {}, "outputs": {"artifacts": arts, "outputFile": str(tmp_path / "o")}}
+
+    evaluated, _ = kfp_io.parse(
+        executor_input("metrics"), _artifact_maps("evaluate"), gcs_root=str(tmp_path)
+    )
+    trained, kfp = kfp_io.parse(
+        executor_input("metrics"), _artifact_maps("train"), gcs_root=str(tmp_path)
+    )
+    assert evaluated["metrics_file"] == str(tmp_path / "b/run/metrics")
+    assert "metrics_file" not in trained and kfp.path("metrics") == str(tmp_path / "b/run/metrics")
+    resolved, _ = kfp_io.parse(
+        executor_input("model"), _artifact_maps("resolve"), gcs_root=str(tmp_path)
+    )
+    assert resolved["model_dir"] == str(tmp_path / "b/run/model")
 
 
 @pytest.mark.parametrize("verb, path", [("train", TRAINER_YAML), ("tune", TUNER_YAML)])
@@ -248,7 +293,6 @@ def test_component_inputs_match_the_cli_flags(verb, path):
     """Every flag of the verb is a component input (or output), unless listed above with its
     reason."""
     from generic_trainer import cli
-    from generic_trainer.cli import ARTIFACTS
 
     sub = cli.build_parser()._subparsers._group_actions[0].choices[verb]
     flags = {a.dest for a in sub._actions if a.dest != "help"}
@@ -256,7 +300,8 @@ def test_component_inputs_match_the_cli_flags(verb, path):
     covered = set()
     for name in iface["inputDefinitions"]["parameters"]:
         covered |= GROUPED.get(name, {name})
-    covered |= {ARTIFACTS.inputs[name] for name in iface["inputDefinitions"]["artifacts"]}
+    artifacts = _artifact_maps(verb)
+    covered |= {artifacts.inputs[name] for name in iface["inputDefinitions"]["artifacts"]}
     covered |= {OUTPUT_FLAGS[name] for name in iface["outputDefinitions"]["artifacts"]}
     allowed = set(CLI_ONLY) | set(CLI_ONLY_BY_VERB.get(verb, {}))
     assert flags - covered - allowed == set(), "flags the component lacks"

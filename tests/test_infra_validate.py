@@ -18,6 +18,7 @@ import tiny_models
 from conftest import PENGUIN, REPO, run_cli
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.judge_request import build_infra_validate_request
+from generic_trainer.intake.paths import split_patterns
 from generic_trainer.judge.infra_probe import read_records
 
 
@@ -174,7 +175,11 @@ def test_trained_model_infra_blessed_kfp_form(trained_penguin_model, tmp_path):
     assert "the evaluator blessed the model" in proc.stderr and "INFRA_BLESSED" in proc.stderr
     warmup = model / "Format-Serving" / "assets.extra" / "tf_serving_warmup_requests"
     assert blessing["warmup_requests"] == 3 and blessing["warmup_file"] == str(warmup)
-    _replay(warmup, model / "Format-Serving", read_records(str(PENGUIN / "data"), ["eval"], 3))
+    _replay(
+        warmup,
+        model / "Format-Serving",
+        read_records(split_patterns(str(PENGUIN / "data"), ["eval"]), 3),
+    )
 
 
 def _replay(warmup: Path, model: Path, records: list[bytes]) -> None:

@@ -11,13 +11,16 @@ import pytest
 from conftest import PENGUIN
 from generic_trainer.artifacts import kfp_io, storage
 from generic_trainer.artifacts.redaction import redact
-from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit.requests import RunFnProgram
+from generic_trainer.intake.fit_options import TRAIN
 from generic_trainer.intake.fit_request import build_train_request
+from generic_trainer.intake.options import artifact_maps
 from generic_trainer.intake.values import (
     ints_from_floats,
 )
+
+ARTIFACTS = artifact_maps(TRAIN)  # the train verb's own executor-input maps
 
 
 def _values(tmp_path: Path, **kw):

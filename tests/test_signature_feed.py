@@ -162,9 +162,10 @@ def _replay_warmup(model_path: Path, expected_records: list[bytes]) -> list[dict
 
 
 def _eval_records(examples: Path, n: int) -> list[bytes]:
+    from generic_trainer.intake.paths import split_patterns
     from generic_trainer.judge.infra_probe import read_records
 
-    return read_records(str(examples), ["eval"], n)
+    return read_records(split_patterns(str(examples), ["eval"]), n)
 
 
 @pytest.mark.slow

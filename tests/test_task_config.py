@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 from generic_trainer.artifacts import kfp_io
-from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit.requests import TaskProgram, TrainRequest
+from generic_trainer.intake.fit_options import TRAIN
 from generic_trainer.intake.fit_request import build_train_request
+from generic_trainer.intake.options import artifact_maps
 from generic_trainer.task import (
     DataConfig,
     ExperimentConfig,
@@ -35,6 +36,8 @@ from generic_trainer.task import (
 )
 from generic_trainer.task import config as config_lib
 from generic_trainer.task import loading as runner
+
+ARTIFACTS = artifact_maps(TRAIN)  # the train verb's own executor-input maps
 
 TASKS = Path(__file__).parent / "task_modules"
 

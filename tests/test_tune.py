@@ -22,9 +22,12 @@ from conftest import PENGUIN, cli_env, run_cli
 from datagen import write_schema, write_split
 from generic_trainer import cli
 from generic_trainer.artifacts import kfp_io
-from generic_trainer.cli import ARTIFACTS
 from generic_trainer.errors import UserInputError
+from generic_trainer.intake.fit_options import TUNE
 from generic_trainer.intake.fit_request import build_tune_request
+from generic_trainer.intake.options import artifact_maps
+
+ARTIFACTS = artifact_maps(TUNE)  # the tune verb's own executor-input maps
 
 # --------------------------------------------------------------------------------------------
 # The request (no TensorFlow)

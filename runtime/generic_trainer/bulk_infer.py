@@ -127,7 +127,9 @@ def _plan(request: BulkInferRequest) -> InferencePlan:
     for c in columns:
         log.info("output examples: signature %s adds %s", c.signature_name, ", ".join(c.names()))
     return InferencePlan(
-        sources=split_sources(request.examples, request.examples_uri, request.data_splits),
+        sources=split_sources(
+            request.examples, request.examples_uri, request.data_splits, request.split_files
+        ),
         model_path=request.model_uri,
         signature_names=tuple(s.name for s in signatures),
         tags=request.model_spec.tags,

@@ -203,9 +203,6 @@ VERB_MODULES += (bulk_infer, resolve, doctor, export_tflite, tfx_pipeline, verte
 VERBS = {module.VERB.name: module.VERB for module in VERB_MODULES}
 # Every verb's inputs, declared once (flags, component inputs, request checks), in `--help` order.
 DECLARATIONS = tuple(verb.declaration for verb in VERBS.values())
-# The artifact maps of every component (the verbs agree on each artifact name they share), for a
-# caller that parses an executor input of any verb; run_verb hands each verb its own.
-ARTIFACTS = options.artifact_maps(*(d for d in DECLARATIONS if d.component is not None))
 
 
 def main(argv: Sequence[str] | None = None, end_process: bool | None = None) -> int:

@@ -118,8 +118,7 @@ def _probe(request: InfraValidateRequest, model_path: str) -> InfraValidateResul
     if request.write_warmup:
         output_checks.check_writable("--write-warmup", warmup_target, "file")
     requests, warmup = infra_probe.probe_requests(
-        request.examples,
-        request.eval_splits,
+        request.eval_files,
         request.batch_size,
         request.num_requests,
         request.write_warmup,

@@ -200,13 +200,9 @@ def _end_together(cluster: cluster_lib.Cluster, strategy) -> None:
 def _eval_examples(request: TrainRequest) -> tuple[list[str], str | None]:
     """Eval file patterns and the schema file, to check a TFLite export on (none when no
     --examples)."""
-    if request.tflite is None or not request.examples:
+    if request.tflite is None or not request.eval_files:
         return [], None
-    from generic_trainer.records import example_files
-
-    return example_files.split_file_patterns(
-        request.examples, request.eval_splits
-    ), resolve_schema_file(request.schema)
+    return list(request.eval_files), resolve_schema_file(request.schema)
 
 
 def _use_gpus(requested: int, visible: int) -> int:

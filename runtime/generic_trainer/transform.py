@@ -160,6 +160,7 @@ def _transform(
     plan, split_dirs = tft_pipeline.make_plan(
         schema,
         request.example_dirs(),
+        request.split_files,
         request.analyze_splits,
         request.transform_splits if request.transformed_examples else None,
         request.analyzer_cache,

@@ -36,8 +36,8 @@ class KfpOutputs:
 @dataclasses.dataclass(frozen=True)
 class ArtifactMaps:
     """What KFP's artifacts fill: input artifact name -> raw key (its URI); output artifact name ->
-    raw key its local path fills (None: none). Derived from the declarations (`artifact_maps`),
-    handed to kfp_io."""
+    raw key its local path fills (None: none). Derived from the running verb's own declaration
+    (`artifact_maps`), handed to kfp_io."""
 
     inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
     outputs: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
@@ -131,8 +131,9 @@ def parse(
 ) -> tuple[dict[str, Any], KfpOutputs]:
     """Raw request values and the output locations from a KFP executor input.
 
-    `artifacts`: which raw value each artifact fills, derived from the verb's declaration (the CLI
-    passes the running verb's; `cli.ARTIFACTS` is every component's).
+    `artifacts`: which raw value each artifact fills, derived from the running verb's own
+    declaration (`intake/options.artifact_maps`; one artifact name may fill different values in
+    different verbs).
     """
     inputs = _object(executor_input.get("inputs"), "inputs")
     values: dict[str, Any] = {}

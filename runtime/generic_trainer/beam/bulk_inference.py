@@ -61,15 +61,22 @@ class InferencePlan:
     local: bool  # a runner on this machine: one output file each, as TFX writes locally
 
 
-def split_sources(local_dir: str, uri: str, splits: Sequence[str]) -> dict[str, SplitSource]:
+def split_sources(
+    local_dir: str, uri: str, splits: Sequence[str], patterns: Sequence[str]
+) -> dict[str, SplitSource]:
     """Each split's record files as Beam reads them (under `uri`), and whether each is gzipped.
 
+    Args:
+      local_dir: the examples dir here.
+      uri: the same as Beam reads it.
+      splits: the splits read.
+      patterns: their file patterns under `local_dir` (the request's split_files), in order.
+
     Raises:
-      UserInputError (--examples): a split missing, holding no files or an unreadable one.
+      UserInputError (--examples): an unreadable file.
     """
     from generic_trainer.records import example_files
 
-    patterns = example_files.split_file_patterns(local_dir, splits)
     example_files.check_readable(patterns)
     sources = {}
     for split, pattern in zip(splits, patterns, strict=True):

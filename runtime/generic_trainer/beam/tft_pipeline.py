@@ -56,33 +56,10 @@ def has_records(split_dir: str) -> bool:
     return False
 
 
-def _present_splits(examples: str) -> set[str]:
-    return {
-        e.name[len("Split-") :] if e.name.startswith("Split-") else e.name
-        for e in os.scandir(examples)
-        if e.is_dir()
-    }
-
-
-def _transform_splits(dirs: Sequence[tuple[str, str]], asked: Sequence[str]) -> tuple[str, ...]:
-    """The splits to transform: as asked, else every split (each Examples dir must have the
-    same)."""
-    if asked:
-        return tuple(asked)
-    found = [_present_splits(path) for path, _ in dirs]
-    if any(f != found[0] for f in found):
-        raise UserInputError(
-            "--examples",
-            "the Examples dirs hold different splits ("
-            + "; ".join(",".join(sorted(f)) for f in found)
-            + "); give --transform-splits",
-        )
-    return tuple(sorted(found[0]))
-
-
 def make_plan(
     schema: Any,
     dirs: Sequence[tuple[str, str]],
+    split_files: Sequence[Sequence[tuple[str, str]]],
     analyze_splits: Sequence[str],
     transform_splits: Sequence[str] | None,
     cache_in: str | None,
@@ -93,18 +70,17 @@ def make_plan(
     Args:
       schema: the raw examples' Schema.
       dirs: (local path, URI Beam reads) of each Examples dir, oldest span first.
+      split_files: each dir's (split, file pattern) pairs, resolved at intake: every split read.
       analyze_splits: the splits the analyzers see (each must hold examples).
-      transform_splits: the splits to transform; () every split found; None no transforming.
+      transform_splits: the splits to transform; () every split of `split_files`; None no
+        transforming.
       cache_in: the input analyzer cache, as Beam reads it.
       gcs_root: where gs:// is mounted here.
     """
-    from generic_trainer.records.example_files import split_file_patterns
-
     analyze, transform, split_dirs = [], {}, []
-    splits = _transform_splits(dirs, transform_splits) if transform_splits is not None else ()
-    for path, uri in dirs:
-        wanted = sorted(set(analyze_splits) | set(splits))
-        patterns = dict(zip(wanted, split_file_patterns(path, wanted), strict=True))
+    for (path, uri), files in zip(dirs, split_files, strict=True):
+        patterns = dict(files)
+        splits = () if transform_splits is None else tuple(transform_splits) or sorted(patterns)
         split_dirs += [os.path.dirname(p) for p in patterns.values()]
         uris = {s: beam_run.join(uri, os.path.relpath(p, path)) for s, p in patterns.items()}
         for split in analyze_splits:

@@ -70,8 +70,7 @@ def check_examples_and_schema(request: FitRequest) -> ExampleInputs:
     (`record_checks.check_first_records`, called as the strategy is made), before any user code
     runs.
     """
-    train_files = example_files.split_file_patterns(request.examples, request.train_splits)
-    eval_files = example_files.split_file_patterns(request.examples, request.eval_splits)
+    train_files, eval_files = request.train_files, request.eval_files  # resolved at intake
     n_files = example_files.check_readable(train_files + eval_files)
     example_files.check_splits_hold_records(train_files + eval_files)
     schema_file = resolve_schema_file(request.schema)
@@ -85,8 +84,8 @@ def check_examples_and_schema(request: FitRequest) -> ExampleInputs:
         f"; schema {schema_file} ({len(schema.feature)} features)" if schema is not None else "",
     )
     return ExampleInputs(
-        tuple(train_files),
-        tuple(eval_files),
+        train_files,
+        eval_files,
         schema_file,
         transformed_schema_file(request.transform_graph),
     )

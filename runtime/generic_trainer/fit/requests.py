@@ -61,6 +61,10 @@ class FitRequest:
     """
 
     examples: str  # "" for a Task without --examples (its experiment config names its data)
+    # --examples resolved at intake (intake/paths.split_patterns): one `<examples>/Split-<name>/*`
+    # per split, TFX's FnArgs.train_files / eval_files; () for a split list the run does not read.
+    train_files: tuple[str, ...] = ()
+    eval_files: tuple[str, ...] = ()
     checkpoint_dir: str
     metrics_file: str | None = None
     report_file: str | None = None

@@ -14,6 +14,7 @@ from typing import Any
 from generic_trainer.artifacts import outputs, storage
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import UserInputError
+from generic_trainer.intake.paths import split_patterns
 from generic_trainer.intake.request import (
     existing_path,
     raw_inputs,
@@ -62,7 +63,6 @@ def build_export_tflite_request(
             --eval-splits without --examples, a bad quantization or tolerance.
     """
     from generic_trainer.fit.inputs import resolve_schema_file
-    from generic_trainer.records.example_files import split_file_patterns
 
     raw = raw_inputs(values, environ, kfp)
     model = storage.local_path(values["model"], raw.gcs_root)
@@ -88,7 +88,7 @@ def build_export_tflite_request(
         options=options,
         examples=examples,
         eval_splits=splits,
-        example_files=tuple(split_file_patterns(examples, list(splits))) if examples else (),
+        example_files=split_patterns(examples or "", splits),
         schema_file=resolve_schema_file(schema) if schema else None,
         gcs_root=raw.gcs_root,
     )

@@ -21,7 +21,7 @@ from generic_trainer.artifacts.files import describe as describe_path
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.errors import UserInputError
 from generic_trainer.fit import cluster as cluster_lib
-from generic_trainer.fit.requests import RunFnProgram, TrainRequest, TuneRequest
+from generic_trainer.fit.requests import RunFnProgram, TaskProgram, TrainRequest, TuneRequest
 from generic_trainer.intake import fit_options, options
 from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.fit_values import custom_config, speed_fields, tune_values
@@ -30,6 +30,7 @@ from generic_trainer.intake.paths import (
     checkpoint_dir,
     examples_dir,
     out_dir,
+    split_patterns,
 )
 from generic_trainer.intake.request import (
     RawInputs,
@@ -160,6 +161,7 @@ def build_train_request(
             module_file=values["module_file"], run_fn=run_fn, module_sha256=sha, **speed
         )
     )
+    extras = _model_extras(values)
     return TrainRequest(
         program=program,
         model_dir=model_dir,
@@ -167,9 +169,28 @@ def build_train_request(
         model_run_copy_dir=model_run_copy_dir,
         keras=keras,
         keras_reason=keras_reason,
-        **_model_extras(values),
+        **extras,
         **fields,
+        **_split_files(fields, program, extras["tflite"] is not None),
     )
+
+
+def _split_files(
+    fields: Mapping[str, Any], program: RunFnProgram | TaskProgram | None, tflite: bool
+) -> dict[str, tuple[str, ...]]:
+    """FitRequest's train_files and eval_files: --examples resolved once, for the splits the run
+    reads (a run_fn module and tune: both, as TFX's FnArgs; a Task: those of its --mode, and the
+    eval splits a TFLite export is checked on)."""
+    from generic_trainer.task.config import TRAIN_MODES
+
+    task = program if isinstance(program, TaskProgram) else None
+    train = task is None or task.mode in TRAIN_MODES
+    evals = task is None or task.mode != "train" or tflite
+    examples = fields["examples"]
+    return {
+        "train_files": split_patterns(examples, fields["train_splits"]) if train else (),
+        "eval_files": split_patterns(examples, fields["eval_splits"]) if evals else (),
+    }
 
 
 def _model_extras(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -238,11 +259,13 @@ def build_tune_request(
     # Stable across restarts of the same job (same outputs): a re-run finds the search state again.
     checkpoints = checkpoint_dir(values, environ, gcs_root, best_dir + ".checkpoints")
     strategy, max_trials = tune_values(values, environ)
+    fields = _fit_fields(fit_options.TUNE, raw, examples_path, checkpoints)
     return TuneRequest(
         module_file=module,
         best_hyperparameters_dir=best_dir,
         tuner_results_file=storage.local_path(results_file, gcs_root) if results_file else None,
         max_trials=max_trials,
         strategy=strategy,
-        **_fit_fields(fit_options.TUNE, raw, examples_path, checkpoints),
+        **fields,
+        **_split_files(fields, None, tflite=False),
     )

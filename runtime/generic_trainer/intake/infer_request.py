@@ -29,6 +29,7 @@ from generic_trainer.intake.data_request import BeamInputs, beam_inputs
 from generic_trainer.intake.paths import (
     examples_dir,
     model_dir,
+    split_patterns,
 )
 from generic_trainer.intake.request import (
     existing_path,
@@ -36,7 +37,6 @@ from generic_trainer.intake.request import (
 from generic_trainer.intake.values import (
     split_names,
 )
-from generic_trainer.records.example_files import split_file_patterns
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 
@@ -50,6 +50,7 @@ class BulkInferRequest:
     examples: str  # local, checked
     examples_uri: str
     data_splits: tuple[str, ...]
+    split_files: tuple[str, ...] = ()  # `<examples>/Split-<name>/*` per data split (at intake)
     inference_result: str | None = None
     output_examples: str | None = None
     model_blessing: str | None = None
@@ -78,12 +79,15 @@ def _model(value: Any, beam: BeamInputs) -> tuple[str, str]:
     return os.path.normpath(os.path.abspath(serving)), uri if storage.is_gcs_uri(uri) else serving
 
 
-def _splits(examples: str, value: Any) -> tuple[str, ...]:
-    """The splits given, each checked to exist and hold files; none given: every split."""
+def _splits(examples: str, value: Any) -> dict[str, tuple[str, ...]]:
+    """The splits given, else every split, and their file patterns (--examples resolved once;
+    each split checked to exist and hold files)."""
     given = split_names("--data-splits", value, ())
     if given:
-        split_file_patterns(examples, given, "--data-splits")
-        return given
+        return {
+            "data_splits": given,
+            "split_files": split_patterns(examples, given, "--data-splits"),
+        }
     present = sorted(
         e.name[len("Split-") :]
         for e in os.scandir(examples)
@@ -94,8 +98,7 @@ def _splits(examples: str, value: Any) -> tuple[str, ...]:
             "--examples",
             f"{examples} holds no Split-<name>/ directory; expected examples in TFX layout",
         )
-    split_file_patterns(examples, present)
-    return tuple(present)
+    return {"data_splits": tuple(present), "split_files": split_patterns(examples, present)}
 
 
 def _blessing(value: Any, gcs_root: str) -> str | None:
@@ -135,7 +138,7 @@ def build_bulk_infer_request(
         model_uri=model_uri,
         examples=examples,
         examples_uri=beam.path(values["examples"]) if not beam.local else examples,
-        data_splits=_splits(examples, values.get("data_splits")),
+        **_splits(examples, values.get("data_splits")),
         inference_result=result_path,
         output_examples=written_path,
         model_blessing=_blessing(values.get("model_blessing"), gcs_root),

@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from generic_trainer.artifacts.kfp_io import KfpOutputs
 from generic_trainer.artifacts.storage_settings import DEFAULT_SETTINGS, StorageSettings
@@ -22,6 +22,7 @@ from generic_trainer.intake.paths import (
     examples_dir,
     model_dir,
     required_out_dir,
+    split_patterns,
 )
 from generic_trainer.intake.request import (
     DEFAULT_PROBE_MEMORY,
@@ -34,6 +35,7 @@ from generic_trainer.intake.values import (
 )
 
 log = logging.getLogger(__name__)
+RequestT = TypeVar("RequestT", "EvaluateRequest", "InfraValidateRequest")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +53,7 @@ class EvaluateRequest(JsonRequest):
     baseline_model: str | None = None
     schema: str | None = None
     eval_splits: tuple[str, ...] = ("eval",)
+    eval_files: tuple[str, ...] = ()  # `<examples>/Split-<name>/*` per eval split (at intake)
     evaluation_dir: str | None = None
     metrics_file: str | None = None
     report_file: str | None = None
@@ -97,7 +100,7 @@ def build_evaluate_request(
     if kfp is not None and isinstance(eval_config, Mapping):
         eval_config = ints_from_floats(dict(eval_config))
     evaluation = values.get("evaluation_dir")
-    return EvaluateRequest(
+    request = EvaluateRequest(
         model=model_dir("--model", values.get("model"), gcs_root, required=True),
         examples=examples_dir(values, gcs_root),
         eval_config=parse_eval_config(eval_config, gcs_root),
@@ -118,6 +121,13 @@ def build_evaluate_request(
         storage=storage_settings(raw.environ),
         **options.checked_fields(judge_options.EVALUATE, raw),
     )
+    return with_eval_files(request)
+
+
+def with_eval_files(request: RequestT) -> RequestT:
+    """The request with its eval_files: --examples resolved once, for its eval splits."""
+    files = split_patterns(request.examples, request.eval_splits)
+    return dataclasses.replace(request, eval_files=files)  # type: ignore[type-var]
 
 
 def baseline_model(value: Any, gcs_root: str) -> str | None:
@@ -142,6 +152,7 @@ class InfraValidateRequest:
     blessing_dir: str
     model_blessing: str | None = None
     eval_splits: tuple[str, ...] = ("eval",)
+    eval_files: tuple[str, ...] = ()  # `<examples>/Split-<name>/*` per eval split (at intake)
     num_requests: int = 10
     batch_size: int = 8
     timeout: float = 300.0
@@ -169,7 +180,7 @@ def build_infra_validate_request(
             f"{values.get('model_blessing')} is not a directory (the "
             "evaluator's blessing dir holds BLESSED or NOT_BLESSED)",
         )
-    return InfraValidateRequest(
+    request = InfraValidateRequest(
         model=model_dir("--model", values.get("model"), gcs_root, required=True),
         examples=examples_dir(values, gcs_root),
         blessing_dir=required_out_dir(
@@ -183,3 +194,4 @@ def build_infra_validate_request(
         kfp=kfp,
         **options.checked_fields(judge_options.INFRA_VALIDATE, raw),
     )
+    return with_eval_files(request)

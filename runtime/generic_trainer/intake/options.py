@@ -173,21 +173,30 @@ class Verb:
             yield from group.options
 
 
-def artifact_maps(*verbs: Verb) -> ArtifactMaps:
-    """The artifact maps of `verbs`' components (one verb's, or several that agree on each name)."""
+def artifact_maps(verb: Verb) -> ArtifactMaps:
+    """The artifact maps of one verb's component, from its own declaration: what each artifact
+    name fills is the verb's (evaluate's `metrics` output fills --metrics-file, train's nothing),
+    so maps are never merged across verbs.
+
+    Args:
+      verb: the declaration of the verb being run.
+
+    Returns:
+      Which raw value each input and output artifact, and each spread dict parameter, fills.
+    """
     inputs: dict[str, str] = {}
     outputs: dict[str, str | None] = {}
     spreads: dict[str, Mapping[str, str]] = {}
-    for verb in verbs:
-        for o in verb.options():
-            if o.spread and o.param is not None:
-                spreads[o.param.name or o.name] = o.spread
-            if o.param is not None and o.param.kind == "input":
-                inputs[o.param.name or o.name] = o.name
-            elif o.param is not None and o.param.kind == "output":
-                outputs[o.param.name or o.name] = (
-                    o.name if o.param.fills is None else (o.param.fills or None)
-                )
+    for o in verb.options():
+        if o.param is None:
+            continue
+        name = o.param.name or o.name
+        if o.spread:
+            spreads[name] = o.spread
+        if o.param.kind == "input":
+            inputs[name] = o.name
+        elif o.param.kind == "output":
+            outputs[name] = o.name if o.param.fills is None else (o.param.fills or None)
     return ArtifactMaps(inputs, outputs, spreads)
 
 

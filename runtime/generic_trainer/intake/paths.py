@@ -1,6 +1,7 @@
 """The paths of a request resolved: inputs that must exist, output dirs (given, or Vertex's AIP_*
-defaults), the checkpoint dir namespaced per pipeline run and task, the examples dir, model dirs, a
-data verb's paths as Beam reads them. Each error names its flag. No TensorFlow.
+defaults), the checkpoint dir namespaced per pipeline run and task, the examples dir and its split
+file patterns (--examples resolved once), model dirs, a data verb's paths as Beam reads them. Each
+error names its flag. No TensorFlow.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from generic_trainer.artifacts import storage
@@ -96,6 +97,33 @@ def examples_dir(values: Mapping[str, Any], gcs_root: str) -> str:
             + ("" if os.path.exists(examples_path) else " (it does not exist)"),
         )
     return examples_path
+
+
+def split_patterns(
+    examples: str, splits: Sequence[str], input_name: str = "--examples"
+) -> tuple[str, ...]:
+    """--examples resolved once, at intake: one file pattern per split the verb reads.
+
+    Each is `<examples>/Split-<name>/*` (the old layout `<examples>/<name>/*` too), byte for byte
+    what TFX's trainer executor puts in FnArgs.train_files / eval_files (`os.path.join(split_uri,
+    "*")`). The requests carry these; no verb expands --examples again.
+
+    Args:
+      examples: the local examples dir (`examples_dir`); "" for none.
+      splits: the splits the verb reads; () for none.
+      input_name: the input errors name.
+
+    Returns:
+      The patterns, in split order; () when `examples` or `splits` is empty.
+
+    Raises:
+      UserInputError: a split missing or holding no files (naming `input_name` and the split).
+    """
+    if not examples or not splits:
+        return ()
+    from generic_trainer.records import example_files
+
+    return tuple(example_files.split_file_patterns(examples, splits, input_name))
 
 
 def model_dir(input_name: str, value: Any, gcs_root: str, required: bool) -> str | None:

@@ -22,6 +22,7 @@ from generic_trainer.intake.data_request import BeamInputs, beam_inputs
 from generic_trainer.intake.environment import storage_settings
 from generic_trainer.intake.paths import (
     examples_dir,
+    split_patterns,
 )
 from generic_trainer.intake.request import (
     RawInputs,
@@ -56,6 +57,9 @@ class TransformRequest:
     more_examples: tuple[tuple[str, str], ...] = ()  # further Examples dirs (spans): (path, uri)
     analyzer_cache: str | None = None  # as Beam reads it (gs:// for a remote runner)
     updated_analyzer_cache: str | None = None
+    # --examples resolved once: per Examples dir (example_dirs' order), (split, its file pattern
+    # `<dir>/Split-<name>/*`) for every split read: those analyzed and those transformed.
+    split_files: tuple[tuple[tuple[str, str], ...], ...] = ()
 
     def example_dirs(self) -> tuple[tuple[str, str], ...]:
         """Every Examples dir read, oldest span first: (local path, the URI Beam reads)."""
@@ -82,7 +86,7 @@ def build_transform_request(
     )
     outputs = _transform_outputs(beam, graph_path)
     [(examples, examples_uri), *more] = _example_dirs(beam)
-    return TransformRequest(
+    request = TransformRequest(
         examples=examples,
         examples_uri=examples_uri,
         more_examples=tuple(more),
@@ -98,6 +102,35 @@ def build_transform_request(
         **outputs,
         **options.checked_fields(transform_options.TRANSFORM, beam.raw),
     )
+    return dataclasses.replace(request, split_files=_split_files(request))
+
+
+def _split_files(request: TransformRequest) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """TransformRequest.split_files: the splits analyzed, and when transformed examples are asked
+    for the splits transformed (those given, else every split: each Examples dir must hold the
+    same), resolved in each Examples dir."""
+    dirs = request.example_dirs()
+    wanted = set(request.analyze_splits)
+    if request.transformed_examples:
+        wanted |= set(request.transform_splits or _every_split([path for path, _ in dirs]))
+    splits = sorted(wanted)
+    return tuple(tuple(zip(splits, split_patterns(path, splits), strict=True)) for path, _ in dirs)
+
+
+def _every_split(paths: list[str]) -> set[str]:
+    """The splits of the Examples dirs (Split-<name>/, or the old layout's <name>/), the same in
+    each."""
+    found = [
+        {e.name.removeprefix("Split-") for e in os.scandir(path) if e.is_dir()} for path in paths
+    ]
+    if any(f != found[0] for f in found):
+        raise UserInputError(
+            "--examples",
+            "the Examples dirs hold different splits ("
+            + "; ".join(",".join(sorted(f)) for f in found)
+            + "); give --transform-splits",
+        )
+    return found[0]
 
 
 def _transform_outputs(beam: BeamInputs, graph_path: str) -> dict[str, str | None]:

@@ -24,18 +24,16 @@ WARMUP_FILE = "tf_serving_warmup_requests"  # TF Serving's name, in the SavedMod
 WARMUP_REQUESTS = 2  # untimed requests first (1 and batch_size examples): they build the kernels
 
 
-def read_records(examples: str, splits: Sequence[str], limit: int) -> list[bytes]:
+def read_records(patterns: Sequence[str], limit: int) -> list[bytes]:
     """Read serialized records without TensorFlow, in file order.
 
     Args:
-      examples: the Examples artifact's directory.
-      splits: the splits to read, in order.
+      patterns: the splits' file patterns (the request's eval_files), in order.
       limit: the most records to read.
 
     Returns:
       Up to `limit` serialized records of the splits' TFRecord files.
     """
-    patterns = example_files.split_file_patterns(examples, splits)
     example_files.check_readable(patterns)
     records: list[bytes] = []
     for path in (f for p in patterns for f in example_files.split_files(p)):
@@ -48,13 +46,13 @@ def read_records(examples: str, splits: Sequence[str], limit: int) -> list[bytes
 
 
 def probe_requests(
-    examples: str, splits: Sequence[str], batch_size: int, num_requests: int, write_warmup: int
+    patterns: Sequence[str], batch_size: int, num_requests: int, write_warmup: int
 ) -> tuple[list[list[str]], list[str]]:
     """The probe's requests and warm-up records, made of the examples (base64, cycled when short).
 
     Args:
-      examples: the Examples artifact's directory.
-      splits: the splits the examples come from.
+      patterns: the file patterns of the splits the examples come from (the request's
+        eval_files).
       batch_size: examples per request.
       num_requests: the timed requests.
       write_warmup: the warm-up records to write (0: none).
@@ -66,11 +64,10 @@ def probe_requests(
       UserInputError: the splits hold no examples.
     """
     limit = max(num_requests * batch_size, write_warmup)
-    records = read_records(examples, splits, limit)
+    records = read_records(patterns, limit)
     if not records:
-        raise UserInputError(
-            "--examples", f"the split(s) {', '.join(splits)} hold no examples to send"
-        )
+        splits = ", ".join(example_files.split_name(p) for p in patterns)
+        raise UserInputError("--examples", f"the split(s) {splits} hold no examples to send")
     encoded = [base64.b64encode(r).decode("ascii") for r in records]
 
     def batch(i: int) -> list[str]:

@@ -29,6 +29,7 @@ class Job:
     baseline_model: str | None
     schema: str | None
     eval_splits: tuple[str, ...]
+    eval_files: tuple[str, ...]  # the eval splits' file patterns, resolved at intake
     feature_slicing_spec: tuple[tuple[str, ...], ...]
     fairness_indicator_thresholds: tuple[float, ...]
     beam_args: tuple[str, ...]
@@ -39,7 +40,7 @@ class Job:
         """The Job of an EvaluateRequest.to_json()."""
         names = [f.name for f in dataclasses.fields(cls)]
         fields = {n: value.get(n) for n in names}
-        for name in ("eval_splits", "fairness_indicator_thresholds", "beam_args"):
+        for name in ("eval_splits", "eval_files", "fairness_indicator_thresholds", "beam_args"):
             fields[name] = tuple(fields[name] or ())
         fields["feature_slicing_spec"] = tuple(
             tuple(c) for c in fields["feature_slicing_spec"] or ()
@@ -51,7 +52,7 @@ def _first_record(job: Job) -> bytes:
     from generic_trainer.errors import UserInputError
     from generic_trainer.records import example_files
 
-    for pattern in example_files.split_file_patterns(job.examples, job.eval_splits):
+    for pattern in job.eval_files:
         for path in example_files.split_files(pattern):
             for record in example_files.read_records(path, limit=1):
                 return record

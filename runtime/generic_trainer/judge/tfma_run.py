@@ -158,7 +158,7 @@ def run_pipeline(
     from generic_trainer.beam import beam_run
     from generic_trainer.records import example_files, schemas
 
-    patterns = example_files.split_file_patterns(request.examples, request.eval_splits)
+    patterns = list(request.eval_files)
     example_files.check_readable(patterns)
     schema = schemas.load_schema(request.schema) if request.schema else None
     shared = models[0] if len(models) == 1 else models

@@ -121,21 +121,12 @@ def resolve_experiment(task_cls: type[base.Task], request: TrainRequest) -> conf
 
 
 def _run_inputs(request: TrainRequest) -> resolve.RunInputs:
-    """What the run's flags give the experiment: the split file patterns of its mode, the schema,
-    the transform graph, hyperparameters, custom config, steps and strategy."""
-    from generic_trainer.records import example_files
-
-    program = request.task
-    train_path = eval_path = ""
-    if request.examples:
-        if program.mode in TRAIN_MODES:
-            train_path = ",".join(
-                example_files.split_file_patterns(request.examples, request.train_splits)
-            )
-        if program.mode != "train":
-            eval_path = ",".join(
-                example_files.split_file_patterns(request.examples, request.eval_splits)
-            )
+    """What the run's flags give the experiment: the split file patterns of its mode (resolved at
+    intake; the config's input_path is comma-separated), the schema, the transform graph,
+    hyperparameters, custom config, steps and strategy."""
+    evaluates = request.task is not None and request.task.mode != "train"
+    train_path = ",".join(request.train_files)
+    eval_path = ",".join(request.eval_files) if evaluates else ""  # else: a TFLite check's only
     return resolve.RunInputs(
         train_input_path=train_path,
         eval_input_path=eval_path,
