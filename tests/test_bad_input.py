@@ -621,8 +621,11 @@ def test_split_names_via_executor_input_train_args(tmp_path):
 
 
 def test_good_split_names_pass(tmp_path):
+    for split in ("train", "span-1.v2", "eval_A"):
+        (tmp_path / "examples" / f"Split-{split}").mkdir(parents=True)
+        (tmp_path / "examples" / f"Split-{split}" / "data.gz").write_bytes(b"")
     values = {
-        "examples": str(PENGUIN / "data"),
+        "examples": str(tmp_path / "examples"),
         "module_file": "m.py",
         "model_dir": str(tmp_path / "m"),
         "train_splits": "train, span-1.v2",

@@ -200,10 +200,8 @@ def test_the_prefetch_switch_is_read_into_the_request_flag_first_then_the_enviro
     from generic_trainer.intake.fit_request import build_train_request
 
     (tmp_path / "m.py").write_text("def run_fn(fn_args):\n    pass\n")
-    (tmp_path / "examples" / "Split-train").mkdir(parents=True)
-    (tmp_path / "examples" / "Split-eval").mkdir()
     values = {
-        "examples": str(tmp_path / "examples"),
+        "examples": str(PENGUIN / "data"),
         "module_file": str(tmp_path / "m.py"),
         "model_dir": str(tmp_path / "model"),
         **({"prefetch_to_device": flag} if flag else {}),
@@ -215,9 +213,8 @@ def test_the_cluster_is_read_into_the_request_from_the_environment_given(tmp_pat
     from generic_trainer.intake.fit_request import build_train_request
 
     (tmp_path / "m.py").write_text("def run_fn(fn_args):\n    pass\n")
-    (tmp_path / "examples").mkdir()
     values = {
-        "examples": str(tmp_path / "examples"),
+        "examples": str(PENGUIN / "data"),
         "module_file": str(tmp_path / "m.py"),
         "model_dir": str(tmp_path / "model"),
     }

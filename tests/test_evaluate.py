@@ -233,7 +233,7 @@ def test_evaluate_request_checks_inputs_without_tensorflow(tmp_path):
             "model": "gs://bucket/m",
             "blessing_dir": "gs://bucket/blessing",
             "evaluation_dir": "gs://bucket/evaluation",
-            "eval_splits": ["eval", "test"],
+            "eval_splits": ["eval", "train"],
             "gcs_root": str(tmp_path),
             "feature_slicing_spec": {"specs": [{"column_for_slicing": ["island", "sex"]}]},
             "fairness_indicator_thresholds": [0.25, 0.5],
@@ -242,7 +242,9 @@ def test_evaluate_request_checks_inputs_without_tensorflow(tmp_path):
     )
     assert request.model == str(tmp_path / "bucket" / "m")
     assert request.evaluation_dir == str(tmp_path / "bucket" / "evaluation")
-    assert request.eval_splits == ("eval", "test")
+    assert request.eval_splits == ("eval", "train")
+    data = PENGUIN / "data"
+    assert request.eval_files == (str(data / "Split-eval" / "*"), str(data / "Split-train" / "*"))
     assert request.feature_slicing_spec == (("island", "sex"),)
     assert request.fairness_indicator_thresholds == (0.25, 0.5)
     assert request.beam_args == ("--direct_num_workers=2",)

@@ -46,13 +46,33 @@ def test_defaults_follow_tfx(tmp_path):
     assert req.keras_reason.startswith("--keras auto: module.py imports tensorflow_transform")
 
 
+def _examples(tmp_path: Path, *splits: str) -> str:
+    """An examples dir in TFX's layout with a file in each split (not read at intake)."""
+    for split in splits:
+        (tmp_path / "examples" / f"Split-{split}").mkdir(parents=True)
+        (tmp_path / "examples" / f"Split-{split}" / "data.gz").write_bytes(b"")
+    return str(tmp_path / "examples")
+
+
 def test_num_steps_zero_means_none_and_splits_parse(tmp_path):
-    req = build_train_request(
-        _values(tmp_path, train_steps="0", eval_steps="7", train_splits="a, b", eval_splits=["c"]),
-        environ={},
-    )
+    examples = _examples(tmp_path, "a", "b", "c")
+    values = _values(tmp_path, train_steps="0", eval_steps="7", train_splits="a, b")
+    req = build_train_request({**values, "eval_splits": ["c"], "examples": examples}, environ={})
     assert req.train_steps is None and req.eval_steps == 7
     assert req.train_splits == ("a", "b") and req.eval_splits == ("c",)
+    # resolved once, as TFX's trainer executor writes FnArgs.train_files: os.path.join(uri, "*")
+    assert req.train_files == (f"{examples}/Split-a/*", f"{examples}/Split-b/*")
+    assert req.eval_files == (f"{examples}/Split-c/*",)
+
+
+def test_a_split_missing_or_empty_is_an_examples_error_at_intake(tmp_path):
+    examples = _examples(tmp_path, "train")
+    (tmp_path / "examples" / "Split-eval").mkdir()
+    values = {**_values(tmp_path), "examples": examples}
+    with pytest.raises(UserInputError, match=r"^--examples: split 'eval' .* holds no files"):
+        build_train_request(values, environ={})
+    with pytest.raises(UserInputError, match=r"^--examples: .* has no split 'test'"):
+        build_train_request({**values, "eval_splits": "test"}, environ={})
 
 
 def test_vertex_environment_gives_output_dirs(tmp_path):
@@ -195,7 +215,9 @@ def _executor_input(tmp_path: Path, params: dict, inputs: dict | None = None) ->
 
 def test_executor_input_becomes_the_same_request(tmp_path):
     gcs = tmp_path / "gcs"
-    (gcs / "b" / "ex").mkdir(parents=True)
+    for split in ("train", "eval"):
+        (gcs / "b" / "ex" / f"Split-{split}").mkdir(parents=True)
+        (gcs / "b" / "ex" / f"Split-{split}" / "data.gz").write_bytes(b"")
     ei = _executor_input(
         tmp_path,
         {
@@ -209,6 +231,7 @@ def test_executor_input_becomes_the_same_request(tmp_path):
     values, kfp = kfp_io.parse(artifacts=ARTIFACTS, executor_input=ei, gcs_root=str(gcs))
     req = build_train_request(values, environ={"GENERIC_TRAINER_GCS_ROOT": str(gcs)}, kfp=kfp)
     assert req.examples == str(gcs / "b" / "ex")
+    assert req.train_files == (str(gcs / "b/ex/Split-train/*"),)  # train_args.splits
     assert req.train_steps == 100 and req.eval_steps == 5
     assert req.custom_config == {"layers": [64, 32], "lr": 0.1}
     assert req.model_dir == str(gcs / "b/run/model") and req.model_run_dir == str(

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import PENGUIN, run_cli
 from datagen import write_schema, write_split
 from generic_trainer.errors import UserInputError
 from generic_trainer.intake.fit_request import build_train_request
@@ -134,7 +134,8 @@ def test_bad_speed_flags_exit_2_naming_the_flag_and_write_no_model(data, tmp_pat
 
 def test_speed_flags_given_as_kfp_strings_or_json_values_become_typed(tmp_path):
     """KFP passes parameters as strings or JSON values; both become typed request fields."""
-    base = {"examples": str(tmp_path), "module_file": "m.py", "model_dir": str(tmp_path / "m")}
+    examples = str(PENGUIN / "data")
+    base = {"examples": examples, "module_file": "m.py", "model_dir": str(tmp_path / "m")}
     request = build_train_request(
         {
             **base,

@@ -134,6 +134,10 @@ def test_request_takes_spans_custom_config_and_the_cache(tmp_path):
 
     for name in ("s1", "s2", "s3", "cache"):
         (tmp_path / name).mkdir()
+    for span in ("s1", "s2", "s3"):  # each span's splits, in TFX's layout (not read at intake)
+        for split in ("train", "eval"):
+            (tmp_path / span / f"Split-{split}").mkdir()
+            (tmp_path / span / f"Split-{split}" / "data.gz").write_bytes(b"")
     (tmp_path / "schema.pbtxt").write_text("")
     values = {
         "examples": f"{tmp_path / 's1'},{tmp_path / 's2'}",
@@ -149,6 +153,10 @@ def test_request_takes_spans_custom_config_and_the_cache(tmp_path):
     assert [p for p, _ in request.example_dirs()] == [str(tmp_path / s) for s in ("s1", "s2", "s3")]
     assert request.custom_config == {"scale": 2, "api_key": "x"}
     assert request.transform_splits == () and request.analyze_splits == ("train",)
+    # --examples resolved once: the analyzed split of each span (no transformed examples asked)
+    assert request.split_files == tuple(
+        (("train", str(tmp_path / s / "Split-train" / "*")),) for s in ("s1", "s2", "s3")
+    )
     assert request.analyzer_cache == str(tmp_path / "cache")
     assert request.updated_analyzer_cache == str(tmp_path / "cache2")
     bad = [
