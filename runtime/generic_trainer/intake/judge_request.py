@@ -121,13 +121,13 @@ def build_evaluate_request(
         storage=storage_settings(raw.environ),
         **options.checked_fields(judge_options.EVALUATE, raw),
     )
-    return with_eval_files(request)
+    return _with_eval_files(request)
 
 
-def with_eval_files(request: RequestT) -> RequestT:
+def _with_eval_files(request: RequestT) -> RequestT:
     """The request with its eval_files: --examples resolved once, for its eval splits."""
     files = split_patterns(request.examples, request.eval_splits)
-    return dataclasses.replace(request, eval_files=files)  # type: ignore[type-var]
+    return dataclasses.replace(request, eval_files=files)
 
 
 def baseline_model(value: Any, gcs_root: str) -> str | None:
@@ -194,4 +194,4 @@ def build_infra_validate_request(
         kfp=kfp,
         **options.checked_fields(judge_options.INFRA_VALIDATE, raw),
     )
-    return with_eval_files(request)
+    return _with_eval_files(request)

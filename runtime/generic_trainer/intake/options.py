@@ -174,16 +174,8 @@ class Verb:
 
 
 def artifact_maps(verb: Verb) -> ArtifactMaps:
-    """The artifact maps of one verb's component, from its own declaration: what each artifact
-    name fills is the verb's (evaluate's `metrics` output fills --metrics-file, train's nothing),
-    so maps are never merged across verbs.
-
-    Args:
-      verb: the declaration of the verb being run.
-
-    Returns:
-      Which raw value each input and output artifact, and each spread dict parameter, fills.
-    """
+    """The artifact maps of `verb`'s component, from its own declaration only: one artifact name
+    may fill different values in different verbs (evaluate's `metrics` fills --metrics-file)."""
     inputs: dict[str, str] = {}
     outputs: dict[str, str | None] = {}
     spreads: dict[str, Mapping[str, str]] = {}
