@@ -89,6 +89,21 @@ def _plan_file(path: Path, args=(), home: Path | None = None):
             "LocalDagRunner",
         ),
         ("from tfx.components.trainer.executor import Executor", "executor.Executor", "run_fn"),
+        (  # the Vertex BigQuery tutorial's spelling
+            "from tfx import v1 as tfx\ntfx.extensions.google_cloud_big_query.BigQueryExampleGen",
+            "tfx.v1.extensions.google_cloud_big_query",
+            "BigQuery",
+        ),
+        (  # the recommenders tutorial's TFDS ExampleGen
+            "from tfx.components.example_gen.component import FileBasedExampleGen",
+            "tfx.components.example_gen",
+            "ExampleGen executors",
+        ),
+        (  # the python function component tutorial's artifact types
+            "from tfx.types.experimental.simple_artifacts import Dataset",
+            "tfx.types.experimental.simple_artifacts",
+            "custom components",
+        ),
         ("from tfx.v1.components import NoSuchComponent", "NoSuchComponent", "none of TFX"),
     ],
 )

@@ -43,6 +43,12 @@ REFUSED: dict[str, str] = {
     "tfx.dsl.component.experimental.container_component": _CUSTOM,
     "tfx.dsl.component.experimental.placeholders": _CUSTOM,
     "tfx.types.component_spec": _CUSTOM,
+    "tfx.types.experimental.simple_artifacts": _CUSTOM,
+    "tfx.components.example_gen": (
+        "TFX's ExampleGen executors (a custom ExampleGen, FileBasedExampleGen with a custom "
+        "executor) are not run here: write the data as CSV or TFRecord files and read them with "
+        "CsvExampleGen / ImportExampleGen"
+    ),
     "tfx.orchestration.airflow": (
         "Airflow cannot run here: only AirflowDagRunner and AirflowPipelineConfig are given, "
         "so that `tfx-pipeline plan` shows the pipeline"
@@ -54,6 +60,7 @@ REFUSED: dict[str, str] = {
         "tfx.components.BulkInferrer (this image's bulk-infer step)"
     ),
     "tfx.extensions.google_cloud_big_query": _BIG_QUERY,
+    "tfx.v1.extensions.google_cloud_big_query": _BIG_QUERY,
     "tfx.orchestration.experimental.interactive": (
         "InteractiveContext runs TFX's own executors in a notebook and is not provided: build "
         "a Pipeline and run it with tfx.orchestration.LocalDagRunner (`generic-trainer "
