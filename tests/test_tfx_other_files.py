@@ -129,6 +129,19 @@ def test_the_docs_list_every_supported_import():
         assert f"- `{module}`: {names[:-1]}" in flat, module
 
 
+def test_the_verb_reports_an_import_not_served_in_one_short_line(tmp_path):
+    path = _write(tmp_path, "from tfx.components import CsvExampleGen, ModelValidator\n")
+    proc = run_cli(["tfx-pipeline", "plan", str(path)], cwd=str(tmp_path))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    (line,) = [x for x in proc.stderr.splitlines() if "ModelValidator" in x]
+    assert (
+        "the pipeline file's import failed: the module imports tfx.components.ModelValidator"
+        in (line)
+    )
+    assert "Evaluator" in line and "docs/guides/tfx.md" in line and len(line) < 800
+    assert "Traceback" not in proc.stderr
+
+
 # ------------------------------------------------------------------------------------------------
 # absl.app.run(main) with flags: in-process twice; logging left as it was
 
