@@ -197,7 +197,9 @@ def test_resolver_cond_runtime_parameter_importer_and_protos(tfx):
         ("tuner", "Tuner.tune_args", "TuneArgs"),
         ("materialize", "Transform.materialize", "materialize=False"),
         ("custom", "RangeGen", "custom @component"),
-        ("cloud", "Trainer", "tfx.extensions.google_cloud_ai_platform.Trainer is cloud-only"),
+        ("cloud", "Trainer", "google_cloud_ai_platform.Trainer runs the training as an AI"),
+        ("cloud_pusher", "Pusher", "google_cloud_ai_platform.Pusher deploys the model to an AI"),
+        ("executor", "Trainer.custom_executor_spec", "my_executors.MyExecutor is not run here"),
         ("cond", "Pusher.Cond", "a Cond here tests"),
         ("missing", "Transform.schema", "not in the Pipeline's components"),
         ("pusher", "Pusher.push_destination", "needed"),
@@ -238,6 +240,22 @@ def test_arguments_and_nodes_the_image_cannot_honour_are_refused_by_name(
     elif change == "cloud":
         nodes[-1] = tfx.extensions.google_cloud_ai_platform.Trainer(
             module_file="/m.py", examples=tr.outputs["transformed_examples"]
+        )
+    elif change == "cloud_pusher":
+        nodes.append(
+            tfx.extensions.google_cloud_ai_platform.Pusher(
+                model=trainer.outputs["model"],
+                custom_config={tfx.extensions.google_cloud_ai_platform.ENABLE_VERTEX_KEY: True},
+            )
+        )
+    elif change == "executor":
+        from tfx.dsl.components.base import executor_spec
+
+        my_executor = type("MyExecutor", (), {"__module__": "my_executors"})
+        nodes[-1] = tfx.components.Trainer(
+            module_file="/m.py",
+            examples=eg.outputs["examples"],
+            custom_executor_spec=executor_spec.ExecutorClassSpec(my_executor),
         )
     elif change in ("cond", "pusher"):
         with tfx.dsl.Cond(trainer.outputs["model"].future()[0].custom_property("x") == 1):
@@ -710,7 +728,7 @@ def test_tfx_penguin_kubeflow_plan_and_its_cloud_components_refused(tfx_plans):
     assert plan.notices == ()  # no metadata_connection_config in this file
     refused, _ = tfx_plans[0]["penguin_kubeflow_vertex"]
     assert isinstance(refused, UserInputError) and refused.input_name == "Trainer"
-    assert "tfx.extensions.google_cloud_ai_platform.Trainer is cloud-only" in str(refused)
+    assert "google_cloud_ai_platform.Trainer runs the training as an AI Platform" in str(refused)
 
 
 @pytest.mark.slow

@@ -14,9 +14,10 @@ under its `tfx` name; the packages on the way are empty stand-ins. `tfx.proto.*_
 `tfx.v1.proto` serve TFX's messages, declared wire-compatible in `tfx_dsl.protos` (`FORWARDS`:
 a stand-in with every name of a module), and `tfma.EvalConfig` and the other config names TFX's
 files use are given to the real TFMA when it is imported (`tfma_names`). Any other `tfx` import
-fails with an ImportError that names it and lists what is supported. It stays installed for the rest
-of the process, because modules also import `tfx` lazily inside `run_fn` and keras
-deserialization may re-import them.
+fails with a short ImportError: the import, why (`tfx_dsl.hook_refusals` for the ones refused on
+purpose), what to do, and where the supported imports are listed (docs/guides/tfx.md). It stays
+installed for the rest of the process, because modules also import `tfx` lazily inside `run_fn`
+and keras deserialization may re-import them.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import types
 from typing import Any
 
 from generic_trainer.tfx import FILEIO_NAMES, IO_UTILS_NAMES
+from generic_trainer.tfx_dsl import hook_refusals
 from generic_trainer.tfx_dsl.hook_paths import DSL_MODULES
 from generic_trainer.tfx_dsl.protos import paths as proto_paths
 from generic_trainer.tfx_dsl.protos import tfma_names
@@ -65,7 +67,10 @@ MODULES: dict[str, dict[str, tuple[str, str]]] = {
         "FnArgs": (_FN_ARGS, "FnArgs"),
         "DataAccessor": (_DATA, "DataAccessor"),
     },
-    "tfx.components.trainer.executor": {"TrainerFnArgs": (_FN_ARGS, "FnArgs")},
+    "tfx.components.trainer.executor": {
+        "TrainerFnArgs": (_FN_ARGS, "FnArgs"),
+        "GenericExecutor": ("generic_trainer.tfx_dsl.executors", "GenericExecutor"),
+    },
     "tfx.components.transform": {},
     "tfx.components.transform.stats_options_util": {"StatsType": (_TFX, "StatsType")},
     "tfx.components.tuner": {},
@@ -155,18 +160,29 @@ def supported() -> str:
     )
 
 
+SUPPORTED_WHERE = (
+    'The tfx imports served here are listed in docs/guides/tfx.md ("Supported tfx imports")'
+)
+
+
 def unsupported_message(name: str) -> str:
-    return (
-        f"the module imports {name}, which generic-trainer does not provide: TFX is not installed, "
-        "and only "
-        f"these tfx imports resolve to the runtime's equivalents: {supported()}. Remove that "
-        "import from the "
-        "module (the runtime replaces TFX's components and orchestration). A `tfx` path to a file "
-        "of the "
-        "module's own (`from tfx.examples.penguin import penguin_utils_base`) loads that file "
-        "when it sits "
-        "beside the module or in a folder above it named as in the import "
-        "(`.../penguin/penguin_utils_base.py`)."
+    """The error for an import the hook does not serve: the import, why, what to do, where the
+    supported imports are listed (not the list itself).
+
+    Args:
+      name: the dotted import that failed.
+
+    Returns:
+      The message.
+    """
+    why = hook_refusals.reason_for(name) or (
+        "it is none of TFX 1.21's names this image serves (TFX itself is not installed here). "
+        "Remove the import or use a served name; a `tfx` path to a file of your own "
+        "(`from tfx.examples.penguin import penguin_utils_base`) loads that file when it sits "
+        "beside the module or in a folder above it named as in the import"
+    )
+    return f"the module imports {name}, which generic-trainer does not provide: {why}. " + (
+        SUPPORTED_WHERE
     )
 
 
@@ -237,12 +253,15 @@ class TfxFinder(importlib.abc.MetaPathFinder):
         if fullname != root and not getattr(sys.modules.get(root), _MARK, False):
             return None  # the real package (imported some other way): not ours to answer
         if fullname not in MODULES:
+            if hook_refusals.reason_for(fullname):
+                raise ModuleNotFoundError(unsupported_message(fullname), name=fullname)
             path = module_file(fullname) if root == "tfx" else None
             if path is not None:
                 log.info("import %s: loading %s (a file of the module's own tree)", fullname, path)
                 _TREE_MODULES.add(fullname)
                 return importlib.util.spec_from_file_location(fullname, path)
-            if root != "tfx" or not _may_be_tree_package(fullname):
+            on_the_way = hook_refusals.on_the_way(fullname)
+            if root != "tfx" or not (on_the_way or _may_be_tree_package(fullname)):
                 raise ModuleNotFoundError(unsupported_message(fullname), name=fullname)
             return importlib.machinery.ModuleSpec(fullname, _StandInLoader(), is_package=True)
         is_package = bool(_children(fullname))

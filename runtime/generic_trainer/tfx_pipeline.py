@@ -57,11 +57,6 @@ def run(
     Returns:
       The result.
     """
-    # absl's own flags (logtostderr, ...) defined before the file runs: capture takes away the
-    # flags the file defines, and absl's log handler reads these after it.
-    import absl.app  # noqa: F401
-    import absl.logging  # noqa: F401
-
     from generic_trainer.tfx_dsl import capture
     from generic_trainer.tfx_kfp import component_source, runners
 
@@ -73,7 +68,9 @@ def run(
     for call in taken:
         text = render(runners.plan_of(call.pipeline))
         result.plans.append(text)
-        print(f"{type(call.runner).__name__}:\n{text}", flush=True)
+        refusal = getattr(call.runner, "REFUSAL", "")
+        note = f"(`tfx-pipeline run` refuses this runner: {refusal})\n" if refusal else ""
+        print(f"{type(call.runner).__name__}:\n{note}{text}", flush=True)
     if before_publish is not None:
         before_publish(result)
     return result

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import logging
 import os
 import runpy
 import sys
@@ -60,9 +61,28 @@ def capturing() -> bool:
 
 
 @contextlib.contextmanager
+def _logging_state() -> Iterator[None]:
+    """The root logger's level and handlers (and the `absl` logger's level) restored after the
+    file ran: `absl.app.run` adds absl's handler and sets the root level from `--verbosity`,
+    and taking its flags away after resets that level to WARNING, hiding the verb's own log."""
+    root, absl_logger = logging.getLogger(), logging.getLogger("absl")
+    level, handlers, absl_level = root.level, list(root.handlers), absl_logger.level
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        for handler in [h for h in handlers if h not in root.handlers]:
+            root.addHandler(handler)
+        root.setLevel(level)
+        absl_logger.setLevel(absl_level)
+
+
+@contextlib.contextmanager
 def _process_state(path: str, args: Sequence[str], home: str | None) -> Iterator[None]:
     """sys.argv, sys.path[0], HOME and absl's flags as `python FILE ARGS` has them; restored
-    after, with the modules the file's folder gave and the flags it defined taken away."""
+    after (logging too), with the modules the file's folder gave and the flags it defined taken
+    away."""
     folder = os.path.dirname(path)
     saved_argv, saved_home = sys.argv, os.environ.get("HOME")
     saved_modules = set(sys.modules)
@@ -127,7 +147,12 @@ def _forget_flags(owners: set[str], was_parsed: bool) -> None:
                 with contextlib.suppress(AttributeError):
                     delattr(flags, flag.name)
     if not was_parsed and flags.is_parsed():
-        flags.unparse_flags()
+        disabled = logging.root.manager.disable
+        logging.disable(logging.INFO)  # absl logs that the flags are unparsed: not news here
+        try:
+            flags.unparse_flags()
+        finally:
+            logging.disable(disabled)
 
 
 def _run_file(path: str) -> None:
@@ -139,6 +164,8 @@ def _run_file(path: str) -> None:
             raise UserCodeError(f"the pipeline file {path} exited with {stop.code}") from None
     except ImportError as error:
         raise UserInputError(path, f"the pipeline file's import failed: {error}") from None
+    except UserInputError:
+        raise  # a runner or node refused, naming what (a runner that cannot run here)
     except Exception as error:
         text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         raise UserCodeError(f"the pipeline file {path} raised {error!r}:\n{text}") from None
@@ -171,7 +198,7 @@ def run_pipeline_file(
     taken: list[CapturedRun] = []
     token = _TAKEN.set(taken if capture else None)
     try:
-        with _process_state(path, args, home):
+        with _logging_state(), _process_state(path, args, home):
             _run_file(path)
     finally:
         _TAKEN.reset(token)

@@ -16,7 +16,9 @@ _COMP = "generic_trainer.tfx_dsl.components"
 _CUSTOM = "generic_trainer.tfx_dsl.custom"
 _CLOUD = "generic_trainer.tfx_dsl.cloud"
 _PROTO_UTILS = "generic_trainer.tfx_dsl.proto_utils"
+_EXECUTORS = "generic_trainer.tfx_dsl.executors"
 RUNNERS = "generic_trainer.tfx_kfp.runners"
+REFUSED_RUNNERS = "generic_trainer.tfx_kfp.refused_runners"
 
 _COMPONENTS = {name: (_COMP, name) for name in SPECS if name != "FileBasedExampleGen"}
 _ARTIFACTS = {name: (_ART, name) for name in _ARTIFACT_NAMES}
@@ -40,7 +42,26 @@ _ANNOTATIONS = {
     )
 }
 _V2 = {name: (RUNNERS, name) for name in ("KubeflowV2DagRunner", "KubeflowV2DagRunnerConfig")}
-_CLOUD_KEYS = ("TRAINING_ARGS_KEY", "ENABLE_VERTEX_KEY", "VERTEX_REGION_KEY", "SERVING_ARGS_KEY")
+_V1 = {
+    name: (REFUSED_RUNNERS, name)
+    for name in (
+        "KubeflowDagRunner",
+        "KubeflowDagRunnerConfig",
+        "get_default_kubeflow_metadata_config",
+    )
+}
+_AIRFLOW = {name: (REFUSED_RUNNERS, name) for name in ("AirflowDagRunner", "AirflowPipelineConfig")}
+_CLOUD_KEYS = (
+    "TRAINING_ARGS_KEY",
+    "ENABLE_VERTEX_KEY",
+    "VERTEX_REGION_KEY",
+    "SERVING_ARGS_KEY",
+    "VERTEX_CONTAINER_IMAGE_URI_KEY",
+    "JOB_ID_KEY",
+    "LABELS_KEY",
+    "ENABLE_UCAIP_KEY",
+    "UCAIP_REGION_KEY",
+)
 _CLOUD_EXPERIMENTAL_KEYS = (
     "TUNING_ARGS_KEY",
     "REMOTE_TRIALS_WORKING_DIR_KEY",
@@ -67,7 +88,7 @@ DSL_MODULES: dict[str, dict[str, tuple[str, str]]] = {
         "BeamDagRunner": (RUNNERS, "BeamDagRunner"),
     },
     "tfx.v1.orchestration.metadata": _METADATA,
-    "tfx.v1.orchestration.experimental": dict(_V2),
+    "tfx.v1.orchestration.experimental": {**_V2, **_V1},
     "tfx.v1.extensions": {},
     "tfx.v1.extensions.google_cloud_ai_platform": {
         **{name: (_CLOUD, name) for name in ("Trainer", "Pusher", "Tuner")},
@@ -90,10 +111,17 @@ DSL_MODULES: dict[str, dict[str, tuple[str, str]]] = {
     "tfx.orchestration.beam": {},
     "tfx.orchestration.beam.beam_dag_runner": {"BeamDagRunner": (RUNNERS, "BeamDagRunner")},
     "tfx.orchestration.kubeflow": {},
+    "tfx.orchestration.kubeflow.kubeflow_dag_runner": dict(_V1),
+    "tfx.orchestration.airflow": {},
+    "tfx.orchestration.airflow.airflow_dag_runner": dict(_AIRFLOW),
     "tfx.orchestration.kubeflow.v2": {},
     "tfx.orchestration.kubeflow.v2.kubeflow_v2_dag_runner": dict(_V2),
     "tfx.dsl.components": {"component": (_CUSTOM, "component"), **_ANNOTATIONS},
     "tfx.dsl.components.common": {},
+    "tfx.dsl.components.base": {},
+    "tfx.dsl.components.base.executor_spec": {
+        "ExecutorClassSpec": (_EXECUTORS, "ExecutorClassSpec")
+    },
     "tfx.dsl.components.common.resolver": {
         "Resolver": (_DSL, "Resolver"),
         "ResolverStrategy": (_DSL, "ResolverStrategy"),

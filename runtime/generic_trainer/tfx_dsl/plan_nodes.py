@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from generic_trainer.tfx_dsl import executors
 from generic_trainer.tfx_dsl.nodes import BaseNode
 from generic_trainer.tfx_dsl.plan_judges import bulk_inferrer, infra_validator, pusher
 from generic_trainer.tfx_dsl.plan_values import Values, local_path, refuse, reject, split_dotted
@@ -121,16 +122,18 @@ def _fit_args(node: BaseNode, v: Values, props: dict[str, Any]) -> dict[str, Any
 
 
 def trainer(node: BaseNode, v: Values) -> dict[str, Any]:
-    """Trainer -> trainer."""
+    """Trainer -> trainer (`custom_executor_spec` only as TFX's default, GenericExecutor)."""
     props = node.exec_properties
-    reject(
-        node,
-        props,
-        {
-            "custom_executor_spec": "this image's trainer runs the module's "
-            "run_fn (TFX's GenericExecutor); remove custom_executor_spec"
-        },
-    )
+    spec = props.get("custom_executor_spec")
+    if spec is not None and not executors.is_generic_trainer(spec):
+        executor = executors.executor_name(getattr(spec, "executor_class", spec))
+        raise refuse(
+            node,
+            "custom_executor_spec",
+            f"{executor} is not run here: this image's train step runs the module's run_fn, as "
+            "TFX's GenericExecutor does (ExecutorClassSpec(GenericExecutor) is accepted); drop "
+            "custom_executor_spec, or give tfx.components.Trainer a module with a run_fn",
+        )
     return _module(node, props, "run_fn") | _fit_args(node, v, props)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from generic_trainer.errors import UserInputError
-from generic_trainer.tfx_dsl import plan_graph
+from generic_trainer.tfx_dsl import cloud, plan_graph
 from generic_trainer.tfx_dsl.custom import CustomComponentNode
 from generic_trainer.tfx_dsl.dsl import Importer, Resolver, ResolverStrategy
 from generic_trainer.tfx_dsl.nodes import BaseNode, Channel, OutputChannel
@@ -66,12 +66,7 @@ class _Planner:
                 "cannot run here: this image runs its own components only",
             )
         if getattr(node, "CLOUD", False):
-            raise UserInputError(
-                node.id,
-                f"tfx.extensions.google_cloud_ai_platform.{name} is "
-                "cloud-only (AI Platform / Vertex jobs) and not supported here: "
-                f"use tfx.components.{name}; the compiled pipeline runs on Vertex",
-            )
+            raise UserInputError(node.id, cloud.REFUSALS[name])
         if name in NOT_RUN:
             self.not_run[node.id] = NotRun(node.id, name, NOT_RUN[name])
             for key in node.outputs:
