@@ -15,10 +15,10 @@ from generic_trainer.errors import UserInputError
 from generic_trainer.tfx_dsl.steps import OutputRef, ParameterRef, PipelineParameter, Plan, Step
 
 
-def _plan(tmp_path: Path, module: str, serving: str) -> Plan:
+def _plan(tmp_path: Path, module: str, serving: str, trainer_module: str | None = None) -> Plan:
     """Examples from a data folder, a schema imported from inside it, a module file named twice
     (once by a RuntimeParameter), a push destination by its JSON proto, paths inside the root and
-    missing ones."""
+    missing ones, a folder dotted module names are imported from."""
     root = tmp_path / "root"
     return Plan(
         name="docker_wiring",
@@ -48,7 +48,7 @@ def _plan(tmp_path: Path, module: str, serving: str) -> Plan:
                 "trainer",
                 inputs={"examples": OutputRef("Transform", "transformed_examples")},
                 parameters={
-                    "module_file": module,
+                    "module_file": trainer_module or module,
                     "custom_config": {"vocab": str(root / "vocab"), "gone": "/no-such-dir-d34/x"},
                 },
             ),
@@ -62,25 +62,28 @@ def _plan(tmp_path: Path, module: str, serving: str) -> Plan:
             ),
         ),
         parameters=(PipelineParameter("module_file", "str", module),),
+        python_path=(str(tmp_path / "pkgs"),),
     )
 
 
 def _layout(tmp_path: Path) -> tuple[str, str]:
     (tmp_path / "data" / "schema").mkdir(parents=True)
     (tmp_path / "modules").mkdir()
+    (tmp_path / "pkgs").mkdir()
     module = tmp_path / "modules" / "utils.py"
     module.write_text("")
     return str(module), str(tmp_path / "serving" / "model")
 
 
-def test_docker_mode_mounts_what_the_steps_read_and_runs_as_this_user(tmp_path):
+def test_docker_mode_mounts_what_the_steps_read_and_runs_as_this_user(tmp_path, monkeypatch):
     from docker.types import Mount
     from generic_trainer.tfx_kfp import docker_tasks
     from kfp import local
     from kfp.local import config, docker_task_handler
 
     module, serving = _layout(tmp_path)
-    plan = _plan(tmp_path, module, serving)
+    monkeypatch.chdir(tmp_path)  # the Trainer names its module file relative to it
+    plan = _plan(tmp_path, module, serving, trainer_module="modules/utils.py")
     with docker_tasks.docker_run(plan) as mounts:
         runner = config.LocalExecutionConfig.instance.runner
         assert isinstance(runner, local.DockerRunner)
@@ -97,18 +100,20 @@ def test_docker_mode_mounts_what_the_steps_read_and_runs_as_this_user(tmp_path):
     assert [(m.path, m.writable, m.why) for m in mounts] == [
         (str(tmp_path / "data"), False, "CsvExampleGen.input_pattern"),
         (str(tmp_path / "modules"), False, "Transform.module_file"),
+        (str(tmp_path / "pkgs"), False, "python_path"),
         (serving, True, "Pusher.push_destination"),
     ]
     args = runner.container_run_args
     assert args["mounts"] == [
         Mount(str(tmp_path / "data"), str(tmp_path / "data"), type="bind", read_only=True),
         Mount(str(tmp_path / "modules"), str(tmp_path / "modules"), type="bind", read_only=True),
+        Mount(str(tmp_path / "pkgs"), str(tmp_path / "pkgs"), type="bind", read_only=True),
         Mount(serving, serving, type="bind", read_only=False),
     ]
     assert not {m["Target"] for m in args["mounts"]} & {v["bind"] for v in kfp_volumes.values()}
     assert args["user"] == f"{os.getuid()}:{os.getgid()}"
-    assert args["environment"] == {"HOME": "/tmp"}
-    assert args["working_dir"] == os.getcwd()
+    assert args["environment"] == {"HOME": "/tmp", "PYTHONPATH": str(tmp_path / "pkgs")}
+    assert args["working_dir"] == str(tmp_path)  # relative paths read as on the host
     assert os.path.isdir(serving) and not os.listdir(serving)  # the destination, made for it
 
 
