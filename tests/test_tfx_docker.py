@@ -101,14 +101,14 @@ def test_docker_mode_mounts_what_the_steps_read_and_runs_as_this_user(tmp_path, 
         (str(tmp_path / "data"), False, "CsvExampleGen.input_pattern"),
         (str(tmp_path / "modules"), False, "Transform.module_file"),
         (str(tmp_path / "pkgs"), False, "python_path"),
-        (serving, True, "Pusher.push_destination"),
+        (str(tmp_path / "serving"), True, "Pusher.push_destination"),
     ]
     args = runner.container_run_args
     assert args["mounts"] == [
         Mount(str(tmp_path / "data"), str(tmp_path / "data"), type="bind", read_only=True),
         Mount(str(tmp_path / "modules"), str(tmp_path / "modules"), type="bind", read_only=True),
         Mount(str(tmp_path / "pkgs"), str(tmp_path / "pkgs"), type="bind", read_only=True),
-        Mount(serving, serving, type="bind", read_only=False),
+        Mount(str(tmp_path / "serving"), str(tmp_path / "serving"), type="bind", read_only=False),
     ]
     assert not {m["Target"] for m in args["mounts"]} & {v["bind"] for v in kfp_volumes.values()}
     assert args["user"] == f"{os.getuid()}:{os.getgid()}"

@@ -5,7 +5,8 @@ root (at the same path, read-write) and the workspace (at /kfp-workspace). A TFX
 hands its steps host paths elsewhere too (module files, data, a schema to import, the pusher's
 destination): `host_mounts` finds every absolute path in the steps' parameters and mounts it at
 the same path in the container, read-only (a file's folder, a data folder) or read-write (the
-pusher's destination, created first). A path the container cannot see at the same place (one that
+folder of the pusher's destination, which is created first: the push step locks and stages beside
+it). A path the container cannot see at the same place (one that
 would hide the image's own folders) is refused by name before anything runs. The containers run as
 this user (uid:gid), so what they write under the pipeline root and the push destination is the
 user's, as on the host.
@@ -144,10 +145,12 @@ def _step_paths(plan: Plan) -> Iterator[tuple[str, str, bool]]:
 
 
 def _source(path: str, writable: bool) -> str | None:
-    """The host folder to mount for `path`: a destination itself, a file's folder, a glob's
-    folder; None when there is nothing there (the step then names the missing path, as on the
-    host)."""
-    if writable or os.path.isdir(path):
+    """The host folder to mount for `path`: a destination's folder (the push step locks and
+    stages beside it), a folder, a file's folder, a glob's folder; None when there is nothing
+    there (the step then names the missing path, as on the host)."""
+    if writable:
+        return os.path.dirname(path)
+    if os.path.isdir(path):
         return path
     if os.path.isfile(path):
         return os.path.dirname(path)
@@ -172,7 +175,8 @@ def _hidden(path: str) -> str | None:
 
 def host_mounts(plan: Plan) -> list[HostMount]:
     """The host folders every step's container needs besides the pipeline root (which
-    kfp.local mounts); the push destinations are created (empty) on the host.
+    kfp.local mounts); the push destinations are created (empty) on the host, their folders
+    mounted read-write (the push step's lock and staging lie beside the destination).
 
     Args:
       plan: the plan (its root: kfp.local's pipeline root).
@@ -185,7 +189,7 @@ def host_mounts(plan: Plan) -> list[HostMount]:
       UserInputError: a path the container could not see at the same place, naming the step
         parameter that gave it.
     """
-    found = []
+    found, destinations = [], []
     for why, path, writable in _step_paths(plan):
         source = _source(path, writable)
         if source is None or _within(source, os.path.abspath(plan.root)):
@@ -199,15 +203,15 @@ def host_mounts(plan: Plan) -> list[HostMount]:
                 "--docker",
             )
         found.append(HostMount(source, writable, why))
+        destinations += [path] if writable else []
     kept: list[HostMount] = []
     for mount in sorted(found, key=lambda m: (m.path, not m.writable)):
         if not any(
             _within(mount.path, k.path) and (k.writable or not mount.writable) for k in kept
         ):
             kept.append(mount)
-    for mount in kept:
-        if mount.writable:
-            os.makedirs(mount.path, exist_ok=True)
+    for path in destinations:
+        os.makedirs(path, exist_ok=True)
     return kept
 
 
