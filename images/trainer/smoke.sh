@@ -257,8 +257,11 @@ for _ in 1 2 3; do
   T_HELP+=("$(secs "$t" "$(now)")")
 done
 grep -q "usage: generic-trainer" "$WORK/help.txt" || die "docker run IMAGE --help did not print generic-trainer's usage"
-drun generic-trainer train --help | grep -q "usage: generic-trainer train" || die "docker run IMAGE generic-trainer train --help"
-drun train --help | grep -q "usage: generic-trainer train" || die "docker run IMAGE train --help"
+# (to a file first: `grep -q` closes the pipe early and pipefail would report docker's broken pipe)
+drun generic-trainer train --help >"$WORK/help-train.txt" 2>&1 || die "docker run IMAGE generic-trainer train --help"
+grep -q "usage: generic-trainer train" "$WORK/help-train.txt" || die "docker run IMAGE generic-trainer train --help: no usage"
+drun train --help >"$WORK/help-train.txt" 2>&1 || die "docker run IMAGE train --help"
+grep -q "usage: generic-trainer train" "$WORK/help-train.txt" || die "docker run IMAGE train --help: no usage"
 [ "$(drun sh -c 'echo "$0:$(id -u)"')" = "sh:1000" ] || die "docker run IMAGE sh -c ... did not run sh as 1000"
 [ "$(drun python -c 'import sys; print(sys.prefix)')" = "/opt/venv" ] || die "docker run IMAGE python ... is not the venv's"
 set +e
