@@ -23,6 +23,9 @@
 #   6. runs the penguin pipeline with kfp.local's DockerRunner (images/trainer/docker_pipeline.py):
 #      import-examples, transform, tuner, trainer, evaluator and infra-validator each in the image,
 #      each reading the artifacts of the one before from the pipeline root;
+#   6b. runs TFX's own mnist_pipeline_native_keras.py (the tfx 1.21.0 wheel's, unedited) with
+#      `generic-trainer tfx-pipeline run --docker-image IMAGE`: every step in the image, the HOME
+#      folders it reads mounted, the model pushed under HOME, owned by this user, served in the image;
 #   7. prints the image size, the times and the cold start (seconds from `docker run` to the first
 #      training step), and writes them to $WORK/summary.json.
 #
@@ -30,7 +33,8 @@
 # and docker.io (installed with apt-get when missing), the Debian mirror and PyPI, and the dev venv
 # (`make install`: kfp and the docker client library, for step 6).
 # Knobs (environment): ACCELERATOR=cpu|cuda (default cpu), CUDA_LOCK (default cuda.lock), IMAGE, DOCKER_IMAGE, BASE_IMAGE, WORK,
-# REBUILD_BASE=1, SKIP_BUILD=1 (reuse $IMAGE), BUILD_ONLY=1, SKIP_PIPELINE=1, TRAIN_STEPS,
+# REBUILD_BASE=1, SKIP_BUILD=1 (reuse $IMAGE), BUILD_ONLY=1, SKIP_PIPELINE=1, SKIP_TFX_FILE=1,
+# TFX_ROOT (the unpacked tfx 1.21.0 wheel; default: downloaded into $WORK), TRAIN_STEPS,
 # PIPELINE_TRAIN_STEPS, STORAGE_DRIVER (buildah's, default vfs), DOCKERD_STORAGE (overlay2 or vfs),
 # UV_CACHE (host uv cache mounted into the build, default ~/.cache/uv), DEBIAN_MIRROR,
 # PY (the dev venv's python).
@@ -253,8 +257,11 @@ for _ in 1 2 3; do
   T_HELP+=("$(secs "$t" "$(now)")")
 done
 grep -q "usage: generic-trainer" "$WORK/help.txt" || die "docker run IMAGE --help did not print generic-trainer's usage"
-drun generic-trainer train --help | grep -q "usage: generic-trainer train" || die "docker run IMAGE generic-trainer train --help"
-drun train --help | grep -q "usage: generic-trainer train" || die "docker run IMAGE train --help"
+# (to a file first: `grep -q` closes the pipe early and pipefail would report docker's broken pipe)
+drun generic-trainer train --help >"$WORK/help-train.txt" 2>&1 || die "docker run IMAGE generic-trainer train --help"
+grep -q "usage: generic-trainer train" "$WORK/help-train.txt" || die "docker run IMAGE generic-trainer train --help: no usage"
+drun train --help >"$WORK/help-train.txt" 2>&1 || die "docker run IMAGE train --help"
+grep -q "usage: generic-trainer train" "$WORK/help-train.txt" || die "docker run IMAGE train --help: no usage"
 [ "$(drun sh -c 'echo "$0:$(id -u)"')" = "sh:1000" ] || die "docker run IMAGE sh -c ... did not run sh as 1000"
 [ "$(drun python -c 'import sys; print(sys.prefix)')" = "/opt/venv" ] || die "docker run IMAGE python ... is not the venv's"
 set +e
@@ -428,10 +435,69 @@ if [ "${SKIP_PIPELINE:-0}" != 1 ]; then
   echo "DockerRunner pipeline: $T_PIPELINE s"
 fi
 
+# --- 7b. TFX's mnist pipeline file, unedited, every step in the image ---------------------------
+T_TFX_FILE=
+if [ "${SKIP_TFX_FILE:-0}" != 1 ]; then
+  log "TFX's mnist_pipeline_native_keras.py, unedited: tfx-pipeline run --docker-image $DOCKER_IMAGE"
+  # The tfx 1.21.0 wheel (never installed: its example files, unpacked): TFX_ROOT, else downloaded.
+  TFX_ROOT=${TFX_ROOT:-$WORK/tfx-wheel/root}
+  if [ ! -f "$TFX_ROOT/tfx/examples/mnist/mnist_pipeline_native_keras.py" ]; then
+    rm -rf "$WORK/tfx-wheel"
+    "$PY" -m pip download -q --no-deps tfx==1.21.0 -d "$WORK/tfx-wheel" || die "pip download tfx==1.21.0 failed"
+    "$PY" -c 'import glob, sys, zipfile
+z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/tfx-*.whl")[0])
+z.extractall(sys.argv[1] + "/root", [n for n in z.namelist() if n.startswith("tfx/")])' "$WORK/tfx-wheel"
+  fi
+  MNIST="$TFX_ROOT/tfx/examples/mnist"
+  # HOME as the file expects it: ~/mnist/data (made by examples/mnist/make_data.py: TFX's wheel has
+  # no mnist data) and its two module files; it writes ~/tfx/pipelines and ~/mnist/serving_model.
+  TFX_HOME="$WORK/tfx-home"
+  rm -rf "$TFX_HOME"
+  mkdir -p "$TFX_HOME/mnist"
+  "$PY" "$ROOT/examples/mnist/make_data.py" "$TFX_HOME/mnist/data" --examples 600 >/dev/null \
+    || die "examples/mnist/make_data.py failed"
+  cp "$MNIST/mnist_utils_native_keras.py" "$MNIST/mnist_utils_native_keras_base.py" "$TFX_HOME/mnist/"
+  t=$(now)
+  set +e
+  (cd "$WORK" && HOME="$TFX_HOME" "$PY" -m generic_trainer tfx-pipeline run --docker-image "$DOCKER_IMAGE" \
+     "$MNIST/mnist_pipeline_native_keras.py") 2>&1 | stamp "$t" | tee "$WORK/tfx-file.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  T_TFX_FILE=$(secs "$t" "$(now)")
+  [ "$rc" = 0 ] || die "tfx-pipeline run --docker-image exited with $rc (log: $WORK/tfx-file.log)"
+  sed 's/\x1b\[[0-9;]*m//g' "$WORK/tfx-file.log" >"$WORK/tfx-file.txt"  # kfp.local's colours out
+  grep -q "Found image '$DOCKER_IMAGE" "$WORK/tfx-file.txt" || die "kfp.local did not run $DOCKER_IMAGE"
+  for task in generic-import-examples generic-transform generic-trainer generic-evaluator generic-pusher; do
+    grep -q "Task '$task' finished with status SUCCESS" "$WORK/tfx-file.txt" \
+      || die "no successful $task task in $WORK/tfx-file.log"
+  done
+  SERVING="$TFX_HOME/mnist/serving_model/mnist_native_keras"
+  VERSION=$(ls -d "$SERVING"/[0-9]* 2>/dev/null | sort | tail -1)
+  [ -n "$VERSION" ] && [ -f "$VERSION/saved_model.pb" ] || die "no model pushed under $SERVING"
+  [ "$(stat -c %u "$VERSION/saved_model.pb")" = "$(id -u)" ] || die "the pushed model is not owned by $(id -u)"
+  EXAMPLES=$(ls -d "$TFX_HOME"/tfx/pipelines/mnist_native_keras/*/generic-import-examples/examples | head -1)
+  # TF Serving's way: the newest version's serving_default, called with serialized tf.Examples.
+  docker run --rm --user "$(id -u):$(id -g)" -e HOME=/tmp -v "$TFX_HOME:$TFX_HOME:ro" "$DOCKER_IMAGE" python -c '
+import glob, sys
+import tensorflow as tf
+version, examples = sys.argv[1:3]
+fn = tf.saved_model.load(version).signatures["serving_default"]
+files = sorted(glob.glob(examples + "/Split-eval/*"))
+records = list(tf.data.TFRecordDataset(files, compression_type="GZIP").take(8).as_numpy_iterator())
+(key,) = fn.structured_input_signature[1].keys()
+out = {k: v.shape.as_list() for k, v in fn(**{key: tf.constant(records)}).items()}
+assert list(out.values()) == [[8, 10]], out
+print("pushed model %s serves: %s" % (version, out))
+' "$VERSION" "$EXAMPLES" 2>&1 | grep -v -E '(^WARNING: All log messages|^I0000|^E0000|^To enable the following)' \
+    | tee "$WORK/tfx-file-check.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || die "the pushed mnist model does not load and serve"
+  echo "TFX mnist pipeline file in docker: $T_TFX_FILE s"
+fi
+
 # --- 8. summary --------------------------------------------------------------------------------
 T_TOTAL=$(secs "$T_START" "$(now)")
 export IMAGE ACCELERATOR BASE_IMAGE IMAGE_BYTES BASE_BYTES T_BUILD T_NOOP T_HELP_IN T_FIRST_STEP T_FIRST_STEP_PROC \
-       FIRST_STEP_LINE T_TRAIN T_TOTAL T_DOCKERD T_PUSH T_PIPELINE
+       FIRST_STEP_LINE T_TRAIN T_TOTAL T_DOCKERD T_PUSH T_PIPELINE T_TFX_FILE
 T_HELP_ALL="${T_HELP[*]}" python3 - "$WORK/summary.json" <<'SUMMARY'
 import json, os, sys
 e = os.environ
@@ -447,6 +513,7 @@ summary = {
     "first_training_step_after_process_start_seconds": num("T_FIRST_STEP_PROC"),
     "first_training_step_line": e.get("FIRST_STEP_LINE", ""),
     "train_run_seconds": num("T_TRAIN"), "docker_runner_pipeline_seconds": num("T_PIPELINE"),
+    "tfx_pipeline_file_docker_seconds": num("T_TFX_FILE"),
     "smoke_seconds": num("T_TOTAL"),
 }
 with open(sys.argv[1], "w") as f:
@@ -462,5 +529,6 @@ echo "docker run IMAGE --help:   ${T_HELP[*]} s (inside the container: $T_HELP_I
 echo "start -> first step:       ${T_FIRST_STEP:-?} s  (the runtime: ${T_FIRST_STEP_PROC:-?} s after its process start)"
 echo "README docker run (train): $T_TRAIN s"
 echo "DockerRunner pipeline:     ${T_PIPELINE:-skipped} s"
+echo "TFX mnist file (--docker): ${T_TFX_FILE:-skipped} s"
 echo "image test total:          $T_TOTAL s"
 echo "smoke: OK"

@@ -3,7 +3,9 @@
 `run FILE [ARGS...]` runs the file as `python FILE ARGS...` would, with the `tfx` DSL in place
 (tfx_dsl/capture.py); the runner it calls runs the pipeline here through kfp.local
 (LocalDagRunner, BeamDagRunner) or writes the KFP v2 pipeline file (KubeflowV2DagRunner), with the
-components built in-process from the verbs' declarations (intake/kfp_component.py). `plan FILE`
+components built in-process from the verbs' declarations (intake/kfp_component.py); with
+`--docker` the local runners run each step in this project's image (tfx_kfp/docker_tasks.py).
+`plan FILE`
 runs the file with the runners capturing instead, and prints each pipeline's plan. A step that
 fails ends the run non-zero, naming the step.
 """
@@ -58,10 +60,14 @@ def run(
       The result.
     """
     from generic_trainer.tfx_dsl import capture
-    from generic_trainer.tfx_kfp import component_source, runners
+    from generic_trainer.tfx_kfp import component_source, docker_tasks, runners
 
     result = TfxPipelineResult(request.action)
-    with component_source.using(kfp_component.components_by_name):
+    image = request.docker_image or (runners.project_image() if request.docker else None)
+    with (
+        component_source.using(kfp_component.components_by_name),
+        docker_tasks.using_image(image),
+    ):
         taken = capture.run_pipeline_file(
             request.pipeline_file, request.pipeline_args, capture=request.action == "plan"
         )
@@ -78,7 +84,10 @@ def run(
 
 def describe(r: TfxPipelineRequest) -> list[str]:
     """The log line saying what will run."""
-    return [f"tfx-pipeline {r.action} {r.pipeline_file} {' '.join(r.pipeline_args)}".rstrip()]
+    docker = " --docker" if r.docker else ""
+    docker += f" --docker-image {r.docker_image}" if r.docker_image else ""
+    line = f"tfx-pipeline {r.action}{docker} {r.pipeline_file} {' '.join(r.pipeline_args)}"
+    return [line.rstrip()]
 
 
 VERB: VerbContract[TfxPipelineRequest, TfxPipelineResult] = VerbContract(

@@ -40,6 +40,28 @@ PIPELINE = Group(
     ),
 )
 
+DOCKER = Group(
+    "docker",
+    (
+        Option(
+            "docker",
+            action="store_true",
+            help="LocalDagRunner and BeamDagRunner run each step in this project's image with "
+            "kfp.local's DockerRunner (needs a docker engine) instead of as a host process; the "
+            "image: --docker-image, else $GENERIC_TRAINER_IMAGE, else "
+            "ghcr.io/generic-trainer/trainer:latest",
+        ),
+        Option(
+            "docker_image",
+            metavar="IMAGE",
+            help="the image --docker runs the steps in, as the docker engine names it (implies "
+            "--docker)",
+        ),
+    ),
+    description="Host paths the steps read (module files, data) are mounted read-only at the "
+    "same path, push destinations read-write; the containers run as this user.",
+)
+
 TFX_PIPELINE = Verb(
     "tfx-pipeline",
     help="run or plan a TFX pipeline file (tfx.v1 DSL) on this image's components",
@@ -47,19 +69,23 @@ TFX_PIPELINE = Verb(
         "Run a TFX pipeline file unedited: LocalDagRunner and BeamDagRunner run its steps here "
         "through kfp.local (one generic-trainer process per step), KubeflowV2DagRunner writes the "
         "KFP v2 pipeline file of this image's components. `plan` prints what each node becomes "
-        "(a step, folded into one, or not run and why) and runs nothing."
+        "(a step, folded into one, or not run and why) and runs nothing. With --docker each "
+        "local step runs in this project's image instead (kfp.local's DockerRunner)."
     ),
-    groups=(PIPELINE, common_groups(cluster_timeout=False, training=False)[1]),
+    groups=(PIPELINE, DOCKER, common_groups(cluster_timeout=False, training=False)[1]),
 )
 
 
 @dataclasses.dataclass(frozen=True)
 class TfxPipelineRequest:
-    """What to do with which pipeline file, and its arguments."""
+    """What to do with which pipeline file, and its arguments; docker: the steps' image when
+    local runs run them in containers (None: host processes)."""
 
     action: str
     pipeline_file: str
     pipeline_args: tuple[str, ...] = ()
+    docker: bool = False
+    docker_image: str | None = None
 
 
 def build_tfx_pipeline_request(
@@ -83,6 +109,13 @@ def build_tfx_pipeline_request(
     path = values.get("pipeline_file")
     if not isinstance(path, str) or not os.path.isfile(path):
         raise UserInputError("FILE", f"expected a TFX pipeline file (.py), got {path!r}")
+    image = values.get("docker_image")
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        raise UserInputError("--docker-image", f"expected an image name, got {image!r}")
     return TfxPipelineRequest(
-        action, os.path.abspath(path), tuple(values.get("pipeline_args") or ())
+        action,
+        os.path.abspath(path),
+        tuple(values.get("pipeline_args") or ()),
+        docker=bool(values.get("docker")) or image is not None,
+        docker_image=image,
     )

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from generic_trainer import tfx_hook
-from generic_trainer.errors import UserCodeError, UserInputError
+from generic_trainer.errors import TrainerError, UserCodeError, UserInputError
 
 _TAKEN: contextvars.ContextVar[list[CapturedRun] | None] = contextvars.ContextVar(
     "tfx_dsl_captured", default=None
@@ -156,9 +156,12 @@ def _forget_flags(owners: set[str], was_parsed: bool) -> None:
 
 
 def _run_file(path: str) -> None:
-    """Run the file as `__main__`; its exceptions become a UserCodeError naming the file."""
+    """Run the file as `__main__`; its exceptions become a UserCodeError naming the file (the
+    runtime's own errors, a runner's refusal or failed step, keep their message and exit code)."""
     try:
         runpy.run_path(path, run_name="__main__")
+    except TrainerError:
+        raise
     except SystemExit as stop:
         if stop.code not in (None, 0):
             raise UserCodeError(f"the pipeline file {path} exited with {stop.code}") from None

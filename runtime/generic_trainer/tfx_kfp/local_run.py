@@ -1,5 +1,7 @@
 """A `Plan` run on this machine through kfp.local: each step a host process of this image's
-`generic-trainer` (tfx_kfp/host_tasks.py), kfp.local resolving every input, output and condition.
+`generic-trainer` (tfx_kfp/host_tasks.py), or, in docker mode (docker_tasks.using_image), a
+container of the image (kfp.local's DockerRunner); kfp.local resolves every input, output and
+condition.
 
 Logs the plan's notices and not-run nodes first, each step as kfp.local starts and ends it, and
 ends with a `StepFailed` naming the TFX node whose step failed.
@@ -57,31 +59,46 @@ def _step_names(pipeline: Any) -> dict[str, str]:
     return names
 
 
+def _runner(plan: Plan, image: str | None, timeout_s: float | None) -> Any:
+    """kfp.local's set-up for the run: the image's containers (docker mode) or host processes."""
+    if image:
+        from generic_trainer.tfx_kfp import docker_tasks
+
+        docker_tasks.check_engine(image)
+        log.info("docker mode: each step a container of %s", image)
+        return docker_tasks.docker_run(plan)
+    from generic_trainer.tfx_kfp.host_tasks import host_runner
+
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    return host_runner(plan.root, {"PATH": path}, timeout_s, enable_caching=plan.enable_cache)
+
+
 def run_plan(plan: Plan, timeout_s: float | None = None) -> Any:
-    """Run `plan` with kfp.local; every step a host process of `generic-trainer`.
+    """Run `plan` with kfp.local; every step a host process of `generic-trainer`, or in docker
+    mode a container of the image.
 
     Args:
       plan: the plan (its root is kfp.local's pipeline root).
-      timeout_s: each step's time limit (None: none).
+      timeout_s: each host process's time limit (None: none).
 
     Returns:
       kfp.local's pipeline task.
 
     Raises:
       StepFailed: a step failed; the message names its TFX node.
+      UserInputError: docker mode with no docker engine, or a host path the containers
+        cannot see.
     """
-    from generic_trainer.tfx_kfp.host_tasks import host_runner
+    from generic_trainer.tfx_kfp import docker_tasks
     from generic_trainer.tfx_kfp.local_conditions import named_outputs_in_conditions
 
-    pipeline = kfp_pipeline.pipeline_function(plan, components_for(LOCAL_IMAGE))
+    image = docker_tasks.image()
+    pipeline = kfp_pipeline.pipeline_function(plan, components_for(image or LOCAL_IMAGE))
     names = _step_names(pipeline)
     log_plan(plan, {step: task for task, step in names.items()})
-    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    runner = _runner(plan, image, timeout_s)
     log.info("running pipeline %s under kfp.local, root %s", plan.name, plan.root)
-    with (
-        host_runner(plan.root, {"PATH": path}, timeout_s, enable_caching=plan.enable_cache),
-        named_outputs_in_conditions(),
-    ):
+    with runner, named_outputs_in_conditions():
         try:
             return pipeline()
         except RuntimeError as error:

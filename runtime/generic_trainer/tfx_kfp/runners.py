@@ -23,6 +23,12 @@ DEFAULT_IMAGE = "ghcr.io/generic-trainer/trainer:latest"
 IMAGE_ENV = "GENERIC_TRAINER_IMAGE"
 
 
+def project_image() -> str:
+    """This project's image: $GENERIC_TRAINER_IMAGE, else DEFAULT_IMAGE (KubeflowV2DagRunner's
+    default, and the image of `tfx-pipeline run --docker`)."""
+    return os.environ.get(IMAGE_ENV) or DEFAULT_IMAGE
+
+
 def _captured(runner: Any, pipeline: Any) -> bool:
     """Whether tfx_dsl's capture took the pipeline (a Plan, made by code, is never captured)."""
     if isinstance(pipeline, Plan):
@@ -49,7 +55,8 @@ def plan_of(pipeline: Any) -> Plan:
 
 
 class LocalDagRunner:
-    """TFX's LocalDagRunner: the pipeline's steps run here, one host process each."""
+    """TFX's LocalDagRunner: the pipeline's steps run here, one host process each (or, with
+    `tfx-pipeline run --docker`, one container of the image each)."""
 
     def __init__(self, config: Any = None, **kwargs: Any) -> None:
         self.config = config
@@ -103,7 +110,7 @@ class KubeflowV2DagRunner:
 
     def image(self) -> str:
         """The image the steps run: the config's default_image, else this project's."""
-        return self.config.default_image or os.environ.get(IMAGE_ENV) or DEFAULT_IMAGE
+        return self.config.default_image or project_image()
 
     def run(self, pipeline: Any) -> str | None:
         """Compile the pipeline with kfp's compiler (or, while captured, hand it back).
