@@ -7,8 +7,9 @@ generated gzip tf.Examples, fed three ways:
   -> repeat ->
             batch -> parse_example -> prefetch)
   input     the accessor's batches alone, no model: how fast the input side can go
-Prints examples/s (after the first, compiling epoch) and, where `nvidia-smi` answers, the mean GPU
-utilisation while training. On a CPU host use a smaller model (--width 256) and fewer examples.
+Prints examples/s (after the first, compiling epoch) and, where NVML or `nvidia-smi` answers, the
+mean GPU utilisation while training. On a CPU host use a smaller model (--width 256) and fewer
+examples.
 
   .venv/bin/python bench/wide_mlp.py                                   # GPU host: the issue's case
   .venv/bin/python bench/wide_mlp.py --examples 50000 --width 256 --batch-size 512 --steps 40   #
@@ -29,6 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import input_pipeline as ip  # noqa: E402  (beside this file)
+from nvml import NvmlSampler  # noqa: E402
 
 FEATURES = 100
 
@@ -38,14 +40,16 @@ def table() -> list[tuple[str, str, bool]]:
 
 
 class GpuSampler:
-    """Mean `utilization.gpu` from nvidia-smi, sampled every second while running; None without
-    nvidia-smi."""
+    """Mean GPU utilisation while running: NVML every 100 ms (bench/nvml.py, nvidia-ml-py), else
+    `utilization.gpu` from nvidia-smi every second; None with neither."""
 
     def __init__(self):
-        self.exe, self.samples, self._stop = shutil.which("nvidia-smi"), [], threading.Event()
+        self.nvml, self.exe = NvmlSampler(quiet=True), shutil.which("nvidia-smi")
+        self.samples, self._stop = [], threading.Event()
 
     def __enter__(self):
-        if self.exe:
+        self.nvml.__enter__()
+        if self.nvml._thread is None and self.exe:
             threading.Thread(target=self._run, daemon=True).start()
         return self
 
@@ -61,9 +65,11 @@ class GpuSampler:
 
     def __exit__(self, *exc):
         self._stop.set()
+        self.nvml.__exit__(*exc)
 
     def mean(self) -> float | None:
-        return statistics.mean(self.samples) if self.samples else None
+        samples = [u for _, u in self.nvml.samples] or self.samples
+        return statistics.mean(samples) if samples else None
 
 
 def datasets(path: str, batch_size: int):

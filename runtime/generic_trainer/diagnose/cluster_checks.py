@@ -85,7 +85,12 @@ def strategy_check(
         return fail("strategy", str(e), "use --strategy auto, or fix the cluster spec")
     why = {
         "default": "no tf.distribute wrapper, as in a plain script"
-        + ("; Keras' auto jit compiles the step with XLA on the GPU" if num_gpus == 1 else ""),
+        + (
+            "; Keras' auto jit compiles the step with XLA on the GPU if every layer supports it"
+            " (a StringLookup does not)"
+            if num_gpus == 1
+            else ""
+        ),
         "mirrored": f"one replica per GPU ({num_gpus})",
         "multi_worker_mirrored": f"all-reduce over {cluster.num_workers} replica(s)",
         "one_device": "one device",
