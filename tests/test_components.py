@@ -298,6 +298,7 @@ def test_image_override_by_flag_and_environment(tmp_path, monkeypatch):
 def test_yaml_loads_and_type_checks_when_called_in_a_pipeline(tmp_path):
     from kfp import compiler, components, dsl
     from kfp.dsl import Model
+    from kfp.dsl.types.type_utils import InconsistentTypeException
 
     trainer = components.load_component_from_file(str(TRAINER_YAML))
     assert trainer.name == "generic-trainer"
@@ -322,9 +323,7 @@ def test_yaml_loads_and_type_checks_when_called_in_a_pipeline(tmp_path):
         def missing(examples_uri: str):
             trainer(module_file="gs://b/module.py")
 
-    with pytest.raises(
-        Exception, match="input .examples.*system.Model.*incompatible.*system.Dataset"
-    ):
+    with pytest.raises(InconsistentTypeException, match="examples"):
 
         @dsl.pipeline(name="wrong-type")
         def wrong_type(model_uri: str):
