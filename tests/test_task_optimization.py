@@ -200,7 +200,7 @@ def test_polynomial_decay_with_polynomial_warmup_bert_shape():
     _check(spanning, {30: 1 - 20 / 40, 50: 0.0})
 
 
-def test_exponential_power_and_constant():
+def test_exponential_decay_staircase_and_offset_follow_model_garden():
     exponential = _lr(
         {
             "learning_rate": {
@@ -229,10 +229,16 @@ def test_exponential_power_and_constant():
         }
     )
     _check(smooth, {30: 0.064 * 0.96**2.5})
+
+
+def test_power_decay_follows_model_garden():
     power = _lr(
         {"learning_rate": {"type": "power", "power": {"initial_learning_rate": 1.0, "power": -0.5}}}
     )
     _check(power, {0: 1.0, 1: 1.0, 4: 0.5, 100: 0.1})
+
+
+def test_a_constant_rate_is_a_number_and_warms_up_linearly_from_its_start_value():
     constant = _lr({"learning_rate": {"type": "constant", "constant": {"learning_rate": 0.1}}})
     assert constant == 0.1
     warm = _lr(
@@ -493,7 +499,7 @@ def _one_step(
     return np.asarray(variable.numpy())
 
 
-def test_lamb_step_by_hand():
+def test_one_lamb_step_is_the_hand_computed_update_with_its_exclusions():
     opt = _build(
         {
             "optimizer": {"type": "lamb", "lamb": {"weight_decay_rate": 0.01}},
@@ -522,7 +528,7 @@ def test_lamb_step_by_hand():
     )
 
 
-def test_lars_step_by_hand():
+def test_one_lars_step_is_the_hand_computed_update():
     opt = _build(
         {
             "optimizer": {
