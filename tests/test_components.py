@@ -265,7 +265,7 @@ def test_component_inputs_match_the_cli_flags(verb, path):
     assert not allowed & covered, "allow-listed flag is a component input after all"
 
 
-def test_image_override_by_flag_and_environment(tmp_path, monkeypatch):
+def test_the_component_image_comes_from_the_flag_else_the_environment(tmp_path, monkeypatch):
     assert (
         build.main(["--image", "registry.example.com/t/trainer:v1", "--out-dir", str(tmp_path)])
         == 0

@@ -199,7 +199,9 @@ def _replay(warmup: Path, model: Path, records: list[bytes]) -> None:
 
 
 @pytest.mark.slow
-def test_failing_signature_not_blessed(broken_models, tmp_path):
+def test_a_signature_that_raises_is_not_blessed_naming_the_error_and_gets_no_warmup(
+    broken_models, tmp_path
+):
     summary, _ = _validate(broken_models["raising"], tmp_path, "--write-warmup", "2")
     reason = _not_blessed(tmp_path)
     assert "warm-up request 1 (1 example): failed: InvalidArgumentError" in reason
@@ -212,7 +214,7 @@ def test_failing_signature_not_blessed(broken_models, tmp_path):
 
 
 @pytest.mark.slow
-def test_one_row_for_any_batch_not_blessed(broken_models, tmp_path):
+def test_a_model_answering_one_row_for_a_batch_is_not_blessed(broken_models, tmp_path):
     _validate(broken_models["one_row"], tmp_path, "--batch-size", "5")
     reason = _not_blessed(tmp_path)
     assert (
