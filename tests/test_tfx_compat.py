@@ -255,7 +255,7 @@ def test_an_installed_tfx_is_left_alone(tmp_path, monkeypatch):
             sys.meta_path.append(tfx_hook.TfxFinder())
 
 
-def test_generic_trainer_tfx_keeps_working():
+def test_generic_trainer_tfx_exposes_fn_args_data_accessor_pbtxt_and_fileio():
     from generic_trainer import data, tfx
     from generic_trainer.fit import fn_args
 
