@@ -119,7 +119,9 @@ def broken_models(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_trained_model_infra_blessed_kfp_form(trained_penguin_model, tmp_path):
+def test_a_trained_model_is_infra_blessed_through_kfp_with_latencies_and_warmup(
+    trained_penguin_model, tmp_path
+):
     """Also --write-warmup through the component parameter: the tf.Example signature's warm-up
     requests replay."""
     import shutil

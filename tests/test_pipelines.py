@@ -126,7 +126,7 @@ def test_penguin_pipeline_wires_import_transform_tuner_and_trainer(tmp_path):
     )
 
 
-def test_penguin_pipeline_without_tuner_and_for_another_image(tmp_path):
+def test_penguin_pipeline_without_tuner_passes_no_hyperparameters_and_takes_the_image(tmp_path):
     spec = _compile(
         penguin_pipeline, tmp_path, tune=False, image="registry.example.com/me/trainer:7"
     )

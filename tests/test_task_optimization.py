@@ -41,7 +41,7 @@ def _check(lr, expected: dict[int, float]) -> None:
         assert got[step] == pytest.approx(value, rel=1e-5, abs=1e-9), (step, got)
 
 
-def test_stepwise_with_linear_warmup_resnet_shape():
+def test_stepwise_rates_after_a_linear_warmup_follow_model_garden():
     # ResNet-50 GPU shape: sgd momentum 0.9, stepwise, linear warm-up from 0 (warmup_learning_rate's
     # default)
     lr = _lr(
@@ -72,7 +72,7 @@ def test_stepwise_with_linear_warmup_resnet_shape():
     )
 
 
-def test_cosine_with_linear_warmup_from_a_start_value():
+def test_cosine_rates_after_a_linear_warmup_from_a_start_value_follow_model_garden():
     lr = _lr(
         {
             "learning_rate": {
@@ -124,7 +124,8 @@ def test_cosine_with_linear_warmup_from_a_start_value():
     )
 
 
-def test_polynomial_decay_with_polynomial_warmup_bert_shape():
+def test_polynomial_decay_after_a_polynomial_warmup_follows_model_garden():
+    # BERT's shape: adamw, polynomial decay, polynomial warm-up
     lr = _lr(
         {
             "optimizer": {"type": "adamw"},
