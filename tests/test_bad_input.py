@@ -201,7 +201,7 @@ def test_executor_input_numbers_are_checked_too(tmp_path, key, value, flag):
         build_train_request(values, environ={}, kfp=None)
 
 
-def test_good_numbers_still_pass(tmp_path):
+def test_numbers_in_exponent_float_or_string_form_are_accepted(tmp_path):
     values = {
         "examples": str(PENGUIN / "data"),
         "module_file": "m.py",
@@ -510,7 +510,7 @@ def test_malformed_executor_input_names_the_path(path, value, message):
     assert str(e.value).startswith("--executor-input: ")
 
 
-def test_executor_input_not_an_object(tmp_path):
+def test_executor_input_that_is_not_a_json_object_is_refused_naming_the_flag(tmp_path):
     for text in ("[1, 2]", '"x"', "{"):
         with pytest.raises(UserInputError, match="--executor-input: "):
             source = text if text.startswith("{") else str(_file(tmp_path, text))
@@ -605,7 +605,7 @@ def test_split_names_are_sanitised(tmp_path, value):
             build_train_request(values, environ={})
 
 
-def test_split_names_via_executor_input_train_args(tmp_path):
+def test_a_traversing_split_name_in_executor_input_train_args_is_refused(tmp_path):
     doc = _set(
         _valid_executor_input(),
         "inputs.parameterValues.train_args",
@@ -620,7 +620,7 @@ def test_split_names_via_executor_input_train_args(tmp_path):
         )
 
 
-def test_good_split_names_pass(tmp_path):
+def test_split_names_with_dots_dashes_and_underscores_are_accepted(tmp_path):
     for split in ("train", "span-1.v2", "eval_A"):
         (tmp_path / "examples" / f"Split-{split}").mkdir(parents=True)
         (tmp_path / "examples" / f"Split-{split}" / "data.gz").write_bytes(b"")
@@ -662,7 +662,7 @@ def test_traversing_split_name_on_the_cli_reads_nothing_outside(layout, capsys):
         ('{"name": "caf\u00e9"}'.encode("latin-1"), "is not UTF-8 text"),
     ],
 )
-def test_hyperparameters_file_that_is_not_a_json_object(tmp_path, content, message):
+def test_a_hyperparameters_file_that_is_not_a_json_object_is_refused(tmp_path, content, message):
     path = tmp_path / "best_hyperparameters.txt"
     path.write_bytes(content)
     with pytest.raises(UserInputError, match=re.escape(f"--hyperparameters: {path} {message}")):

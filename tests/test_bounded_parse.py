@@ -119,7 +119,7 @@ def test_huge_config_file_is_refused_by_its_size(tmp_path):
         task_config.load_config_file(str(big))
 
 
-def test_params_override_bombs_and_deep_keys():
+def test_params_override_bombs_and_deep_keys_are_refused_naming_the_limit():
     with pytest.raises(UserInputError, match="^--params-override: expands to more than the limit"):
         task_config.parse_params_override(BOMB_284)  # multi-line: read as a YAML mapping
     with pytest.raises(UserInputError, match="^--params-override: nested deeper than the limit"):

@@ -152,7 +152,9 @@ def _same(record: bytes, serialized: bytes) -> bool:
 
 
 @pytest.mark.slow
-def test_executor_input_form_with_splits_blessing_and_tfx_specs(trained_penguin_model, tmp_path):
+def test_executor_input_form_infers_the_chosen_splits_and_writes_tfx_metadata(
+    trained_penguin_model, tmp_path
+):
     """KFP's form: data_splits (TFX's data_spec), a BLESSED model, TFX's ModelSpec and
     OutputExampleSpec as proto JSON (camelCase) naming the added feature; the metadata as TFX's."""
     blessed = _blessing(tmp_path / "blessing", "BLESSED")
@@ -308,7 +310,7 @@ def test_a_remote_runner_gets_gs_uris_the_model_inside_format_serving(tmp_path):
     assert request.data_splits == ("eval", "train")
 
 
-def test_tfx_spec_json_in_either_case():
+def test_tfx_model_and_output_example_specs_parse_in_camel_or_snake_case():
     assert parse_model_spec('{"modelSignatureName": ["a", "b"], "tag": ["serve", "gpu"]}') == (
         ModelSpec(("a", "b"), ("serve", "gpu"))
     )

@@ -310,7 +310,7 @@ def test_component_inputs_match_the_cli_flags(verb, path):
     assert not allowed & covered, "allow-listed flag is a component input after all"
 
 
-def test_image_override_by_flag_and_environment(tmp_path, monkeypatch):
+def test_the_component_image_comes_from_the_flag_else_the_environment(tmp_path, monkeypatch):
     assert (
         build.main(["--image", "registry.example.com/t/trainer:v1", "--out-dir", str(tmp_path)])
         == 0
@@ -343,6 +343,7 @@ def test_image_override_by_flag_and_environment(tmp_path, monkeypatch):
 def test_yaml_loads_and_type_checks_when_called_in_a_pipeline(tmp_path):
     from kfp import compiler, components, dsl
     from kfp.dsl import Model
+    from kfp.dsl.types.type_utils import InconsistentTypeException
 
     trainer = components.load_component_from_file(str(TRAINER_YAML))
     assert trainer.name == "generic-trainer"
@@ -367,9 +368,7 @@ def test_yaml_loads_and_type_checks_when_called_in_a_pipeline(tmp_path):
         def missing(examples_uri: str):
             trainer(module_file="gs://b/module.py")
 
-    with pytest.raises(
-        Exception, match="input .examples.*system.Model.*incompatible.*system.Dataset"
-    ):
+    with pytest.raises(InconsistentTypeException, match="examples"):
 
         @dsl.pipeline(name="wrong-type")
         def wrong_type(model_uri: str):

@@ -239,7 +239,7 @@ def test_dataset_options_defaults_are_tfx_bsls():
     }
 
 
-def test_misnamed_gzip_file_and_mixed_compression_in_one_split(tmp_path):
+def test_gzip_without_gz_and_mixed_compression_in_a_split_read_every_record(tmp_path):
     rows = [main_row(i) for i in range(30)]
     split = tmp_path / "Split-train"
     write_records(str(split / "a.gz"), rows[:10], gzipped=True)
@@ -296,7 +296,7 @@ tensor_representation_group { key: "" value {
         assert_same_datasets(ours, tfx_bsl_dataset(pattern, options, schema), max_batches=5)
 
 
-def test_feature_spec_from_schema_rules(artifact):
+def test_feature_spec_from_schema_is_dense_varlen_or_ragged_as_tfx_bsl(artifact):
     schema = text_format.Parse(MAIN_SCHEMA, schema_pb2.Schema())
     spec = schemas.feature_spec_from_schema(schema)
     assert spec["f_dense"] == tf.io.FixedLenFeature([1], tf.float32)
@@ -335,7 +335,7 @@ def raises_user_error(input_name: str, *fragments: str):
         assert fragment in str(info.value)
 
 
-def test_split_file_patterns_layouts_and_errors(tmp_path, artifact):
+def test_split_file_patterns_of_the_split_dir_and_the_plain_dir_layouts(tmp_path, artifact):
     assert example_files.split_file_patterns(artifact, ["train", "eval"]) == [
         os.path.join(artifact, "Split-train", "*"),
         os.path.join(artifact, "Split-eval", "*"),
@@ -344,6 +344,8 @@ def test_split_file_patterns_layouts_and_errors(tmp_path, artifact):
     shutil.copytree(os.path.join(artifact, "Split-eval"), old / "eval")
     assert example_files.split_file_patterns(str(old), ["eval"]) == [str(old / "eval" / "*")]
 
+
+def test_a_missing_dir_split_or_empty_split_is_named_with_its_input(tmp_path, artifact):
     with raises_user_error("--examples", str(tmp_path / "nope"), "does not exist"):
         example_files.split_file_patterns(str(tmp_path / "nope"), ["train"])
     with raises_user_error("--eval-examples", "'test'", "splits present: eval, train"):
@@ -502,7 +504,7 @@ def test_sklearn_style_module_reads_record_batches_and_fits_with_numpy(artifact,
     assert model["eval_error"] < 1e-3
 
 
-def test_record_batch_factory_errors(tmp_path):
+def test_record_batch_factory_names_unmatched_files_and_a_bad_batch_size(tmp_path):
     accessor = data.DataAccessor()
     with raises_user_error("file_patterns", "no files match", str(tmp_path)):
         accessor.record_batch_factory(

@@ -39,7 +39,7 @@ def _xs(dataset, batches: int) -> list[list[float]]:
     return out
 
 
-def test_when_the_records_are_cached(examples, monkeypatch):
+def test_records_are_cached_when_read_every_epoch_in_a_free_order_and_small(examples, monkeypatch):
     pattern, _ = examples
     every_epoch = DatasetOptions(batch_size=10)  # num_epochs None: read again and again
     assert example_dataset.caches("auto", every_epoch, [pattern])

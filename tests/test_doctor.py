@@ -181,7 +181,7 @@ def test_the_keras_of_a_gs_module_is_decided_once_fetched(gcs_emulator, monkeypa
     assert "decided once fetched): module.py imports helper.py" in check.detail
 
 
-def test_local_inputs_and_where_outputs_go(tmp_path):
+def test_local_inputs_are_checked_and_each_output_disk_is_named_by_its_flag(tmp_path):
     req = build_doctor_request(
         {"examples": str(tmp_path / "none"), "module_file": "my_pkg.module"},
         {"AIP_MODEL_DIR": str(tmp_path / "out" / "model"), "SECRET": "x"},
@@ -216,17 +216,23 @@ def test_the_keras_tf_keras_would_be_for_the_module_and_why(tmp_path):
     assert "tf_keras" in check.detail and "TF_USE_LEGACY_KERAS=1 is set" in check.detail
 
 
-def test_memory_driver_and_the_report(tmp_path):
+def test_little_available_memory_is_a_warning_naming_the_gib_left(tmp_path):
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal: 9000000 kB\nMemAvailable:  1000000 kB\n")
     low = machine.memory_check(str(meminfo), str(tmp_path))
     assert low.status == "warn" and low.detail == "1.0 GiB available"
+
+
+def test_the_nvidia_driver_version_is_read_from_its_proc_file_or_is_none(tmp_path):
     version = tmp_path / "version"
     version.write_text(
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar 5 2024\n"
     )
     assert machine.driver_version(str(version)) == "550.54.15"
     assert machine.driver_version(str(tmp_path / "none")) is None
+
+
+def test_a_failed_check_prints_its_fix_and_makes_the_json_report_not_ok():
     checks = [report.ok("a", "fine"), report.fail("b", "broken", "mend it")]
     assert checks[1].line() == "fail  b                    broken  -> fix: mend it"
     body = json.loads(report.as_json(checks, 1.234, 0.5))

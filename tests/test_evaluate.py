@@ -348,7 +348,7 @@ def test_evaluator_component_interface_matches_the_cli():
     assert set(params) <= _cli_dests("evaluate")
 
 
-def test_penguin_pipeline_trainer_evaluator_infra_validator(tmp_path):
+def test_penguin_pipeline_wires_the_trained_model_to_evaluator_and_infra_validator(tmp_path):
     import yaml
 
     from pipelines import penguin_pipeline
@@ -414,7 +414,7 @@ def test_penguin_pipeline_trainer_evaluator_infra_validator(tmp_path):
         ("float32", None, ("FLOAT", 1), ""),  # unknown rank: TFMA feeds the feature as it is
     ],
 )
-def test_tfma_feeding_rules_for_tensor_inputs(dtype, shape, feature, needle):
+def test_tfma_input_problem_names_a_tensor_input_tfma_cannot_feed(dtype, shape, feature, needle):
     from generic_trainer.judge import tfma_inputs
     from generic_trainer.judge.signature_feed import Feature
 

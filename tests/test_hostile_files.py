@@ -259,7 +259,7 @@ def test_shared_checkpoint_dir_and_data_outputs_are_locked(tmp_path):
             pass
 
 
-def test_two_import_examples_into_one_output(tmp_path):
+def test_a_second_import_examples_into_a_held_output_fails_at_once(tmp_path):
     """The second run, started while the first holds --output, fails at once (exit 2) naming the
     holder."""
     lock = tmp_path / ".out.lock"
@@ -623,7 +623,7 @@ def test_tensorboard_summaries_on_a_full_disk_are_exit_4(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_run_fn_changing_directory_and_returning_nan_metrics(tmp_path):
+def test_a_chdir_in_run_fn_keeps_relative_outputs_and_nan_metrics_become_null(tmp_path):
     proc = run_cli(
         [
             "train",

@@ -112,7 +112,7 @@ def test_pep_263_coding_cookie_is_honoured_and_nul_bytes_are_named(tmp_path):
         user_module.check_syntax(str(bad))
 
 
-def test_latin1_module_and_nul_byte_on_the_cli(tmp_path):
+def test_a_nul_byte_in_the_module_on_the_cli_is_exit_2_before_tensorflow(tmp_path):
     nul = tmp_path / "nul.py"
     nul.write_bytes(b"x = 1\x00\n")
     code, heavy, stderr = _cli(_train(nul, tmp_path, "--keras", "keras3"))
@@ -172,7 +172,7 @@ def test_big_integers_and_surrogates_on_the_cli_are_exit_2_before_tensorflow(tmp
         assert f"{extra[0]}: " in stderr and said in stderr
 
 
-def test_nvidia_smi_output_that_is_not_utf8(tmp_path):
+def test_nvidia_smi_output_that_is_not_utf8_counts_gpus_and_drops_escapes(tmp_path):
     smi = tmp_path / "nvidia-smi"
     smi.write_bytes(
         b"#!/bin/sh\nprintf 'GPU 0: Tesla \\377\\376 X (UUID: GPU-1)\\nGPU 1: A\\033[2J (UUID: "

@@ -261,9 +261,8 @@ def test_dependencies_come_from_the_lock_files():
                 assert list(REPO.glob(src)), f"COPY source {src} is missing"
 
 
-def test_final_stage_runtime_contract():
-    _, blocks = stages()
-    final = blocks[-1]
+def test_the_final_stage_runs_the_entrypoint_script_as_a_numeric_non_root_user():
+    final = stages()[1][-1]
     keywords = [k for k, _ in final]
     # Exec-form ENTRYPOINT: the script that runs the components' command
     # (tests/test_image_entrypoint.py).
@@ -275,13 +274,19 @@ def test_final_stage_runtime_contract():
     uid = users[-1].split(":")[0]
     assert uid.isdigit() and int(uid) != 0, f"USER {users[-1]} must be a numeric non-root uid"
     assert keywords.index("USER") < keywords.index("ENTRYPOINT")
-    env = env_vars(final)
+
+
+def test_the_final_stage_leaves_keras_auto_on_and_puts_the_venv_on_path():
+    env = env_vars(stages()[1][-1])
     assert "TF_USE_LEGACY_KERAS" not in env, (
         "TF_USE_LEGACY_KERAS set in the image would turn --keras auto off"
     )
     assert "/opt/venv/bin" in env.get("PATH", "")
+
+
+def test_the_final_stage_makes_the_kfp_launchers_mount_dirs_world_writable():
     # KFP v2's launcher writes /gcs, /minio, /s3 at the root: they must exist for a non-root user.
-    runs = " ".join(rest for k, rest in final if k == "RUN")
+    runs = " ".join(rest for k, rest in stages()[1][-1] if k == "RUN")
     made = re.search(r"mkdir -p ([^&;]*)", runs)
     opened = re.search(r"chmod 1777 ([^&;]*)", runs)
     assert made and opened, "the launcher's directories are not created world-writable"
@@ -361,7 +366,7 @@ def dockerignored(path: str) -> bool:
         "bench/_work/x",
     ],
 )
-def test_dockerignore_excludes(path):
+def test_dockerignore_keeps_local_state_and_build_outputs_out_of_the_build(path):
     assert dockerignored(path), f"{path} would be sent to the build"
 
 
@@ -434,7 +439,7 @@ def test_components_run_the_image_entrypoint():
     assert len(images) == 1, f"the components name different images: {images}"
 
 
-def test_smoke_script_is_wired():
+def test_the_smoke_script_parses_and_make_image_test_runs_it():
     proc = subprocess.run(["bash", "-n", str(SMOKE)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     makefile = (REPO / "Makefile").read_text()

@@ -160,7 +160,7 @@ def test_types_inferred_and_empty_cells_left_out(tmp_path, capsys):
     assert examples[-4] == {"id": [-4], "score": [1000.0], "name": [b"c, d"]}
 
 
-def test_input_splits_and_parquet(tmp_path, capsys):
+def test_parquet_files_import_into_the_given_input_splits(tmp_path, capsys):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -285,7 +285,7 @@ def _no_leftovers(tmp_path: Path, name: str) -> None:
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(f".{name}.staging")]
 
 
-def test_columns_not_matching_the_schema(tmp_path, capsys):
+def test_columns_not_matching_the_schema_are_refused_naming_the_file(tmp_path, capsys):
     (tmp_path / "p.csv").write_text("species,island,extra\n1,Dream,3\n")
     assert (
         _run(
@@ -338,7 +338,7 @@ def test_cell_not_of_its_type_names_file_line_and_column(tmp_path, capsys):
     _no_leftovers(tmp_path, "out")
 
 
-def test_existing_output_and_missing_input_refused(tmp_path, capsys):
+def test_a_used_output_or_a_missing_input_is_refused_and_the_output_kept(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / "old.txt").write_text("keep me")

@@ -120,7 +120,9 @@ def broken_models(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_trained_model_infra_blessed_kfp_form(trained_penguin_model, tmp_path):
+def test_a_trained_model_is_infra_blessed_through_kfp_with_latencies_and_warmup(
+    trained_penguin_model, tmp_path
+):
     """Also --write-warmup through the component parameter: the tf.Example signature's warm-up
     requests replay."""
     import shutil
@@ -204,7 +206,9 @@ def _replay(warmup: Path, model: Path, records: list[bytes]) -> None:
 
 
 @pytest.mark.slow
-def test_failing_signature_not_blessed(broken_models, tmp_path):
+def test_a_signature_that_raises_is_not_blessed_naming_the_error_and_gets_no_warmup(
+    broken_models, tmp_path
+):
     summary, _ = _validate(broken_models["raising"], tmp_path, "--write-warmup", "2")
     reason = _not_blessed(tmp_path)
     assert "warm-up request 1 (1 example): failed: InvalidArgumentError" in reason
@@ -217,7 +221,7 @@ def test_failing_signature_not_blessed(broken_models, tmp_path):
 
 
 @pytest.mark.slow
-def test_one_row_for_any_batch_not_blessed(broken_models, tmp_path):
+def test_a_model_answering_one_row_for_a_batch_is_not_blessed(broken_models, tmp_path):
     _validate(broken_models["one_row"], tmp_path, "--batch-size", "5")
     reason = _not_blessed(tmp_path)
     assert (

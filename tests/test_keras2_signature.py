@@ -33,7 +33,7 @@ MODELS = [
 HOWS = ["model_save", "save_model", "plain_save"]
 
 
-def test_keras2_names_of_inputs_and_outputs():
+def test_keras2_input_and_output_names_follow_from_keras3_layer_names():
     assert keras2_signature.keras2_input_name("culmen_length_mm") == "culmen_length_mm"
     assert keras2_signature.keras2_input_name("input_layer") == "input_1"
     assert keras2_signature.keras2_input_name("input_layer_2") == "input_3"

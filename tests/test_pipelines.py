@@ -126,7 +126,7 @@ def test_penguin_pipeline_wires_import_transform_tuner_and_trainer(tmp_path):
     )
 
 
-def test_penguin_pipeline_without_tuner_and_for_another_image(tmp_path):
+def test_penguin_pipeline_without_tuner_passes_no_hyperparameters_and_takes_the_image(tmp_path):
     spec = _compile(
         penguin_pipeline, tmp_path, tune=False, image="registry.example.com/me/trainer:7"
     )
@@ -146,7 +146,7 @@ def _custom_job(spec: dict) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize("replicas", [3, 1])
-def test_vertex_pipeline_worker_pools(tmp_path, replicas):
+def test_vertex_pipeline_runs_the_trainer_component_in_chief_and_worker_pools(tmp_path, replicas):
     spec = _compile(
         vertex_multiworker_pipeline,
         tmp_path,
@@ -197,7 +197,7 @@ def test_vertex_pipeline_worker_pools(tmp_path, replicas):
     )
 
 
-def test_vertex_pipeline_without_accelerator(tmp_path):
+def test_vertex_pipeline_without_accelerator_sets_only_the_machine_type(tmp_path):
     spec = _compile(vertex_multiworker_pipeline, tmp_path, replica_count=2)
     params, _ = _custom_job(spec)
     pools = params["worker_pool_specs"]["defaultValue"]

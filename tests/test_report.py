@@ -135,7 +135,7 @@ def test_long_series_are_thinned():
     assert "<circle" not in html
 
 
-def test_table_escapes_and_formats():
+def test_table_escapes_html_and_rounds_numbers_to_four_digits():
     html = report.table(
         [("<script>alert(1)</script>", 0.123456789), ("n", 3), ("cfg", {"a": [1, 2]})],
         header=("name", "value"),

@@ -33,7 +33,7 @@ def _values(tmp_path: Path, **kw):
     return base
 
 
-def test_defaults_follow_tfx(tmp_path):
+def test_unset_inputs_take_tfxs_defaults_and_the_model_dir_layout(tmp_path):
     req = build_train_request(_values(tmp_path), environ={})
     assert req.program == RunFnProgram(module_file=req.program.module_file, run_fn="run_fn")
     assert req.task is None and req.train_splits == ("train",) and req.eval_splits == ("eval",)
@@ -54,11 +54,15 @@ def _examples(tmp_path: Path, *splits: str) -> str:
     return str(tmp_path / "examples")
 
 
-def test_num_steps_zero_means_none_and_splits_parse(tmp_path):
-    examples = _examples(tmp_path, "a", "b", "c")
-    values = _values(tmp_path, train_steps="0", eval_steps="7", train_splits="a, b")
-    req = build_train_request({**values, "eval_splits": ["c"], "examples": examples}, environ={})
+def test_zero_train_steps_means_no_limit_and_other_steps_stay(tmp_path):
+    req = build_train_request(_values(tmp_path, train_steps="0", eval_steps="7"), environ={})
     assert req.train_steps is None and req.eval_steps == 7
+
+
+def test_splits_parse_from_a_comma_separated_string_or_a_list(tmp_path):
+    examples = _examples(tmp_path, "a", "b", "c")
+    values = _values(tmp_path, train_splits="a, b", eval_splits=["c"], examples=examples)
+    req = build_train_request(values, environ={})
     assert req.train_splits == ("a", "b") and req.eval_splits == ("c",)
     # resolved once, as TFX's trainer executor writes FnArgs.train_files: os.path.join(uri, "*")
     assert req.train_files == (f"{examples}/Split-a/*", f"{examples}/Split-b/*")
@@ -75,7 +79,7 @@ def test_a_split_missing_or_empty_is_an_examples_error_at_intake(tmp_path):
         build_train_request({**values, "eval_splits": "test"}, environ={})
 
 
-def test_vertex_environment_gives_output_dirs(tmp_path):
+def test_vertex_aip_dirs_fill_the_output_dirs_and_flags_win(tmp_path):
     env = {
         "AIP_MODEL_DIR": "gs://bkt/base/model/",
         "AIP_CHECKPOINT_DIR": "gs://bkt/base/checkpoints/",
@@ -111,7 +115,7 @@ def test_metrics_and_report_files_on_gcs_map_to_the_mount(tmp_path):
     assert local.metrics_file == str(tmp_path / "m.json") and local.report_file is None
 
 
-def test_legacy_keras_from_environment(tmp_path):
+def test_tf_use_legacy_keras_chooses_keras_unless_keras_is_given(tmp_path):
     legacy = build_train_request(_values(tmp_path), environ={"TF_USE_LEGACY_KERAS": "1"})
     assert legacy.keras == "tf_keras" and legacy.keras_reason == "TF_USE_LEGACY_KERAS=1 is set"
     explicit = build_train_request(
@@ -124,7 +128,7 @@ def test_legacy_keras_from_environment(tmp_path):
     assert zero.keras == "keras3" and "TF_USE_LEGACY_KERAS=0" in zero.keras_reason
 
 
-def test_hyperparameters_from_dir_or_file(tmp_path):
+def test_a_hyperparameters_dir_with_one_file_is_read_and_with_two_refused(tmp_path):
     hp = {
         "space": [{"class_name": "Fixed", "config": {"name": "units", "value": 3}}],
         "values": {"units": 3},
@@ -184,7 +188,7 @@ def test_secrets_are_redacted_recursively():
     }
 
 
-def test_kfp_floats_back_to_ints():
+def test_kfp_whole_floats_become_ints_at_any_depth_and_strings_stay():
     converted = ints_from_floats({"a": [64.0, 2.5], "b": {"c": 3.0}, "d": "4.0"})
     assert converted == {"a": [64, 2.5], "b": {"c": 3}, "d": "4.0"}
 
@@ -240,9 +244,12 @@ def test_executor_input_becomes_the_same_request(tmp_path):
     assert kfp.path("metrics") == str(gcs / "b/run/metrics")
 
 
-def test_executor_input_errors(tmp_path):
+def test_executor_input_that_is_not_json_is_refused_naming_the_flag():
     with pytest.raises(UserInputError, match="--executor-input: not valid JSON"):
         kfp_io.load("{not json")
+
+
+def test_unknown_train_args_keys_are_refused(tmp_path):
     with pytest.raises(UserInputError, match="train_args: unknown keys"):
         kfp_io.parse(
             artifacts=ARTIFACTS,
@@ -265,11 +272,14 @@ def test_executor_output_lists_every_artifact(tmp_path):
     assert out["artifacts"]["model"]["artifacts"][0]["metadata"] == {}
 
 
-def test_storage_paths_and_atomic_publish(tmp_path):
+def test_gs_and_s3_uris_map_to_their_mounts_and_local_paths_stay():
     assert storage.local_path("gs://b/x/y", "/mnt/gcs") == "/mnt/gcs/b/x/y"
     assert (
         storage.local_path("s3://b/x") == "/s3/b/x" and storage.local_path("/local/x") == "/local/x"
     )
+
+
+def test_publish_dir_replaces_the_published_dir_whole_and_leaves_no_staging(tmp_path):
     final = tmp_path / "out" / "Format-Serving"
     for version in ("v1", "v2"):
         staging = storage.staging_dir_for(str(final))

@@ -78,7 +78,9 @@ def _run(args: list[str], tmp_path) -> tuple[dict, str]:
         (["train", "--examples", ".", "--module-file", "m.py"], 2, "--model-dir: required"),
     ],
 )
-def test_no_heavy_imports(tmp_path, args, code, message):
+def test_help_and_argument_errors_answer_without_loading_heavy_libraries(
+    tmp_path, args, code, message
+):
     result, stderr = _run(args, tmp_path)
     assert result["code"] == code
     assert result["heavy"] == []

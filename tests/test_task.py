@@ -373,7 +373,9 @@ def test_validation_data_that_repeats_forever_is_refused(linear_module, linear_d
 
 
 @pytest.mark.slow
-def test_best_checkpoint_export_with_info_json(linear_module, linear_data, tmp_path):
+def test_the_best_checkpoint_is_exported_with_info_json_and_reproduces_its_metric(
+    linear_module, linear_data, tmp_path
+):
     result, _ = _run(
         linear_module,
         linear_data,
@@ -511,7 +513,7 @@ def test_a_damaged_newest_task_checkpoint_restores_the_one_before_it(
     assert trained.global_step == 30
 
 
-def test_a_damaged_best_checkpoint_info_json(tmp_path, caplog):
+def test_a_damaged_best_checkpoint_info_json_is_forgotten_and_refused_as_init(tmp_path, caplog):
     import tensorflow as tf
     from generic_trainer.task.checkpoints import resolve_checkpoint
 
@@ -644,7 +646,9 @@ def _wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = 240
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_resume_after_sigkill_and_sigterm(linear_data, tmp_path):
+def test_a_restart_after_sigkill_or_sigterm_resumes_from_the_saved_checkpoint(
+    linear_data, tmp_path
+):
     """SIGKILL: the restart resumes from the last periodic checkpoint. SIGTERM (preemption): the run
     saves a checkpoint at the end of the current loop and exits 143; the restart resumes exactly
     there."""
@@ -1007,7 +1011,7 @@ def test_ema_weights_are_validated_and_exported_and_the_learning_rate_is_logged(
 
 
 @pytest.mark.slow
-def test_model_garden_experiment_file_with_the_penguin_task(penguin, tmp_path):
+def test_a_model_garden_experiment_file_with_overrides_trains_the_penguin_task(penguin, tmp_path):
     """An experiment file in Model Garden's shape, a second --config-file, --params-override;
     --strategy wins."""
     steps = tmp_path / "steps.yaml"
@@ -1087,7 +1091,7 @@ print("EMA OK replicas", strategy.num_replicas_in_sync)
 
 
 @pytest.mark.slow
-def test_ema_under_a_two_replica_mirrored_strategy(tmp_path):
+def test_ema_weights_under_two_mirrored_replicas_are_served_and_evaluated(tmp_path):
     done = subprocess.run(
         [sys.executable, "-c", _EMA_MIRRORED, str(tmp_path), str(Path(__file__).parent)],
         env=cli_env(),

@@ -221,7 +221,7 @@ def test_bad_values_name_the_key(override, message):
     assert message in str(e.value)
 
 
-def test_params_override_parsing():
+def test_params_override_reads_dotted_keys_yaml_values_and_comma_continued_paths():
     assert parse_params_override("a.b=1,c=[1, 2],d={x: 1, y: 2},e='s,t'") == {
         "a": {"b": 1},
         "c": [1, 2],
@@ -239,7 +239,7 @@ def test_params_override_parsing():
         parse_params_override("a..b=1")
 
 
-def test_free_form_dict_fields_merge():
+def test_free_form_dict_fields_merge_the_config_file_and_the_override():
     cfg = build_experiment(
         ExperimentConfig(),
         config_text="task: {custom_config: {a: 1, nested: {x: 1}}}",
@@ -248,7 +248,7 @@ def test_free_form_dict_fields_merge():
     assert cfg.task.custom_config == {"a": 1, "nested": {"x": 1, "y": 2}, "b": "text"}
 
 
-def test_registry_and_experiment_class_check(tmp_path):
+def test_a_registered_experiment_is_a_fresh_copy_and_an_unknown_name_lists_the_registered():
     @register_experiment("tiny_test_experiment")
     def tiny() -> ExperimentConfig:
         cfg = defaults()
@@ -264,6 +264,8 @@ def test_registry_and_experiment_class_check(tmp_path):
     ):
         get_experiment("nope")
 
+
+def test_an_experiment_configuring_another_task_config_class_is_refused(tmp_path):
     @register_experiment("plain_task_experiment")
     def plain() -> ExperimentConfig:
         return ExperimentConfig()
@@ -502,7 +504,7 @@ def test_importing_the_task_api_does_not_load_tensorflow():
     assert out.stdout.strip() == "False", out.stderr
 
 
-def test_data_config_file_patterns():
+def test_data_config_input_path_splits_into_trimmed_file_patterns():
     assert DataConfig(input_path=" /a/*, /b/* ,").file_patterns() == ["/a/*", "/b/*"]
 
 

@@ -41,7 +41,7 @@ def _check(lr, expected: dict[int, float]) -> None:
         assert got[step] == pytest.approx(value, rel=1e-5, abs=1e-9), (step, got)
 
 
-def test_stepwise_with_linear_warmup_resnet_shape():
+def test_stepwise_rates_after_a_linear_warmup_follow_model_garden():
     # ResNet-50 GPU shape: sgd momentum 0.9, stepwise, linear warm-up from 0 (warmup_learning_rate's
     # default)
     lr = _lr(
@@ -72,7 +72,7 @@ def test_stepwise_with_linear_warmup_resnet_shape():
     )
 
 
-def test_cosine_with_linear_warmup_from_a_start_value():
+def test_cosine_rates_after_a_linear_warmup_from_a_start_value_follow_model_garden():
     lr = _lr(
         {
             "learning_rate": {
@@ -124,7 +124,8 @@ def test_cosine_with_linear_warmup_from_a_start_value():
     )
 
 
-def test_polynomial_decay_with_polynomial_warmup_bert_shape():
+def test_polynomial_decay_after_a_polynomial_warmup_follows_model_garden():
+    # BERT's shape: adamw, polynomial decay, polynomial warm-up
     lr = _lr(
         {
             "optimizer": {"type": "adamw"},
@@ -200,7 +201,7 @@ def test_polynomial_decay_with_polynomial_warmup_bert_shape():
     _check(spanning, {30: 1 - 20 / 40, 50: 0.0})
 
 
-def test_exponential_power_and_constant():
+def test_exponential_decay_staircase_and_offset_follow_model_garden():
     exponential = _lr(
         {
             "learning_rate": {
@@ -229,10 +230,16 @@ def test_exponential_power_and_constant():
         }
     )
     _check(smooth, {30: 0.064 * 0.96**2.5})
+
+
+def test_power_decay_follows_model_garden():
     power = _lr(
         {"learning_rate": {"type": "power", "power": {"initial_learning_rate": 1.0, "power": -0.5}}}
     )
     _check(power, {0: 1.0, 1: 1.0, 4: 0.5, 100: 0.1})
+
+
+def test_a_constant_rate_is_a_number_and_warms_up_linearly_from_its_start_value():
     constant = _lr({"learning_rate": {"type": "constant", "constant": {"learning_rate": 0.1}}})
     assert constant == 0.1
     warm = _lr(
@@ -493,7 +500,7 @@ def _one_step(
     return np.asarray(variable.numpy())
 
 
-def test_lamb_step_by_hand():
+def test_one_lamb_step_is_the_hand_computed_update_with_its_exclusions():
     opt = _build(
         {
             "optimizer": {"type": "lamb", "lamb": {"weight_decay_rate": 0.01}},
@@ -522,7 +529,7 @@ def test_lamb_step_by_hand():
     )
 
 
-def test_lars_step_by_hand():
+def test_one_lars_step_is_the_hand_computed_update():
     opt = _build(
         {
             "optimizer": {

@@ -280,7 +280,7 @@ def test_tfx_import_paths_serve_the_messages(stand_ins, tfx_root, wheel_files): 
         importlib.import_module("tfx.proto.nothing_pb2")
 
 
-def test_a_real_tfx_wins(tfx_root, tmp_path):  # noqa: F811
+def test_an_importable_tfx_package_serves_its_own_proto_modules(tfx_root, tmp_path):  # noqa: F811
     """Where a tfx package is importable, the modules here are its generated modules."""
     (tmp_path / "tfx" / "proto").mkdir(parents=True)
     (tmp_path / "tfx" / "__init__.py").write_text("")

@@ -287,7 +287,9 @@ def test_penguin_keras_module_transforms_tunes_trains_and_is_evaluated(
     assert "accuracy" in json.dumps(metrics)
 
 
-def test_penguin_template_preprocessing_and_model(tfx_root, penguin, tmp_path):
+def test_penguin_template_preprocessing_and_model_train_a_model_that_serves(
+    tfx_root, penguin, tmp_path
+):
     """tfx/experimental/templates/penguin/models: preprocessing.py and model.py import `features`
     and
     `constants` by their tfx paths."""
@@ -337,7 +339,7 @@ def test_components_testdata_trainer_module_on_the_shipped_transform_outputs(tfx
     _serve(serving, testdata / "csv_example_gen")
 
 
-def test_taxi_native_keras_module(taxi, taxi_native_keras):
+def test_taxi_native_keras_module_trains_a_model_that_serves_the_examples(taxi, taxi_native_keras):
     """tfx/examples/chicago_taxi_pipeline/taxi_utils_native_keras.py (transformed and trained by
     the shared fixture, which test_evaluate_tfma evaluates)."""
     examples, _ = taxi
@@ -357,7 +359,7 @@ def test_taxi_template_preprocessing_and_keras_model(tfx_root, taxi, tmp_path):
     )
 
 
-def test_imdb_native_keras_module(tfx_root, tmp_path):
+def test_imdb_native_keras_module_transforms_and_trains_a_model_that_serves(tfx_root, tmp_path):
     """tfx/examples/imdb/imdb_utils_native_keras.py on the wheel's IMDB sample (100 reviews)."""
     csv = shutil.copy(
         tfx_root / "tfx" / "examples" / "imdb" / "data" / "imdb_small_with_labels.txt",
@@ -369,7 +371,7 @@ def test_imdb_native_keras_module(tfx_root, tmp_path):
     _serve(_train(tmp_path, module, transformed, schema, graph), examples)
 
 
-def test_mnist_native_keras_module_from_tfrecords(tfx_root, tmp_path):
+def test_mnist_native_keras_module_trains_from_tfrecords_a_model_that_serves(tfx_root, tmp_path):
     """tfx/examples/mnist/mnist_utils_native_keras.py (imports mnist_utils_native_keras_base by its
     tfx path),
     from TFRecords of tf.Example as TFX's ImportExampleGen reads them, image_floats inferred as

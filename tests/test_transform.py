@@ -170,7 +170,9 @@ def _no_outputs(tmp_path: Path) -> None:
     assert not [p for p in tmp_path.iterdir() if ".staging" in p.name]
 
 
-def test_module_without_preprocessing_fn(tmp_path, monkeypatch, capsys):
+def test_a_module_without_preprocessing_fn_is_exit_2_naming_what_it_defines(
+    tmp_path, monkeypatch, capsys
+):
     module = tmp_path / "plain.py"
     module.write_text("def run_fn(fn_args):\n    pass\n")
     code, message = _fast(
@@ -196,7 +198,9 @@ def test_module_without_preprocessing_fn(tmp_path, monkeypatch, capsys):
     _no_outputs(tmp_path)
 
 
-def test_analyze_split_without_examples(tmp_path, monkeypatch, capsys):
+def test_an_analyze_split_without_examples_is_exit_2_and_writes_nothing(
+    tmp_path, monkeypatch, capsys
+):
     examples = tmp_path / "examples"
     for split in ("train", "eval"):
         (examples / f"Split-{split}").mkdir(parents=True)
@@ -224,7 +228,9 @@ def test_analyze_split_without_examples(tmp_path, monkeypatch, capsys):
     _no_outputs(tmp_path)
 
 
-def test_existing_outputs_and_missing_inputs_refused(tmp_path, monkeypatch, capsys):
+def test_a_used_output_a_missing_split_or_schema_is_exit_2_naming_its_flag(
+    tmp_path, monkeypatch, capsys
+):
     (tmp_path / "graph").mkdir()
     (tmp_path / "graph" / "old").write_text("x")
     base = [
@@ -270,7 +276,7 @@ def test_existing_outputs_and_missing_inputs_refused(tmp_path, monkeypatch, caps
 
 
 @pytest.mark.slow
-def test_preprocessing_fn_that_raises(tmp_path):
+def test_a_preprocessing_fn_that_raises_is_exit_3_with_its_traceback(tmp_path):
     module = tmp_path / "broken.py"
     module.write_text(
         textwrap.dedent("""

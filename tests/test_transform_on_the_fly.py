@@ -279,7 +279,9 @@ def _train_args(tmp_path: Path, graph: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_train_with_raw_examples_and_the_transform_graph(xf_graph, tmp_path):
+def test_train_applies_the_transform_graph_to_raw_examples_and_serves_accurately(
+    xf_graph, tmp_path
+):
     proc = run_cli(_train_args(tmp_path, xf_graph), timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "applying the transform graph" in proc.stderr and "species_xf" in proc.stderr
@@ -290,7 +292,9 @@ def test_train_with_raw_examples_and_the_transform_graph(xf_graph, tmp_path):
 @pytest.mark.parametrize(
     "wiring", ["raw examples", "TFX's: transformed examples and the raw schema"]
 )
-def test_tune_with_the_transform_graph(xf_graph, tmp_path, wiring):
+def test_tune_with_the_transform_graph_reads_raw_or_transformed_examples(
+    xf_graph, tmp_path, wiring
+):
     if wiring == "raw examples":
         examples, more, expected = PENGUIN / "data", [], "applying the transform graph"
     else:

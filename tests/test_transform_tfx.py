@@ -89,7 +89,7 @@ def first(tmp_path_factory) -> tuple[Path, dict, str]:
 
 
 @pytest.mark.slow
-def test_custom_config_every_split_and_stats_fn_as_tfx(first):
+def test_custom_config_reaches_preprocessing_fn_and_every_split_is_transformed_as_tfx(first):
     out, summary, stderr = first
     assert summary["num_examples"] == {"eval": 3, "test": 2, "train": 6}  # test is not skipped
     for split, _ in SPLITS:
@@ -97,7 +97,17 @@ def test_custom_config_every_split_and_stats_fn_as_tfx(first):
         assert [r["x_scaled"] for r in rows] == [3.0 * i for i in range(len(rows))]
         assert {r["x_mean"] for r in rows} == {2.5}  # mean of train's 0..5
     assert "preprocessing_fn takes custom_config: bound to --custom-config" in stderr
+
+
+@pytest.mark.slow
+def test_a_stats_options_updater_fn_is_not_called_and_the_log_says_why(first):
+    _, _, stderr = first
     assert "stats_options_updater_fn is not called: transform computes no statistics" in stderr
+
+
+@pytest.mark.slow
+def test_the_analyzer_cache_of_the_analyzed_span_is_written(first):
+    out, summary, _ = first
     [key] = summary["analyzer_cache"]["dataset_keys"]
     assert "span1-Split-train" in key and (out / "run1" / "cache" / key).is_dir()
 

@@ -143,7 +143,7 @@ def test_kfp_outputs_map_to_the_request(tmp_path):
     )
 
 
-def test_package_exports_stay_light():
+def test_importing_fnargs_and_tunerfnresult_loads_no_tensorflow():
     code = (
         "import sys, generic_trainer; assert 'generic_trainer.fit.fn_args' not in sys.modules; "
         "from generic_trainer import FnArgs, TunerFnResult; "
@@ -640,7 +640,9 @@ BAD_MODULES = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_MODULES))
-def test_bad_tuner_fn_fails_clearly_and_writes_nothing(regression, tmp_path, capsys, case):
+def test_a_bad_tuner_fn_exits_with_its_code_naming_the_fault_and_writes_nothing(
+    regression, tmp_path, capsys, case
+):
     source, extra, exit_code, needles = BAD_MODULES[case]
     module = tmp_path / f"bad_{case}.py"
     module.write_text(textwrap.dedent(source))

@@ -33,7 +33,7 @@ def test_a_dotted_module_name_imports_and_a_missing_or_pinned_one_is_refused(tmp
         user_module.load_user_module("acme_models.trainer", str(tmp_path / "dl"), sha256="0" * 64)
 
 
-def test_local_file_imports_its_sibling_and_sha_pin(tmp_path):
+def test_a_local_module_imports_its_sibling_and_a_wrong_sha256_pin_is_refused(tmp_path):
     (tmp_path / "helpers_for_test_sibling.py").write_text("VALUE = 7\n")
     path = tmp_path / "module_with_sibling.py"
     path.write_text(

@@ -377,7 +377,7 @@ def test_container_args_checks_read_no_file_and_see_the_jobs_env(capsys):
     )
 
 
-def test_required_flags_and_gs_base_dir(capsys):
+def test_a_missing_image_or_a_local_base_output_dir_is_exit_2_naming_the_flag(capsys):
     assert (
         cli.main(
             [
@@ -400,7 +400,9 @@ def test_required_flags_and_gs_base_dir(capsys):
     assert "--base-output-dir: expected a gs:// URI" in capsys.readouterr().err
 
 
-def test_clear_error_without_google_cloud_aiplatform(monkeypatch, capsys):
+def test_without_google_cloud_aiplatform_vertex_job_is_exit_2_saying_what_to_install(
+    monkeypatch, capsys
+):
     for name in [m for m in sys.modules if m.startswith("google.cloud.aiplatform")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(
@@ -812,7 +814,7 @@ def test_non_chief_replica_never_writes_the_executor_output(tmp_path, monkeypatc
     assert not output_file.exists()
 
 
-def test_options_are_frozen_and_pools_match():
+def test_replicas_become_a_chief_pool_and_a_worker_pool_with_the_same_container():
     values = {
         "project": "p",
         "region": "r",
