@@ -194,3 +194,22 @@ def test_what_the_records_cannot_honour_is_refused_by_name(tmp_path, change, whe
     assert raised.value.input_name.startswith("transform_cache_resolver")
     assert where in raised.value.input_name
     assert not (tmp_path / "p.yaml").exists()
+
+
+def test_local_steps_get_the_users_keras_choice_not_the_clis(tmp_path, monkeypatch):
+    """`tfx-pipeline run` hands its steps TF_USE_LEGACY_KERAS as the user set it (empty: unset,
+    so train's --keras auto gives a TFX module tf_keras, as TFX and the step's own container do),
+    not the Keras 3 the CLI chose for its own process."""
+    from generic_trainer import tfx_pipeline
+    from generic_trainer.intake.tfx_pipeline_options import build_tfx_pipeline_request
+
+    file = tmp_path / "p.py"
+    file.write_text("import os\nprint('KERAS=' + repr(os.environ['TF_USE_LEGACY_KERAS']))\n")
+    values = {"action": "run", "pipeline_file": str(file)}
+    for user, steps in ((None, ""), ("1", "1")):
+        environ = {} if user is None else {"TF_USE_LEGACY_KERAS": user}
+        request = build_tfx_pipeline_request(values, environ)
+        assert request.legacy_keras == steps
+        monkeypatch.setenv("TF_USE_LEGACY_KERAS", "0")  # what the CLI sets for itself
+        tfx_pipeline.run(request)
+        assert os.environ["TF_USE_LEGACY_KERAS"] == steps

@@ -190,6 +190,9 @@ def test_penguin_local_runs_twice_and_the_second_transform_takes_the_first_runs_
     home = tmp_path / "home"
     file = _penguin_local_home(tfx_root, home)
     first = _ok(_tfx_pipeline("run", file, home, tmp_path))
+    # the Trainer gets the Keras TFX gives the module (tf_keras), and BulkInferrer's TF1 loader
+    # serves that model
+    assert "tf.keras is Keras 2 (tf_keras): --keras auto" in first
     assert "no TransformCache artifact recorded" in first
     assert "the resolver found no earlier cache; none is used" in first
     _check_pushed(home, "penguin", "penguin_local_keras")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +62,12 @@ def run(
     # flags the file defines, and absl's log handler reads these after it.
     import absl.app  # noqa: F401
     import absl.logging  # noqa: F401
+
+    # The steps choose their Keras as they do in their own containers (train: --keras auto, so
+    # tf_keras for a TFX module, as TFX gives it), not the Keras 3 the CLI set for this process;
+    # a TF_USE_LEGACY_KERAS the user set is kept. Empty reads as unset to the steps and as
+    # Keras 3 to this process's TensorFlow.
+    os.environ["TF_USE_LEGACY_KERAS"] = request.legacy_keras
 
     from generic_trainer.tfx_dsl import capture
     from generic_trainer.tfx_kfp import component_source, runners

@@ -60,6 +60,7 @@ class TfxPipelineRequest:
     action: str
     pipeline_file: str
     pipeline_args: tuple[str, ...] = ()
+    legacy_keras: str = ""  # TF_USE_LEGACY_KERAS as the user set it ("": unset), for the steps
 
 
 def build_tfx_pipeline_request(
@@ -71,7 +72,8 @@ def build_tfx_pipeline_request(
 
     Args:
       values: the raw values (flags).
-      environ: unused (the file reads its own environment).
+      environ: the environment (os.environ by default): its TF_USE_LEGACY_KERAS, read before
+        the CLI sets its own, is what the steps get.
       kfp: unused (no component).
 
     Returns:
@@ -83,6 +85,10 @@ def build_tfx_pipeline_request(
     path = values.get("pipeline_file")
     if not isinstance(path, str) or not os.path.isfile(path):
         raise UserInputError("FILE", f"expected a TFX pipeline file (.py), got {path!r}")
+    environ = os.environ if environ is None else environ
     return TfxPipelineRequest(
-        action, os.path.abspath(path), tuple(values.get("pipeline_args") or ())
+        action,
+        os.path.abspath(path),
+        tuple(values.get("pipeline_args") or ()),
+        environ.get("TF_USE_LEGACY_KERAS", ""),
     )
