@@ -149,11 +149,11 @@ def run(
     with outputs.exclusive_all(held, new=tuple(flag for _, flag in held)):
         result = _transform(request, before_publish)
         if request.records_dir and request.updated_analyzer_cache:  # for a later run's resolve
+            from generic_trainer.artifacts.storage import local_path
             from generic_trainer.tfx_kfp import model_records
 
-            model_records.record_artifact(
-                request.records_dir, "TransformCache", request.updated_analyzer_cache
-            )
+            cache = local_path(request.updated_analyzer_cache, request.gcs_root)  # not gs://
+            model_records.record_artifact(request.records_dir, "TransformCache", cache)
         return result
 
 
