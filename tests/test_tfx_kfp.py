@@ -412,6 +412,39 @@ def test_local_run_follows_the_condition_and_resolves_fresh_each_run(tmp_path):
 
 
 @pytest.mark.slow
+def test_local_run_of_a_latest_artifact_resolver_takes_the_newest_record(tmp_path):
+    """TFX's LatestArtifactStrategy of TransformCache under kfp.local: nothing on a first run,
+    then the newest analyzer cache a transform recorded."""
+    from generic_trainer.tfx_kfp import kfp_pipeline, model_records
+
+    root = tmp_path / "root"
+    parameters = {
+        "strategy": "LatestArtifactStrategy",
+        "artifact_types": {"cache": "TransformCache"},
+        "pipeline_name": "resolvers",
+        "pipeline_root": str(root),
+    }
+    plan = Plan(
+        name="resolvers", root=str(root), steps=(Step("cache", "resolver", {}, parameters),)
+    )
+    first = _run_local(plan)
+    assert first.returncode == 0, first.stderr[-4000:]
+    assert [os.listdir(p) for p in _outputs(root, "generic-resolver")] == [
+        [model_records.NOTHING_RESOLVED]
+    ]
+    records = kfp_pipeline.records_dir(plan)
+    for run in ("run1", "run2"):
+        (tmp_path / run / "cache" / "key").mkdir(parents=True)
+        model_records.record_artifact(records, "TransformCache", str(tmp_path / run / "cache"))
+    second = _run_local(plan)
+    assert second.returncode == 0, second.stderr[-4000:]
+    log = second.stdout + second.stderr
+    assert f"resolved the latest TransformCache artifact: {tmp_path / 'run2' / 'cache'}" in log
+    resolved = sorted(_outputs(root, "generic-resolver"))
+    assert len(resolved) == 2 and os.listdir(resolved[-1]) == ["key"]
+
+
+@pytest.mark.slow
 def test_a_failing_step_ends_the_run_naming_its_tfx_node(tmp_path):
     plan = Plan(
         name="failing",

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, cli_env
 from test_tfx_real_modules import tfx_root  # noqa: F401 - the wheel fixture
+from tfx_templates import penguin_csv
 
 TIMEOUT = 3600
 # several steps, each a fresh process importing TensorFlow and Beam, on a loaded machine
@@ -164,6 +165,52 @@ def test_imdb_native_keras_runs_and_pushes_a_servable_model(tfx_root, tmp_path):
     _ok(_tfx_pipeline("run", wheel / "imdb_pipeline_native_keras.py", home, tmp_path))
     outputs = _check_pushed(home, "imdb", "imdb_native_keras")
     assert list(outputs.values()) == [[8, 1]], outputs
+
+
+def _penguin_local_home(wheel_root: Path, home: Path) -> Path:
+    """HOME as penguin_pipeline_local.py expects it: ~/penguin/data/{labelled,unlabelled}/ and
+    the module files in ~/penguin."""
+    wheel = wheel_root / "tfx" / "examples" / "penguin"
+    data = home / "penguin" / "data"
+    for folder, labelled in (("labelled", True), ("unlabelled", False)):
+        (data / folder).mkdir(parents=True)
+        penguin_csv(data / folder / f"penguins_{folder}_processed.csv", labelled)
+    for name in ("penguin_utils_keras.py", "penguin_utils_base.py"):
+        _copy(wheel / name, home / "penguin" / name)
+    return wheel / "penguin_pipeline_local.py"
+
+
+@pytest.mark.tfx_files
+def test_penguin_local_runs_twice_and_the_second_transform_takes_the_first_runs_cache(
+    tfx_root,  # noqa: F811
+    tmp_path,
+):
+    """TFX's penguin_pipeline_local.py, unedited, with its default flags (the Keras module: Tuner,
+    Trainer, Evaluator, BulkInferrer, Pusher; the transform-cache and blessed-model resolvers)."""
+    home = tmp_path / "home"
+    file = _penguin_local_home(tfx_root, home)
+    first = _ok(_tfx_pipeline("run", file, home, tmp_path))
+    # the Trainer gets the Keras TFX gives the module (tf_keras), and BulkInferrer's TF1 loader
+    # serves that model
+    assert "tf.keras is Keras 2 (tf_keras): --keras auto" in first
+    assert "no TransformCache artifact recorded" in first
+    assert "the resolver found no earlier cache; none is used" in first
+    _check_pushed(home, "penguin", "penguin_local_keras")
+    runs = home / "tfx" / "pipelines" / "penguin_local_keras"
+    records = runs / "generic-trainer-records" / "penguin_local_keras" / "artifacts"
+    assert len(list((records / "TransformCache").iterdir())) == 1
+    assert len(list((records / "PushedModel").iterdir())) == 1
+
+    second = _ok(_tfx_pipeline("run", file, home, tmp_path))
+    assert "resolved the latest TransformCache artifact" in second
+    # ExampleGen's output is KFP's cached one, so its train split is the dataset the cache holds
+    assert "analyzer cache: 1 of 1 analyze datasets come from the cache" in second
+    caches = [
+        json.loads(p.read_text())["artifacts"]["updated_analyzer_cache"]["artifacts"][0]
+        for p in _one(runs, "*/generic-transform/executor_output.json")
+    ]
+    assert [c["metadata"]["cached_datasets"] for c in caches] == [0, 1], caches
+    assert "resolved the latest blessed model" in second
 
 
 def test_penguin_kubeflow_compiles_to_a_pipeline_of_this_images_components(

@@ -84,6 +84,7 @@ def first(tmp_path_factory) -> tuple[Path, dict, str]:
         "--custom-config", '{"scale": 3}', "--transform-graph", out / "run1" / "graph",
         "--transformed-examples", out / "run1" / "examples",
         "--updated-analyzer-cache", out / "run1" / "cache",
+        "--records-dir", out / "records",
     )  # fmt: skip
     return out, summary, stderr
 
@@ -110,6 +111,11 @@ def test_the_analyzer_cache_of_the_analyzed_span_is_written(first):
     out, summary, _ = first
     [key] = summary["analyzer_cache"]["dataset_keys"]
     assert "span1-Split-train" in key and (out / "run1" / "cache" / key).is_dir()
+    # recorded for a later run's LatestArtifactStrategy resolver (TransformCache)
+    from generic_trainer.tfx_kfp import model_records
+
+    record = model_records.latest_artifact(str(out / "records"), "TransformCache")
+    assert record["uri"] == str(out / "run1" / "cache"), record
 
 
 @pytest.mark.slow
@@ -169,6 +175,12 @@ def test_request_takes_spans_custom_config_and_the_cache(tmp_path):
     )
     assert request.analyzer_cache == str(tmp_path / "cache")
     assert request.updated_analyzer_cache == str(tmp_path / "cache2")
+    assert request.records_dir is None
+    # a resolver that found no earlier cache (NOTHING_RESOLVED): no cache, as TFX's empty channel
+    (tmp_path / "resolved").mkdir()
+    (tmp_path / "resolved" / "NOTHING_RESOLVED").write_text("")
+    nothing = build_transform_request({**values, "analyzer_cache": str(tmp_path / "resolved")})
+    assert nothing.analyzer_cache is None
     bad = [
         ({"examples": f"{tmp_path / 's1'},{tmp_path / 's1'}"}, "--examples", "appears twice"),
         ({"analyzer_cache": str(tmp_path / "schema.pbtxt")}, "--analyzer-cache", "not a dir"),

@@ -43,6 +43,15 @@ def _copy_files(source: Path, out: Path, pipeline_name: str) -> None:
         (out / relative).write_text(text)
 
 
+def penguin_csv(out: Path, labelled: bool = True) -> None:
+    """TFX's processed penguin CSV (see the module doc) at `out`; `labelled=False`: without its
+    `species` column, as TFX's `penguins_unlabelled_processed.csv`."""
+    _penguin_csv(out)
+    if not labelled:
+        rows = out.read_text().splitlines()
+        out.write_text("".join(row.split(",", 1)[1] + "\n" for row in rows))
+
+
 def _penguin_csv(out: Path) -> None:
     import palmerpenguins
 

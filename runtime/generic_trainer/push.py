@@ -153,7 +153,14 @@ def run(
         source = outputs.serving_model_path(request.model)
         dirs, files = model_files(source)
         stamps = tree.fingerprint(source, [".", *files])
-        return _push(request, source, dirs, files, stamps, before_publish)
+        result = _push(request, source, dirs, files, stamps, before_publish)
+    if request.records_dir:  # only a pushed model is recorded (TFX's PushedModel)
+        from generic_trainer.tfx_kfp import model_records
+
+        uri = request.pushed_model_dir or os.path.join(request.push_destination, result.version)
+        properties = {**kfp_metadata(request, result)["pushed_model"], "model": request.model}
+        model_records.record_artifact(request.records_dir, "PushedModel", uri, properties)
+    return result
 
 
 def _push(

@@ -1,10 +1,13 @@
-"""The `resolve` verb: TFX's Resolver with LatestBlessedModelStrategy, on any KFP.
+"""The `resolve` verb: TFX's Resolver with LatestBlessedModelStrategy or LatestArtifactStrategy,
+on any KFP.
 
-Reads the records the pipeline's evaluators left (tfx_kfp/model_records.py) and copies the latest
-model still there, with its BLESSED blessing, into the output (`model`); with none (a first run)
-the output holds only NOTHING_RESOLVED, which evaluate reads as "no baseline" (TFX: an empty
-channel, change thresholds skipped). Whole or not at all: staged, then renamed into place. The
-`found` output parameter says which. Nothing resolved is a result, not a failure: exit 0.
+Reads the records the pipeline's steps left (tfx_kfp/model_records.py) and copies the latest model
+still there with its BLESSED blessing (latest_blessed_model), or the latest artifact of the type
+still there (latest_artifact), into the output (`model`); with none (a first run) the output holds
+only NOTHING_RESOLVED, which evaluate reads as "no baseline" (TFX: an empty channel, change
+thresholds skipped) and transform as "no analyzer cache". Whole or not at all: staged, then
+renamed into place. The `found` output parameter says which. Nothing resolved is a result, not a
+failure: exit 0.
 """
 
 from __future__ import annotations
@@ -27,20 +30,26 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class ResolveResult:
-    """The resolved model's record (None: nothing resolved)."""
+    """The resolved record (None: nothing resolved)."""
 
     record: dict[str, Any] | None
 
+    @property
+    def source(self) -> str | None:
+        """The resolved model's or artifact's dir (None: nothing resolved)."""
+        if self.record is None:
+            return None
+        return str(self.record.get("model") or self.record.get("uri"))
+
     def summary(self) -> dict[str, Any]:
         """The printed summary."""
-        found = self.record is not None
-        return {"found": found, "model": self.record["model"] if found else None}
+        return {"found": self.record is not None, "model": self.source}
 
 
 def run(
     request: ResolveRequest, before_publish: Callable[[ResolveResult], None] | None = None
 ) -> ResolveResult:
-    """Resolve the latest blessed model and publish it (or NOTHING_RESOLVED) as the output.
+    """Resolve the latest blessed model or artifact and publish it (or NOTHING_RESOLVED).
 
     Args:
       request: the resolve request.
@@ -49,17 +58,22 @@ def run(
     Returns:
       The ResolveResult.
     """
-    record = model_records.latest_blessed(request.records_dir)
+    if request.strategy == "latest_artifact":
+        what = f"{request.artifact_type} artifact"
+        record = model_records.latest_artifact(request.records_dir, request.artifact_type)
+    else:
+        what = "blessed model"
+        record = model_records.latest_blessed(request.records_dir)
+    result = ResolveResult(record)
     staging = storage.staging_dir_for(request.model_dir)
-    if record is None:
-        log.info("no blessed model recorded in %s yet: nothing resolved", request.records_dir)
+    if result.source is None:
+        log.info("no %s recorded in %s yet: nothing resolved", what, request.records_dir)
         os.makedirs(staging)
         with open(os.path.join(staging, model_records.NOTHING_RESOLVED), "w") as f:
-            f.write("no blessed model of an earlier run was found\n")
+            f.write(f"no {what} of an earlier run was found\n")
     else:
-        log.info("resolved the latest blessed model: %s", record["model"])
-        shutil.copytree(record["model"], staging)
-    result = ResolveResult(record)
+        log.info("resolved the latest %s: %s", what, result.source)
+        shutil.copytree(result.source, staging)
     if before_publish is not None:
         before_publish(result)
     storage.publish_dir(staging, request.model_dir)
@@ -71,15 +85,19 @@ def kfp_outputs(
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
     """The model artifact's metadata and, when declared, the `found` output parameter."""
     found = result.record is not None
-    metadata = {"model": {"found": int(found), "source": result.record["model"] if found else ""}}
+    metadata: dict[str, Any] = {"found": int(found), "source": result.source or ""}
+    if found and result.record and result.record.get("properties"):
+        metadata.update(result.record["properties"])  # TFX's properties (PushedModel's, ...)
     declared = request.kfp is not None and "found" in request.kfp.parameters
-    return metadata, {"found": found} if declared else None
+    return {"model": metadata}, {"found": found} if declared else None
 
 
 def describe(r: ResolveRequest) -> list[str]:
     """The log line saying what will be resolved."""
     return [
-        f"resolve request: strategy={r.strategy} records_dir={r.records_dir} "
+        f"resolve request: strategy={r.strategy}"
+        + (f" artifact_type={r.artifact_type}" if r.artifact_type else "")
+        + f" records_dir={r.records_dir} "
         f"model_dir={r.model_dir}"
     ]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +60,12 @@ def run(
     Returns:
       The result.
     """
+    # The steps choose their Keras as they do in their own containers (train: --keras auto, so
+    # tf_keras for a TFX module, as TFX gives it), not the Keras 3 the CLI set for this process;
+    # a TF_USE_LEGACY_KERAS the user set is kept. Empty reads as unset to the steps and as
+    # Keras 3 to this process's TensorFlow.
+    os.environ["TF_USE_LEGACY_KERAS"] = request.legacy_keras
+
     from generic_trainer.tfx_dsl import capture
     from generic_trainer.tfx_kfp import component_source, docker_tasks, runners
 

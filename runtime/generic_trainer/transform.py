@@ -147,7 +147,14 @@ def run(
         (request.updated_analyzer_cache, "--updated-analyzer-cache"),
     ]
     with outputs.exclusive_all(held, new=tuple(flag for _, flag in held)):
-        return _transform(request, before_publish)
+        result = _transform(request, before_publish)
+        if request.records_dir and request.updated_analyzer_cache:  # for a later run's resolve
+            from generic_trainer.artifacts.storage import local_path
+            from generic_trainer.tfx_kfp import model_records
+
+            cache = local_path(request.updated_analyzer_cache, request.gcs_root)  # not gs://
+            model_records.record_artifact(request.records_dir, "TransformCache", cache)
+        return result
 
 
 def _transform(

@@ -7,6 +7,7 @@ See options.py for how each `Option` becomes a flag, a component input and a req
 from __future__ import annotations
 
 from generic_trainer.intake.common_options import common_groups
+from generic_trainer.intake.evaluate_outputs import records_dir
 from generic_trainer.intake.options import Component, Group, Option, Verb, artifact, output, value
 
 PUSH_INPUTS = Group(
@@ -84,6 +85,19 @@ PUSH_OUTPUTS = Group(
                     "pushed_destination,\npushed_version (and the reasons when not pushed)."
                 ),
                 name="pushed_model",
+            ),
+        ),
+        Option(
+            "records_dir",
+            check=records_dir,
+            help="when pushed, record the pushed model here for a later run's resolve "
+            "(TFX's PushedModel, LatestArtifactStrategy); default: no record",
+            metavar="DIR",
+            param=value(
+                str,
+                "When pushed, record the pushed model here for a later run's resolver (the\n"
+                "tfx-pipeline verb sets <pipeline_root>/generic-trainer-records/<name>).",
+                None,
             ),
         ),
     ),

@@ -41,6 +41,7 @@ class PushRequest:
     model_blessing: str | None = None
     infra_blessing: str | None = None
     pushed_model_dir: str | None = None
+    records_dir: str | None = None  # when pushed, the pushed model is recorded there (resolve)
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
 

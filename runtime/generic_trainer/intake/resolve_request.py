@@ -22,6 +22,7 @@ class ResolveRequest:
     records_dir: str
     model_dir: str
     strategy: str = resolve_options.STRATEGIES[0]
+    artifact_type: str = ""  # latest_artifact: the TFX type (a key of model_records.RECORDED)
     gcs_root: str = "/gcs"
     kfp: KfpOutputs | None = None
 
@@ -48,10 +49,27 @@ def build_resolve_request(
       The request.
     """
     raw = raw_inputs(values, environ, kfp)
-    return ResolveRequest(
+    request = ResolveRequest(
         records_dir=_local("--records-dir", values.get("records_dir"), raw.gcs_root),
         model_dir=_local("--model-dir", values.get("model_dir"), raw.gcs_root),
         gcs_root=raw.gcs_root,
         kfp=kfp,
         **options.checked_fields(resolve_options.RESOLVE, raw),
     )
+    _check_artifact_type(request)
+    return request
+
+
+def _check_artifact_type(request: ResolveRequest) -> None:
+    """latest_artifact needs a type some step records; latest_blessed_model takes none."""
+    from generic_trainer.tfx_kfp.model_records import RECORDED
+
+    kind = request.artifact_type
+    if request.strategy == "latest_artifact" and kind not in RECORDED:
+        recorded = ", ".join(f"{k} (by {v})" for k, v in RECORDED.items())
+        raise UserInputError(
+            "--artifact-type",
+            f"{kind or '(none)'}: latest_artifact resolves a type the steps record: {recorded}",
+        )
+    if request.strategy != "latest_artifact" and kind:
+        raise UserInputError("--artifact-type", "only latest_artifact takes an artifact type")

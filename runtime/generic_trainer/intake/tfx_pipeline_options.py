@@ -86,6 +86,7 @@ class TfxPipelineRequest:
     pipeline_args: tuple[str, ...] = ()
     docker: bool = False
     docker_image: str | None = None
+    legacy_keras: str = ""  # TF_USE_LEGACY_KERAS as the user set it ("": unset), for the steps
 
 
 def build_tfx_pipeline_request(
@@ -97,7 +98,8 @@ def build_tfx_pipeline_request(
 
     Args:
       values: the raw values (flags).
-      environ: unused (the file reads its own environment).
+      environ: the environment (os.environ by default): its TF_USE_LEGACY_KERAS, read before
+        the CLI sets its own, is what the steps get.
       kfp: unused (no component).
 
     Returns:
@@ -112,10 +114,12 @@ def build_tfx_pipeline_request(
     image = values.get("docker_image")
     if image is not None and (not isinstance(image, str) or not image.strip()):
         raise UserInputError("--docker-image", f"expected an image name, got {image!r}")
+    environ = os.environ if environ is None else environ
     return TfxPipelineRequest(
         action,
         os.path.abspath(path),
         tuple(values.get("pipeline_args") or ()),
         docker=bool(values.get("docker")) or image is not None,
         docker_image=image,
+        legacy_keras=environ.get("TF_USE_LEGACY_KERAS", ""),
     )

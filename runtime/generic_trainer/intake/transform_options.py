@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from generic_trainer.intake.common_options import common_groups
 from generic_trainer.intake.data_options import BEAM
+from generic_trainer.intake.evaluate_outputs import records_dir
 from generic_trainer.intake.options import Component, Group, Option, Verb, artifact, output, value
 from generic_trainer.intake.request import sha256, splits, text
 
@@ -151,6 +152,19 @@ TRANSFORM_OUTPUTS = Group(
                 "Artifact",
                 "tf.Transform analyzer cache of this run (TFX's updated_analyzer_cache), for the\n"
                 "next run's analyzer_cache; metadata: dataset_keys, cached_datasets.",
+            ),
+        ),
+        Option(
+            "records_dir",
+            check=records_dir,
+            help="record the updated analyzer cache here for a later run's resolve "
+            "(TFX's LatestArtifactStrategy of TransformCache); default: no record",
+            metavar="DIR",
+            param=value(
+                str,
+                "Record the updated analyzer cache here for a later run's resolver (the\n"
+                "tfx-pipeline verb sets <pipeline_root>/generic-trainer-records/<name>).",
+                None,
             ),
         ),
     ),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -33,6 +34,8 @@ from generic_trainer.intake.values import (
     ints_from_floats,
     json_object,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +63,7 @@ class TransformRequest:
     # --examples resolved once: per Examples dir (example_dirs' order), (split, its file pattern
     # `<dir>/Split-<name>/*`) for every split read: those analyzed and those transformed.
     split_files: tuple[tuple[tuple[str, str], ...], ...] = ()
+    records_dir: str | None = None  # the updated analyzer cache is recorded there (resolve)
 
     def example_dirs(self) -> tuple[tuple[str, str], ...]:
         """Every Examples dir read, oldest span first: (local path, the URI Beam reads)."""
@@ -180,6 +184,11 @@ def _analyzer_cache(beam: BeamInputs) -> str | None:
         raise UserInputError(
             "--analyzer-cache", f"{value} is not a directory (an earlier run's analyzer cache)"
         )
+    from generic_trainer.tfx_kfp.model_records import resolved_nothing
+
+    if resolved_nothing(path):  # TFX: an empty channel; the analyzers read every dataset
+        log.info("--analyzer-cache: the resolver found no earlier cache; none is used")
+        return None
     return beam.path(value)
 
 

@@ -4,8 +4,9 @@ Each `Step` becomes a task of its component (display name: the TFX node id), fed
 its `inputs` name; a `ParameterRef` becomes a pipeline parameter, `run_when` nested `dsl.If`s on the
 producer's output parameter (the evaluator's and infra-validator's `blessed`), `importer` steps
 `dsl.importer`, and `enable_cache` each task's KFP caching (the resolver is never cached: it must
-read the records as they are when it runs). Every evaluator records its model under
-`records_dir(plan)` when it blesses it; a `latest_blessed_model` resolver reads those records.
+read the records as they are when it runs). Under `records_dir(plan)` every evaluator records the
+model it blesses, every transform its updated analyzer cache and every pusher the model it pushes
+(model_records.py); a resolver reads those records.
 
 kfp is imported inside the functions.
 """
@@ -29,7 +30,17 @@ RECORDS = "generic-trainer-records"
 RESOLVER_STRATEGIES = {
     "LatestBlessedModelStrategy": "latest_blessed_model",
     "latest_blessed_model": "latest_blessed_model",
+    "LatestArtifactStrategy": "latest_artifact",
 }
+# What the resolve step cannot honour yet, and why (named in the refusal).
+NOT_RESOLVED = {
+    "SpanRangeStrategy": (
+        "SpanRangeStrategy is not run here: the Examples of earlier runs are not recorded by "
+        "span, and the resolve step hands on one artifact, not a range of spans (give "
+        "ExampleGen the span to read with its input_config {SPAN} and range_config instead)"
+    ),
+}
+RECORDING = ("evaluator", "transform", "pusher", "resolver")  # the components given records_dir
 _PTYPES = {"str": str, "int": int, "float": float}
 _ARTIFACT_CLASSES = {
     "Model": "Model",
@@ -156,7 +167,7 @@ def _task(
     values.update({n: _output(tasks, step, n, ref) for n, ref in step.inputs.items()})
     if step.component in BEAM_COMPONENTS and "beam_pipeline_args" in declared:
         values.setdefault("beam_pipeline_args", list(plan.beam_pipeline_args))
-    if step.component in ("evaluator", "resolver") and "records_dir" in declared:
+    if step.component in RECORDING and "records_dir" in declared:
         values.setdefault("records_dir", records_dir(plan))
     unknown = sorted(set(values) - declared)
     if unknown:
@@ -177,11 +188,14 @@ def _task(
 
 def _output(tasks: Mapping[str, Any], step: Step, name: str, ref: Any) -> Any:
     """The producer's output `ref` names: an importer's one artifact (TFX's `result`), a
-    resolver's `model`, any other component's output of that name."""
+    resolver's one artifact (`model`, whatever its channel's name), any other component's output
+    of that name."""
     producer = tasks[ref.step]
     outputs = producer.outputs
     if "artifact" in outputs and len(outputs) == 1:  # dsl.importer
         return producer.output
+    if set(outputs) == {"model", "found"}:  # the resolver
+        return outputs["model"]
     if ref.output not in outputs:
         raise ValueError(
             f"step {step.id}: input {name}: {ref.step} has no output {ref.output!r} here "
@@ -196,15 +210,48 @@ def _resolver_parameters(step: Step, values: Mapping[str, Any]) -> dict[str, Any
 
     strategy = str(values.get("strategy", ""))
     if strategy not in RESOLVER_STRATEGIES:
-        raise UserInputError(
-            f"{step.id}.strategy_class",
-            f"{strategy}: the resolve step resolves LatestBlessedModelStrategy only, for now",
+        reason = NOT_RESOLVED.get(strategy) or (
+            f"{strategy}: the resolve step resolves "
+            "LatestBlessedModelStrategy and LatestArtifactStrategy"
         )
+        raise UserInputError(f"{step.id}.strategy_class", reason)
     kept = {"strategy": RESOLVER_STRATEGIES[strategy]}
+    if kept["strategy"] == "latest_artifact":
+        kept["artifact_type"] = _latest_artifact_type(step, values)
     if values.get("pipeline_root") and values.get("pipeline_name"):
         root = str(values["pipeline_root"]).rstrip("/")
         kept["records_dir"] = f"{root}/{RECORDS}/{values['pipeline_name']}"
     return kept
+
+
+def _latest_artifact_type(step: Step, values: Mapping[str, Any]) -> str:
+    """The one artifact type a LatestArtifactStrategy resolver resolves; refuses what the
+    records cannot honour (several channels, a producer filter, a type no step records)."""
+    from generic_trainer.errors import UserInputError
+    from generic_trainer.tfx_kfp.model_records import RECORDED
+
+    types = dict(values.get("artifact_types") or {})
+    if len(types) != 1:
+        raise UserInputError(
+            step.id,
+            f"LatestArtifactStrategy over {len(types)} channels ({', '.join(types)}): the "
+            "resolve step resolves one channel; give each its own Resolver",
+        )
+    (key, kind), producers = next(iter(types.items())), values.get("producers") or {}
+    if producers:
+        raise UserInputError(
+            f"{step.id}.{key}",
+            f"producer_component_id={producers[key]!r} cannot be honoured: the records are "
+            "kept per pipeline and artifact type, not per producing node; leave it out",
+        )
+    if kind not in RECORDED:
+        recorded = ", ".join(f"{k} (recorded by {v})" for k, v in RECORDED.items())
+        raise UserInputError(
+            f"{step.id}.{key}",
+            f"LatestArtifactStrategy of {kind} is not run here: no step records {kind} "
+            f"artifacts for later runs; it resolves {recorded}",
+        )
+    return str(kind)
 
 
 def _importer(step: Step, values: Mapping[str, Any], enable_cache: bool) -> Any:
