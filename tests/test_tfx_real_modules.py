@@ -287,6 +287,46 @@ def test_penguin_keras_module_transforms_tunes_trains_and_is_evaluated(
     assert "accuracy" in json.dumps(metrics)
 
 
+def test_penguin_keras_module_trained_under_keras3_is_bulk_inferred_through_its_tft_layer(
+    tfx_root, penguin, penguin_keras, tmp_path
+):
+    """penguin_utils_keras.py under Keras 3 (--keras keras3) saves with tf.saved_model.save, its
+    TFT layer tracked as `model.tft_layer`: Keras 3 saves its variables so that a TF1 session load
+    (tfx_bsl's, TFX's BulkInferrer's) leaves the ones the signature reads unset ("Could not find
+    variable dense_2/kernel"). bulk-infer sets them and answers what tf.saved_model.load does."""
+    import numpy as np
+    import tensorflow as tf
+    from generic_trainer.records.example_files import read_records
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    examples, schema = penguin
+    module = tfx_root / "tfx" / "examples" / "penguin" / "penguin_utils_keras.py"
+    graph, transformed = penguin_keras / "graph", penguin_keras / "transformed"
+    serving = _train(tmp_path, module, transformed, schema, graph, "--keras", "keras3")
+    result = tmp_path / "result"
+    proc = _gt(
+        "bulk-infer",
+        "--model",
+        tmp_path / "model",
+        "--examples",
+        examples,
+        "--inference-result",
+        result,
+    )
+    assert "restore left" in proc.stderr, "the Keras 3 SavedModel no longer needs the repair"
+    [logs_file] = result.iterdir()
+    logs = [prediction_log_pb2.PredictionLog.FromString(r) for r in read_records(str(logs_file))]
+    records = [log.predict_log.request.inputs["examples"].string_val[0] for log in logs]
+    assert len(set(records)) == len(logs) > 50
+    got = np.concatenate(
+        [tf.make_ndarray(log.predict_log.response.outputs["outputs"]) for log in logs]
+    )
+    signature = tf.saved_model.load(str(serving)).signatures["serving_default"]
+    served = signature(examples=tf.constant(records))["outputs"].numpy()
+    assert got.shape == served.shape == (len(logs), 3)
+    np.testing.assert_allclose(got, served, rtol=1e-5, atol=1e-6)
+
+
 def test_penguin_template_preprocessing_and_model_train_a_model_that_serves(
     tfx_root, penguin, tmp_path
 ):

@@ -95,7 +95,8 @@ def _gzipped(path: str) -> bool:
 
 def _handler(plan: InferencePlan) -> Any:
     """tfx_bsl's SavedModel handler for Beam's RunInference, keyed by split; examples the model
-    cannot parse (a feature missing, of another type) are bad input naming --examples."""
+    cannot parse (a feature missing, of another type) are bad input naming --examples. The loaded
+    session gets the variables a Keras 3 model's restore leaves unset (session_variables.py)."""
     import tensorflow as tf
     from apache_beam.ml.inference import base
     from tfx_bsl.public.beam import run_inference
@@ -107,6 +108,13 @@ def _handler(plan: InferencePlan) -> Any:
     spec = model_spec_pb2.InferenceSpecType(saved_model_spec=saved_model)
 
     class Keyed(base.KeyedModelHandler):
+        def load_model(self) -> Any:
+            from generic_trainer.beam.session_variables import set_unset_variables
+
+            session = super().load_model()
+            set_unset_variables(session)  # a Keras 3 model's variables its restore left unset
+            return session
+
         def run_inference(self, batch: Any, model: Any, inference_args: Any = None) -> Any:
             try:
                 return super().run_inference(batch, model, inference_args)
