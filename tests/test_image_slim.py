@@ -29,6 +29,8 @@ NOT_IN_IMAGE = {
     "(generic-trainer[pipelines])",
     "boto3": "s3:// module files without the /s3 mount (generic-trainer[s3])",
     "botocore": "as boto3",
+    "docker": "tfx-pipeline run --docker starts the image's containers from the host, never "
+    "inside the image",
     "kfp": "options.component_function, called only by components/build.py to compile the "
     "components",
 }

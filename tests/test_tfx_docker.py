@@ -169,3 +169,30 @@ def test_tfx_pipeline_run_docker_runs_the_image_flags_name_or_says_no_engine(tmp
         )
         assert f"unix://{tmp_path}/no-engine.sock" in proc.stderr
     assert not (tmp_path / "root").exists()
+
+
+def test_tfx_pipeline_run_without_kfp_is_exit_2_saying_what_to_install(tmp_path):
+    """The image leaves kfp out: a run there (or in a venv without the extra) stops before the
+    file runs, naming kfp and the extra to install; nothing is written."""
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+
+    file = tmp_path / "small_pipeline.py"
+    file.write_text(PIPELINE_FILE)
+    blocked = (
+        "import sys; sys.modules['kfp'] = None; from generic_trainer.cli import main; "
+        f"sys.exit(main(['tfx-pipeline', 'run', {str(file)!r}]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", blocked],
+        env=cli_env({"HOME": str(tmp_path)}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "tfx-pipeline run: needs kfp" in proc.stderr
+    assert "pip install 'generic-trainer[pipelines]'" in proc.stderr
+    assert not (tmp_path / "root").exists()

@@ -13,11 +13,13 @@ fails ends the run non-zero, naming the step.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 import os
 from collections.abc import Callable
 from typing import Any
 
+from generic_trainer.errors import UserInputError
 from generic_trainer.intake import kfp_component, tfx_pipeline_options
 from generic_trainer.intake.contract import VerbContract
 from generic_trainer.intake.tfx_pipeline_options import (
@@ -47,6 +49,25 @@ def render(plan: Any) -> str:
     return rendering.render_plan(plan)
 
 
+def _require(*modules: str) -> None:
+    """Refuse a run before the file runs when a library it needs is not installed."""
+
+    def missing(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is None
+        except ValueError:  # a module set to None in sys.modules: blocked
+            return True
+
+    absent = [module for module in modules if missing(module)]
+    if absent:
+        raise UserInputError(
+            "tfx-pipeline run",
+            f"needs {' and '.join(absent)}, which this environment lacks (the runtime image "
+            "leaves kfp out): run pipeline files where you compile and launch pipelines, after "
+            "`pip install 'generic-trainer[pipelines]'`",
+        )
+
+
 def run(
     request: TfxPipelineRequest,
     before_publish: Callable[[TfxPipelineResult], None] | None = None,
@@ -60,6 +81,8 @@ def run(
     Returns:
       The result.
     """
+    if request.action == "run":
+        _require("kfp", *(("docker",) if request.docker else ()))
     # The steps choose their Keras as they do in their own containers (train: --keras auto, so
     # tf_keras for a TFX module, as TFX gives it), not the Keras 3 the CLI set for this process;
     # a TF_USE_LEGACY_KERAS the user set is kept. Empty reads as unset to the steps and as

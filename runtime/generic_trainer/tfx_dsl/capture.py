@@ -70,10 +70,7 @@ def _logging_state() -> Iterator[None]:
     try:
         yield
     finally:
-        for handler in [h for h in root.handlers if h not in handlers]:
-            root.removeHandler(handler)
-        for handler in [h for h in handlers if h not in root.handlers]:
-            root.addHandler(handler)
+        root.handlers[:] = handlers  # the same handlers in the same order (absl's taken away)
         root.setLevel(level)
         absl_logger.setLevel(absl_level)
 
