@@ -26,12 +26,14 @@ from generic_trainer.intake.secret_channels import run_secrets
 from generic_trainer.records import cache_budget
 
 
-def _relay(writes: list[tuple[bytes, float]], secrets: list[str], tmp_path: Path) -> bytes:
+def _relay(
+    writes: list[tuple[bytes, float]], secrets: list[str], tmp_path: Path, hidden=None
+) -> bytes:
     read_fd, write_fd = os.pipe()
     out = tmp_path / "relayed"
     with open(out, "wb") as sink:
         thread = threading.Thread(
-            target=masking.relay, args=(read_fd, sink, masking.Masker(secrets), 0.1)
+            target=masking.relay, args=(read_fd, sink, masking.Masker(secrets), 0.1, hidden)
         )
         thread.start()
         for data, pause in writes:
@@ -52,6 +54,38 @@ def test_a_token_split_across_writes_or_the_line_cut_is_masked(tmp_path):
     assert token.encode() not in long and b"***" in long and len(long) == cut + 103
     tail = _relay([(b"ends with tok-", 0.3)], [token], tmp_path)  # at EOF it is written
     assert tail == b"ends with tok-"
+
+
+PREINIT = (
+    b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+    b"I0000 00:00:1795749000.149242    5065 port.cc:153] oneDNN custom operations are on.\n"
+    b"W0000 00:00:1795749000.149667    5065 gpu_device.cc:2365] Cannot dlopen some GPU libraries.\n"
+    b"E0000 00:00:1795749013.096498    5065 cuda_platform.cc:52] failed call to cuInit: 303\n"
+)
+USERS = (
+    b"I1127 03:09:19.528000 140312 module.py:20] the user's absl-py line, dated\n"
+    b"2026-11-27 03:09:22,710 INFO generic_trainer.train: I0000 00:00:1.0 1 a.cc:1] quoted\n"
+)
+
+
+@pytest.mark.parametrize(
+    "level,kept",
+    [
+        ("0", PREINIT.splitlines(keepends=True)),
+        ("1", PREINIT.splitlines(keepends=True)[2:]),
+        ("2", PREINIT.splitlines(keepends=True)[3:]),
+        ("3", []),
+    ],
+)
+def test_absl_preinit_lines_below_tf_cpp_min_log_level_are_dropped_and_users_lines_kept(
+    tmp_path, level, kept
+):
+    """TensorFlow's start-up lines that absl prints before its initialisation, whatever
+    TF_CPP_MIN_LOG_LEVEL says, are dropped as that level asks; the user's lines stay."""
+    from generic_trainer.log_text import native_log_below
+
+    relayed = _relay([(PREINIT + USERS, 0.0)], [], tmp_path, native_log_below(level))
+    assert relayed == b"".join(kept) + USERS
 
 
 def test_a_lone_surrogate_in_a_secret_does_not_break_the_masker():

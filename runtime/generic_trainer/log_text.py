@@ -53,3 +53,35 @@ def _shown_arg(arg: object) -> object:
     if isinstance(arg, os.PathLike):
         return shown(os.fspath(arg)) if isinstance(os.fspath(arg), str) else arg
     return arg
+
+
+# absl's C++ logging writes every line to stderr until absl::InitializeLog() is called, whatever
+# TF_CPP_MIN_LOG_LEVEL says (abseil-cpp#1718, #1957), and TensorFlow 2.21 logs its start-up lines
+# before that: "oneDNN custom operations are on", "Could not find cuda drivers", each twice. Such
+# lines carry absl's pre-initialisation stamp, `I0000 00:00:<epoch seconds>`: only they are matched
+# (Python's absl logging and TensorFlow's later lines carry the date).
+_ABSL_PREINIT = (
+    rb"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to "
+    rb"STDERR\r?\n"
+)
+_ABSL_LINE = rb"^[%s]0000 00:00:\d+\.\d+ +\d+ [^\s\]]+:\d+\] [^\n]*\n"
+
+
+def native_log_below(min_level: str | None) -> re.Pattern[bytes] | None:
+    """The lines of absl's C++ log that TF_CPP_MIN_LOG_LEVEL asks to hide (absl prints them
+    anyway before its initialisation): INFO at 1, WARNING too at 2, ERROR too at 3.
+
+    Args:
+      min_level: TF_CPP_MIN_LOG_LEVEL's value (None or not a number: 0).
+
+    Returns:
+      A pattern of whole lines to drop, or None when nothing is hidden.
+    """
+    try:
+        level = min(int(min_level or 0), 3)
+    except ValueError:
+        return None
+    if level <= 0:
+        return None
+    severities = b"IWE"[:level]
+    return re.compile(_ABSL_PREINIT + b"|" + _ABSL_LINE % severities, re.MULTILINE)

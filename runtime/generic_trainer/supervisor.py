@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 
-from generic_trainer import run_ending
+from generic_trainer import log_text, run_ending
 from generic_trainer.artifacts import leftovers, run_record
 from generic_trainer.artifacts.leftovers import (  # noqa: F401 (left_running: re-exported)
     become_subreaper,
@@ -176,13 +176,17 @@ def _start_child(command: list[str], record_path: str) -> subprocess.Popen:
 
 def _start_relays(child: subprocess.Popen, mask: Masker) -> list[threading.Thread]:
     """Threads relaying the child's stdout and stderr, masked, to this process's."""
+    hidden = log_text.native_log_below(os.environ.get("TF_CPP_MIN_LOG_LEVEL"))
     relays = [
         threading.Thread(
-            target=relay, args=(pipe.fileno(), sink, mask), daemon=True, name=f"relay-{name}"
+            target=relay,
+            args=(pipe.fileno(), sink, mask, 0.5, lines),
+            daemon=True,
+            name=f"relay-{name}",
         )
-        for pipe, sink, name in (
-            (child.stdout, sys.stdout.buffer, "stdout"),
-            (child.stderr, sys.stderr.buffer, "stderr"),
+        for pipe, sink, name, lines in (
+            (child.stdout, sys.stdout.buffer, "stdout", None),
+            (child.stderr, sys.stderr.buffer, "stderr", hidden),
         )
     ]
     for thread in relays:

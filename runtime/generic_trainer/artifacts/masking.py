@@ -117,11 +117,17 @@ def _next_out(pending: bytes, chunk: bytes | None, mask: Masker) -> tuple[bytes,
     return mask(pending[:cut]), pending[cut:]
 
 
-def relay(source: int, sink: BinaryIO, mask: Masker, idle_s: float = 0.5) -> None:
+def relay(
+    source: int,
+    sink: BinaryIO,
+    mask: Masker,
+    idle_s: float = 0.5,
+    hidden: re.Pattern[bytes] | None = None,
+) -> None:
     """Copy `source` (a pipe's fd) to `sink` until EOF, masked; whole lines at once (a partial line
     waits at most `idle_s`, a line over MAX_LINE is written in pieces), and never a secret split
-    between two
-    writes. Writing stops if `sink` fails; reading never does."""
+    between two writes. Lines matching `hidden` are dropped. Writing stops if `sink` fails;
+    reading never does."""
     pending, writable = b"", True
     poller = select.poll()
     poller.register(source, select.POLLIN | select.POLLHUP)
@@ -129,6 +135,8 @@ def relay(source: int, sink: BinaryIO, mask: Masker, idle_s: float = 0.5) -> Non
         ready = poller.poll(idle_s * 1000)
         chunk = os.read(source, 65536) if ready else None
         out, pending = _next_out(pending + (chunk or b""), chunk, mask)
+        if hidden is not None:  # whole lines only: `out` ends at a line's end but for long lines
+            out = hidden.sub(b"", out)
         if out and writable:
             try:
                 sink.write(out)
