@@ -129,6 +129,19 @@ def read_bounded(path: str, limit: int | None = None) -> bytes:
     return data
 
 
+def inside(path: str, folder: str) -> bool:
+    """Whether `path` is `folder` or lies under it, by the names as given (no links followed).
+
+    Args:
+      path: the path that may lie inside.
+      folder: the folder.
+
+    Returns:
+      True when `path` is `folder` or under it.
+    """
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def listdir(path: str) -> list[str]:
     """The names in the directory `path`; none when it is missing or unreadable."""
     try:

@@ -20,7 +20,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from generic_trainer.artifacts import storage
+from generic_trainer.artifacts import files, storage
 from generic_trainer.artifacts.outputs import EVAL_DIR, SERVING_DIR
 from generic_trainer.artifacts.serving_container import SCHEMATA_DIR
 from generic_trainer.errors import UserInputError
@@ -137,10 +137,6 @@ def check_outputs(
         check_writable(EXECUTOR_OUTPUT_FLAG, output_file, "file", probed)
 
 
-def _inside(inner: str, outer: str) -> bool:
-    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
-
-
 def _allowed(inner: tuple[str, str, str, str], outer: tuple[str, str, str, str]) -> bool:
     """Whether the output `inner` may lie in `outer` ((attr, flag, real path, kind) each): the
     runtime's own
@@ -150,7 +146,9 @@ def _allowed(inner: tuple[str, str, str, str], outer: tuple[str, str, str, str])
     if (attr, other) in NESTING:
         return True
     if kind == "file" and other in FILE_HOSTS and path != other_path:
-        return not any(_inside(path, os.path.join(other_path, part)) for part in FILE_HOSTS[other])
+        return not any(
+            files.inside(path, os.path.join(other_path, part)) for part in FILE_HOSTS[other]
+        )
     return False
 
 
@@ -186,7 +184,7 @@ def check_overlaps(
     ]
     for out in outs:
         attr, flag, path, _ = out
-        containers = [o for o in outs if o[0] != attr and _inside(path, o[2])]
+        containers = [o for o in outs if o[0] != attr and files.inside(path, o[2])]
         innermost = max(containers, key=lambda o: len(o[2]), default=None)
         for other in containers:
             if (other is innermost or other[2] == path) and not _allowed(out, other):
@@ -209,8 +207,8 @@ def check_apart(
             if not other_path or not os.path.lexists(other_path):
                 continue
             other_path = os.path.realpath(other_path)
-            if _inside(path, other_path) or _inside(other_path, path):
-                where = "inside" if _inside(path, other_path) else "around"
+            if files.inside(path, other_path) or files.inside(other_path, path):
+                where = "inside" if files.inside(path, other_path) else "around"
                 raise UserInputError(
                     flag,
                     f"{path} lies {where} the input {other_flag} {other_path}; an output "

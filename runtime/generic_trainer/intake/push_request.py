@@ -83,8 +83,7 @@ def destination_value(value: Any) -> str:
 
 
 def _inside(path: str, directory: str) -> bool:
-    path, directory = os.path.realpath(path), os.path.realpath(directory)
-    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+    return files.inside(os.path.realpath(path), os.path.realpath(directory))
 
 
 def _destination(value: str, gcs_root: str, model: str) -> tuple[str, bool]:

@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from generic_trainer.artifacts import files
 from generic_trainer.errors import UserInputError
 from generic_trainer.tfx_dsl.steps import ParameterRef, Plan
 
@@ -160,15 +161,10 @@ def _source(path: str, writable: bool) -> str | None:
     return None
 
 
-def _within(path: str, folder: str) -> bool:
-    folder = folder.rstrip("/")
-    return path == folder or path.startswith(folder + "/")
-
-
 def _hidden(path: str) -> str | None:
     """The image folder a mount at `path` would hide, if any."""
     for folder in IMAGE_DIRS:
-        if _within(path, folder) or _within(folder, path):
+        if files.inside(path, folder) or files.inside(folder, path):
             return folder
     return None
 
@@ -192,7 +188,7 @@ def host_mounts(plan: Plan) -> list[HostMount]:
     found, destinations = [], []
     for why, path, writable in _step_paths(plan):
         source = _source(path, writable)
-        if source is None or _within(source, os.path.abspath(plan.root)):
+        if source is None or files.inside(source, os.path.abspath(plan.root)):
             continue
         hidden = _hidden(source)
         if hidden:
@@ -207,7 +203,7 @@ def host_mounts(plan: Plan) -> list[HostMount]:
     kept: list[HostMount] = []
     for mount in sorted(found, key=lambda m: (m.path, not m.writable)):
         if not any(
-            _within(mount.path, k.path) and (k.writable or not mount.writable) for k in kept
+            files.inside(mount.path, k.path) and (k.writable or not mount.writable) for k in kept
         ):
             kept.append(mount)
     for path in destinations:
